@@ -1,0 +1,80 @@
+"""The `floodgate` command: one entry point, a subcommand per job.
+
+Each job lives in `console/commands/<job>.py` with `register(subparsers)`
+that adds its parser and sets `func=run(args) -> int`. Command modules import
+their heavy dependencies (Spark, Textual) inside `run`, so `--help` is fast.
+Exit codes: 0 ok, 1 failed, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+
+from console import __version__
+from console.errors import EXIT_FAILED, EXIT_USAGE, UsageError, known_error_types
+
+# One row per subcommand module; order is the order shown in --help.
+COMMAND_MODULES = (
+    "console.commands.heatmap_cmd",
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but bad usage is one line on stderr and exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="floodgate",
+        description="Operations console and SRE toolkit for a RocketMQ-style message cluster.",
+    )
+    parser.add_argument("--version", action="version", version=f"floodgate {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show tracebacks instead of one-line errors"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        # `floodgate` or `floodgate tune` alone: show the help of that level.
+        (getattr(args, "_parser", None) or parser).print_help()
+        return EXIT_USAGE
+    debug = args.debug or os.environ.get("FLOODGATE_DEBUG") == "1"
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"floodgate {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_FAILED
+    except Exception as exc:  # noqa: BLE001 - turned into one line below
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, known_error_types()):
+            print(f"floodgate {args.command}: error: {exc}", file=sys.stderr)
+        else:
+            print(
+                f"floodgate {args.command}: internal error: {type(exc).__name__}: {exc}"
+                " (run with --debug for the traceback)",
+                file=sys.stderr,
+            )
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

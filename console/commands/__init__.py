@@ -1,0 +1,1 @@
+"""One module per `floodgate` subcommand; see console/cli.py COMMAND_MODULES."""

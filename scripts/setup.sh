@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Prepare a fresh machine: system packages the suite uses, then .venv with the
+# project installed editable. Idempotent; cheap when everything is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)   # PySpark
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)            # integration tests
+command -v tmux >/dev/null 2>&1 || need+=(tmux)                      # demo test
+command -v losetup >/dev/null 2>&1 || need+=(mount)                  # loop-device tests
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  echo "setup: apt-get install ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.floodgate-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
