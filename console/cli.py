@@ -20,6 +20,7 @@ from console.errors import EXIT_FAILED, EXIT_USAGE, UsageError, known_error_type
 # One row per subcommand module; order is the order shown in --help.
 COMMAND_MODULES = (
     "console.commands.heatmap_cmd",
+    "console.commands.capacity_cmd",
 )
 
 

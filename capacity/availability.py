@@ -1,0 +1,84 @@
+"""Availability = MTBF / (MTBF + MTTR), and the downtime budget of a target.
+
+Seed 000 states the Double-11 goal as availability "~100 %" with MTTR = 1 s:
+one failure a day recovered in a second gives (86400 - 1) / 86400 =
+99.9988 %, which the seed prints as 99.999 % (three decimals, rounded).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from capacity.errors import CapacityError
+
+DAY_S = 86_400.0
+
+
+def availability(mtbf_s: float, mttr_s: float) -> float:
+    """Fraction of time up: MTBF / (MTBF + MTTR), both in seconds."""
+    if not (math.isfinite(mtbf_s) and math.isfinite(mttr_s)):
+        raise CapacityError("MTBF and MTTR must be finite numbers")
+    if mtbf_s <= 0:
+        raise CapacityError(f"MTBF must be > 0 s, got {mtbf_s}")
+    if mttr_s < 0:
+        raise CapacityError(f"MTTR must be >= 0 s, got {mttr_s}")
+    return mtbf_s / (mtbf_s + mttr_s)
+
+
+def nines(fraction: float) -> float:
+    """Number of nines: 0.999 -> 3.0 (inf for exactly 1)."""
+    if not 0 <= fraction <= 1:
+        raise CapacityError(f"availability must be within [0, 1], got {fraction}")
+    return math.inf if fraction == 1 else -math.log10(1 - fraction)
+
+
+def downtime_budget_s(target: float, period_s: float = DAY_S) -> float:
+    """Seconds of downtime a target availability allows per period."""
+    if not 0 < target <= 1:
+        raise CapacityError(f"target availability must be within (0, 1], got {target}")
+    if period_s <= 0:
+        raise CapacityError(f"period must be > 0 s, got {period_s}")
+    return (1 - target) * period_s
+
+
+@dataclass(frozen=True)
+class AvailabilityReport:
+    mtbf_s: float
+    mttr_s: float
+    availability: float
+    nines: float
+    downtime_s_per_period: float
+    period_s: float
+    target: float
+    target_met: bool
+    budget_s_per_period: float
+    max_mttr_s_for_target: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def assess(
+    mtbf_s: float, mttr_s: float, target: float = 0.99999, period_s: float = DAY_S
+) -> AvailabilityReport:
+    """Availability of (MTBF, MTTR) against a target over a period.
+
+    `max_mttr_s_for_target` is the longest recovery that still meets the
+    target at this MTBF: A >= t  <=>  MTTR <= MTBF (1 - t) / t.
+    """
+    a = availability(mtbf_s, mttr_s)
+    budget = downtime_budget_s(target, period_s)
+    return AvailabilityReport(
+        mtbf_s=mtbf_s,
+        mttr_s=mttr_s,
+        availability=a,
+        nines=nines(a),
+        downtime_s_per_period=(1 - a) * period_s,
+        period_s=period_s,
+        target=target,
+        # a tolerance of one part in 1e12 so that 99.999 % meets 99.999 %
+        target_met=a >= target - 1e-12,
+        budget_s_per_period=budget,
+        max_mttr_s_for_target=mtbf_s * (1 - target) / target,
+    )

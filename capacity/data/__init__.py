@@ -1,0 +1,1 @@
+"""Data shipped with the capacity models (seed history of Double-11 volumes)."""

@@ -1,0 +1,208 @@
+"""`floodgate capacity availability|reliability|usl|size|forecast`: the pure models."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from console.commands.common import add_subparser, print_json
+from console.errors import UsageError
+
+
+def register(sub) -> None:
+    parser = add_subparser(
+        sub, "capacity", "capacity models: availability, replica reliability, sizing, USL, forecast"
+    )
+    models = parser.add_subparsers(dest="model", metavar="MODEL")
+
+    p = add_subparser(models, "availability", "availability = MTBF / (MTBF + MTTR) and its budget")
+    p.add_argument("--mtbf-s", type=float, required=True, help="mean time between failures, s")
+    p.add_argument("--mttr-s", type=float, required=True, help="mean time to recover, s (seed: 1)")
+    p.add_argument("--target", type=float, default=0.99999, help="target availability (0.99999)")
+    p.add_argument("--period-s", type=float, default=86400.0, help="budget period, s (one day)")
+    _json(p, run_availability)
+
+    p = add_subparser(models, "reliability", "replica reliability from disk MTBF and rebuild time")
+    p.add_argument("--replicas", default="1,2,3", help="comma-separated replica counts (1,2,3)")
+    p.add_argument("--masters", type=int, default=1, help="independent replica groups (1)")
+    p.add_argument("--disk-mtbf-hours", type=float, default=1_200_000.0, help="disk MTBF, h")
+    p.add_argument("--disk-tb", type=float, default=1.0, help="disk size, TB (1)")
+    p.add_argument("--water", type=float, default=0.75, help="disk water level (0.75)")
+    p.add_argument("--rebuild-mbps", type=float, default=100.0, help="rebuild bandwidth, MB/s")
+    p.add_argument(
+        "--recovery-hours", type=float, default=None,
+        help="rebuild time, h (default: derived from disk size, water and bandwidth; the seed "
+        "rounds 2.08 h to 2)",
+    )  # fmt: skip
+    p.add_argument("--years", type=float, default=1.0, help="time horizon, years (1)")
+    _json(p, run_reliability)
+
+    p = add_subparser(models, "usl", "fit the Universal Scalability Law to load-test points")
+    p.add_argument("--points", required=True, help="CSV with concurrency,throughput columns")
+    _json(p, run_usl)
+
+    p = add_subparser(models, "size", "brokers, disk and network for a target peak rate")
+    p.add_argument("--target-rate", type=float, required=True, help="peak msgs/s to carry")
+    rate = p.add_mutually_exclusive_group(required=True)
+    rate.add_argument("--per-broker-rate", type=float, help="measured msgs/s per broker")
+    rate.add_argument("--load-test", help="USL points CSV: per-broker rate = fitted max throughput")
+    p.add_argument("--utilisation", type=float, default=0.6, help="target utilisation (0.6)")
+    p.add_argument("--fuse-reserve", type=float, default=0.3, help="fuse isolation cap (0.3)")
+    p.add_argument("--spares", type=int, default=1, help="spare brokers, N+spares (1)")
+    p.add_argument("--domains", type=int, default=3, help="failure domains (3)")
+    p.add_argument("--msg-bytes", type=float, default=1024.0, help="average message size (1024)")
+    p.add_argument("--peak-day-messages", type=float, default=None, help="messages on peak day")
+    p.add_argument("--peak-to-mean", type=float, default=3.0, help="peak / daily-mean rate (3)")
+    p.add_argument("--retention-hours", type=float, default=72.0, help="retention, h (72)")
+    p.add_argument("--replicas", type=int, default=2, help="copies of each message (2)")
+    p.add_argument("--disk-tb", type=float, default=4.0, help="disk per broker, TB (4)")
+    p.add_argument("--water", type=float, default=0.75, help="disk water level (0.75)")
+    p.add_argument("--fanout", type=float, default=15.0, help="deliveries per message (15)")
+    p.add_argument("--nic-gbps", type=float, default=10.0, help="NIC per broker, Gbit/s (10)")
+    p.add_argument("--nic-utilisation", type=float, default=0.7, help="NIC budget (0.7)")
+    p.add_argument("--latency-ms", type=float, default=3.0, help="average send latency (3)")
+    p.add_argument("--client-concurrency", type=int, default=64, help="in flight per client")
+    _json(p, run_size)
+
+    p = add_subparser(models, "forecast", "Double-11 volume band from yearly history")
+    p.add_argument("--history", default=None, help="CSV year,messages[,source] (default: seeds)")
+    p.add_argument("--year", type=int, required=True, help="year to forecast")
+    p.add_argument("--fit-until", type=int, default=None, help="use history up to this year only")
+    p.add_argument("--peak-to-mean", type=float, default=None, help="also give peak msgs/s")
+    _json(p, run_forecast)
+
+
+def _json(parser: argparse.ArgumentParser, func) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(func=func)
+
+
+def _clean(value):
+    """JSON has no inf/nan: give null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def run_availability(args) -> int:
+    from capacity.availability import assess
+
+    r = assess(args.mtbf_s, args.mttr_s, target=args.target, period_s=args.period_s)
+    if args.json:
+        print_json(_clean(r.to_dict()))
+        return 0
+    verdict = "meets" if r.target_met else "MISSES"
+    print(f"availability      {r.availability * 100:.6f} %  ({r.nines:.2f} nines)")
+    print(f"downtime          {r.downtime_s_per_period:.3f} s per {r.period_s:g} s")
+    print(f"target            {r.target * 100:g} % -> {verdict} (budget {r.budget_s_per_period:.3f} s)")
+    print(f"max MTTR for it   {r.max_mttr_s_for_target:.3f} s at this MTBF")
+    return 0
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"{flag} wants comma-separated integers, got {text!r}") from None
+    if not values:
+        raise UsageError(f"{flag} is empty")
+    return values
+
+
+def run_reliability(args) -> int:
+    from capacity.reliability import HOURS_PER_YEAR, rebuild_hours, table
+
+    replicas = _int_list(args.replicas, "--replicas")
+    recovery = args.recovery_hours
+    if recovery is None:
+        recovery = rebuild_hours(args.disk_tb, args.water, args.rebuild_mbps)
+    rows = table(
+        replicas, masters=args.masters, disk_mtbf_hours=args.disk_mtbf_hours,
+        recovery_hours=recovery, hours=args.years * HOURS_PER_YEAR,
+    )  # fmt: skip
+    if args.json:
+        print_json([_clean(r.to_dict()) for r in rows])
+        return 0
+    print(f"disk MTBF {args.disk_mtbf_hours:,.0f} h, recovery {recovery:.3f} h, {args.years:g} year(s)")
+    print(f"{'replicas':>8}  {'reliability':>22}  {'loss probability':>16}  masters={args.masters}")
+    for r in rows:
+        print(
+            f"{r.replicas:>8}  {r.reliability * 100:>20.12f} %  {r.loss_probability:>16.3e}"
+            f"  cluster {r.cluster_reliability * 100:.12f} %"
+        )
+    return 0
+
+
+def run_usl(args) -> int:
+    from capacity.usl import fit_usl, read_points
+
+    n, x = read_points(args.points)
+    fit = fit_usl(n, x)
+    if args.json:
+        print_json(_clean(fit.to_dict()))
+        return 0
+    print(f"sigma {fit.sigma:.6g}  kappa {fit.kappa:.6g}  lambda {fit.lam:.6g}")
+    peak = "none (kappa = 0)" if math.isinf(fit.peak_concurrency) else f"{fit.peak_concurrency:.1f}"
+    print(f"peak concurrency {peak}  max throughput {fit.max_throughput:,.0f}")
+    print(f"fit: R^2 {fit.r_squared:.4f}  RMSE {fit.rmse:,.1f}  MAPE {fit.mape:.2%}  ({fit.points} points)")
+    return 0
+
+
+def run_size(args) -> int:
+    from capacity.sizing import SizingInputs, size
+
+    per_broker = args.per_broker_rate
+    if args.load_test:
+        from capacity.usl import fit_usl, read_points
+
+        per_broker = fit_usl(*read_points(args.load_test)).max_throughput
+    plan = size(
+        SizingInputs(
+            target_rate=args.target_rate, per_broker_rate=per_broker,
+            target_utilisation=args.utilisation, fuse_reserve=args.fuse_reserve,
+            spares=args.spares, failure_domains=args.domains, msg_bytes=args.msg_bytes,
+            peak_day_messages=args.peak_day_messages, peak_to_mean=args.peak_to_mean,
+            retention_hours=args.retention_hours, replicas=args.replicas,
+            disk_bytes_per_broker=args.disk_tb * 1e12, water=args.water, fanout=args.fanout,
+            nic_bits_per_s=args.nic_gbps * 1e9, nic_utilisation=args.nic_utilisation,
+            avg_latency_s=args.latency_ms / 1000.0, client_concurrency=args.client_concurrency,
+        )
+    )  # fmt: skip
+    if args.json:
+        print_json(_clean(plan.to_dict()))
+        return 0
+    print(f"brokers needed {plan.brokers} (binding: {plan.binding})")
+    for c in plan.constraints:
+        mark = "*" if c.name == plan.binding else " "
+        print(f" {mark} {c.name:<15} {c.brokers:>7}  {c.why}")
+    print(f"disk {plan.disk_bytes_needed / 1e12:,.1f} TB raw; network in "
+          f"{plan.network_in_bits_per_s / 1e9:,.1f} Gbit/s, out {plan.network_out_bits_per_s / 1e9:,.1f} Gbit/s")  # fmt: skip
+    print(f"utilisation at peak {plan.utilisation_at_peak:.1%}; in flight "
+          f"{plan.in_flight_requests:,.0f} requests -> {plan.clients_needed} clients")  # fmt: skip
+    return 0
+
+
+def run_forecast(args) -> int:
+    from capacity.forecast import forecast, read_history
+
+    points = read_history(args.history)
+    if args.fit_until is not None:
+        points = [p for p in points if p.year <= args.fit_until]
+    f = forecast(points, args.year)
+    out = f.to_dict()
+    if args.peak_to_mean is not None:
+        out["peak_rate"] = f.peak_rate(args.peak_to_mean)
+    if args.json:
+        print_json(_clean(out))
+        return 0
+    print(f"Double-11 {f.year}: low {f.low:.4g}  mid {f.mid:.4g}  high {f.high:.4g} messages")
+    print(f"fitted on {f.fitted_years}: x{f.growth_per_year:.2f} a year; {f.horizon_years} year(s) "
+          f"beyond {f.last_year} ({f.last_messages:.4g})")  # fmt: skip
+    if "peak_rate" in out:
+        pr = out["peak_rate"]
+        print(f"peak msgs/s: low {pr['low']:,.0f}  mid {pr['mid']:,.0f}  high {pr['high']:,.0f}")
+    return 0

@@ -1,0 +1,68 @@
+import pytest
+
+from capacity.errors import CapacityError
+from capacity.forecast import (
+    HistoryPoint,
+    forecast,
+    growth_band,
+    read_history,
+    seed_history_path,
+)
+
+
+def test_seed_history_is_shipped_as_data():
+    points = read_history()
+    assert seed_history_path().name == "double11_history.csv"
+    assert {p.year: p.messages for p in points} == {
+        2012: 10e9, 2013: 33.2e9, 2015: 650e9, 2016: 1.4e12,
+    }  # fmt: skip
+    assert all(p.source.startswith("seed") for p in points)
+
+
+def test_band_fitted_on_2012_to_2015_contains_2016():
+    history = [p for p in read_history() if p.year <= 2015]
+    f = forecast(history, 2016)
+    assert f.low <= 1.4e12 <= f.high
+    assert f.low < f.mid < f.high
+    assert f.low == pytest.approx(1.31e12, rel=0.01) and f.high == pytest.approx(2.65e12, rel=0.01)
+
+
+def test_forecast_is_monotone_in_year_and_ordered():
+    history = read_history()
+    bands = [forecast(history, year) for year in range(2016, 2031)]
+    for curve in ("low", "mid", "high"):
+        values = [getattr(b, curve) for b in bands]
+        assert values == sorted(values), curve
+    assert all(b.low <= b.mid <= b.high for b in bands)
+    assert bands[0].low == bands[0].high == 1.4e12  # the last observed year is itself
+
+
+def test_users_can_add_years(tmp_path):
+    p = tmp_path / "h.csv"
+    p.write_text("year,messages\n2016,1.4e12\n2017,2.0e12\n2018,2.6e12\n")
+    f = forecast(read_history(p), 2019)
+    assert f.fitted_years == [2016, 2017, 2018]
+    assert f.low > 2.6e12 and f.growth_per_year < 1.5
+
+
+def test_peak_rate_and_growth_band():
+    f = forecast(read_history(), 2016)
+    assert f.peak_rate(4.0)["mid"] == pytest.approx(1.4e12 / 86400 * 4)
+    g = growth_band(read_history(), 2026, 2027)
+    assert 1.0 <= g["low"] <= g["mid"] <= g["high"]
+    assert g["high"] == pytest.approx(forecast(read_history(), 2017).growth_per_year)
+
+
+def test_bad_history(tmp_path):
+    with pytest.raises(CapacityError, match="at least 2"):
+        forecast([HistoryPoint(2015, 1.0)], 2016)
+    with pytest.raises(CapacityError, match="twice"):
+        forecast([HistoryPoint(2015, 1.0), HistoryPoint(2015, 2.0)], 2016)
+    with pytest.raises(CapacityError, match="before"):
+        forecast(read_history(), 2010)
+    p = tmp_path / "h.csv"
+    p.write_text("when,how_many\n2015,1\n")
+    with pytest.raises(CapacityError, match="year,messages"):
+        read_history(p)
+    with pytest.raises(CapacityError, match="cannot read"):
+        read_history(tmp_path / "missing.csv")

@@ -1,0 +1,65 @@
+import json
+
+import pytest
+
+from console.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_reliability_json_defaults_are_the_seed(capsys):
+    code, out, _ = run(capsys, "capacity", "reliability", "--replicas", "1,2,3", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["replicas"] for r in rows] == [1, 2, 3]
+    assert rows[0]["recovery_hours"] == pytest.approx(7500 / 3600)
+    assert rows[0]["reliability"] == pytest.approx(0.9927, abs=1e-4)
+    code, out, _ = run(capsys, "capacity", "reliability", "--recovery-hours", "2", "--json")
+    assert json.loads(out)[1]["reliability"] == pytest.approx(1 - 2.4333e-8, abs=1e-12)
+
+
+def test_availability_and_forecast(capsys):
+    code, out, _ = run(capsys, "capacity", "availability", "--mtbf-s", "86399", "--mttr-s", "1", "--json")
+    assert code == 0 and json.loads(out)["availability"] == pytest.approx(86399 / 86400)
+    code, out, _ = run(
+        capsys, "capacity", "forecast", "--year", "2016", "--fit-until", "2015", "--json",
+        "--peak-to-mean", "4",
+    )  # fmt: skip
+    f = json.loads(out)
+    assert code == 0 and f["low"] <= 1.4e12 <= f["high"]
+    assert f["peak_rate"]["mid"] == pytest.approx(f["mid"] * 4 / 86400)
+
+
+def test_usl_and_size_from_load_test(capsys, tmp_path):
+    from capacity.usl import usl_throughput
+
+    points = tmp_path / "sweep.csv"
+    rows = [f"{n},{usl_throughput(n, 0.02, 0.0004, 5000.0):.6f}" for n in (1, 2, 4, 8, 16, 32, 64)]
+    points.write_text("concurrency,throughput\n" + "\n".join(rows) + "\n")
+    code, out, _ = run(capsys, "capacity", "usl", "--points", str(points), "--json")
+    fit = json.loads(out)
+    assert code == 0
+    assert set(fit) >= {"sigma", "kappa", "lambda", "peak_concurrency", "max_throughput"}
+    assert fit["sigma"] == pytest.approx(0.02, rel=1e-3)
+    code, out, _ = run(
+        capsys, "capacity", "size", "--target-rate", "1e6", "--load-test", str(points), "--json"
+    )
+    plan = json.loads(out)
+    assert code == 0 and plan["inputs"]["per_broker_rate"] == pytest.approx(fit["max_throughput"])
+    assert plan["brokers"] == max(c["brokers"] for c in plan["constraints"])
+
+
+def test_bad_input_is_one_line_and_nonzero(capsys, tmp_path):
+    code, _, err = run(capsys, "capacity", "reliability", "--replicas", "x")
+    assert code == 2 and err.count("\n") == 1
+    code, _, err = run(capsys, "capacity", "usl", "--points", str(tmp_path / "none.csv"))
+    assert code == 1 and "cannot read" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "capacity", "size", "--target-rate", "-5", "--per-broker-rate", "1")
+    assert code == 1 and "target_rate" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["capacity", "size", "--target-rate", "5"])
+    assert exc.value.code == 2
