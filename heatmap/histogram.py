@@ -85,22 +85,66 @@ def _downscale_index(idx: int, shift: int) -> int:
     return -((-idx) >> shift)
 
 
+_KEY_SHIFT = 44  # a float64's bits >> 44: 11 exponent bits and the top 8 mantissa bits
+_tables: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _key_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Lookup tables over ``bits >> 44`` of non-negative float64 values.
+
+    A key names a cell of 2**44 consecutive floats. Cells are far narrower
+    than the gap between two bucket bounds, so each holds at most one bound:
+    ``index = low[key] + (bits > bound[key])``, exact because the bit patterns
+    of non-negative floats sort like their values. Built on first use (6 MiB);
+    a process only touches the few exponents its latencies span.
+    """
+    global _tables
+    if _tables is None:
+        keys = np.arange(2**19, dtype=np.int64)  # sign bit 0
+        exp, cell = keys >> 8, keys & 255
+        mant = np.array([int((2.0 * b - 1.0) * 2**52) for b in _BOUNDS], dtype=np.int64)
+        shift = _KEY_SHIFT  # mantissa bits below the cell
+        low = (exp - 1023) * 8 + np.searchsorted(mant, cell << shift, side="left")
+        bound = np.full(keys.size, np.iinfo(np.uint64).max, dtype=np.uint64)
+        for m in mant.tolist():  # the bound sits in the cell of its top mantissa bits
+            in_cell = keys[cell == (m >> shift)]
+            bound[in_cell] = ((in_cell >> 8) << 52 | m).astype(np.uint64)
+        zero_bits = int(np.array(ZERO_THRESHOLD).view(np.uint64))
+        zero_key = zero_bits >> _KEY_SHIFT
+        low[: zero_key + 1] = ZERO_INDEX
+        bound[:zero_key] = np.iinfo(np.uint64).max
+        bound[zero_key] = zero_bits  # the threshold itself belongs to the zero bucket
+        low[zero_key] = ZERO_INDEX
+        _tables = (low.astype(np.int32), bound)
+    return _tables
+
+
 def bucket_indices(values: np.ndarray) -> np.ndarray:
-    """Vectorized :func:`bucket_index` at schema 3 (values already validated)."""
-    frac, exp = np.frexp(values)
-    idx = np.searchsorted(_BOUNDS_NP, frac, side="left") + (exp.astype(np.int64) - 1) * 8
-    return np.where(values <= ZERO_THRESHOLD, ZERO_INDEX, idx)
+    """Vectorized :func:`bucket_index` at schema 3 (values already validated).
+
+    Two table look-ups on the float's bits instead of ``frexp`` and a binary
+    search: several times faster; the tests check both agree bit for bit.
+    """
+    low, bound = _key_tables()
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
+    key = (bits >> np.uint64(_KEY_SHIFT)).astype(np.intp)
+    return low[key] + (bits > bound[key])
 
 
 class LatencyHistogram:
     """Sparse schema-3 latency histogram with exact count, sum, min and max.
 
-    Not thread-safe, by design: the hot path is a dict update and four
-    attribute writes; a recorder shared between threads takes its own lock
-    (or keeps one histogram per thread and merges, which is exact).
+    ``record`` only validates and appends to a small buffer; every
+    ``FOLD_AT`` values (and before any read) the buffer is folded in with the
+    vectorized path. That keeps the per-call cost near a list append while the
+    bucketing runs at numpy speed: the amortized cost is what bench/ measures.
+
+    Not thread-safe, by design: a recorder shared between threads takes its
+    own lock (or keeps one histogram per thread and merges, which is exact).
     """
 
-    __slots__ = ("schema", "_buckets", "_count", "_sum", "_min", "_max")
+    __slots__ = ("schema", "_buckets", "_count", "_sum", "_min", "_max", "_pending")
+    FOLD_AT = 4096
 
     def __init__(self, schema: int = SCHEMA) -> None:
         self.schema = _check_schema(schema)
@@ -109,27 +153,17 @@ class LatencyHistogram:
         self._sum = 0.0
         self._min = _inf
         self._max = -_inf
+        self._pending: list[float] = []
 
     # -- recording --------------------------------------------------------
     def record(self, seconds: float) -> None:
         """Record one latency in seconds; ValueError (nothing recorded) if bad."""
-        if not seconds >= 0.0 or seconds == _inf:
+        if not 0.0 <= seconds < _inf:  # also false for NaN
             raise _bad_value(seconds)
-        if seconds <= ZERO_THRESHOLD:
-            idx = ZERO_INDEX
-        else:
-            frac, exp = _frexp(seconds)
-            idx = bisect_left(_BOUNDS, frac) + (exp - 1) * 8
-        if self.schema != SCHEMA:
-            idx = _downscale_index(idx, SCHEMA - self.schema)
-        b = self._buckets
-        b[idx] = b.get(idx, 0) + 1
-        self._count += 1
-        self._sum += seconds
-        if seconds < self._min:
-            self._min = seconds
-        if seconds > self._max:
-            self._max = seconds
+        pending = self._pending
+        pending.append(seconds)
+        if len(pending) >= self.FOLD_AT:
+            self._fold()
 
     def record_many(self, seconds: Iterable[float] | np.ndarray) -> None:
         """Record an array of latencies at once; all-or-nothing on bad input."""
@@ -140,6 +174,15 @@ class LatencyHistogram:
         if not (lo >= 0.0 and hi < _inf):  # also catches NaN
             bad = values[~((values >= 0.0) & (values < _inf))][0]
             raise _bad_value(float(bad))
+        self._add(values, float(lo), float(hi))
+
+    def _fold(self) -> None:
+        if self._pending:
+            values = np.array(self._pending, dtype=np.float64)
+            self._pending.clear()
+            self._add(values, float(values.min()), float(values.max()))
+
+    def _add(self, values: np.ndarray, lo: float, hi: float) -> None:
         idx = bucket_indices(values)
         if self.schema != SCHEMA:
             idx = -((-idx) >> (SCHEMA - self.schema))
@@ -151,33 +194,39 @@ class LatencyHistogram:
             b[i] = b.get(i, 0) + c
         self._count += int(values.size)
         self._sum += float(values.sum())
-        self._min = min(self._min, float(lo))
-        self._max = max(self._max, float(hi))
+        self._min = min(self._min, lo)
+        self._max = max(self._max, hi)
 
     # -- reading ----------------------------------------------------------
     @property
     def count(self) -> int:
+        self._fold()
         return self._count
 
     @property
     def sum(self) -> float:
+        self._fold()
         return self._sum
 
     @property
     def min(self) -> float | None:
+        self._fold()
         return self._min if self._count else None
 
     @property
     def max(self) -> float | None:
+        self._fold()
         return self._max if self._count else None
 
     @property
     def mean(self) -> float | None:
+        self._fold()
         return self._sum / self._count if self._count else None
 
     @property
     def buckets(self) -> dict[int, int]:
         """A copy of the sparse counts, index -> count, in index order."""
+        self._fold()
         return dict(sorted(self._buckets.items()))
 
     def quantile(self, q: float) -> float | None:
@@ -189,6 +238,7 @@ class LatencyHistogram:
         """
         if not 0.0 <= q <= 1.0:
             raise ValueError(f"quantile must be in [0, 1], got {q!r}")
+        self._fold()
         if not self._count:
             return None
         rank = max(1, math.ceil(q * self._count))
@@ -206,6 +256,7 @@ class LatencyHistogram:
     def count_above(self, seconds: float) -> int:
         """Values in buckets whose lower bound is >= ``seconds`` (a lower bound
         on the exact number above; exact when ``seconds`` is a bucket bound)."""
+        self._fold()
         return sum(
             c for i, c in self._buckets.items() if bucket_lower(i, self.schema) >= seconds
         )
@@ -219,6 +270,8 @@ class LatencyHistogram:
             raise ValueError(
                 f"cannot merge schema {other.schema} into schema {self.schema}; downscale first"
             )
+        self._fold()
+        other._fold()
         b = self._buckets
         for i, c in other._buckets.items():
             b[i] = b.get(i, 0) + c
@@ -232,6 +285,7 @@ class LatencyHistogram:
         return self.copy().merge(other)
 
     def copy(self) -> LatencyHistogram:
+        self._fold()
         new = LatencyHistogram(self.schema)
         new._buckets = dict(self._buckets)
         new._count, new._sum, new._min, new._max = self._count, self._sum, self._min, self._max
@@ -256,6 +310,8 @@ class LatencyHistogram:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LatencyHistogram):
             return NotImplemented
+        self._fold()
+        other._fold()
         return (
             self.schema == other.schema
             and self._buckets == other._buckets
@@ -276,6 +332,7 @@ class LatencyHistogram:
     # -- serialisation ----------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form; bucket keys are strings (JSON object keys)."""
+        self._fold()
         return {
             "schema": self.schema,
             "count": self._count,

@@ -175,3 +175,25 @@ def test_quantile_rejects_out_of_range():
 def test_merge_refuses_mixed_schemas():
     with pytest.raises(ValueError, match="downscale first"):
         LatencyHistogram(3).merge(LatencyHistogram(2))
+
+
+def test_vectorized_index_agrees_with_scalar_on_every_boundary():
+    from heatmap.histogram import bucket_indices
+
+    uppers = np.array([bucket_upper(i) for i in range(ZERO_INDEX, 120)])
+    values = np.concatenate(
+        [uppers, np.nextafter(uppers, np.inf), np.nextafter(uppers, 0), [0.0, 5e-324, 1e300]]
+    )
+    assert bucket_indices(values).tolist() == [bucket_index(v) for v in values.tolist()]
+
+
+def test_buffered_record_folds_across_reads_and_batches():
+    rng = np.random.default_rng(7)
+    values = rng.lognormal(-7, 1.5, LatencyHistogram.FOLD_AT * 2 + 17)
+    h = LatencyHistogram()
+    for k, v in enumerate(values.tolist()):
+        h.record(v)
+        if k == 100:
+            assert h.count == 101  # a read in the middle sees every value so far
+    assert h == _hist(values)
+    assert h.sum == pytest.approx(values.sum())

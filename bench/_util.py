@@ -1,0 +1,26 @@
+"""Shared helpers for bench scripts: repeated timing and peak RSS."""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far, in MiB (Linux: KiB units)."""
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kib / 1024 if sys.platform != "darwin" else kib / 2**20
+
+
+def median_seconds(fn: Callable[[], object], repeat: int = 5) -> float:
+    """Median wall time of ``repeat`` runs of ``fn`` (after one warm-up run)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
