@@ -1,0 +1,377 @@
+"""`Fuse`: isolate slow or failing brokers for a minute, never more than 30 % of them.
+
+Seed 000's four rules: (1) at most 30 % of the brokers are isolated; (2) a
+broker answering too slowly is isolated for 1 minute; (3) so is one whose call
+throws; (4) when more than 30 % would be isolated, the brokers isolated
+earliest take calls again ("overflow").
+
+Concurrency: the hot path (`choose`, `begin`, `end`, `report` of a good call)
+takes no lock. It reads immutable tuples/frozensets that the locked slow path
+replaces whole, draws round-robin positions from an `itertools.count` (atomic
+under the GIL) and keeps in-flight calls in a dict (single operations are
+atomic). The lock is held only to change isolation state, for microseconds,
+and never around the broker call itself (pybreaker holds its lock around it).
+Housekeeping (expiry, in-flight judgement, baseline) runs at most every
+`tick_s` from whichever thread gets there first, with a non-blocking acquire.
+
+Small clusters: the cap is floor(0.3 x N), which is 0 for N < 4. Such a fuse
+records isolations (transitions, snapshot, metrics) but every isolated broker
+is overflow and keeps serving: taking one of three brokers out moves half its
+load onto each of the other two, which is how one slow broker becomes a slow
+cluster on a peak night. Rule 1 is kept as a hard limit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+
+from fuse.config import FuseConfig
+from fuse.errors import FuseError
+from fuse.slowness import SlowJudge
+from fuse.state import EVENTS, REASONS, BrokerState, FuseSnapshot, IsolatedBroker, Transition
+
+# begin() returns (call id, broker, start time); end() takes it back.
+CallToken = tuple[int, str, float]
+
+TRANSITIONS_KEPT = 100
+
+
+class Fuse:
+    """Chooses brokers round robin, skipping isolated ones within the cap.
+
+    `Fuse(brokers, isolation_s=60.0, max_isolated_ratio=0.3, slow_s=0.010,
+    clock=time.monotonic, *, dry_run=False, seed=None, **tuning)` where
+    `tuning` are the other `FuseConfig` fields (slow_factor, jitter_ratio,
+    backoff, max_isolation_s, ...). `clock` must be monotonic, in seconds.
+    """
+
+    def __init__(
+        self,
+        brokers: Iterable[str] = (),
+        isolation_s: float = 60.0,
+        max_isolated_ratio: float = 0.3,
+        slow_s: float = 0.010,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        dry_run: bool = False,
+        seed: int | str | None = None,
+        **tuning: float,
+    ) -> None:
+        try:
+            config = FuseConfig(isolation_s=isolation_s, max_isolated_ratio=max_isolated_ratio,
+                                slow_s=slow_s, dry_run=dry_run, **tuning)
+        except TypeError as exc:
+            raise FuseError(f"unknown fuse setting: {exc}") from None
+        self.config = config.validate()
+        self._clock = clock
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._judge = SlowJudge(config)
+        self._threshold = config.slow_s
+        self._tick_s = config.housekeeping_s
+        self._alpha = config.ewma_alpha
+        self._states: dict[str, BrokerState] = {}
+        self._order: list[str] = []
+        self._isolated: list[BrokerState] = []  # in isolation order, earliest first
+        self._cap = 0
+        self._usable: tuple[str, ...] = ()
+        self._excluded: frozenset[str] = frozenset()
+        self._would_exclude: frozenset[str] = frozenset()
+        self._overflow: frozenset[str] = frozenset()
+        self._rr = itertools.count()
+        self._ids = itertools.count()
+        self._inflight: dict[int, tuple[str, float]] = {}
+        self._transitions: deque[Transition] = deque(maxlen=TRANSITIONS_KEPT)
+        self._transitions_total = dict.fromkeys(EVENTS, 0)
+        self._isolations_total = dict.fromkeys(REASONS, 0)
+        self._overflow_total = 0
+        self._next_tick = float("-inf")
+        self._next_baseline = float("-inf")
+        with self._lock:
+            for broker in brokers:
+                self._add_locked(broker)
+            self._rebuild_locked(self._clock())
+
+    # ---- hot path -------------------------------------------------------
+
+    def choose(self, candidates: Sequence[str] | None = None) -> str:
+        """A broker to call: round robin over the usable ones.
+
+        With `candidates` (e.g. the brokers holding the topic, minus the one
+        that just failed), round robin over those not excluded; if all of them
+        are excluded, the one isolated earliest (rule 4).
+        """
+        if self._clock() >= self._next_tick:
+            self._housekeep(block=False)
+        if candidates is None:
+            usable = self._usable
+            if not usable:
+                raise FuseError("the fuse has no brokers to choose from")
+            return usable[next(self._rr) % len(usable)]
+        excluded = self._excluded
+        pool = [b for b in candidates if b not in excluded]
+        if pool:
+            return pool[next(self._rr) % len(pool)]
+        if not candidates:
+            raise FuseError("choose() got an empty candidate list")
+        return min(candidates, key=self._isolation_rank)
+
+    def begin(self, broker: str) -> CallToken:
+        """A call to `broker` starts now; pass the token to `end`."""
+        call_id = next(self._ids)
+        start = self._clock()
+        self._inflight[call_id] = (broker, start)
+        return (call_id, broker, start)
+
+    def end(self, token: CallToken, ok: bool = True) -> float:
+        """The call of `token` returned (`ok=False`: it threw). Returns its RT."""
+        call_id, broker, start = token
+        rt = self._clock() - start
+        # Absent means housekeeping already judged it slow while in flight.
+        judged = self._inflight.pop(call_id, None) is None
+        self._judge_call(broker, rt, ok, judged)
+        return rt
+
+    def abandon(self, token: CallToken) -> None:
+        """Forget a call without judging it (e.g. the producer is shutting down)."""
+        self._inflight.pop(token[0], None)
+
+    @contextmanager
+    def calling(self, broker: str) -> Iterator[CallToken]:
+        """`with fuse.calling(b): send(...)`: an exception marks the call failed."""
+        token = self.begin(broker)
+        try:
+            yield token
+        except Exception:
+            self.end(token, ok=False)
+            raise
+        except BaseException:
+            self.abandon(token)
+            raise
+        self.end(token, ok=True)
+
+    def report(self, broker: str, rt_s: float, ok: bool = True) -> None:
+        """A finished call to `broker` took `rt_s` seconds; `ok=False` if it threw.
+
+        Report only the broker's faults as failures (timeouts, connection
+        errors, broker busy), not the caller's own (a message too large).
+        Reports for unknown or removed brokers are ignored.
+        """
+        if not (isinstance(rt_s, int | float) and rt_s >= 0.0):
+            raise FuseError(f"rt_s must be a number >= 0, got {rt_s!r}")
+        self._judge_call(broker, float(rt_s), ok, False)
+
+    def _judge_call(self, broker: str, rt: float, ok: bool, judged: bool) -> None:
+        state = self._states.get(broker)
+        if state is None:
+            return
+        state.ewma_s += (min(rt, 1.0) - state.ewma_s) * self._alpha
+        state.samples += 1
+        if ok and (judged or rt <= self._threshold):
+            return
+        with self._lock:
+            if self._states.get(broker) is state:
+                self._offend_locked(state, "slow" if ok else "error", self._clock())
+
+    # ---- housekeeping -----------------------------------------------------
+
+    def tick(self) -> None:
+        """Expire isolations, judge calls still in flight, refresh the baseline.
+
+        `choose` does this by itself every `tick_s`; call it from a timer if
+        the producer may sit idle while calls are in flight.
+        """
+        self._housekeep(block=True)
+
+    check_inflight = tick
+
+    def _housekeep(self, block: bool) -> None:
+        if not self._lock.acquire(blocking=block):
+            return  # another thread is doing it right now
+        try:
+            now = self._clock()
+            self._next_tick = now + self._tick_s
+            changed = self._expire_locked(now)
+            if now >= self._next_baseline:
+                self._next_baseline = now + self.config.baseline_interval_s
+                self._threshold = self._judge.refresh(self._states.values())
+            for broker in self._overdue_locked(now):
+                state = self._states.get(broker)
+                if state is not None:
+                    self._offend_locked(state, "slow", now)
+            if changed:
+                self._rebuild_locked(now)
+        finally:
+            self._lock.release()
+
+    def _overdue_locked(self, now: float) -> list[str]:
+        """Pop calls in flight for longer than the slow line, oldest first.
+
+        Call ids grow with start time and dicts keep insertion order, so the
+        first entry is the oldest call: the scan stops at the first call that
+        is not overdue and costs O(1) when nothing is.
+        """
+        limit = now - self._threshold
+        inflight = self._inflight
+        overdue: list[str] = []
+        while True:
+            try:
+                call_id, (broker, start) = next(iter(inflight.items()))
+            except (StopIteration, RuntimeError):  # empty, or resized by another thread
+                break
+            if start > limit:
+                break
+            if inflight.pop(call_id, None) is not None and broker not in overdue:
+                overdue.append(broker)
+        return overdue
+
+    def _expire_locked(self, now: float) -> bool:
+        expired = [st for st in self._isolated if st.until <= now]
+        for state in expired:
+            self._release_locked(state, now, "expired")
+        return bool(expired)
+
+    # ---- state changes (lock held) ---------------------------------------
+
+    def _offend_locked(self, state: BrokerState, reason: str, now: float) -> None:
+        if reason == "slow" and self._judge.note_slow(state.name, now, len(self._states)):
+            self._release_cluster_slow_locked(now)
+            return
+        cfg = self.config
+        jitter = 1.0 + self._rng.random() * cfg.jitter_ratio
+        state.reason = reason
+        state.last_offence = now
+        if state.isolated:  # offending again: the minute restarts from now
+            state.offences += 1
+            state.until = max(state.until, now + state.duration_s * jitter)
+            return
+        repeat = state.released_at is not None and now - state.released_at <= cfg.isolation_s
+        state.repeats = state.repeats + 1 if repeat else 0
+        state.duration_s = min(cfg.isolation_s * cfg.backoff**state.repeats, cfg.max_isolation_s)
+        state.isolated = True
+        state.overflow = False
+        state.offences = 1
+        state.since = now
+        state.until = now + state.duration_s * jitter
+        self._isolated.append(state)
+        self._isolations_total[reason] += 1
+        self._log(now, state.name, "isolate", reason)
+        self._rebuild_locked(now)
+
+    def _release_cluster_slow_locked(self, now: float) -> None:
+        """A cluster-wide slowdown: undo slowness isolations of the last window."""
+        horizon = now - self.config.cluster_window_s
+        undo = [st for st in self._isolated if st.reason == "slow" and st.since >= horizon]
+        for state in undo:
+            self._release_locked(state, now, "cluster-slow")
+        if undo:
+            self._rebuild_locked(now)
+
+    def _release_locked(self, state: BrokerState, now: float, reason: str) -> None:
+        self._isolated.remove(state)
+        state.isolated = False
+        state.overflow = False
+        state.released_at = now
+        self._log(now, state.name, "release", reason)
+
+    def _rebuild_locked(self, now: float) -> None:
+        """Split the isolation list at the cap and republish what `choose` reads."""
+        self._cap = self.config.cap(len(self._states))
+        spill = max(0, len(self._isolated) - self._cap)
+        for index, state in enumerate(self._isolated):
+            overflow = index < spill  # the earliest isolated beyond the cap (rule 4)
+            if overflow and not state.overflow:
+                self._overflow_total += 1
+                self._log(now, state.name, "overflow", "cap")
+            elif state.overflow and not overflow:
+                self._log(now, state.name, "reexclude", "cap")
+            state.overflow = overflow
+        would = frozenset(st.name for st in self._isolated[spill:])
+        self._would_exclude = would
+        self._overflow = frozenset(st.name for st in self._isolated[:spill])
+        self._excluded = frozenset() if self.config.dry_run else would
+        self._usable = tuple(b for b in self._order if b not in self._excluded)
+
+    def _log(self, now: float, broker: str, event: str, reason: str) -> None:
+        self._transitions.append(Transition(now, broker, event, reason))
+        self._transitions_total[event] += 1
+
+    def _isolation_rank(self, broker: str) -> float:
+        state = self._states.get(broker)
+        return state.since if state is not None and state.isolated else float("-inf")
+
+    # ---- membership -------------------------------------------------------
+
+    def add_broker(self, broker: str) -> None:
+        """Start using `broker` (no-op if known); the cap is recomputed."""
+        with self._lock:
+            if self._add_locked(broker):
+                self._rebuild_locked(self._clock())
+
+    def _add_locked(self, broker: str) -> bool:
+        if not isinstance(broker, str) or not broker:
+            raise FuseError(f"a broker is a non-empty string, got {broker!r}")
+        if broker in self._states:
+            return False
+        self._states[broker] = BrokerState(broker)
+        self._order.append(broker)
+        return True
+
+    def remove_broker(self, broker: str) -> None:
+        """Stop using `broker` and drop its state (no-op if unknown)."""
+        with self._lock:
+            state = self._states.pop(broker, None)
+            if state is None:
+                return
+            self._order.remove(broker)
+            self._judge.forget(broker)
+            now = self._clock()
+            if state.isolated:
+                self._release_locked(state, now, "removed")
+            self._rebuild_locked(now)
+
+    @property
+    def brokers(self) -> tuple[str, ...]:
+        return tuple(self._order)
+
+    # ---- reading ------------------------------------------------------------
+
+    def snapshot(self, transitions: bool = True) -> FuseSnapshot:
+        """The state now (after housekeeping), with the last 100 transitions."""
+        self._housekeep(block=True)
+        with self._lock:
+            now = self._clock()
+            isolated = tuple(
+                IsolatedBroker(st.name, st.reason, st.since, st.until, max(0.0, st.until - now),
+                               st.overflow, st.offences, st.repeats)
+                for st in self._isolated
+            )
+            return FuseSnapshot(
+                time=now,
+                brokers=tuple(self._order),
+                cap=self._cap,
+                dry_run=self.config.dry_run,
+                isolated=isolated,
+                excluded=self._excluded,
+                would_exclude=self._would_exclude,
+                overflow=self._overflow,
+                slow_threshold_s=self._threshold,
+                baseline_s=self._judge.baseline_s,
+                cluster_slow=self._judge.cluster_slow(now, len(self._states)),
+                inflight=len(self._inflight),
+                isolations_total=dict(self._isolations_total),
+                transitions_total=dict(self._transitions_total),
+                overflow_total=self._overflow_total,
+                transitions=tuple(self._transitions) if transitions else (),
+            )
+
+    @property
+    def excluded(self) -> frozenset[str]:
+        """What `choose` skips right now (no housekeeping; cheap)."""
+        return self._excluded

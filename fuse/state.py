@@ -1,0 +1,117 @@
+"""The fuse's per-broker state and the neutral snapshot it hands to exporters.
+
+The snapshot is plain frozen data: `/stats` dumps `to_dict()`, a Prometheus
+collector reads the numbers (see `fuse.export`), the TUI draws it. Nothing in
+here knows about HTTP, Prometheus or the console.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENTS = ("isolate", "release", "overflow", "reexclude")
+REASONS = ("slow", "error")
+
+
+@dataclass(slots=True, eq=False)
+class BrokerState:
+    """Mutable state of one broker; only the fuse touches it, under its lock
+    (the RT average is updated without the lock: a lost update is harmless)."""
+
+    name: str
+    ewma_s: float = 0.0
+    samples: int = 0
+    isolated: bool = False
+    overflow: bool = False
+    reason: str = ""
+    since: float = 0.0
+    until: float = 0.0
+    last_offence: float = 0.0
+    offences: int = 0
+    duration_s: float = 0.0
+    repeats: int = 0
+    released_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    time: float
+    broker: str
+    event: str  # isolate | release | overflow | reexclude
+    reason: str  # slow | error for isolate; expired | removed | cluster-slow for release; cap
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"time": self.time, "broker": self.broker, "event": self.event,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class IsolatedBroker:
+    broker: str
+    reason: str  # of the latest offence: slow | error
+    since: float  # start of this isolation (orders the list; rule 4 uses it)
+    until: float
+    left_s: float
+    overflow: bool  # isolated but serving because of the cap
+    offences: int
+    repeats: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"broker": self.broker, "reason": self.reason, "since": self.since,
+                "until": self.until, "left_s": self.left_s, "overflow": self.overflow,
+                "offences": self.offences, "repeats": self.repeats}
+
+
+@dataclass(frozen=True)
+class FuseSnapshot:
+    """The fuse at one instant of its clock.
+
+    `isolated` is ordered by isolation time, earliest first; `excluded` is what
+    `choose` skips (empty in dry-run, where `would_exclude` says what it would
+    skip); `overflow` are isolated brokers serving again because of the cap.
+    """
+
+    time: float
+    brokers: tuple[str, ...]
+    cap: int
+    dry_run: bool
+    isolated: tuple[IsolatedBroker, ...]
+    excluded: frozenset[str]
+    would_exclude: frozenset[str]
+    overflow: frozenset[str]
+    slow_threshold_s: float
+    baseline_s: float | None
+    cluster_slow: bool
+    inflight: int
+    isolations_total: Mapping[str, int]
+    transitions_total: Mapping[str, int]
+    overflow_total: int
+    transitions: tuple[Transition, ...] = field(default=())
+
+    @property
+    def isolated_count(self) -> int:
+        return len(self.isolated)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready; sets become sorted lists, transitions oldest first."""
+        return {
+            "time": self.time,
+            "brokers": list(self.brokers),
+            "cap": self.cap,
+            "dry_run": self.dry_run,
+            "isolated_count": self.isolated_count,
+            "isolated": [entry.to_dict() for entry in self.isolated],
+            "excluded": sorted(self.excluded),
+            "would_exclude": sorted(self.would_exclude),
+            "overflow": sorted(self.overflow),
+            "slow_threshold_s": self.slow_threshold_s,
+            "baseline_s": self.baseline_s,
+            "cluster_slow": self.cluster_slow,
+            "inflight": self.inflight,
+            "isolations_total": dict(self.isolations_total),
+            "transitions_total": dict(self.transitions_total),
+            "overflow_total": self.overflow_total,
+            "transitions": [t.to_dict() for t in self.transitions],
+        }
