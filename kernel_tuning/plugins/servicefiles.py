@@ -11,7 +11,7 @@ from __future__ import annotations
 BROKER_UNIT = "floodgate-broker.service"
 DROPIN = f"etc/systemd/system/{BROKER_UNIT}.d/60-floodgate.conf"
 LIMITS_FILE = "etc/security/limits.d/60-floodgate.conf"
-HEADER = "# Written by `floodgate tune`; `floodgate tune rollback` restores what was here.\n"
+HEADER = "# Written by `floodgate tune`; floodgate owns this file and rewrites it whole.\n"
 
 
 def parse_dropin(text: str | None) -> dict[str, str]:
