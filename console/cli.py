@@ -21,6 +21,7 @@ from console.errors import EXIT_FAILED, EXIT_USAGE, UsageError, known_error_type
 COMMAND_MODULES = (
     "console.commands.heatmap_cmd",
     "console.commands.capacity_cmd",
+    "console.commands.tune_cmd",
 )
 
 
