@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "console.commands.heatmap_cmd",
     "console.commands.capacity_cmd",
     "console.commands.tune_cmd",
+    "console.commands.gen_cmd",
 )
 
 

@@ -1,0 +1,106 @@
+"""`floodgate gen double11`: write a synthetic Double-11 metrics log (Parquet)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from console.commands.common import add_subparser, print_json
+from console.errors import UsageError
+
+
+def register(sub) -> None:
+    parser = add_subparser(sub, "gen", "generate synthetic data")
+    gsub = parser.add_subparsers(metavar="DATASET")
+    d11 = add_subparser(
+        gsub,
+        "double11",
+        "a metrics log of a Double-11 night (latency/ and broker_stats/, Parquet, date= partitions)",
+    )
+    d11.add_argument("--brokers", type=int, required=True, help="number of brokers")
+    d11.add_argument("--hours", type=float, required=True, help="hours of data from --start")
+    d11.add_argument("--out", required=True, metavar="DIR", help="directory of the metrics log")
+    d11.add_argument(
+        "--start",
+        default="2026-11-10T22:00:00Z",
+        help="first second, ISO 8601 UTC (default 2026-11-10T22:00:00Z; the flash peak is the next 00:00)",
+    )
+    d11.add_argument(
+        "--seed", type=int, default=11, help="random seed: same seed, same night (default 11)"
+    )
+    d11.add_argument("--ops", default="send,pull", help="comma-separated ops (default send,pull)")
+    d11.add_argument("--cluster", default="double11", help="cluster name in the rows")
+    d11.add_argument("--force", action="store_true", help="replace tables already in --out")
+    d11.add_argument("--json", action="store_true", help="print the summary as JSON")
+    d11.set_defaults(func=run_double11)
+
+
+def parse_utc(text: str, flag: str) -> datetime:
+    """ISO 8601 time; naive means UTC. Bad input is a usage error naming the flag."""
+    try:
+        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{flag}: not an ISO 8601 time: {text!r}") from None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def run_double11(args) -> int:
+    from spark_reports.generator import OP_SHAPES, Double11Config
+
+    if args.brokers < 1:
+        raise UsageError(f"--brokers must be at least 1, got {args.brokers}")
+    if not args.hours > 0:
+        raise UsageError(f"--hours must be positive, got {args.hours}")
+    ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
+    bad = [op for op in ops if op not in OP_SHAPES]
+    if bad or not ops:
+        raise UsageError(
+            f"--ops: unknown op {bad[0] if bad else '(none)'}; known: {','.join(OP_SHAPES)}"
+        )
+    config = Double11Config(
+        brokers=args.brokers,
+        hours=args.hours,
+        start=parse_utc(args.start, "--start").replace(microsecond=0),
+        seed=args.seed,
+        ops=ops,
+        cluster=args.cluster,
+    )
+    result = _generate_with_progress(config, args.out, args.force, quiet=args.json)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(
+            f"wrote {result.latency_rows:,} latency rows ({result.bucket_entries:,} buckets) and "
+            f"{result.broker_stats_rows:,} broker_stats rows to {result.out} "
+            f"in {result.files} files, {result.bytes_written / 2**20:.1f} MiB, {result.seconds:.1f} s"
+        )
+    return 0
+
+
+def _generate_with_progress(config, out, force, quiet):
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from spark_reports.generator import generate_double11
+
+    columns = (
+        TextColumn("generating"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} s of traffic"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    stderr = Console(stderr=True)
+    with Progress(*columns, console=stderr, disable=quiet or not stderr.is_terminal) as progress:
+        task = progress.add_task("gen", total=config.seconds)
+        return generate_double11(
+            config,
+            out,
+            force=force,
+            on_progress=lambda done, _total: progress.update(task, completed=done),
+        )

@@ -1,0 +1,254 @@
+"""Stream a synthetic Double-11 metrics log to Parquet, chunk by chunk.
+
+Each chunk (a few minutes of every broker) becomes one row group of the day's
+file in both tables; files are written under a hidden name and renamed into
+place when the day is complete, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from spark_reports import schema
+from spark_reports.errors import ReportError
+from spark_reports.generator.buckets import synthesize
+from spark_reports.generator.model import (
+    FLUSHES_PER_S,
+    OP_SHAPES,
+    Double11Config,
+    Night,
+    body_median,
+    plan_night,
+    rng_for,
+    send_rate,
+    spike_grid,
+    tail_share,
+)
+
+ROWS_PER_CHUNK = 60_000  # latency rows per row group: ~60 MB of work arrays
+DISK_TOTAL_BYTES = 12 * 2**40
+
+
+@dataclass
+class GenerateResult:
+    out: str
+    latency_rows: int
+    broker_stats_rows: int
+    bucket_entries: int
+    files: int
+    bytes_written: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class _DayFiles:
+    """One open ParquetWriter per table for the current UTC day."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.day: date | None = None
+        self.writers: dict[str, tuple[pq.ParquetWriter, Path, Path]] = {}
+        self.files: list[Path] = []
+
+    def writer(self, table: str, day: date) -> pq.ParquetWriter:
+        if day != self.day:
+            self.close()
+            self.day = day
+        if table not in self.writers:
+            folder = self.out / schema.partition_dir(table, day)
+            folder.mkdir(parents=True, exist_ok=True)
+            final = folder / "part-00000.parquet"
+            hidden = folder / ".part-00000.parquet.inprogress"
+            self.writers[table] = (pq.ParquetWriter(hidden, schema.SCHEMAS[table]), hidden, final)
+        return self.writers[table][0]
+
+    def close(self) -> None:
+        for w, hidden, final in self.writers.values():
+            w.close()
+            hidden.replace(final)
+            self.files.append(final)
+        self.writers = {}
+
+
+def generate_double11(
+    config: Double11Config,
+    out: str | Path,
+    force: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> GenerateResult:
+    """Write the night described by `config` under `out`; progress in seconds done."""
+    _check(config)
+    out = Path(out)
+    for table in schema.SCHEMAS:
+        if (out / table).exists():
+            if not force:
+                raise ReportError(f"{out / table} already exists (use --force to replace it)")
+            shutil.rmtree(out / table)
+    night = plan_night(config)
+    t0 = time.perf_counter()
+    files = _DayFiles(out)
+    state = _State.initial(night)
+    chunk_s = max(1, ROWS_PER_CHUNK // (config.brokers * len(config.ops)))
+    totals = np.zeros(3, dtype=np.int64)
+    first, index = 0, 0
+    start_epoch = int(config.start.timestamp())
+    try:
+        while first < config.seconds:
+            day = _utc_day(start_epoch + first)
+            next_midnight = ((start_epoch + first) // 86400 + 1) * 86400
+            n = min(chunk_s, config.seconds - first, next_midnight - (start_epoch + first))
+            latency, stats, entries = _chunk(night, state, first, n, rng_for(config.seed, 3, index))
+            files.writer(schema.LATENCY_TABLE, day).write_table(latency)
+            files.writer(schema.BROKER_STATS_TABLE, day).write_table(stats)
+            totals += (latency.num_rows, stats.num_rows, entries)
+            first += n
+            index += 1
+            if on_progress:
+                on_progress(first, config.seconds)
+    finally:
+        files.close()
+    return GenerateResult(
+        out=str(out),
+        latency_rows=int(totals[0]),
+        broker_stats_rows=int(totals[1]),
+        bucket_entries=int(totals[2]),
+        files=len(files.files),
+        bytes_written=sum(f.stat().st_size for f in files.files),
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+
+
+def _check(config: Double11Config) -> None:
+    if config.brokers < 1:
+        raise ReportError(f"--brokers must be at least 1, got {config.brokers}")
+    if config.seconds < 1:
+        raise ReportError(f"--hours must cover at least one second, got {config.hours}")
+    unknown = [op for op in config.ops if op not in OP_SHAPES]
+    if unknown or not config.ops:
+        raise ReportError(
+            f"unknown op {unknown[0] if unknown else '(none)'}; known: {', '.join(OP_SHAPES)}"
+        )
+    if len(set(config.ops)) != len(config.ops):
+        raise ReportError(f"--ops lists an op twice: {','.join(config.ops)}")
+
+
+def _utc_day(epoch_s: int) -> date:
+    return date(1970, 1, 1) + timedelta(days=epoch_s // 86400)
+
+
+@dataclass
+class _State:
+    """What carries from one chunk to the next: offsets, disk use, consumer lag."""
+
+    commit_offset: np.ndarray
+    disk_used: np.ndarray
+    lag: np.ndarray
+
+    @classmethod
+    def initial(cls, night: Night) -> _State:
+        rng = rng_for(night.config.seed, 4)
+        b = night.config.brokers
+        return cls(
+            commit_offset=rng.integers(10**11, 5 * 10**11, b),
+            disk_used=(rng.uniform(0.3, 0.5, b) * DISK_TOTAL_BYTES).astype(np.int64),
+            lag=rng.integers(0, 5000, b).astype(float),
+        )
+
+
+def _chunk(night: Night, state: _State, first: int, n: int, rng: np.random.Generator):
+    cfg = night.config
+    b = cfg.brokers
+    seconds = np.arange(first, first + n, dtype=float)
+    rate = send_rate(night, seconds)
+    sent = rng.poisson(rate * rng.lognormal(0.0, 0.05, rate.shape)).astype(float)
+    capacity = cfg.base_rate * cfg.consumer_capacity * night.broker_weight
+    pulled = np.empty_like(sent)
+    lag = lag_before = state.lag
+    for t in range(n):  # consumers drain what they can: sequential in time only
+        pulled[t] = np.minimum(sent[t] + lag, capacity)
+        lag = lag + sent[t] - pulled[t]
+    state.lag = lag
+    lag_rows = lag_before + np.cumsum(sent - pulled, axis=0)
+    load = np.clip(rate / (cfg.base_rate * night.broker_weight * 16.0), 0.0, 1.0)
+    spike_max, spike_share = spike_grid(night, first, n)
+
+    per_op = {name: [] for name in ("calls", "msgs", "median", "sigma", "spike", "share")}
+    for op in cfg.ops:
+        shape = OP_SHAPES[op]
+        msgs = pulled if op in ("pull", "ack") else sent
+        if op == "flush":
+            calls = rng.poisson(np.full((n, b), FLUSHES_PER_S))
+        elif op == "send":
+            calls = sent
+        else:
+            calls = rng.poisson(msgs * shape.calls_per_msg)
+        per_op["calls"].append(calls)
+        per_op["msgs"].append(msgs)
+        per_op["median"].append(body_median(night, op, seconds, load))
+        per_op["sigma"].append(np.full((n, b), shape.sigma))
+        per_op["spike"].append(spike_max)
+        per_op["share"].append(spike_share * shape.stall_share)
+    # Rows ordered (second, broker, op): stack ops last, then flatten.
+    flat = {k: np.stack(v, axis=-1).ravel() for k, v in per_op.items()}
+    loads = np.repeat(load.ravel(), len(cfg.ops))
+    hist = synthesize(
+        rng,
+        flat["calls"],
+        flat["median"],
+        flat["sigma"],
+        tail_share(loads),
+        flat["spike"],
+        flat["share"],
+    )
+    msg_bytes = np.repeat(np.tile(night.msg_bytes, n), len(cfg.ops))
+    ts_us = (int(cfg.start.timestamp()) + first + np.arange(n, dtype=np.int64)) * 1_000_000
+    names = np.array(cfg.broker_names(), dtype=object)
+    rows = n * b * len(cfg.ops)
+    latency = pa.table(
+        {
+            "ts": pa.array(np.repeat(ts_us, b * len(cfg.ops)), schema.TS_TYPE),
+            "cluster": pa.array(np.full(rows, cfg.cluster, dtype=object), pa.string()),
+            "broker": pa.array(np.tile(np.repeat(names, len(cfg.ops)), n), pa.string()),
+            "op": pa.array(np.tile(np.array(cfg.ops, dtype=object), n * b), pa.string()),
+            "count": hist.count,
+            "sum_us": hist.sum_us,
+            "min_us": hist.min_us,
+            "max_us": hist.max_us,
+            "buckets": pa.MapArray.from_arrays(
+                pa.array(hist.offsets), pa.array(hist.keys), pa.array(hist.counts)
+            ),
+            "msgs": flat["msgs"].astype(np.int64),
+            "bytes": (flat["msgs"] * msg_bytes).astype(np.int64),
+        },
+        schema=schema.LATENCY_SCHEMA,
+    )
+    written = sent * night.msg_bytes[None, :]
+    offsets = state.commit_offset + np.cumsum(written, axis=0).astype(np.int64)
+    used = state.disk_used + np.cumsum(written, axis=0).astype(np.int64)
+    state.commit_offset, state.disk_used = offsets[-1], used[-1]
+    stats = pa.table(
+        {
+            "ts": pa.array(np.repeat(ts_us, b), schema.TS_TYPE),
+            "cluster": pa.array(np.full(n * b, cfg.cluster, dtype=object), pa.string()),
+            "broker": pa.array(np.tile(names, n), pa.string()),
+            "disk_used_bytes": np.minimum(used, DISK_TOTAL_BYTES).ravel(),
+            "disk_total_bytes": np.full(n * b, DISK_TOTAL_BYTES, dtype=np.int64),
+            "msgs_in_per_s": sent.ravel(),
+            "msgs_out_per_s": pulled.ravel(),
+            "commit_offset": offsets.ravel(),
+            "consumer_lag": np.maximum(lag_rows, 0).round().astype(np.int64).ravel(),
+        },
+        schema=schema.BROKER_STATS_SCHEMA,
+    )
+    return latency, stats, len(hist.keys)
