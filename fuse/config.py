@@ -9,9 +9,11 @@ max per send):
   another ``rate_per_broker x 1 ms`` sends into a stalled broker, so the line
   sits well under 20 ms; it sits over 3x the 3 ms average so a healthy
   broker's tail does not trip it.
-- ``slow_factor = 5`` x the cluster ``baseline`` (the 25th percentile of the
-  brokers' recent mean RT): a call is slow only if it is also 5x slower than
-  what a healthy quarter of the cluster does right now. The 25th percentile
+- ``slow_factor = 10`` x the cluster ``baseline`` (the 25th percentile of the
+  brokers' recent mean RT): a call is slow only if it is also 10x slower than
+  the mean of a healthy quarter of the cluster right now. A healthy storage
+  node's p999 sits within ~5-10x its mean, so 10x is past the tail of any
+  broker doing what the others do, and still far under a 200 ms stall. The 25th percentile
   stays on the healthy brokers even when half the cluster is slow (the cap
   then does its job) but rises with a cluster-wide slowdown, lifting the line
   so nothing is isolated for nothing.
@@ -44,7 +46,7 @@ class FuseConfig:
     isolation_s: float = 60.0
     max_isolated_ratio: float = 0.3
     slow_s: float = 0.010
-    slow_factor: float = 5.0
+    slow_factor: float = 10.0
     baseline_quantile: float = 0.25
     baseline_interval_s: float = 0.1
     ewma_alpha: float = 0.05
