@@ -1,0 +1,1 @@
+"""floodgate's broker: storage (broker_core.store), and later the TCP server and clients."""

@@ -1,0 +1,185 @@
+"""The CommitLog: every topic's messages appended to one sequence of segments.
+
+Physical offsets are global byte offsets; a segment file is named by the
+offset of its first byte. A record that does not fit at a segment's tail
+leaves an END-OF-FILE blank and goes to the start of the next segment, so a
+record never spans two files. ``write_offset`` only ever points just past a
+complete record, and ``flushed_offset`` only past durable ones; these two
+numbers are what the flush services, the checkpoint and recovery share.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+
+from broker_core.errors import StoreCorruptError
+from broker_core.store.allocate import SegmentAllocator
+from broker_core.store.mapped_file import MappedFile, parse_file_name
+from broker_core.store.message import BLANK, BLANK_MAGIC, BLANK_MIN, Message, decode_record
+
+_CHUNK = 1 << 20
+
+
+class CommitLog:
+    def __init__(self, directory: str, allocator: SegmentAllocator) -> None:
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+        self.allocator = allocator
+        # Replaced whole (never mutated in place) so readers can iterate a snapshot.
+        self.segments: tuple[MappedFile, ...] = ()
+        self._starts: tuple[int, ...] = ()
+        self.write_offset = 0
+        self.flushed_offset = 0
+        self._segments_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+
+    # -- loading ----------------------------------------------------------
+    def load(self) -> None:
+        found = []
+        for name in os.listdir(self.directory):
+            start = parse_file_name(name)
+            if start is not None:
+                found.append((start, name))
+        segs = []
+        for start, name in sorted(found):
+            seg = MappedFile(os.path.join(self.directory, name), start, 0, create=False)
+            if segs and segs[-1].end_offset != start:
+                for s in segs + [seg]:
+                    s.close()
+                raise StoreCorruptError(
+                    f"commitlog segment {name} does not follow the previous one "
+                    f"(expected start {segs[-1].end_offset})"
+                )
+            segs.append(seg)
+        self._set_segments(tuple(segs))
+        self.write_offset = self.flushed_offset = segs[0].start_offset if segs else 0
+
+    def _set_segments(self, segs: tuple[MappedFile, ...]) -> None:
+        self.segments = segs
+        self._starts = tuple(s.start_offset for s in segs)
+
+    # -- offsets ----------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        segs = self.segments
+        return segs[0].start_offset if segs else self.write_offset
+
+    def segment_for(self, offset: int) -> MappedFile | None:
+        segs, starts = self.segments, self._starts
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0 or i >= len(segs):
+            return None
+        seg = segs[i]
+        return seg if offset < seg.end_offset else None
+
+    def active(self) -> MappedFile | None:
+        segs = self.segments
+        if segs and segs[-1].start_offset <= self.write_offset < segs[-1].end_offset:
+            return segs[-1]
+        return None
+
+    # -- writing (caller holds the store's put lock) -------------------------
+    def place(self, size: int) -> tuple[MappedFile, int]:
+        """Segment and local position for a record of ``size`` bytes at write_offset.
+
+        Rolls to a new segment first if needed; raises OSError (ENOSPC) before
+        anything is written if the new segment cannot be created.
+        """
+        offset = self.write_offset
+        seg = self.active()
+        if seg is not None and offset + size + BLANK_MIN <= seg.end_offset:
+            return seg, offset - seg.start_offset
+        start = seg.end_offset if seg is not None else offset
+        new = self.allocator.take(start)
+        if seg is not None:
+            local = offset - seg.start_offset
+            BLANK.pack_into(seg.mm, local, seg.size - local, BLANK_MAGIC)
+        with self._segments_lock:
+            self._set_segments(self.segments + (new,))
+        self.write_offset = start
+        self.allocator.prepare(start + self.allocator.size)
+        return new, 0
+
+    # -- flushing -----------------------------------------------------------
+    def flush(self) -> int:
+        """fdatasync every segment holding unflushed data; returns the new flushed offset."""
+        with self._flush_lock:
+            target = self.write_offset
+            flushed = self.flushed_offset
+            if target > flushed:
+                for seg in self.segments:
+                    if seg.end_offset > flushed and seg.start_offset < target:
+                        seg.flush()
+                self.flushed_offset = target
+            return self.flushed_offset
+
+    # -- reading ------------------------------------------------------------
+    def read(self, offset: int, size: int) -> bytes | None:
+        seg = self.segment_for(offset)
+        if seg is None:
+            return None
+        local = offset - seg.start_offset
+        try:
+            return seg.mm[local : local + size]
+        except ValueError:  # the segment was removed by retention meanwhile
+            return None
+
+    def read_message(self, offset: int, size: int) -> Message:
+        """Decode the record at ``offset``; raises CorruptRecord if it does not verify."""
+        raw = self.read(offset, size)
+        if raw is None:
+            raise LookupError(offset)
+        return decode_record(raw, 0, offset, len(raw))
+
+    # -- recovery and retention ---------------------------------------------
+    def truncate(self, end: int) -> int:
+        """Cut everything at and after ``end``; returns how many non-zero bytes were cut."""
+        cut = 0
+        keep = []
+        for seg in self.segments:
+            if seg.start_offset > end:
+                cut += _last_nonzero(seg.mm, 0, seg.size)
+                seg.destroy()
+                continue
+            keep.append(seg)
+            if seg.start_offset <= end < seg.end_offset:
+                local = end - seg.start_offset
+                last = _last_nonzero(seg.mm, local, seg.size)
+                if last > local:
+                    cut += last - local
+                    for p in range(local, last, _CHUNK):
+                        n = min(_CHUNK, last - p)
+                        seg.mm[p : p + n] = bytes(n)
+                    seg.flush()
+        with self._segments_lock:
+            self._set_segments(tuple(keep))
+        self.write_offset = self.flushed_offset = end
+        return cut
+
+    def delete_oldest(self) -> MappedFile | None:
+        """Remove the oldest segment unless it is the last one (the one being written)."""
+        with self._segments_lock:
+            segs = self.segments
+            if len(segs) <= 1 or segs[0].end_offset > self.write_offset:
+                return None
+            self._set_segments(segs[1:])
+        segs[0].destroy()
+        return segs[0]
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+
+
+def _last_nonzero(mm, lo: int, hi: int) -> int:
+    """Index just past the last non-zero byte in mm[lo:hi], or lo if all zero."""
+    p = hi
+    while p > lo:
+        q = max(lo, p - _CHUNK)
+        stripped = mm[q:p].rstrip(b"\0")
+        if stripped:
+            return q + len(stripped)
+        p = q
+    return lo

@@ -1,0 +1,64 @@
+"""StoreConfig: every knob of the MessageStore, validated in one place."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker_core.errors import StoreConfigError
+from broker_core.store.mapped_file import PAGE
+from broker_core.store.message import BLANK_MIN, FIXED_SIZE, MAX_PROPERTIES_BYTES, MAX_TOPIC_BYTES
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@dataclass
+class StoreConfig:
+    flush: str = "async"  # "async" | "sync" (group commit)
+    commitlog_segment_bytes: int = GiB
+    consumequeue_units_per_file: int = 300_000
+    retention_hours: float = 72.0
+    disk_max_used_ratio: float = 0.75  # above: oldest segments go even if young
+    disk_full_ratio: float = 0.90  # above: puts return DISK_FULL
+    max_message_bytes: int = 4 * MiB
+    # Wall clock in seconds since the epoch: store timestamps and retention.
+    clock: Callable[[], float] = field(default=time.time)
+    flush_interval_s: float = 0.5
+    flush_min_pages: int = 4
+    flush_thorough_interval_s: float = 10.0
+    sync_flush_timeout_s: float = 5.0
+    cq_flush_interval_s: float = 1.0
+    retention_interval_s: float = 10.0
+    disk_check_interval_s: float = 1.0
+    preallocate_next: bool = True
+    warm_mapped_file: bool = False
+    mlock: bool = False
+    store_host: str = "127.0.0.1:10911"
+    # False: no flush/retention threads (tests drive run_once); group commit still runs.
+    background_services: bool = True
+
+    def __post_init__(self) -> None:
+        if self.flush not in ("async", "sync"):
+            raise StoreConfigError(f"flush must be 'async' or 'sync', got {self.flush!r}")
+        seg = self.commitlog_segment_bytes
+        if not isinstance(seg, int) or seg <= 0 or seg % PAGE:
+            raise StoreConfigError(f"commitlog_segment_bytes must be a positive multiple of {PAGE}")
+        if not isinstance(self.max_message_bytes, int) or self.max_message_bytes < 1:
+            raise StoreConfigError("max_message_bytes must be a positive int")
+        biggest = self.max_message_bytes + FIXED_SIZE + MAX_TOPIC_BYTES + MAX_PROPERTIES_BYTES
+        if biggest + BLANK_MIN > seg:
+            raise StoreConfigError(
+                f"commitlog_segment_bytes {seg} cannot hold the largest record ({biggest} bytes); "
+                "lower max_message_bytes or raise the segment size"
+            )
+        units = self.consumequeue_units_per_file
+        if not isinstance(units, int) or units < 1:
+            raise StoreConfigError("consumequeue_units_per_file must be a positive int")
+        if not 0 < self.disk_max_used_ratio <= self.disk_full_ratio <= 1:
+            raise StoreConfigError("need 0 < disk_max_used_ratio <= disk_full_ratio <= 1")
+        if self.retention_hours <= 0:
+            raise StoreConfigError("retention_hours must be positive")
+        if self.sync_flush_timeout_s <= 0:
+            raise StoreConfigError("sync_flush_timeout_s must be positive")

@@ -1,0 +1,192 @@
+"""ConsumeQueue: the per (topic, queue id) index into the CommitLog.
+
+``consumequeue/<topic>/<queue_id>/`` holds files of fixed 20-byte units
+(commitlog offset i64, size i32, tag hash i64), named by the byte offset of
+their first unit. Queue offset ``n`` is unit ``n``. It is derived data: after
+a crash, units beyond the checkpoint's safe offset are cut and rebuilt from
+the CommitLog.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import threading
+
+from broker_core.errors import StoreCorruptError
+from broker_core.store.mapped_file import MappedFile, file_name, parse_file_name
+
+UNIT = struct.Struct(">qiq")
+UNIT_SIZE = UNIT.size  # 20
+
+
+class ConsumeQueue:
+    def __init__(self, root: str, topic: str, queue_id: int, units_per_file: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = os.path.join(root, topic, str(queue_id))
+        os.makedirs(self.directory, exist_ok=True)
+        self.file_bytes = units_per_file * UNIT_SIZE
+        self.files: tuple[MappedFile, ...] = ()
+        self._starts: tuple[int, ...] = ()
+        self.max_offset = 0  # the next queue offset to be written
+        self.min_offset = 0  # the first queue offset still readable
+        self.flushed_offset = 0
+        self._files_lock = threading.Lock()
+
+    # -- loading ----------------------------------------------------------
+    def load(self) -> None:
+        names = sorted(
+            (start, n)
+            for n in os.listdir(self.directory)
+            if (start := parse_file_name(n)) is not None
+        )
+        files = []
+        for start, name in names:
+            f = MappedFile(os.path.join(self.directory, name), start, 0, create=False)
+            if files and files[-1].end_offset != start:
+                for x in files + [f]:
+                    x.close()
+                raise StoreCorruptError(f"consume queue file {self.directory}/{name} leaves a gap")
+            files.append(f)
+        self._set_files(tuple(files))
+        if files:
+            self.min_offset = files[0].start_offset // UNIT_SIZE
+            last = files[-1]
+            used = len(last.mm[:].rstrip(b"\0"))
+            units = -(-used // UNIT_SIZE)
+            self.max_offset = last.start_offset // UNIT_SIZE + units
+        self.flushed_offset = self.max_offset
+
+    def _set_files(self, files: tuple[MappedFile, ...]) -> None:
+        self.files = files
+        self._starts = tuple(f.start_offset for f in files)
+
+    def _file_for(self, index: int) -> tuple[MappedFile, int] | None:
+        pos = index * UNIT_SIZE
+        files, starts = self.files, self._starts
+        i = bisect.bisect_right(starts, pos) - 1
+        if i < 0 or i >= len(files) or pos >= files[i].end_offset:
+            return None
+        return files[i], pos - files[i].start_offset
+
+    # -- writing (under the store's put lock, or during recovery) -------------
+    def ensure_capacity(self, n: int) -> None:
+        """Create the files that units [max_offset, max_offset + n) need (OSError if no space)."""
+        end = (self.max_offset + n) * UNIT_SIZE
+        with self._files_lock:
+            files = list(self.files)
+            next_start = files[-1].end_offset if files else self.max_offset * UNIT_SIZE
+            if not files:
+                next_start -= next_start % self.file_bytes
+            while next_start < end:
+                path = os.path.join(self.directory, file_name(next_start))
+                files.append(MappedFile(path, next_start, self.file_bytes, create=True))
+                next_start += self.file_bytes
+                self._set_files(tuple(files))
+            if len(files) == 1 and self.max_offset == 0:
+                self.min_offset = files[0].start_offset // UNIT_SIZE
+
+    def put_unit(self, index: int, phys: int, size: int, tag_hash: int) -> None:
+        if self._file_for(index) is None:
+            self.ensure_capacity(index + 1 - self.max_offset)
+        f, local = self._file_for(index)
+        UNIT.pack_into(f.mm, local, phys, size, tag_hash)
+        if index >= self.max_offset:
+            self.max_offset = index + 1
+
+    # -- reading ------------------------------------------------------------
+    def unit(self, index: int) -> tuple[int, int, int]:
+        f, local = self._file_for(index)
+        return UNIT.unpack_from(f.mm, local)
+
+    def units(self, start: int, limit: int):
+        """Yield (queue_offset, phys, size, tag_hash) for up to ``limit`` units from ``start``."""
+        end = min(self.max_offset, start + limit)
+        index = start
+        unpack = UNIT.unpack_from
+        while index < end:
+            found = self._file_for(index)
+            if found is None:
+                return
+            f, local = found
+            stop = min(end, index + (f.size - local) // UNIT_SIZE)
+            try:
+                for i in range(index, stop):
+                    phys, size, th = unpack(f.mm, local)
+                    yield i, phys, size, th
+                    local += UNIT_SIZE
+            except ValueError:  # file removed by retention meanwhile
+                return
+            index = stop
+
+    def _first_at_or_above(self, phys: int, lo: int) -> int:
+        """Smallest queue offset in [lo, max) whose unit points at or above ``phys``."""
+        hi = self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.unit(mid)[0] < phys:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    # -- recovery and retention -----------------------------------------------
+    def truncate_from_phys(self, phys: int) -> int:
+        """Remove units pointing at or beyond ``phys``; returns how many were removed."""
+        if not self.files:
+            return 0
+        first = self.files[0].start_offset // UNIT_SIZE
+        cut_at = self._first_at_or_above(phys, max(first, self.min_offset))
+        removed = self.max_offset - cut_at
+        with self._files_lock:
+            keep = []
+            for f in self.files:
+                lo = f.start_offset // UNIT_SIZE
+                if lo >= cut_at and keep:
+                    f.destroy()
+                    continue
+                keep.append(f)
+                hi = lo + f.size // UNIT_SIZE
+                if lo < self.max_offset and cut_at < hi:
+                    a = max(cut_at, lo) - lo
+                    b = min(self.max_offset, hi) - lo
+                    if b > a:
+                        f.mm[a * UNIT_SIZE : b * UNIT_SIZE] = bytes((b - a) * UNIT_SIZE)
+                        f.flush()
+            self._set_files(tuple(keep))
+        self.max_offset = self.flushed_offset = cut_at
+        self.min_offset = min(self.min_offset, cut_at)
+        return removed
+
+    def delete_below(self, min_phys: int) -> int:
+        """Drop whole files whose units all point below ``min_phys``; fix min_offset."""
+        deleted = 0
+        while len(self.files) > 1:
+            f = self.files[0]
+            last_index = f.end_offset // UNIT_SIZE - 1
+            if last_index >= self.max_offset or self.unit(last_index)[0] >= min_phys:
+                break
+            with self._files_lock:
+                self._set_files(self.files[1:])
+            f.destroy()
+            deleted += 1
+        if self.files:
+            lo = max(self.min_offset, self.files[0].start_offset // UNIT_SIZE)
+            self.min_offset = self._first_at_or_above(min_phys, lo)
+        return deleted
+
+    def flush(self) -> None:
+        top = self.max_offset
+        if top <= self.flushed_offset:
+            return
+        lo = self.flushed_offset * UNIT_SIZE
+        for f in self.files:
+            if f.end_offset > lo and f.start_offset < top * UNIT_SIZE:
+                f.flush()
+        self.flushed_offset = top
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

@@ -1,0 +1,217 @@
+"""Flush services (RocketMQ's FlushRealTimeService, GroupCommitService, FlushConsumeQueueService).
+
+* ``AsyncFlushService`` (flush="async"): every 500 ms, fdatasync the CommitLog
+  if at least 4 pages are dirty; every 10 s flush whatever is dirty.
+* ``GroupCommitService`` (flush="sync"): puts register the offset they need
+  durable and get a ``concurrent.futures.Future``; one fdatasync serves every
+  request queued while the previous one ran. Blocking callers wait on the
+  future with a timeout; asyncio callers ``await asyncio.wrap_future(fut)``.
+* ``ConsumeQueueFlushService``: every second, flush the ConsumeQueues and
+  write the checkpoint (safe offset = the CommitLog's flushed offset read
+  *before* the queues were flushed, so every unit below it is durable).
+
+Each service has ``run_once`` so tests and simulations drive it directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+
+from broker_core.store.checkpoint import Checkpoint
+from broker_core.store.commitlog import CommitLog
+from broker_core.store.mapped_file import PAGE
+
+log = logging.getLogger(__name__)
+
+
+class ServiceThread:
+    """A daemon thread calling ``run_once`` every ``interval_s`` until stopped."""
+
+    name = "store-service"
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._wake()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _wake(self) -> None:
+        pass
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self.interval_s):
+            self._run_safely()
+
+    def _run_safely(self) -> None:
+        try:
+            self.run_once()
+        except Exception:  # a service must outlive one bad round; the cause is logged
+            log.exception("%s round failed", self.name)
+
+    def run_once(self) -> None:
+        raise NotImplementedError
+
+
+class AsyncFlushService(ServiceThread):
+    name = "flush-async"
+
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        on_flush: Callable[[float], None],
+        *,
+        interval_s: float = 0.5,
+        min_pages: int = 4,
+        thorough_interval_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(interval_s)
+        self.commitlog = commitlog
+        self.on_flush = on_flush
+        self.min_pages = min_pages
+        self.thorough_interval_s = thorough_interval_s
+        self.clock = clock
+        self._last_thorough = clock()
+
+    def run_once(self) -> bool:
+        """Flush if enough is dirty (or the thorough interval passed); True if it flushed."""
+        cl = self.commitlog
+        now = self.clock()
+        thorough = now - self._last_thorough >= self.thorough_interval_s
+        if thorough:
+            self._last_thorough = now
+        dirty_pages = cl.write_offset // PAGE - cl.flushed_offset // PAGE
+        if cl.write_offset <= cl.flushed_offset or (dirty_pages < self.min_pages and not thorough):
+            return False
+        t0 = time.perf_counter()
+        cl.flush()
+        self.on_flush(time.perf_counter() - t0)
+        return True
+
+
+class GroupCommitService(ServiceThread):
+    name = "flush-group-commit"
+
+    def __init__(self, commitlog: CommitLog, on_flush: Callable[[float], None]) -> None:
+        super().__init__(0.0)
+        self.commitlog = commitlog
+        self.on_flush = on_flush
+        # Fault injection: extra seconds before every fdatasync (a slow disk).
+        self.injected_delay_s = 0.0
+        self._cond = threading.Condition()
+        self._requests: list[tuple[int, Future]] = []
+
+    def request(self, offset: int) -> Future:
+        """A future that becomes True once everything below ``offset`` is durable."""
+        fut: Future = Future()
+        if self.commitlog.flushed_offset >= offset:
+            fut.set_result(True)
+            return fut
+        with self._cond:
+            self._requests.append((offset, fut))
+            self._cond.notify()
+        return fut
+
+    def wait(self, offset: int, timeout: float | None) -> bool:
+        """Block until ``offset`` is durable; False if that took longer than ``timeout``."""
+        try:
+            return self.request(offset).result(timeout)
+        except TimeoutError:
+            return False
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._requests and not self._stopped.is_set():
+                    self._cond.wait()
+                if not self._requests and self._stopped.is_set():
+                    return
+            self._run_safely()
+
+    def run_once(self) -> int:
+        """One group commit: flush once, complete every request it covers."""
+        with self._cond:
+            requests, self._requests = self._requests, []
+        if not requests:
+            return 0
+        if self.injected_delay_s > 0:
+            time.sleep(self.injected_delay_s)
+        t0 = time.perf_counter()
+        try:
+            flushed = self.commitlog.flush()
+        except OSError as exc:
+            for _, fut in requests:
+                _settle(fut, exc)
+            raise
+        self.on_flush(time.perf_counter() - t0)
+        late = []
+        for offset, fut in requests:
+            if offset <= flushed:
+                _settle(fut, True)
+            else:
+                late.append((offset, fut))
+        if late:
+            with self._cond:
+                self._requests[:0] = late
+        return len(requests) - len(late)
+
+
+def _settle(fut: Future, outcome) -> None:
+    try:
+        if isinstance(outcome, BaseException):
+            fut.set_exception(outcome)
+        else:
+            fut.set_result(outcome)
+    except InvalidStateError:  # the waiter cancelled (e.g. an asyncio task was cancelled)
+        pass
+
+
+class ConsumeQueueFlushService(ServiceThread):
+    name = "flush-consume-queue"
+
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: Callable[[], list],
+        checkpoint_path: str,
+        wall_clock: Callable[[], float],
+        *,
+        interval_s: float = 1.0,
+    ) -> None:
+        super().__init__(interval_s)
+        self.commitlog = commitlog
+        self.queues = queues
+        self.checkpoint_path = checkpoint_path
+        self.wall_clock = wall_clock
+        self.last_saved: int | None = None
+        self._lock = threading.Lock()
+
+    def run_once(self, force: bool = False) -> int:
+        """Flush queues and save the checkpoint; returns the safe offset recorded."""
+        with self._lock:
+            safe = self.commitlog.flushed_offset
+            if safe == self.last_saved and not force:
+                return safe
+            for cq in self.queues():
+                cq.flush()
+            Checkpoint(safe, safe, int(self.wall_clock() * 1000)).save(self.checkpoint_path)
+            self.last_saved = safe
+            return safe

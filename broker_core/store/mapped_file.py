@@ -1,0 +1,136 @@
+"""One fixed-size, mmap'd file of the CommitLog or a ConsumeQueue (RocketMQ's MappedFile).
+
+Files are named by the 20-digit zero-padded offset of their first byte. They
+are fully allocated when created (posix_fallocate), so a full disk shows up
+as ENOSPC at creation time, never as SIGBUS in the middle of a write through
+the mapping. Durability goes through fdatasync on the file descriptor, which
+on Linux writes back pages dirtied through the mapping and, unlike
+mmap.flush, releases the GIL while the disk works.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import logging
+import mmap
+import os
+
+log = logging.getLogger(__name__)
+
+PAGE = mmap.PAGESIZE
+NAME_DIGITS = 20
+
+
+def file_name(start_offset: int) -> str:
+    return f"{start_offset:0{NAME_DIGITS}d}"
+
+
+def parse_file_name(name: str) -> int | None:
+    """Start offset of a segment file name, or None for anything else."""
+    if len(name) == NAME_DIGITS and name.isdigit():
+        return int(name)
+    return None
+
+
+class MappedFile:
+    """A file of ``size`` bytes mapped read-write; ``start_offset`` is its first byte's offset."""
+
+    def __init__(self, path: str, start_offset: int, size: int, *, create: bool) -> None:
+        self.path = path
+        self.start_offset = start_offset
+        self.locked = False
+        # Newest store timestamp written here in this process (ms); retention uses it.
+        self.max_store_timestamp = 0
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            if create:
+                _allocate(fd, size)
+            else:
+                size = os.fstat(fd).st_size
+                if size == 0:
+                    raise OSError(errno.EINVAL, "empty mapped file", path)
+            self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            if create:
+                _unlink_quietly(path)
+            raise
+        self.fd = fd
+        self.size = size
+
+    @property
+    def end_offset(self) -> int:
+        return self.start_offset + self.size
+
+    def flush(self) -> None:
+        """Make everything written so far durable."""
+        os.fdatasync(self.fd)
+
+    def warm(self) -> None:
+        """Touch every page so the first writes do not pay for page faults."""
+        mm = self.mm
+        for pos in range(0, self.size, PAGE):
+            mm[pos] = mm[pos]
+
+    def lock_in_memory(self) -> bool:
+        """mlock the mapping; logs a warning and returns False where not permitted."""
+        ok = _mlock(self.mm, self.size, lock=True)
+        if not ok:
+            log.warning("mlock of %s not permitted; continuing without it", self.path)
+        self.locked = ok
+        return ok
+
+    def close(self) -> None:
+        if self.mm.closed:
+            return
+        if self.locked:
+            _mlock(self.mm, self.size, lock=False)
+        self.mm.close()
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        _unlink_quietly(self.path)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, start={self.start_offset}, size={self.size})"
+
+
+def _allocate(fd: int, size: int) -> None:
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        # A filesystem without fallocate: write zeros so space is really taken.
+        os.ftruncate(fd, 0)
+        chunk = bytes(1 << 20)
+        left = size
+        while left:
+            left -= os.write(fd, chunk[: min(left, len(chunk))])
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+_libc = None
+
+
+def _mlock(mm: mmap.mmap, size: int, *, lock: bool) -> bool:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    view = ctypes.c_char.from_buffer(mm)
+    try:
+        addr = ctypes.addressof(view)
+    finally:
+        del view  # an exported buffer would stop mm.close()
+    fn = _libc.mlock if lock else _libc.munlock
+    return fn(ctypes.c_void_p(addr), ctypes.c_size_t(size)) == 0

@@ -1,0 +1,251 @@
+"""The CommitLog record codec, RocketMQ's layout (big-endian).
+
+    total size i32 | magic u32 | body CRC32 u32 | queue id i32 | flag i32 |
+    queue offset i64 | physical offset i64 | sys flag i32 | born timestamp i64 |
+    born host 8B | store timestamp i64 | store host 8B | reconsume times i32 |
+    prepared-transaction offset i64 | body length i32 | body |
+    topic length u8 | topic | properties length u16 | properties
+
+Hosts are IPv4 (4 bytes) plus port (i32). Properties are RocketMQ's
+``key \\x01 value \\x02`` pairs; tags and keys travel as the TAGS and KEYS
+properties. A segment's unused tail starts with an END-OF-FILE blank:
+total size (the rest of the segment) and BLANK_MAGIC.
+
+The CRC covers the body, as in RocketMQ; readers also check the magic, the
+length fields against the total size and the physical offset against the
+record's position, which catches torn and shifted records whose body is fine.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+from broker_core.errors import MessageIllegalError, MessageTooLargeError
+
+MESSAGE_MAGIC = 0xDAA320A7
+BLANK_MAGIC = 0xCBD43194
+HEADER = struct.Struct(">iIIiiqqiq8sq8siqi")
+HEADER_SIZE = HEADER.size  # 88
+FIXED_SIZE = HEADER_SIZE + 1 + 2  # plus topic and properties length fields
+BLANK = struct.Struct(">iI")
+BLANK_MIN = BLANK.size  # a segment always keeps room for the END-OF-FILE marker
+MAX_TOPIC_BYTES = 127
+MAX_PROPERTIES_BYTES = 32767
+
+PROP_TAGS = "TAGS"
+PROP_KEYS = "KEYS"
+_NAME_VALUE = "\x01"
+_PROP_SEP = "\x02"
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
+
+
+@dataclass(slots=True)
+class Message:
+    """One stored message as read back from the CommitLog."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    body: bytes
+    tags: str | None
+    keys: str | None
+    store_timestamp: int  # ms since the epoch
+    born_timestamp: int
+    physical_offset: int
+    size: int
+    properties: dict[str, str]
+    reconsume_times: int = 0
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A message encoded except for the fields only known under the put lock."""
+
+    queue_id: int
+    body_crc: int
+    body_len: int
+    tail: bytes  # body + topic + properties, ready to copy
+    size: int
+    tag_hash: int
+
+
+def pack_host(host: str) -> bytes:
+    """'ip:port' -> 8 bytes (IPv4, then port as i32)."""
+    ip, _, port = host.rpartition(":")
+    try:
+        return socket.inet_aton(ip) + struct.pack(">i", int(port))
+    except (OSError, ValueError) as exc:
+        raise MessageIllegalError(f"host must be 'ipv4:port', got {host!r}") from exc
+
+
+def unpack_host(raw: bytes) -> str:
+    return f"{socket.inet_ntoa(raw[:4])}:{struct.unpack('>i', raw[4:])[0]}"
+
+
+@lru_cache(maxsize=4096)
+def tag_hash(tags: str | None) -> int:
+    """Java's String.hashCode, as RocketMQ stores in ConsumeQueue units (0: no tag)."""
+    if not tags:
+        return 0
+    h = 0
+    for ch in tags:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@lru_cache(maxsize=1024)
+def _topic_bytes(topic: str) -> bytes:
+    if not isinstance(topic, str) or not _TOPIC_RE.match(topic):
+        raise MessageIllegalError(
+            f"topic must be 1-127 characters of [A-Za-z0-9_%|-], got {topic!r}"
+        )
+    return topic.encode("ascii")
+
+
+def _check_prop(text: str, what: str) -> str:
+    if not isinstance(text, str):
+        raise MessageIllegalError(f"{what} must be a string, got {type(text).__name__}")
+    if _NAME_VALUE in text or _PROP_SEP in text:
+        raise MessageIllegalError(f"{what} must not contain \\x01 or \\x02")
+    return text
+
+
+def encode_properties(
+    tags: str | None, keys: str | list[str] | tuple[str, ...] | None, properties: dict | None
+) -> bytes:
+    parts = []
+    if tags:
+        parts.append(f"{PROP_TAGS}{_NAME_VALUE}{_check_prop(tags, 'tags')}{_PROP_SEP}")
+    if keys:
+        if not isinstance(keys, str):
+            keys = " ".join(_check_prop(k, "keys") for k in keys)
+        parts.append(f"{PROP_KEYS}{_NAME_VALUE}{_check_prop(keys, 'keys')}{_PROP_SEP}")
+    if properties:
+        for name, value in properties.items():
+            if name in (PROP_TAGS, PROP_KEYS):
+                raise MessageIllegalError(f"property {name!r} is reserved; use tags= / keys=")
+            parts.append(
+                f"{_check_prop(name, 'property name')}{_NAME_VALUE}"
+                f"{_check_prop(str(value), 'property value')}{_PROP_SEP}"
+            )
+    raw = "".join(parts).encode("utf-8")
+    if len(raw) > MAX_PROPERTIES_BYTES:
+        raise MessageIllegalError(
+            f"properties take {len(raw)} bytes, more than {MAX_PROPERTIES_BYTES}"
+        )
+    return raw
+
+
+def decode_properties(raw: bytes) -> dict[str, str]:
+    if not raw:
+        return {}
+    out = {}
+    for pair in raw.decode("utf-8").split(_PROP_SEP):
+        if pair:
+            name, _, value = pair.partition(_NAME_VALUE)
+            out[name] = value
+    return out
+
+
+def prepare(
+    topic: str,
+    queue_id: int,
+    body: bytes,
+    tags: str | None,
+    keys,
+    properties: dict | None,
+    max_body: int,
+) -> Prepared:
+    """Validate and encode everything that does not depend on offsets (outside the lock)."""
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise MessageIllegalError(f"body must be bytes, got {type(body).__name__}")
+    if len(body) > max_body:
+        raise MessageTooLargeError(f"body of {len(body)} bytes is over the {max_body} byte limit")
+    if type(queue_id) is not int or not 0 <= queue_id < 2**31:
+        raise MessageIllegalError(f"queue id must be an int in [0, 2**31), got {queue_id!r}")
+    topic_b = _topic_bytes(topic)
+    props = encode_properties(tags, keys, properties) if (tags or keys or properties) else b""
+    tail = b"".join(
+        (body, len(topic_b).to_bytes(1, "big"), topic_b, len(props).to_bytes(2, "big"), props)
+    )
+    return Prepared(
+        queue_id, zlib.crc32(body), len(body), tail, HEADER_SIZE + len(tail), tag_hash(tags)
+    )
+
+
+class CorruptRecord(Exception):
+    """Internal: why the bytes at an offset are not a valid record (not part of the API)."""
+
+
+def read_record_header(buf, pos: int, physical_offset: int, limit: int) -> tuple:
+    """Check the header at ``buf[pos:]`` (a record starting at ``physical_offset``).
+
+    Returns the unpacked header; raises CorruptRecord if the record cannot be
+    valid within ``limit`` (the end of the segment).
+    """
+    if pos + HEADER_SIZE > limit:
+        raise CorruptRecord("header runs past the segment end")
+    h = HEADER.unpack_from(buf, pos)
+    size, magic, _crc, queue_id, _flag, queue_offset, phys = (
+        h[0],
+        h[1],
+        h[2],
+        h[3],
+        h[4],
+        h[5],
+        h[6],
+    )
+    if magic != MESSAGE_MAGIC:
+        raise CorruptRecord(f"bad magic {magic:#010x}")
+    if size < FIXED_SIZE or pos + size > limit:
+        raise CorruptRecord(f"bad total size {size}")
+    if phys != physical_offset:
+        raise CorruptRecord(f"physical offset field {phys} != position {physical_offset}")
+    if queue_id < 0 or queue_offset < 0:
+        raise CorruptRecord("negative queue id or queue offset")
+    body_len = h[14]
+    if body_len < 0 or HEADER_SIZE + body_len + 3 > size:
+        raise CorruptRecord(f"bad body length {body_len}")
+    return h
+
+
+def decode_record(buf, pos: int, physical_offset: int, limit: int) -> Message:
+    """Decode and fully verify (lengths, CRC) the record at ``buf[pos:]``."""
+    h = read_record_header(buf, pos, physical_offset, limit)
+    size, body_len = h[0], h[14]
+    start = pos + HEADER_SIZE
+    body = bytes(buf[start : start + body_len])
+    if zlib.crc32(body) != h[2]:
+        raise CorruptRecord("body CRC mismatch")
+    p = start + body_len
+    topic_len = buf[p]
+    props_at = p + 1 + topic_len
+    if props_at + 2 > pos + size:
+        raise CorruptRecord("topic runs past the record end")
+    props_len = int.from_bytes(buf[props_at : props_at + 2], "big")
+    if HEADER_SIZE + body_len + 3 + topic_len + props_len != size:
+        raise CorruptRecord("length fields do not add up to the total size")
+    try:
+        topic = bytes(buf[p + 1 : props_at]).decode("ascii")
+        props = decode_properties(bytes(buf[props_at + 2 : props_at + 2 + props_len]))
+    except UnicodeDecodeError as exc:
+        raise CorruptRecord("topic or properties are not valid text") from exc
+    return Message(
+        topic=topic,
+        queue_id=h[3],
+        queue_offset=h[5],
+        body=body,
+        tags=props.get(PROP_TAGS),
+        keys=props.get(PROP_KEYS),
+        store_timestamp=h[10],
+        born_timestamp=h[8],
+        physical_offset=physical_offset,
+        size=size,
+        properties=props,
+        reconsume_times=h[12],
+    )

@@ -1,0 +1,148 @@
+"""Retention (RocketMQ's CleanCommitLogService): old segments go, disk pressure is watched.
+
+* A segment whose newest message is older than ``retention_hours`` is
+  deleted, oldest first, never the one being written.
+* Above ``disk_max_used_ratio`` of the filesystem, the oldest segments go
+  even if younger, until usage falls below it.
+* Above ``disk_full_ratio`` the store refuses puts with DISK_FULL (the flag
+  is refreshed every second, at every segment roll and after each pass).
+
+ConsumeQueue files and min offsets follow the CommitLog's new min offset.
+Time comes from the store's wall clock (injected in tests): message store
+timestamps are wall-clock milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker_core.store.commitlog import CommitLog
+from broker_core.store.flush import ServiceThread
+from broker_core.store.mapped_file import MappedFile
+from broker_core.store.message import HEADER, HEADER_SIZE, MESSAGE_MAGIC
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RetentionReport:
+    deleted: list[str] = field(default_factory=list)  # segment file names, oldest first
+    expired: int = 0  # of which for age
+    for_disk: int = 0  # of which for disk pressure
+    disk_used_ratio: float = 0.0
+
+
+def disk_used_ratio(path: str) -> float:
+    """Used fraction of the filesystem holding ``path`` (root-reserved blocks count as used)."""
+    st = os.statvfs(path)
+    if not st.f_blocks:
+        return 0.0
+    return (st.f_blocks - st.f_bfree) / st.f_blocks
+
+
+def newest_timestamp_ms(seg: MappedFile, following: MappedFile | None) -> int | None:
+    """Store timestamp of the newest record in ``seg``, or None if unknown."""
+    if seg.max_store_timestamp:
+        return seg.max_store_timestamp
+    if following is not None:
+        ts = _first_timestamp(following)
+        if ts is not None:  # the next segment's first record is at least as new
+            return ts
+    return _walk_last_timestamp(seg)
+
+
+def _first_timestamp(seg: MappedFile) -> int | None:
+    try:
+        h = HEADER.unpack_from(seg.mm, 0)
+    except ValueError:
+        return None
+    return h[10] if h[1] == MESSAGE_MAGIC else None
+
+
+def _walk_last_timestamp(seg: MappedFile) -> int | None:
+    pos, last = 0, None
+    mm = seg.mm
+    while pos + HEADER_SIZE <= seg.size:
+        h = HEADER.unpack_from(mm, pos)
+        if h[1] != MESSAGE_MAGIC or h[0] <= 0:
+            break
+        last = h[10]
+        pos += h[0]
+    seg.max_store_timestamp = last or 0
+    return last
+
+
+class RetentionService(ServiceThread):
+    name = "retention"
+
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: Callable[[], list],
+        *,
+        retention_hours: float,
+        disk_max_used_ratio: float,
+        wall_clock: Callable[[], float],
+        on_disk_ratio: Callable[[float], None],
+        check_interval_s: float = 1.0,
+        retention_interval_s: float = 10.0,
+    ) -> None:
+        super().__init__(check_interval_s)
+        self.commitlog = commitlog
+        self.queues = queues
+        self.retention_hours = retention_hours
+        self.disk_max_used_ratio = disk_max_used_ratio
+        self.wall_clock = wall_clock
+        self.on_disk_ratio = on_disk_ratio
+        self.retention_interval_s = retention_interval_s
+        self._last_pass = time.monotonic()
+
+    def check_disk(self) -> float:
+        ratio = disk_used_ratio(self.commitlog.directory)
+        self.on_disk_ratio(ratio)
+        return ratio
+
+    def run_once(self, now: float | None = None) -> RetentionReport:
+        """One full pass at wall-clock time ``now`` (seconds; default the store's clock)."""
+        now = self.wall_clock() if now is None else now
+        cutoff_ms = (now - self.retention_hours * 3600.0) * 1000.0
+        report = RetentionReport()
+        cl = self.commitlog
+        while len(segs := cl.segments) >= 2:
+            newest = newest_timestamp_ms(segs[0], segs[1])
+            if newest is None or newest >= cutoff_ms:
+                break
+            gone = cl.delete_oldest()
+            if gone is None:
+                break
+            report.deleted.append(os.path.basename(gone.path))
+            report.expired += 1
+        ratio = disk_used_ratio(cl.directory)
+        while ratio > self.disk_max_used_ratio:
+            gone = cl.delete_oldest()
+            if gone is None:
+                break
+            report.deleted.append(os.path.basename(gone.path))
+            report.for_disk += 1
+            ratio = disk_used_ratio(cl.directory)
+        if report.deleted:
+            floor = cl.min_offset
+            for cq in self.queues():
+                cq.delete_below(floor)
+        report.disk_used_ratio = ratio
+        self.on_disk_ratio(ratio)
+        return report
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self.interval_s):
+            try:
+                self.check_disk()
+                if time.monotonic() - self._last_pass >= self.retention_interval_s:
+                    self._last_pass = time.monotonic()
+                    self.run_once()
+            except Exception:  # logged; the next round tries again
+                log.exception("retention round failed")

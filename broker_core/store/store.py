@@ -1,0 +1,432 @@
+"""MessageStore: the broker's storage API over the CommitLog, ConsumeQueues and services.
+
+Layout under the data dir: ``commitlog/`` segments, ``consumequeue/<topic>/<queue_id>/``
+files, ``checkpoint``, ``abort`` (present while open: found at start = the last
+run crashed) and ``lock`` (flock'd: a second store on the dir fails).
+
+Concurrency: ``put``/``put_batch``/``get`` may be called from any number of
+threads. Appends are serialised by one put lock; validation and encoding
+happen before it, the wait for a sync flush after it. For an asyncio server,
+``put(..., wait=False)`` never blocks on the disk: it returns as soon as the
+record is appended (status PUT_OK, not yet durable in sync mode), and
+``flushed_future(result.end_offset)`` gives a concurrent.futures.Future to
+``await asyncio.wait_for(asyncio.wrap_future(fut), config.sync_flush_timeout_s)``
+(timing out there means FLUSH_DISK_TIMEOUT). ``wait_flushed`` is the
+blocking form.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from concurrent.futures import Future
+from time import perf_counter
+
+from broker_core.errors import MessageIllegalError, StoreClosedError, StoreLockedError
+from broker_core.store.allocate import SegmentAllocator
+from broker_core.store.checkpoint import Checkpoint
+from broker_core.store.commitlog import CommitLog
+from broker_core.store.config import StoreConfig
+from broker_core.store.consume_queue import ConsumeQueue
+from broker_core.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
+from broker_core.store.latency import LatencyRecorder
+from broker_core.store.message import HEADER, MESSAGE_MAGIC, CorruptRecord, pack_host, prepare
+from broker_core.store.recovery import recover
+from broker_core.store.results import GetResult, GetStatus, PutResult, PutStatus
+from broker_core.store.retention import RetentionService
+from broker_core.store.tags import TagFilter
+
+_MAX_SCAN_UNITS = 4096  # queue units one filtered get looks at before giving up
+
+
+class MessageStore:
+    def __init__(self, path: str | os.PathLike, config: StoreConfig | None = None) -> None:
+        self.path = os.fspath(path)
+        self.config = config = config or StoreConfig()
+        os.makedirs(self.path, exist_ok=True)
+        self._lock_fd = _take_lock(os.path.join(self.path, "lock"))
+        self._closed = False
+        try:
+            self._open(config)
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    def _open(self, config: StoreConfig) -> None:
+        self._clock = config.clock
+        self._max_body = config.max_message_bytes
+        self._store_host = pack_host(config.store_host)
+        self._put_lock = threading.Lock()
+        self._stats_lock = threading.Lock()
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._queues_lock = threading.Lock()
+        self.latency_recorder = LatencyRecorder()
+        self.counters = dict.fromkeys(
+            ("puts", "put_msgs", "put_bytes", "put_failures", "flush_timeouts", "gets",
+             "get_msgs", "corrupt_reads"), 0,
+        )  # fmt: skip
+        self.disk_used_ratio = 0.0
+        self.disk_full = False
+
+        abort_path = os.path.join(self.path, "abort")
+        crashed = os.path.exists(abort_path)
+        self._checkpoint_path = os.path.join(self.path, "checkpoint")
+        self._cq_root = os.path.join(self.path, "consumequeue")
+        os.makedirs(self._cq_root, exist_ok=True)
+        allocator = SegmentAllocator(
+            os.path.join(self.path, "commitlog"),
+            config.commitlog_segment_bytes,
+            warm=config.warm_mapped_file,
+            mlock=config.mlock,
+            background=config.preallocate_next,
+        )
+        self.commitlog = CommitLog(allocator.directory, allocator)
+        self.commitlog.load()
+        self._load_queues()
+        self.recovery = recover(
+            self.commitlog,
+            list(self._queues.values()),
+            self._queue,
+            Checkpoint.load(self._checkpoint_path),
+            crashed,
+        )
+        for cq in self._queues.values():
+            cq.delete_below(self.commitlog.min_offset)
+        open(abort_path, "wb").close()
+
+        self.cq_flush = ConsumeQueueFlushService(
+            self.commitlog,
+            lambda: list(self._queues.values()),
+            self._checkpoint_path,
+            self._clock,
+            interval_s=config.cq_flush_interval_s,
+        )
+        self.cq_flush.run_once(force=True)
+        on_flush = self._record_flush
+        if config.flush == "sync":
+            self.flush_service = GroupCommitService(self.commitlog, on_flush)
+        else:
+            self.flush_service = AsyncFlushService(
+                self.commitlog,
+                on_flush,
+                interval_s=config.flush_interval_s,
+                min_pages=config.flush_min_pages,
+                thorough_interval_s=config.flush_thorough_interval_s,
+            )
+        self.retention = RetentionService(
+            self.commitlog,
+            lambda: list(self._queues.values()),
+            retention_hours=config.retention_hours,
+            disk_max_used_ratio=config.disk_max_used_ratio,
+            wall_clock=self._clock,
+            on_disk_ratio=self._set_disk_ratio,
+            check_interval_s=config.disk_check_interval_s,
+            retention_interval_s=config.retention_interval_s,
+        )
+        self.retention.check_disk()
+        if config.background_services:
+            self._services = [self.flush_service, self.cq_flush, self.retention]
+        else:  # group commit is how sync puts complete: it always runs
+            self._services = [self.flush_service] if config.flush == "sync" else []
+        for svc in self._services:
+            svc.start()
+        active = self.commitlog.active()
+        if active is not None:
+            self.commitlog.allocator.prepare(active.end_offset)
+
+    def _load_queues(self) -> None:
+        for topic in os.listdir(self._cq_root):
+            tdir = os.path.join(self._cq_root, topic)
+            for qid in os.listdir(tdir) if os.path.isdir(tdir) else ():
+                if qid.isdigit():
+                    self._queue(topic, int(qid)).load()
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            with self._queues_lock:
+                cq = self._queues.get(key)
+                if cq is None:
+                    cq = ConsumeQueue(
+                        self._cq_root, topic, queue_id, self.config.consumequeue_units_per_file
+                    )
+                    self._queues[key] = cq
+        return cq
+
+    def _set_disk_ratio(self, ratio: float) -> None:
+        self.disk_used_ratio = ratio
+        self.disk_full = ratio > self.config.disk_full_ratio
+
+    def _record_flush(self, seconds: float) -> None:
+        self.latency_recorder.record("flush", seconds)
+
+    # -- writing ------------------------------------------------------------
+    def put(self, topic, queue_id, body, tags=None, keys=None, properties=None, *,
+            wait: bool = True, born_timestamp: int | None = None) -> PutResult:  # fmt: skip
+        """Append one message. In sync mode waits for the group commit unless wait=False."""
+        t0 = perf_counter()
+        try:
+            p = prepare(topic, queue_id, body, tags, keys, properties, self._max_body)
+        except MessageIllegalError as exc:
+            return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
+        result = self._append(topic, queue_id, [p], born_timestamp, wait)
+        self.latency_recorder.record("put", perf_counter() - t0)
+        return result
+
+    def put_batch(self, topic, queue_id, bodies, tags=None, keys=None, properties=None, *,
+                  wait: bool = True, born_timestamp: int | None = None) -> PutResult:  # fmt: skip
+        """Append several messages to one queue in one go (consecutive queue offsets).
+
+        Returns one PutResult: offsets are those of the first message,
+        ``count`` how many were stored, ``end_offset`` just past the last.
+        The whole batch (bodies together) must fit in max_message_bytes.
+        """
+        t0 = perf_counter()
+        try:
+            if isinstance(bodies, bytes | bytearray | memoryview) or not len(bodies):
+                raise MessageIllegalError("put_batch needs a non-empty sequence of bodies")
+            total = sum(len(b) for b in bodies)
+            if total > self._max_body:
+                raise MessageIllegalError(
+                    f"batch of {total} bytes is over the {self._max_body} byte limit"
+                )
+            prepared = [
+                prepare(topic, queue_id, b, tags, keys, properties, self._max_body) for b in bodies
+            ]
+        except (MessageIllegalError, TypeError) as exc:
+            return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
+        result = self._append(topic, queue_id, prepared, born_timestamp, wait)
+        self.latency_recorder.record("put_batch", perf_counter() - t0)
+        return result
+
+    def _failed(self, status: PutStatus, reason: str) -> PutResult:
+        with self._stats_lock:
+            self.counters["put_failures"] += 1
+        return PutResult(status, reason=reason)
+
+    def _append(self, topic, queue_id, prepared, born_ts, wait) -> PutResult:
+        if self.disk_full:
+            return self._failed(
+                PutStatus.DISK_FULL, f"disk {self.disk_used_ratio:.0%} used, over the full ratio"
+            )
+        cl = self.commitlog
+        c = self.counters
+        with self._put_lock:
+            if self._closed:
+                return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, "store is closed")
+            cq = self._queue(topic, queue_id)
+            now_ms = int(self._clock() * 1000)
+            born = now_ms if born_ts is None else born_ts
+            host = self._store_host
+            first_phys = first_qo = -1
+            stored = 0
+            try:
+                cq.ensure_capacity(len(prepared))
+                for p in prepared:
+                    size = p.size
+                    segs_before = cl.segments
+                    seg, local = cl.place(size)
+                    if cl.segments is not segs_before:
+                        self.retention.check_disk()
+                    phys = seg.start_offset + local
+                    qo = cq.max_offset
+                    mm = seg.mm
+                    mm[local : local + 88] = HEADER.pack(
+                        size, MESSAGE_MAGIC, p.body_crc, queue_id, 0, qo, phys, 0, born, host,
+                        now_ms, host, 0, 0, p.body_len,
+                    )  # fmt: skip
+                    mm[local + 88 : local + size] = p.tail
+                    # The queue unit first: the checkpoint may count a record as
+                    # durable as soon as write_offset passes it.
+                    cq.put_unit(qo, phys, size, p.tag_hash)
+                    cl.write_offset = phys + size
+                    seg.max_store_timestamp = now_ms
+                    if stored == 0:
+                        first_phys, first_qo = phys, qo
+                    stored += 1
+            except OSError as exc:
+                self.retention.check_disk()
+                if stored == 0:
+                    return self._failed(PutStatus.DISK_FULL, f"cannot allocate: {exc}")
+                # Part of a batch went in; report what did (the rest gets DISK_FULL next time).
+            end = cl.write_offset
+            c["puts"] += 1
+            c["put_msgs"] += stored
+            c["put_bytes"] += end - first_phys
+        status = PutStatus.PUT_OK
+        if wait and self.config.flush == "sync":
+            if not self.flush_service.wait(end, self.config.sync_flush_timeout_s):
+                status = PutStatus.FLUSH_DISK_TIMEOUT
+                with self._stats_lock:
+                    c["flush_timeouts"] += 1
+        return PutResult(status, first_phys, first_qo, now_ms, end, stored)
+
+    def flushed_future(self, offset: int) -> Future:
+        """Future -> True once the CommitLog is durable up to ``offset`` (sync or async mode)."""
+        if self.config.flush == "sync":
+            return self.flush_service.request(offset)
+        fut: Future = Future()
+        if self.commitlog.flushed_offset < offset:
+            self.commitlog.flush()
+        fut.set_result(True)
+        return fut
+
+    def wait_flushed(self, offset: int, timeout: float | None = None) -> bool:
+        """Block until durable up to ``offset``; False on timeout (default sync_flush_timeout_s)."""
+        timeout = self.config.sync_flush_timeout_s if timeout is None else timeout
+        try:
+            return self.flushed_future(offset).result(timeout)
+        except TimeoutError:
+            return False
+
+    # -- reading ------------------------------------------------------------
+    def get(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+            tag: str | None = None) -> GetResult:  # fmt: skip
+        """Read up to ``max_msgs`` messages of one queue from ``offset`` (optional tag filter)."""
+        t0 = perf_counter()
+        result = self._get(topic, queue_id, offset, max_msgs, tag)
+        self.latency_recorder.record("get", perf_counter() - t0)
+        return result
+
+    def _get(self, topic, queue_id, offset, max_msgs, tag) -> GetResult:
+        if self._closed:
+            raise StoreClosedError("store is closed")
+        if type(max_msgs) is not int or max_msgs < 1:
+            raise MessageIllegalError(f"max_msgs must be a positive int, got {max_msgs!r}")
+        cq = self._queues.get((topic, queue_id))
+        lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, [], lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.NO_NEW_MSG, [], offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW, [], hi, lo, hi)
+        filt = TagFilter.parse(tag)
+        cl = self.commitlog
+        floor = cl.min_offset
+        messages = []
+        next_offset = offset
+        limit = _MAX_SCAN_UNITS if filt else max_msgs
+        for qo, phys, size, th in cq.units(offset, limit):
+            next_offset = qo + 1
+            if phys < floor or (filt and not filt.hash_matches(th)):
+                continue
+            try:
+                msg = cl.read_message(phys, size)
+            except LookupError:
+                continue  # removed by retention while we read
+            except CorruptRecord:
+                with self._stats_lock:
+                    self.counters["corrupt_reads"] += 1
+                continue  # never serve a record that does not verify
+            if filt and not filt.matches(msg.tags):
+                continue
+            messages.append(msg)
+            if len(messages) >= max_msgs:
+                break
+        if messages:
+            with self._stats_lock:
+                self.counters["gets"] += 1
+                self.counters["get_msgs"] += len(messages)
+            return GetResult(GetStatus.FOUND, messages, next_offset, cq.min_offset, cq.max_offset)
+        if offset < cq.min_offset:  # retention moved the floor while we scanned
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, [], cq.min_offset, cq.min_offset, hi)
+        return GetResult(GetStatus.NO_MATCHED_MESSAGE, [], next_offset, lo, hi)
+
+    def queue_offsets(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """(min_offset, max_offset) of a queue; (0, 0) if it never got a message."""
+        cq = self._queues.get((topic, queue_id))
+        return (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
+
+    def queues(self) -> list[tuple[str, int]]:
+        return sorted(self._queues)
+
+    # -- stats ----------------------------------------------------------------
+    @property
+    def latency(self) -> dict:
+        """op ('put', 'put_batch', 'get', 'flush') -> LatencyHistogram since the last take."""
+        return self.latency_recorder.histograms()
+
+    def take_latency(self) -> dict:
+        """Return the per-op histograms since the last call and reset them (per-second snapshots)."""
+        return self.latency_recorder.take()
+
+    def stats(self) -> dict:
+        cl = self.commitlog
+        hists = self.latency
+        return {
+            "path": self.path,
+            "flush": self.config.flush,
+            "commitlog": {
+                "min_offset": cl.min_offset,
+                "max_offset": cl.write_offset,
+                "flushed_offset": cl.flushed_offset,
+                "segments": len(cl.segments),
+                "segment_bytes": self.config.commitlog_segment_bytes,
+            },
+            "queues": len(self._queues),
+            "disk": {
+                "used_ratio": self.disk_used_ratio,
+                "full": self.disk_full,
+                "bytes_on_disk": sum(s.size for s in cl.segments),
+            },
+            "counters": dict(self.counters),
+            "over_20ms": dict(self.latency_recorder.over_20ms),
+            "puts_over_20ms": self.latency_recorder.over_20ms["put"],
+            "latency": {op: _summary(h) for op, h in hists.items()},
+            "recovery": self.recovery.to_dict(),
+        }
+
+    # -- lifecycle ------------------------------------------------------------
+    def close(self) -> None:
+        """Stop services, flush everything, write the checkpoint, remove abort, unlock."""
+        if self._closed:
+            return
+        with self._put_lock:
+            self._closed = True
+        for svc in self._services:
+            svc.stop()
+        self.commitlog.flush()
+        self.cq_flush.run_once(force=True)
+        self.commitlog.allocator.discard()
+        self.commitlog.close()
+        for cq in self._queues.values():
+            cq.close()
+        os.unlink(os.path.join(self.path, "abort"))
+        os.close(self._lock_fd)
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _take_lock(path: str) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise StoreLockedError(
+            f"store {os.path.dirname(path)} is in use by another store (pid {holder})"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _summary(h) -> dict:
+    return {
+        "count": h.count,
+        "mean_s": h.mean if h.count else None,
+        "p50_s": h.quantile(0.5),
+        "p99_s": h.quantile(0.99),
+        "max_s": h.max if h.count else None,
+    }
+
+
+__all__ = ["GetResult", "GetStatus", "MessageStore", "PutResult", "PutStatus", "StoreConfig"]
