@@ -110,3 +110,11 @@ def profile_dir(tmp_path) -> Path:
     d = tmp_path / "profiles"
     d.mkdir()
     return d
+
+
+@pytest.fixture(name="make_tree")
+def make_tree_fixture():
+    """make_tree(root, mem_gib=64, sysctls=None, extra_free=False) -> FakeTree."""
+    return make_tree
+
+

@@ -5,7 +5,7 @@ from kernel_tuning.errors import ProfileError, SafetyError
 from kernel_tuning.hostfs import HostFS
 from kernel_tuning.plan import build_plan
 
-from .conftest import GIB_KB, make_tree
+GIB_KB = 1024 * 1024
 
 
 def test_sizes():
@@ -18,7 +18,7 @@ def test_sizes():
 
 
 @pytest.mark.parametrize("mem_gib", [4, 8, 16, 64, 256, 1024])
-def test_free_memory_targets_scale_with_ram_and_stay_bounded(tmp_path, mem_gib):
+def test_free_memory_targets_scale_with_ram_and_stay_bounded(tmp_path, make_tree, mem_gib):
     make_tree(tmp_path, mem_gib=mem_gib)
     plan = build_plan("broker", tmp_path)
     by_name = {c.setting.name: c.setting for c in plan.checks}
@@ -35,7 +35,7 @@ def test_free_memory_targets_scale_with_ram_and_stay_bounded(tmp_path, mem_gib):
     assert abs(factor * mem_kb / 10000 - extra) <= mem_kb / 10000
 
 
-def test_min_free_above_five_percent_is_refused_unless_forced(tmp_path, profile_dir):
+def test_min_free_above_five_percent_is_refused_unless_forced(tmp_path, make_tree, profile_dir):
     make_tree(tmp_path, mem_gib=4)
     (profile_dir / "greedy.toml").write_text(
         '[sysctl]\n"vm.min_free_kbytes" = { value = 3145728, reason = "seed value" }\n'
@@ -46,20 +46,20 @@ def test_min_free_above_five_percent_is_refused_unless_forced(tmp_path, profile_
     assert plan.checks[0].setting.target == "3145728"
 
 
-def test_extra_free_kept_where_the_kernel_has_it(tmp_path):
+def test_extra_free_kept_where_the_kernel_has_it(tmp_path, make_tree):
     make_tree(tmp_path, mem_gib=512, extra_free=True)
     names = {c.setting.name: c for c in build_plan("broker", tmp_path).checks}
     assert names["vm.extra_free_kbytes"].setting.target == str(8 * GIB_KB)
     assert "vm.watermark_scale_factor" not in names
 
 
-def test_extra_free_unsupported_when_neither_key_exists(tmp_path):
+def test_extra_free_unsupported_when_neither_key_exists(tmp_path, make_tree):
     make_tree(tmp_path, sysctls={"vm.watermark_scale_factor": None})
     names = {c.setting.name: c for c in build_plan("broker", tmp_path).checks}
     assert names["vm.extra_free_kbytes"].status == "unsupported"
 
 
-def test_scale_factor_bounded_by_what_the_kernel_accepts(tmp_path):
+def test_scale_factor_bounded_by_what_the_kernel_accepts(tmp_path, make_tree):
     make_tree(tmp_path, sysctls={"kernel.osrelease": "5.4.0"})
     host = HostFS(tmp_path)
     assert values.watermark_scale_max(host) == 1000

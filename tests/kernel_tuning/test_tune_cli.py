@@ -1,0 +1,129 @@
+"""`floodgate tune ...` end to end against fake root trees (console/commands/tune_cmd.py)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def state(tmp_path):
+    return tmp_path / "state"
+
+
+def test_show_plan_apply_verify_rollback(capsys, tree, state):
+    root = tree.root
+    code, out, _ = run(capsys, "tune", "show", "--root", root, "--device", "vda")
+    assert code == 0
+    assert "vm.swappiness" in out and "scheduler.vda" in out and "drift" in out
+    code, out, _ = run(capsys, "tune", "plan", "--root", root, "--json")
+    plan = json.loads(out)
+    assert code == 0 and not plan["compliant"]
+    assert {"name": "vm.swappiness", "current": "60", "target": "1"}.items() <= next(
+        c for c in plan["changes"] if c["name"] == "vm.swappiness"
+    ).items()
+    assert any("--device or --data-dir" in n for n in plan["notes"])
+    code, out, _ = run(capsys, "tune", "apply", "--root", root, "--dry-run")
+    assert code == 0 and "dry run: nothing written" in out
+    assert tree.sysctl_value("vm.swappiness") == "60\n"
+    code, out, _ = run(capsys, "tune", "verify", "--root", root, "--json")
+    assert code == 1 and json.loads(out)["compliant"] is False
+    code, out, _ = run(capsys, "tune", "apply", "--root", root, "--state-dir", state)
+    assert code == 0 and "applied" in out and "journal" in out
+    code, out, _ = run(capsys, "tune", "verify", "--root", root, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["compliant"] is True
+    assert set(report["settings"][0]) >= {"name", "current", "target", "status"}
+    assert {s["status"] for s in report["settings"]} <= {"ok", "unsupported"}
+    code, out, _ = run(capsys, "tune", "apply", "--root", root, "--state-dir", state)
+    assert code == 0 and "already compliant" in out
+    code, out, _ = run(capsys, "tune", "rollback", "--root", root, "--state-dir", state, "--list")
+    assert code == 0 and "applied" in out
+    code, out, _ = run(capsys, "tune", "rollback", "--root", root, "--state-dir", state, "--json")
+    assert code == 0 and json.loads(out)["mismatches"] == []
+    assert tree.sysctl_value("vm.swappiness") == "60\n"
+
+
+def test_persist_and_conflicts_exit_1(capsys, tree):
+    tree.file("etc/sysctl.d/99-zz.conf", "vm.swappiness = 60\n")
+    code, out, _ = run(capsys, "tune", "persist", "--root", tree.root, "--profile", "latency")
+    assert code == 1
+    assert "wrote" in out and "60-floodgate-latency.conf" in out
+    assert "conflict: vm.swappiness = 60" in out and "overrides ours" in out
+    assert "vm.dirty_ratio = 10" in tree.read("etc/sysctl.d/60-floodgate-latency.conf")
+
+
+def test_bad_input_is_one_line_and_the_right_exit(capsys, tree, profile_dir):
+    code, _, err = run(capsys, "tune", "plan", "--root", tree.root, "--profile", "nope")
+    assert code == 2 and "unknown profile 'nope' (valid: base, broker, latency, throughput)" in err
+    (profile_dir / "typo.toml").write_text('[thp]\n"enable" = { value = "never", reason = "r" }\n')
+    code, _, err = run(capsys, "tune", "plan", "--root", tree.root, "--profile-dir", profile_dir,
+                       "--profile", "typo")  # fmt: skip
+    assert code == 1 and "unknown thp key 'enable' (valid: enabled, defrag)" in err
+    code, _, err = run(capsys, "tune", "plan", "--root", tree.root, "--device", "sdq")
+    assert code == 1 and "no block device 'sdq'" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "tune", "rollback", "--root", tree.root)
+    assert code == 1 and "nothing to roll back" in err
+    code, _, err = run(capsys, "tune", "numa-exec")
+    assert code == 2 and "give the command after --" in err
+
+
+def test_small_host_refuses_the_seed_values_without_force(capsys, tmp_path, make_tree, profile_dir):
+    tree = make_tree(tmp_path / "root", mem_gib=4)
+    (profile_dir / "seed.toml").write_text(
+        '[sysctl]\n"vm.min_free_kbytes" = { value = "3145728", reason = "seed 000" }\n'
+    )
+    argv = ["tune", "plan", "--root", tree.root, "--profile-dir", profile_dir, "--profile", "seed"]
+    code, _, err = run(capsys, *argv)
+    assert code == 1 and "limit is 5%" in err and "--force" in err
+    code, out, _ = run(capsys, *argv, "--force")
+    assert code == 0 and "vm.min_free_kbytes: 67584 -> 3145728" in out
+
+
+def test_not_root_names_the_settings_that_need_root(make_tree):
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run the CLI as an unprivileged user")
+    top = Path(tempfile.mkdtemp(prefix="kt-nonroot-"))
+    try:
+        top.chmod(0o755)
+        tree = make_tree(top / "root")
+        for dirpath, _subdirs, _files in os.walk(top):
+            os.chmod(dirpath, 0o755)
+        out = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             sys.executable, "-m", "console.cli", "tune", "apply", "--root", str(tree.root),
+             "--profile", "base"],
+            capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[2],
+        )  # fmt: skip
+        assert out.returncode == 1, out.stderr
+        assert "need root to change: vm.max_map_count, thp.enabled" in out.stderr
+        assert out.stderr.count("\n") == 1
+        assert tree.sysctl_value("vm.max_map_count") == "65530\n"
+    finally:
+        shutil.rmtree(top)
+
+
+def test_numa_exec_runs_the_child_interleaved():
+    try:
+        open("/proc/self/numa_maps").close()
+    except OSError:
+        pytest.skip("no /proc/self/numa_maps: kernel without NUMA support")
+    out = subprocess.run(
+        [sys.executable, "-m", "console.cli", "tune", "numa-exec", "--", "cat", "/proc/self/numa_maps"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "interleave:" in out.stdout
