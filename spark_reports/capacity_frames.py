@@ -1,0 +1,188 @@
+"""Pure DataFrame -> DataFrame steps of the capacity job.
+
+Each function takes Spark DataFrames in the metrics-log schema (DESIGN.md,
+"Metrics log") and returns a small DataFrame; the job collects them and feeds
+the `capacity` models. Divisions use `try_divide` so that ANSI mode (on by
+default since Spark 4) gives null, not an error, for a zero denominator.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_reports.schema import PARTITION_COLUMN, spark_quarantine_reason
+
+SLA_MAX_US = 20_000  # seed 000: no send above 20 ms
+ALL_BROKERS = "ALL"
+
+
+def _div(num, den):
+    return F.try_divide(num.cast("double"), den.cast("double"))
+
+
+def split_quarantine(latency: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(good rows, bad rows with a `reason` column) by the metrics-log rules."""
+    reason = spark_quarantine_reason(has_partition_date=PARTITION_COLUMN in latency.columns)
+    tagged = latency.withColumn("reason", reason)
+    good = tagged.filter(F.col("reason").isNull()).drop("reason")
+    return good, tagged.filter(F.col("reason").isNotNull())
+
+
+def broker_second_rates(latency: DataFrame, op: str = "send") -> DataFrame:
+    """Per (ts, broker): msgs and bytes in that second (rows are per second)."""
+    return (
+        latency.filter(F.col("op") == op)
+        .groupBy("ts", "broker")
+        .agg(
+            F.sum("msgs").alias("msgs"),
+            F.sum("bytes").alias("bytes"),
+            F.sum("count").alias("ops"),
+        )
+    )
+
+
+def cluster_second_rates(broker_rates: DataFrame) -> DataFrame:
+    """Per second, summed over brokers: msgs/s, bytes/s and brokers reporting."""
+    return broker_rates.groupBy("ts").agg(
+        F.sum("msgs").alias("msgs"),
+        F.sum("bytes").alias("bytes"),
+        F.countDistinct("broker").alias("brokers"),
+    )
+
+
+def daily_peaks(cluster_rates: DataFrame) -> DataFrame:
+    """Per UTC date: peak second, its rate, the mean rate and their ratio.
+
+    The mean is over the seconds observed that day (a partial day of data
+    gives the mean of what was seen; `coverage` says how much of the day).
+    """
+    peak = F.max_by(F.struct("msgs", "ts"), "msgs")
+    return (
+        cluster_rates.withColumn("day", F.to_date("ts"))
+        .groupBy("day")
+        .agg(
+            peak.alias("peak"),
+            F.sum("msgs").alias("total_msgs"),
+            F.sum("bytes").alias("total_bytes"),
+            F.count("ts").alias("seconds"),
+        )
+        .select(
+            "day",
+            F.col("peak.msgs").alias("peak_msgs_per_s"),
+            F.col("peak.ts").alias("peak_ts"),
+            "total_msgs",
+            "total_bytes",
+            "seconds",
+            _div(F.col("total_msgs"), F.col("seconds")).alias("mean_msgs_per_s"),
+            _div(F.col("seconds"), F.lit(86_400)).alias("coverage"),
+        )
+        .withColumn("peak_to_mean", _div(F.col("peak_msgs_per_s"), F.col("mean_msgs_per_s")))
+        .orderBy("day")
+    )
+
+
+def broker_load(broker_rates: DataFrame, per_broker_capacity: float | None) -> DataFrame:
+    """Per broker: peak and mean msgs/s and utilisation of the peak against capacity."""
+    capacity = F.lit(per_broker_capacity).cast("double")
+    return (
+        broker_rates.groupBy("broker")
+        .agg(
+            F.max("msgs").alias("peak_msgs_per_s"),
+            F.avg("msgs").alias("mean_msgs_per_s"),
+            F.count("ts").alias("seconds"),
+            F.sum("msgs").alias("total_msgs"),
+            F.sum("bytes").alias("total_bytes"),
+        )
+        .withColumn("utilisation", _div(F.col("peak_msgs_per_s"), capacity))
+        .orderBy("broker")
+    )
+
+
+def disk_growth(broker_stats: DataFrame, water: float = 0.75) -> DataFrame:
+    """Per broker: disk used first and last, growth in bytes/s, hours to the water level."""
+    first_ts, last_ts = F.min("ts"), F.max("ts")
+    grown = broker_stats.groupBy("broker").agg(
+        F.min_by("disk_used_bytes", "ts").alias("first_used"),
+        F.max_by("disk_used_bytes", "ts").alias("last_used"),
+        F.max("disk_total_bytes").alias("disk_total_bytes"),
+        (last_ts.cast("long") - first_ts.cast("long")).alias("span_s"),
+    )
+    growth = _div(F.col("last_used") - F.col("first_used"), F.col("span_s"))
+    headroom = F.lit(water) * F.col("disk_total_bytes") - F.col("last_used")
+    return (
+        grown.withColumn("growth_bytes_per_s", growth)
+        .withColumn(
+            "hours_to_water",
+            F.when(
+                F.col("growth_bytes_per_s") > 0,
+                _div(headroom, F.col("growth_bytes_per_s") * F.lit(3600.0)),
+            ),
+        )
+        .withColumn("used_fraction", _div(F.col("last_used"), F.col("disk_total_bytes")))
+        .orderBy("broker")
+    )
+
+
+def latency_totals(latency: DataFrame, op: str = "send") -> DataFrame:
+    """Per broker and cluster-wide (`broker = "ALL"`): count, sum, min and max in µs."""
+    rows = latency.filter(F.col("op") == op)
+    aggs = [
+        F.sum("count").alias("count"),
+        F.sum("sum_us").alias("sum_us"),
+        F.min(F.when(F.col("count") > 0, F.col("min_us"))).alias("min_us"),
+        F.max(F.when(F.col("count") > 0, F.col("max_us"))).alias("max_us"),
+    ]
+    per_broker = rows.groupBy("broker").agg(*aggs)
+    cluster = rows.agg(*aggs).select(F.lit(ALL_BROKERS).alias("broker"), "*")
+    return (
+        per_broker.unionByName(cluster)
+        .withColumn("mean_us", _div(F.col("sum_us"), F.col("count")))
+        .orderBy("broker")
+    )
+
+
+def latency_buckets(latency: DataFrame, op: str = "send") -> DataFrame:
+    """Merged schema-3 bucket counts per broker and cluster-wide: broker, bucket, count."""
+    exploded = latency.filter(F.col("op") == op).select(
+        "broker", F.explode("buckets").alias("bucket", "n")
+    )
+    per_broker = exploded.groupBy("broker", "bucket").agg(F.sum("n").alias("count"))
+    cluster = per_broker.groupBy("bucket").agg(F.sum("count").alias("count"))
+    return per_broker.unionByName(
+        cluster.select(F.lit(ALL_BROKERS).alias("broker"), "bucket", "count")
+    ).orderBy("broker", "bucket")
+
+
+def spike_seconds(latency: DataFrame, op: str = "send", threshold_us: int = SLA_MAX_US) -> DataFrame:
+    """Per broker: seconds whose max exceeds the threshold (20 ms), worst max, first and last."""
+    return (
+        latency.filter((F.col("op") == op) & (F.col("max_us") > threshold_us))
+        .groupBy("broker")
+        .agg(
+            F.countDistinct("ts").alias("spike_seconds"),
+            F.max("max_us").alias("worst_max_us"),
+            F.min("ts").alias("first_spike"),
+            F.max("ts").alias("last_spike"),
+        )
+        .orderBy(F.desc("spike_seconds"), "broker")
+    )
+
+
+def minute_series(cluster_rates: DataFrame, latency: DataFrame, op: str = "send") -> DataFrame:
+    """Per minute: peak and mean cluster msgs/s, mean and max send latency (for charts)."""
+    rates = (
+        cluster_rates.withColumn("minute", F.date_trunc("minute", "ts"))
+        .groupBy("minute")
+        .agg(F.max("msgs").alias("peak_msgs_per_s"), F.avg("msgs").alias("mean_msgs_per_s"))
+    )
+    lat = (
+        latency.filter(F.col("op") == op)
+        .withColumn("minute", F.date_trunc("minute", "ts"))
+        .groupBy("minute")
+        .agg(
+            _div(F.sum("sum_us"), F.sum("count")).alias("mean_us"),
+            F.max(F.when(F.col("count") > 0, F.col("max_us"))).alias("max_us"),
+        )
+    )
+    return rates.join(lat, "minute", "left").orderBy("minute")

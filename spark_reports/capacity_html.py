@@ -1,0 +1,237 @@
+"""The capacity report as one self-contained HTML file (charts embedded as PNG).
+
+Reads only the plan dict (capacity.json) plus the per-minute series, so the
+page shows exactly the figures in the JSON. matplotlib with the Agg backend.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import platform
+
+from capacity.usl import usl_throughput
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+h1{margin-bottom:0}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:.25em .6em;
+text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+.pass{color:#fff;background:#2a7d2a;padding:.1em .5em;border-radius:3px}
+.fail{color:#fff;background:#b22;padding:.1em .5em;border-radius:3px}
+.big{font-size:1.3em}.muted{color:#666}img{max-width:100%}code{background:#f4f4f4}
+"""
+
+FORMULAS = [
+    ("Availability", "A = MTBF / (MTBF + MTTR); budget = (1 - target) x period"),
+    ("Replica reliability", "R = exp(-T k! R_rebuild^(k-1) / MTBF^k), T = 1 year; rebuild = disk x water / bandwidth"),
+    ("USL", "X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)); N* = sqrt((1-sigma)/kappa)"),
+    ("Forecast", "V(Y) = V0 exp(g sum_{k=1..Y-Y0} phi^k); g = slope of log(messages) ~ year; phi 0.5 / 0.75 / 1 = low / mid / high"),
+    ("Forecast peak", "measured peak msgs/s x growth band (measured year -> target year)"),
+    ("Brokers", "max of: ceil(R/(c u)) + spares; ceil(R/(c (1-fuse))); domains; disk; network"),
+    ("Disk", "peak-day msgs x size x retention/24h x replicas / water"),
+    ("Little's law", "in flight L = rate x average latency"),
+]  # fmt: skip
+
+
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img alt="chart" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _figure(height: float = 3.6, rows: int = 1):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(rows, 1, figsize=(10, height), sharex=rows > 1)
+
+
+def forecast_chart(plan: dict) -> str:
+    fc = plan["forecast"]
+    fig, ax = _figure()
+    hist = fc["history"]
+    ax.plot([h["year"] for h in hist], [h["messages"] for h in hist], "ko", label="history (seeds)")
+    years = [c["year"] for c in fc["curve"]]
+    ax.fill_between(years, [c["low"] for c in fc["curve"]], [c["high"] for c in fc["curve"]],
+                    alpha=0.2, label="band (low .. high)")  # fmt: skip
+    ax.plot(years, [c["mid"] for c in fc["curve"]], "b-", label="mid (damped)")
+    ax.set_yscale("log")
+    ax.set_ylabel("messages on Double-11")
+    ax.set_title("Double-11 volume: history and forecast band")
+    ax.legend(loc="upper left")
+    ax.grid(True, which="both", alpha=0.3)
+    return _png(fig)
+
+
+def usl_chart(plan: dict, points: tuple[list[float], list[float]] | None) -> str:
+    usl = plan.get("usl")
+    if not usl or not points:
+        return "<p class=muted>No load test given (--load-test): per-broker capacity from " + html.escape(
+            plan["inputs"]["per_broker_capacity_source"]) + ".</p>"  # fmt: skip
+    import numpy as np
+
+    n, x = points
+    top = max(max(n), usl.get("peak_concurrency") or max(n)) * 1.3
+    grid = np.linspace(1, top, 200)
+    fig, ax = _figure()
+    ax.plot(n, x, "ko", label="measured")
+    ax.plot(grid, usl_throughput(grid, usl["sigma"], usl["kappa"], usl["lambda"]), "b-",
+            label=f"USL fit (sigma {usl['sigma']:.3g}, kappa {usl['kappa']:.3g})")  # fmt: skip
+    if usl.get("peak_concurrency"):
+        ax.axvline(usl["peak_concurrency"], color="r", ls="--", label="peak concurrency")
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("msgs/s per broker")
+    ax.set_title("Load test and Universal Scalability Law fit")
+    ax.legend()
+    ax.grid(True, alpha=0.3)
+    return _png(fig)
+
+
+def traffic_chart(plan: dict, minutes: list[dict]) -> str:
+    if not minutes:
+        return ""
+    t = [m["minute"] for m in minutes]
+    fig, (top, bottom) = _figure(6, rows=2)
+    top.plot(t, [m["peak_msgs_per_s"] for m in minutes], label="peak second of the minute")
+    top.plot(t, [m["mean_msgs_per_s"] for m in minutes], label="mean")
+    top.set_ylabel("cluster msgs/s")
+    top.legend()
+    top.grid(True, alpha=0.3)
+    top.set_title("Measured send traffic and latency per minute")
+    bottom.plot(t, [(m["max_us"] or 0) / 1e3 for m in minutes], "r-", label="max")
+    bottom.plot(t, [(m["mean_us"] or 0) / 1e3 for m in minutes], "g-", label="mean")
+    opts = plan["inputs"]["options"]
+    bottom.axhline(opts["sla_max_ms"], color="r", ls="--", lw=0.8)
+    bottom.axhline(opts["sla_avg_ms"], color="g", ls="--", lw=0.8)
+    bottom.set_yscale("log")
+    bottom.set_ylabel("send latency, ms")
+    bottom.legend()
+    bottom.grid(True, alpha=0.3)
+    fig.autofmt_xdate()
+    return _png(fig)
+
+
+def _table(rows: list[dict], columns: list[tuple[str, str]], fmt=None) -> str:
+    fmt = fmt or {}
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in columns)
+    body = []
+    for row in rows:
+        cells = []
+        for key, _ in columns:
+            v = row.get(key)
+            text = fmt[key](v) if key in fmt and v is not None else ("" if v is None else str(v))
+            cells.append(f"<td>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _badge(ok: bool) -> str:
+    return '<span class="pass">PASS</span>' if ok else '<span class="fail">FAIL</span>'
+
+
+def _rate(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | None = None) -> str:
+    v, inp = plan["verdict"], plan["inputs"]
+    fp, need, bind = v["forecast_peak_msgs_per_s"], v["brokers_needed"], v["binding_constraint"]
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>floodgate capacity plan "
+             f"{html.escape(inp['target_date'])}</title><style>{CSS}</style></head><body>"]  # fmt: skip
+    parts.append(f"<h1>Capacity plan for {html.escape(inp['target_date'])} {_badge(v['pass'])}</h1>")
+    parts.append(
+        f"<p class=big>Forecast peak: low <b>{_rate(fp['low'])}</b>, mid <b>{_rate(fp['mid'])}</b>, "
+        f"high <b>{_rate(fp['high'])}</b> msgs/s. Brokers needed: <b>{need['mid']}</b> "
+        f"(binding: {html.escape(bind['mid'])}; {need['low']} .. {need['high']} across the band); "
+        f"{v['brokers_now']} today.</p>"
+    )
+    parts.append(_table(
+        [{**c, "result": "PASS" if c["pass"] else "FAIL"} for c in v["checks"]],
+        [("check", "check"), ("result", "result"), ("detail", "detail")],
+    ))  # fmt: skip
+    parts.append("<h2>Inputs and assumptions</h2>")
+    opts = inp["options"]
+    rows = [
+        ("measured peak", f"{_rate(inp['measured_peak_msgs_per_s'])} msgs/s at {inp['measured_peak_ts']}", "metrics log (latency, op send)"),
+        ("peak-to-mean", f"{inp['peak_to_mean']:.2f} (day coverage {inp['day_coverage']:.0%})", "metrics log"),
+        ("message size", f"{inp['msg_bytes']:,.0f} B", "metrics log bytes / msgs"),
+        ("per-broker capacity", f"{_rate(inp['per_broker_capacity'])} msgs/s", inp["per_broker_capacity_source"]),
+        ("disk per broker", f"{inp['disk_bytes_per_broker'] / 1e12:,.2f} TB", "broker_stats disk_total_bytes (median) or --disk-tb"),
+        ("growth to target", ", ".join(f"{k} x{g:.2f}" for k, g in plan["forecast"]["growth_band"].items()), "seed history, log-linear / damped"),
+        ("SLA", f"{opts['sla_rate']:,.0f} msgs/s, avg {opts['sla_avg_ms']:g} ms, max {opts['sla_max_ms']:g} ms", "seed 000"),
+        ("fuse reserve", f"{opts['fuse_reserve']:.0%}", "seed 000: isolate at most 30 %"),
+        ("retention / water", f"{opts['retention_hours']:g} h at {opts['water']:.0%}", "seed 000"),
+        ("fan-out", f"1 : {opts['fanout']:g}", "seed 001: receive : deliver"),
+        ("target utilisation", f"{opts['target_utilisation']:.0%}, {opts['failure_domains']} failure domains, {opts['replicas']} replicas", "options"),
+        ("quarantined rows", str(inp["quarantined_rows"]), "schema rules (spark_reports.schema)"),
+    ]  # fmt: skip
+    parts.append(_table([dict(zip(("what", "value", "source"), r, strict=True)) for r in rows],
+                        [("what", "input"), ("value", "value"), ("source", "source")]))  # fmt: skip
+    parts.append("<h2>Forecast</h2>" + forecast_chart(plan))
+    hf = plan["forecast"]["history_forecast"]
+    parts.append(f"<p>History fitted on {hf['fitted_years']}: x{hf['growth_per_year']:.2f} a year; "
+                 f"{hf['horizon_years']} year(s) beyond {hf['last_year']}. The cluster's measured peak "
+                 f"is scaled by the band's growth from {plan['forecast']['measured_year']} to "
+                 f"{plan['forecast']['target_year']}.</p>")  # fmt: skip
+    parts.append("<h2>Scalability (load test)</h2>" + usl_chart(plan, load_test))
+    if plan.get("usl"):
+        u = plan["usl"]
+        parts.append(f"<p>sigma {u['sigma']:.4g}, kappa {u['kappa']:.4g}, lambda {u['lambda']:,.1f}; "
+                     f"peak concurrency {u['peak_concurrency'] or 'none'}; max throughput "
+                     f"{_rate(u['max_throughput'] or 0)} msgs/s; R² {u['r_squared']:.4f}, "
+                     f"MAPE {u['mape']:.2%}.</p>")  # fmt: skip
+    parts.append("<h2>Measured traffic and latency</h2>" + traffic_chart(plan, minutes))
+    ms = {k: (lambda x: f"{x:.3f}") for k in ("mean_ms", "p50_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")}
+    lat = sorted(plan["latency"], key=lambda r: (r["broker"] != "ALL", -r["p999_ms"]))[:11]
+    parts.append(_table(lat, [("broker", "broker"), ("count", "sends"), ("mean_ms", "mean ms"),
+                              ("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9"),
+                              ("p9999_ms", "p99.99"), ("max_ms", "max")], ms))  # fmt: skip
+    parts.append("<p class=muted>Cluster (ALL) first, then the 10 brokers with the worst p99.9. "
+                 "Quantiles are bucket upper bounds of the merged schema-3 histograms (≤ 4.4 % high).</p>")
+    parts.append("<h2>Sizing</h2>")
+    rows = []
+    for name in ("utilisation", "fuse", "failure_domain", "disk", "network"):
+        row = {"constraint": name}
+        for band in ("low", "mid", "high"):
+            c = next(c for c in plan["sizing"][band]["constraints"] if c["name"] == name)
+            row[band] = c["brokers"]
+            row["why"] = c["why"]
+        rows.append(row)
+    parts.append(_table(rows, [("constraint", "constraint"), ("low", "low"), ("mid", "mid"),
+                               ("high", "high"), ("why", "rule")]))  # fmt: skip
+    mid = plan["sizing"]["mid"]
+    parts.append(f"<p>Mid: disk {mid['disk_bytes_needed'] / 1e12:,.1f} TB raw; network in "
+                 f"{mid['network_in_bits_per_s'] / 1e9:,.1f} Gbit/s, out {mid['network_out_bits_per_s'] / 1e9:,.1f} "
+                 f"Gbit/s; utilisation at peak {mid['utilisation_at_peak']:.0%}; Little's law: "
+                 f"{mid['in_flight_requests']:,.0f} sends in flight, {mid['clients_needed']} clients. "
+                 f"For {opts['sla_rate']:,.0f} msgs/s: {v['brokers_for_sla_rate']} brokers.</p>")  # fmt: skip
+    parts.append("<h2>Brokers at risk</h2>")
+    parts.append(_table([{"broker": r["broker"], "why": "; ".join(r["reasons"])} for r in plan["at_risk"]],
+                        [("broker", "broker"), ("why", "why")]) if plan["at_risk"] else "<p>None.</p>")  # fmt: skip
+    parts.append("<h2>Reliability and availability</h2>")
+    pct = {"reliability": lambda x: f"{x * 100:.12f} %", "cluster_reliability": lambda x: f"{x * 100:.12f} %",
+           "loss_probability": lambda x: f"{x:.3e}", "recovery_hours": lambda x: f"{x:.2f}"}  # fmt: skip
+    parts.append(_table(plan["reliability"], [("replicas", "replicas"), ("reliability", "per group, 1 year"),
+                 ("loss_probability", "loss probability"), ("masters", "masters"),
+                 ("cluster_reliability", "whole cluster"), ("recovery_hours", "rebuild h")], pct))  # fmt: skip
+    a = plan["availability"]
+    parts.append(f"<p>Availability with MTBF {a['mtbf_s']:,.0f} s and MTTR {a['mttr_s']:g} s: "
+                 f"{a['availability'] * 100:.4f} % ({a['nines']:.2f} nines); target {a['target'] * 100:g} % "
+                 f"allows {a['budget_s_per_period']:.2f} s a day.</p>")  # fmt: skip
+    parts.append("<h2>What if (±20 %)</h2>")
+    parts.append(_table(plan["what_if"], [("factor", "factor"), ("minus_20", "-20 %"), ("base", "base"),
+                                          ("plus_20", "+20 %"), ("plus_20_binding", "binding at +20 %")]))  # fmt: skip
+    parts.append("<h2>Appendix</h2>")
+    versions = versions or {"python": platform.python_version()}
+    parts.append(_table([{"what": k, "value": str(val)} for k, val in versions.items()],
+                        [("what", "component"), ("value", "version")]))  # fmt: skip
+    parts.append(_table([{"what": k, "value": f} for k, f in FORMULAS], [("what", "model"), ("value", "formula")]))
+    parts.append("</body></html>")
+    return "\n".join(parts)

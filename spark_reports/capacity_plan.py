@@ -1,0 +1,276 @@
+"""From the capacity job's collected figures to the plan (capacity.json).
+
+Pure Python over small lists of dicts (what the Spark steps collect), so the
+arithmetic is testable without Spark. The `capacity` models do the maths;
+this module decides which measured figure feeds which model and records
+where every input came from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from datetime import date
+
+from capacity import availability as availability_model
+from capacity import forecast as forecast_model
+from capacity import reliability as reliability_model
+from capacity.sizing import SizingInputs, size
+from capacity.usl import fit_usl
+from heatmap import LatencyHistogram
+from spark_reports.errors import ReportError
+
+QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999), ("p9999", 0.9999))
+
+
+@dataclass
+class Options:
+    target_date: date
+    history: list  # capacity.forecast.HistoryPoint
+    load_test: tuple[list[float], list[float]] | None = None
+    per_broker_rate: float | None = None
+    sla_rate: float = 10e6  # seed 000: ten million messages a second
+    sla_avg_ms: float = 3.0
+    sla_max_ms: float = 20.0
+    target_utilisation: float = 0.6
+    fuse_reserve: float = 0.3
+    failure_domains: int = 3
+    replicas: int = 2
+    water: float = 0.75
+    retention_hours: float = 72.0
+    fanout: float = 15.0
+    nic_gbps: float = 10.0
+    disk_tb: float | None = None  # default: measured disk_total_bytes
+    disk_mtbf_hours: float = reliability_model.SEED_DISK_MTBF_HOURS
+    rebuild_mbps: float = 100.0
+    mtbf_s: float = 86_399.0  # seed 000: one failure a day ...
+    mttr_s: float = 1.0  # ... recovered in one second
+    sources: dict = field(default_factory=dict)
+
+
+def histogram_from_rows(total: dict, buckets: dict[int, int]) -> LatencyHistogram | None:
+    """A LatencyHistogram from a latency_totals row (µs) and merged bucket counts."""
+    count = int(total.get("count") or 0)
+    if count == 0:
+        return None
+    return LatencyHistogram.from_dict(
+        {
+            "count": count,
+            "sum": (total["sum_us"] or 0) / 1e6,
+            "min": (total["min_us"] or 0) / 1e6,
+            "max": (total["max_us"] or 0) / 1e6,
+            "buckets": buckets,
+        }
+    )
+
+
+def latency_table(totals: list[dict], buckets: list[dict]) -> list[dict]:
+    """Per broker and ALL: count, mean, p50..p9999 and max in ms, by DESIGN's quantile rule."""
+    by_broker: dict[str, dict[int, int]] = {}
+    for row in buckets:
+        by_broker.setdefault(row["broker"], {})[int(row["bucket"])] = int(row["count"])
+    out = []
+    for total in totals:
+        hist = histogram_from_rows(total, by_broker.get(total["broker"], {}))
+        if hist is None:
+            continue
+        row = {"broker": total["broker"], "count": hist.count, "mean_ms": hist.mean * 1e3}
+        for name, q in QUANTILES:
+            row[f"{name}_ms"] = hist.quantile(q) * 1e3
+        row["max_ms"] = hist.max * 1e3
+        out.append(row)
+    return out
+
+
+def per_broker_capacity(opts: Options, brokers: list[dict]) -> tuple[float, str, dict | None]:
+    """(msgs/s one broker sustains, where the figure comes from, the USL fit)."""
+    if opts.per_broker_rate is not None:
+        return opts.per_broker_rate, "--per-broker-rate (given)", None
+    if opts.load_test is not None:
+        fit = fit_usl(*opts.load_test)
+        rate = fit.max_throughput
+        if not math.isfinite(rate):
+            rate = max(opts.load_test[1])
+        return rate, "USL fit of the load test: max throughput", fit.to_dict()
+    observed = max((b["peak_msgs_per_s"] or 0) for b in brokers) if brokers else 0
+    if observed <= 0:
+        raise ReportError("no per-broker rate: give --load-test or --per-broker-rate")
+    return float(observed), "highest observed per-broker second (no load test: a lower bound)", None
+
+
+def _sizing_inputs(opts: Options, rate: float, capacity: float, msg_bytes: float,
+                   peak_to_mean: float, disk_bytes: float) -> SizingInputs:  # fmt: skip
+    return SizingInputs(
+        target_rate=rate, per_broker_rate=capacity, target_utilisation=opts.target_utilisation,
+        fuse_reserve=opts.fuse_reserve, failure_domains=opts.failure_domains, msg_bytes=msg_bytes,
+        peak_to_mean=peak_to_mean, retention_hours=opts.retention_hours, replicas=opts.replicas,
+        disk_bytes_per_broker=disk_bytes, water=opts.water, fanout=opts.fanout,
+        nic_bits_per_s=opts.nic_gbps * 1e9, avg_latency_s=opts.sla_avg_ms / 1e3,
+    )  # fmt: skip
+
+
+def _median(values: list[float]) -> float | None:
+    values = sorted(v for v in values if v)
+    return values[len(values) // 2] if values else None
+
+
+def build_plan(measured: dict, opts: Options) -> dict:
+    """Every figure of the report, JSON-ready. `measured` holds the collected frames."""
+    days, brokers = measured["days"], measured["brokers"]
+    if not days:
+        raise ReportError("no send traffic in the input: nothing to plan from")
+    peak_day = max(days, key=lambda d: d["peak_msgs_per_s"] or 0)
+    measured_peak = float(peak_day["peak_msgs_per_s"])
+    peak_to_mean = float(peak_day["peak_to_mean"] or 1.0)
+    total_msgs = sum(d["total_msgs"] or 0 for d in days)
+    total_bytes = sum(d["total_bytes"] or 0 for d in days)
+    msg_bytes = total_bytes / total_msgs if total_msgs else 1024.0
+    measured_year = peak_day["day"].year
+    target_year = opts.target_date.year
+    if opts.target_date < peak_day["day"]:
+        raise ReportError(f"target date {opts.target_date} is before the measured peak day")
+
+    growth = forecast_model.growth_band(opts.history, measured_year, target_year)
+    forecast_peak = {k: measured_peak * g for k, g in growth.items()}
+    history_forecast = forecast_model.forecast(opts.history, max(target_year, opts.history[-1].year))
+
+    capacity, capacity_source, usl = per_broker_capacity(opts, brokers)
+    disk_totals = [d.get("disk_total_bytes") for d in measured.get("disk", [])]
+    disk_bytes = opts.disk_tb * 1e12 if opts.disk_tb else (_median(disk_totals) or 4e12)
+    base = _sizing_inputs(opts, forecast_peak["mid"], capacity, msg_bytes, peak_to_mean, disk_bytes)
+    plans = {k: size(replace(base, target_rate=r)) for k, r in forecast_peak.items()}
+    sla_plan = size(replace(base, target_rate=opts.sla_rate))
+
+    what_if = []
+    for label, change in (
+        ("message size", lambda f: replace(base, msg_bytes=msg_bytes * f)),
+        ("growth", lambda f: replace(base, target_rate=forecast_peak["mid"] * f)),
+        ("per-broker rate", lambda f: replace(base, per_broker_rate=capacity * f)),
+    ):
+        low, high = size(change(0.8)), size(change(1.2))
+        what_if.append({
+            "factor": label, "minus_20": low.brokers, "minus_20_binding": low.binding,
+            "base": plans["mid"].brokers, "plus_20": high.brokers, "plus_20_binding": high.binding,
+        })  # fmt: skip
+
+    latency = latency_table(measured["latency_totals"], measured["latency_buckets"])
+    cluster_latency = next((r for r in latency if r["broker"] == "ALL"), None)
+    brokers_now = len(brokers)
+    usable_now = brokers_now * capacity * (1 - opts.fuse_reserve)
+    checks = [
+        _check(f"carries {opts.sla_rate:,.0f} msgs/s with {opts.fuse_reserve:.0%} isolated",
+               usable_now >= opts.sla_rate,
+               f"{brokers_now} brokers x {capacity:,.0f} x {1 - opts.fuse_reserve:.0%} = {usable_now:,.0f} msgs/s"),
+        _check(f"forecast peak (mid) on {opts.target_date} fits the current cluster",
+               brokers_now >= plans["mid"].brokers,
+               f"{brokers_now} brokers now, {plans['mid'].brokers} needed ({plans['mid'].binding} binds)"),
+    ]  # fmt: skip
+    if cluster_latency:
+        checks.append(_check(f"average send <= {opts.sla_avg_ms:g} ms",
+                             cluster_latency["mean_ms"] <= opts.sla_avg_ms,
+                             f"measured {cluster_latency['mean_ms']:.3f} ms"))  # fmt: skip
+        checks.append(_check(f"max send <= {opts.sla_max_ms:g} ms",
+                             cluster_latency["max_ms"] <= opts.sla_max_ms,
+                             f"measured {cluster_latency['max_ms']:.1f} ms"))  # fmt: skip
+
+    recovery = reliability_model.rebuild_hours(disk_bytes / 1e12, opts.water, opts.rebuild_mbps)
+    masters = max(1, math.ceil(plans["mid"].brokers / opts.replicas))
+    reliability = reliability_model.table(
+        [1, 2, 3], masters=masters, disk_mtbf_hours=opts.disk_mtbf_hours, recovery_hours=recovery
+    )
+    availability = availability_model.assess(opts.mtbf_s, opts.mttr_s)
+
+    return _clean({
+        "verdict": {
+            "pass": all(c["pass"] for c in checks),
+            "checks": checks,
+            "forecast_peak_msgs_per_s": forecast_peak,
+            "brokers_needed": {k: p.brokers for k, p in plans.items()},
+            "binding_constraint": {k: p.binding for k, p in plans.items()},
+            "brokers_now": brokers_now,
+            "brokers_for_sla_rate": sla_plan.brokers,
+        },
+        "inputs": {
+            "target_date": opts.target_date.isoformat(),
+            "measured_peak_day": peak_day["day"].isoformat(),
+            "measured_peak_msgs_per_s": measured_peak,
+            "measured_peak_ts": str(peak_day["peak_ts"]),
+            "peak_to_mean": peak_to_mean,
+            "day_coverage": peak_day["coverage"],
+            "msg_bytes": msg_bytes,
+            "per_broker_capacity": capacity,
+            "per_broker_capacity_source": capacity_source,
+            "disk_bytes_per_broker": disk_bytes,
+            "quarantined_rows": measured.get("quarantined", 0),
+            "options": {k: v for k, v in vars(opts).items()
+                        if k not in ("history", "load_test", "sources", "target_date")},
+            "sources": opts.sources,
+        },  # fmt: skip
+        "forecast": {
+            "growth_band": growth,
+            "measured_year": measured_year,
+            "target_year": target_year,
+            "history": [vars(p) for p in opts.history],
+            "history_forecast": history_forecast.to_dict(),
+            "curve": forecast_curve(opts.history, target_year),
+        },
+        "usl": usl,
+        "sizing": {k: p.to_dict() for k, p in plans.items()},
+        "sizing_sla_rate": sla_plan.to_dict(),
+        "what_if": what_if,
+        "latency": latency,
+        "days": days,
+        "brokers": brokers,
+        "disk": measured.get("disk", []),
+        "spikes": measured.get("spikes", []),
+        "at_risk": brokers_at_risk(measured, opts),
+        "reliability": [r.to_dict() for r in reliability],
+        "availability": availability.to_dict(),
+    })  # fmt: skip
+
+
+def forecast_curve(history: list, target_year: int) -> list[dict]:
+    """Yearly low/mid/high from the last year of history to the target (for the chart)."""
+    last = history[-1].year
+    return [
+        {"year": y, **{k: getattr(f, k) for k in ("low", "mid", "high")}}
+        for y in range(last, max(target_year, last) + 1)
+        for f in [forecast_model.forecast(history, y)]
+    ]
+
+
+def _check(name: str, ok: bool, detail: str) -> dict:
+    return {"check": name, "pass": bool(ok), "detail": detail}
+
+
+def brokers_at_risk(measured: dict, opts: Options) -> list[dict]:
+    """Brokers with SLA spikes, a peak above the target utilisation, or a disk filling too soon."""
+    risk: dict[str, list[str]] = {}
+    for s in measured.get("spikes", []):
+        risk.setdefault(s["broker"], []).append(
+            f"{s['spike_seconds']} s over {opts.sla_max_ms:g} ms (worst {s['worst_max_us'] / 1e3:.0f} ms)"
+        )
+    for b in measured["brokers"]:
+        u = b.get("utilisation")
+        if u is not None and u > opts.target_utilisation:
+            risk.setdefault(b["broker"], []).append(f"peak at {u:.0%} of capacity")
+    for d in measured.get("disk", []):
+        h = d.get("hours_to_water")
+        if h is not None and h < opts.retention_hours:
+            risk.setdefault(d["broker"], []).append(
+                f"disk at {opts.water:.0%} water in {h:.0f} h (< {opts.retention_hours:g} h retention)"
+            )
+    return [{"broker": b, "reasons": r} for b, r in sorted(risk.items())]
+
+
+def _clean(value):
+    """JSON-safe: dates as ISO strings, inf/nan as null, tuples as lists."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, date):
+        return value.isoformat()
+    return value

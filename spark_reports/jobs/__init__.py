@@ -1,0 +1,1 @@
+"""Spark job entry points (runnable with spark-submit)."""

@@ -1,0 +1,211 @@
+"""The capacity job: metrics log -> capacity.json and a self-contained report.html.
+
+    spark-submit spark_reports/jobs/capacity.py --input LOG --target-date 2027-11-11 --out OUT
+    floodgate report capacity --input LOG --target-date 2027-11-11 --out OUT
+
+The Spark steps are the pure functions of `spark_reports.capacity_frames`;
+this module owns the session, the paths, collecting the small results and
+writing the outputs (temp file + atomic rename).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from datetime import date
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from spark_reports.errors import EmptyInput, ReportError  # noqa: E402
+
+RATE_FIELDS = ("peak_msgs_per_s", "mean_msgs_per_s")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help="metrics log directory (latency/, broker_stats/)")
+    p.add_argument("--out", required=True, help="output directory (capacity.json, report.html)")
+    p.add_argument("--target-date", required=True, help="Double-11 to plan for, YYYY-MM-DD")
+    p.add_argument("--history", default=None, help="CSV year,messages (default: seed history)")
+    p.add_argument("--load-test", default=None, help="CSV concurrency,throughput of one broker")
+    p.add_argument("--per-broker-rate", type=float, default=None, help="msgs/s per broker (overrides)")
+    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument("--op", default="send", help="operation that carries the traffic (send)")
+    p.add_argument("--sla-rate", type=float, default=10e6, help="msgs/s the cluster must carry")
+    p.add_argument("--replicas", type=int, default=2, help="copies of each message (2)")
+    p.add_argument("--domains", type=int, default=3, help="failure domains (3)")
+    p.add_argument("--utilisation", type=float, default=0.6, help="target utilisation (0.6)")
+    p.add_argument("--disk-tb", type=float, default=None, help="disk per broker (default: measured)")
+    p.add_argument("--json", action="store_true", help="print capacity.json's verdict as JSON")
+
+
+def parse_date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise ReportError(f"--target-date wants YYYY-MM-DD, got {text!r}") from None
+
+
+def options_from_args(args):
+    from capacity.forecast import read_history, seed_history_path
+    from capacity.usl import read_points
+    from spark_reports.capacity_plan import Options
+
+    history = read_history(args.history)
+    return Options(
+        target_date=parse_date(args.target_date),
+        history=history,
+        load_test=read_points(args.load_test) if args.load_test else None,
+        per_broker_rate=args.per_broker_rate,
+        sla_rate=args.sla_rate,
+        replicas=args.replicas,
+        failure_domains=args.domains,
+        target_utilisation=args.utilisation,
+        disk_tb=args.disk_tb,
+        sources={
+            "input": str(args.input),
+            "history": str(args.history or seed_history_path()),
+            "load_test": args.load_test,
+        },
+    )
+
+
+def build_session(master: str | None):
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master(master or "local[*]")
+        .appName("floodgate-capacity")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _rows(df) -> list[dict]:
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def read_table(spark, root: str, table: str, required: bool):
+    from spark_reports.schema import conform_spark_frame
+
+    path = f"{root.rstrip('/')}/{table}"
+    if "://" not in root and not Path(path).exists():
+        if required:
+            raise EmptyInput(f"no {table}/ table under {root}")
+        return None
+    try:
+        df = spark.read.parquet(path)
+    except Exception as exc:  # Spark's AnalysisException: unreadable or empty directory
+        if required:
+            raise EmptyInput(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+        return None
+    return conform_spark_frame(df, table)
+
+
+def collect_measured(spark, root: str, opts, op: str = "send") -> tuple[dict, list[dict]]:
+    """Run the Spark steps and collect the small results the plan needs."""
+    from spark_reports import capacity_frames as cf
+
+    latency = read_table(spark, root, "latency", required=True)
+    good, bad = cf.split_quarantine(latency)
+    good = good.cache()
+    broker_rates = cf.broker_second_rates(good, op).cache()
+    cluster_rates = cf.cluster_second_rates(broker_rates).cache()
+    days = _rows(cf.daily_peaks(cluster_rates))
+    if not days:
+        raise EmptyInput(f"no '{op}' rows in {root}/latency (after quarantine)")
+    capacity = opts.per_broker_rate
+    if capacity is None and opts.load_test is not None:
+        from spark_reports.capacity_plan import per_broker_capacity
+
+        capacity = per_broker_capacity(opts, [])[0]
+    measured = {
+        "days": days,
+        "brokers": _rows(cf.broker_load(broker_rates, capacity)),
+        "latency_totals": _rows(cf.latency_totals(good, op)),
+        "latency_buckets": _rows(cf.latency_buckets(good, op)),
+        "spikes": _rows(cf.spike_seconds(good, op)),
+        "quarantined": bad.count(),
+        "disk": [],
+    }
+    stats = read_table(spark, root, "broker_stats", required=False)
+    if stats is not None:
+        measured["disk"] = _rows(cf.disk_growth(stats))
+    minutes = _rows(cf.minute_series(cluster_rates, good, op))
+    for frame in (cluster_rates, broker_rates, good):
+        frame.unpersist()
+    return measured, minutes
+
+
+def versions() -> dict:
+    import platform
+
+    import matplotlib
+    import numpy
+    import pyspark
+    import scipy
+
+    from console import __version__
+
+    return {
+        "floodgate": __version__, "python": platform.python_version(), "pyspark": pyspark.__version__,
+        "numpy": numpy.__version__, "scipy": scipy.__version__, "matplotlib": matplotlib.__version__,
+    }  # fmt: skip
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def run(args, spark=None) -> dict:
+    """The whole job; returns the plan. `spark` is created from --master when not given."""
+    from spark_reports.capacity_html import render
+    from spark_reports.capacity_plan import build_plan
+
+    opts = options_from_args(args)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"cannot create --out {out}: {exc.strerror}") from None
+    spark = spark or build_session(args.master)
+    measured, minutes = collect_measured(spark, str(args.input), opts, args.op)
+    plan = build_plan(measured, opts)
+    plan["inputs"]["versions"] = versions()
+    _write_atomic(out / "capacity.json", json.dumps(plan, indent=2, default=str) + "\n")
+    html = render(plan, minutes, load_test=opts.load_test, versions=plan["inputs"]["versions"])
+    _write_atomic(out / "report.html", html)
+    return plan
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="capacity", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    from capacity.errors import CapacityError
+
+    try:
+        plan = run(args)
+    except (ReportError, CapacityError, ValueError, OSError) as exc:
+        print(f"capacity: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.out}/report.html: {'PASS' if plan['verdict']['pass'] else 'FAIL'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
