@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernel_tuning.engine import apply_plan, rollback
-from kernel_tuning.errors import ApplyError
+from kernel_tuning.errors import ApplyError, HostError
 from kernel_tuning.hostfs import HostFS
 from kernel_tuning.persist import persist_plan, sysctl_conf_path
 from kernel_tuning.plan import build_plan
@@ -206,3 +206,34 @@ def test_persisted_sysctl_file_is_accepted_by_sysctl(live, tmp_path):
     out = subprocess.run(["sysctl", "--dry-run", "-p", str(conf)], capture_output=True, text=True)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     assert "vm.swappiness = 1" in out.stdout
+
+
+def test_read_only_proc_sys_says_so_and_accepts_what_is_right(tmp_path):
+    """A container-style read-only /proc/sys: a fake tree's proc/sys bind-mounted read-only."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("needs root to bind-mount a read-only proc/sys")
+    root = tmp_path / "root"
+    proc_sys = root / "proc/sys"
+    (proc_sys / "vm").mkdir(parents=True)
+    (root / "proc/meminfo").write_text("MemTotal: 8388608 kB\n")
+    (proc_sys / "vm/swappiness").write_text("60\n")
+    (proc_sys / "vm/dirty_ratio").write_text("20\n")
+    mounted = subprocess.run(["mount", "--bind", str(proc_sys), str(proc_sys)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"bind mount failed: {mounted.stderr.decode().strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(proc_sys)], check=True)
+        profiles = write_profile(tmp_path / "p", "ro", """
+[sysctl]
+"vm.swappiness" = { value = 1, reason = "needs a write" }
+"vm.dirty_ratio" = { value = 20, reason = "already right" }
+""")  # fmt: skip
+        with pytest.raises(HostError, match=r"read-only \(a container\?\): cannot change vm.swappiness; 1 "):
+            apply_plan(build_plan("ro", root, [profiles]), state_dir=tmp_path / "s")
+        (tmp_path / "p" / "ro.toml").write_text(
+            '[sysctl]\n"vm.dirty_ratio" = { value = 20, reason = "already right" }\n'
+        )
+        result = apply_plan(build_plan("ro", root, [profiles]), state_dir=tmp_path / "s")
+        assert result.journal is None  # nothing to change, nothing written: success
+    finally:
+        subprocess.run(["umount", str(proc_sys)], check=False)
