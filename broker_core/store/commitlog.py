@@ -32,6 +32,7 @@ class CommitLog:
         self._starts: tuple[int, ...] = ()
         self.write_offset = 0
         self.flushed_offset = 0
+        self.active: MappedFile | None = None  # the segment holding write_offset, if any
         self._segments_lock = threading.Lock()
         self._flush_lock = threading.Lock()
 
@@ -39,6 +40,8 @@ class CommitLog:
     def load(self) -> None:
         found = []
         for name in os.listdir(self.directory):
+            if name.endswith(".alloc"):  # an allocation cut short by a crash
+                os.unlink(os.path.join(self.directory, name))
             start = parse_file_name(name)
             if start is not None:
                 found.append((start, name))
@@ -53,12 +56,20 @@ class CommitLog:
                     f"(expected start {segs[-1].end_offset})"
                 )
             segs.append(seg)
-        self._set_segments(tuple(segs))
         self.write_offset = self.flushed_offset = segs[0].start_offset if segs else 0
+        self._set_segments(tuple(segs))
 
     def _set_segments(self, segs: tuple[MappedFile, ...]) -> None:
         self.segments = segs
         self._starts = tuple(s.start_offset for s in segs)
+        self._find_active()
+
+    def _find_active(self) -> None:
+        segs = self.segments
+        if segs and segs[-1].start_offset <= self.write_offset < segs[-1].end_offset:
+            self.active = segs[-1]
+        else:
+            self.active = None
 
     # -- offsets ----------------------------------------------------------
     @property
@@ -74,33 +85,30 @@ class CommitLog:
         seg = segs[i]
         return seg if offset < seg.end_offset else None
 
-    def active(self) -> MappedFile | None:
-        segs = self.segments
-        if segs and segs[-1].start_offset <= self.write_offset < segs[-1].end_offset:
-            return segs[-1]
-        return None
-
     # -- writing (caller holds the store's put lock) -------------------------
-    def place(self, size: int) -> tuple[MappedFile, int]:
-        """Segment and local position for a record of ``size`` bytes at write_offset.
+    def fits(self, size: int) -> bool:
+        """Whether a record of ``size`` bytes goes into the active segment at write_offset."""
+        seg = self.active
+        return seg is not None and self.write_offset + size + BLANK_MIN <= seg.end_offset
 
-        Rolls to a new segment first if needed; raises OSError (ENOSPC) before
-        anything is written if the new segment cannot be created.
+    def roll(self) -> MappedFile:
+        """Close the active segment with an END-OF-FILE blank and start the next one.
+
+        Raises OSError (ENOSPC) before anything is written if the new segment
+        cannot be created.
         """
         offset = self.write_offset
-        seg = self.active()
-        if seg is not None and offset + size + BLANK_MIN <= seg.end_offset:
-            return seg, offset - seg.start_offset
+        seg = self.active
         start = seg.end_offset if seg is not None else offset
         new = self.allocator.take(start)
         if seg is not None:
             local = offset - seg.start_offset
             BLANK.pack_into(seg.mm, local, seg.size - local, BLANK_MAGIC)
+        self.write_offset = start
         with self._segments_lock:
             self._set_segments(self.segments + (new,))
-        self.write_offset = start
         self.allocator.prepare(start + self.allocator.size)
-        return new, 0
+        return new
 
     # -- flushing -----------------------------------------------------------
     def flush(self) -> int:
@@ -153,9 +161,9 @@ class CommitLog:
                         n = min(_CHUNK, last - p)
                         seg.mm[p : p + n] = bytes(n)
                     seg.flush()
+        self.write_offset = self.flushed_offset = end
         with self._segments_lock:
             self._set_segments(tuple(keep))
-        self.write_offset = self.flushed_offset = end
         return cut
 
     def delete_oldest(self) -> MappedFile | None:

@@ -34,9 +34,14 @@ class ConsumeQueue:
         self.min_offset = 0  # the first queue offset still readable
         self.flushed_offset = 0
         self._files_lock = threading.Lock()
+        # Where appends go: the last file and its first and past-last unit indices.
+        self._tail: tuple[MappedFile | None, int, int] = (None, 0, 0)
 
     # -- loading ----------------------------------------------------------
     def load(self) -> None:
+        for name in os.listdir(self.directory):
+            if name.endswith(".alloc"):  # an allocation cut short by a crash
+                os.unlink(os.path.join(self.directory, name))
         names = sorted(
             (start, n)
             for n in os.listdir(self.directory)
@@ -62,6 +67,11 @@ class ConsumeQueue:
     def _set_files(self, files: tuple[MappedFile, ...]) -> None:
         self.files = files
         self._starts = tuple(f.start_offset for f in files)
+        if files:
+            last = files[-1]
+            self._tail = (last, last.start_offset // UNIT_SIZE, last.end_offset // UNIT_SIZE)
+        else:
+            self._tail = (None, 0, 0)
 
     def _file_for(self, index: int) -> tuple[MappedFile, int] | None:
         pos = index * UNIT_SIZE
@@ -74,6 +84,8 @@ class ConsumeQueue:
     # -- writing (under the store's put lock, or during recovery) -------------
     def ensure_capacity(self, n: int) -> None:
         """Create the files that units [max_offset, max_offset + n) need (OSError if no space)."""
+        if self.max_offset + n <= self._tail[2]:
+            return
         end = (self.max_offset + n) * UNIT_SIZE
         with self._files_lock:
             files = list(self.files)
@@ -87,6 +99,17 @@ class ConsumeQueue:
                 self._set_files(tuple(files))
             if len(files) == 1 and self.max_offset == 0:
                 self.min_offset = files[0].start_offset // UNIT_SIZE
+
+    def append_unit(self, phys: int, size: int, tag_hash: int) -> int:
+        """Write the next unit (after ensure_capacity); returns its queue offset."""
+        index = self.max_offset
+        f, lo, hi = self._tail
+        if not lo <= index < hi:
+            self.put_unit(index, phys, size, tag_hash)
+            return index
+        UNIT.pack_into(f.mm, (index - lo) * UNIT_SIZE, phys, size, tag_hash)
+        self.max_offset = index + 1
+        return index
 
     def put_unit(self, index: int, phys: int, size: int, tag_hash: int) -> None:
         if self._file_for(index) is None:

@@ -43,11 +43,20 @@ class MappedFile:
         self.locked = False
         # Newest store timestamp written here in this process (ms); retention uses it.
         self.max_store_timestamp = 0
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(path, flags, 0o644)
+        # A new file is allocated under a temporary name and renamed when whole,
+        # so a crash never leaves a short file under a real segment name.
+        tmp = path + ".alloc"
+        fd = (
+            os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            if create
+            else os.open(path, os.O_RDWR)
+        )
         try:
             if create:
                 _allocate(fd, size)
+                if os.path.exists(path):
+                    raise FileExistsError(errno.EEXIST, "segment already exists", path)
+                os.rename(tmp, path)
             else:
                 size = os.fstat(fd).st_size
                 if size == 0:
@@ -56,14 +65,11 @@ class MappedFile:
         except BaseException:
             os.close(fd)
             if create:
-                _unlink_quietly(path)
+                _unlink_quietly(tmp)
             raise
         self.fd = fd
         self.size = size
-
-    @property
-    def end_offset(self) -> int:
-        return self.start_offset + self.size
+        self.end_offset = start_offset + size
 
     def flush(self) -> None:
         """Make everything written so far durable."""

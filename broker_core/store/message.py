@@ -62,18 +62,6 @@ class Message:
     reconsume_times: int = 0
 
 
-@dataclass(slots=True)
-class Prepared:
-    """A message encoded except for the fields only known under the put lock."""
-
-    queue_id: int
-    body_crc: int
-    body_len: int
-    tail: bytes  # body + topic + properties, ready to copy
-    size: int
-    tag_hash: int
-
-
 def pack_host(host: str) -> bytes:
     """'ip:port' -> 8 bytes (IPv4, then port as i32)."""
     ip, _, port = host.rpartition(":")
@@ -99,12 +87,13 @@ def tag_hash(tags: str | None) -> int:
 
 
 @lru_cache(maxsize=1024)
-def _topic_bytes(topic: str) -> bytes:
+def _topic_field(topic: str) -> bytes:
+    """The topic length byte and the topic, validated."""
     if not isinstance(topic, str) or not _TOPIC_RE.match(topic):
         raise MessageIllegalError(
             f"topic must be 1-127 characters of [A-Za-z0-9_%|-], got {topic!r}"
         )
-    return topic.encode("ascii")
+    return bytes([len(topic)]) + topic.encode("ascii")
 
 
 def _check_prop(text: str, what: str) -> str:
@@ -160,22 +149,29 @@ def prepare(
     keys,
     properties: dict | None,
     max_body: int,
-) -> Prepared:
-    """Validate and encode everything that does not depend on offsets (outside the lock)."""
-    if not isinstance(body, bytes | bytearray | memoryview):
-        raise MessageIllegalError(f"body must be bytes, got {type(body).__name__}")
-    if len(body) > max_body:
-        raise MessageTooLargeError(f"body of {len(body)} bytes is over the {max_body} byte limit")
+) -> tuple[int, int, int, bytes, int]:
+    """Validate and encode what does not depend on offsets (outside the put lock).
+
+    Returns (record size, body CRC, body length, tail, tag hash); the tail is
+    body + topic + properties, ready to copy after the header.
+    """
+    if type(body) is not bytes:
+        if not isinstance(body, bytearray | memoryview):
+            raise MessageIllegalError(f"body must be bytes, got {type(body).__name__}")
+        body = bytes(body)
+    body_len = len(body)
+    if body_len > max_body:
+        raise MessageTooLargeError(f"body of {body_len} bytes is over the {max_body} byte limit")
     if type(queue_id) is not int or not 0 <= queue_id < 2**31:
         raise MessageIllegalError(f"queue id must be an int in [0, 2**31), got {queue_id!r}")
-    topic_b = _topic_bytes(topic)
-    props = encode_properties(tags, keys, properties) if (tags or keys or properties) else b""
-    tail = b"".join(
-        (body, len(topic_b).to_bytes(1, "big"), topic_b, len(props).to_bytes(2, "big"), props)
-    )
-    return Prepared(
-        queue_id, zlib.crc32(body), len(body), tail, HEADER_SIZE + len(tail), tag_hash(tags)
-    )
+    if tags or keys or properties:
+        props = encode_properties(tags, keys, properties)
+        tail = b"".join((body, _topic_field(topic), len(props).to_bytes(2, "big"), props))
+        th = tag_hash(tags)
+    else:
+        tail = b"".join((body, _topic_field(topic), b"\0\0"))
+        th = 0
+    return HEADER_SIZE + len(tail), zlib.crc32(body), body_len, tail, th
 
 
 class CorruptRecord(Exception):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from broker_core.store.message import Message
 
@@ -24,8 +25,9 @@ class GetStatus(StrEnum):
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"  # below min offset (removed by retention)
 
 
-@dataclass(frozen=True, slots=True)
-class PutResult:
+class PutResult(NamedTuple):
+    """A NamedTuple because it is built on every put (several times cheaper than a dataclass)."""
+
     status: PutStatus
     physical_offset: int = -1  # of the (first) record
     queue_offset: int = -1  # of the (first) message

@@ -131,7 +131,7 @@ class MessageStore:
             self._services = [self.flush_service] if config.flush == "sync" else []
         for svc in self._services:
             svc.start()
-        active = self.commitlog.active()
+        active = self.commitlog.active
         if active is not None:
             self.commitlog.allocator.prepare(active.end_offset)
 
@@ -169,7 +169,7 @@ class MessageStore:
         t0 = perf_counter()
         try:
             p = prepare(topic, queue_id, body, tags, keys, properties, self._max_body)
-        except MessageIllegalError as exc:
+        except (MessageIllegalError, TypeError) as exc:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
         result = self._append(topic, queue_id, [p], born_timestamp, wait)
         self.latency_recorder.record("put", perf_counter() - t0)
@@ -216,7 +216,7 @@ class MessageStore:
         with self._put_lock:
             if self._closed:
                 return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, "store is closed")
-            cq = self._queue(topic, queue_id)
+            cq = self._queues.get((topic, queue_id)) or self._queue(topic, queue_id)
             now_ms = int(self._clock() * 1000)
             born = now_ms if born_ts is None else born_ts
             host = self._store_host
@@ -224,23 +224,21 @@ class MessageStore:
             stored = 0
             try:
                 cq.ensure_capacity(len(prepared))
-                for p in prepared:
-                    size = p.size
-                    segs_before = cl.segments
-                    seg, local = cl.place(size)
-                    if cl.segments is not segs_before:
+                for size, crc, body_len, tail, th in prepared:
+                    if not cl.fits(size):
+                        cl.roll()
                         self.retention.check_disk()
-                    phys = seg.start_offset + local
+                    seg = cl.active
+                    phys = cl.write_offset
+                    local = phys - seg.start_offset
                     qo = cq.max_offset
-                    mm = seg.mm
-                    mm[local : local + 88] = HEADER.pack(
-                        size, MESSAGE_MAGIC, p.body_crc, queue_id, 0, qo, phys, 0, born, host,
-                        now_ms, host, 0, 0, p.body_len,
-                    )  # fmt: skip
-                    mm[local + 88 : local + size] = p.tail
+                    seg.mm[local : local + size] = HEADER.pack(
+                        size, MESSAGE_MAGIC, crc, queue_id, 0, qo, phys, 0, born, host,
+                        now_ms, host, 0, 0, body_len,
+                    ) + tail  # fmt: skip
                     # The queue unit first: the checkpoint may count a record as
                     # durable as soon as write_offset passes it.
-                    cq.put_unit(qo, phys, size, p.tag_hash)
+                    cq.append_unit(phys, size, th)
                     cl.write_offset = phys + size
                     seg.max_store_timestamp = now_ms
                     if stored == 0:

@@ -1,0 +1,434 @@
+"""The broker: request handlers over the store, on one asyncio event loop.
+
+Everything here runs on the loop thread. The store's put is a memcpy into an
+mmap'd segment, cheap enough to run inline; in sync-flush mode the handler
+then awaits the group commit without blocking the loop.
+
+Fast failure (seed 000, RocketMQ's "PageCache busy"): when the write path is
+backed up — too many writes in flight, or the oldest one waiting longer than
+`busy_after_ms` — a send is answered SYSTEM_BUSY at once instead of queueing,
+so the producer's fuse can route around the sick broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from time import perf_counter
+
+from broker_core import protocol as p
+from broker_core.faults import Faults
+from broker_core.group_state import GroupMembers, OffsetTable, TopicError, TopicTable
+from broker_core.protocol import Code, Op
+from broker_core.stats import WINDOWS_S, OpRecorder, summarize
+from broker_core.store import GetStatus, MessageStore, PutStatus, StoreConfig
+
+OPS = ("send", "pull", "flush")
+_PUT_CODES = {
+    PutStatus.PUT_OK: Code.OK,
+    PutStatus.FLUSH_DISK_TIMEOUT: Code.FLUSH_DISK_TIMEOUT,
+    PutStatus.MESSAGE_ILLEGAL: Code.MESSAGE_ILLEGAL,
+    PutStatus.DISK_FULL: Code.DISK_FULL,
+    PutStatus.SERVICE_NOT_AVAILABLE: Code.SERVICE_NOT_AVAILABLE,
+}
+_PULL_STATUS = {
+    GetStatus.FOUND: "FOUND",
+    GetStatus.NO_NEW_MSG: "NO_NEW_MSG",
+    GetStatus.OFFSET_OVERFLOW: "OFFSET_OVERFLOW",
+    GetStatus.OFFSET_TOO_SMALL: "OFFSET_TOO_SMALL",
+    GetStatus.NO_MATCHED_MESSAGE: "NO_MATCHED_MSG",
+}
+
+
+@dataclass
+class BrokerConfig:
+    name: str
+    data_dir: Path
+    port: int = 10911
+    http_port: int = 10912
+    bind: str = "127.0.0.1"
+    cluster: str = "floodgate"
+    flush: str = "async"
+    segment_bytes: int = 1 << 30
+    default_queues: int = 4
+    auto_create_topics: bool = True
+    metrics_dir: Path | None = None  # default: data_dir / "metrics"
+    metrics_roll_s: float = 120.0
+    busy_after_ms: float = 200.0
+    max_inflight_writes: int = 4096
+    admin_token: str | None = None
+    frame_timeout_s: float = 10.0  # a partial frame older than this closes the connection
+    store_extra: dict = field(default_factory=dict)
+
+    @property
+    def addr(self) -> str:
+        return f"{self.bind}:{self.port}"
+
+    @property
+    def http_addr(self) -> str:
+        return f"{self.bind}:{self.http_port}"
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        data = Path(config.data_dir)
+        data.mkdir(parents=True, exist_ok=True)
+        self.store = MessageStore(
+            data / "store",
+            StoreConfig(
+                flush=config.flush,
+                commitlog_segment_bytes=config.segment_bytes,
+                store_host=config.addr,
+                **config.store_extra,
+            ),
+        )
+        self.topics = TopicTable(
+            data / "topics.json", config.default_queues, config.auto_create_topics
+        )
+        self.offsets = OffsetTable(data / "offsets.json")
+        self.members = GroupMembers(time.monotonic)
+        self.recorder = OpRecorder(OPS, clock)
+        self.faults = Faults(time.monotonic)
+        self.started = clock()
+        self.serving = False
+        self._inflight: dict[object, float] = {}
+        self._rr = itertools.count()
+        self._waiters: dict[tuple[str, int], list[asyncio.Future]] = {}
+        self.connections: set = set()  # BrokerProtocol instances (server.py)
+        self.counters = {
+            "system_busy": 0,
+            "send_errors": 0,
+            "bad_requests": 0,
+            "connections": 0,
+            "connections_closed_bad": 0,
+        }
+
+    # -- dispatch -------------------------------------------------------------
+    async def handle(self, header: p.Header, body: bytes) -> tuple[int, bytes]:
+        """Answer one request; never raises (errors become codes)."""
+        handler = self._handlers.get(header.op)
+        if handler is None:
+            return self._bad(f"unknown op {header.op}")
+        try:
+            return await handler(self, body)
+        except p.ProtocolError as exc:
+            return self._bad(str(exc))
+        except (TopicError, ValueError) as exc:
+            return self._bad(str(exc))
+
+    def _bad(self, message: str) -> tuple[int, bytes]:
+        self.counters["bad_requests"] += 1
+        return Code.BAD_REQUEST, message.encode()
+
+    async def _paused(self) -> None:
+        left = self.faults.pause_left()
+        if left:
+            await asyncio.sleep(left)
+
+    # -- writes ---------------------------------------------------------------
+    def _queue_for(self, topic: str, queue_id: int) -> tuple[int | None, tuple[int, bytes] | None]:
+        queues = self.topics.get(topic, create=True)
+        if queues is None:
+            return None, (Code.TOPIC_NOT_EXIST, f"topic {topic!r} does not exist".encode())
+        if queue_id < 0:
+            queue_id = next(self._rr) % queues
+        elif queue_id >= queues:
+            return None, self._bad(f"queue {queue_id} out of range: {topic} has {queues}")
+        return queue_id, None
+
+    async def _write(self, put: Callable[[], object], nbytes: int, msgs: int) -> tuple[int, object]:
+        """Run a put through the write path: busy check, faults, flush wait."""
+        now = perf_counter()
+        if self._inflight:
+            oldest = next(iter(self._inflight.values()))
+            if (
+                len(self._inflight) >= self.config.max_inflight_writes
+                or (now - oldest) * 1000 > self.config.busy_after_ms
+            ):
+                self.counters["system_busy"] += 1
+                return Code.SYSTEM_BUSY, (
+                    f"write path busy: {len(self._inflight)} writes in "
+                    f"flight, oldest {(now - oldest) * 1000:.0f} ms"
+                )
+        token = object()
+        self._inflight[token] = now
+        try:
+            if self.faults.should_error():
+                return Code.SYSTEM_ERROR, "injected error"
+            delay = self.faults.write_delay()
+            if delay:
+                await asyncio.sleep(delay)
+            result = put()
+            if result.status is PutStatus.PUT_OK and self.config.flush == "sync":
+                fut = asyncio.wrap_future(self.store.flushed_future(result.end_offset))
+                try:
+                    await asyncio.wait_for(fut, self.store.config.sync_flush_timeout_s)
+                except TimeoutError:
+                    return Code.FLUSH_DISK_TIMEOUT, result
+            return _PUT_CODES[result.status], result
+        finally:
+            del self._inflight[token]
+
+    def _wake(self, topic: str, queue_id: int) -> None:
+        for fut in self._waiters.pop((topic, queue_id), ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _send(self, body: bytes) -> tuple[int, bytes]:
+        t0 = perf_counter()
+        topic, qid, msg = p.decode_send(body)
+        code, answer = await self._send_one(topic, qid, msg)
+        self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code == Code.OK)
+        return code, answer
+
+    async def _send_one(self, topic: str, qid: int, msg: p.OutMessage) -> tuple[int, bytes]:
+        await self._paused()
+        if len(msg.body) > self.store.config.max_message_bytes:
+            self.counters["send_errors"] += 1
+            return Code.MESSAGE_TOO_LARGE, (
+                f"body of {len(msg.body)} bytes is over the "
+                f"{self.store.config.max_message_bytes}-byte limit"
+            ).encode()
+        qid, err = self._queue_for(topic, qid)
+        if err:
+            return err
+        code, result = await self._write(
+            lambda: self.store.put(
+                topic,
+                qid,
+                msg.body,
+                msg.tags or None,
+                msg.keys or None,
+                msg.properties or None,
+                wait=False,
+            ),
+            len(msg.body),
+            1,
+        )
+        if isinstance(result, str):
+            self.counters["send_errors"] += 1
+            return code, result.encode()
+        if result.status is not PutStatus.PUT_OK:
+            self.counters["send_errors"] += 1
+            return code, (result.reason or result.status.value).encode()
+        self._wake(topic, qid)
+        return code, p.encode_send_response(
+            qid, result.queue_offset, result.physical_offset, result.store_timestamp
+        )
+
+    async def _send_batch(self, body: bytes) -> tuple[int, bytes]:
+        t0 = perf_counter()
+        topic, qid, msgs = p.decode_send_batch(body)
+        nbytes = sum(len(m.body) for m in msgs)
+        code, answer = await self._send_batch_inner(topic, qid, msgs, nbytes)
+        self.recorder.record("send", perf_counter() - t0, len(msgs), nbytes, code == Code.OK)
+        return code, answer
+
+    async def _send_batch_inner(self, topic, qid, msgs, nbytes) -> tuple[int, bytes]:
+        await self._paused()
+        if nbytes > self.store.config.max_message_bytes:
+            self.counters["send_errors"] += 1
+            return Code.MESSAGE_TOO_LARGE, f"batch of {nbytes} bytes is over the limit".encode()
+        qid, err = self._queue_for(topic, qid)
+        if err:
+            return err
+        first = msgs[0]
+        same_meta = all(
+            m.tags == first.tags and m.keys == first.keys and m.properties == first.properties
+            for m in msgs
+        )
+        if same_meta:
+            put = lambda: self.store.put_batch(  # noqa: E731
+                topic,
+                qid,
+                [m.body for m in msgs],
+                first.tags or None,
+                first.keys or None,
+                first.properties or None,
+                wait=False,
+            )
+        else:
+            return self._bad("a batch's messages must share tags, keys and properties")
+        code, result = await self._write(put, nbytes, len(msgs))
+        if isinstance(result, str):
+            self.counters["send_errors"] += 1
+            return code, result.encode()
+        if result.status is not PutStatus.PUT_OK:
+            self.counters["send_errors"] += 1
+            return code, (result.reason or result.status.value).encode()
+        self._wake(topic, qid)
+        return code, p.encode_batch_response(qid, result.queue_offset, result.count)
+
+    # -- reads ----------------------------------------------------------------
+    async def _pull(self, body: bytes) -> tuple[int, bytes]:
+        t0 = perf_counter()
+        req = p.decode_pull(body)
+        await self._paused()
+        if self.topics.get(req.topic, create=False) is None:
+            return Code.TOPIC_NOT_EXIST, f"topic {req.topic!r} does not exist".encode()
+        deadline = time.monotonic() + req.timeout_ms / 1000
+        while True:
+            got = self.store.get(req.topic, req.queue_id, req.offset, req.max_msgs, req.tag or None)
+            left = deadline - time.monotonic()
+            if got.status is not GetStatus.NO_NEW_MSG or left <= 0:
+                break
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault((req.topic, req.queue_id), []).append(fut)
+            try:
+                await asyncio.wait_for(fut, left)
+            except TimeoutError:
+                pass
+        msgs = [
+            p.PulledMessage(
+                m.topic,
+                m.queue_id,
+                m.queue_offset,
+                m.store_timestamp,
+                m.body,
+                m.tags or "",
+                m.keys or "",
+                m.properties,
+            )
+            for m in got.messages
+        ]
+        found = got.status is GetStatus.FOUND
+        if found:
+            self.recorder.record(
+                "pull", perf_counter() - t0, len(msgs), sum(len(m.body) for m in msgs)
+            )
+        return (Code.OK if found else Code.PULL_NOT_FOUND), p.encode_pull_response(
+            _PULL_STATUS[got.status], got.next_offset, got.min_offset, got.max_offset, msgs
+        )
+
+    # -- control --------------------------------------------------------------
+    async def _route(self, body: bytes) -> tuple[int, bytes]:
+        req = p.decode_json(body)
+        topic = str(req.get("topic", ""))
+        queues = self.topics.get(topic, create=bool(req.get("create")))
+        if queues is None:
+            return Code.TOPIC_NOT_EXIST, f"topic {topic!r} does not exist".encode()
+        return Code.OK, p.encode_json({"topic": topic, "queues": queues})
+
+    async def _query_offset(self, body: bytes) -> tuple[int, bytes]:
+        req = p.decode_json(body)
+        group, topic, qid = str(req["group"]), str(req["topic"]), int(req["queue_id"])
+        lo, hi = self.store.queue_offsets(topic, qid)
+        return Code.OK, p.encode_json(
+            {"offset": self.offsets.get(group, topic, qid), "min_offset": lo, "max_offset": hi}
+        )
+
+    async def _commit_offset(self, body: bytes) -> tuple[int, bytes]:
+        req = p.decode_json(body)
+        try:
+            self.offsets.commit(
+                str(req["group"]), str(req["topic"]), int(req["queue_id"]), int(req["offset"])
+            )
+        except KeyError as exc:
+            return self._bad(f"missing field {exc}")
+        return Code.OK, b"{}"
+
+    async def _heartbeat(self, body: bytes) -> tuple[int, bytes]:
+        req = p.decode_json(body)
+        group, topic = str(req.get("group", "")), str(req.get("topic", ""))
+        members = self.members.heartbeat(
+            group, topic, str(req.get("client_id", "")), bool(req.get("leave"))
+        )
+        queues = self.topics.get(topic, create=False) or 0
+        return Code.OK, p.encode_json({"members": members, "queues": queues})
+
+    async def _stats(self, body: bytes) -> tuple[int, bytes]:
+        history = int(p.decode_json(body).get("history", 0))
+        return Code.OK, p.encode_json(self.stats(history))
+
+    _handlers = {
+        Op.SEND: _send,
+        Op.SEND_BATCH: _send_batch,
+        Op.PULL: _pull,
+        Op.ROUTE: _route,
+        Op.QUERY_OFFSET: _query_offset,
+        Op.COMMIT_OFFSET: _commit_offset,
+        Op.HEARTBEAT: _heartbeat,
+        Op.STATS: _stats,
+    }
+
+    # -- housekeeping, once a second ---------------------------------------------
+    def tick(self):
+        """Close finished seconds; returns them (for the metrics log)."""
+        flush = self.store.take_latency().get("flush")
+        if flush is not None and flush.count:
+            self.recorder._current["flush"].hist.merge(flush)
+        self.offsets.save()
+        return self.recorder.roll()
+
+    # -- figures ----------------------------------------------------------------
+    def disk(self) -> dict:
+        usage = shutil.disk_usage(self.config.data_dir)
+        return {
+            "used_bytes": usage.used,
+            "total_bytes": usage.total,
+            "used_ratio": usage.used / usage.total if usage.total else 0.0,
+            "store_bytes": self.store.stats()["disk"]["bytes_on_disk"],
+        }
+
+    def consumer_lag(self) -> dict[str, int]:
+        lag: dict[str, int] = {}
+        for (group, topic, qid), offset in self.offsets.offsets.items():
+            _lo, hi = self.store.queue_offsets(topic, qid)
+            lag[group] = lag.get(group, 0) + max(0, hi - offset)
+        return lag
+
+    def stats(self, history_s: int = 300) -> dict:
+        st = self.store.stats()
+        cl = st["commitlog"]
+        rec = self.recorder
+        ops = {op: {f"{w}s": summarize(rec.window(op, w), w) for w in WINDOWS_S} for op in OPS}
+        hist = (
+            {
+                op: [
+                    {"ts": s.ts, **s.ops[op].hist.to_dict()} for s in list(rec.history)[-history_s:]
+                ]
+                for op in OPS
+            }
+            if history_s
+            else {}
+        )
+        return {
+            "broker": self.config.name,
+            "cluster": self.config.cluster,
+            "addr": self.config.addr,
+            "http": self.config.http_addr,
+            "pid": os.getpid(),
+            "time": self.clock(),
+            "uptime_s": self.clock() - self.started,
+            "state": "PAUSED" if self.faults.pause_left() else "UP",
+            "flush_mode": self.config.flush,
+            "ops": ops,
+            "history": hist,
+            "totals": {
+                "messages_in": rec.msgs_total["send"],
+                "messages_out": rec.msgs_total["pull"],
+                "bytes_in": rec.bytes_total["send"],
+                "bytes_out": rec.bytes_total["pull"],
+                "send_over_20ms": rec.over_sla_total["send"],
+                **self.counters,
+            },
+            "commitlog": cl,
+            "flush_lag_bytes": cl["max_offset"] - cl["flushed_offset"],
+            "disk": self.disk(),
+            "consumer_lag": self.consumer_lag(),
+            "topics": dict(self.topics.queues),
+            "faults": self.faults.describe(),
+            "inflight_writes": len(self._inflight),
+        }
+
+    def close(self) -> None:
+        self.offsets.save()
+        self.store.close()

@@ -1,0 +1,136 @@
+"""Broker-side metadata next to the store: topics, consumer-group offsets, and
+group members (from heartbeats).
+
+Topics and offsets are small JSON files in the data dir, written through a
+temporary file, fsync and an atomic rename, so a crash leaves the old or the
+new file, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from broker_core.errors import BrokerError
+
+TOPIC_RE = re.compile(r"^[A-Za-z0-9_.%|-]{1,127}$")  # RocketMQ's allowed characters
+
+
+class TopicError(BrokerError):
+    pass
+
+
+def write_json_atomic(path: Path, data: object) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself must survive a power cut
+    finally:
+        os.close(dir_fd)
+
+
+def _read_json(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BrokerError(f"{path}: unreadable ({exc}); move it aside to start empty") from None
+    if not isinstance(data, dict):
+        raise BrokerError(f"{path}: expected a JSON object")
+    return data
+
+
+class TopicTable:
+    """topic -> number of queues, created on first send unless auto-create is off."""
+
+    def __init__(self, path: Path, default_queues: int = 4, auto_create: bool = True) -> None:
+        self.path = path
+        self.default_queues = default_queues
+        self.auto_create = auto_create
+        self.queues: dict[str, int] = {k: int(v) for k, v in _read_json(path).items()}
+
+    def get(self, topic: str, create: bool) -> int | None:
+        n = self.queues.get(topic)
+        if n is None and create and self.auto_create:
+            if not TOPIC_RE.match(topic):
+                raise TopicError(f"illegal topic name {topic!r}")
+            n = self.queues[topic] = self.default_queues
+            write_json_atomic(self.path, self.queues)
+        return n
+
+
+class OffsetTable:
+    """(group, topic, queue) -> next offset to consume; saved when dirty."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        raw = _read_json(path)
+        self.offsets: dict[tuple[str, str, int], int] = {}
+        for group, topics in raw.items():
+            for topic, queues in topics.items():
+                for qid, offset in queues.items():
+                    self.offsets[(group, topic, int(qid))] = int(offset)
+        self.dirty = False
+
+    def get(self, group: str, topic: str, queue_id: int) -> int:
+        return self.offsets.get((group, topic, queue_id), -1)
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        if self.offsets.get((group, topic, queue_id)) != offset:
+            self.offsets[(group, topic, queue_id)] = offset
+            self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        nested: dict[str, dict[str, dict[str, int]]] = {}
+        for (group, topic, qid), offset in self.offsets.items():
+            nested.setdefault(group, {}).setdefault(topic, {})[str(qid)] = offset
+        write_json_atomic(self.path, nested)
+        self.dirty = False
+
+
+class GroupMembers:
+    """Live members per (group, topic): a member unseen for `expire_s` is gone."""
+
+    def __init__(self, clock: Callable[[], float], expire_s: float = 10.0) -> None:
+        self._clock = clock
+        self.expire_s = expire_s
+        self._seen: dict[tuple[str, str], dict[str, float]] = {}
+
+    def heartbeat(self, group: str, topic: str, client_id: str, leave: bool = False) -> list[str]:
+        members = self._seen.setdefault((group, topic), {})
+        if leave:
+            members.pop(client_id, None)
+        else:
+            members[client_id] = self._clock()
+        return self.members(group, topic)
+
+    def members(self, group: str, topic: str) -> list[str]:
+        now = self._clock()
+        members = self._seen.get((group, topic), {})
+        for cid in [c for c, t in members.items() if now - t > self.expire_s]:
+            del members[cid]
+        return sorted(members)
+
+    def groups(self) -> list[tuple[str, str]]:
+        return list(self._seen)

@@ -1,0 +1,111 @@
+"""HTTP side of the broker (aiohttp, on the broker's own event loop, so it reads
+the broker's state without locks): /healthz, /metrics, /stats and the drill
+endpoints under /admin/fault.
+
+The admin endpoints change behaviour, so they answer only loopback peers, or
+anyone presenting `Authorization: Bearer <admin token>` when a token is set.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from broker_core.faults import FaultSpec
+from broker_core.prom import broker_registry
+
+FAULT_FIELDS = set(FaultSpec.__dataclass_fields__)
+
+
+def _is_loopback(remote: str | None) -> bool:
+    try:
+        return remote is not None and ipaddress.ip_address(remote).is_loopback
+    except ValueError:
+        return False
+
+
+def build_app(broker) -> web.Application:
+    registry = broker_registry(broker)
+    app = web.Application(client_max_size=64 * 1024)
+
+    async def healthz(_request: web.Request) -> web.Response:
+        if not broker.serving:
+            return web.Response(status=503, text="starting\n")
+        return web.Response(text="ok\n")
+
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    async def stats(request: web.Request) -> web.Response:
+        try:
+            history = int(request.query.get("history", "300"))
+        except ValueError:
+            return _error(400, "history must be a number of seconds")
+        return web.json_response(broker.stats(max(0, min(history, 300))))
+
+    def _authorized(request: web.Request) -> bool:
+        token = broker.config.admin_token
+        if token:
+            return request.headers.get("Authorization") == f"Bearer {token}"
+        return _is_loopback(request.remote)
+
+    async def fault_get(request: web.Request) -> web.Response:
+        return web.json_response(broker.faults.describe())
+
+    async def fault_set(request: web.Request) -> web.Response:
+        if not _authorized(request):
+            return _error(403, "admin endpoints answer loopback or a valid admin token only")
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "body must be a JSON object of fault fields")
+        if not isinstance(body, dict):
+            return _error(400, "body must be a JSON object of fault fields")
+        unknown = set(body) - FAULT_FIELDS
+        if unknown:
+            return _error(
+                400,
+                f"unknown fault fields: {', '.join(sorted(unknown))}; "
+                f"valid: {', '.join(sorted(FAULT_FIELDS))}",
+            )
+        try:
+            spec = FaultSpec(**body)
+            broker.faults.inject(spec)
+        except (TypeError, ValueError) as exc:
+            return _error(400, str(exc))
+        return web.json_response(broker.faults.describe())
+
+    async def fault_clear(request: web.Request) -> web.Response:
+        if not _authorized(request):
+            return _error(403, "admin endpoints answer loopback or a valid admin token only")
+        broker.faults.clear()
+        return web.json_response(broker.faults.describe())
+
+    app.add_routes(
+        [
+            web.get("/healthz", healthz),
+            web.get("/metrics", metrics),
+            web.get("/stats", stats),
+            web.get("/admin/fault", fault_get),
+            web.post("/admin/fault", fault_set),
+            web.delete("/admin/fault", fault_clear),
+        ]
+    )
+    return app
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+async def start_http(broker) -> web.AppRunner:
+    runner = web.AppRunner(build_app(broker), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, broker.config.bind, broker.config.http_port, reuse_address=True)
+    await site.start()
+    return runner

@@ -1,0 +1,121 @@
+"""Prometheus exposition of a broker: a collector over the broker's own
+figures (recording stays in broker_core.stats; this module only reads).
+
+Latency histograms use classic buckets at powers of two (schema 0, le =
+2**-20 .. 2**6 s and +Inf): exact merges of the schema-3 buckets the broker
+records, so Prometheus' histogram_quantile and the broker's own percentiles
+agree to within one power-of-two bucket.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from heatmap import LatencyHistogram
+
+LE_MIN_EXP, LE_MAX_EXP = -20, 6
+
+
+def classic_buckets(hist: LatencyHistogram) -> list[tuple[str, float]]:
+    """Cumulative (le, count) pairs at le = 2**k, k in [-20, 6], then +Inf."""
+    # index k holds (2**(k-1), 2**k]; the zero bucket is index -20 (le = 2**-20)
+    coarse = hist.downscale(0).buckets
+    out, running = [], 0
+    for k in range(LE_MIN_EXP, LE_MAX_EXP + 1):
+        running += coarse.get(k, 0)
+        out.append((repr(float(2.0**k)), running))
+    out.append(("+Inf", hist.count))
+    return out
+
+
+def histogram_family(
+    name: str, doc: str, label: str, hist: LatencyHistogram
+) -> HistogramMetricFamily:
+    fam = HistogramMetricFamily(name, doc, labels=["broker"])
+    fam.add_metric([label], classic_buckets(hist), sum_value=hist.sum)
+    return fam
+
+
+class BrokerCollector(Collector):
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def collect(self):
+        b = self.broker
+        name = b.config.name
+        rec = b.recorder
+        for op in ("send", "pull", "flush"):
+            yield histogram_family(
+                f"floodgate_{op}_latency_seconds",
+                f"Broker-side {op} latency (schema-3 histogram, power-of-two classic export)",
+                name,
+                rec.total[op],
+            )
+
+        def counter(metric, doc, value, **labels):
+            keys = ["broker", *labels]
+            fam = CounterMetricFamily(metric, doc, labels=keys)
+            fam.add_metric([name, *labels.values()], value)
+            return fam
+
+        def gauge(metric, doc, value):
+            fam = GaugeMetricFamily(metric, doc, labels=["broker"])
+            fam.add_metric([name], value)
+            return fam
+
+        yield counter("floodgate_messages_in", "Messages stored", rec.msgs_total["send"])
+        yield counter(
+            "floodgate_messages_out", "Messages delivered by pulls", rec.msgs_total["pull"]
+        )
+        yield counter("floodgate_bytes_in", "Message body bytes stored", rec.bytes_total["send"])
+        yield counter(
+            "floodgate_bytes_out", "Message body bytes delivered", rec.bytes_total["pull"]
+        )
+        yield counter(
+            "floodgate_send_over_20ms",
+            "Sends slower than 20 ms (exact count)",
+            rec.over_sla_total["send"],
+        )
+        yield counter(
+            "floodgate_send_errors", "Sends answered with an error", rec.errors_total["send"]
+        )
+        yield counter(
+            "floodgate_system_busy",
+            "Sends refused SYSTEM_BUSY (write path backed up)",
+            b.counters["system_busy"],
+        )
+        st = b.store.stats()
+        cl = st["commitlog"]
+        disk = b.disk()
+        yield gauge("floodgate_disk_used_ratio", "Used share of the data disk", disk["used_ratio"])
+        yield gauge("floodgate_disk_used_bytes", "Used bytes of the data disk", disk["used_bytes"])
+        yield gauge("floodgate_disk_total_bytes", "Size of the data disk", disk["total_bytes"])
+        yield gauge("floodgate_store_bytes", "CommitLog bytes on disk", disk["store_bytes"])
+        yield gauge(
+            "floodgate_flush_lag_bytes",
+            "CommitLog bytes written but not yet flushed",
+            cl["max_offset"] - cl["flushed_offset"],
+        )
+        yield gauge("floodgate_commitlog_max_offset", "CommitLog write offset", cl["max_offset"])
+        yield gauge("floodgate_inflight_writes", "Writes in the write path now", len(b._inflight))
+        yield gauge(
+            "floodgate_fault_active",
+            "1 while a drill fault is injected",
+            1.0 if b.faults.active else 0.0,
+        )
+        lag = GaugeMetricFamily(
+            "floodgate_consumer_lag",
+            "Messages not yet consumed per group",
+            labels=["broker", "group"],
+        )
+        for group, value in sorted(b.consumer_lag().items()):
+            lag.add_metric([name, group], value)
+        yield lag
+
+
+def broker_registry(broker) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(broker))
+    return registry

@@ -1,0 +1,118 @@
+"""Run one broker process: TCP server, HTTP server, the per-second tick that
+feeds the metrics log, and a clean shutdown on SIGTERM or SIGINT (stop
+accepting, finish in-flight requests, flush, checkpoint, close the log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import resource
+import signal
+import time
+
+from broker_core.broker import Broker, BrokerConfig
+from broker_core.http_api import start_http
+from broker_core.metrics_log import MetricsLogWriter
+from broker_core.server import reap_slow_clients, start_tcp
+
+log = logging.getLogger("floodgate.broker")
+
+
+def raise_nofile_limit() -> int:
+    """Lift the soft open-files limit to the hard one: a broker holds many sockets."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            return hard
+    return soft
+
+
+async def _tick(broker: Broker, writer: MetricsLogWriter) -> None:
+    while True:
+        now = time.time()
+        await asyncio.sleep(1.0 - (now % 1.0) + 0.001)  # just after each second boundary
+        closed = broker.tick()
+        if not closed:
+            continue
+        writer.add_seconds(closed)
+        cl = broker.store.stats()["commitlog"]
+        disk = broker.disk()
+        lag = sum(broker.consumer_lag().values())
+        for second in closed:
+            writer.add_stats(
+                second.ts,
+                disk["used_bytes"],
+                disk["total_bytes"],
+                float(second.ops["send"].msgs),
+                float(second.ops["pull"].msgs),
+                cl["max_offset"],
+                lag,
+            )
+        if writer.due(time.time()):
+            # a few ms of pyarrow every couple of minutes: fine on the loop thread
+            writer.roll()
+
+
+async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None:
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    nofile = raise_nofile_limit()
+    broker = Broker(config)
+    rec = broker.store.recovery.to_dict()
+    writer = MetricsLogWriter(
+        config.metrics_dir or config.data_dir / "metrics",
+        config.cluster,
+        config.name,
+        config.metrics_roll_s,
+    )
+    tcp = await start_tcp(broker)
+    http = await start_http(broker)
+    broker.serving = True
+    log.info(
+        "serving broker=%s tcp=%s http=%s flush=%s nofile=%d recovery=%s",
+        config.name,
+        config.addr,
+        config.http_addr,
+        config.flush,
+        nofile,
+        rec,
+    )
+    tasks = [
+        asyncio.ensure_future(_tick(broker, writer)),
+        asyncio.ensure_future(reap_slow_clients(broker)),
+    ]
+    try:
+        await stop.wait()
+    finally:
+        log.info("stopping broker=%s", config.name)
+        broker.serving = False
+        tcp.close()
+        for conn in list(broker.connections):
+            pending = list(conn.tasks)
+            if pending:
+                await asyncio.wait(pending, timeout=5.0)
+            if conn.transport is not None:
+                conn.transport.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        writer.add_seconds(broker.tick())
+        writer.roll()
+        broker.close()
+        await http.cleanup()
+        log.info("stopped broker=%s cleanly", config.name)
+
+
+def run(config: BrokerConfig) -> None:
+    try:
+        import uvloop  # faster event loop where installed
+    except ImportError:
+        asyncio.run(serve(config))
+    else:
+        uvloop.run(serve(config))

@@ -1,0 +1,117 @@
+"""Per-operation latency, second by second: what /stats, /metrics and the
+metrics log are built from.
+
+`OpRecorder` keeps, per operation, the histogram of the current second, a
+ring of the last few minutes of closed seconds, and a cumulative histogram
+for Prometheus. Everything runs on the broker's event-loop thread, so nothing
+here locks (LatencyHistogram is not thread-safe by design).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from heatmap import LatencyHistogram
+
+SLA_MAX_S = 0.020  # seed 000: no send above 20 ms
+HISTORY_SECONDS = 300
+WINDOWS_S = (1, 10, 60)
+
+
+@dataclass
+class OpSecond:
+    """One operation's figures for one second."""
+
+    hist: LatencyHistogram = field(default_factory=LatencyHistogram)
+    msgs: int = 0
+    bytes: int = 0
+    errors: int = 0
+    over_sla: int = 0
+
+
+@dataclass
+class ClosedSecond:
+    ts: int  # epoch second (UTC) the figures belong to
+    ops: dict[str, OpSecond]
+
+
+class OpRecorder:
+    """Records op latencies; `roll()` once a second closes the current second."""
+
+    def __init__(
+        self, ops: Iterable[str], clock: Callable[[], float], history_s: int = HISTORY_SECONDS
+    ) -> None:
+        self.ops = tuple(ops)
+        self._clock = clock
+        self._second = int(clock())
+        self._current = {op: OpSecond() for op in self.ops}
+        self.history: deque[ClosedSecond] = deque(maxlen=history_s)
+        self.total = {op: LatencyHistogram() for op in self.ops}
+        self.msgs_total = dict.fromkeys(self.ops, 0)
+        self.bytes_total = dict.fromkeys(self.ops, 0)
+        self.errors_total = dict.fromkeys(self.ops, 0)
+        self.over_sla_total = dict.fromkeys(self.ops, 0)
+
+    def record(
+        self, op: str, seconds: float, msgs: int = 1, nbytes: int = 0, ok: bool = True
+    ) -> None:
+        cur = self._current[op]
+        cur.hist.record(seconds)
+        cur.msgs += msgs
+        cur.bytes += nbytes
+        if not ok:
+            cur.errors += 1
+        if seconds > SLA_MAX_S:
+            cur.over_sla += 1  # exact, not read off a bucket
+
+    def roll(self) -> list[ClosedSecond]:
+        """Close every second that has ended; returns them, oldest first."""
+        now = int(self._clock())
+        closed = []
+        while self._second < now:
+            second = ClosedSecond(self._second, self._current)
+            for op, fig in second.ops.items():
+                self.total[op].merge(fig.hist)
+                self.msgs_total[op] += fig.msgs
+                self.bytes_total[op] += fig.bytes
+                self.errors_total[op] += fig.errors
+                self.over_sla_total[op] += fig.over_sla
+            self.history.append(second)
+            closed.append(second)
+            self._current = {op: OpSecond() for op in self.ops}
+            self._second += 1
+            if now - self._second > self.history.maxlen:  # long pause: skip empty seconds
+                self._second = now - self.history.maxlen
+        return closed
+
+    def window(self, op: str, seconds: int) -> OpSecond:
+        """Merged figures of the last ``seconds`` closed seconds."""
+        out = OpSecond()
+        for second in list(self.history)[-seconds:]:
+            fig = second.ops[op]
+            out.hist.merge(fig.hist)
+            out.msgs += fig.msgs
+            out.bytes += fig.bytes
+            out.errors += fig.errors
+            out.over_sla += fig.over_sla
+        return out
+
+
+def summarize(fig: OpSecond, seconds: int) -> dict:
+    """JSON figures of a window: rate, percentiles (seconds), errors."""
+    h = fig.hist
+    return {
+        "count": h.count,
+        "rate": h.count / seconds,
+        "msgs_per_s": fig.msgs / seconds,
+        "bytes_per_s": fig.bytes / seconds,
+        "errors": fig.errors,
+        "over_20ms": fig.over_sla,
+        "mean": h.mean,
+        "p50": h.quantile(0.5),
+        "p99": h.quantile(0.99),
+        "p999": h.quantile(0.999),
+        "max": h.max,
+    }
