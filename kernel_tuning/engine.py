@@ -103,6 +103,11 @@ def apply_plan(
         return ApplyResult(plan, None, dry_run=dry_run)
     preflight(host, plan)
     directory = jn.journal_dir(plan.root, state_dir)
+    with jn.locked(directory):
+        return _apply_locked(host, plan, directory, now)
+
+
+def _apply_locked(host: HostFS, plan: Plan, directory, now: datetime | None) -> ApplyResult:
     journal = jn.Journal(
         id=jn.new_id(plan.profile.name, directory, now),
         profile=plan.profile.name,
@@ -178,6 +183,13 @@ def mismatch(host: HostFS, entry: jn.Entry) -> str | None:
 def rollback(root="/", journal_id: str | None = None, state_dir=None) -> RollbackResult:
     host = HostFS(root)
     directory = jn.journal_dir(root, state_dir)
+    if not directory.is_dir():
+        raise JournalError(f"nothing to roll back: no journal dir {directory}")
+    with jn.locked(directory):
+        return _rollback_locked(host, directory, journal_id)
+
+
+def _rollback_locked(host: HostFS, directory, journal_id: str | None) -> RollbackResult:
     journal = jn.load(directory, journal_id) if journal_id else jn.latest_restorable(directory)
     if journal.status in (jn.ROLLED_BACK, jn.RESTORED):
         raise JournalError(f"journal {journal.id} is already restored ({journal.status})")

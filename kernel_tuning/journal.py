@@ -8,14 +8,17 @@ a rollback, or the recovery of a crashed apply, restores them in reverse.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kernel_tuning.errors import JournalError
+from kernel_tuning.errors import HostError, JournalError
 from kernel_tuning.hostfs import atomic_write
 
 JOURNAL_DIR = "var/lib/floodgate/tuning"
@@ -106,3 +109,23 @@ def latest_restorable(directory: Path) -> Journal:
 
 def journal_dir(root: str | os.PathLike, state_dir: str | os.PathLike | None) -> Path:
     return Path(state_dir) if state_dir else Path(root) / JOURNAL_DIR
+
+
+@contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """One apply or rollback at a time per journal dir (cron and a person, say)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise HostError(f"cannot use journal dir {directory}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise JournalError(
+                f"another floodgate tune apply or rollback holds {directory / '.lock'}"
+            ) from None
+        yield
+    finally:
+        os.close(fd)

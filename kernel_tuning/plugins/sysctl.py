@@ -6,6 +6,7 @@ A key the kernel lacks is `unsupported`, not an error. vm.extra_free_kbytes
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from kernel_tuning import values
@@ -68,7 +69,7 @@ class SysctlPlugin(Plugin):
         path = sysctl_path(setting.key)
         raw = host.read(path)
         if raw is None:
-            return Check(setting, None, UNSUPPORTED, detail="this kernel has no such key")
+            return Check(setting, None, UNSUPPORTED, detail=missing_key_detail(host, setting.key))
         current = " ".join(raw.split())
         if satisfied(current, setting):
             return Check(setting, current, OK)
@@ -85,3 +86,14 @@ def satisfied(current: str, setting: Setting) -> bool:
         except ValueError:
             return False
     return current.split() == setting.target.split()
+
+
+def missing_key_detail(host: HostFS, key: str) -> str:
+    """Why a key is unsupported, with a close name when it looks like a typo."""
+    path = sysctl_path(key)
+    parent, _, leaf = path.rpartition("/")
+    close = difflib.get_close_matches(leaf, host.listdir(parent), n=1, cutoff=0.8)
+    if close:
+        sep = "/" if "/" in key else "."
+        return f"this kernel has no such key (did you mean {key.rpartition(sep)[0]}{sep}{close[0]}?)"
+    return "this kernel has no such key"

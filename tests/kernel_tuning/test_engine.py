@@ -141,3 +141,22 @@ def test_default_journal_dir_is_under_the_root(tree):
     assert (tree.root / jn.JOURNAL_DIR / f"{result.journal.id}.json").is_file()
     rollback(tree.root)
     assert not (tree.root / DROPIN).exists()
+
+
+def test_one_apply_or_rollback_at_a_time(tree, tmp_path):
+    import fcntl
+
+    state = tmp_path / "state"
+    state.mkdir()
+    with open(state / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(JournalError, match="another floodgate tune apply or rollback"):
+            apply_plan(build_plan("base", tree.root), state_dir=state)
+    assert apply_plan(build_plan("base", tree.root), state_dir=state).journal is not None
+
+
+def test_a_sysctl_typo_is_unsupported_with_a_hint(tree, profile_dir):
+    (profile_dir / "typo.toml").write_text('[sysctl]\n"vm.swapiness" = { value = 1, reason = "r" }\n')
+    check = build_plan("typo", tree.root, [profile_dir]).checks[0]
+    assert check.status == "unsupported"
+    assert "did you mean vm.swappiness?" in check.detail
