@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "console.commands.tune_cmd",
     "console.commands.gen_cmd",
     "console.commands.fuse_cmd",
+    "console.commands.broker_cmd",
 )
 
 

@@ -1,0 +1,85 @@
+"""`floodgate broker serve`: run one broker in the foreground."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from pathlib import Path
+
+from console.commands.common import add_subparser
+from console.errors import UsageError
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'64M', '1g', '4096' -> bytes (binary multiples)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise UsageError(f"bad size {text!r}: expected a number with an optional K, M, G or T")
+    return int(m.group(1)) * 1024 ** " kmgt".index((m.group(2) or " ").lower())
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Structured one-liners on stderr."""
+    logging.basicConfig(
+        level=level, stream=sys.stderr,
+        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+    )
+
+
+def register(sub) -> None:
+    parser = add_subparser(sub, "broker", "run a broker")
+    bsub = parser.add_subparsers(metavar="ACTION")
+    serve = add_subparser(bsub, "serve", "serve one broker: TCP protocol, /metrics, /stats")
+    serve.add_argument("--name", required=True, help="broker name (label in metrics)")
+    serve.add_argument("--data", required=True, type=Path, metavar="DIR", help="data directory")
+    serve.add_argument("--port", type=int, default=10911, help="TCP port (default 10911)")
+    serve.add_argument("--http-port", type=int, default=10912, help="HTTP port (default 10912)")
+    serve.add_argument("--bind", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--flush", choices=("async", "sync"), default="async")
+    serve.add_argument("--segment-size", default="1G", metavar="SIZE",
+                       help="CommitLog segment size, e.g. 64M (default 1G)")
+    serve.add_argument("--cluster", default="floodgate", metavar="NAME")
+    serve.add_argument("--metrics-dir", type=Path, metavar="DIR",
+                       help="per-second metrics log (default DIR/metrics)")
+    serve.add_argument("--metrics-roll", type=float, default=120.0, metavar="SECONDS",
+                       help="close a metrics-log file this often (default 120)")
+    serve.add_argument("--queues", type=int, default=4, help="queues of auto-created topics")
+    serve.add_argument("--no-auto-create-topics", action="store_true",
+                       help="unknown topics are an error instead of created on first send")
+    serve.add_argument("--busy-after-ms", type=float, default=200.0,
+                       help="answer SYSTEM_BUSY once the oldest write waits this long")
+    serve.add_argument("--admin-token", help="allow /admin/fault from anywhere with this token")
+    serve.add_argument("--numa", choices=("default", "interleave"), default="default",
+                       help="memory policy (interleave: seed 000's NUMA fix)")
+    serve.set_defaults(func=run_serve)
+
+
+def run_serve(args) -> int:
+    from broker_core.broker import BrokerConfig
+    from broker_core.runner import run
+
+    for port in (args.port, args.http_port):
+        if not 0 < port < 65536:
+            raise UsageError(f"port {port} out of range 1..65535")
+    if args.port == args.http_port:
+        raise UsageError("--port and --http-port must differ")
+    if args.queues < 1:
+        raise UsageError("--queues must be at least 1")
+    configure_logging()
+    if args.numa == "interleave":
+        from kernel_tuning.numa import set_interleave
+
+        set_interleave()
+    config = BrokerConfig(
+        name=args.name, data_dir=args.data, port=args.port, http_port=args.http_port,
+        bind=args.bind, cluster=args.cluster, flush=args.flush,
+        segment_bytes=parse_size(args.segment_size), default_queues=args.queues,
+        auto_create_topics=not args.no_auto_create_topics, metrics_dir=args.metrics_dir,
+        metrics_roll_s=args.metrics_roll, busy_after_ms=args.busy_after_ms,
+        admin_token=args.admin_token,
+    )
+    run(config)
+    return 0
