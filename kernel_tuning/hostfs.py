@@ -25,10 +25,6 @@ class HostFS:
         if not self.root.is_dir():
             raise HostError(f"root {self.root} is not a directory")
 
-    @property
-    def is_live(self) -> bool:
-        return self.root.resolve() == Path("/")
-
     def path(self, rel: str) -> Path:
         rel = rel.lstrip("/")
         if ".." in Path(rel).parts:
