@@ -1,4 +1,5 @@
-"""Make a profile survive a reboot: sysctl.d, a udev rule, a systemd drop-in, limits.d.
+"""Make a profile survive a reboot: sysctl.d, a udev rule, tmpfiles.d for THP, a
+systemd drop-in and limits.d.
 
 Files are rendered from the plan's targets (what the kernel of this host
 accepts, under the names it uses) and reported against other sysctl.d
@@ -26,6 +27,8 @@ from kernel_tuning.plugins.servicefiles import (
 # Read by `sysctl --system` in this order; a basename in an earlier dir masks later ones.
 SYSCTL_DIRS = ("etc/sysctl.d", "run/sysctl.d", "usr/local/lib/sysctl.d", "usr/lib/sysctl.d", "lib/sysctl.d")
 UDEV_RULE = "etc/udev/rules.d/60-floodgate-scheduler.rules"
+# THP has no sysctl; systemd-tmpfiles writes sysfs at boot ("w" lines).
+THP_TMPFILES = "etc/tmpfiles.d/60-floodgate-thp.conf"
 
 
 def sysctl_conf_path(profile: str) -> str:
@@ -105,6 +108,13 @@ def render_files(plan: Plan) -> dict[str, str]:
     schedulers = usable(plan, "scheduler")
     if schedulers:
         files[UDEV_RULE] = render_udev(host, schedulers)
+    thp = usable(plan, "thp")
+    if thp:
+        files[THP_TMPFILES] = HEADER + "".join(
+            f"# {c.setting.reason}\nw /sys/kernel/mm/transparent_hugepage/{c.setting.key} - - - - "
+            f"{c.setting.target}\n"
+            for c in thp
+        )
     service: dict[str, str] = {}
     for c in usable(plan, "numa"):
         service["NUMAPolicy"] = c.setting.target

@@ -1,9 +1,11 @@
-from kernel_tuning.persist import UDEV_RULE, persist_plan, sysctl_conf_path
+import pytest
+
+from kernel_tuning.persist import THP_TMPFILES, UDEV_RULE, persist_plan, sysctl_conf_path
 from kernel_tuning.plan import build_plan
 from kernel_tuning.plugins.servicefiles import DROPIN, LIMITS_FILE
 
 
-def test_persist_writes_the_four_files(tree):
+def test_persist_writes_the_five_files(tree):
     plan = build_plan("broker", tree.root, device="vda")
     result = persist_plan(plan)
     assert result.written and result.conflicts == []
@@ -15,6 +17,7 @@ def test_persist_writes_the_four_files(tree):
     assert "vm.max_map_count = 655360\n" in conf
     rule = tree.read(UDEV_RULE)
     assert 'KERNEL=="vda"' in rule and 'ATTR{queue/scheduler}="mq-deadline"' in rule
+    assert "w /sys/kernel/mm/transparent_hugepage/enabled - - - - never\n" in tree.read(THP_TMPFILES)
     dropin = tree.read(DROPIN)
     assert "[Service]\nNUMAPolicy=interleave\nLimitNOFILE=655350\nLimitMEMLOCK=infinity\n" in dropin
     assert "*\thard\tnofile\t655350\n" in tree.read(LIMITS_FILE)
@@ -48,3 +51,26 @@ def test_etc_masks_same_name_in_usr_lib(tree):
     tree.file("usr/lib/sysctl.d/99-late.conf", "vm.swappiness = 10\n")
     tree.file("etc/sysctl.d/99-late.conf", "# masked\n")
     assert persist_plan(build_plan("broker", tree.root), dry_run=True).conflicts == []
+
+
+def test_systemd_accepts_the_drop_in(tree, tmp_path):
+    import os
+    import shutil
+    import subprocess
+
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("no systemd-analyze")
+    files = persist_plan(build_plan("broker", tree.root), dry_run=True).files
+    units = tmp_path / "units"
+    (units / "floodgate-broker.service.d").mkdir(parents=True)
+    (units / "floodgate-broker.service").write_text(
+        "[Unit]\nDescription=floodgate broker\n[Service]\nExecStart=/bin/true\n"
+    )
+    (units / "floodgate-broker.service.d/60-floodgate.conf").write_text(files[DROPIN])
+    out = subprocess.run(
+        ["systemd-analyze", "verify", str(units / "floodgate-broker.service")],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{units}:"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "Unknown key" not in out.stderr and "Failed to parse" not in out.stderr, out.stderr
