@@ -45,3 +45,18 @@ def test_missing_command_fails_cleanly():
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert out.returncode == 127 and "cannot run" in out.stderr
+
+
+def test_set_mempolicy_path_without_numactl():
+    """The ctypes path, whether or not numactl is installed here."""
+    try:
+        open("/proc/self/numa_maps").close()
+    except OSError:
+        pytest.skip("no /proc/self/numa_maps: kernel without NUMA support")
+    code = (
+        "import os; from kernel_tuning.numa import set_interleave; set_interleave(); "
+        "os.execvp('cat', ['cat', '/proc/self/numa_maps'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "interleave:0" in out.stdout
