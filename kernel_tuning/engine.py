@@ -46,6 +46,7 @@ class RollbackResult:
     journal: jn.Journal
     restored: list[str]
     mismatches: list[str]
+    changed_since_apply: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -53,6 +54,7 @@ class RollbackResult:
             "profile": self.journal.profile,
             "restored": self.restored,
             "mismatches": self.mismatches,
+            "changed_since_apply": self.changed_since_apply,
         }
 
 
@@ -134,6 +136,8 @@ def _apply_locked(host: HostFS, plan: Plan, directory, now: datetime | None) -> 
             ) from None
         touched += [w.path for w in check.writes]
         applied.append(setting.name)
+    for entry in journal.entries:
+        entry.applied = host.read(entry.path)
     journal.status = jn.APPLIED
     jn.save(journal, directory)
     after = check_settings(host, [c.setting for c in plan.changes])
@@ -193,6 +197,11 @@ def _rollback_locked(host: HostFS, directory, journal_id: str | None) -> Rollbac
     journal = jn.load(directory, journal_id) if journal_id else jn.latest_restorable(directory)
     if journal.status in (jn.ROLLED_BACK, jn.RESTORED):
         raise JournalError(f"journal {journal.id} is already restored ({journal.status})")
+    changed = [
+        f"{e.path}: applied {e.applied!r}, found {now!r}"
+        for e in journal.entries
+        if journal.status == jn.APPLIED and (now := host.read(e.path)) != e.applied
+    ]
     errors = restore_entries(host, journal.entries)
     if errors:
         journal.error = "; ".join(errors)
@@ -201,4 +210,4 @@ def _rollback_locked(host: HostFS, directory, journal_id: str | None) -> Rollbac
     journal.status = jn.ROLLED_BACK
     jn.save(journal, directory)
     mismatches = [m for m in (mismatch(host, e) for e in journal.entries) if m]
-    return RollbackResult(journal, [e.path for e in journal.entries], mismatches)
+    return RollbackResult(journal, [e.path for e in journal.entries], mismatches, changed)

@@ -34,6 +34,7 @@ class Entry:
     original: str | None  # exact prior content; None: the file did not exist
     restore: str | None  # what to write into a knob to restore it
     created_dir: str | None = None  # top dir the apply created, removed on restore
+    applied: str | None = None  # what it held after the apply (to spot later changes)
 
 
 @dataclass

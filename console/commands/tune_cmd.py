@@ -182,6 +182,8 @@ def run_rollback(args) -> int:
         print_json(result.to_dict())
     else:
         print(f"rolled back {result.journal.id}: restored {len(result.restored)} path(s)")
+        for c in result.changed_since_apply:
+            print(f"note: changed after the apply, restored anyway: {c}")
         for m in result.mismatches:
             print(f"differs after restore: {m}")
     return 1 if result.mismatches else 0

@@ -124,6 +124,7 @@ def test_crashed_apply_is_recovered_from_its_journal(tree, tmp_path):
     tree.sysctl("vm.dirty_writeback_centisecs", "500")
     rb = rollback(tree.root, state_dir=state)
     assert rb.journal.id == result.journal.id and rb.mismatches == []
+    assert rb.changed_since_apply == []  # a crashed apply has no after-state to compare
     assert snapshot(tree.root) == before
 
 
@@ -160,3 +161,14 @@ def test_a_sysctl_typo_is_unsupported_with_a_hint(tree, profile_dir):
     check = build_plan("typo", tree.root, [profile_dir]).checks[0]
     assert check.status == "unsupported"
     assert "did you mean vm.swappiness?" in check.detail
+
+
+def test_rollback_notes_values_changed_after_the_apply(tree, tmp_path):
+    state = tmp_path / "state"
+    apply_plan(build_plan("base", tree.root), state_dir=state, now=NOW)
+    tree.sysctl("vm.max_map_count", "999999")  # someone tuned by hand since
+    rb = rollback(tree.root, state_dir=state)
+    assert rb.changed_since_apply == [
+        "proc/sys/vm/max_map_count: applied '655360\\n', found '999999\\n'"
+    ]
+    assert tree.sysctl_value("vm.max_map_count") == "65530\n"
