@@ -25,6 +25,9 @@ COMMAND_MODULES = (
     "console.commands.gen_cmd",
     "console.commands.fuse_cmd",
     "console.commands.broker_cmd",
+    "console.commands.cluster_cmd",
+    "console.commands.fault_cmd",
+    "console.commands.bench_cmd",
 )
 
 

@@ -1,0 +1,92 @@
+"""`floodgate bench produce`: push load at brokers and report acked, errors, TPS, RT."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from console.commands.common import add_subparser, print_json
+from console.errors import CommandFailed, UsageError
+
+
+def register(sub) -> None:
+    parser = add_subparser(sub, "bench", "load generators")
+    bsub = parser.add_subparsers(metavar="ACTION")
+    prod = add_subparser(bsub, "produce", "send messages and report TPS and RT percentiles")
+    target = prod.add_mutually_exclusive_group(required=True)
+    target.add_argument("--brokers", metavar="ADDR[,ADDR…]", help="broker TCP addresses")
+    target.add_argument("--cluster", type=Path, metavar="FILE", help="cluster.toml")
+    amount = prod.add_mutually_exclusive_group(required=True)
+    amount.add_argument("--count", type=int, help="messages to send")
+    amount.add_argument("--duration", type=float, metavar="S", help="seconds to send for")
+    prod.add_argument("--rate", type=float, help="messages per second (default: flat out)")
+    prod.add_argument("--size", type=int, default=128, metavar="B", help="body bytes (128)")
+    prod.add_argument("--batch", type=int, default=1, metavar="K", help="messages per request")
+    prod.add_argument("--concurrency", type=int, default=64, metavar="C",
+                      help="requests in flight at most (default 64)")
+    prod.add_argument("--topic", default="bench")
+    prod.add_argument("--timeout", type=float, default=3.0, help="per-request timeout, s")
+    prod.add_argument("--no-fuse", action="store_true", help="plain round robin, no fuse")
+    prod.add_argument("--http-port", type=int,
+                      help="serve this producer's /metrics and /stats (fuse state) on this port")
+    prod.add_argument("--json", action="store_true")
+    prod.set_defaults(func=run_produce)
+
+
+def brokers_from(args) -> dict[str, str]:
+    from broker_core.client import normalize_brokers
+    from broker_core.cluster_file import load_cluster
+
+    if getattr(args, "cluster", None):
+        return load_cluster(args.cluster).addrs
+    try:
+        return normalize_brokers(args.brokers)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run_produce(args) -> int:
+    from broker_core.client import Producer
+    from broker_core.loadgen import LoadGenerator, LoadSpec
+    from broker_core.producer_http import ProducerHttp
+
+    for name in ("count", "size", "batch", "concurrency"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name == "size" else 1):
+            raise UsageError(f"--{name} must be positive")
+    if args.duration is not None and args.duration <= 0 or args.rate is not None and args.rate <= 0:
+        raise UsageError("--duration and --rate must be positive")
+    brokers = brokers_from(args)
+    producer = Producer(brokers, fuse=False if args.no_fuse else None, timeout=args.timeout)
+    gen = LoadGenerator(producer, LoadSpec(args.topic, args.size, args.count, args.duration,
+                                           args.rate, args.batch, args.concurrency))
+    http = None
+    if args.http_port:
+        http = ProducerHttp(producer.fuse, "bench", args.http_port,
+                            extra_stats=lambda: {"load": gen.recent_summary()}).start()
+    signal.signal(signal.SIGTERM, lambda *_: gen.stop())
+    try:
+        result = gen.run().to_dict()
+    except KeyboardInterrupt:
+        gen.stop()
+        result = gen.result.to_dict()
+    finally:
+        producer.close()
+        if http:
+            http.close()
+    result["brokers"] = sorted(brokers)
+    if args.json:
+        print_json(result)
+    else:
+        def ms(v):
+            return "-" if v is None else f"{v * 1000:.2f} ms"
+
+        print(f"acked {result['acked']:,}  errors {result['errors']:,}  "
+              f"{result['tps']:,.0f} msgs/s over {result['seconds']:.1f} s")
+        print(f"RT p50 {ms(result['p50_s'])}  p99 {ms(result['p99_s'])}  "
+              f"p999 {ms(result['p999_s'])}  max {ms(result['max_s'])}")
+        for reason, n in result["error_reasons"].items():
+            print(f"  errors {reason}: {n:,}")
+    if result["acked"] == 0:
+        raise CommandFailed("no message was acknowledged")
+    return 0

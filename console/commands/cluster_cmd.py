@@ -1,0 +1,82 @@
+"""`floodgate cluster up|down`: a local multi-broker cluster on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from console.commands.broker_cmd import configure_logging
+from console.commands.common import add_subparser
+from console.errors import CommandFailed, UsageError
+
+
+def register(sub) -> None:
+    parser = add_subparser(sub, "cluster", "start or stop a local cluster of brokers")
+    csub = parser.add_subparsers(metavar="ACTION")
+    up = add_subparser(csub, "up", "start N brokers on loopback and supervise them")
+    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--base-port", type=int, default=10911,
+                    help="broker i gets TCP base+2i and HTTP base+2i+1 (default 10911)")
+    up.add_argument("--data", type=Path, default=Path("floodgate-data"), metavar="DIR",
+                    help="data root; DIR/cluster.toml lists the brokers (default ./floodgate-data)")
+    up.add_argument("--flush", choices=("async", "sync"), default="async")
+    up.add_argument("--segment-size", default="64M", metavar="SIZE")
+    up.add_argument("--name", default="floodgate", help="cluster name")
+    up.add_argument("--restart", action="store_true", help="restart a broker that dies")
+    up.set_defaults(func=run_up)
+    down = add_subparser(csub, "down", "stop a cluster started by `cluster up`")
+    down.add_argument("--cluster", type=Path, required=True, metavar="FILE",
+                      help="the cluster.toml that `cluster up` wrote")
+    down.set_defaults(func=run_down)
+
+
+def run_up(args) -> int:
+    from broker_core.launcher import Cluster
+
+    if not 1 <= args.brokers <= 64:
+        raise UsageError("--brokers must be between 1 and 64")
+    if not 1024 <= args.base_port <= 65535 - 2 * args.brokers:
+        raise UsageError(f"--base-port {args.base_port} leaves no room for {args.brokers} brokers")
+    configure_logging()
+    cluster = Cluster(args.brokers, args.base_port, args.data, args.flush, args.segment_size,
+                      args.name)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    cluster.up()
+    print(f"cluster {args.name}: {args.brokers} brokers up; cluster file {cluster.path}",
+          flush=True)
+    for b in cluster.file.brokers:
+        print(f"  {b.name}  tcp {b.addr}  http http://{b.http}/stats", flush=True)
+    print("Ctrl-C (or `floodgate cluster down --cluster FILE`) stops them all.", flush=True)
+    try:
+        cluster.supervise(stop.is_set, restart=args.restart)
+    finally:
+        cluster.down()
+        print("cluster stopped", file=sys.stderr)
+    return 0
+
+
+def run_down(args) -> int:
+    from broker_core.cluster_file import load_cluster
+
+    spec = load_cluster(args.cluster)
+    if not spec.supervisor_pid:
+        raise CommandFailed(f"{args.cluster}: no running supervisor recorded (already down?)")
+    try:
+        os.kill(spec.supervisor_pid, signal.SIGTERM)
+    except ProcessLookupError:
+        raise CommandFailed(f"supervisor pid {spec.supervisor_pid} is not running") from None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(spec.supervisor_pid, 0)
+        except ProcessLookupError:
+            print(f"cluster {spec.name} stopped")
+            return 0
+        time.sleep(0.2)
+    raise CommandFailed(f"supervisor pid {spec.supervisor_pid} still running after 30 s")
