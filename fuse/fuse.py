@@ -40,6 +40,7 @@ from fuse.state import EVENTS, REASONS, BrokerState, FuseSnapshot, IsolatedBroke
 CallToken = tuple[int, str, float]
 
 TRANSITIONS_KEPT = 100
+REJUDGE_MARGIN = 1.2
 
 
 class Fuse:
@@ -111,9 +112,10 @@ class Fuse:
             self._housekeep(block=False)
         if candidates is None:
             usable = self._usable
-            if not usable:
-                raise FuseError("the fuse has no brokers to choose from")
-            return usable[next(self._rr) % len(usable)]
+            try:
+                return usable[next(self._rr) % len(usable)]
+            except ZeroDivisionError:
+                raise FuseError("the fuse has no brokers to choose from") from None
         excluded = self._excluded
         pool = [b for b in candidates if b not in excluded]
         if pool:
@@ -121,6 +123,9 @@ class Fuse:
         if not candidates:
             raise FuseError("choose() got an empty candidate list")
         return min(candidates, key=self._isolation_rank)
+
+    # The three methods below are the per-call hot path: the judgement is
+    # inlined in each (no helper call) because a Python call costs ~100 ns.
 
     def begin(self, broker: str) -> CallToken:
         """A call to `broker` starts now; pass the token to `end`."""
@@ -135,8 +140,47 @@ class Fuse:
         rt = self._clock() - start
         # Absent means housekeeping already judged it slow while in flight.
         judged = self._inflight.pop(call_id, None) is None
-        self._judge_call(broker, rt, ok, judged)
+        state = self._states.get(broker)
+        if state is None:  # unknown or removed meanwhile
+            return rt
+        state.ewma_s += ((rt if rt < 1.0 else 1.0) - state.ewma_s) * self._alpha
+        state.samples += 1
+        if ok:
+            if not judged:
+                if rt <= self._threshold:
+                    return rt
+            else:
+                if rt > state.worst_rt_s:
+                    state.worst_rt_s = rt  # its real RT, for re-judging (benign race)
+                return rt
+        self._offend(state, ok, rt)
         return rt
+
+    def report(self, broker: str, rt_s: float, ok: bool = True) -> None:
+        """A finished call to `broker` took `rt_s` seconds; `ok=False` if it threw.
+
+        Report only the broker's faults as failures (timeouts, connection
+        errors, broker busy), not the caller's own (a message too large).
+        Reports for unknown or removed brokers are ignored.
+        """
+        try:
+            if not rt_s >= 0.0:  # also catches NaN
+                raise TypeError
+        except TypeError:
+            raise FuseError(f"rt_s must be a number >= 0, got {rt_s!r}") from None
+        state = self._states.get(broker)
+        if state is None:
+            return
+        state.ewma_s += ((rt_s if rt_s < 1.0 else 1.0) - state.ewma_s) * self._alpha
+        state.samples += 1
+        if ok and rt_s <= self._threshold:
+            return
+        self._offend(state, ok, rt_s)
+
+    def _offend(self, state: BrokerState, ok: bool, rt: float) -> None:
+        with self._lock:
+            if self._states.get(state.name) is state:
+                self._offend_locked(state, "slow" if ok else "error", self._clock(), rt)
 
     def abandon(self, token: CallToken) -> None:
         """Forget a call without judging it (e.g. the producer is shutting down)."""
@@ -155,29 +199,6 @@ class Fuse:
             self.abandon(token)
             raise
         self.end(token, ok=True)
-
-    def report(self, broker: str, rt_s: float, ok: bool = True) -> None:
-        """A finished call to `broker` took `rt_s` seconds; `ok=False` if it threw.
-
-        Report only the broker's faults as failures (timeouts, connection
-        errors, broker busy), not the caller's own (a message too large).
-        Reports for unknown or removed brokers are ignored.
-        """
-        if not (isinstance(rt_s, int | float) and rt_s >= 0.0):
-            raise FuseError(f"rt_s must be a number >= 0, got {rt_s!r}")
-        self._judge_call(broker, float(rt_s), ok, False)
-
-    def _judge_call(self, broker: str, rt: float, ok: bool, judged: bool) -> None:
-        state = self._states.get(broker)
-        if state is None:
-            return
-        state.ewma_s += (min(rt, 1.0) - state.ewma_s) * self._alpha
-        state.samples += 1
-        if ok and (judged or rt <= self._threshold):
-            return
-        with self._lock:
-            if self._states.get(broker) is state:
-                self._offend_locked(state, "slow" if ok else "error", self._clock())
 
     # ---- housekeeping -----------------------------------------------------
 
@@ -201,16 +222,17 @@ class Fuse:
             if now >= self._next_baseline:
                 self._next_baseline = now + self.config.baseline_interval_s
                 self._threshold = self._judge.refresh(self._states.values())
-            for broker in self._overdue_locked(now):
+                changed = self._rejudge_locked(now) or changed
+            for broker, age in self._overdue_locked(now).items():
                 state = self._states.get(broker)
                 if state is not None:
-                    self._offend_locked(state, "slow", now)
+                    self._offend_locked(state, "slow", now, age)
             if changed:
                 self._rebuild_locked(now)
         finally:
             self._lock.release()
 
-    def _overdue_locked(self, now: float) -> list[str]:
+    def _overdue_locked(self, now: float) -> dict[str, float]:
         """Pop calls in flight for longer than the slow line, oldest first.
 
         Call ids grow with start time and dicts keep insertion order, so the
@@ -219,7 +241,7 @@ class Fuse:
         """
         limit = now - self._threshold
         inflight = self._inflight
-        overdue: list[str] = []
+        overdue: dict[str, float] = {}  # broker -> age of its oldest overdue call
         while True:
             try:
                 call_id, (broker, start) = next(iter(inflight.items()))
@@ -228,8 +250,20 @@ class Fuse:
             if start > limit:
                 break
             if inflight.pop(call_id, None) is not None and broker not in overdue:
-                overdue.append(broker)
+                overdue[broker] = now - start
         return overdue
+
+    def _rejudge_locked(self, now: float) -> bool:
+        """Release slowness isolations the current line no longer calls slow.
+
+        The baseline lags a cluster-wide slowdown by a few hundred ms; brokers
+        isolated in that gap for calls that are now ordinary come back.
+        """
+        line = self._threshold / REJUDGE_MARGIN  # margin: the line wobbles with the baseline
+        undo = [st for st in self._isolated if st.episode_errors == 0 and st.worst_rt_s < line]
+        for state in undo:
+            self._release_locked(state, now, "rejudged")
+        return bool(undo)
 
     def _expire_locked(self, now: float) -> bool:
         expired = [st for st in self._isolated if st.until <= now]
@@ -239,7 +273,7 @@ class Fuse:
 
     # ---- state changes (lock held) ---------------------------------------
 
-    def _offend_locked(self, state: BrokerState, reason: str, now: float) -> None:
+    def _offend_locked(self, state: BrokerState, reason: str, now: float, rt: float) -> None:
         if reason == "slow" and self._judge.note_slow(state.name, now, len(self._states)):
             self._release_cluster_slow_locked(now)
             return
@@ -247,8 +281,12 @@ class Fuse:
         jitter = 1.0 + self._rng.random() * cfg.jitter_ratio
         state.reason = reason
         state.last_offence = now
+        error = reason == "error"
         if state.isolated:  # offending again: the minute restarts from now
             state.offences += 1
+            state.episode_errors += error
+            if not error:
+                state.worst_rt_s = max(state.worst_rt_s, rt)
             state.until = max(state.until, now + state.duration_s * jitter)
             return
         repeat = state.released_at is not None and now - state.released_at <= cfg.isolation_s
@@ -257,6 +295,8 @@ class Fuse:
         state.isolated = True
         state.overflow = False
         state.offences = 1
+        state.episode_errors = int(error)
+        state.worst_rt_s = 0.0 if error else rt
         state.since = now
         state.until = now + state.duration_s * jitter
         self._isolated.append(state)

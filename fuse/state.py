@@ -33,6 +33,8 @@ class BrokerState:
     duration_s: float = 0.0
     repeats: int = 0
     released_at: float | None = None
+    worst_rt_s: float = 0.0  # slowest call of this isolation, to re-judge it later
+    episode_errors: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +42,7 @@ class Transition:
     time: float
     broker: str
     event: str  # isolate | release | overflow | reexclude
-    reason: str  # slow | error for isolate; expired | removed | cluster-slow for release; cap
+    reason: str  # slow | error (isolate); expired | removed | cluster-slow | rejudged (release); cap
 
     def to_dict(self) -> dict[str, Any]:
         return {"time": self.time, "broker": self.broker, "event": self.event,

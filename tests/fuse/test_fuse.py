@@ -1,0 +1,288 @@
+"""Behaviour of `Fuse` on a virtual clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuse import Fuse, FuseError
+
+
+class Clock:
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        self.t += dt
+
+
+def names(n: int) -> list[str]:
+    return [f"b{i}" for i in range(n)]
+
+
+def make(n: int = 10, **kw) -> tuple[Fuse, Clock]:
+    clock = Clock()
+    kw.setdefault("seed", 7)
+    return Fuse(names(n), clock=clock, **kw), clock
+
+
+def test_round_robin_over_all_brokers_when_healthy():
+    fuse, _ = make(4)
+    picks = [fuse.choose() for _ in range(8)]
+    assert sorted(picks[:4]) == names(4) and picks[:4] == picks[4:]
+
+
+def test_error_isolates_and_choose_skips_it():
+    fuse, _ = make(10)
+    fuse.report("b3", 0.001, ok=False)
+    assert fuse.snapshot().excluded == {"b3"}
+    assert "b3" not in {fuse.choose() for _ in range(50)}
+    entry = fuse.snapshot().isolated[0]
+    assert (entry.broker, entry.reason, entry.overflow) == ("b3", "error", False)
+
+
+def test_slow_call_isolates_fast_call_does_not():
+    fuse, _ = make(10)
+    fuse.report("b1", 0.009, ok=True)
+    fuse.report("b2", 0.050, ok=True)
+    snap = fuse.snapshot()
+    assert snap.excluded == {"b2"} and snap.isolated[0].reason == "slow"
+
+
+def test_isolation_lasts_a_minute_with_at_most_ten_percent_jitter():
+    fuse, clock = make(10)
+    fuse.report("b0", 0.001, ok=False)
+    entry = fuse.snapshot().isolated[0]
+    assert 60.0 <= entry.until - entry.since <= 66.0
+    clock.advance(59.99)
+    assert fuse.snapshot().excluded == {"b0"}
+    clock.t = entry.until
+    snap = fuse.snapshot()
+    assert snap.excluded == frozenset() and snap.isolated == ()
+    assert snap.transitions[-1].event == "release" and snap.transitions[-1].reason == "expired"
+
+
+def test_offence_while_isolated_restarts_the_minute_and_after_return_isolates_again():
+    fuse, clock = make(10, jitter_ratio=0.0)
+    fuse.report("b0", 0.001, ok=False)
+    clock.advance(30)
+    fuse.report("b0", 0.001, ok=False)  # e.g. an overflow call or a late answer
+    assert fuse.snapshot().isolated[0].until == pytest.approx(clock.t + 60)
+    clock.advance(60)
+    assert fuse.snapshot().isolated == ()
+    fuse.report("b0", 0.2, ok=True)  # offends right after return
+    assert fuse.snapshot().excluded == {"b0"}
+
+
+def test_cap_keeps_excluded_at_thirty_percent_and_overflows_the_earliest():
+    fuse, clock = make(10)
+    for i in range(5):
+        fuse.report(f"b{i}", 0.001, ok=False)
+        clock.advance(1)
+    snap = fuse.snapshot()
+    assert snap.cap == 3
+    assert [e.broker for e in snap.isolated] == ["b0", "b1", "b2", "b3", "b4"]
+    assert snap.overflow == {"b0", "b1"} and snap.excluded == {"b2", "b3", "b4"}
+    assert {fuse.choose() for _ in range(100)} == {"b0", "b1", "b5", "b6", "b7", "b8", "b9"}
+    assert snap.overflow_total == 2
+    events = [(t.broker, t.event) for t in snap.transitions if t.event == "overflow"]
+    assert events == [("b0", "overflow"), ("b1", "overflow")]
+
+
+def test_overflow_broker_is_excluded_again_when_the_list_shrinks():
+    fuse, clock = make(10, jitter_ratio=0.0)
+    fuse.report("b0", 0.001, ok=False)
+    for i in range(1, 4):
+        clock.advance(1)
+        fuse.report(f"b{i}", 0.001, ok=False)
+    assert fuse.snapshot().overflow == {"b0"}
+    fuse.remove_broker("b3")  # 9 brokers: cap 2, list of 3 -> still one overflow
+    assert fuse.snapshot().overflow == {"b0"}
+    fuse.remove_broker("b2")  # 8 brokers: cap 2, list of 2 -> nothing overflows
+    snap = fuse.snapshot()
+    assert snap.overflow == frozenset() and snap.excluded == {"b0", "b1"}
+    assert snap.transitions_total["reexclude"] == 1
+
+
+def test_small_cluster_records_but_excludes_nothing():
+    fuse, _ = make(3)
+    fuse.report("b0", 0.001, ok=False)
+    snap = fuse.snapshot()
+    assert snap.cap == 0 and snap.excluded == frozenset()
+    assert snap.overflow == {"b0"} and snap.isolated_count == 1
+    assert {fuse.choose() for _ in range(9)} == {"b0", "b1", "b2"}
+
+
+def test_add_broker_raises_the_cap_and_remove_drops_state():
+    fuse, _ = make(3)
+    fuse.report("b0", 0.001, ok=False)
+    fuse.add_broker("b3")
+    snap = fuse.snapshot()
+    assert snap.cap == 1 and snap.excluded == {"b0"}
+    fuse.remove_broker("b0")
+    snap = fuse.snapshot()
+    assert snap.isolated == () and "b0" not in snap.brokers
+    fuse.report("b0", 0.001, ok=False)  # a late answer from a removed broker is ignored
+    assert fuse.snapshot().isolated == ()
+    fuse.remove_broker("nope")  # no-op
+
+
+def test_in_flight_call_counts_as_slow_once_it_passes_the_line():
+    fuse, clock = make(10)
+    token = fuse.begin("b4")
+    clock.advance(0.009)
+    fuse.tick()
+    assert fuse.snapshot().excluded == frozenset()
+    clock.advance(0.002)
+    fuse.choose()  # the hot path does the housekeeping by itself
+    snap = fuse.snapshot()
+    assert snap.excluded == {"b4"} and snap.isolated[0].since == pytest.approx(clock.t)
+    clock.advance(1.0)
+    rt = fuse.end(token, ok=True)  # the late answer is the same offence, not a new isolation
+    assert rt == pytest.approx(1.011)
+    assert fuse.snapshot().isolations_total["slow"] == 1
+
+
+def test_calling_context_manager_reports_exceptions_as_errors():
+    fuse, _ = make(10)
+    with pytest.raises(RuntimeError), fuse.calling("b5"):
+        raise RuntimeError("connection reset")
+    with fuse.calling("b6"):
+        pass
+    snap = fuse.snapshot()
+    assert snap.excluded == {"b5"} and snap.inflight == 0
+
+
+def test_candidates_skip_excluded_and_fall_back_to_earliest_isolated():
+    fuse, clock = make(10)
+    fuse.report("b1", 0.001, ok=False)
+    clock.advance(1)
+    fuse.report("b2", 0.001, ok=False)
+    assert {fuse.choose(["b1", "b2", "b3"]) for _ in range(10)} == {"b3"}
+    assert fuse.choose(["b2", "b1"]) == "b1"
+    with pytest.raises(FuseError):
+        fuse.choose([])
+
+
+def test_dry_run_records_but_excludes_nothing():
+    fuse, _ = make(10, dry_run=True)
+    fuse.report("b0", 0.001, ok=False)
+    snap = fuse.snapshot()
+    assert snap.dry_run and snap.excluded == frozenset() and snap.would_exclude == {"b0"}
+    assert snap.transitions_total["isolate"] == 1
+    assert "b0" in {fuse.choose() for _ in range(10)}
+
+
+def test_backoff_lengthens_repeat_isolations_within_bound():
+    fuse, clock = make(10, jitter_ratio=0.0, backoff=2.0, max_isolation_s=150.0)
+    durations = []
+    for _ in range(4):
+        fuse.report("b0", 0.001, ok=False)
+        entry = fuse.snapshot().isolated[0]
+        durations.append(entry.until - entry.since)
+        clock.t = entry.until + 1.0  # returns, offends again a second later
+        fuse.snapshot()
+    assert durations == [60.0, 120.0, 150.0, 150.0]
+    clock.advance(3600)
+    fuse.report("b0", 0.001, ok=False)  # long healthy: back to one minute
+    entry = fuse.snapshot().isolated[0]
+    assert entry.until - entry.since == 60.0 and entry.repeats == 0
+
+
+def test_same_seed_same_jitter():
+    def untils(seed):
+        fuse, _ = make(10, seed=seed)
+        fuse.report("b0", 0.001, ok=False)
+        return fuse.snapshot().isolated[0].until
+
+    assert untils(1) == untils(1) != untils(2)
+
+
+def warm(fuse: Fuse, clock: Clock, rt_of, seconds: float = 1.0, per_broker: int = 100) -> None:
+    """Every broker answers `per_broker` calls spread over `seconds`."""
+    for _ in range(per_broker):
+        for b in fuse.brokers:
+            fuse.report(b, rt_of(b), ok=True)
+        clock.advance(seconds / per_broker)
+        fuse.tick()
+
+
+def test_cluster_wide_slowdown_raises_the_line_instead_of_isolating():
+    fuse, clock = make(10)
+    warm(fuse, clock, lambda b: 0.004)  # everyone 4 ms: baseline 4 ms, line 40 ms
+    snap = fuse.snapshot()
+    assert snap.baseline_s == pytest.approx(0.004, rel=0.01)
+    assert snap.slow_threshold_s == pytest.approx(0.040, rel=0.01)
+    fuse.report("b0", 0.030, ok=True)  # over slow_s, not over 10x the cluster
+    assert fuse.snapshot().isolated == ()
+    fuse.report("b0", 0.060, ok=True)
+    assert fuse.snapshot().excluded == {"b0"}
+
+
+def test_half_slow_cluster_still_isolates_up_to_the_cap():
+    fuse, clock = make(10)
+    warm(fuse, clock, lambda b: 0.001)
+    for i in range(5):
+        fuse.report(f"b{i}", 0.030, ok=True)
+        clock.advance(0.01)
+    snap = fuse.snapshot()
+    assert len(snap.excluded) == 3 and len(snap.overflow) == 2 and not snap.cluster_slow
+
+
+def test_sudden_cluster_slowdown_releases_what_it_isolated():
+    fuse, clock = make(10)
+    warm(fuse, clock, lambda b: 0.001)
+    for i in range(7):  # 7 of 10 brokers slow within the same second: the cluster is slow
+        fuse.report(f"b{i}", 0.030, ok=True)
+        clock.advance(0.01)
+    snap = fuse.snapshot()
+    assert snap.cluster_slow and snap.excluded == frozenset() and snap.isolated == ()
+    releases = [t.reason for t in snap.transitions if t.event == "release"]
+    assert releases and set(releases) == {"cluster-slow"}
+    fuse.report("b8", 0.001, ok=False)  # errors still isolate
+    assert fuse.snapshot().excluded == {"b8"}
+
+
+def test_transitions_keep_the_last_hundred():
+    fuse, clock = make(10, jitter_ratio=0.0)
+    for _ in range(60):
+        fuse.report("b0", 0.001, ok=False)
+        clock.advance(61)
+        fuse.snapshot()
+    snap = fuse.snapshot()
+    assert len(snap.transitions) == 100 and snap.transitions_total["isolate"] == 60
+    times = [t.time for t in snap.transitions]
+    assert times == sorted(times)
+
+
+def test_snapshot_to_dict_is_json_ready():
+    import json
+
+    fuse, _ = make(10)
+    fuse.report("b0", 0.001, ok=False)
+    data = json.loads(json.dumps(fuse.snapshot().to_dict()))
+    assert data["excluded"] == ["b0"] and data["isolated"][0]["reason"] == "error"
+    assert data["cap"] == 3 and data["transitions"][0]["event"] == "isolate"
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"isolation_s": 0}, {"max_isolated_ratio": 1.0}, {"slow_s": -1}, {"jitter_ratio": 0.2},
+    {"backoff": 0.5}, {"max_isolation_s": 10}, {"no_such_setting": 1},
+])
+def test_bad_settings_are_fuse_errors(kwargs):
+    with pytest.raises(FuseError):
+        Fuse(names(3), **kwargs)
+
+
+def test_bad_input_is_a_fuse_error():
+    fuse, _ = make(3)
+    with pytest.raises(FuseError):
+        fuse.report("b0", -1.0)
+    with pytest.raises(FuseError):
+        fuse.report("b0", float("nan"))
+    with pytest.raises(FuseError):
+        fuse.add_broker("")
+    with pytest.raises(FuseError):
+        Fuse([]).choose()
