@@ -13,7 +13,10 @@ max per send):
   brokers' recent mean RT): a call is slow only if it is also 10x slower than
   the mean of a healthy quarter of the cluster right now. A healthy storage
   node's p999 sits within ~5-10x its mean, so 10x is past the tail of any
-  broker doing what the others do, and still far under a 200 ms stall. The 25th percentile
+  broker doing what the others do, and still far under a 200 ms stall.
+  When the line rises (every ``baseline_interval_s``), slowness isolations
+  whose slowest call sits 20 % under the new line are released ("rejudged"):
+  they were isolated in the moments before the baseline caught up. The 25th percentile
   stays on the healthy brokers even when half the cluster is slow (the cap
   then does its job) but rises with a cluster-wide slowdown, lifting the line
   so nothing is isolated for nothing.
