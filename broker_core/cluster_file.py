@@ -45,8 +45,9 @@ class ClusterFile:
         data: dict = {"name": self.name}
         if self.supervisor_pid:
             data["supervisor_pid"] = self.supervisor_pid
-        data["broker"] = [{"name": b.name, "addr": b.addr, "http": b.http, "data": b.data}
-                          for b in self.brokers]
+        data["broker"] = [
+            {"name": b.name, "addr": b.addr, "http": b.http, "data": b.data} for b in self.brokers
+        ]
         return data
 
     def save(self, path: Path) -> None:
@@ -60,14 +61,22 @@ def load_cluster(path: str | Path) -> ClusterFile:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BrokerError(f"{path}: no such cluster file (made by `floodgate cluster up`)") from None
+        raise BrokerError(
+            f"{path}: no such cluster file (made by `floodgate cluster up`)"
+        ) from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise BrokerError(f"{path}: not a readable cluster file: {exc}") from None
     brokers = []
     for i, entry in enumerate(raw.get("broker", [])):
         try:
-            brokers.append(BrokerEntry(str(entry["name"]), str(entry["addr"]),
-                                       str(entry["http"]), str(entry.get("data", ""))))
+            brokers.append(
+                BrokerEntry(
+                    str(entry["name"]),
+                    str(entry["addr"]),
+                    str(entry["http"]),
+                    str(entry.get("data", "")),
+                )
+            )
         except (KeyError, TypeError) as exc:
             raise BrokerError(f"{path}: broker #{i + 1} lacks {exc}") from None
     if not brokers:

@@ -29,17 +29,40 @@ def broker_ports(base_port: int, i: int) -> tuple[int, int]:
     return base_port + 2 * i, base_port + 2 * i + 1
 
 
-def broker_argv(entry: BrokerEntry, cluster: str, flush: str, segment_size: str,
-                extra: list[str]) -> list[str]:
+def broker_argv(
+    entry: BrokerEntry, cluster: str, flush: str, segment_size: str, extra: list[str]
+) -> list[str]:
     host, port = entry.addr.rsplit(":", 1)
     http_port = entry.http.rsplit(":", 1)[1]
-    return [sys.executable, "-m", "console.cli", "broker", "serve", "--name", entry.name,
-            "--data", entry.data, "--port", port, "--http-port", http_port, "--bind", host,
-            "--cluster", cluster, "--flush", flush, "--segment-size", segment_size, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "console.cli",
+        "broker",
+        "serve",
+        "--name",
+        entry.name,
+        "--data",
+        entry.data,
+        "--port",
+        port,
+        "--http-port",
+        http_port,
+        "--bind",
+        host,
+        "--cluster",
+        cluster,
+        "--flush",
+        flush,
+        "--segment-size",
+        segment_size,
+        *extra,
+    ]
 
 
-def wait_healthy(http_addr: str, timeout: float = 30.0, proc: subprocess.Popen | None = None
-                 ) -> None:
+def wait_healthy(
+    http_addr: str, timeout: float = 30.0, proc: subprocess.Popen | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -55,9 +78,18 @@ def wait_healthy(http_addr: str, timeout: float = 30.0, proc: subprocess.Popen |
 
 
 class Cluster:
-    def __init__(self, n: int, base_port: int, data: Path, flush: str = "async",
-                 segment_size: str = "64M", name: str = "floodgate", bind: str = "127.0.0.1",
-                 extra_args: list[str] | None = None, log_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        n: int,
+        base_port: int,
+        data: Path,
+        flush: str = "async",
+        segment_size: str = "64M",
+        name: str = "floodgate",
+        bind: str = "127.0.0.1",
+        extra_args: list[str] | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
         if n < 1:
             raise BrokerError("a cluster needs at least one broker")
         self.data = Path(data)
@@ -66,8 +98,14 @@ class Cluster:
         entries = []
         for i in range(n):
             tcp, http = broker_ports(base_port, i)
-            entries.append(BrokerEntry(f"broker-{i + 1}", f"{bind}:{tcp}", f"{bind}:{http}",
-                                       str(self.data / f"broker-{i + 1}")))
+            entries.append(
+                BrokerEntry(
+                    f"broker-{i + 1}",
+                    f"{bind}:{tcp}",
+                    f"{bind}:{http}",
+                    str(self.data / f"broker-{i + 1}"),
+                )
+            )
         self.file = ClusterFile(name, entries, os.getpid())
         self.procs: dict[str, subprocess.Popen] = {}
 
@@ -80,8 +118,11 @@ class Cluster:
         logfile = open(self.log_dir / f"{entry.name}.log", "ab")  # noqa: SIM115 - child owns it
         proc = subprocess.Popen(
             broker_argv(entry, self.file.name, self.flush, self.segment_size, self.extra),
-            stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)  # Ctrl-C in the terminal reaches the supervisor only
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # Ctrl-C in the terminal reaches the supervisor only
         logfile.close()
         self.procs[entry.name] = proc
         return proc
@@ -99,15 +140,20 @@ class Cluster:
         self.file.save(self.path)
         return self.file
 
-    def supervise(self, stop: Callable[[], bool], restart: bool = False,
-                  on_exit: Callable[[str, int], None] | None = None) -> None:
+    def supervise(
+        self,
+        stop: Callable[[], bool],
+        restart: bool = False,
+        on_exit: Callable[[str, int], None] | None = None,
+    ) -> None:
         while not stop():
             for entry in self.file.brokers:
                 proc = self.procs.get(entry.name)
                 if proc is None or proc.poll() is None:
                     continue
-                log.warning("broker exited name=%s code=%s restart=%s", entry.name,
-                            proc.returncode, restart)
+                log.warning(
+                    "broker exited name=%s code=%s restart=%s", entry.name, proc.returncode, restart
+                )
                 if on_exit:
                     on_exit(entry.name, proc.returncode)
                 del self.procs[entry.name]

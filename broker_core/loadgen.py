@@ -39,12 +39,18 @@ class LoadResult:
 
     def to_dict(self) -> dict[str, Any]:
         h = self.rt
-        return {"acked": self.acked, "errors": self.errors, "seconds": self.seconds,
-                "tps": self.acked / self.seconds if self.seconds else 0.0,
-                "p50_s": h.quantile(0.5), "p99_s": h.quantile(0.99),
-                "p999_s": h.quantile(0.999), "max_s": h.max, "mean_s": h.mean,
-                "error_reasons": dict(sorted(self.error_reasons.items(),
-                                             key=lambda kv: -kv[1])[:10])}
+        return {
+            "acked": self.acked,
+            "errors": self.errors,
+            "seconds": self.seconds,
+            "tps": self.acked / self.seconds if self.seconds else 0.0,
+            "p50_s": h.quantile(0.5),
+            "p99_s": h.quantile(0.99),
+            "p999_s": h.quantile(0.999),
+            "max_s": h.max,
+            "mean_s": h.mean,
+            "error_reasons": dict(sorted(self.error_reasons.items(), key=lambda kv: -kv[1])[:10]),
+        }
 
 
 class LoadGenerator:
@@ -70,8 +76,11 @@ class LoadGenerator:
                 self.result.acked += n
             else:
                 self.result.errors += n
-                reason = str(exc.code.name) if isinstance(exc, SendFailed) and exc.code else \
-                    type(exc).__name__
+                reason = (
+                    str(exc.code.name)
+                    if isinstance(exc, SendFailed) and exc.code
+                    else type(exc).__name__
+                )
                 self.result.error_reasons[reason] = self.result.error_reasons.get(reason, 0) + n
         self._window.release()
 
@@ -122,5 +131,12 @@ class LoadGenerator:
                 ok += good
                 err += not good
             totals = {"acked": self.result.acked, "errors": self.result.errors}
-        return {"totals": totals, "window_s": seconds, "sends": ok + err, "errors": err,
-                "p50_s": h.quantile(0.5), "p99_s": h.quantile(0.99), "max_s": h.max}
+        return {
+            "totals": totals,
+            "window_s": seconds,
+            "sends": ok + err,
+            "errors": err,
+            "p50_s": h.quantile(0.5),
+            "p99_s": h.quantile(0.99),
+            "max_s": h.max,
+        }

@@ -48,8 +48,14 @@ class FuseCollector(Collector):
 
 
 class ProducerHttp:
-    def __init__(self, fuse, name: str, port: int, bind: str = "127.0.0.1",
-                 extra_stats: Callable[[], dict] | None = None) -> None:
+    def __init__(
+        self,
+        fuse,
+        name: str,
+        port: int,
+        bind: str = "127.0.0.1",
+        extra_stats: Callable[[], dict] | None = None,
+    ) -> None:
         registry = CollectorRegistry(auto_describe=False)
         if fuse is not None:
             registry.register(FuseCollector(fuse, name))
@@ -60,9 +66,12 @@ class ProducerHttp:
                 if path == "/metrics":
                     self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
                 elif path == "/stats":
-                    body = {"producer": name, "time": time.time(),
-                            "fuse": fuse_stats(fuse) if fuse is not None else None,
-                            **(extra_stats() if extra_stats else {})}
+                    body = {
+                        "producer": name,
+                        "time": time.time(),
+                        "fuse": fuse_stats(fuse) if fuse is not None else None,
+                        **(extra_stats() if extra_stats else {}),
+                    }
                     self._send(200, json.dumps(body, default=str).encode(), "application/json")
                 elif path == "/healthz":
                     self._send(200, b"ok\n", "text/plain")
@@ -82,8 +91,9 @@ class ProducerHttp:
         self.server = ThreadingHTTPServer((bind, port), Handler)
         self.server.daemon_threads = True
         self.addr = f"{bind}:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True,
-                                        name="floodgate-producer-http")
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, daemon=True, name="floodgate-producer-http"
+        )
 
     def start(self) -> ProducerHttp:
         self._thread.start()

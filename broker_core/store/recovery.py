@@ -1,7 +1,8 @@
 """Start-up recovery: find the true end of the CommitLog and make the ConsumeQueues agree.
 
 The scan starts at the checkpoint's safe offset (everything below it is
-durable, queue units included), so a clean restart scans nothing. Each record
+durable, queue units included), so a clean restart scans nothing; after a
+crash it starts at the beginning of the segment holding that offset. Each record
 from there is verified (magic, lengths, physical offset, body CRC); the first
 one that fails, or zeros, marks the end. Everything after the end is cut
 (zeroed, later segments deleted) and the cut bytes are reported; queue units
@@ -69,7 +70,17 @@ def recover(
         seg.max_store_timestamp = max(seg.max_store_timestamp, msg.store_timestamp)
         replayed += 1
 
-    end, reason = scan(commitlog, start, dispatch)
+    # After a crash, re-verify the whole segment holding the safe offset too
+    # (RocketMQ re-reads its last files): a torn page there must not survive.
+    verify_from = start
+    if crashed and commitlog.segments:
+        seg = commitlog.segment_for(start) or commitlog.segments[-1]
+        verify_from = min(start, seg.start_offset)
+    end, reason = scan(
+        commitlog, verify_from, lambda m: dispatch(m) if m.physical_offset >= start else None
+    )
+    if end < start:  # corruption below the safe offset: queue units past it go as well
+        removed += sum(cq.truncate_from_phys(end) for cq in list(queues))
     cut = commitlog.truncate(end)
     for seg in commitlog.segments:
         if seg.end_offset > start:
@@ -77,7 +88,7 @@ def recover(
     return RecoveryReport(
         crashed=crashed,
         checkpoint_offset=checkpoint.safe_offset if checkpoint is not None else None,
-        scanned_from=start,
+        scanned_from=verify_from,
         recovered_to=end,
         records_replayed=replayed,
         truncated_bytes=cut,

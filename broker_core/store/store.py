@@ -306,8 +306,8 @@ class MessageStore:
         floor = cl.min_offset
         messages = []
         next_offset = offset
-        limit = _MAX_SCAN_UNITS if filt else max_msgs
-        for qo, phys, size, th in cq.units(offset, limit):
+        # units() is lazy: the scan stops at max_msgs hits, or after this many units.
+        for qo, phys, size, th in cq.units(offset, max(max_msgs, _MAX_SCAN_UNITS)):
             next_offset = qo + 1
             if phys < floor or (filt and not filt.hash_matches(th)):
                 continue

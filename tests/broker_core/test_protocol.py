@@ -1,0 +1,110 @@
+"""Wire protocol: round trips, and decoders that only ever raise ProtocolError."""
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker_core import protocol as p
+
+texts = st.text(max_size=40)
+bodies = st.binary(max_size=300)
+props = st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=8), max_size=3)
+messages = st.builds(p.OutMessage, bodies, texts, texts, props)
+
+
+@given(st.text(min_size=1, max_size=50), st.integers(-1, 1000), messages)
+def test_send_round_trip(topic, qid, msg):
+    assert p.decode_send(p.encode_send(topic, qid, msg)) == (topic, qid, msg)
+
+
+@given(st.text(min_size=1, max_size=50), st.lists(messages, min_size=1, max_size=20))
+def test_batch_round_trip(topic, msgs):
+    assert p.decode_send_batch(p.encode_send_batch(topic, 2, msgs)) == (topic, 2, msgs)
+
+
+@given(
+    st.lists(
+        st.builds(
+            p.PulledMessage,
+            st.just("t"),
+            st.just(1),
+            st.integers(0, 2**40),
+            st.integers(0, 2**41),
+            bodies,
+            texts,
+            texts,
+            props,
+        ),
+        max_size=10,
+    )
+)
+def test_pull_response_round_trip(msgs):
+    encoded = p.encode_pull_response("FOUND", 7, 0, 9, msgs)
+    assert p.decode_pull_response(encoded, "t", 1) == ("FOUND", 7, 0, 9, msgs)
+
+
+def test_frames_split_at_any_byte_boundary():
+    frames = b"".join(p.encode_frame(p.Op.SEND, i, b"x" * i) for i in range(1, 30))
+    decoder = p.FrameDecoder()
+    got = []
+    for i in range(0, len(frames), 7):
+        got += decoder.feed(frames[i : i + 7])
+    assert [h.request_id for h, _ in got] == list(range(1, 30))
+    assert all(body == b"x" * h.request_id for h, body in got)
+    assert decoder.pending == 0
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (struct.pack(">IHBBBBHI", 12, 0xBEEF, 1, 1, 0, 0, 0, 1), "bad magic"),
+        (struct.pack(">IHBBBBHI", 12, p.MAGIC, 9, 1, 0, 0, 0, 1), "version"),
+        (struct.pack(">IHBBBBHI", 3, p.MAGIC, 1, 1, 0, 0, 0, 1), "shorter than a header"),
+        (struct.pack(">IHBBBBHI", p.MAX_FRAME + 1, p.MAGIC, 1, 1, 0, 0, 0, 1), "exceeds"),
+    ],
+)
+def test_bad_headers_are_named(raw, message):
+    with pytest.raises(p.ProtocolError, match=message):
+        p.FrameDecoder().feed(raw)
+
+
+def test_truncated_body_fields_are_errors_not_crashes():
+    good = p.encode_send("orders", 0, p.OutMessage(b"hello", "tag"))
+    for cut in range(len(good)):
+        with pytest.raises(p.ProtocolError):
+            p.decode_send(good[:cut])
+    with pytest.raises(p.ProtocolError, match="trailing"):
+        p.decode_send(good + b"\0")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=200))
+def test_fuzz_frame_decoder_and_body_decoders(data):
+    """Arbitrary bytes: the decoders answer frames or ProtocolError, nothing else."""
+    for decode in (
+        p.decode_send,
+        p.decode_send_batch,
+        p.decode_pull,
+        p.decode_json,
+        lambda b: p.decode_pull_response(b, "t", 0),
+    ):
+        try:
+            decode(data)
+        except p.ProtocolError:
+            pass
+    decoder = p.FrameDecoder()
+    try:
+        for header, body in decoder.feed(p.encode_frame(p.Op.SEND, 1, b"ok")[:5] + data):
+            assert isinstance(body, bytes) and header.length >= 12
+    except p.ProtocolError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=64), st.integers(0, 60))
+def test_fuzz_valid_header_random_body(body, op):
+    """A well-framed request with a random body decodes to frames; bodies fail cleanly."""
+    frames = p.FrameDecoder().feed(p.encode_frame(op, 5, body))
+    assert len(frames) == 1 and frames[0][1] == body
