@@ -18,6 +18,7 @@ blocking form.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import threading
 from concurrent.futures import Future
@@ -37,6 +38,7 @@ from broker_core.store.results import GetResult, GetStatus, PutResult, PutStatus
 from broker_core.store.retention import RetentionService
 from broker_core.store.tags import TagFilter
 
+log = logging.getLogger(__name__)
 _MAX_SCAN_UNITS = 4096  # queue units one filtered get looks at before giving up
 
 
@@ -102,7 +104,10 @@ class MessageStore:
             self._clock,
             interval_s=config.cq_flush_interval_s,
         )
-        self.cq_flush.run_once(force=True)
+        try:
+            self.cq_flush.run_once(force=True)
+        except OSError as exc:  # a full disk must not stop the store from opening
+            log.warning("no checkpoint written at start of %s: %s", self.path, exc)
         on_flush = self._record_flush
         if config.flush == "sync":
             self.flush_service = GroupCommitService(self.commitlog, on_flush)
@@ -386,14 +391,21 @@ class MessageStore:
             self._closed = True
         for svc in self._services:
             svc.stop()
-        self.commitlog.flush()
-        self.cq_flush.run_once(force=True)
-        self.commitlog.allocator.discard()
-        self.commitlog.close()
-        for cq in self._queues.values():
-            cq.close()
-        os.unlink(os.path.join(self.path, "abort"))
-        os.close(self._lock_fd)
+        clean = True
+        try:
+            self.commitlog.flush()
+            self.cq_flush.run_once(force=True)
+        except OSError as exc:  # e.g. no room for the checkpoint: next start re-verifies
+            log.warning("store %s closed without a final checkpoint: %s", self.path, exc)
+            clean = False
+        finally:
+            self.commitlog.allocator.discard()
+            self.commitlog.close()
+            for cq in self._queues.values():
+                cq.close()
+            if clean:
+                os.unlink(os.path.join(self.path, "abort"))
+            os.close(self._lock_fd)
 
     def __enter__(self) -> MessageStore:
         return self

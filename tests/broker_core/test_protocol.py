@@ -79,7 +79,7 @@ def test_truncated_body_fields_are_errors_not_crashes():
         p.decode_send(good + b"\0")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=200))
 def test_fuzz_frame_decoder_and_body_decoders(data):
     """Arbitrary bytes: the decoders answer frames or ProtocolError, nothing else."""
@@ -102,7 +102,7 @@ def test_fuzz_frame_decoder_and_body_decoders(data):
         pass
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.binary(min_size=1, max_size=64), st.integers(0, 60))
 def test_fuzz_valid_header_random_body(body, op):
     """A well-framed request with a random body decodes to frames; bodies fail cleanly."""
