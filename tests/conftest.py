@@ -38,3 +38,49 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def free_base_port(n_ports: int) -> int:
+    """A base port with `n_ports` consecutive free TCP ports on loopback."""
+    import random
+    import socket
+
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000 - n_ports)
+        socks = []
+        try:
+            for port in range(base, base + n_ports):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range found")
+
+
+@pytest.fixture
+def cluster_factory(tmp_path):
+    """Start real broker processes: `cluster_factory(n=3, flush="async")` -> Cluster.
+
+    Every cluster started is stopped (SIGTERM, then SIGKILL) at teardown.
+    """
+    from broker_core.launcher import Cluster
+
+    clusters = []
+
+    def make(n: int = 3, flush: str = "async", segment_size: str = "8M", **kwargs):
+        base = free_base_port(2 * n)
+        cluster = Cluster(n, base, tmp_path / f"cluster-{len(clusters)}", flush=flush,
+                          segment_size=segment_size, **kwargs)
+        clusters.append(cluster)
+        cluster.up()
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        cluster.down(grace=5.0)

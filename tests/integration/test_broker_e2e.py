@@ -1,0 +1,246 @@
+"""The broker end to end, through real processes and real sockets."""
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pyarrow.parquet as pq
+import pytest
+
+from broker_core import protocol as p
+from broker_core.client import Producer, SendFailed
+from broker_core.consumer import Consumer
+from broker_core.launcher import wait_healthy
+
+pytestmark = pytest.mark.integration
+
+
+def _stats(http: str, history: int = 0) -> dict:
+    with urllib.request.urlopen(f"http://{http}/stats?history={history}", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def _consume_all(consumer: Consumer, expect: int, timeout: float = 30.0) -> list:
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < expect and time.monotonic() < deadline:
+        got += consumer.poll(128, timeout=0.5)
+    return got
+
+
+def test_produce_and_consume_10000_with_tags(cluster_factory):
+    cluster = cluster_factory(2)
+    addrs = cluster.file.addrs
+    with Producer(addrs) as producer:
+        futs = [producer.send_async("orders", f"m{i}".encode(), tags="paid" if i % 2 else "new",
+                                    keys=f"k{i}") for i in range(10_000)]
+        results = [f.result(30) for f in futs]
+    assert {r.status for r in results} == {"SEND_OK"}
+    assert {r.broker for r in results} == set(addrs)  # switches broker every send
+    with Consumer("g-all", "orders", addrs) as consumer:
+        got = _consume_all(consumer, 10_000)
+    bodies = sorted(m.body for m in got)
+    assert bodies == sorted(f"m{i}".encode() for i in range(10_000))
+    assert all(m.keys == "k" + m.body.decode()[1:] for m in got[:100])
+    s = _stats(cluster.file.brokers[0].http)
+    assert s["totals"]["messages_in"] > 3000 and s["ops"]["send"]["60s"]["count"] > 0
+
+
+def test_two_consumers_split_the_queues_and_offsets_survive_restart(cluster_factory):
+    cluster = cluster_factory(1)
+    addrs = cluster.file.addrs
+    with Producer(addrs, fuse=False) as producer:
+        for i in range(400):
+            producer.send("jobs", str(i).encode())
+    a, b = Consumer("g", "jobs", addrs), Consumer("g", "jobs", addrs)
+    a.heartbeat()
+    b.heartbeat()
+    a.heartbeat()  # now both know both members
+    assert sorted(a.assignment + b.assignment) == sorted(
+        (name, q) for name in addrs for q in range(4))
+    assert not set(a.assignment) & set(b.assignment)
+    got_a, got_b = _consume_all(a, 200, 10), _consume_all(b, 200, 10)
+    assert len(got_a) == len(got_b) == 200
+    a.commit()
+    b.commit()
+    a.close()
+    b.close()
+    # restart the broker: committed offsets are on its disk
+    entry = cluster.file.brokers[0]
+    cluster.procs[entry.name].send_signal(signal.SIGTERM)
+    cluster.procs[entry.name].wait(15)
+    cluster.start_broker(entry)
+    wait_healthy(entry.http, 30)
+    with Producer(addrs, fuse=False) as producer:
+        for i in range(400, 410):
+            producer.send("jobs", str(i).encode())
+    with Consumer("g", "jobs", addrs) as c:
+        rest = _consume_all(c, 10, 10)
+    assert sorted(int(m.body) for m in rest) == list(range(400, 410))
+
+
+def _frame_conn(addr: str) -> socket.socket:
+    host, port = addr.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=5)
+    return s
+
+
+def _read_frame(s: socket.socket) -> tuple[p.Header, bytes]:
+    data = b""
+    while len(data) < p.HEADER_SIZE:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    header = p.decode_header(data)
+    need = p.LENGTH_SIZE + header.length
+    while len(data) < need:
+        data += s.recv(65536)
+    return header, data[p.HEADER_SIZE:need]
+
+
+def test_bad_input_is_answered_and_the_broker_keeps_serving(cluster_factory):
+    cluster = cluster_factory(1)
+    entry = cluster.file.brokers[0]
+    # wrong magic: BAD_REQUEST, then closed
+    s = _frame_conn(entry.addr)
+    s.sendall(struct.pack(">IHBBBBHI", 12, 0xDEAD, 1, 1, 0, 0, 0, 7))
+    header, body = _read_frame(s)
+    assert header.code == p.Code.BAD_REQUEST and b"magic" in body
+    assert s.recv(10) == b""
+    # oversized length: refused before reading 2 GB
+    s = _frame_conn(entry.addr)
+    s.sendall(struct.pack(">IHBBBBHI", 2**31, p.MAGIC, 1, 1, 0, 0, 0, 7))
+    header, body = _read_frame(s)
+    assert header.code == p.Code.BAD_REQUEST and b"exceeds" in body
+    # malformed body: BAD_REQUEST, connection stays usable
+    s = _frame_conn(entry.addr)
+    s.sendall(p.encode_frame(p.Op.SEND, 9, b"\x00\x05ab"))
+    header, body = _read_frame(s)
+    assert header.request_id == 9 and header.code == p.Code.BAD_REQUEST
+    s.sendall(p.encode_frame(p.Op.SEND, 10, p.encode_send("t", -1, p.OutMessage(b"ok"))))
+    assert _read_frame(s)[0].code == p.Code.OK
+    # unknown op
+    s.sendall(p.encode_frame(99, 11, b""))
+    assert _read_frame(s)[0].code == p.Code.BAD_REQUEST
+    # oversized message body: MESSAGE_TOO_LARGE
+    big = p.encode_send("t", -1, p.OutMessage(b"x" * (4 * 1024 * 1024 + 1)))
+    s.sendall(p.encode_frame(p.Op.SEND, 12, big))
+    assert _read_frame(s)[0].code == p.Code.MESSAGE_TOO_LARGE
+    # 1,000 idle connections plus a truncated frame: everyone else is still served
+    idle = [_frame_conn(entry.addr) for _ in range(1000)]
+    loris = _frame_conn(entry.addr)
+    loris.sendall(p.encode_frame(p.Op.SEND, 1, b"x" * 100)[:20])
+    with Producer(cluster.file.addrs, fuse=False, timeout=5) as producer:
+        t0 = time.perf_counter()
+        for i in range(200):
+            assert producer.send("t", b"still here").status == "SEND_OK"
+        assert time.perf_counter() - t0 < 10
+    for c in idle:
+        c.close()
+    stats = _stats(entry.http)
+    assert stats["totals"]["bad_requests"] >= 4
+
+
+def test_slow_loris_is_disconnected(cluster_factory):
+    cluster = cluster_factory(1)
+    entry = cluster.file.brokers[0]
+    loris = _frame_conn(entry.addr)
+    loris.settimeout(20)
+    loris.sendall(p.encode_frame(p.Op.SEND, 1, b"x" * 100)[:20])
+    header, body = _read_frame(loris)  # closed after frame_timeout_s (10 s)
+    assert header.code == p.Code.BAD_REQUEST and b"incomplete frame" in body
+
+
+def test_sigkill_under_sync_flush_loses_no_acknowledged_message(cluster_factory, tmp_path):
+    cluster = cluster_factory(1, flush="sync")
+    entry = cluster.file.brokers[0]
+    acked = []
+    stop = threading.Event()
+
+    def produce():
+        with Producer(cluster.file.addrs, fuse=False, timeout=2, retries=0) as producer:
+            futs = []
+            i = 0
+            while not stop.is_set():
+                futs.append((i, producer.send_async("durable", str(i).encode())))
+                i += 1
+                if len(futs) >= 32:
+                    j, f = futs.pop(0)
+                    try:
+                        if f.result(5).status == "SEND_OK":
+                            acked.append(j)
+                    except Exception:  # noqa: BLE001 - the broker dies mid-flight
+                        pass
+
+    t = threading.Thread(target=produce)
+    t.start()
+    time.sleep(2.0)
+    cluster.procs[entry.name].send_signal(signal.SIGKILL)
+    cluster.procs[entry.name].wait(10)
+    stop.set()
+    t.join(30)
+    assert len(acked) > 100
+    cluster.start_broker(entry)
+    wait_healthy(entry.http, 60)
+    with Consumer("check", "durable", cluster.file.addrs) as consumer:
+        got = _consume_all(consumer, len(acked), 30)
+    stored = {int(m.body) for m in got}
+    missing = set(acked) - stored
+    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
+
+
+def test_injected_stall_shows_in_histograms_and_metrics_log(cluster_factory):
+    cluster = cluster_factory(1)
+    entry = cluster.file.brokers[0]
+    cli = [sys.executable, "-m", "console.cli"]
+    subprocess.run(cli + ["fault", "inject", "--broker", entry.http, "--stall-ms", "300",
+                          "--every", "1", "--duration", "3"], check=True, capture_output=True)
+    with Producer(cluster.file.addrs, fuse=False, timeout=5) as producer:
+        end = time.monotonic() + 3.5
+        while time.monotonic() < end:
+            try:
+                producer.send("stalls", b"x")
+            except SendFailed:
+                pass  # SYSTEM_BUSY during a stall is the point
+            time.sleep(0.005)
+    time.sleep(1.2)
+    s = _stats(entry.http, history=30)
+    assert s["totals"]["send_over_20ms"] >= 1
+    worst = max(h["max"] or 0 for h in s["history"]["send"])
+    assert worst >= 0.2  # the stall is in the per-second histograms
+    with urllib.request.urlopen(f"http://{entry.http}/metrics", timeout=5) as r:
+        metrics = r.read().decode()
+    over = [line for line in metrics.splitlines()
+            if line.startswith("floodgate_send_over_20ms_total")]
+    assert over and float(over[0].split()[-1]) >= 1
+    # SIGTERM closes the metrics-log file; it reads back in DESIGN's schema
+    cluster.down()
+    files = list((cluster.data / entry.name / "metrics" / "latency").rglob("*.parquet"))
+    assert files and not any(f.name.startswith(".") for f in files)
+    table = pq.read_table(files[0])
+    rows = table.to_pylist()
+    sends = [r for r in rows if r["op"] == "send"]
+    assert sends and all(r["count"] == sum(c for _, c in r["buckets"]) for r in sends)
+    assert max(r["max_us"] for r in sends) >= 200_000
+    assert (cluster.data / entry.name / "metrics" / "broker_stats").exists()
+
+
+def test_sigterm_shuts_down_cleanly(cluster_factory):
+    cluster = cluster_factory(1)
+    entry = cluster.file.brokers[0]
+    with Producer(cluster.file.addrs, fuse=False) as producer:
+        producer.send("t", b"x")
+    proc = cluster.procs[entry.name]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 0
+    assert not os.path.exists(os.path.join(entry.data, "store", "abort"))
+    log = (cluster.log_dir / f"{entry.name}.log").read_text()
+    assert "stopped broker=broker-1 cleanly" in log
