@@ -140,7 +140,7 @@ def test_bad_input_is_answered_and_the_broker_keeps_serving(cluster_factory):
     loris.sendall(p.encode_frame(p.Op.SEND, 1, b"x" * 100)[:20])
     with Producer(cluster.file.addrs, fuse=False, timeout=5) as producer:
         t0 = time.perf_counter()
-        for i in range(200):
+        for _ in range(200):
             assert producer.send("t", b"still here").status == "SEND_OK"
         assert time.perf_counter() - t0 < 10
     for c in idle:
