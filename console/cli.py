@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "console.commands.capacity_cmd",
     "console.commands.tune_cmd",
     "console.commands.gen_cmd",
+    "console.commands.report_cmd",
     "console.commands.fuse_cmd",
     "console.commands.broker_cmd",
     "console.commands.cluster_cmd",

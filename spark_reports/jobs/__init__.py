@@ -1,1 +1,1 @@
-"""Spark job entry points (runnable with spark-submit)."""
+"""Spark job entry points (spark-submit targets)."""

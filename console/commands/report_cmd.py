@@ -1,0 +1,101 @@
+"""`floodgate report ...`: Spark jobs over a metrics log (one function per report).
+
+    floodgate report heatmap --input DIR --out DIR [--from T] [--to T] [--broker B] [--op send]
+                             [--window 1m] [--master URL]
+
+To add a report: a `_register_<name>(rsub)` that builds its parser and sets
+`func=run_<name>`, called from `register`.
+"""
+
+from __future__ import annotations
+
+from console.commands.common import add_subparser, print_json
+from console.errors import UsageError
+
+
+def register(sub) -> None:
+    parser = add_subparser(sub, "report", "Spark reports over a metrics log")
+    rsub = parser.add_subparsers(metavar="REPORT")
+    _register_heatmap(rsub)
+    # `report capacity` registers here (its own _register_capacity / run_capacity).
+
+
+def _add_spark_options(p) -> None:
+    p.add_argument("--master", help="Spark master URL (default local[*])")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+# --- report heatmap ------------------------------------------------------------
+
+
+def _register_heatmap(rsub) -> None:
+    p = add_subparser(
+        rsub,
+        "heatmap",
+        "latency heatmaps, percentiles over time and an HTML report from a metrics log",
+    )
+    p.add_argument("--input", required=True, metavar="DIR", help="metrics log (path or URI)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (path or URI)")
+    p.add_argument("--from", dest="start", metavar="T", help="first time, ISO 8601 UTC (inclusive)")
+    p.add_argument("--to", dest="end", metavar="T", help="end time, ISO 8601 UTC (exclusive)")
+    p.add_argument("--cluster", help="only this cluster")
+    p.add_argument(
+        "--broker",
+        action="append",
+        default=[],
+        metavar="B",
+        help="only these brokers (repeat or comma-separate)",
+    )
+    p.add_argument(
+        "--op",
+        action="append",
+        default=[],
+        metavar="OP",
+        help="only these ops (the first is drawn; default: send)",
+    )
+    p.add_argument(
+        "--window", help="window per heatmap column: 1s, 10s, 1m, 5m ... (default: from the range)"
+    )
+    _add_spark_options(p)
+    p.set_defaults(func=run_heatmap)
+
+
+def run_heatmap(args) -> int:
+    from spark_reports.errors import ReportError
+    from spark_reports.heatmap_frames import parse_window
+    from spark_reports.jobs.heatmap import HeatmapOptions, parse_time, run_heatmap, split_list
+    from spark_reports.schema import KNOWN_OPS
+
+    try:
+        opts = HeatmapOptions(
+            input=args.input,
+            out=args.out,
+            start=parse_time(args.start, "--from"),
+            end=parse_time(args.end, "--to"),
+            cluster=args.cluster,
+            brokers=split_list(args.broker),
+            ops=split_list(args.op),
+            window_s=parse_window(args.window) if args.window else None,
+            master=args.master,
+            progress=not args.json,
+        )
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    unknown = [op for op in opts.ops if op not in KNOWN_OPS]
+    if unknown:
+        raise UsageError(f"--op: unknown op {unknown[0]}; known: {','.join(KNOWN_OPS)}")
+    if opts.start and opts.end and opts.start >= opts.end:
+        raise UsageError("--from must be before --to")
+    summary = run_heatmap(opts)
+    if args.json:
+        print_json(summary)
+    else:
+        q = summary["quarantined"]
+        print(
+            f"{summary['rows']:,} rows ({', '.join(summary['ops'])}) from {summary['first']} to "
+            f"{summary['last']}, window {summary['window_s']} s; {summary['spikes']:,} spike windows; "
+            f"{q:,} rows quarantined"
+        )
+        for name, path in summary["outputs"].items():
+            print(f"  {name:<12} {path}")
+    return 0

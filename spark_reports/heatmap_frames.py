@@ -1,0 +1,235 @@
+"""The heatmap job as pure DataFrame -> DataFrame functions (no session, no I/O).
+
+Histograms merge by adding counts, so a window of a cluster is: explode each
+row's bucket map, sum counts per (window, broker, op, bucket), and once more
+without the broker for the cluster-wide row (`broker = "ALL"`), both in one
+aggregation with grouping sets. Percentiles follow DESIGN's rule on the merged
+buckets: the upper bound of the bucket where the cumulative count (a window
+function) reaches ceil(q * count), at least 1, clamped to the window's
+[min, max]. Everything is Spark SQL expressions: no Python UDF runs.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark_reports import schema
+from spark_reports.errors import ReportError
+
+ALL_BROKERS = "ALL"
+QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
+WINDOW_CHOICES_S = (1, 5, 10, 30, 60, 300, 600)
+MAX_COLUMNS = 720  # default windows: at most this many heatmap columns
+SLA_AVG_S = 0.003  # seed 000: 3 ms average send latency
+SLA_MAX_S = 0.020  # seed 000: 20 ms worst send latency
+KEYS = ("window_start", "broker", "op")
+
+# The 8 schema-3 bucket bounds within one octave, as the very floats heatmap uses:
+# upper(i) = 2**(i mod 8 / 8) * 2**floor(i / 8), exact power-of-two scaling.
+_OCTAVE = [2.0 ** (j / 8) for j in range(8)]
+
+
+def parse_window(text: str) -> int:
+    """'1s', '10s', '1m', '5m', '1h' or plain seconds -> seconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*([smh]?)\s*", text or "")
+    if not m or int(m.group(1)) == 0:
+        raise ReportError(f"--window: expected a duration like 1s, 10s, 1m, 5m, got {text!r}")
+    seconds = int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    if seconds > 86400:
+        raise ReportError(f"--window: at most 1 day, got {text!r}")
+    return seconds
+
+
+def choose_window_s(range_s: float) -> int:
+    """The finest standard window that keeps a heatmap within MAX_COLUMNS columns."""
+    for w in WINDOW_CHOICES_S:
+        if range_s / w <= MAX_COLUMNS:
+            return w
+    return WINDOW_CHOICES_S[-1]
+
+
+def bucket_upper(bucket: Column) -> Column:
+    octave = F.array(*[F.lit(v) for v in _OCTAVE])
+    return F.element_at(octave, F.pmod(bucket, F.lit(8)) + 1) * F.pow(
+        F.lit(2.0), F.floor(bucket / F.lit(8))
+    )
+
+
+def bucket_lower(bucket: Column) -> Column:
+    return F.when(bucket <= schema.ZERO_BUCKET, F.lit(0.0)).otherwise(bucket_upper(bucket - 1))
+
+
+def window_start(window_s: int) -> Column:
+    if window_s == 1:
+        return F.col("ts")
+    secs = F.unix_seconds(F.col("ts"))
+    return F.timestamp_seconds(secs - F.pmod(secs, F.lit(window_s)))
+
+
+def select_rows(
+    df: DataFrame,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    cluster: str | None = None,
+    brokers: list[str] | None = None,
+    ops: list[str] | None = None,
+) -> DataFrame:
+    """Rows in [start, end) of the given cluster, brokers and ops (None: all).
+
+    The date= partition is filtered too, so Spark reads only the days asked for.
+    """
+    cond = F.lit(True)
+    has_date = schema.PARTITION_COLUMN in df.columns
+    if start is not None:
+        cond &= F.col("ts") >= F.lit(start)
+        if has_date:
+            cond &= F.col(schema.PARTITION_COLUMN) >= F.lit(start.date())
+    if end is not None:
+        cond &= F.col("ts") < F.lit(end)
+        if has_date:
+            cond &= F.col(schema.PARTITION_COLUMN) <= F.lit(end.date())
+    if cluster:
+        cond &= F.col("cluster") == cluster
+    if brokers:
+        cond &= F.col("broker").isin(*brokers)
+    if ops:
+        cond &= F.col("op").isin(*ops)
+    return df.filter(cond)
+
+
+def with_quarantine_reason(df: DataFrame) -> DataFrame:
+    has_date = schema.PARTITION_COLUMN in df.columns
+    return df.withColumn("reason", schema.spark_quarantine_reason(has_date))
+
+
+def good_rows(checked: DataFrame) -> DataFrame:
+    return checked.filter(F.col("reason").isNull()).drop("reason")
+
+
+def bad_rows(checked: DataFrame) -> DataFrame:
+    return checked.filter(F.col("reason").isNotNull())
+
+
+def _per_broker_and_all(df: DataFrame, keys: list[str], aggs: list[Column]) -> DataFrame:
+    """Aggregate by `keys` and by `keys` without broker (broker = "ALL"), one pass."""
+    without = [k for k in keys if k != "broker"]
+    grouped = df.groupingSets([keys, without], *keys).agg(*aggs)
+    return grouped.withColumn("broker", F.coalesce(F.col("broker"), F.lit(ALL_BROKERS)))
+
+
+def heatmap_buckets(good: DataFrame, window_s: int) -> DataFrame:
+    """window_start, broker, op, bucket, count: merged histograms per window."""
+    entries = good.select(
+        window_start(window_s).alias("window_start"),
+        "broker",
+        "op",
+        F.explode("buckets").alias("bucket", "n"),
+    )
+    keys = [*KEYS, "bucket"]
+    out = _per_broker_and_all(entries, keys, [F.sum("n").alias("count")])
+    return out.select(*keys, "count")
+
+
+def window_stats(good: DataFrame, window_s: int) -> DataFrame:
+    """window_start, broker, op, count, sum_us, min_us, max_us per window."""
+    rows = good.select(
+        window_start(window_s).alias("window_start"),
+        "broker",
+        "op",
+        "count",
+        "sum_us",
+        F.when(F.col("count") > 0, F.col("min_us")).alias("min_us"),
+        F.when(F.col("count") > 0, F.col("max_us")).alias("max_us"),
+    )
+    aggs = [
+        F.sum("count").alias("count"),
+        F.sum("sum_us").alias("sum_us"),
+        F.min("min_us").alias("min_us"),
+        F.max("max_us").alias("max_us"),
+    ]
+    return _per_broker_and_all(rows, list(KEYS), aggs).select(
+        *KEYS, "count", "sum_us", "min_us", "max_us"
+    )
+
+
+def percentiles(buckets: DataFrame, stats: DataFrame, keys: tuple[str, ...] = KEYS) -> DataFrame:
+    """keys..., count, mean, p50, p99, p999, max (seconds) from merged buckets.
+
+    Groups with no calls get null percentiles (count 0).
+    """
+    keys = list(keys)
+    cum = buckets.filter(F.col("count") > 0).withColumn(
+        "cum",
+        F.sum("count").over(
+            Window.partitionBy(*keys)
+            .orderBy("bucket")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        ),
+    )
+    totals = stats.select(*keys, F.col("count").alias("total"))
+    ranked = cum.join(totals, keys)
+    reached = [
+        F.min(
+            F.when(
+                F.col("cum") >= F.greatest(F.ceil(F.lit(q) * F.col("total")), F.lit(1)),
+                F.col("bucket"),
+            )
+        ).alias(f"b_{name}")
+        for name, q in QUANTILES.items()
+    ]
+    found = ranked.groupBy(*keys).agg(*reached)
+    lo, hi = F.col("min_us") / 1e6, F.col("max_us") / 1e6
+    pcts = [
+        F.least(F.greatest(bucket_upper(F.col(f"b_{name}")), lo), hi).alias(name)
+        for name in QUANTILES
+    ]
+    return stats.join(found, keys, "left").select(
+        *keys,
+        "count",
+        F.when(F.col("count") > 0, F.col("sum_us") / F.col("count") / 1e6).alias("mean"),
+        *pcts,
+        F.when(F.col("count") > 0, hi).alias("max"),
+    )
+
+
+def whole_range(buckets: DataFrame, stats: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The same frames merged over every window: one histogram per (broker, op)."""
+    b = buckets.groupBy("broker", "op", "bucket").agg(F.sum("count").alias("count"))
+    s = stats.groupBy("broker", "op").agg(
+        F.sum("count").alias("count"),
+        F.sum("sum_us").alias("sum_us"),
+        F.min("min_us").alias("min_us"),
+        F.max("max_us").alias("max_us"),
+    )
+    return b, s
+
+
+def count_over(buckets: DataFrame, threshold_s: float = SLA_MAX_S) -> DataFrame:
+    """broker, op, over: calls in buckets whose lower bound is >= threshold_s.
+
+    From histograms this is a lower bound on the exact number above the
+    threshold (20 ms falls inside bucket -45, so this counts from 20.3 ms).
+    """
+    over = F.when(bucket_lower(F.col("bucket")) >= F.lit(threshold_s), F.col("count")).otherwise(0)
+    return buckets.groupBy("broker", "op").agg(F.sum(over).alias("over"))
+
+
+def broker_ranking(buckets: DataFrame, stats: DataFrame) -> DataFrame:
+    """Per (broker, op) over the whole range: count, mean, p50..p999, max, over_20ms."""
+    b, s = whole_range(buckets, stats)
+    pct = percentiles(b, s, keys=("broker", "op"))
+    over = count_over(b).withColumnRenamed("over", "over_20ms")
+    return pct.join(over, ["broker", "op"], "left").fillna(0, subset=["over_20ms"])
+
+
+def spikes(pcts: DataFrame, threshold_s: float = SLA_MAX_S) -> DataFrame:
+    """Per-broker windows whose max exceeds threshold_s, worst first within time."""
+    return (
+        pcts.filter((F.col("broker") != ALL_BROKERS) & (F.col("max") > F.lit(threshold_s)))
+        .select("window_start", "broker", "op", "max", "p999", "count")
+        .orderBy("window_start", F.col("max").desc())
+    )

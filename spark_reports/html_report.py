@@ -1,0 +1,189 @@
+"""The self-contained HTML report: one file, PNGs embedded as data: URIs, no
+scripts or external assets, dark enough for a war-room screen."""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+import pandas as pd
+
+from spark_reports import charts
+
+TOP_N = 10
+
+
+@dataclass
+class ReportData:
+    title: str
+    source: str
+    first: datetime
+    last: datetime
+    window_s: int
+    rows: int
+    quarantined: dict[str, int]
+    op: str
+    cells: pd.DataFrame  # t, broker, bucket, count (cluster "ALL" and the worst brokers)
+    worst_brokers: list[str]
+    curves: pd.DataFrame  # t, count, mean, p50, p99, p999, max of the cluster
+    ranking: pd.DataFrame  # broker, count, mean, p50, p99, p999, max, over_20ms (incl. ALL)
+    spikes: pd.DataFrame  # t, broker, max, p999, count
+    spike_total: int
+    generated: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+_CSS = """
+body{background:#10141a;color:#e6e6e6;font:15px/1.45 system-ui,sans-serif;margin:24px}
+h1{font-size:26px;margin:0 0 4px} h2{font-size:19px;margin:28px 0 8px;color:#9fd3ff}
+.meta{color:#9aa4b2} .tiles{display:flex;gap:12px;flex-wrap:wrap;margin:16px 0}
+.tile{background:#1b222c;border-radius:8px;padding:10px 16px;min-width:120px}
+.tile b{display:block;font-size:22px} .tile span{color:#9aa4b2;font-size:13px}
+.bad b{color:#ff6b6b} .ok b{color:#7bd88f}
+img{background:#fff;border-radius:6px;max-width:100%} .grid{display:grid;grid-template-columns:1fr 1fr;gap:12px}
+table{border-collapse:collapse;margin:8px 0} td,th{padding:3px 12px;text-align:right;border-bottom:1px solid #2a3340}
+th{color:#9fd3ff} td:first-child,th:first-child{text-align:left} .scroll{max-height:420px;overflow:auto}
+"""
+
+
+def _png(data: bytes, alt: str) -> str:
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+
+
+def _ms(seconds) -> str:
+    if seconds is None or (isinstance(seconds, float) and np.isnan(seconds)):
+        return "–"
+    s = float(seconds)
+    return f"{s * 1e3:.1f} ms" if s >= 0.01 else f"{s * 1e3:.2f} ms"
+
+
+def _when(t) -> str:
+    return datetime.fromtimestamp(int(t), tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(df: pd.DataFrame, columns: dict[str, callable]) -> str:
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(fmt(row))}</td>" for fmt in columns.values()) + "</tr>"
+        for _, row in df.iterrows()
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _tile(value: str, label: str, state: str = "") -> str:
+    return f'<div class="tile {state}"><b>{html.escape(value)}</b><span>{html.escape(label)}</span></div>'
+
+
+def render_report(d: ReportData) -> str:
+    cluster = d.ranking[d.ranking["broker"] == "ALL"]
+    brokers = d.ranking[d.ranking["broker"] != "ALL"]
+    c = cluster.iloc[0] if not cluster.empty else None
+    epochs = _window_epochs(d)
+    lo_s, hi_s = charts.bucket_range(d.cells)
+    all_cells = d.cells[d.cells["broker"] == "ALL"]
+    quarantined = sum(d.quarantined.values())
+
+    parts = [
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(d.title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(d.title)}</h1>",
+        f'<div class="meta">{html.escape(d.source)} · {d.first:%Y-%m-%d %H:%M:%S} – {d.last:%Y-%m-%d %H:%M:%S} UTC'
+        f" · window {d.window_s} s · {d.rows:,} rows · generated {d.generated:%Y-%m-%d %H:%M} UTC</div>",
+        '<div class="tiles">',
+    ]
+    if c is not None:
+        mean_ok = c["mean"] is not None and float(c["mean"]) <= 0.003
+        parts += [
+            _tile(f"{int(c['count']):,}", f"{d.op} calls"),
+            _tile(_ms(c["mean"]), "mean (SLA 3 ms)", "ok" if mean_ok else "bad"),
+            _tile(_ms(c["p99"]), "p99"),
+            _tile(_ms(c["p999"]), "p99.9"),
+            _tile(_ms(c["max"]), "max (SLA 20 ms)", "ok" if float(c["max"]) <= 0.020 else "bad"),
+            _tile(
+                f"{int(c['over_20ms']):,}",
+                f"{d.op}s over 20 ms",
+                "ok" if c["over_20ms"] == 0 else "bad",
+            ),
+        ]
+    parts += [
+        _tile(
+            f"{d.spike_total:,}",
+            "spike windows (max > 20 ms)",
+            "ok" if d.spike_total == 0 else "bad",
+        ),
+        _tile(f"{quarantined:,}", "rows quarantined", "ok" if quarantined == 0 else "bad"),
+        "</div>",
+        f"<h2>Cluster heatmap ({html.escape(d.op)}, all brokers)</h2>",
+        _png(
+            charts.heatmap_png(all_cells, epochs, f"cluster · {d.op}", lo_s, hi_s),
+            "cluster heatmap",
+        ),
+        "<h2>Percentiles over time</h2>",
+        _png(
+            charts.percentile_png(d.curves, f"cluster {d.op} latency per {d.window_s} s window"),
+            "percentiles",
+        ),
+        "<h2>Worst brokers by p99.9</h2><div class=grid>",
+    ]
+    for b in d.worst_brokers:
+        cells = d.cells[d.cells["broker"] == b]
+        parts.append(
+            _png(charts.heatmap_png(cells, epochs, f"{b} · {d.op}", lo_s, hi_s), f"heatmap {b}")
+        )
+    parts.append("</div>")
+
+    cols = {
+        "broker": lambda r: str(r["broker"]),
+        "calls": lambda r: f"{int(r['count']):,}",
+        "mean": lambda r: _ms(r["mean"]),
+        "p50": lambda r: _ms(r["p50"]),
+        "p99": lambda r: _ms(r["p99"]),
+        "p99.9": lambda r: _ms(r["p999"]),
+        "max": lambda r: _ms(r["max"]),
+        "over 20 ms": lambda r: f"{int(r['over_20ms']):,}",
+    }
+    by_p999 = brokers.sort_values(["p999", "max"], ascending=False).head(TOP_N)
+    by_over = brokers.sort_values(["over_20ms", "p999"], ascending=False).head(TOP_N)
+    parts += [
+        f"<h2>Top {TOP_N} brokers by p99.9</h2>",
+        _table(by_p999, cols),
+        f"<h2>Top {TOP_N} brokers by {html.escape(d.op)}s over 20 ms</h2>",
+        _table(by_over, cols),
+        "<p class=meta>Counted from histogram buckets whose lower bound is ≥ 20 ms (from 20.3 ms).</p>",
+        f"<h2>Spikes: windows whose max exceeds 20 ms ({d.spike_total:,})</h2>",
+    ]
+    if d.spike_total > len(d.spikes):
+        parts.append(f"<p class=meta>First {len(d.spikes):,} listed; all are in percentiles/.</p>")
+    spike_cols = {
+        "window start (UTC)": lambda r: _when(r["t"]),
+        "broker": lambda r: str(r["broker"]),
+        "max": lambda r: _ms(r["max"]),
+        "p99.9": lambda r: _ms(r["p999"]),
+        "calls": lambda r: f"{int(r['count']):,}",
+    }
+    parts.append(
+        f'<div class="scroll">{_table(d.spikes, spike_cols)}</div>'
+        if len(d.spikes)
+        else "<p>None.</p>"
+    )
+    parts.append(f"<h2>Quarantined rows ({quarantined:,})</h2>")
+    if d.quarantined:
+        q = pd.DataFrame(sorted(d.quarantined.items()), columns=["reason", "rows"])
+        parts.append(
+            _table(q, {"reason": lambda r: r["reason"], "rows": lambda r: f"{int(r['rows']):,}"})
+        )
+        parts.append("<p class=meta>The rows themselves are in quarantine/ with their reason.</p>")
+    else:
+        parts.append("<p>None: every row passed the schema checks.</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _window_epochs(d: ReportData) -> np.ndarray:
+    """Every window start from first to last, so gaps in the data show as gaps."""
+    w = d.window_s
+    first = int(d.first.timestamp()) // w * w
+    last = int(d.last.timestamp()) // w * w
+    return np.arange(first, last + w, w)

@@ -1,0 +1,274 @@
+"""The latency heatmap job: metrics log -> heatmap/, percentiles/, quarantine/, report.html.
+
+Runs from `floodgate report heatmap ...` (local[*] by default) and, unchanged,
+under spark-submit on a cluster:
+
+    spark-submit --master yarn spark_reports/jobs/heatmap.py --input hdfs:///logs/d11 --out hdfs:///reports/d11
+
+The session, paths and writing live here; the computation is the pure frames
+of spark_reports.heatmap_frames.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+if __package__ in (None, ""):  # spark-submit runs this file as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from spark_reports.errors import EmptyInput, ReportError  # noqa: E402
+
+OUTPUTS = ["heatmap", "percentiles", "quarantine", "report.html"]
+WORST_BROKERS = 4  # per-broker heatmaps in the report
+SPIKES_LISTED = 1000  # spike rows listed in the report (all are in percentiles/)
+
+
+@dataclass
+class HeatmapOptions:
+    input: str
+    out: str
+    start: datetime | None = None
+    end: datetime | None = None
+    cluster: str | None = None
+    brokers: list[str] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    window_s: int | None = None
+    master: str | None = None
+    progress: bool = True
+
+
+def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
+    """Run the job; returns a summary (paths, rows, window, quarantine count)."""
+    from spark_reports import heatmap_frames as hf
+    from spark_reports import output, schema
+    from spark_reports.session import get_session
+
+    if opts.start and opts.end and opts.start >= opts.end:
+        raise ReportError(
+            f"--from {opts.start:%Y-%m-%dT%H:%M:%SZ} is not before --to {opts.end:%Y-%m-%dT%H:%M:%SZ}"
+        )
+    spark = spark or get_session(opts.master, "floodgate-report-heatmap", opts.progress)
+    latency_path = f"{opts.input.rstrip('/')}/{schema.LATENCY_TABLE}"
+    raw = _read(spark, latency_path)
+    raw = schema.conform_spark_frame(raw)
+    selected = hf.select_rows(raw, opts.start, opts.end, opts.cluster, opts.brokers, opts.ops)
+    per_op = _rows_per_op(selected)
+    if not per_op:
+        raise EmptyInput(f"no latency rows in {latency_path}{_filters_text(opts)}")
+    first = min(r["first"] for r in per_op.values())
+    last = max(r["last"] for r in per_op.values())
+    span_s = ((opts.end or last) - (opts.start or first)).total_seconds() + (0 if opts.end else 1)
+    window_s = opts.window_s or hf.choose_window_s(span_s)
+
+    staged = output.StagedOutput(spark, opts.out)
+    try:
+        checked = hf.with_quarantine_reason(selected)
+        hf.bad_rows(checked).write.parquet(staged.path("quarantine"))
+        reasons = {
+            r["reason"]: r["n"]
+            for r in spark.read.parquet(staged.path("quarantine"))
+            .groupBy("reason")
+            .agg(_count().alias("n"))
+            .collect()
+        }
+        good = hf.good_rows(checked)
+        hf.heatmap_buckets(good, window_s).write.parquet(staged.path("heatmap"))
+        buckets = spark.read.parquet(staged.path("heatmap"))
+        stats = hf.window_stats(good, window_s).persist()
+        hf.percentiles(buckets, stats).write.parquet(staged.path("percentiles"))
+        pcts = spark.read.parquet(staged.path("percentiles"))
+        report_op = _report_op(opts.ops, per_op)
+        data = _collect_report_data(spark, buckets, stats, pcts, report_op)
+        stats.unpersist()
+        from spark_reports.html_report import ReportData, render_report
+
+        total_rows = sum(r["rows"] for r in per_op.values())
+        html = render_report(
+            ReportData(
+                title=f"Latency report: {opts.cluster or 'all clusters'}, op {report_op}",
+                source=opts.input,
+                first=first,
+                last=last,
+                window_s=window_s,
+                rows=total_rows,
+                quarantined=reasons,
+                op=report_op,
+                **data,
+            )
+        )
+        staged.write_bytes("report.html", html.encode("utf-8"))
+        staged.promote(OUTPUTS)
+    except BaseException:
+        staged.discard()
+        raise
+    return {
+        "out": opts.out,
+        "outputs": {name: f"{opts.out.rstrip('/')}/{name}" for name in OUTPUTS},
+        "rows": total_rows,
+        "quarantined": sum(reasons.values()),
+        "quarantine_reasons": reasons,
+        "window_s": window_s,
+        "first": first.isoformat(),
+        "last": last.isoformat(),
+        "ops": sorted(per_op),
+        "report_op": report_op,
+        "spikes": data["spike_total"],
+    }
+
+
+def _count():
+    from pyspark.sql import functions as F
+
+    return F.count(F.lit(1))
+
+
+def _read(spark, path: str):
+    from pyspark.errors import AnalysisException
+
+    from spark_reports import output
+
+    if not output.exists(spark, path):
+        raise EmptyInput(f"no metrics log at {path} (expected {path}/date=YYYY-MM-DD/*.parquet)")
+    try:
+        return spark.read.parquet(path)
+    except AnalysisException as exc:
+        if "UNABLE_TO_INFER_SCHEMA" in str(exc) or "Unable to infer schema" in str(exc):
+            raise EmptyInput(f"no Parquet files under {path}") from None
+        raise ReportError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+
+
+def _rows_per_op(selected) -> dict:
+    """One cheap pass over ts and op only: rows and time range per op."""
+    from pyspark.sql import functions as F
+
+    rows = selected.groupBy("op").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.unix_seconds(F.min("ts")).alias("first"),
+        F.unix_seconds(F.max("ts")).alias("last"),
+    )
+    out = {}
+    for r in rows.collect():
+        if r["first"] is not None:
+            out[r["op"]] = {
+                "rows": r["rows"],
+                "first": datetime.fromtimestamp(r["first"], tz=UTC),
+                "last": datetime.fromtimestamp(r["last"], tz=UTC),
+            }
+    return out
+
+
+def _report_op(asked: list[str], per_op: dict) -> str:
+    if asked:
+        return asked[0]
+    return "send" if "send" in per_op else sorted(per_op)[0]
+
+
+def _filters_text(opts: HeatmapOptions) -> str:
+    parts = []
+    if opts.start:
+        parts.append(f"from {opts.start:%Y-%m-%dT%H:%M:%SZ}")
+    if opts.end:
+        parts.append(f"to {opts.end:%Y-%m-%dT%H:%M:%SZ}")
+    if opts.cluster:
+        parts.append(f"cluster {opts.cluster}")
+    if opts.brokers:
+        parts.append(f"broker {','.join(opts.brokers)}")
+    if opts.ops:
+        parts.append(f"op {','.join(opts.ops)}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _collect_report_data(spark, buckets, stats, pcts, op: str) -> dict:
+    """The small pieces the HTML report draws, collected to the driver."""
+    from pyspark.sql import functions as F
+
+    from spark_reports import heatmap_frames as hf
+
+    of_op = F.col("op") == op
+    epoch = F.unix_seconds("window_start").alias("t")  # epochs: no time-zone guessing in pandas
+    ranking = hf.broker_ranking(buckets.filter(of_op), stats.filter(of_op)).toPandas()
+    brokers = ranking[ranking["broker"] != hf.ALL_BROKERS]
+    worst = (
+        brokers.sort_values(["p999", "max"], ascending=False).head(WORST_BROKERS)["broker"].tolist()
+    )
+    wanted = [hf.ALL_BROKERS, *worst]
+    cells = buckets.filter(of_op & F.col("broker").isin(*wanted)).select(
+        epoch, "broker", "bucket", "count"
+    )
+    curves = pcts.filter(of_op & (F.col("broker") == hf.ALL_BROKERS)).select(
+        epoch, "count", "mean", "p50", "p99", "p999", "max"
+    )
+    spikes = hf.spikes(pcts.filter(of_op))
+    return {
+        "cells": cells.toPandas(),
+        "worst_brokers": worst,
+        "curves": curves.orderBy("t").toPandas(),
+        "ranking": ranking,
+        "spikes": spikes.limit(SPIKES_LISTED)
+        .select(epoch, "broker", "max", "p999", "count")
+        .toPandas(),
+        "spike_total": spikes.count(),
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> HeatmapOptions:
+    """Arguments as spark-submit passes them (the same names as the CLI)."""
+    from spark_reports.heatmap_frames import parse_window
+
+    p = argparse.ArgumentParser(prog="heatmap.py", description=__doc__.splitlines()[0])
+    p.add_argument("--input", required=True, help="metrics log directory or URI")
+    p.add_argument("--out", required=True, help="output directory or URI")
+    p.add_argument("--from", dest="start", help="first time, ISO 8601 UTC (inclusive)")
+    p.add_argument("--to", dest="end", help="last time, ISO 8601 UTC (exclusive)")
+    p.add_argument("--cluster")
+    p.add_argument("--broker", action="append", default=[], help="repeat or comma-separate")
+    p.add_argument("--op", action="append", default=[], help="repeat or comma-separate")
+    p.add_argument("--window", help="1s, 10s, 1m, 5m ... (default: from the time range)")
+    p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
+    a = p.parse_args(argv)
+    return HeatmapOptions(
+        input=a.input,
+        out=a.out,
+        start=parse_time(a.start, "--from"),
+        end=parse_time(a.end, "--to"),
+        cluster=a.cluster,
+        brokers=split_list(a.broker),
+        ops=split_list(a.op),
+        window_s=parse_window(a.window) if a.window else None,
+        master=a.master,
+    )
+
+
+def parse_time(text: str | None, flag: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ReportError(f"{flag}: not an ISO 8601 time: {text!r}") from None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def split_list(values: list[str]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        summary = run_heatmap(parse_args(argv))
+    except ReportError as exc:
+        print(f"heatmap: error: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"heatmap: {summary['rows']:,} rows, {summary['quarantined']:,} quarantined, "
+        f"window {summary['window_s']} s -> {summary['outputs']['report.html']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
