@@ -31,6 +31,7 @@ ERROR_FAMILIES = (
     "kernel_tuning.errors:TuningError",
     "capacity.errors:CapacityError",
     "spark_reports.errors:ReportError",
+    "console.observability.errors:ObservabilityError",
 )
 
 

@@ -1,0 +1,211 @@
+"""The floodgate Grafana dashboard, built with grafana-foundation-sdk.
+
+Why this builder: grafana-foundation-sdk is Grafana Labs' own, generated from
+the same schemas Grafana validates dashboards against and released alongside
+each Grafana version, so its panel options and `schemaVersion` are those of a
+current Grafana (we pin the build for Grafana 11.6, schemaVersion 41).
+grafanalib, the older choice, has had no release since January 2024 and
+still writes the old graph-panel era schema.
+
+The queries read the brokers' and producers' raw series (not the recording
+rules), so the dashboard works against any Prometheus that scrapes floodgate,
+with or without floodgate.rules.yml loaded. `queries()` lists them so a test
+can check every metric named exists on a live /metrics.
+"""
+
+from __future__ import annotations
+
+import json
+
+from grafana_foundation_sdk.builders import common as common_b
+from grafana_foundation_sdk.builders import dashboard as dash
+from grafana_foundation_sdk.builders import heatmap, prometheus, stat, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models import dashboard as dash_model
+from grafana_foundation_sdk.models import heatmap as heatmap_model
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
+
+DASHBOARD_UID = "floodgate-cluster"
+DEFAULT_DATASOURCE = "Prometheus"
+DS = dash_model.DataSourceRef(type_val="prometheus", uid="${datasource}")
+BROKER = 'broker=~"$broker"'
+RATE = "$__rate_interval"
+
+
+def query(expr: str, legend: str = "", ref: str = "A", fmt: PromQueryFormat | None = None):
+    q = prometheus.Dataquery().expr(expr).ref_id(ref).datasource(DS)
+    if legend:
+        q = q.legend_format(legend)
+    if fmt is not None:
+        q = q.format(fmt)
+    return q
+
+
+def thresholds(*steps: tuple[float | None, str]):
+    return (dash.ThresholdsConfig().mode(dash_model.ThresholdsMode.ABSOLUTE)
+            .steps([dash_model.Threshold(value=v, color=c) for v, c in steps]))
+
+
+def legend_table():
+    return (common_b.VizLegendOptions().display_mode(common.LegendDisplayMode.TABLE)
+            .placement(common.LegendPlacement.BOTTOM).show_legend(True)
+            .calcs(["mean", "max", "lastNotNull"]))
+
+
+def series_panel(title: str, unit: str, targets: list, description: str = "",
+                 width: int = 12, height: int = 8, log2: bool = False, sla: float | None = None):
+    panel = (timeseries.Panel().title(title).description(description).datasource(DS)
+             .unit(unit).span(width).height(height).legend(legend_table())
+             .line_width(1).fill_opacity(10).show_points(common.VisibilityMode.NEVER))
+    for target in targets:
+        panel = panel.with_target(target)
+    if log2:
+        panel = panel.scale_distribution(
+            common_b.ScaleDistributionConfig().type(common.ScaleDistribution.LOG).log(2))
+    if sla is not None:  # draw the SLA as a red line
+        panel = (panel.thresholds(thresholds((None, "green"), (sla, "red")))
+                 .thresholds_style(common_b.GraphThresholdsStyleConfig()
+                                   .mode(common.GraphThresholdsStyleMode.LINE)))
+    return panel
+
+
+def send_heatmap():
+    """Classic buckets as a heatmap: one row per power-of-two `le`, log-2 y axis."""
+    expr = (f"sum by (le) (increase(floodgate_send_latency_seconds_bucket{{{BROKER}}}[{RATE}]))")
+    return (heatmap.Panel().title("Send latency heatmap").datasource(DS)
+            .description("Broker-side send RT, summed over the selected brokers. A vertical"
+                         " stripe is a stall (PageCache, flush); a rising band is load.")
+            .with_target(query(expr, "{{le}}", fmt=PromQueryFormat.HEATMAP))
+            .span(24).height(10).calculate(False)
+            .rows_frame(heatmap.RowsHeatmapOptions().layout(common.HeatmapCellLayout.LE))
+            .y_axis(heatmap.YAxisConfig().unit("s").scale_distribution(
+                common_b.ScaleDistributionConfig().type(common.ScaleDistribution.LOG).log(2)))
+            .color(heatmap.HeatmapColorOptions().mode(
+                heatmap_model.HeatmapColorMode.SCHEME).scheme("Oranges").steps(64)
+                .scale(heatmap_model.HeatmapColorScale.EXPONENTIAL).exponent(0.5))
+            .cell_values(heatmap.CellValues().unit("short"))
+            .show_y_histogram().show_color_scale(True).show_legend())
+
+
+def percentile_panel():
+    buckets = f"sum by (broker, le) (rate(floodgate_send_latency_seconds_bucket{{{BROKER}}}[{RATE}]))"
+    targets = [query(f"histogram_quantile({q}, {buckets})", f"{{{{broker}}}} {label}", ref)
+               for ref, (label, q) in zip("ABCD", (("p50", 0.5), ("p99", 0.99),
+                                                   ("p999", 0.999), ("max", 1.0)), strict=True)]
+    return series_panel(
+        "Send RT p50 / p99 / p999 / max per broker", "s", targets,
+        "From the power-of-two buckets: within one bucket of the broker's own /stats. "
+        "max is the upper bound of the highest bucket hit. Red line: the 20 ms SLA.",
+        width=16, log2=True, sla=0.020)
+
+
+def average_panel():
+    expr = (f"sum by (broker) (rate(floodgate_send_latency_seconds_sum{{{BROKER}}}[{RATE}]))"
+            f" / sum by (broker) (rate(floodgate_send_latency_seconds_count{{{BROKER}}}[{RATE}]))")
+    return series_panel("Send RT average", "s", [query(expr, "{{broker}}")],
+                        "Red line: the 3 ms average SLA.", width=8, sla=0.003)
+
+
+def over_20ms_panel():
+    expr = f"sum by (broker) (increase(floodgate_send_over_20ms_total{{{BROKER}}}[{RATE}]))"
+    return (series_panel("Sends over 20 ms", "short", [query(expr, "{{broker}}")],
+                         "Exact count kept by the broker; any is an SLA breach.", width=8)
+            .draw_style(common.GraphDrawStyle.BARS).fill_opacity(80))
+
+
+def rate_panel(direction: str):
+    unit_msgs = [query(f"sum by (broker) (rate(floodgate_messages_{direction}_total{{{BROKER}}}"
+                       f"[{RATE}]))", "{{broker}}")]
+    title = "Messages in per second" if direction == "in" else "Messages out per second"
+    return series_panel(title, "short", unit_msgs,
+                        "Stored (in) or delivered to consumers (out), per broker.", width=8)
+
+
+def fuse_panel():
+    targets = [
+        query("max by (producer, instance) (floodgate_fuse_isolated)",
+              "isolated {{producer}} {{instance}}", "A"),
+        query("max by (producer, instance) (floodgate_fuse_cap)", "cap {{producer}} {{instance}}",
+              "B"),
+        query("max by (producer, instance) (floodgate_fuse_overflow)",
+              "overflow {{producer}} {{instance}}", "C"),
+    ]
+    return series_panel("Fuse: isolated vs cap, overflow", "short", targets,
+                        "Per producer. Isolated at the cap means the next slow broker stays in"
+                        " service (overflow).", width=12)
+
+
+def disk_panel():
+    return (series_panel("Disk used", "percentunit",
+                         [query(f"max by (broker) (floodgate_disk_used_ratio{{{BROKER}}})",
+                                "{{broker}}")],
+                         "Data disk of each broker; the alert fires over 75 %.", width=12,
+                         sla=0.75).min(0).max(1))
+
+
+def flush_lag_panel():
+    return series_panel("Flush lag", "bytes",
+                        [query(f"max by (broker) (floodgate_flush_lag_bytes{{{BROKER}}})",
+                               "{{broker}}")],
+                        "CommitLog bytes written but not yet flushed to disk.", width=12)
+
+
+def consumer_lag_panel():
+    return series_panel("Consumer lag", "short",
+                        [query(f"sum by (broker, group) (floodgate_consumer_lag{{{BROKER}}})",
+                               "{{broker}} {{group}}")],
+                        "Messages not yet consumed, per broker and consumer group.", width=12)
+
+
+def brokers_up_stat():
+    return (stat.Panel().title("Brokers up").datasource(DS).span(4).height(4)
+            .with_target(query('sum(up{job="floodgate-broker"})', "up"))
+            .thresholds(thresholds((None, "red"), (1, "green"))))
+
+
+def variables(datasource: str):
+    ds_var = (dash.DatasourceVariable("datasource").label("Prometheus").type("prometheus")
+              .current(dash_model.VariableOption(selected=True, text=datasource,
+                                                 value=datasource)))
+    broker_var = (dash.QueryVariable("broker").label("Broker").datasource(DS)
+                  .query("label_values(floodgate_send_latency_seconds_count, broker)")
+                  .refresh(dash_model.VariableRefresh.ON_TIME_RANGE_CHANGED)
+                  .sort(dash_model.VariableSort.NATURAL_ASC)
+                  .multi(True).include_all(True).all_value(".*")
+                  .current(dash_model.VariableOption(selected=True, text="All",
+                                                     value="$__all")))
+    return [ds_var, broker_var]
+
+
+def build_dashboard(datasource: str = DEFAULT_DATASOURCE) -> dict:
+    """The dashboard as Grafana's JSON model (a dict)."""
+    if not datasource or not datasource.strip():
+        raise ValueError("the datasource name is empty")
+    builder = (dash.Dashboard("floodgate cluster").uid(DASHBOARD_UID)
+               .tags(["floodgate", "rocketmq"]).refresh("5s")
+               .time("now-15m", "now").timezone("browser")
+               .tooltip(dash_model.DashboardCursorSync.CROSSHAIR))
+    for var in variables(datasource):
+        builder = builder.with_variable(var)
+    builder = (builder.with_row(dash.Row("Send latency")).with_panel(send_heatmap())
+               .with_panel(percentile_panel()).with_panel(average_panel())
+               .with_row(dash.Row("Traffic and SLA")).with_panel(rate_panel("in"))
+               .with_panel(rate_panel("out")).with_panel(over_20ms_panel())
+               .with_row(dash.Row("Fuse and storage")).with_panel(fuse_panel())
+               .with_panel(disk_panel()).with_panel(flush_lag_panel())
+               .with_panel(consumer_lag_panel()).with_panel(brokers_up_stat()))
+    return json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+
+
+def queries(model: dict) -> list[str]:
+    """Every PromQL expression of a dashboard model: panels' targets and query variables."""
+    exprs = []
+    for panel in model.get("panels", []):
+        for sub in [panel, *panel.get("panels", [])]:
+            exprs.extend(t["expr"] for t in sub.get("targets", []) if t.get("expr"))
+    for var in model.get("templating", {}).get("list", []):
+        if var.get("type") == "query":
+            q = var.get("query")
+            exprs.append(q["query"] if isinstance(q, dict) else q)
+    return exprs

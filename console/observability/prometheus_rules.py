@@ -1,0 +1,185 @@
+"""floodgate.rules.yml: recording rules and the SLA alerts of seed 000.
+
+Recording rules follow Prometheus' `level:metric:operations` naming:
+`broker:floodgate_send_latency_seconds:p99_rate1m` is the p99 of the last
+minute per broker, `cluster:...` the same over every broker of a cluster.
+Percentiles come from the classic power-of-two buckets the broker exports, so
+they sit within one bucket of the broker's own /stats figures (which are read
+off its finer schema-3 histogram).
+
+The alerts (summary, a description naming the broker or producer, and a
+runbook line each):
+- average send RT over 3 ms for 1 minute;
+- any send over 20 ms (the broker's exact counter, not a bucket estimate);
+- a broker down (its scrape fails);
+- a producer's fuse with as many brokers isolated as the cap allows;
+- a data disk over 75 % full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OPS = ("send", "pull", "flush")
+QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
+BROKER_JOB = "floodgate-broker"
+PRODUCER_JOB = "floodgate-producer"
+RATE_WINDOW = "1m"
+
+# SLA thresholds of seed 000
+AVG_SEND_RT_S = 0.003
+MAX_SEND_RT_S = 0.020
+DISK_USED_RATIO = 0.75
+
+BY_BROKER = "cluster, broker, instance"
+BY_CLUSTER = "cluster"
+
+
+@dataclass(frozen=True)
+class Rule:
+    record: str
+    expr: str
+
+    def to_dict(self) -> dict:
+        return {"record": self.record, "expr": self.expr}
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    expr: str
+    for_: str | None
+    severity: str
+    summary: str
+    description: str
+    runbook: str
+
+    def to_dict(self) -> dict:
+        out: dict = {"alert": self.name, "expr": self.expr}
+        if self.for_:
+            out["for"] = self.for_
+        out["labels"] = {"severity": self.severity}
+        out["annotations"] = {
+            "summary": self.summary,
+            "description": self.description,
+            "runbook": self.runbook,
+        }
+        return out
+
+
+def rule_name(level: str, metric: str, operation: str) -> str:
+    return f"{level}:{metric}:{operation}"
+
+
+def latency_rules(window: str = RATE_WINDOW) -> list[Rule]:
+    """p50/p99/p999 and mean per broker and per cluster, for every operation."""
+    rules = []
+    for op in OPS:
+        metric = f"floodgate_{op}_latency_seconds"
+        for level, by in (("broker", BY_BROKER), ("cluster", BY_CLUSTER)):
+            buckets = f"sum by ({by}, le) (rate({metric}_bucket[{window}]))"
+            for label, q in QUANTILES.items():
+                rules.append(Rule(rule_name(level, metric, f"{label}_rate{window}"),
+                                  f"histogram_quantile({q}, {buckets})"))
+            rules.append(Rule(
+                rule_name(level, metric, f"mean_rate{window}"),
+                f"sum by ({by}) (rate({metric}_sum[{window}]))"
+                f" / sum by ({by}) (rate({metric}_count[{window}]))"))
+    return rules
+
+
+def rate_rules(window: str = RATE_WINDOW) -> list[Rule]:
+    """Messages and bytes in and out per second, errors and sends over 20 ms."""
+    rules = []
+    for counter in ("messages_in", "messages_out", "bytes_in", "bytes_out", "send_errors"):
+        metric = f"floodgate_{counter}"
+        for level, by in (("broker", BY_BROKER), ("cluster", BY_CLUSTER)):
+            rules.append(Rule(rule_name(level, metric, f"rate{window}"),
+                              f"sum by ({by}) (rate({metric}_total[{window}]))"))
+    for level, by in (("broker", BY_BROKER), ("cluster", BY_CLUSTER)):
+        rules.append(Rule(rule_name(level, "floodgate_send_over_20ms", f"increase{window}"),
+                          f"sum by ({by}) (increase(floodgate_send_over_20ms_total[{window}]))"))
+    return rules
+
+
+def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
+    mean = rule_name("broker", "floodgate_send_latency_seconds", f"mean_rate{window}")
+    over = rule_name("broker", "floodgate_send_over_20ms", f"increase{window}")
+    return [
+        Alert(
+            "FloodgateSendAverageOver3ms",
+            f"{mean} > {AVG_SEND_RT_S}",
+            "1m",
+            "page",
+            "Average send RT over 3 ms on {{ $labels.broker }}",
+            "Broker {{ $labels.broker }} ({{ $labels.instance }}, cluster {{ $labels.cluster }})"
+            " has averaged {{ $value | humanizeDuration }} per send over the last minute,"
+            " for a minute (SLA: 3 ms).",
+            "Runbook: open the send heatmap for {{ $labels.broker }}; a full-width stripe is a"
+            " PageCache or flush stall (check flush lag and disk), a slow drift is load (msgs/s"
+            " in); `floodgate fault show --broker {{ $labels.instance }}` rules out a drill"
+            " left on; if producers suffer, let the fuse isolate it.",
+        ),
+        Alert(
+            "FloodgateSendOver20ms",
+            f"{over} > 0",
+            None,
+            "page",
+            "Sends over 20 ms on {{ $labels.broker }}",
+            "Broker {{ $labels.broker }} ({{ $labels.instance }}, cluster {{ $labels.cluster }})"
+            " answered about {{ $value | printf \"%.0f\" }} sends slower than 20 ms in the"
+            " last minute (SLA: none).",
+            "Runbook: look for the stall on the send heatmap of {{ $labels.broker }}; check its"
+            " flush lag, disk and `floodgate fault show --broker {{ $labels.instance }}`;"
+            " producers' fuses should isolate it within a minute; if every broker shows it,"
+            " look at the hosts (THP, dirty page settings: `floodgate tune verify`).",
+        ),
+        Alert(
+            "FloodgateBrokerDown",
+            f'up{{job="{BROKER_JOB}"}} == 0',
+            "30s",
+            "page",
+            "Broker {{ $labels.broker }} is down",
+            "Prometheus cannot scrape broker {{ $labels.broker }} at {{ $labels.instance }}"
+            " (cluster {{ $labels.cluster }}) for 30 s: it is down or its HTTP side hangs.",
+            "Runbook: check the process and its log (the cluster's logs/{{ $labels.broker }}.log),"
+            " the host's disk and memory; restart it (`floodgate cluster up --restart` does it"
+            " on its own); producers route around it meanwhile.",
+        ),
+        Alert(
+            "FloodgateFuseIsolatedAtCap",
+            "floodgate_fuse_isolated >= floodgate_fuse_cap and floodgate_fuse_cap > 0",
+            None,
+            "page",
+            "Producer {{ $labels.producer }} has isolated as many brokers as its cap allows",
+            "The fuse of producer {{ $labels.producer }} ({{ $labels.instance }}) has"
+            " {{ $value }} brokers isolated, the 30 % cap: the next slow broker stays in service"
+            " (overflow). Its /stats lists which brokers and why.",
+            "Runbook: read the isolated brokers off http://{{ $labels.instance }}/stats (fuse),"
+            " check those brokers' send RT and errors; more than 30 % of the cluster slow at"
+            " once is a cluster-wide cause (hosts, network, load), not one broker.",
+        ),
+        Alert(
+            "FloodgateDiskOver75Percent",
+            f"floodgate_disk_used_ratio > {DISK_USED_RATIO}",
+            "1m",
+            "warning",
+            "Data disk of {{ $labels.broker }} over 75 % full",
+            "The data disk of broker {{ $labels.broker }} ({{ $labels.instance }}) is"
+            " {{ $value | humanizePercentage }} full (limit 75 %).",
+            "Runbook: check retention and the CommitLog size (floodgate_store_bytes) of"
+            " {{ $labels.broker }}; shorten retention or add disk before it fills and the"
+            " broker refuses writes.",
+        ),
+    ]
+
+
+def rules_file(window: str = RATE_WINDOW) -> dict:
+    """The floodgate.rules.yml document."""
+    return {
+        "groups": [
+            {"name": "floodgate.latency", "rules": [r.to_dict() for r in latency_rules(window)]},
+            {"name": "floodgate.rates", "rules": [r.to_dict() for r in rate_rules(window)]},
+            {"name": "floodgate.sla", "rules": [a.to_dict() for a in sla_alerts(window)]},
+        ]
+    }
