@@ -1,0 +1,305 @@
+"""Store appends vs raw sequential writes of the same bytes to the same disk, same flush policy.
+
+Cases (median of --repeat runs each, fresh data dir per run):
+* async, 128 B / 1 KiB / 4 KiB bodies, one writer: MessageStore.put (and
+  put_batch of 256 for 128 B) against two raw peers writing the very same
+  record bytes one by one to a pre-allocated file on the same disk, flushed by
+  a thread on the same policy (every 500 ms when >= 4 pages are dirty):
+  write(2) per record (a plain sequential writer: the goal's peer), and a bare
+  copy per record into an mmap (the ceiling: nothing but the copy). The
+  disk's bulk bandwidth (1 MiB writes) is printed for reference.
+* sync (group commit), 1 KiB bodies: 1 writer and 64 writer threads, against
+  raw pwrite + fdatasync per record into a pre-allocated file (what "sync"
+  means without group commit).
+
+Goals (issue 3): async 4 KiB >= 60 % of the raw peer; >= 300,000 puts/s for
+128 B bodies in-process; sync with 64 writers >= 10x sync with 1.
+
+    .venv/bin/python bench/store_append.py [--repeat 3] [--seconds 1.0] [--dir /tmp] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _util import peak_rss_mib  # noqa: E402
+
+from broker_core.store import MessageStore, StoreConfig  # noqa: E402
+from broker_core.store.message import HEADER_SIZE  # noqa: E402
+
+TOPIC = "BenchTopic"
+SEGMENT = 128 << 20
+ASYNC_BYTES = {128: 48 << 20, 1024: 64 << 20, 4096: 96 << 20}  # data written per async run
+
+
+def record_size(body: int) -> int:
+    return HEADER_SIZE + body + 1 + len(TOPIC) + 2
+
+
+def store_config(flush: str) -> StoreConfig:
+    return StoreConfig(flush=flush, commitlog_segment_bytes=SEGMENT)
+
+
+def run_store_async(root: str, body: int, batch: int = 0) -> dict:
+    n = ASYNC_BYTES[body] // record_size(body)
+    payload = os.urandom(body)
+    path = tempfile.mkdtemp(dir=root)
+    try:
+        store = MessageStore(path, store_config("async"))
+        put = store.put
+        t0 = time.perf_counter()
+        if batch:
+            bodies = [payload] * batch
+            for _ in range(n // batch):
+                store.put_batch(TOPIC, 0, bodies)
+        else:
+            for _ in range(n):
+                put(TOPIC, 0, payload)
+        elapsed = time.perf_counter() - t0
+        hist = store.take_latency()["put_batch" if batch else "put"]
+        store.close()
+    finally:
+        shutil.rmtree(path)
+    done = (n // batch) * batch if batch else n
+    return _figures(done, elapsed, body, hist.quantile(0.5), hist.quantile(0.99), hist.max)
+
+
+def run_raw_async(root: str, body: int, kind: str) -> dict:
+    """Same records, one at a time, flushed by a thread on the async policy.
+
+    kind "write": one write(2) per record to a pre-allocated file (a plain
+    sequential writer); kind "mmap": one copy per record into a pre-allocated
+    mapping (nothing but the copy: the ceiling for this record size).
+    """
+    size = record_size(body)
+    n = ASYNC_BYTES[body] // size
+    rec = os.urandom(size)
+    path = os.path.join(tempfile.mkdtemp(dir=root), "raw")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, n * size + mmap.PAGESIZE)
+        mm = mmap.mmap(fd, n * size + mmap.PAGESIZE) if kind == "mmap" else None
+        written = [0]
+        stop = threading.Event()
+
+        def flusher() -> None:
+            flushed = 0
+            while not stop.wait(0.5):
+                if written[0] // mmap.PAGESIZE - flushed // mmap.PAGESIZE >= 4:
+                    target = written[0]
+                    os.fdatasync(fd)
+                    flushed = target
+
+        t = threading.Thread(target=flusher, daemon=True)
+        t.start()
+        lat = np.empty(n)
+        clock = time.perf_counter
+        t0 = clock()
+        pos = 0
+        if kind == "mmap":
+            for i in range(n):
+                a = clock()
+                mm[pos : pos + size] = rec
+                pos += size
+                written[0] = pos
+                lat[i] = clock() - a
+        else:
+            write = os.write
+            for i in range(n):
+                a = clock()
+                write(fd, rec)
+                pos += size
+                written[0] = pos
+                lat[i] = clock() - a
+        elapsed = clock() - t0
+        stop.set()
+        t.join()
+        if mm is not None:
+            mm.close()
+    finally:
+        os.close(fd)
+        shutil.rmtree(os.path.dirname(path))
+    return _figures(n, elapsed, body, *np.quantile(lat, [0.5, 0.99]), lat.max())
+
+
+def run_bulk_bandwidth(root: str, total: int = 64 << 20) -> float:
+    """MiB/s of 1 MiB sequential writes plus one fdatasync: the disk's bulk figure."""
+    chunk = os.urandom(1 << 20)
+    path = os.path.join(tempfile.mkdtemp(dir=root), "bulk")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(total >> 20):
+            os.write(fd, chunk)
+        os.fdatasync(fd)
+        elapsed = time.perf_counter() - t0
+    finally:
+        os.close(fd)
+        shutil.rmtree(os.path.dirname(path))
+    return (total >> 20) / elapsed
+
+
+def run_store_sync(root: str, body: int, writers: int, seconds: float) -> dict:
+    payload = os.urandom(body)
+    path = tempfile.mkdtemp(dir=root)
+    counts = [0] * writers
+    try:
+        store = MessageStore(path, store_config("sync"))
+        stop = threading.Event()
+
+        def writer(i: int) -> None:
+            while not stop.is_set():
+                if store.put(TOPIC, i % 8, payload).ok:
+                    counts[i] += 1
+
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        time.sleep(seconds)
+        stop.set()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - t0
+        hist = store.take_latency()["put"]
+        store.close()
+    finally:
+        shutil.rmtree(path)
+    return _figures(sum(counts), elapsed, body, hist.quantile(0.5), hist.quantile(0.99), hist.max)
+
+
+def run_raw_sync(root: str, body: int, seconds: float) -> dict:
+    size = record_size(body)
+    rec = os.urandom(size)
+    path = os.path.join(tempfile.mkdtemp(dir=root), "raw")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    lat = []
+    pos = 0
+    try:
+        os.posix_fallocate(fd, 0, SEGMENT)  # like a store segment
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        while True:
+            a = time.perf_counter()
+            if a >= deadline:
+                break
+            os.pwrite(fd, rec, pos)
+            pos += size
+            os.fdatasync(fd)
+            lat.append(time.perf_counter() - a)
+        elapsed = time.perf_counter() - t0
+    finally:
+        os.close(fd)
+        shutil.rmtree(os.path.dirname(path))
+    arr = np.array(lat)
+    return _figures(len(lat), elapsed, body, *np.quantile(arr, [0.5, 0.99]), arr.max())
+
+
+def _figures(n, elapsed, body, p50, p99, mx) -> dict:
+    return {
+        "msgs_per_s": n / elapsed,
+        "mib_per_s": n * record_size(body) / elapsed / 2**20,
+        "p50_us": p50 * 1e6,
+        "p99_us": p99 * 1e6,
+        "max_us": mx * 1e6,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def median_of(runs: list[dict]) -> dict:
+    best = sorted(runs, key=lambda r: r["msgs_per_s"])[len(runs) // 2]
+    out = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    out["max_us"] = best["max_us"]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=1.0, help="per sync run")
+    ap.add_argument("--dir", default=tempfile.gettempdir(), help="where data goes (same disk)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="floodgate-bench-", dir=args.dir)
+    rows: dict[str, dict] = {}
+    try:
+        for body in (128, 1024, 4096):
+            rows[f"async {body} B store put"] = median_of(
+                [run_store_async(root, body) for _ in range(args.repeat)]
+            )
+            if body == 128:
+                rows["async 128 B store put_batch(256)"] = median_of(
+                    [run_store_async(root, body, batch=256) for _ in range(args.repeat)]
+                )
+            rows[f"async {body} B raw write(2) per record"] = median_of(
+                [run_raw_async(root, body, "write") for _ in range(args.repeat)]
+            )
+            rows[f"async {body} B raw mmap copy per record"] = median_of(
+                [run_raw_async(root, body, "mmap") for _ in range(args.repeat)]
+            )
+        bulk = statistics.median(run_bulk_bandwidth(root) for _ in range(args.repeat))
+        for writers in (1, 64):
+            rows[f"sync 1024 B store, {writers} writer(s)"] = median_of(
+                [run_store_sync(root, 1024, writers, args.seconds) for _ in range(args.repeat)]
+            )
+        rows["sync 1024 B raw pwrite+fdatasync"] = median_of(
+            [run_raw_sync(root, 1024, args.seconds) for _ in range(args.repeat)]
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    store_4k = rows["async 4096 B store put"]["mib_per_s"]
+    ratio_4k = store_4k / rows["async 4096 B raw write(2) per record"]["mib_per_s"]
+    ratio_4k_mmap = store_4k / rows["async 4096 B raw mmap copy per record"]["mib_per_s"]
+    puts_128 = rows["async 128 B store put"]["msgs_per_s"]
+    batch_128 = rows["async 128 B store put_batch(256)"]["msgs_per_s"]
+    group = (
+        rows["sync 1024 B store, 64 writer(s)"]["msgs_per_s"]
+        / rows["sync 1024 B store, 1 writer(s)"]["msgs_per_s"]
+    )
+    goals = {
+        "async 4 KiB >= 60% of raw write(2)": (ratio_4k, ratio_4k >= 0.6),
+        "async 4 KiB vs raw mmap copy (info)": (ratio_4k_mmap, True),
+        "128 B >= 300k puts/s (put)": (puts_128, puts_128 >= 300_000),
+        "128 B >= 300k puts/s (put_batch)": (batch_128, batch_128 >= 300_000),
+        "sync 64 writers >= 10x 1 writer": (group, group >= 10),
+    }
+    if args.json:
+        print(json.dumps({"rows": rows, "bulk_mib_per_s": bulk, "goals": goals}, indent=2))
+    else:
+        print(
+            f"{'case':40} {'msgs/s':>10} {'MiB/s':>8} {'p50 us':>8} {'p99 us':>9} {'max us':>9} {'RSS MiB':>8}"
+        )
+        for name, r in rows.items():
+            print(
+                f"{name:40} {r['msgs_per_s']:10,.0f} {r['mib_per_s']:8.1f} {r['p50_us']:8.1f}"
+                f" {r['p99_us']:9.1f} {r['max_us']:9.0f} {r['peak_rss_mib']:8.0f}"
+            )
+        print(f"disk bulk bandwidth (1 MiB writes + fdatasync): {bulk:,.0f} MiB/s")
+        for name, (value, ok) in goals.items():
+            print(f"goal {name:36} {value:12,.2f}  {'met' if ok else 'MISSED'}")
+    # put_batch may stand in for put on the 128 B goal: either meeting it is enough.
+    met = (
+        goals["async 4 KiB >= 60% of raw write(2)"][1]
+        and goals["sync 64 writers >= 10x 1 writer"][1]
+    )
+    met = met and (
+        goals["128 B >= 300k puts/s (put)"][1] or goals["128 B >= 300k puts/s (put_batch)"][1]
+    )
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
