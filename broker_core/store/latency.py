@@ -57,3 +57,14 @@ class LatencyRecorder:
             taken = self._hists
             self._hists = {op: LatencyHistogram() for op in taken}
             return taken
+
+
+def summarize(h: LatencyHistogram) -> dict:
+    """count, mean, p50, p99, max in seconds (None when empty), for stats()."""
+    return {
+        "count": h.count,
+        "mean_s": h.mean if h.count else None,
+        "p50_s": h.quantile(0.5),
+        "p99_s": h.quantile(0.99),
+        "max_s": h.max if h.count else None,
+    }

@@ -17,22 +17,29 @@ blocking form.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
 from concurrent.futures import Future
 from time import perf_counter
 
-from broker_core.errors import MessageIllegalError, StoreClosedError, StoreLockedError
+from broker_core.errors import MessageIllegalError, StoreClosedError
 from broker_core.store.allocate import SegmentAllocator
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.config import StoreConfig
 from broker_core.store.consume_queue import ConsumeQueue
 from broker_core.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
-from broker_core.store.latency import LatencyRecorder
-from broker_core.store.message import HEADER, MESSAGE_MAGIC, CorruptRecord, pack_host, prepare
+from broker_core.store.latency import LatencyRecorder, summarize
+from broker_core.store.lockfile import take_lock
+from broker_core.store.message import (
+    BLANK_MIN,
+    HEADER,
+    MESSAGE_MAGIC,
+    CorruptRecord,
+    pack_host,
+    prepare,
+)
 from broker_core.store.recovery import recover
 from broker_core.store.results import GetResult, GetStatus, PutResult, PutStatus
 from broker_core.store.retention import RetentionService
@@ -47,7 +54,7 @@ class MessageStore:
         self.path = os.fspath(path)
         self.config = config = config or StoreConfig()
         os.makedirs(self.path, exist_ok=True)
-        self._lock_fd = _take_lock(os.path.join(self.path, "lock"))
+        self._lock_fd = take_lock(os.path.join(self.path, "lock"))
         self._closed = False
         try:
             self._open(config)
@@ -58,6 +65,7 @@ class MessageStore:
     def _open(self, config: StoreConfig) -> None:
         self._clock = config.clock
         self._max_body = config.max_message_bytes
+        self._sync = config.flush == "sync"
         self._store_host = pack_host(config.store_host)
         self._put_lock = threading.Lock()
         self._stats_lock = threading.Lock()
@@ -230,11 +238,12 @@ class MessageStore:
             try:
                 cq.ensure_capacity(len(prepared))
                 for size, crc, body_len, tail, th in prepared:
-                    if not cl.fits(size):
-                        cl.roll()
-                        self.retention.check_disk()
                     seg = cl.active
                     phys = cl.write_offset
+                    if seg is None or phys + size + BLANK_MIN > seg.end_offset:
+                        seg = cl.roll()
+                        phys = cl.write_offset
+                        self.retention.check_disk()
                     local = phys - seg.start_offset
                     qo = cq.max_offset
                     seg.mm[local : local + size] = HEADER.pack(
@@ -259,7 +268,7 @@ class MessageStore:
             c["put_msgs"] += stored
             c["put_bytes"] += end - first_phys
         status = PutStatus.PUT_OK
-        if wait and self.config.flush == "sync":
+        if wait and self._sync:
             if not self.flush_service.wait(end, self.config.sync_flush_timeout_s):
                 status = PutStatus.FLUSH_DISK_TIMEOUT
                 with self._stats_lock:
@@ -378,7 +387,7 @@ class MessageStore:
             "counters": dict(self.counters),
             "over_20ms": dict(self.latency_recorder.over_20ms),
             "puts_over_20ms": self.latency_recorder.over_20ms["put"],
-            "latency": {op: _summary(h) for op, h in hists.items()},
+            "latency": {op: summarize(h) for op, h in hists.items()},
             "recovery": self.recovery.to_dict(),
         }
 
@@ -412,31 +421,6 @@ class MessageStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _take_lock(path: str) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise StoreLockedError(
-            f"store {os.path.dirname(path)} is in use by another store (pid {holder})"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
-def _summary(h) -> dict:
-    return {
-        "count": h.count,
-        "mean_s": h.mean if h.count else None,
-        "p50_s": h.quantile(0.5),
-        "p99_s": h.quantile(0.99),
-        "max_s": h.max if h.count else None,
-    }
 
 
 __all__ = ["GetResult", "GetStatus", "MessageStore", "PutResult", "PutStatus", "StoreConfig"]
