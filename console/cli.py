@@ -29,6 +29,8 @@ COMMAND_MODULES = (
     "console.commands.cluster_cmd",
     "console.commands.fault_cmd",
     "console.commands.bench_cmd",
+    "console.commands.status_cmd",
+    "console.commands.console_cmd",
     "console.commands.prometheus_cmd",
     "console.commands.grafana_cmd",
 )

@@ -1,0 +1,25 @@
+"""`floodgate console`: the Textual TUI on a live cluster (or Prometheus)."""
+
+from __future__ import annotations
+
+from console.commands.common import add_subparser
+from console.commands.status_cmd import add_source_args
+
+
+def register(sub) -> None:
+    parser = add_subparser(sub, "console", "live cluster health in the terminal (Textual TUI)")
+    add_source_args(parser)
+    parser.add_argument("--refresh", type=float, metavar="SECONDS",
+                        help="seconds between polls (default 1)")
+    parser.add_argument("--profile", default="broker",
+                        help="kernel tuning profile the Host screen verifies (broker)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from console.app import FloodgateApp
+    from console.config import config_from_args
+
+    cfg = config_from_args(args)
+    FloodgateApp(cfg).run()
+    return 0

@@ -1,0 +1,88 @@
+"""`floodgate status`: the console's health data once, as a table or JSON.
+
+Exit 0 when every broker is UP, 1 when any is SLOW, ISOLATED or DOWN. One
+poll, so a broker that does not answer is DOWN at once (the console waits
+for two refreshes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from console.commands.common import add_subparser, print_json
+
+
+def register(sub) -> None:
+    parser = add_subparser(sub, "status", "cluster health once: broker states, latency, fuse")
+    add_source_args(parser)
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(func=run)
+
+
+def add_source_args(parser) -> None:
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--cluster", type=Path, metavar="FILE",
+                        help="cluster.toml (from `floodgate cluster up`)")
+    target.add_argument("--brokers", metavar="ADDR,…",
+                        help="brokers' HTTP addresses (host:port of /stats), or name=host:port")
+    target.add_argument("--prometheus", metavar="URL",
+                        help="read the figures from Prometheus' HTTP API instead")
+    target.add_argument("--replay", type=Path, metavar="DIR", help=argparse_hidden())
+    parser.add_argument("--producers", metavar="HTTP_ADDR,…",
+                        help="producers' /stats addresses, for fuse state (ISOLATED)")
+
+
+def argparse_hidden():
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+def state_to_dict(state) -> dict:
+    s = state.summary
+    return {
+        "time": state.now,
+        "healthy": s.healthy,
+        "summary": {"brokers": s.brokers, "by_state": dict(s.by_state),
+                    "in_per_s": s.in_per_s, "out_per_s": s.out_per_s, "p99_s": s.p99,
+                    "max_s": s.max, "mean_s": s.mean, "isolated": s.isolated, "cap": s.cap},
+        "brokers": [{"name": b.name, "http": b.key, "state": b.state, "reason": b.reason,
+                     "in_per_s": b.in_per_s, "out_per_s": b.out_per_s, "mean_s": b.mean,
+                     "p50_s": b.p50, "p99_s": b.p99, "p999_s": b.p999, "max_s": b.max,
+                     "over_20ms": b.over_20ms, "disk_used_ratio": b.disk_used_ratio,
+                     "flush_lag_bytes": b.flush_lag_bytes, "consumer_lag": b.consumer_lag}
+                    for b in state.brokers],
+        "producers": [{"name": p.name, "http": p.key, "up": p.up, "error": p.error,
+                       "excluded": p.excluded, "cap": (p.fuse or {}).get("cap")}
+                      for p in state.producers],
+        "alerts": [a.message for a in state.active_alerts],
+    }
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from console.config import config_from_args
+    from console.panels import render_panel
+    from console.poller import Poller
+
+    cfg = config_from_args(args)
+    cfg.down_after = 1
+    cfg.timeout = 2.0
+    poller = Poller.from_config(cfg)
+    try:
+        poller.poll_producers()
+        state = poller.poll_brokers()
+    finally:
+        poller.stop()
+    if args.json:
+        print_json(state_to_dict(state))
+    else:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)  # a pipe or a file: do not squeeze the table
+        console.print(render_panel("summary", state))
+        console.print(render_panel("brokers", state))
+        for alert in state.active_alerts:
+            console.print(f"[red]alert[/red] {alert.message}")
+    return 0 if state.summary.healthy else 1

@@ -1,0 +1,61 @@
+"""Short human figures for tables: 3.1 ms, 12.4k/s, 73 %, 1.2 MB. None -> "-"."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+STATE_STYLE = {"UP": "green", "SLOW": "yellow", "ISOLATED": "magenta", "DOWN": "bold red"}
+
+
+def ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    value = seconds * 1000
+    if value >= 100:
+        return f"{value:,.0f} ms"
+    return f"{value:.2f} ms" if value < 10 else f"{value:.1f} ms"
+
+
+def rate(per_s: float | None) -> str:
+    if per_s is None:
+        return "-"
+    if per_s >= 10_000:
+        return f"{per_s / 1000:,.0f}k/s"
+    return f"{per_s / 1000:.1f}k/s" if per_s >= 1000 else f"{per_s:.0f}/s"
+
+
+def pct(ratio: float | None, digits: int = 0) -> str:
+    return "-" if ratio is None else f"{ratio * 100:.{digits}f} %"
+
+
+def size(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return "-"
+
+
+def count(n: int | float | None) -> str:
+    return "-" if n is None else f"{int(n):,}"
+
+
+def clock(epoch: float | None) -> str:
+    if not epoch:
+        return "--:--:--"
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%H:%M:%S")
+
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float | None], width: int | None = None) -> str:
+    """Unicode sparkline, scaled to the largest value; gaps for None."""
+    if width is not None and len(values) > width:
+        values = values[-width:]
+    top = max((v for v in values if v is not None), default=0.0)
+    if top <= 0:
+        return "".join(" " if v is None else SPARK[0] for v in values)
+    return "".join(" " if v is None else SPARK[min(7, int(v / top * 7.999))] for v in values)

@@ -1,0 +1,28 @@
+"""SLA alerts as they happen: raised and cleared, newest first."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from console.format import clock
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow"}
+
+
+def render(state, focus=None):
+    log = state.alerts
+    if not log.entries:
+        return Text("no SLA breach this session", style="green")
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for label in ("time", "severity", "alert"):
+        table.add_column(label)
+    active = {a.key for a in log.active}
+    for a in reversed(log.entries[-200:]):
+        if focus and focus not in a.key:
+            continue
+        style = "dim" if a.cleared else SEVERITY_STYLE.get(a.severity, "")
+        live = "●" if a.key in active and not a.cleared else " "
+        table.add_row(clock(a.time), Text(f"{live} {a.severity}", style=style),
+                      Text(a.message, style=style))
+    return table

@@ -1,0 +1,85 @@
+"""The broker table: one column list shared by the TUI's DataTable and the
+Rich table of `floodgate status`; each column gives a sort key and a cell."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from console.format import STATE_STYLE, count, ms, pct, rate, size
+from console.state import SLA_MAX_S, SLA_MEAN_S, STATES
+
+_RANK = {s: i for i, s in enumerate(STATES)}
+
+
+@dataclass(frozen=True)
+class Column:
+    label: str
+    key: Callable[[Any], Any]  # sort key (None sorts last)
+    cell: Callable[[Any], Text]
+    numeric: bool = True
+
+
+def _lat(attr: str, limit: float) -> Column:
+    def cell(b) -> Text:
+        v = getattr(b, attr)
+        return Text(ms(v), style="bold red" if v is not None and v > limit else "",
+                    justify="right")
+
+    return Column(attr, lambda b: getattr(b, attr), cell)
+
+
+def _plain(label: str, attr: str, fmt: Callable[[Any], str], bad=None) -> Column:
+    def cell(b) -> Text:
+        v = getattr(b, attr)
+        return Text(fmt(v), style="red" if bad and v is not None and bad(v) else "",
+                    justify="right")
+
+    return Column(label, lambda b: getattr(b, attr), cell)
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("broker", lambda b: b.name, lambda b: Text(b.name), numeric=False),
+    Column("state", lambda b: _RANK.get(b.state, 9),
+           lambda b: Text(b.state + ("?" if b.failures and b.state != "DOWN" else ""),
+                          style=STATE_STYLE.get(b.state, "")), numeric=False),
+    _plain("in", "in_per_s", rate),
+    _plain("out", "out_per_s", rate),
+    _plain("avg", "mean", ms, lambda v: v > SLA_MEAN_S),
+    _lat("p50", SLA_MAX_S),
+    _lat("p99", SLA_MAX_S),
+    _lat("p999", SLA_MAX_S),
+    _lat("max", SLA_MAX_S),
+    _plain(">20ms", "over_20ms", count, lambda v: v > 0),
+    _plain("disk", "disk_used_ratio", pct, lambda v: v > 0.75),
+    _plain("flush lag", "flush_lag_bytes", size, lambda v: v > 64 << 20),
+    _plain("cons lag", "consumer_lag", count),
+)
+
+
+def sort_brokers(brokers, column: int, reverse: bool = False) -> list:
+    col = COLUMNS[column]
+    present = [b for b in brokers if col.key(b) is not None]
+    missing = [b for b in brokers if col.key(b) is None]
+    return sorted(present, key=col.key, reverse=reverse) + missing
+
+
+def matches(broker, needle: str) -> bool:
+    needle = needle.lower().strip()
+    return not needle or needle in broker.name.lower() or needle in broker.state.lower() \
+        or needle in broker.key.lower()
+
+
+def render(state, focus=None) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.title = "send latency over the last 10 s"
+    for col in COLUMNS:
+        table.add_column(col.label, justify="right" if col.numeric else "left", no_wrap=True)
+    table.add_column("why", style="dim", overflow="fold")
+    for b in state.brokers:
+        table.add_row(*(col.cell(b) for col in COLUMNS), b.reason)
+    return table

@@ -1,0 +1,39 @@
+"""One broker: the send-latency heatmap of the last 5 minutes, percentile
+sparklines, throughput, disk and flush, recent events."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Header
+
+from console.screens.base import StateScreen
+from console.widgets import PanelView
+
+
+class BrokerScreen(StateScreen):
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+
+    def compose(self):
+        yield Header()
+        with Vertical(id="broker"):
+            yield PanelView("heatmap", self.key, id="heatmap", title="send latency heatmap")
+            with Horizontal(id="broker-row"):
+                yield PanelView("percentiles", self.key, id="percentiles",
+                                title="send p50 / p99 / max, last 60 s")
+                yield PanelView("throughput", self.key, id="throughput", title="throughput")
+            with Horizontal(id="broker-row2"):
+                yield PanelView("disk", self.key, id="disk", title="disk and flush")
+                yield PanelView("events", self.key, id="events", title="events")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        state = getattr(self.app, "state", None)
+        broker = state.broker(self.key) if state else None
+        self.sub_title = broker.name if broker else self.key
+        if state is not None:
+            self.update_state(state)

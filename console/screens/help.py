@@ -1,0 +1,36 @@
+"""`?`: what the keys do and what the states mean."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+HELP = """[b]floodgate console[/b]
+
+[b]c[/b] cluster   [b]f[/b] fuse   [b]h[/b] host   [b]a[/b] alerts   [b]?[/b] help   [b]q[/b] quit
+[b]Enter[/b] open the broker under the cursor (heatmap)   [b]Esc[/b] back
+[b]s[/b] sort by the next column   [b]r[/b] reverse   [b]/[/b] filter   [b]ctrl+p[/b] commands
+
+[b]States[/b]
+[green]UP[/green]        answering, send p99 and max within the SLA
+[yellow]SLOW[/yellow]      send p99 or max over 20 ms in the last 10 s
+[magenta]ISOLATED[/magenta]  a producer's fuse excludes it (slow or failing)
+[red]DOWN[/red]      no answer for two refreshes (the reason is shown)
+A [b]?[/b] after a state: the last poll failed, the row is stale.
+
+[b]Alerts[/b] send average over 3 ms, max over 20 ms, a broker down,
+the fuse's isolated brokers at its cap (30 % of the brokers).
+
+Press any key to close."""
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close")]
+
+    def compose(self):
+        yield Static(HELP, id="help")
+
+    def on_key(self, event) -> None:
+        event.stop()
+        self.app.pop_screen()
