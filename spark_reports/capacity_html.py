@@ -20,7 +20,7 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding
 text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 .pass{color:#fff;background:#2a7d2a;padding:.1em .5em;border-radius:3px}
 .fail{color:#fff;background:#b22;padding:.1em .5em;border-radius:3px}
-.big{font-size:1.3em}.muted{color:#666}img{max-width:100%}code{background:#f4f4f4}
+td.t{text-align:left}.big{font-size:1.3em}.muted{color:#666}img{max-width:100%}code{background:#f4f4f4}
 """
 
 FORMULAS = [
@@ -41,7 +41,9 @@ def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     plt.close(fig)
-    return f'<img alt="chart" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    return (
+        f'<img alt="chart" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    )
 
 
 def _figure(height: float = 3.6, rows: int = 1):
@@ -127,7 +129,8 @@ def _table(rows: list[dict], columns: list[tuple[str, str]], fmt=None) -> str:
         for key, _ in columns:
             v = row.get(key)
             text = fmt[key](v) if key in fmt and v is not None else ("" if v is None else str(v))
-            cells.append(f"<td>{html.escape(text)}</td>")
+            numeric = text[:1].isdigit() or text[:1] in "-."
+            cells.append(f"<td>{html.escape(text)}</td>" if numeric else f"<td class=t>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
@@ -145,13 +148,17 @@ def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | Non
     fp, need, bind = v["forecast_peak_msgs_per_s"], v["brokers_needed"], v["binding_constraint"]
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>floodgate capacity plan "
              f"{html.escape(inp['target_date'])}</title><style>{CSS}</style></head><body>"]  # fmt: skip
-    parts.append(f"<h1>Capacity plan for {html.escape(inp['target_date'])} {_badge(v['pass'])}</h1>")
+    parts.append(
+        f"<h1>Capacity plan for {html.escape(inp['target_date'])} {_badge(v['pass'])}</h1>"
+    )
     parts.append(
         f"<p class=big>Forecast peak: low <b>{_rate(fp['low'])}</b>, mid <b>{_rate(fp['mid'])}</b>, "
         f"high <b>{_rate(fp['high'])}</b> msgs/s. Brokers needed: <b>{need['mid']}</b> "
         f"(binding: {html.escape(bind['mid'])}; {need['low']} .. {need['high']} across the band); "
         f"{v['brokers_now']} today.</p>"
     )
+    for warning in v.get("warnings", []):
+        parts.append(f"<p class=muted>⚠ {html.escape(warning)}</p>")
     parts.append(_table(
         [{**c, "result": "PASS" if c["pass"] else "FAIL"} for c in v["checks"]],
         [("check", "check"), ("result", "result"), ("detail", "detail")],
@@ -188,13 +195,18 @@ def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | Non
                      f"{_rate(u['max_throughput'] or 0)} msgs/s; R² {u['r_squared']:.4f}, "
                      f"MAPE {u['mape']:.2%}.</p>")  # fmt: skip
     parts.append("<h2>Measured traffic and latency</h2>" + traffic_chart(plan, minutes))
-    ms = {k: (lambda x: f"{x:.3f}") for k in ("mean_ms", "p50_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")}
+    ms = {
+        k: (lambda x: f"{x:.3f}")
+        for k in ("mean_ms", "p50_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")
+    }
     lat = sorted(plan["latency"], key=lambda r: (r["broker"] != "ALL", -r["p999_ms"]))[:11]
     parts.append(_table(lat, [("broker", "broker"), ("count", "sends"), ("mean_ms", "mean ms"),
                               ("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9"),
                               ("p9999_ms", "p99.99"), ("max_ms", "max")], ms))  # fmt: skip
-    parts.append("<p class=muted>Cluster (ALL) first, then the 10 brokers with the worst p99.9. "
-                 "Quantiles are bucket upper bounds of the merged schema-3 histograms (≤ 4.4 % high).</p>")
+    parts.append(
+        "<p class=muted>Cluster (ALL) first, then the 10 brokers with the worst p99.9. "
+        "Quantiles are bucket upper bounds of the merged schema-3 histograms (≤ 4.4 % high).</p>"
+    )
     parts.append("<h2>Sizing</h2>")
     rows = []
     for name in ("utilisation", "fuse", "failure_domain", "disk", "network"):
@@ -232,6 +244,11 @@ def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | Non
     versions = versions or {"python": platform.python_version()}
     parts.append(_table([{"what": k, "value": str(val)} for k, val in versions.items()],
                         [("what", "component"), ("value", "version")]))  # fmt: skip
-    parts.append(_table([{"what": k, "value": f} for k, f in FORMULAS], [("what", "model"), ("value", "formula")]))
+    parts.append(
+        _table(
+            [{"what": k, "value": f} for k, f in FORMULAS],
+            [("what", "model"), ("value", "formula")],
+        )
+    )
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -132,7 +132,9 @@ def build_plan(measured: dict, opts: Options) -> dict:
 
     growth = forecast_model.growth_band(opts.history, measured_year, target_year)
     forecast_peak = {k: measured_peak * g for k, g in growth.items()}
-    history_forecast = forecast_model.forecast(opts.history, max(target_year, opts.history[-1].year))
+    history_forecast = forecast_model.forecast(
+        opts.history, max(target_year, opts.history[-1].year)
+    )
 
     capacity, capacity_source, usl = per_broker_capacity(opts, brokers)
     disk_totals = [d.get("disk_total_bytes") for d in measured.get("disk", [])]
@@ -180,8 +182,22 @@ def build_plan(measured: dict, opts: Options) -> dict:
     )
     availability = availability_model.assess(opts.mtbf_s, opts.mttr_s)
 
+    warnings = []
+    if history_forecast.horizon_years > 3:
+        warnings.append(
+            f"the forecast runs {history_forecast.horizon_years} years beyond the last year of "
+            f"history ({history_forecast.last_year}): the band is wide; add recent years (--history)"
+        )
+    if (peak_day["coverage"] or 0) < 0.99:
+        warnings.append(
+            f"the peak day has {peak_day['coverage']:.0%} of its seconds in the log: "
+            "the peak-to-mean ratio uses the mean of the seconds seen"
+        )
+    if "observed" in capacity_source:
+        warnings.append("no load test: per-broker capacity is the busiest observed second, a lower bound")
     return _clean({
         "verdict": {
+            "warnings": warnings,
             "pass": all(c["pass"] for c in checks),
             "checks": checks,
             "forecast_peak_msgs_per_s": forecast_peak,

@@ -1,0 +1,42 @@
+"""`floodgate report capacity`: the capacity plan from a metrics log (Spark job).
+
+`report_cmd.py` owns `floodgate report`; it calls `add_capacity_parser` on
+its sub-parsers so the heatmap and capacity reports live in separate files.
+"""
+
+from __future__ import annotations
+
+from console.commands.common import add_subparser, print_json
+
+
+def add_capacity_parser(report_subparsers):
+    from spark_reports.jobs.capacity import add_arguments  # argparse only: no Spark import
+
+    parser = add_subparser(
+        report_subparsers,
+        "capacity",
+        "capacity plan: forecast peak, brokers needed, SLA verdict (capacity.json, report.html)",
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args) -> int:
+    from spark_reports.jobs import capacity as job
+
+    plan = job.run(args)
+    verdict = plan["verdict"]
+    if args.json:
+        print_json(verdict)
+        return 0
+    fp = verdict["forecast_peak_msgs_per_s"]
+    print(
+        f"{'PASS' if verdict['pass'] else 'FAIL'}: forecast peak {fp['low']:,.0f} .. {fp['high']:,.0f}"
+        f" msgs/s (mid {fp['mid']:,.0f}); brokers needed {verdict['brokers_needed']['mid']}"
+        f" ({verdict['binding_constraint']['mid']} binds), {verdict['brokers_now']} now"
+    )
+    for check in verdict["checks"]:
+        print(f"  {'ok  ' if check['pass'] else 'FAIL'} {check['check']}: {check['detail']}")
+    print(f"wrote {args.out}/capacity.json and {args.out}/report.html")
+    return 0

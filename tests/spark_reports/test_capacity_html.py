@@ -1,0 +1,82 @@
+"""The capacity report page: self-contained, verdict first, rendered by headless Chromium."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from datetime import date, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from capacity.forecast import read_history
+from capacity.usl import usl_throughput
+from heatmap import LatencyHistogram
+from spark_reports.capacity_html import render
+from spark_reports.capacity_plan import Options, build_plan
+
+CHROMIUM = next(
+    (shutil.which(n) for n in ("chromium-headless-shell", "chromium", "google-chrome") if shutil.which(n)),
+    None,
+)
+
+
+def _plan_and_minutes():
+    h = LatencyHistogram()
+    h.record_many(np.random.default_rng(5).lognormal(np.log(0.001), 0.5, 2000))
+    total = {"broker": "ALL", "count": h.count, "sum_us": round(h.sum * 1e6),
+             "min_us": round(h.min * 1e6), "max_us": round(h.max * 1e6)}  # fmt: skip
+    buckets = [{"broker": "ALL", "bucket": k, "count": c} for k, c in h.buckets.items()]
+    measured = {
+        "days": [{"day": date(2026, 11, 11), "peak_msgs_per_s": 800_000, "peak_ts": datetime(2026, 11, 11),
+                  "total_msgs": 2e10, "total_bytes": 2e13, "seconds": 86_400, "coverage": 1.0,
+                  "peak_to_mean": 3.5}],
+        "brokers": [{"broker": "b<0>", "peak_msgs_per_s": 400_000, "utilisation": 0.8}],
+        "latency_totals": [dict(total, broker="b<0>"), total],
+        "latency_buckets": buckets + [dict(b, broker="b<0>") for b in buckets],
+        "spikes": [{"broker": "b<0>", "spike_seconds": 4, "worst_max_us": 250_000}],
+    }  # fmt: skip
+    n = [1, 2, 4, 8, 16, 32, 64]
+    points = (n, [float(usl_throughput(k, 0.03, 0.0004, 30_000.0)) for k in n])
+    opts = Options(target_date=date(2027, 11, 11), history=read_history(), load_test=points)
+    plan = build_plan(measured, opts)
+    t0 = datetime(2026, 11, 10, 23, 0)
+    minutes = [{"minute": t0 + timedelta(minutes=i), "peak_msgs_per_s": 1e5 * (1 + (i == 60) * 7),
+                "mean_msgs_per_s": 8e4, "mean_us": 900.0, "max_us": 4000.0 + (i == 61) * 3e5}
+               for i in range(120)]  # fmt: skip
+    return plan, minutes, points
+
+
+def test_page_is_self_contained_and_puts_the_verdict_first():
+    plan, minutes, points = _plan_and_minutes()
+    page = render(plan, minutes, load_test=points)
+    assert page.count("data:image/png;base64,") == 3  # forecast, USL, traffic
+    for external in ("http://", "https://", "<script", "<link"):
+        assert external not in page
+    order = ["Capacity plan for 2027-11-11", "Inputs and assumptions", "Forecast", "Scalability",
+             "Measured traffic", "Sizing", "Brokers at risk", "Reliability", "What if", "Appendix"]  # fmt: skip
+    positions = [page.index(h) for h in order[:1]] + [page.index(f"<h2>{h}") for h in order[1:]]
+    assert positions == sorted(positions)
+    assert "b&lt;0&gt;" in page and "b<0>" not in page  # broker names are escaped
+    assert "4 s over 20 ms" in page
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium: run scripts/setup.sh")
+def test_headless_chromium_renders_the_report_with_its_charts(tmp_path):
+    import matplotlib.image as mpimg
+
+    plan, minutes, points = _plan_and_minutes()
+    page = tmp_path / "report.html"
+    page.write_text(render(plan, minutes, load_test=points), encoding="utf-8")
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         f"--screenshot={shot}", "--window-size=1200,2600", page.as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    pixels = mpimg.imread(shot)[:, :, :3]
+    assert pixels.shape[:2] == (2600, 1200)
+    # the FAIL/PASS badge and the charts' blue lines show: the page and its PNGs were drawn
+    blue = (pixels[:, :, 2] > 0.7) & (pixels[:, :, 0] < 0.3) & (pixels[:, :, 1] < 0.5)
+    red = (pixels[:, :, 0] > 0.6) & (pixels[:, :, 1] < 0.3) & (pixels[:, :, 2] < 0.3)
+    assert blue.sum() > 500 and red.sum() > 100

@@ -1,0 +1,120 @@
+"""The plan (capacity.json) from collected figures: pure Python, no Spark."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+
+import numpy as np
+import pytest
+
+from capacity.forecast import growth_band, read_history
+from heatmap import LatencyHistogram
+from spark_reports.capacity_plan import Options, build_plan, latency_table
+from spark_reports.errors import ReportError
+
+
+def _hist(seconds) -> LatencyHistogram:
+    h = LatencyHistogram()
+    h.record_many(np.asarray(seconds))
+    return h
+
+
+def _rows(broker: str, h: LatencyHistogram) -> tuple[dict, list[dict]]:
+    total = {"broker": broker, "count": h.count, "sum_us": round(h.sum * 1e6),
+             "min_us": round(h.min * 1e6), "max_us": round(h.max * 1e6)}  # fmt: skip
+    return total, [{"broker": broker, "bucket": k, "count": c} for k, c in h.buckets.items()]
+
+
+def measured(max_latency_s: float = 0.004) -> dict:
+    rng = np.random.default_rng(3)
+    a = _hist(rng.lognormal(np.log(0.001), 0.4, 5000))
+    b = _hist(np.append(rng.lognormal(np.log(0.001), 0.4, 5000), max_latency_s))
+    totals, buckets = [], []
+    for name, h in (("b0", a), ("b1", b), ("ALL", a + b)):
+        t, bs = _rows(name, h)
+        totals.append(t)
+        buckets += bs
+    return {
+        "days": [{"day": date(2026, 11, 11), "peak_msgs_per_s": 900_000, "peak_ts": datetime(2026, 11, 11),
+                  "total_msgs": 2.4e10, "total_bytes": 2.4e13, "seconds": 86_400,
+                  "mean_msgs_per_s": 2.4e10 / 86_400, "coverage": 1.0, "peak_to_mean": 3.24}],
+        "brokers": [{"broker": "b0", "peak_msgs_per_s": 450_000, "utilisation": 0.45},
+                    {"broker": "b1", "peak_msgs_per_s": 450_000, "utilisation": 0.9}],
+        "latency_totals": totals,
+        "latency_buckets": buckets,
+        "spikes": [],
+        "disk": [{"broker": "b0", "disk_total_bytes": 8e12, "hours_to_water": 30.0}],
+        "quarantined": 2,
+    }  # fmt: skip
+
+
+def options(**kw) -> Options:
+    return Options(target_date=date(2027, 11, 11), history=read_history(), **kw)
+
+
+def test_forecast_peak_is_the_measured_peak_grown_by_the_band():
+    plan = build_plan(measured(), options(per_broker_rate=1e6))
+    growth = growth_band(read_history(), 2026, 2027)
+    fp = plan["verdict"]["forecast_peak_msgs_per_s"]
+    assert fp == {k: pytest.approx(900_000 * g) for k, g in growth.items()}
+    # brokers needed are the sizing model's answer for that rate, 1 kB messages, 8 TB disks
+    mid = plan["sizing"]["mid"]
+    assert mid["inputs"]["msg_bytes"] == pytest.approx(1000.0)
+    assert mid["inputs"]["disk_bytes_per_broker"] == 8e12
+    assert plan["verdict"]["brokers_needed"]["mid"] == mid["brokers"]
+    assert plan["inputs"]["quarantined_rows"] == 2
+    json.dumps(plan)  # JSON-ready as is
+
+
+def test_checks_and_brokers_at_risk():
+    plan = build_plan(measured(max_latency_s=0.5), options(per_broker_rate=1e6))
+    checks = {c["check"]: c["pass"] for c in plan["verdict"]["checks"]}
+    # 2 brokers x 1 M x 70 % = 1.4 M < 10 M msgs/s
+    assert checks["carries 10,000,000 msgs/s with 30% isolated"] is False
+    assert checks["average send <= 3 ms"] is True
+    assert checks["max send <= 20 ms"] is False
+    assert plan["verdict"]["pass"] is False
+    risk = {r["broker"]: r["reasons"] for r in plan["at_risk"]}
+    assert risk["b1"] == ["peak at 90% of capacity"]
+    assert "72 h retention" in risk["b0"][0]
+
+
+def test_latency_table_uses_the_histogram_rule():
+    m = measured()
+    table = {r["broker"]: r for r in latency_table(m["latency_totals"], m["latency_buckets"])}
+    rng = np.random.default_rng(3)
+    a = _hist(rng.lognormal(np.log(0.001), 0.4, 5000))
+    assert table["b0"]["p99_ms"] == pytest.approx(a.quantile(0.99) * 1e3, rel=1e-6)
+    assert table["ALL"]["count"] == 10_001
+    assert table["ALL"]["max_ms"] == max(table["b0"]["max_ms"], table["b1"]["max_ms"])
+
+
+def test_what_if_moves_the_right_way_and_sizes_match_the_model():
+    plan = build_plan(measured(), options(per_broker_rate=50_000))
+    rows = {r["factor"]: r for r in plan["what_if"]}
+    assert rows["per-broker rate"]["plus_20"] <= rows["per-broker rate"]["base"] <= rows["per-broker rate"]["minus_20"]
+    assert rows["growth"]["minus_20"] <= rows["growth"]["base"] <= rows["growth"]["plus_20"]
+    sla = plan["sizing_sla_rate"]
+    assert sla["brokers"] == plan["verdict"]["brokers_for_sla_rate"]
+    assert sla["inputs"]["target_rate"] == 10e6
+
+
+def test_load_test_sets_capacity_and_no_test_warns():
+    from capacity.usl import usl_throughput
+
+    n = [1, 2, 4, 8, 16, 32, 64]
+    x = [float(usl_throughput(k, 0.02, 0.0003, 20_000.0)) for k in n]
+    plan = build_plan(measured(), options(load_test=(n, x)))
+    assert plan["inputs"]["per_broker_capacity"] == pytest.approx(plan["usl"]["max_throughput"])
+    bare = build_plan(measured(), options())
+    assert bare["inputs"]["per_broker_capacity"] == 450_000
+    assert any("no load test" in w for w in bare["verdict"]["warnings"])
+    assert any("years beyond" in w for w in bare["verdict"]["warnings"])
+
+
+def test_bad_inputs():
+    with pytest.raises(ReportError, match="no send traffic"):
+        build_plan(dict(measured(), days=[]), options(per_broker_rate=1.0))
+    with pytest.raises(ReportError, match="before"):
+        build_plan(measured(), Options(target_date=date(2025, 1, 1), history=read_history()))
