@@ -20,6 +20,12 @@ max per send):
   stays on the healthy brokers even when half the cluster is slow (the cap
   then does its job) but rises with a cluster-wide slowdown, lifting the line
   so nothing is isolated for nothing.
+- ``slow_calls = 2`` slow calls within ``slow_window_s = 1`` isolate a broker:
+  one call in a million past the line is a healthy broker's tail (at 10,000
+  sends/s that is one every 100 s, each costing a tenth of the cluster for a
+  minute); a broker that is really stuck shows a second one within a
+  millisecond (the in-flight judgement sees every call it holds). An error
+  still isolates on the first one (rule 3).
 - ``cluster_slow_ratio = 0.6`` in ``cluster_window_s = 1``: the baseline is
   averaged and lags; if more than 60 % of the brokers were slow within the last
   second the slowness is the cluster's (or the producer's own host), so slow
@@ -54,6 +60,8 @@ class FuseConfig:
     baseline_interval_s: float = 0.1
     ewma_alpha: float = 0.05
     min_samples: int = 20
+    slow_calls: int = 2
+    slow_window_s: float = 1.0
     cluster_slow_ratio: float = 0.6
     cluster_window_s: float = 1.0
     jitter_ratio: float = 0.1
@@ -73,7 +81,7 @@ class FuseConfig:
                 raise FuseError(f"{name} must be a finite number > 0, got {value!r}")
 
         for name in ("isolation_s", "slow_s", "slow_factor", "baseline_interval_s",
-                     "cluster_window_s", "max_isolation_s"):
+                     "cluster_window_s", "max_isolation_s", "slow_window_s"):
             positive(name)
         if self.tick_s is not None:
             positive("tick_s")
@@ -93,6 +101,8 @@ class FuseConfig:
             raise FuseError(
                 f"max_isolation_s ({self.max_isolation_s}) must be >= isolation_s ({self.isolation_s})"
             )
+        if not isinstance(self.slow_calls, int) or self.slow_calls < 1:
+            raise FuseError(f"slow_calls must be an integer >= 1, got {self.slow_calls!r}")
         if not isinstance(self.min_samples, int) or self.min_samples < 1:
             raise FuseError(f"min_samples must be an integer >= 1, got {self.min_samples!r}")
         return self

@@ -223,16 +223,16 @@ class Fuse:
                 self._next_baseline = now + self.config.baseline_interval_s
                 self._threshold = self._judge.refresh(self._states.values())
                 changed = self._rejudge_locked(now) or changed
-            for broker, age in self._overdue_locked(now).items():
+            for broker, (calls, age) in self._overdue_locked(now).items():
                 state = self._states.get(broker)
                 if state is not None:
-                    self._offend_locked(state, "slow", now, age)
+                    self._offend_locked(state, "slow", now, age, calls)
             if changed:
                 self._rebuild_locked(now)
         finally:
             self._lock.release()
 
-    def _overdue_locked(self, now: float) -> dict[str, float]:
+    def _overdue_locked(self, now: float) -> dict[str, tuple[int, float]]:
         """Pop calls in flight for longer than the slow line, oldest first.
 
         Call ids grow with start time and dicts keep insertion order, so the
@@ -241,7 +241,7 @@ class Fuse:
         """
         limit = now - self._threshold
         inflight = self._inflight
-        overdue: dict[str, float] = {}  # broker -> age of its oldest overdue call
+        overdue: dict[str, tuple[int, float]] = {}  # broker -> (overdue calls, oldest age)
         while True:
             try:
                 call_id, (broker, start) = next(iter(inflight.items()))
@@ -249,8 +249,9 @@ class Fuse:
                 break
             if start > limit:
                 break
-            if inflight.pop(call_id, None) is not None and broker not in overdue:
-                overdue[broker] = now - start
+            if inflight.pop(call_id, None) is not None:
+                calls, age = overdue.get(broker, (0, now - start))
+                overdue[broker] = (calls + 1, age)
         return overdue
 
     def _rejudge_locked(self, now: float) -> bool:
@@ -273,11 +274,20 @@ class Fuse:
 
     # ---- state changes (lock held) ---------------------------------------
 
-    def _offend_locked(self, state: BrokerState, reason: str, now: float, rt: float) -> None:
-        if reason == "slow" and self._judge.note_slow(state.name, now, len(self._states)):
-            self._release_cluster_slow_locked(now)
-            return
+    def _offend_locked(self, state: BrokerState, reason: str, now: float, rt: float,
+                       calls: int = 1) -> None:
         cfg = self.config
+        if reason == "slow":
+            if self._judge.note_slow(state.name, now, len(self._states)):
+                self._release_cluster_slow_locked(now)
+                return
+            if not state.isolated:  # a suspect until slow_calls within slow_window_s
+                if now - state.suspect_since > cfg.slow_window_s:
+                    state.suspect_since, state.suspect_calls = now, 0
+                state.suspect_calls += calls
+                if state.suspect_calls < cfg.slow_calls:
+                    return
+                state.suspect_since, state.suspect_calls = float("-inf"), 0
         jitter = 1.0 + self._rng.random() * cfg.jitter_ratio
         state.reason = reason
         state.last_offence = now

@@ -33,6 +33,8 @@ class BrokerState:
     duration_s: float = 0.0
     repeats: int = 0
     released_at: float | None = None
+    suspect_since: float = float("-inf")  # first slow call of the current suspicion
+    suspect_calls: int = 0
     worst_rt_s: float = 0.0  # slowest call of this isolation, to re-judge it later
     episode_errors: int = 0
 

@@ -22,6 +22,12 @@ def names(n: int) -> list[str]:
     return [f"b{i}" for i in range(n)]
 
 
+def slow(fuse: Fuse, broker: str, rt: float) -> None:
+    """Two slow calls: what it takes (slow_calls = 2) to isolate for slowness."""
+    fuse.report(broker, rt, ok=True)
+    fuse.report(broker, rt, ok=True)
+
+
 def make(n: int = 10, **kw) -> tuple[Fuse, Clock]:
     clock = Clock()
     kw.setdefault("seed", 7)
@@ -43,12 +49,26 @@ def test_error_isolates_and_choose_skips_it():
     assert (entry.broker, entry.reason, entry.overflow) == ("b3", "error", False)
 
 
-def test_slow_call_isolates_fast_call_does_not():
+def test_slow_calls_isolate_fast_calls_do_not():
     fuse, _ = make(10)
-    fuse.report("b1", 0.009, ok=True)
-    fuse.report("b2", 0.050, ok=True)
+    slow(fuse, "b1", 0.009)
+    slow(fuse, "b2", 0.050)
     snap = fuse.snapshot()
     assert snap.excluded == {"b2"} and snap.isolated[0].reason == "slow"
+
+
+def test_one_slow_call_is_a_suspect_two_within_a_second_isolate():
+    fuse, clock = make(10)
+    fuse.report("b1", 0.050, ok=True)
+    clock.advance(1.5)
+    fuse.report("b1", 0.050, ok=True)  # the first is too old to count
+    assert fuse.snapshot().isolated == ()
+    clock.advance(0.5)
+    fuse.report("b1", 0.050, ok=True)
+    assert fuse.snapshot().excluded == {"b1"}
+    fuse2, _ = make(10, slow_calls=1)
+    fuse2.report("b1", 0.050, ok=True)
+    assert fuse2.snapshot().excluded == {"b1"}
 
 
 def test_isolation_lasts_a_minute_with_at_most_ten_percent_jitter():
@@ -72,7 +92,7 @@ def test_offence_while_isolated_restarts_the_minute_and_after_return_isolates_ag
     assert fuse.snapshot().isolated[0].until == pytest.approx(clock.t + 60)
     clock.advance(60)
     assert fuse.snapshot().isolated == ()
-    fuse.report("b0", 0.2, ok=True)  # offends right after return
+    fuse.report("b0", 0.001, ok=False)  # offends right after return
     assert fuse.snapshot().excluded == {"b0"}
 
 
@@ -132,6 +152,7 @@ def test_add_broker_raises_the_cap_and_remove_drops_state():
 def test_in_flight_call_counts_as_slow_once_it_passes_the_line():
     fuse, clock = make(10)
     token = fuse.begin("b4")
+    other = fuse.begin("b4")  # a stuck broker holds every call sent to it
     clock.advance(0.009)
     fuse.tick()
     assert fuse.snapshot().excluded == frozenset()
@@ -143,6 +164,8 @@ def test_in_flight_call_counts_as_slow_once_it_passes_the_line():
     rt = fuse.end(token, ok=True)  # the late answer is the same offence, not a new isolation
     assert rt == pytest.approx(1.011)
     assert fuse.snapshot().isolations_total["slow"] == 1
+    fuse.end(other, ok=True)
+    assert fuse.snapshot().inflight == 0
 
 
 def test_calling_context_manager_reports_exceptions_as_errors():
@@ -215,9 +238,9 @@ def test_cluster_wide_slowdown_raises_the_line_instead_of_isolating():
     snap = fuse.snapshot()
     assert snap.baseline_s == pytest.approx(0.004, rel=0.01)
     assert snap.slow_threshold_s == pytest.approx(0.040, rel=0.01)
-    fuse.report("b0", 0.030, ok=True)  # over slow_s, not over 10x the cluster
+    slow(fuse, "b0", 0.030)  # over slow_s, not over 10x the cluster
     assert fuse.snapshot().isolated == ()
-    fuse.report("b0", 0.060, ok=True)
+    slow(fuse, "b0", 0.060)
     assert fuse.snapshot().excluded == {"b0"}
 
 
@@ -225,7 +248,7 @@ def test_half_slow_cluster_still_isolates_up_to_the_cap():
     fuse, clock = make(10)
     warm(fuse, clock, lambda b: 0.001)
     for i in range(5):
-        fuse.report(f"b{i}", 0.030, ok=True)
+        slow(fuse, f"b{i}", 0.030)
         clock.advance(0.01)
     snap = fuse.snapshot()
     assert len(snap.excluded) == 3 and len(snap.overflow) == 2 and not snap.cluster_slow
@@ -235,7 +258,7 @@ def test_sudden_cluster_slowdown_releases_what_it_isolated():
     fuse, clock = make(10)
     warm(fuse, clock, lambda b: 0.001)
     for i in range(7):  # 7 of 10 brokers slow within the same second: the cluster is slow
-        fuse.report(f"b{i}", 0.030, ok=True)
+        slow(fuse, f"b{i}", 0.030)
         clock.advance(0.01)
     snap = fuse.snapshot()
     assert snap.cluster_slow and snap.excluded == frozenset() and snap.isolated == ()
@@ -286,3 +309,14 @@ def test_bad_input_is_a_fuse_error():
         fuse.add_broker("")
     with pytest.raises(FuseError):
         Fuse([]).choose()
+
+
+def test_isolation_is_rejudged_when_the_cluster_line_rises():
+    fuse, clock = make(10)
+    warm(fuse, clock, lambda b: 0.001)
+    slow(fuse, "b0", 0.015)  # slow against a 1 ms cluster
+    assert fuse.snapshot().excluded == {"b0"}
+    warm(fuse, clock, lambda b: 0.004)  # then the whole cluster goes to 4 ms: line 40 ms
+    snap = fuse.snapshot()
+    assert snap.isolated == ()
+    assert [t.reason for t in snap.transitions if t.event == "release"] == ["rejudged"]
