@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "console.commands.bench_cmd",
     "console.commands.status_cmd",
     "console.commands.console_cmd",
+    "console.commands.demo_cmd",
     "console.commands.prometheus_cmd",
     "console.commands.grafana_cmd",
 )

@@ -64,6 +64,7 @@ class Poller:
         self._host: dict | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._first = {"producers": threading.Event(), "host": threading.Event()}
         self._threads: list[threading.Thread] = []
         self.poll_seconds: dict[str, float] = {}  # last duration per source, for the footer
 
@@ -73,16 +74,22 @@ class Poller:
 
     # --- one poll of each source (also used by `floodgate status`) -------------
     def poll_producers(self) -> None:
-        if self.producers is not None:
-            samples = self.producers.fetch()
-            with self._lock:
-                self._producer_samples = samples
+        try:
+            if self.producers is not None:
+                samples = self.producers.fetch()
+                with self._lock:
+                    self._producer_samples = samples
+        finally:
+            self._first["producers"].set()
 
     def poll_host(self) -> None:
-        if self.host is not None:
-            host = self.host.fetch()
-            with self._lock:
-                self._host = host
+        try:
+            if self.host is not None:
+                host = self.host.fetch()
+                with self._lock:
+                    self._host = host
+        finally:
+            self._first["host"].set()
 
     def poll_brokers(self) -> ClusterState:
         samples = self.brokers.fetch()
@@ -114,8 +121,9 @@ class Poller:
         return self
 
     def _loop(self, name: str, step: Callable[[], Any], every: float) -> None:
-        if name == "brokers":  # let the first producer answer land before the first state
-            self._stop.wait(min(0.2, every / 4))
+        if name == "brokers":  # the first state already knows the fuses and the host
+            for first in self._first.values():
+                first.wait(timeout=min(2.0, every))
         while not self._stop.is_set():
             t0 = time.monotonic()
             try:

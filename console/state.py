@@ -98,7 +98,8 @@ class Summary:
     max: float | None = None
     mean: float | None = None
     availability: float | None = None  # share of broker polls answered this session
-    isolated: int = 0
+    isolated: int = 0  # the most any producer's fuse holds isolated (incl. overflow)
+    overflow: int = 0  # of those, serving again because of the cap
     cap: int | None = None
 
     @property
@@ -299,13 +300,14 @@ def summarize(brokers: Sequence[BrokerView], producers: Sequence[ProducerView],
         mean = None
     caps = [c for p in producers if (c := _int(p.fuse, "cap")) is not None]
     isolated = max((len(_list(p.fuse, "isolated")) for p in producers if p.up), default=0)
+    overflow = max((len(_list(p.fuse, "overflow")) for p in producers if p.up), default=0)
     return Summary(
         brokers=len(brokers), by_state=by_state,
         in_per_s=sum(b.in_per_s or 0.0 for b in live),
         out_per_s=sum(b.out_per_s or 0.0 for b in live),
         p99=p99, max=mx, mean=mean,
         availability=answered / asked if asked else None,
-        isolated=isolated, cap=min(caps) if caps else None)
+        isolated=isolated, overflow=overflow, cap=min(caps) if caps else None)
 
 
 def _events(prev: ClusterState | None, brokers: Sequence[BrokerView], now: float) -> tuple:

@@ -26,4 +26,6 @@ def render(state, focus=None):
     cap = "-" if s.cap is None else str(s.cap)
     at_cap = s.cap is not None and s.cap > 0 and s.isolated >= s.cap
     text.append(f"│ isolated {s.isolated}/{cap}", style="magenta" if at_cap else "")
+    if s.overflow:
+        text.append(f" ({s.overflow} overflow)", style="yellow")
     return text

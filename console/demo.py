@@ -1,0 +1,196 @@
+"""`floodgate demo`: a local cluster under load with a fault script, for the console.
+
+Pieces, all stopped by `Demo.stop()` in reverse order:
+- the cluster: `broker_core.launcher.Cluster`, one process per broker;
+- a fuse-enabled producer driven by a `LoadGenerator` thread, serving its own
+  /stats and /metrics (`ProducerHttp`) so the console's Fuse screen has data;
+- the fault script (`FAULT_SCRIPT`, repeated every `CYCLE_S`): within the
+  first 20 s broker #2 gets PageCache-like stalls (seed 000's pattern), later
+  broker #4 answers 20 % of sends with errors while #2 is still isolated, so
+  the 30 % cap (1 of 6) shows, then both clear and the fuse releases them.
+Only a data directory the demo created itself is removed at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("floodgate.demo")
+
+STALLS = {"stall_ms": 800.0, "stall_every_s": 3.0, "stall_random": True}
+ERRORS = {"error_rate": 0.2}
+# (seconds into the cycle, broker number (1-based), fault body or None to clear)
+FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
+    (6.0, 2, STALLS),
+    (40.0, 4, ERRORS),
+    (55.0, 2, None),
+    (75.0, 4, None),
+)
+CYCLE_S = 150.0
+
+
+@dataclass
+class DemoOptions:
+    brokers: int = 6
+    rate: float = 5000.0
+    faults: bool = True
+    data: Path | None = None  # kept; None = a temporary directory removed at the end
+    base_port: int = 20900
+    size: int = 128
+
+
+@dataclass
+class FaultAction:
+    time: float  # wall clock
+    broker: str
+    action: str
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def script_targets(n: int) -> dict[int, int]:
+    """Broker number in the script -> broker number in a cluster of n (small clusters fold)."""
+    return {k: min(k, n) for k in (2, 4)} if n >= 4 else {2: min(2, n), 4: n}
+
+
+@dataclass
+class Demo:
+    opts: DemoOptions
+    actions: list[FaultAction] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._made_data: Path | None = None
+        self.cluster = self.producer = self.gen = self.http = None
+        self._threads: list[threading.Thread] = []
+        self._transitions: dict[tuple, dict] = {}
+
+    @property
+    def producer_port(self) -> int:
+        return self.opts.base_port + 2 * self.opts.brokers
+
+    # --- start ---------------------------------------------------------------------
+    def start(self) -> Demo:
+        from broker_core.client import Producer
+        from broker_core.launcher import Cluster
+        from broker_core.loadgen import LoadGenerator, LoadSpec
+        from broker_core.producer_http import ProducerHttp
+
+        o = self.opts
+        busy = [p for p in range(o.base_port, self.producer_port + 1) if not port_free(p)]
+        if busy:
+            from console.errors import CommandFailed
+
+            raise CommandFailed(f"port(s) {', '.join(map(str, busy[:5]))} in use: "
+                                f"pick another --base-port")
+        data = o.data
+        if data is None:
+            data = self._made_data = Path(tempfile.mkdtemp(prefix="floodgate-demo-"))
+        try:
+            self.cluster = Cluster(o.brokers, o.base_port, data, name="demo")
+            self.cluster.up()
+            self.producer = Producer(self.cluster.file.addrs, timeout=3.0)
+            self.gen = LoadGenerator(self.producer, LoadSpec(
+                topic="demo", size=o.size, duration=10 ** 9, rate=o.rate, concurrency=64))
+            self.http = ProducerHttp(self.producer.fuse, "demo", self.producer_port,
+                                     extra_stats=lambda: {"load": self.gen.recent_summary()})
+            self.http.start()
+            self._spawn(self.gen.run, "load")
+            if o.faults:
+                self._spawn(self._fault_loop, "faults")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn(self, fn, name: str) -> None:
+        t = threading.Thread(target=fn, name=f"floodgate-demo-{name}", daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    @property
+    def data_dir(self) -> Path | None:
+        return self.cluster.data if self.cluster else None
+
+    def console_config(self):
+        from console.config import ConsoleConfig
+
+        brokers = [(b.name, b.http) for b in self.cluster.file.brokers]
+        return ConsoleConfig(brokers=brokers, producers=[self.http.addr],
+                             title="floodgate demo").validate()
+
+    # --- faults --------------------------------------------------------------------
+    def _fault(self, number: int, body: dict | None) -> None:
+        from console.commands.fault_cmd import call
+
+        entry = self.cluster.file.brokers[number - 1]
+        text = "clear" if body is None else ", ".join(f"{k}={v}" for k, v in body.items())
+        try:
+            call(entry.http, "DELETE" if body is None else "POST", body)
+        except Exception as exc:  # noqa: BLE001 - a dead broker must not end the demo
+            text += f" (failed: {exc})"
+        self.actions.append(FaultAction(time.time(), entry.name, text))
+        log.info("fault broker=%s %s", entry.name, text)
+
+    def _fault_loop(self) -> None:
+        targets = script_targets(self.opts.brokers)
+        start = time.monotonic()
+        cycle = 0
+        while not self._stop.is_set():
+            for at, number, body in FAULT_SCRIPT:
+                due = start + cycle * CYCLE_S + at
+                if self._stop.wait(max(0.0, due - time.monotonic())):
+                    return
+                self._fault(targets[number], body)
+            cycle += 1
+
+    # --- what happened ---------------------------------------------------------------
+    def collect_transitions(self) -> list[dict]:
+        """Every fuse transition seen so far (the fuse keeps only its last 100)."""
+        from broker_core.producer_http import fuse_stats
+
+        if self.producer is not None and self.producer.fuse is not None:
+            for t in fuse_stats(self.producer.fuse).get("transitions", []):
+                key = (t["time"], t["broker"], t["event"], t["reason"])
+                self._transitions.setdefault(key, {"time": t["wall_time"], "broker": t["broker"],
+                                                   "event": t["event"], "reason": t["reason"]})
+        return sorted(self._transitions.values(), key=lambda t: t["time"])
+
+    def load_totals(self) -> dict:
+        if self.gen is None:
+            return {"acked": 0, "errors": 0}
+        with self.gen.lock:
+            return {"acked": self.gen.result.acked, "errors": self.gen.result.errors,
+                    "error_reasons": dict(self.gen.result.error_reasons)}
+
+    # --- stop ------------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stop.set()
+        if self.gen is not None:
+            self.gen.stop()
+        for t in self._threads:
+            t.join(10)
+        if self.producer is not None:
+            self.producer.close()
+        if self.http is not None:
+            self.http.close()
+        if self.cluster is not None:
+            self.cluster.down()
+        if self._made_data is not None:
+            shutil.rmtree(self._made_data, ignore_errors=True)
+            self._made_data = None

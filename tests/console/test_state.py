@@ -1,0 +1,143 @@
+"""ClusterState from /stats documents: states, DOWN after two misses, the fuse's
+ISOLATED, SLA alerts as edges, history kept for 5 minutes, bad data survived."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from console.state import (
+    BrokerSample,
+    ProducerSample,
+    build_state,
+    merge_hist_dicts,
+    merge_history,
+)
+from heatmap import LatencyHistogram
+
+DATA = Path(__file__).parent / "data" / "demo"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((DATA / "brokers" / f"{name}.json").read_text())
+
+
+def doc(name="broker-1", p99=0.0004, mx=0.002, mean=0.0001, ts=1000, hist_ts=()):
+    h = LatencyHistogram()
+    h.record(0.0003)
+    send10 = {"count": 100, "msgs_per_s": 10.0, "errors": 0, "over_20ms": 0, "mean": mean,
+              "p50": 0.0001, "p99": p99, "p999": p99, "max": mx}
+    return {"broker": name, "time": ts, "ops": {"send": {"10s": send10}},
+            "history": {"send": [{"ts": t, **h.to_dict()} for t in hist_ts]},
+            "disk": {"used_ratio": 0.5}, "flush_lag_bytes": 10, "consumer_lag": {"g": 3}}
+
+
+def sample(d=None, error=None, key="h1", name="broker-1"):
+    return BrokerSample(key, name, d, error)
+
+
+def test_up_slow_from_p99_or_max_over_sla():
+    s = build_state([sample(doc()), sample(doc("broker-2", mx=0.05), key="h2"),
+                     sample(doc("broker-3", p99=0.03, mx=0.03), key="h3")], now=1)
+    assert [b.state for b in s.brokers] == ["UP", "SLOW", "SLOW"]
+    assert "max 50 ms" in s.brokers[1].reason and "p99 30 ms" in s.brokers[2].reason
+    assert s.brokers[0].consumer_lag == 3 and s.brokers[0].disk_used_ratio == 0.5
+    assert not s.summary.healthy
+
+
+def test_down_only_after_two_missed_polls_and_back_up():
+    s1 = build_state([sample(doc())], now=1)
+    s2 = build_state([sample(None, "connection refused")], prev=s1, now=2)
+    b = s2.brokers[0]
+    assert b.state == "UP" and b.failures == 1 and "stale" in b.reason
+    s3 = build_state([sample(None, "connection refused")], prev=s2, now=3)
+    assert s3.brokers[0].state == "DOWN" and s3.brokers[0].reason == "connection refused"
+    assert any(a.key == "down:broker-1" for a in s3.active_alerts)
+    s4 = build_state([sample(doc())], prev=s3, now=4)
+    assert s4.brokers[0].state == "UP" and not s4.active_alerts
+    assert [a.cleared for a in s4.alerts.entries] == [False, True]
+    assert s4.summary.availability == pytest.approx(2 / 4)
+
+
+def test_never_seen_broker_is_down_at_once():
+    s = build_state([sample(None, "timed out")], now=1)
+    assert s.brokers[0].state == "DOWN" and s.brokers[0].reason == "timed out"
+
+
+def test_isolated_when_a_producer_fuse_excludes_it():
+    fuse = {"cap": 1, "excluded": ["broker-1"], "overflow": [],
+            "isolated": [{"broker": "broker-1", "reason": "slow", "left_s": 30}]}
+    s = build_state([sample(doc()), sample(doc("broker-2"), key="h2")],
+                    [ProducerSample("p", {"producer": "bench", "fuse": fuse})], now=1)
+    assert [b.state for b in s.brokers] == ["ISOLATED", "UP"]
+    assert s.brokers[0].reason == "fuse of bench: slow"
+    assert s.summary.isolated == 1 and s.summary.cap == 1
+    assert any(a.key == "cap:bench" for a in s.active_alerts)
+
+
+def test_down_beats_isolated():
+    fuse = {"cap": 1, "excluded": ["broker-1"], "isolated": []}
+    s = build_state([sample(None, "refused")], [ProducerSample("p", {"fuse": fuse})], now=1)
+    assert s.brokers[0].state == "DOWN"
+
+
+def test_sla_alerts_raise_once_and_clear():
+    s1 = build_state([sample(doc(mean=0.004, mx=0.03))], now=1)
+    keys = {a.key for a in s1.active_alerts}
+    assert keys == {"mean:broker-1", "max:broker-1"}
+    s2 = build_state([sample(doc(mean=0.005, mx=0.04))], prev=s1, now=2)
+    assert len(s2.alerts.entries) == 2  # still the same two breaches, not new ones
+    s3 = build_state([sample(doc())], prev=s2, now=3)
+    assert not s3.active_alerts and sum(a.cleared for a in s3.alerts.entries) == 2
+
+
+@pytest.mark.parametrize("bad", [
+    None, [], "x", {"broker": 3, "ops": "nope"}, {"ops": {"send": {"10s": {"p99": "slow"}}}},
+    {"history": {"send": [{"ts": "x"}, 5, {"ts": 1, "buckets": "?"}]}, "consumer_lag": [1]},
+])
+def test_malformed_documents_do_not_raise(bad):
+    s = build_state([BrokerSample("h1", "broker-1", bad, None if bad else "empty")], now=1)
+    assert s.brokers[0].state in ("UP", "DOWN")
+    from console.panels import PANELS
+
+    for render in PANELS.values():
+        render(s, "h1")  # every panel draws odd data without raising
+
+
+def test_history_is_merged_by_second_and_kept_five_minutes():
+    s = build_state([sample(doc(hist_ts=range(0, 200)))], now=1)
+    s = build_state([sample(doc(hist_ts=range(198, 400)))], prev=s, now=2)
+    ts = [h["ts"] for h in s.brokers[0].history]
+    assert ts == list(range(100, 400))
+    assert merge_history((), [{"ts": 5}, {"ts": 5, "count": 2}])[0]["count"] == 2
+
+
+def test_cluster_percentiles_merge_histograms_of_the_last_10_s():
+    a, b = recorded("broker-1"), recorded("broker-3")
+    s = build_state([sample(a, key="a"), sample(b, key="b", name="broker-3")], now=1)
+    merged = merge_hist_dicts(a["history"]["send"][-10:] + b["history"]["send"][-10:])
+    assert s.summary.p99 == merged.quantile(0.99)
+    assert s.summary.max == max(h["max"] for h in a["history"]["send"][-10:] +
+                                b["history"]["send"][-10:] if h["count"])
+
+
+def test_recorded_demo_replays_to_the_same_state():
+    from console.config import ConsoleConfig
+    from console.poller import Poller
+
+    cfg = ConsoleConfig(replay=DATA).validate()
+    states = [Poller.from_config(cfg).poll_once() for _ in range(2)]
+    assert states[0].brokers == states[1].brokers
+    by_name = {b.name: b.state for b in states[0].brokers}
+    assert by_name["broker-2"] == "ISOLATED"  # the stalled broker, excluded by the fuse
+    assert len(states[0].brokers[0].history) > 30
+
+
+def test_state_is_not_mutated_by_the_next_build():
+    s1 = build_state([sample(doc(hist_ts=range(5)))], now=1)
+    frozen = copy.deepcopy(s1.brokers[0].history)
+    build_state([sample(doc(hist_ts=range(3, 9)))], prev=s1, now=2)
+    assert s1.brokers[0].history == frozen
