@@ -17,7 +17,9 @@ def register(sub) -> None:
     parser = add_subparser(sub, "report", "Spark reports over a metrics log")
     rsub = parser.add_subparsers(metavar="REPORT")
     _register_heatmap(rsub)
-    # `report capacity` registers here (its own _register_capacity / run_capacity).
+    from console.commands.report_capacity import add_capacity_parser
+
+    add_capacity_parser(rsub)
 
 
 def _add_spark_options(p) -> None:
