@@ -2,10 +2,11 @@
 
 * ``AsyncFlushService`` (flush="async"): every 500 ms, fdatasync the CommitLog
   if at least 4 pages are dirty; every 10 s flush whatever is dirty.
-* ``GroupCommitService`` (flush="sync"): puts register the offset they need
-  durable and get a ``concurrent.futures.Future``; one fdatasync serves every
-  request queued while the previous one ran. Blocking callers wait on the
-  future with a timeout; asyncio callers ``await asyncio.wrap_future(fut)``.
+* ``GroupCommitService`` (flush="sync"): one fdatasync serves every put that
+  queued while the previous one ran. Blocking callers (``wait``) take turns
+  as the flushing leader; non-blocking callers (``request``) get a
+  ``concurrent.futures.Future`` the service thread completes, which asyncio
+  callers ``await asyncio.wrap_future(fut)``.
 * ``ConsumeQueueFlushService``: every second, flush the ConsumeQueues and
   write the checkpoint (safe offset = the CommitLog's flushed offset read
   *before* the queues were flushed, so every unit below it is durable).
@@ -112,8 +113,10 @@ class GroupCommitService(ServiceThread):
         self.on_flush = on_flush
         # Fault injection: extra seconds before every fdatasync (a slow disk).
         self.injected_delay_s = 0.0
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # the service thread waits here for requests
         self._requests: list[tuple[int, Future]] = []
+        self._flushed = threading.Condition()  # blocking waiters wait here for flushes
+        self._leader_busy = False
 
     def request(self, offset: int) -> Future:
         """A future that becomes True once everything below ``offset`` is durable."""
@@ -127,11 +130,47 @@ class GroupCommitService(ServiceThread):
         return fut
 
     def wait(self, offset: int, timeout: float | None) -> bool:
-        """Block until ``offset`` is durable; False if that took longer than ``timeout``."""
+        """Block until ``offset`` is durable; False if that took longer than ``timeout``.
+
+        Leader/follower: the first waiter to find no flush running flushes for
+        everyone queued behind it in its own thread (no hand-off to the service
+        thread); the others sleep until a flush covers them.
+        """
+        cl = self.commitlog
+        if cl.flushed_offset >= offset:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._flushed:
+            while cl.flushed_offset < offset:
+                if not self._leader_busy:
+                    self._leader_busy = True
+                    break
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._flushed.wait(remaining)
+            else:
+                return True
         try:
-            return self.request(offset).result(timeout)
-        except TimeoutError:
+            self._flush()
+        except OSError:
+            log.exception("group commit flush failed")
             return False
+        finally:
+            with self._flushed:
+                self._leader_busy = False
+                self._flushed.notify_all()
+        return cl.flushed_offset >= offset and (deadline is None or time.monotonic() <= deadline)
+
+    def _flush(self) -> int:
+        if self.injected_delay_s > 0:
+            time.sleep(self.injected_delay_s)
+        before = self.commitlog.flushed_offset
+        t0 = time.perf_counter()
+        flushed = self.commitlog.flush()
+        if flushed > before:
+            self.on_flush(time.perf_counter() - t0)
+        return flushed
 
     def _wake(self) -> None:
         with self._cond:
@@ -156,16 +195,14 @@ class GroupCommitService(ServiceThread):
             for _, fut in requests:  # already covered by the flush that just ended
                 _settle(fut, True)
             return len(requests)
-        if self.injected_delay_s > 0:
-            time.sleep(self.injected_delay_s)
-        t0 = time.perf_counter()
         try:
-            flushed = self.commitlog.flush()
+            flushed = self._flush()
         except OSError as exc:
             for _, fut in requests:
                 _settle(fut, exc)
             raise
-        self.on_flush(time.perf_counter() - t0)
+        with self._flushed:
+            self._flushed.notify_all()
         late = []
         for offset, fut in requests:
             if offset <= flushed:
