@@ -58,6 +58,7 @@ class MappedFile:
                 if os.path.exists(path):
                     raise FileExistsError(errno.EEXIST, "segment already exists", path)
                 os.rename(tmp, path)
+                _fsync_dir(os.path.dirname(path) or ".")  # the name must survive a power cut too
             else:
                 size = os.fstat(fd).st_size
                 if size == 0:
@@ -123,6 +124,14 @@ def _allocate(fd: int, size: int) -> None:
         left = size
         while left:
             left -= os.write(fd, chunk[: min(left, len(chunk))])
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _unlink_quietly(path: str) -> None:
