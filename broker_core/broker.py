@@ -144,7 +144,7 @@ class Broker:
             return None, self._bad(f"queue {queue_id} out of range: {topic} has {queues}")
         return queue_id, None
 
-    async def _write(self, put: Callable[[], object], nbytes: int, msgs: int) -> tuple[int, object]:
+    async def _write(self, put: Callable[[], object]) -> tuple[int, object]:
         """Run a put through the write path: busy check, faults, flush wait."""
         now = perf_counter()
         if self._inflight:
@@ -182,47 +182,60 @@ class Broker:
             if not fut.done():
                 fut.set_result(None)
 
-    async def _send(self, body: bytes) -> tuple[int, bytes]:
+    def send_now(self, body: bytes) -> tuple[int, bytes] | None:
+        """SEND answered without the event loop: the common case (async flush, no
+        drill fault, nothing queued in the write path) needs no await at all,
+        so the server skips creating a task. None: take the async path."""
+        if self.config.flush != "async" or self.faults.any or self._inflight:
+            return None
         t0 = perf_counter()
-        topic, qid, msg = p.decode_send(body)
-        code, answer = await self._send_one(topic, qid, msg)
+        try:
+            topic, qid, msg = p.decode_send(body)
+            code, answer = self._check_send(topic, qid, msg)
+        except (p.ProtocolError, TopicError, ValueError) as exc:
+            return self._bad(str(exc))
+        if code == Code.OK:
+            qid = answer
+            result = self.store.put(topic, qid, msg.body, msg.tags or None, msg.keys or None,
+                                    msg.properties or None, wait=False)
+            code, answer = self._send_answer(_PUT_CODES[result.status], result, topic, qid)
         self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code == Code.OK)
         return code, answer
 
-    async def _send_one(self, topic: str, qid: int, msg: p.OutMessage) -> tuple[int, bytes]:
+    async def _send(self, body: bytes) -> tuple[int, bytes]:
+        t0 = perf_counter()
+        topic, qid, msg = p.decode_send(body)
         await self._paused()
-        if len(msg.body) > self.store.config.max_message_bytes:
+        code, answer = self._check_send(topic, qid, msg)
+        if code == Code.OK:
+            qid = answer
+            code, result = await self._write(
+                lambda: self.store.put(topic, qid, msg.body, msg.tags or None, msg.keys or None,
+                                       msg.properties or None, wait=False))
+            code, answer = self._send_answer(code, result, topic, qid)
+        self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code == Code.OK)
+        return code, answer
+
+    def _check_send(self, topic: str, qid: int, msg: p.OutMessage) -> tuple[int, object]:
+        """(OK, queue id) or an error answer, before anything is written."""
+        limit = self.store.config.max_message_bytes
+        if len(msg.body) > limit:
             self.counters["send_errors"] += 1
-            return Code.MESSAGE_TOO_LARGE, (
-                f"body of {len(msg.body)} bytes is over the "
-                f"{self.store.config.max_message_bytes}-byte limit"
-            ).encode()
+            return Code.MESSAGE_TOO_LARGE, (f"body of {len(msg.body)} bytes is over the "
+                                            f"{limit}-byte limit").encode()
         qid, err = self._queue_for(topic, qid)
-        if err:
-            return err
-        code, result = await self._write(
-            lambda: self.store.put(
-                topic,
-                qid,
-                msg.body,
-                msg.tags or None,
-                msg.keys or None,
-                msg.properties or None,
-                wait=False,
-            ),
-            len(msg.body),
-            1,
-        )
-        if isinstance(result, str):
+        return err if err else (Code.OK, qid)
+
+    def _send_answer(self, code: int, result, topic: str, qid: int) -> tuple[int, bytes]:
+        if isinstance(result, str):  # refused by the write path
             self.counters["send_errors"] += 1
             return code, result.encode()
         if result.status is not PutStatus.PUT_OK:
             self.counters["send_errors"] += 1
             return code, (result.reason or result.status.value).encode()
         self._wake(topic, qid)
-        return code, p.encode_send_response(
-            qid, result.queue_offset, result.physical_offset, result.store_timestamp
-        )
+        return code, p.encode_send_response(qid, result.queue_offset, result.physical_offset,
+                                            result.store_timestamp)
 
     async def _send_batch(self, body: bytes) -> tuple[int, bytes]:
         t0 = perf_counter()
@@ -257,7 +270,7 @@ class Broker:
             )
         else:
             return self._bad("a batch's messages must share tags, keys and properties")
-        code, result = await self._write(put, nbytes, len(msgs))
+        code, result = await self._write(put)
         if isinstance(result, str):
             self.counters["send_errors"] += 1
             return code, result.encode()

@@ -127,7 +127,8 @@ class Producer:
         keys: str | None = None,
         properties: dict[str, str] | None = None,
     ) -> SendResult:
-        return self.send_async(topic, body, tags, keys, properties).result()
+        return self._call(Op.SEND, encode_send(topic, -1, OutMessage(
+            body, tags or "", keys or "", properties or {})))
 
     def send_async(
         self,
@@ -143,7 +144,8 @@ class Producer:
         return outer
 
     def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:
-        return self.send_batch_async(topic, bodies).result()
+        msgs = [b if isinstance(b, OutMessage) else OutMessage(b) for b in bodies]
+        return self._call(Op.SEND_BATCH, encode_send_batch(topic, -1, msgs))
 
     def send_batch_async(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> Future:
         msgs = [b if isinstance(b, OutMessage) else OutMessage(b) for b in bodies]
@@ -205,19 +207,14 @@ class Producer:
             return
         self._done(op, payload, outer, tried, attempt, broker, token, Code(code), body, "")
 
-    def _done(
-        self,
-        op,
-        payload,
-        outer: Future,
-        tried,
-        attempt,
-        broker,
-        token,
-        code: Code | None,
-        body: bytes | None,
-        reason: str,
-    ) -> None:
+    def _judge(self, op, broker, token, attempt, code: Code | None, body: bytes | None,
+               reason: str) -> tuple[str, object]:
+        """One attempt's outcome: ("ok", SendResult), ("fail", SendFailed) or ("retry", why).
+
+        Reports the call to the fuse: a broker that answered with a client-side
+        error (too large, bad request) is healthy; one that timed out, refused
+        or failed to flush is not.
+        """
         broker_ok = code is not None and code not in RETRYABLE and code != Code.FLUSH_DISK_TIMEOUT
         if token is not None:
             self.fuse.end(token, ok=broker_ok)
@@ -226,28 +223,53 @@ class Producer:
             try:
                 if op == Op.SEND:
                     qid, qoff, _phys, _ts = decode_send_response(body)
-                    result = SendResult(status, broker, qid, qoff, 1, attempt)
-                else:
-                    qid, first, count = decode_batch_response(body)
-                    result = SendResult(status, broker, qid, first, count, attempt)
+                    return "ok", SendResult(status, broker, qid, qoff, 1, attempt)
+                qid, first, count = decode_batch_response(body)
+                return "ok", SendResult(status, broker, qid, first, count, attempt)
             except BrokerError as exc:
-                outer.set_exception(SendFailed(f"{broker}: bad response: {exc}"))
-                return
-            outer.set_result(result)
-            return
+                return "fail", SendFailed(f"{broker}: bad response: {exc}")
         if code is not None and code not in RETRYABLE:
             message = body.decode("utf-8", "replace") if body else code.name
-            outer.set_exception(SendFailed(f"{broker}: {code.name}: {message}", code))
-            return
+            return "fail", SendFailed(f"{broker}: {code.name}: {message}", code)
         why = reason or f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
         if attempt > self.retries or self._closed.is_set():
-            outer.set_exception(
-                SendFailed(
-                    f"send failed after {attempt} attempt(s); last from {broker}: {why}", code
-                )
-            )
-            return
-        self._attempt(op, payload, outer, tried + [broker], attempt + 1)
+            return "fail", SendFailed(
+                f"send failed after {attempt} attempt(s); last from {broker}: {why}", code)
+        return "retry", why
+
+    def _done(self, op, payload, outer: Future, tried, attempt, broker, token,
+              code: Code | None, body: bytes | None, reason: str) -> None:
+        kind, value = self._judge(op, broker, token, attempt, code, body, reason)
+        if kind == "ok":
+            outer.set_result(value)
+        elif kind == "fail":
+            outer.set_exception(value)
+        else:
+            self._attempt(op, payload, outer, tried + [broker], attempt + 1)
+
+    def _call(self, op: Op, payload: bytes) -> SendResult:
+        """The blocking path: the same attempts as _attempt, without callbacks,
+        an outer future or the timeout sweeper (a sync send waits itself)."""
+        tried: list[str] = []
+        attempt = 1
+        while True:
+            candidates = [b for b in self._names if b not in tried] or self._names
+            broker = self._choose(candidates)
+            token = self.fuse.begin(broker) if self.fuse is not None else None
+            code = body = None
+            reason = ""
+            try:
+                raw_code, body = self._pool.get(broker).call(op, payload, self.timeout)
+                code = Code(raw_code)
+            except (BrokerUnavailable, TimeoutError) as exc:
+                reason = str(exc)
+            kind, value = self._judge(op, broker, token, attempt, code, body, reason)
+            if kind == "ok":
+                return value
+            if kind == "fail":
+                raise value
+            tried.append(broker)
+            attempt += 1
 
     def _sweep(self) -> None:
         """Fail requests past their deadline (one thread for all of them)."""

@@ -72,13 +72,11 @@ class Consumer:
 
     # -- plumbing -----------------------------------------------------------
     def _call(self, broker: str, op: Op, body: bytes, timeout: float | None = None):
-        conn = self._pool.get(broker)
-        fut = conn.request(op, body)
         try:
-            return fut.result(timeout if timeout is not None else self.timeout)
-        except TimeoutError:
-            conn.forget(fut)
-            raise BrokerUnavailable(f"{broker}: no answer in {self.timeout:g} s") from None
+            return self._pool.get(broker).call(op, body, timeout if timeout is not None
+                                               else self.timeout)
+        except TimeoutError as exc:
+            raise BrokerUnavailable(str(exc)) from None
 
     def _json(self, broker: str, op: Op, payload: dict) -> dict:
         code, body = self._call(broker, op, encode_json(payload))

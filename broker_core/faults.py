@@ -51,17 +51,20 @@ class Faults:
         self._clock = clock
         self._rng = random.Random(seed)
         self.spec = FaultSpec()
+        self.any = False  # cheap hot-path test: is any fault set (even if expired)?
         self._since = 0.0
         self._period = -1
         self._period_stall_s = 0.0
 
     def inject(self, spec: FaultSpec) -> None:
         self.spec = spec.validate()
+        self.any = spec != FaultSpec()
         self._since = self._clock()
         self._period = -1
 
     def clear(self) -> None:
         self.spec = FaultSpec()
+        self.any = False
 
     def _expired(self, now: float) -> bool:
         d = self.spec.duration_s

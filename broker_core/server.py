@@ -43,10 +43,19 @@ class BrokerProtocol(asyncio.Protocol):
             self._reject(str(exc))
             return
         self.partial_since = time.monotonic() if self.decoder.pending else None
+        broker = self.broker
         for header, body in frames:
             if header.is_response:
                 self._reject("a response frame sent to the broker")
                 return
+            if header.op == p.Op.SEND:
+                answered = broker.send_now(body)
+                if answered is not None:
+                    if not header.oneway:
+                        self.transport.write(p.encode_frame(
+                            header.op, header.request_id, answered[1], flags=p.FLAG_RESPONSE,
+                            code=answered[0]))
+                    continue
             task = asyncio.ensure_future(self._serve(header, body))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
