@@ -66,4 +66,10 @@ def metric_families(snap: FuseSnapshot) -> list[MetricFamily]:
         MetricFamily("floodgate_fuse_isolations_total", "counter",
                      "Isolations started, by reason (slow, error).", ("reason",),
                      tuple(((reason,), float(n)) for reason, n in snap.isolations_total.items())),
+        # one series per isolated broker, so an alert can name the brokers
+        MetricFamily("floodgate_fuse_broker_isolated", "gauge",
+                     "1 per isolated broker, by reason and whether it overflowed (serves).",
+                     ("broker", "reason", "overflow"),
+                     tuple(((b.broker, b.reason, "true" if b.overflow else "false"), 1.0)
+                           for b in snap.isolated)),
     ]

@@ -22,6 +22,9 @@ def test_metric_families_from_a_snapshot():
     transitions = dict(fams["floodgate_fuse_transitions_total"].samples)
     assert transitions[("isolate",)] == 4 and transitions[("overflow",)] == 1
     assert dict(fams["floodgate_fuse_isolations_total"].samples)[("error",)] == 4
+    per_broker = dict(fams["floodgate_fuse_broker_isolated"].samples)
+    assert len(per_broker) == 4 and set(per_broker.values()) == {1.0}
+    assert [b for b, _, overflow in per_broker if overflow == "true"] == ["b0"]  # earliest
 
 
 def test_families_render_with_prometheus_client_in_the_producer_style():
