@@ -140,7 +140,7 @@ def disk_panel():
     return (series_panel("Disk used", "percentunit",
                          [query(f"max by (broker) (floodgate_disk_used_ratio{{{BROKER}}})",
                                 "{{broker}}")],
-                         "Data disk of each broker; the alert fires over 75 %.", width=12,
+                         "Data disk of each broker; the alert fires over 75 %.", width=8,
                          sla=0.75).min(0).max(1))
 
 
@@ -148,20 +148,44 @@ def flush_lag_panel():
     return series_panel("Flush lag", "bytes",
                         [query(f"max by (broker) (floodgate_flush_lag_bytes{{{BROKER}}})",
                                "{{broker}}")],
-                        "CommitLog bytes written but not yet flushed to disk.", width=12)
+                        "CommitLog bytes written but not yet flushed to disk.", width=8)
 
 
 def consumer_lag_panel():
     return series_panel("Consumer lag", "short",
                         [query(f"sum by (broker, group) (floodgate_consumer_lag{{{BROKER}}})",
                                "{{broker}} {{group}}")],
-                        "Messages not yet consumed, per broker and consumer group.", width=12)
+                        "Messages not yet consumed, per broker and consumer group.", width=8)
 
 
-def brokers_up_stat():
-    return (stat.Panel().title("Brokers up").datasource(DS).span(4).height(4)
-            .with_target(query('sum(up{job="floodgate-broker"})', "up"))
-            .thresholds(thresholds((None, "red"), (1, "green"))))
+def isolated_brokers_panel():
+    expr = f"max by (broker, reason) (floodgate_fuse_broker_isolated{{{BROKER}}})"
+    return (series_panel("Isolated brokers", "short", [query(expr, "{{broker}} ({{reason}})")],
+                         "1 while some producer's fuse isolates the broker.", width=12)
+            .draw_style(common.GraphDrawStyle.BARS).fill_opacity(60).min(0))
+
+
+def stat_panel(title: str, expr: str, unit: str, steps: list[tuple[float | None, str]]):
+    return (stat.Panel().title(title).datasource(DS).span(6).height(4).unit(unit)
+            .with_target(query(expr)).thresholds(thresholds(*steps)))
+
+
+def overview_stats() -> list:
+    sel = f"{{{BROKER}}}"
+    return [
+        stat_panel("Brokers up", 'sum(up{job="floodgate-broker"})', "short",
+                   [(None, "red"), (1, "green")]),
+        stat_panel("Send p99 (selected brokers)",
+                   f"histogram_quantile(0.99, sum by (le) "
+                   f"(rate(floodgate_send_latency_seconds_bucket{sel}[{RATE}])))", "s",
+                   [(None, "green"), (0.003, "orange"), (0.020, "red")]),
+        stat_panel("Sends over 20 ms in range",
+                   f"sum(increase(floodgate_send_over_20ms_total{sel}[$__range]))", "short",
+                   [(None, "green"), (1, "red")]),
+        stat_panel("Messages in per second",
+                   f"sum(rate(floodgate_messages_in_total{sel}[{RATE}]))", "short",
+                   [(None, "blue")]),
+    ]
 
 
 def variables(datasource: str):
@@ -188,13 +212,17 @@ def build_dashboard(datasource: str = DEFAULT_DATASOURCE) -> dict:
                .tooltip(dash_model.DashboardCursorSync.CROSSHAIR))
     for var in variables(datasource):
         builder = builder.with_variable(var)
+    builder = builder.with_row(dash.Row("Overview"))
+    for panel in overview_stats():
+        builder = builder.with_panel(panel)
     builder = (builder.with_row(dash.Row("Send latency")).with_panel(send_heatmap())
                .with_panel(percentile_panel()).with_panel(average_panel())
                .with_row(dash.Row("Traffic and SLA")).with_panel(rate_panel("in"))
                .with_panel(rate_panel("out")).with_panel(over_20ms_panel())
-               .with_row(dash.Row("Fuse and storage")).with_panel(fuse_panel())
-               .with_panel(disk_panel()).with_panel(flush_lag_panel())
-               .with_panel(consumer_lag_panel()).with_panel(brokers_up_stat()))
+               .with_row(dash.Row("Fuse")).with_panel(fuse_panel())
+               .with_panel(isolated_brokers_panel())
+               .with_row(dash.Row("Storage and consumers")).with_panel(disk_panel())
+               .with_panel(flush_lag_panel()).with_panel(consumer_lag_panel()))
     return json.loads(json.dumps(builder.build(), cls=JSONEncoder))
 
 

@@ -12,7 +12,7 @@ runbook line each):
 - average send RT over 3 ms for 1 minute;
 - any send over 20 ms (the broker's exact counter, not a bucket estimate);
 - a broker down (its scrape fails);
-- a producer's fuse with as many brokers isolated as the cap allows;
+- a producer's fuse with as many brokers isolated as the cap allows (naming them);
 - a data disk over 75 % full.
 """
 
@@ -31,6 +31,12 @@ AVG_SEND_RT_S = 0.003
 MAX_SEND_RT_S = 0.020
 DISK_USED_RATIO = 0.75
 
+# The isolated brokers of the producer an alert is about, named in its description
+# (floodgate_fuse_broker_isolated has one series per isolated broker).
+ISOLATED_BROKERS = (
+    ' {{ range query (printf "floodgate_fuse_broker_isolated{instance=%q}" $labels.instance) }}'
+    " {{ .Labels.broker }} ({{ .Labels.reason }}){{ end }}"
+)
 BY_BROKER = "cluster, broker, instance"
 BY_CLUSTER = "cluster"
 
@@ -153,8 +159,8 @@ def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
             "page",
             "Producer {{ $labels.producer }} has isolated as many brokers as its cap allows",
             "The fuse of producer {{ $labels.producer }} ({{ $labels.instance }}) has"
-            " {{ $value }} brokers isolated, the 30 % cap: the next slow broker stays in service"
-            " (overflow). Its /stats lists which brokers and why.",
+            " {{ $value }} brokers isolated, the 30 % cap:"
+            f"{ISOLATED_BROKERS}; the next slow broker stays in service (overflow).",
             "Runbook: read the isolated brokers off http://{{ $labels.instance }}/stats (fuse),"
             " check those brokers' send RT and errors; more than 30 % of the cluster slow at"
             " once is a cluster-wide cause (hosts, network, load), not one broker.",

@@ -31,16 +31,18 @@ def series(name: str, labels: dict, values: str) -> dict:
     return {"series": f"{name}{{{text}}}", "values": values}
 
 
-def render(template: str, labels: dict, value: str) -> str:
-    """The alert templates with $labels and $value filled in, as Prometheus renders them."""
-    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], template)
+def render(template: str, labels: dict, value: str, listed: str = "") -> str:
+    """The alert templates with $labels and $value filled in, as Prometheus renders them
+    (`listed`: what a `range query` loop prints)."""
+    text = re.sub(r"\{\{ range .*?\{\{ end \}\}", listed, template)
+    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], text)
     return re.sub(r"\{\{ \$value[^}]*\}\}", value, text)
 
 
-def firing(alert: str, labels: dict, value: str) -> dict:
+def firing(alert: str, labels: dict, value: str, listed: str = "") -> dict:
     a = ANNOTATIONS[alert]
     return {"exp_labels": {**labels, "severity": a.severity},
-            "exp_annotations": {k: render(getattr(a, k), labels, value)
+            "exp_annotations": {k: render(getattr(a, k), labels, value, listed)
                                 for k in ("summary", "description", "runbook")}}
 
 
@@ -103,9 +105,17 @@ def test_fuse_isolated_at_the_cap_but_not_when_the_cap_is_zero(tmp_path):
         series("floodgate_fuse_cap", PRODUCER, "2x5"),
         series("floodgate_fuse_isolated", small, "0x5"),
         series("floodgate_fuse_cap", small, "0x5"),
+        series("floodgate_fuse_broker_isolated",
+               {**PRODUCER, "broker": "broker-2", "reason": "slow", "overflow": "false"},
+               "_ 1x4"),
+        series("floodgate_fuse_broker_isolated",
+               {**PRODUCER, "broker": "broker-5", "reason": "error", "overflow": "false"},
+               "_ _ 1 1 _ _"),
     ], [
         check("15s", name),
-        check("30s", name, firing(name, PRODUCER, "2")),
+        # the description names the isolated brokers
+        check("30s", name, firing(name, PRODUCER, "2",
+                                  " broker-2 (slow) broker-5 (error)")),
         check("60s", name),
     ])
 
