@@ -317,7 +317,7 @@ class Fuse:
     def _release_cluster_slow_locked(self, now: float) -> None:
         """A cluster-wide slowdown: undo slowness isolations of the last window."""
         horizon = now - self.config.cluster_window_s
-        undo = [st for st in self._isolated if st.reason == "slow" and st.since >= horizon]
+        undo = [st for st in self._isolated if st.episode_errors == 0 and st.since >= horizon]
         for state in undo:
             self._release_locked(state, now, "cluster-slow")
         if undo:
