@@ -16,7 +16,8 @@ lint: setup
 test: setup lint
 	$(BIN)/pytest
 
-bench: setup
+bench:
+	@bash scripts/setup.sh --bench
 	$(BIN)/python bench/run_all.py
 
 clean:

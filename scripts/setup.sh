@@ -10,6 +10,10 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)            # integrati
 command -v tmux >/dev/null 2>&1 || need+=(tmux)                      # demo test
 command -v losetup >/dev/null 2>&1 || need+=(mount)                  # loop-device tests
 command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 || need+=(chromium-headless-shell)  # HTML report tests
+if [ "${1:-}" = "--bench" ]; then  # servers bench/broker_vs_peers.py measures against
+  command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+  command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   echo "setup: apt-get install ${need[*]}"
@@ -27,4 +31,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e '.[dev]'
   touch "$stamp"
+fi
+if [ "${1:-}" = "--bench" ]; then
+  .venv/bin/pip install -q -e '.[dev,bench]'
 fi
