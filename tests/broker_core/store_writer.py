@@ -2,6 +2,8 @@
 
     python store_writer.py DIR CYCLE THREADS [--exit-after N]
 
+(or ``run(...)`` in a forked child, which skips interpreter start-up.)
+
 Prints ``READY <recovery report JSON>`` once the store is open, then one line
 per acknowledged (PUT_OK, flushed) put:
 ``ACK <topic> <queue_id> <queue_offset> <cycle> <thread> <seq> <size>``.
@@ -25,11 +27,10 @@ def body_for(cycle: int, thread: int, seq: int, size: int) -> bytes:
     return (seed * (size // len(seed) + 1))[:size]
 
 
-def main() -> None:
+def run(path: str, cycle: int, threads: int, exit_after: int | None, out) -> None:
+    """Write until killed (or ``exit_after`` acks per thread); never returns."""
     from broker_core.store import MessageStore, StoreConfig
 
-    path, cycle, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    exit_after = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[4] == "--exit-after" else None
     flush = os.environ.get("FLOODGATE_TEST_FLUSH", "sync")
     store = MessageStore(
         path,
@@ -43,8 +44,8 @@ def main() -> None:
         ),
     )
     out_lock = threading.Lock()
-    sys.stdout.write("READY " + json.dumps(store.recovery.to_dict()) + "\n")
-    sys.stdout.flush()
+    out.write("READY " + json.dumps(store.recovery.to_dict()) + "\n")
+    out.flush()
 
     def writer(tid: int) -> None:
         rng = random.Random(cycle * 1000 + tid)
@@ -57,10 +58,8 @@ def main() -> None:
                 sys.stderr.write(f"put failed: {r}\n")
                 os._exit(3)
             with out_lock:
-                sys.stdout.write(
-                    f"ACK {topic} {seq % 3} {r.queue_offset} {cycle} {tid} {seq} {size}\n"
-                )
-                sys.stdout.flush()
+                out.write(f"ACK {topic} {seq % 3} {r.queue_offset} {cycle} {tid} {seq} {size}\n")
+                out.flush()
 
     workers = [threading.Thread(target=writer, args=(t,), daemon=True) for t in range(threads)]
     for w in workers:
@@ -68,6 +67,12 @@ def main() -> None:
     for w in workers:
         w.join()
     os._exit(0)  # no close(): the abort file stays, like after a crash
+
+
+def main() -> None:
+    path, cycle, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    exit_after = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[4] == "--exit-after" else None
+    run(path, cycle, threads, exit_after, sys.stdout)
 
 
 if __name__ == "__main__":
