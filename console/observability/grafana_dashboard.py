@@ -182,7 +182,7 @@ def overview_stats() -> list:
         stat_panel("Sends over 20 ms in range",
                    f"sum(increase(floodgate_send_over_20ms_total{sel}[$__range]))", "short",
                    [(None, "green"), (1, "red")]),
-        stat_panel("Messages in per second",
+        stat_panel("Messages in per second, total",
                    f"sum(rate(floodgate_messages_in_total{sel}[{RATE}]))", "short",
                    [(None, "blue")]),
     ]

@@ -22,6 +22,7 @@ import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -104,6 +105,13 @@ class Live:
                 if a["labels"]["alertname"] == name]
 
 
+def spawn(argv: list[str], log: Path) -> subprocess.Popen:
+    """Start a process with its stderr in `log` (kept for a failing run's post-mortem)."""
+    with open(log, "wb") as err:
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err,
+                                stdin=subprocess.DEVNULL)
+
+
 def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
@@ -118,11 +126,10 @@ def live(tmp_path_factory):
     try:
         cluster.up()
         producer_port = free_port()
-        procs.append(subprocess.Popen(
+        procs.append(spawn(
             [sys.executable, "-m", "console.cli", "bench", "produce", "--cluster",
              str(cluster.path), "--duration", "55", "--rate", "300", "--concurrency", "4",
-             "--http-port", str(producer_port)],
-            stdout=subprocess.DEVNULL, stderr=open(tmp / "producer.log", "wb")))  # noqa: SIM115
+             "--http-port", str(producer_port)], tmp / "producer.log"))
         producer = f"127.0.0.1:{producer_port}"
         wait_for("producer /healthz", lambda: get_text(f"http://{producer}/healthz"), 15)
 
@@ -130,11 +137,11 @@ def live(tmp_path_factory):
         assert main(["prometheus", "config", "--cluster", str(cluster.path), "--producers",
                      producer, "--out", str(out), "--scrape-interval", "1s"]) == 0
         prom_port = free_port()
-        procs.append(subprocess.Popen(
+        procs.append(spawn(
             ["prometheus", f"--config.file={out / 'prometheus.yml'}",
              f"--storage.tsdb.path={tmp / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "wb")))  # noqa: SIM115
+            tmp / "prometheus.log"))
         live = Live(cluster, producer, f"http://127.0.0.1:{prom_port}")
         wait_for("prometheus ready", lambda: get_text(f"{live.prometheus}/-/ready"), 20)
         wait_for("3 targets up", lambda: len(live.query("up == 1")) == 3, 15)

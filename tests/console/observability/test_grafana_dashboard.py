@@ -58,7 +58,7 @@ def test_the_panels_the_issue_asks_for(model):
     assert fuse == {"floodgate_fuse_isolated", "floodgate_fuse_cap", "floodgate_fuse_overflow"}
     assert "floodgate_fuse_broker_isolated" in titles["Isolated brokers"]["targets"][0]["expr"]
     assert {"Brokers up", "Send p99 (selected brokers)", "Sends over 20 ms in range",
-            "Messages in per second"} <= set(titles)
+            "Messages in per second, total"} <= set(titles)
 
 
 def test_broker_and_datasource_variables(model):
