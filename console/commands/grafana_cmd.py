@@ -21,16 +21,16 @@ def register(sub) -> None:
 
     push = add_subparser(gsub, "push", "push the floodgate dashboard to a Grafana")
     push.add_argument("--url", required=True, help="Grafana's base URL, e.g. http://grafana:3000")
-    push.add_argument("--token", help="service account token (or env GRAFANA_TOKEN)")
-    push.add_argument("--user", help="basic-auth user (with --password)")
-    push.add_argument("--password", help="basic-auth password (or env GRAFANA_PASSWORD)")
+    push.add_argument("--token", metavar="T", help="service account token (or env GRAFANA_TOKEN)")
+    push.add_argument("--user", metavar="U", help="basic-auth user (with --password)")
+    push.add_argument("--password", metavar="P", help="basic-auth password (or env GRAFANA_PASSWORD)")
     push.add_argument("--folder", metavar="NAME", help="folder title (default: General)")
     push.add_argument("--overwrite", action="store_true",
                       help="replace a dashboard with the same uid")
     push.add_argument("--dashboard", type=Path, metavar="FILE",
                       help="push this dashboard JSON instead of building it")
     _datasource(push)
-    push.add_argument("--timeout", type=float, default=5.0, help="per-request timeout, s")
+    push.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per-request timeout, s")
     push.add_argument("--json", action="store_true")
     push.set_defaults(func=run_push)
 
