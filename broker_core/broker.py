@@ -191,7 +191,7 @@ class Broker:
         t0 = perf_counter()
         try:
             topic, qid, msg = p.decode_send(body)
-            code, answer = self._check_send(topic, qid, msg)
+            code, answer = self._check_send(topic, qid, len(msg.body))
         except (p.ProtocolError, TopicError, ValueError) as exc:
             return self._bad(str(exc))
         if code == Code.OK:
@@ -206,7 +206,7 @@ class Broker:
         t0 = perf_counter()
         topic, qid, msg = p.decode_send(body)
         await self._paused()
-        code, answer = self._check_send(topic, qid, msg)
+        code, answer = self._check_send(topic, qid, len(msg.body))
         if code == Code.OK:
             qid = answer
             code, result = await self._write(
@@ -216,17 +216,18 @@ class Broker:
         self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code == Code.OK)
         return code, answer
 
-    def _check_send(self, topic: str, qid: int, msg: p.OutMessage) -> tuple[int, object]:
+    def _check_send(self, topic: str, qid: int, nbytes: int) -> tuple[int, object]:
         """(OK, queue id) or an error answer, before anything is written."""
         limit = self.store.config.max_message_bytes
-        if len(msg.body) > limit:
+        if nbytes > limit:
             self.counters["send_errors"] += 1
-            return Code.MESSAGE_TOO_LARGE, (f"body of {len(msg.body)} bytes is over the "
+            return Code.MESSAGE_TOO_LARGE, (f"body of {nbytes} bytes is over the "
                                             f"{limit}-byte limit").encode()
         qid, err = self._queue_for(topic, qid)
         return err if err else (Code.OK, qid)
 
-    def _send_answer(self, code: int, result, topic: str, qid: int) -> tuple[int, bytes]:
+    def _send_answer(self, code: int, result, topic: str, qid: int, batch: bool = False
+                     ) -> tuple[int, bytes]:
         if isinstance(result, str):  # refused by the write path
             self.counters["send_errors"] += 1
             return code, result.encode()
@@ -234,6 +235,8 @@ class Broker:
             self.counters["send_errors"] += 1
             return code, (result.reason or result.status.value).encode()
         self._wake(topic, qid)
+        if batch:
+            return code, p.encode_batch_response(qid, result.queue_offset, result.count)
         return code, p.encode_send_response(qid, result.queue_offset, result.physical_offset,
                                             result.store_timestamp)
 
@@ -247,38 +250,18 @@ class Broker:
 
     async def _send_batch_inner(self, topic, qid, msgs, nbytes) -> tuple[int, bytes]:
         await self._paused()
-        if nbytes > self.store.config.max_message_bytes:
-            self.counters["send_errors"] += 1
-            return Code.MESSAGE_TOO_LARGE, f"batch of {nbytes} bytes is over the limit".encode()
-        qid, err = self._queue_for(topic, qid)
-        if err:
-            return err
         first = msgs[0]
-        same_meta = all(
-            m.tags == first.tags and m.keys == first.keys and m.properties == first.properties
-            for m in msgs
-        )
-        if same_meta:
-            put = lambda: self.store.put_batch(  # noqa: E731
-                topic,
-                qid,
-                [m.body for m in msgs],
-                first.tags or None,
-                first.keys or None,
-                first.properties or None,
-                wait=False,
-            )
-        else:
+        if any(m.tags != first.tags or m.keys != first.keys or m.properties != first.properties
+               for m in msgs):
             return self._bad("a batch's messages must share tags, keys and properties")
-        code, result = await self._write(put)
-        if isinstance(result, str):
-            self.counters["send_errors"] += 1
-            return code, result.encode()
-        if result.status is not PutStatus.PUT_OK:
-            self.counters["send_errors"] += 1
-            return code, (result.reason or result.status.value).encode()
-        self._wake(topic, qid)
-        return code, p.encode_batch_response(qid, result.queue_offset, result.count)
+        code, answer = self._check_send(topic, qid, nbytes)
+        if code != Code.OK:
+            return code, answer
+        qid = answer
+        code, result = await self._write(lambda: self.store.put_batch(
+            topic, qid, [m.body for m in msgs], first.tags or None, first.keys or None,
+            first.properties or None, wait=False))
+        return self._send_answer(code, result, topic, qid, batch=True)
 
     # -- reads ----------------------------------------------------------------
     async def _pull(self, body: bytes) -> tuple[int, bytes]:

@@ -67,6 +67,10 @@ def normalize_brokers(brokers: Sequence[str] | Mapping[str, str] | str) -> dict[
     return out
 
 
+def _one(topic: str, body: bytes, tags, keys, properties) -> bytes:
+    return encode_send(topic, -1, OutMessage(body, tags or "", keys or "", properties or {}))
+
+
 class _Pool:
     """One lazily opened Connection per broker."""
 
@@ -119,28 +123,16 @@ class Producer:
         self._sweeper.start()
 
     # -- public API ---------------------------------------------------------
-    def send(
-        self,
-        topic: str,
-        body: bytes,
-        tags: str | None = None,
-        keys: str | None = None,
-        properties: dict[str, str] | None = None,
-    ) -> SendResult:
-        return self._call(Op.SEND, encode_send(topic, -1, OutMessage(
-            body, tags or "", keys or "", properties or {})))
+    def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | None = None,
+             properties: dict[str, str] | None = None) -> SendResult:
+        """Send one message, retrying on other brokers; raises SendFailed."""
+        return self._call(Op.SEND, _one(topic, body, tags, keys, properties))
 
-    def send_async(
-        self,
-        topic: str,
-        body: bytes,
-        tags: str | None = None,
-        keys: str | None = None,
-        properties: dict[str, str] | None = None,
-    ) -> Future:
-        payload = encode_send(topic, -1, OutMessage(body, tags or "", keys or "", properties or {}))
+    def send_async(self, topic: str, body: bytes, tags: str | None = None,
+                   keys: str | None = None, properties: dict[str, str] | None = None) -> Future:
+        """As send, without blocking: a Future of the SendResult."""
         outer: Future = Future()
-        self._attempt(Op.SEND, payload, outer, [], 1)
+        self._attempt(Op.SEND, _one(topic, body, tags, keys, properties), outer, [], 1)
         return outer
 
     def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:

@@ -244,3 +244,18 @@ def test_sigterm_shuts_down_cleanly(cluster_factory):
     assert not os.path.exists(os.path.join(entry.data, "store", "abort"))
     log = (cluster.log_dir / f"{entry.name}.log").read_text()
     assert "stopped broker=broker-1 cleanly" in log
+
+
+def test_batches_are_stored_in_one_queue_in_order(cluster_factory):
+    cluster = cluster_factory(1)
+    with Producer(cluster.file.addrs, fuse=False) as producer:
+        result = producer.send_batch("batched", [f"b{i}".encode() for i in range(100)])
+        assert result.status == "SEND_OK" and result.count == 100
+        with pytest.raises(SendFailed, match="MESSAGE_TOO_LARGE"):
+            producer.send_batch("batched", [b"x" * (3 * 1024 * 1024)] * 2)
+    with Consumer("g-batch", "batched", cluster.file.addrs) as consumer:
+        got = _consume_all(consumer, 100, 10)
+    assert [m.body for m in got] == [f"b{i}".encode() for i in range(100)]
+    assert {m.queue_id for m in got} == {result.queue_id}
+    assert [m.queue_offset for m in got] == list(range(result.queue_offset,
+                                                       result.queue_offset + 100))
