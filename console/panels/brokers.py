@@ -22,42 +22,44 @@ class Column:
     key: Callable[[Any], Any]  # sort key (None sorts last)
     cell: Callable[[Any], Text]
     numeric: bool = True
+    width: int | None = None  # fixed in the TUI, so a later, longer value is never cut
 
 
-def _lat(attr: str, limit: float) -> Column:
+def _lat(attr: str, limit: float) -> Column:  # "1,234 ms" fits in 8
     def cell(b) -> Text:
         v = getattr(b, attr)
         return Text(ms(v), style="bold red" if v is not None and v > limit else "",
                     justify="right")
 
-    return Column(attr, lambda b: getattr(b, attr), cell)
+    return Column(attr, lambda b: getattr(b, attr), cell, width=8)
 
 
-def _plain(label: str, attr: str, fmt: Callable[[Any], str], bad=None) -> Column:
+def _plain(label: str, attr: str, fmt: Callable[[Any], str], bad=None, width: int = 7
+           ) -> Column:
     def cell(b) -> Text:
         v = getattr(b, attr)
         return Text(fmt(v), style="red" if bad and v is not None and bad(v) else "",
                     justify="right")
 
-    return Column(label, lambda b: getattr(b, attr), cell)
+    return Column(label, lambda b: getattr(b, attr), cell, width=width)
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("broker", lambda b: b.name, lambda b: Text(b.name), numeric=False),
+    Column("broker", lambda b: b.name, lambda b: Text(b.name), numeric=False, width=None),
     Column("state", lambda b: _RANK.get(b.state, 9),
            lambda b: Text(b.state + ("?" if b.failures and b.state != "DOWN" else ""),
-                          style=STATE_STYLE.get(b.state, "")), numeric=False),
+                          style=STATE_STYLE.get(b.state, "")), numeric=False, width=9),
     _plain("in", "in_per_s", rate),
     _plain("out", "out_per_s", rate),
-    _plain("avg", "mean", ms, lambda v: v > SLA_MEAN_S),
+    _plain("avg", "mean", ms, lambda v: v > SLA_MEAN_S, width=8),
     _lat("p50", SLA_MAX_S),
     _lat("p99", SLA_MAX_S),
     _lat("p999", SLA_MAX_S),
     _lat("max", SLA_MAX_S),
-    _plain(">20ms", "over_20ms", count, lambda v: v > 0),
-    _plain("disk", "disk_used_ratio", pct, lambda v: v > 0.75),
-    _plain("flush lag", "flush_lag_bytes", size, lambda v: v > 64 << 20),
-    _plain("cons lag", "consumer_lag", count),
+    _plain(">20ms", "over_20ms", count, lambda v: v > 0, width=6),
+    _plain("disk", "disk_used_ratio", pct, lambda v: v > 0.75, width=5),
+    _plain("flush lag", "flush_lag_bytes", size, lambda v: v > 64 << 20, width=9),
+    _plain("cons lag", "consumer_lag", count, width=9),
 )
 
 

@@ -7,6 +7,7 @@ the cells are updated (no flicker, cheap at 200 brokers).
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -32,7 +33,8 @@ class BrokerTable(DataTable):
 
     def on_mount(self) -> None:
         for i, col in enumerate(COLUMNS):
-            self.add_column(col.label, key=str(i))
+            label = Text(col.label, justify="right" if col.numeric else "left")
+            self.add_column(label, key=str(i), width=col.width)
         self.add_column("why", key="why")
 
     def set_view(self, sort_column: int | None = None, reverse: bool | None = None,
@@ -56,7 +58,8 @@ class BrokerTable(DataTable):
         if keys == self.visible_keys:
             for key in keys:
                 for i, cell in enumerate(rows[key]):
-                    self.update_cell(key, "why" if i == len(COLUMNS) else str(i), cell)
+                    why = i == len(COLUMNS)
+                    self.update_cell(key, "why" if why else str(i), cell, update_width=why)
             return
         current = self.cursor_key
         self.clear()

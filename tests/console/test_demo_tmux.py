@@ -1,0 +1,56 @@
+"""`floodgate demo` in a real terminal (tmux): after the faults start, the
+pane shows the broker table with an ISOLATED broker; `q` stops everything."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from console.demo import port_free
+from tests.console.conftest import free_base_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+BROKERS = 6
+
+
+def tmux(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=10)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_demo_in_tmux_isolates_a_broker(tmp_path):
+    base = free_base_port(2 * BROKERS + 1)
+    session = f"floodgate-test-{base}"
+    floodgate = Path(sys.executable).with_name("floodgate")
+    cmd = (f"cd {shlex.quote(str(ROOT))} && {shlex.quote(str(floodgate))} demo "
+           f"--brokers {BROKERS} --rate 1000 --base-port {base} --data {tmp_path / 'demo'}")
+    assert tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "45", cmd).returncode == 0
+    pane = ""
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pane = tmux("capture-pane", "-p", "-t", session).stdout
+            if re.search(r"^ broker-\d\s+ISOLATED", pane, re.M):
+                break
+            time.sleep(1)
+        assert re.search(r"^ broker\s+state\s+in\s+out", pane, re.M), pane
+        assert len(re.findall(r"^ broker-\d\s+(UP|SLOW|ISOLATED|DOWN)", pane, re.M)) == BROKERS
+        assert re.search(r"^ broker-\d\s+ISOLATED", pane, re.M), pane
+        tmux("send-keys", "-t", session, "q")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and tmux("has-session", "-t", session).returncode == 0:
+            time.sleep(0.5)
+        assert tmux("has-session", "-t", session).returncode != 0, "demo did not quit on q"
+        # every broker and the producer endpoint stopped: their ports are free again
+        assert all(port_free(p) for p in range(base, base + 2 * BROKERS + 1))
+        assert (tmp_path / "demo" / "cluster.toml").exists()  # --data is kept
+    finally:
+        tmux("kill-session", "-t", session)
