@@ -194,7 +194,8 @@ class MessageStore:
 
         Returns one PutResult: offsets are those of the first message,
         ``count`` how many were stored, ``end_offset`` just past the last.
-        The whole batch (bodies together) must fit in max_message_bytes.
+        The bodies together must fit in max_message_bytes; the batch is
+        written as one block in one segment, all of it or none of it.
         """
         t0 = perf_counter()
         try:
@@ -208,6 +209,11 @@ class MessageStore:
             prepared = [
                 prepare(topic, queue_id, b, tags, keys, properties, self._max_body) for b in bodies
             ]
+            on_disk = sum(p[0] for p in prepared)
+            if on_disk + BLANK_MIN > self.config.commitlog_segment_bytes:
+                raise MessageIllegalError(
+                    f"batch takes {on_disk} bytes with headers, more than a commitlog segment"
+                )
         except (MessageIllegalError, TypeError) as exc:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
         result = self._append(topic, queue_id, prepared, born_timestamp, wait)
@@ -220,12 +226,15 @@ class MessageStore:
         return PutResult(status, reason=reason)
 
     def _append(self, topic, queue_id, prepared, born_ts, wait) -> PutResult:
+        """Write prepared records as one contiguous block of one segment (all or nothing)."""
         if self.disk_full:
             return self._failed(
                 PutStatus.DISK_FULL, f"disk {self.disk_used_ratio:.0%} used, over the full ratio"
             )
         cl = self.commitlog
         c = self.counters
+        n = len(prepared)
+        total = prepared[0][0] if n == 1 else sum(p[0] for p in prepared)
         with self._put_lock:
             if self._closed:
                 return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, "store is closed")
@@ -233,47 +242,55 @@ class MessageStore:
             now_ms = int(self._clock() * 1000)
             born = now_ms if born_ts is None else born_ts
             host = self._store_host
-            first_phys = first_qo = -1
-            stored = 0
             try:
-                cq.ensure_capacity(len(prepared))
-                for size, crc, body_len, tail, th in prepared:
-                    seg = cl.active
-                    phys = cl.write_offset
-                    if seg is None or phys + size + BLANK_MIN > seg.end_offset:
-                        seg = cl.roll()
-                        phys = cl.write_offset
-                        self.retention.check_disk()
-                    local = phys - seg.start_offset
-                    qo = cq.max_offset
-                    seg.mm[local : local + size] = HEADER.pack(
-                        size, MESSAGE_MAGIC, crc, queue_id, 0, qo, phys, 0, born, host,
-                        now_ms, host, 0, 0, body_len,
-                    ) + tail  # fmt: skip
-                    # The queue unit first: the checkpoint may count a record as
-                    # durable as soon as write_offset passes it.
-                    cq.append_unit(phys, size, th)
-                    cl.write_offset = phys + size
-                    seg.max_store_timestamp = now_ms
-                    if stored == 0:
-                        first_phys, first_qo = phys, qo
-                    stored += 1
+                cq.ensure_capacity(n)
+                seg = cl.active
+                first_phys = cl.write_offset
+                if seg is None or first_phys + total + BLANK_MIN > seg.end_offset:
+                    seg = cl.roll()  # before anything is written: may raise ENOSPC
+                    first_phys = cl.write_offset
+                    self.retention.check_disk()
             except OSError as exc:
                 self.retention.check_disk()
-                if stored == 0:
-                    return self._failed(PutStatus.DISK_FULL, f"cannot allocate: {exc}")
-                # Part of a batch went in; report what did (the rest gets DISK_FULL next time).
-            end = cl.write_offset
+                return self._failed(PutStatus.DISK_FULL, f"cannot allocate: {exc}")
+            local = first_phys - seg.start_offset
+            first_qo = cq.max_offset
+            if n == 1:
+                size, crc, body_len, tail, th = prepared[0]
+                seg.mm[local : local + size] = HEADER.pack(
+                    size, MESSAGE_MAGIC, crc, queue_id, 0, first_qo, first_phys, 0, born, host,
+                    now_ms, host, 0, 0, body_len,
+                ) + tail  # fmt: skip
+                # The queue unit first: the checkpoint may count a record as
+                # durable as soon as write_offset passes it.
+                cq.append_unit(first_phys, size, th)
+            else:
+                parts, units = [], []
+                phys, qo = first_phys, first_qo
+                for size, crc, body_len, tail, th in prepared:
+                    parts.append(HEADER.pack(
+                        size, MESSAGE_MAGIC, crc, queue_id, 0, qo, phys, 0, born, host,
+                        now_ms, host, 0, 0, body_len,
+                    ))  # fmt: skip
+                    parts.append(tail)
+                    units.append((phys, size, th))
+                    phys += size
+                    qo += 1
+                seg.mm[local : local + total] = b"".join(parts)
+                for unit in units:
+                    cq.append_unit(*unit)
+            end = cl.write_offset = first_phys + total
+            seg.max_store_timestamp = now_ms
             c["puts"] += 1
-            c["put_msgs"] += stored
-            c["put_bytes"] += end - first_phys
+            c["put_msgs"] += n
+            c["put_bytes"] += total
         status = PutStatus.PUT_OK
         if wait and self._sync:
             if not self.flush_service.wait(end, self.config.sync_flush_timeout_s):
                 status = PutStatus.FLUSH_DISK_TIMEOUT
                 with self._stats_lock:
                     c["flush_timeouts"] += 1
-        return PutResult(status, first_phys, first_qo, now_ms, end, stored)
+        return PutResult(status, first_phys, first_qo, now_ms, end, n)
 
     def flushed_future(self, offset: int) -> Future:
         """Future -> True once the CommitLog is durable up to ``offset`` (sync or async mode)."""

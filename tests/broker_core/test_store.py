@@ -188,3 +188,17 @@ def test_latency_histograms_and_take(tmp_path, small_config):
         assert stats["counters"]["put_msgs"] == 55
         assert stats["commitlog"]["max_offset"] == store.commitlog.write_offset
         assert stats["puts_over_20ms"] == 0
+
+
+def test_a_batch_is_one_block_in_one_segment(tmp_path, small_config):
+    seg = 64 * 1024
+    with MessageStore(tmp_path, small_config()) as store:
+        while store.commitlog.write_offset < seg - 3000:
+            store.put("T", 0, b"f" * 1000)
+        r = store.put_batch("T", 1, [b"b" * 1000] * 5)
+        assert r.status is PutStatus.PUT_OK and r.physical_offset == seg  # rolled first, whole
+        got = store.get("T", 1, 0, max_msgs=10).messages
+        assert [m.physical_offset for m in got] == [seg + i * got[0].size for i in range(5)]
+        many = store.put_batch("T", 1, [b""] * 1000)
+        assert many.status is PutStatus.MESSAGE_ILLEGAL and "segment" in many.reason
+        assert store.queue_offsets("T", 1) == (0, 5)
