@@ -134,7 +134,7 @@ def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
             "Sends over 20 ms on {{ $labels.broker }}",
             "Broker {{ $labels.broker }} ({{ $labels.instance }}, cluster {{ $labels.cluster }})"
             " answered about {{ $value | printf \"%.0f\" }} sends slower than 20 ms in the"
-            " last minute (SLA: none).",
+            " last minute (SLA: no send over 20 ms).",
             "Runbook: look for the stall on the send heatmap of {{ $labels.broker }}; check its"
             " flush lag, disk and `floodgate fault show --broker {{ $labels.instance }}`;"
             " producers' fuses should isolate it within a minute; if every broker shows it,"
