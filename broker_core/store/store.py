@@ -324,6 +324,8 @@ class MessageStore:
             raise StoreClosedError("store is closed")
         if type(max_msgs) is not int or max_msgs < 1:
             raise MessageIllegalError(f"max_msgs must be a positive int, got {max_msgs!r}")
+        if type(offset) is not int:
+            raise MessageIllegalError(f"offset must be an int, got {offset!r}")
         cq = self._queues.get((topic, queue_id))
         lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
         if offset < lo:

@@ -119,6 +119,8 @@ def test_get_statuses(tmp_path, small_config):
         assert store.get("T", 1, -1).status is GetStatus.OFFSET_TOO_SMALL
         with pytest.raises(BrokerError):
             store.get("T", 1, 0, max_msgs=0)
+        with pytest.raises(BrokerError, match="offset must be an int"):
+            store.get("T", 1, "0")
 
 
 @pytest.mark.parametrize(
