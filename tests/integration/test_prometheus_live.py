@@ -128,7 +128,7 @@ def live(tmp_path_factory):
         producer_port = free_port()
         procs.append(spawn(
             [sys.executable, "-m", "console.cli", "bench", "produce", "--cluster",
-             str(cluster.path), "--duration", "55", "--rate", "300", "--concurrency", "4",
+             str(cluster.path), "--duration", "120", "--rate", "300", "--concurrency", "4",
              "--http-port", str(producer_port)], tmp / "producer.log"))
         producer = f"127.0.0.1:{producer_port}"
         wait_for("producer /healthz", lambda: get_text(f"http://{producer}/healthz"), 15)
