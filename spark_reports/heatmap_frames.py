@@ -121,73 +121,95 @@ def _per_broker_and_all(df: DataFrame, keys: list[str], aggs: list[Column]) -> D
     return grouped.withColumn("broker", F.coalesce(F.col("broker"), F.lit(ALL_BROKERS)))
 
 
-def heatmap_buckets(good: DataFrame, window_s: int) -> DataFrame:
-    """window_start, broker, op, bucket, count: merged histograms per window."""
+def window_aggregate(good: DataFrame, window_s: int) -> DataFrame:
+    """One pass over the rows: merged bucket counts and window stats together.
+
+    Rows of (window_start, broker, op, bucket, count, s_count, s_sum_us,
+    s_min_us, s_max_us), per broker and for "ALL". Each input row's stats ride
+    on its first exploded entry (pos 0, or the null entry of an empty map), so
+    summing the s_* columns over a window's buckets counts every row once;
+    `heatmap_buckets` and `window_stats` split this frame. Writing it once and
+    reading it twice saves a second scan of the raw log.
+    """
     entries = good.select(
-        window_start(window_s).alias("window_start"),
-        "broker",
-        "op",
-        F.explode("buckets").alias("bucket", "n"),
-    )
-    keys = [*KEYS, "bucket"]
-    out = _per_broker_and_all(entries, keys, [F.sum("n").alias("count")])
-    return out.select(*keys, "count")
-
-
-def window_stats(good: DataFrame, window_s: int) -> DataFrame:
-    """window_start, broker, op, count, sum_us, min_us, max_us per window."""
-    rows = good.select(
         window_start(window_s).alias("window_start"),
         "broker",
         "op",
         "count",
         "sum_us",
-        F.when(F.col("count") > 0, F.col("min_us")).alias("min_us"),
-        F.when(F.col("count") > 0, F.col("max_us")).alias("max_us"),
+        "min_us",
+        "max_us",
+        F.posexplode_outer("buckets").alias("pos", "bucket", "n"),
     )
+    first = F.col("pos").isNull() | (F.col("pos") == 0)
+    nonempty = first & (F.col("count") > 0)
     aggs = [
-        F.sum("count").alias("count"),
-        F.sum("sum_us").alias("sum_us"),
-        F.min("min_us").alias("min_us"),
-        F.max("max_us").alias("max_us"),
+        F.sum("n").alias("count"),
+        F.sum(F.when(first, F.col("count"))).alias("s_count"),
+        F.sum(F.when(first, F.col("sum_us"))).alias("s_sum_us"),
+        F.min(F.when(nonempty, F.col("min_us"))).alias("s_min_us"),
+        F.max(F.when(nonempty, F.col("max_us"))).alias("s_max_us"),
     ]
-    return _per_broker_and_all(rows, list(KEYS), aggs).select(
-        *KEYS, "count", "sum_us", "min_us", "max_us"
+    return _per_broker_and_all(entries, [*KEYS, "bucket"], aggs)
+
+
+def buckets_of(agg: DataFrame) -> DataFrame:
+    """window_start, broker, op, bucket, count from a window_aggregate frame."""
+    return agg.filter(F.col("bucket").isNotNull()).select(*KEYS, "bucket", "count")
+
+
+def stats_of(agg: DataFrame) -> DataFrame:
+    """window_start, broker, op, count, sum_us, min_us, max_us from a window_aggregate frame."""
+    return agg.groupBy(*KEYS).agg(
+        F.sum("s_count").alias("count"),
+        F.sum("s_sum_us").alias("sum_us"),
+        F.min("s_min_us").alias("min_us"),
+        F.max("s_max_us").alias("max_us"),
     )
+
+
+def heatmap_buckets(good: DataFrame, window_s: int) -> DataFrame:
+    """window_start, broker, op, bucket, count: merged histograms per window."""
+    return buckets_of(window_aggregate(good, window_s))
+
+
+def window_stats(good: DataFrame, window_s: int) -> DataFrame:
+    """window_start, broker, op, count, sum_us, min_us, max_us per window."""
+    return stats_of(window_aggregate(good, window_s))
 
 
 def percentiles(buckets: DataFrame, stats: DataFrame, keys: tuple[str, ...] = KEYS) -> DataFrame:
     """keys..., count, mean, p50, p99, p999, max (seconds) from merged buckets.
 
-    Groups with no calls get null percentiles (count 0).
+    One shuffle by `keys`: stats joined to their buckets, a running sum over
+    the buckets in order, then per group the first bucket reaching each rank.
+    Groups with no calls keep null percentiles (count 0).
     """
     keys = list(keys)
-    cum = buckets.filter(F.col("count") > 0).withColumn(
-        "cum",
-        F.sum("count").over(
-            Window.partitionBy(*keys)
-            .orderBy("bucket")
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        ),
+    joined = stats.join(
+        buckets.filter(F.col("count") > 0).select(*keys, "bucket", F.col("count").alias("n")),
+        keys,
+        "left",
     )
-    totals = stats.select(*keys, F.col("count").alias("total"))
-    ranked = cum.join(totals, keys)
+    running = Window.partitionBy(*keys).orderBy("bucket").rowsBetween(Window.unboundedPreceding, 0)
+    cum = joined.withColumn("cum", F.sum("n").over(running))
     reached = [
         F.min(
             F.when(
-                F.col("cum") >= F.greatest(F.ceil(F.lit(q) * F.col("total")), F.lit(1)),
+                F.col("cum") >= F.greatest(F.ceil(F.lit(q) * F.col("count")), F.lit(1)),
                 F.col("bucket"),
             )
         ).alias(f"b_{name}")
         for name, q in QUANTILES.items()
     ]
-    found = ranked.groupBy(*keys).agg(*reached)
+    carried = [F.first(c).alias(c) for c in ("count", "sum_us", "min_us", "max_us")]
+    found = cum.groupBy(*keys).agg(*carried, *reached)
     lo, hi = F.col("min_us") / 1e6, F.col("max_us") / 1e6
     pcts = [
         F.least(F.greatest(bucket_upper(F.col(f"b_{name}")), lo), hi).alias(name)
         for name in QUANTILES
     ]
-    return stats.join(found, keys, "left").select(
+    return found.select(
         *keys,
         "count",
         F.when(F.col("count") > 0, F.col("sum_us") / F.col("count") / 1e6).alias("mean"),

@@ -76,14 +76,15 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
             .collect()
         }
         good = hf.good_rows(checked)
-        hf.heatmap_buckets(good, window_s).write.parquet(staged.path("heatmap"))
+        hf.window_aggregate(good, window_s).write.parquet(staged.path("_aggregate"))
+        agg = spark.read.parquet(staged.path("_aggregate"))
+        hf.buckets_of(agg).write.parquet(staged.path("heatmap"))
         buckets = spark.read.parquet(staged.path("heatmap"))
-        stats = hf.window_stats(good, window_s).persist()
+        stats = hf.stats_of(agg)
         hf.percentiles(buckets, stats).write.parquet(staged.path("percentiles"))
         pcts = spark.read.parquet(staged.path("percentiles"))
         report_op = _report_op(opts.ops, per_op)
         data = _collect_report_data(spark, buckets, stats, pcts, report_op)
-        stats.unpersist()
         from spark_reports.html_report import ReportData, render_report
 
         total_rows = sum(r["rows"] for r in per_op.values())

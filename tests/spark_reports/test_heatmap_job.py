@@ -1,0 +1,210 @@
+"""The heatmap job end to end on a small generated log with bad rows mixed in,
+cross-checked against pyarrow + heatmap.LatencyHistogram on the same Parquet."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from datetime import UTC, date, datetime
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from heatmap import LatencyHistogram
+from spark_reports import schema
+from spark_reports.errors import EmptyInput, SchemaMismatch
+from spark_reports.generator import Double11Config, generate_double11
+from spark_reports.jobs.heatmap import HeatmapOptions, run_heatmap
+
+START = datetime(2026, 11, 10, 23, 58, tzinfo=UTC)
+WINDOW_S = 60
+
+
+def bad_rows() -> pa.Table:
+    good = dict(
+        ts=datetime(2026, 11, 11, 0, 1, tzinfo=UTC), cluster="double11", broker="broker-001",
+        op="send", count=2, sum_us=100, min_us=40, max_us=60, buckets=[(-115, 2)], msgs=2, bytes=10,
+    )  # fmt: skip
+    rows = [
+        {**good, "count": 3},  # count != sum(buckets)
+        {**good, "op": "sendd"},
+        {**good, "count": -2, "buckets": [(-115, -2)]},
+        {**good, "ts": datetime(2026, 11, 10, 23, 59, tzinfo=UTC)},  # in the wrong date= partition
+    ]
+    return pa.Table.from_pylist(rows, schema=schema.LATENCY_SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def job(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("heatmap_job")
+    log, out = root / "log", root / "out"
+    generate_double11(Double11Config(brokers=3, hours=0.1, start=START, seed=5), log)
+    pq.write_table(bad_rows(), log / "latency" / "date=2026-11-11" / "part-bad.parquet")
+    summary = run_heatmap(
+        HeatmapOptions(input=str(log), out=str(out), window_s=WINDOW_S), spark=spark
+    )
+    return log, out, summary
+
+
+def fragments(log):
+    dataset = ds.dataset(str(log / "latency"), format="parquet", partitioning="hive")
+    for fragment in dataset.get_fragments():
+        keys = ds.get_partition_keys(fragment.partition_expression)
+        table = fragment.to_table()
+        yield table, schema.quarantine_reasons(table, date.fromisoformat(str(keys["date"])))
+
+
+def reference(log) -> dict[tuple, LatencyHistogram]:
+    """(window epoch, broker or ALL, op) -> histogram merged by LatencyHistogram."""
+    merged: dict[tuple, LatencyHistogram] = defaultdict(LatencyHistogram)
+    for table, reasons in fragments(log):
+        for r, reason in zip(table.to_pylist(), reasons, strict=True):
+            if reason is not None:
+                continue
+            h = LatencyHistogram.from_dict(
+                {"count": r["count"], "sum": r["sum_us"] / 1e6, "min": r["min_us"] / 1e6,
+                 "max": r["max_us"] / 1e6, "buckets": dict(r["buckets"])}
+            )  # fmt: skip
+            epoch = int(r["ts"].timestamp())
+            w = epoch - epoch % WINDOW_S
+            merged[(w, r["broker"], r["op"])].merge(h)
+            merged[(w, "ALL", r["op"])].merge(h)
+    return dict(merged)
+
+
+def test_heatmap_counts_equal_merged_histograms(job):
+    log, out, _ = job
+    want = {
+        (*key, bucket): count
+        for key, h in reference(log).items()
+        for bucket, count in h.buckets.items()
+    }
+    got = pq.read_table(out / "heatmap").to_pylist()
+    got = {
+        (int(r["window_start"].timestamp()), r["broker"], r["op"], r["bucket"]): r["count"]
+        for r in got
+    }
+    assert got == want
+    assert {k[1] for k in got} == {"ALL", "broker-000", "broker-001", "broker-002"}
+
+
+def test_percentiles_equal_the_histogram_rule(job):
+    log, out, _ = job
+    ref = reference(log)
+    rows = pq.read_table(out / "percentiles").to_pylist()
+    assert len(rows) == len(ref)
+    for r in rows:
+        h = ref[(int(r["window_start"].timestamp()), r["broker"], r["op"])]
+        assert r["count"] == h.count
+        assert r["p50"] == h.quantile(0.5)
+        assert r["p99"] == h.quantile(0.99)
+        assert r["p999"] == h.quantile(0.999)
+        assert r["max"] == h.max
+        assert math.isclose(r["mean"], h.mean, rel_tol=1e-9)
+
+
+def test_bad_rows_are_quarantined_with_their_reason_and_counted(job):
+    log, out, summary = job
+    expected = sum(int(np.sum(reasons != None)) for _, reasons in fragments(log))  # noqa: E711
+    assert expected == 4
+    assert summary["quarantined"] == 4
+    q = pq.read_table(out / "quarantine").to_pylist()
+    assert sorted(r["reason"] for r in q) == sorted(
+        [schema.COUNT_MISMATCH, schema.UNKNOWN_OP, schema.NEGATIVE, schema.TIME_OUT_OF_RANGE]
+    )
+    html = (out / "report.html").read_text()
+    assert "Quarantined rows (4)" in html and "unknown op" in html
+
+
+def test_report_is_self_contained_and_outputs_were_moved_into_place(job):
+    _, out, summary = job
+    html = (out / "report.html").read_text()
+    images = re.findall(r'<img[^>]+src="([^"]+)"', html)
+    assert len(images) >= 3
+    assert all(src.startswith("data:image/png;base64,") for src in images)
+    assert not re.search(r'(src|href)="(https?:|//)', html)
+    assert "Top 10 brokers by p99.9" in html and "Spikes" in html
+    assert sorted(p.name for p in out.iterdir()) == [
+        "heatmap",
+        "percentiles",
+        "quarantine",
+        "report.html",
+    ]
+    assert summary["window_s"] == WINDOW_S and summary["report_op"] == "send"
+
+
+def test_select_rows_filters_like_pyarrow(spark, job):
+    from spark_reports import heatmap_frames as hf
+
+    log, _, _ = job
+    df = spark.read.parquet(str(log / "latency"))
+    t0, t1 = (
+        datetime(2026, 11, 10, 23, 59, 30, tzinfo=UTC),
+        datetime(2026, 11, 11, 0, 2, tzinfo=UTC),
+    )
+    got = hf.select_rows(df, t0, t1, "double11", ["broker-002"], ["pull"]).count()
+    table = pq.read_table(log / "latency")
+    ts = table.column("ts").to_pylist()
+    want = sum(
+        1
+        for t, b, o in zip(
+            ts, table.column("broker").to_pylist(), table.column("op").to_pylist(), strict=True
+        )
+        if t0 <= t < t1 and b == "broker-002" and o == "pull"
+    )
+    assert got == want == 150
+
+
+def test_schema_mismatch_names_the_column_and_exits_1(spark, tmp_path, capsys):
+    from console.cli import main
+
+    bad = schema.LATENCY_SCHEMA.set(4, pa.field("count", pa.string()))
+    folder = tmp_path / "log" / "latency" / "date=2026-11-11"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([], schema=bad), folder / "part-0.parquet")
+    with pytest.raises(SchemaMismatch, match="column 'count' has type string, expected bigint"):
+        run_heatmap(
+            HeatmapOptions(input=str(tmp_path / "log"), out=str(tmp_path / "out")), spark=spark
+        )
+    code = main(
+        ["report", "heatmap", "--input", str(tmp_path / "log"), "--out", str(tmp_path / "out")]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert err == [
+        "floodgate report: error: latency: column 'count' has type string, expected bigint"
+    ]
+
+
+def test_empty_input_is_a_clear_error(spark, tmp_path, job, capsys):
+    from console.cli import main
+
+    with pytest.raises(EmptyInput, match="no metrics log at"):
+        run_heatmap(
+            HeatmapOptions(input=str(tmp_path / "nothing"), out=str(tmp_path / "o")), spark=spark
+        )
+    log, _, _ = job
+    later = HeatmapOptions(
+        input=str(log), out=str(tmp_path / "o"), start=datetime(2026, 11, 12, tzinfo=UTC)
+    )
+    with pytest.raises(EmptyInput, match=r"no latency rows in .* \(from 2026-11-12T00:00:00Z\)"):
+        run_heatmap(later, spark=spark)
+    assert (
+        main(
+            [
+                "report",
+                "heatmap",
+                "--input",
+                str(tmp_path / "nothing"),
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 1
+    )
+    assert "no metrics log at" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
