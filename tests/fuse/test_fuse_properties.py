@@ -39,13 +39,16 @@ def check_invariants(fuse: Fuse, clock: Clock) -> None:
     snap = fuse.snapshot()
     n = len(snap.brokers)
     assert snap.cap == math.floor(0.3 * n + 1e-9)
-    assert len(snap.excluded) <= snap.cap
+    excluded = snap.would_exclude if snap.dry_run else snap.excluded
+    if snap.dry_run:
+        assert snap.excluded == frozenset()
+    assert len(excluded) <= snap.cap
     since = [e.since for e in snap.isolated]
     assert since == sorted(since)
     spill = max(0, len(snap.isolated) - snap.cap)
     # rule 4: the overflow brokers are exactly the earliest isolated beyond the cap
     assert snap.overflow == {e.broker for e in snap.isolated[:spill]}
-    assert snap.excluded == {e.broker for e in snap.isolated[spill:]}
+    assert excluded == {e.broker for e in snap.isolated[spill:]}
     assert all(e.overflow == (e.broker in snap.overflow) for e in snap.isolated)
     for e in snap.isolated:  # ends on time: nothing outlives its deadline
         assert clock.t < e.until <= clock.t + 60.0 * 1.1 + 1e-9
@@ -53,10 +56,10 @@ def check_invariants(fuse: Fuse, clock: Clock) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(OPS, st.integers(min_value=0, max_value=2**32))
-def test_cap_and_overflow_hold_for_any_sequence(ops, seed):
+@given(OPS, st.integers(min_value=0, max_value=2**32), st.booleans())
+def test_cap_and_overflow_hold_for_any_sequence(ops, seed, dry_run):
     clock = Clock()
-    fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, seed=seed)
+    fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, seed=seed, dry_run=dry_run)
     tokens = []
     for op in ops:
         kind = op[0]

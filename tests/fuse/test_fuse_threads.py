@@ -25,7 +25,7 @@ def test_concurrent_choose_and_report_stay_consistent():
         try:
             for _ in range(4000):
                 broker = fuse.choose()
-                assert broker in brokers
+                assert broker in brokers or broker == "extra"
                 if rng.random() < 0.5:
                     token = fuse.begin(broker)
                     fuse.end(token, ok=rng.random() > 0.01)
@@ -46,7 +46,18 @@ def test_concurrent_choose_and_report_stay_consistent():
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 
+    def churn() -> None:  # route changes while calls fly
+        try:
+            while not stop.is_set():
+                fuse.add_broker("extra")
+                fuse.report("extra", 0.001, ok=False)
+                fuse.remove_broker("extra")
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    churner = threading.Thread(target=churn)
+    churner.start()
     check = threading.Thread(target=checker)
     check.start()
     for t in threads:
@@ -55,10 +66,12 @@ def test_concurrent_choose_and_report_stay_consistent():
         t.join(timeout=60)
     stop.set()
     check.join(timeout=10)
+    churner.join(timeout=10)
     assert not errors, errors[0]
 
     snap = fuse.snapshot()
     assert snap.inflight == 0
     assert snap.transitions_total["isolate"] > 10  # the run did exercise isolation
+    assert "extra" not in snap.brokers
     assert snap.transitions_total["isolate"] - snap.transitions_total["release"] == len(snap.isolated)
     assert sum(snap.isolations_total.values()) == snap.transitions_total["isolate"]
