@@ -36,17 +36,16 @@ from broker_core.store.message import (
     BLANK_MIN,
     HEADER,
     MESSAGE_MAGIC,
-    CorruptRecord,
     pack_host,
     prepare,
 )
+from broker_core.store.reader import read_queue
 from broker_core.store.recovery import recover
 from broker_core.store.results import GetResult, GetStatus, PutResult, PutStatus
 from broker_core.store.retention import RetentionService
 from broker_core.store.tags import TagFilter
 
 log = logging.getLogger(__name__)
-_MAX_SCAN_UNITS = 4096  # queue units one filtered get looks at before giving up
 
 
 class MessageStore:
@@ -293,18 +292,33 @@ class MessageStore:
         return PutResult(status, first_phys, first_qo, now_ms, end, n)
 
     def flushed_future(self, offset: int) -> Future:
-        """Future -> True once the CommitLog is durable up to ``offset`` (sync or async mode)."""
-        if self.config.flush == "sync":
+        """Future -> True once the CommitLog is durable up to ``offset``; never blocks.
+
+        In sync mode the group commit completes it; in async mode (an explicit
+        request, e.g. before an ack that must be durable) a helper thread flushes.
+        """
+        if self._sync:
             return self.flush_service.request(offset)
         fut: Future = Future()
-        if self.commitlog.flushed_offset < offset:
-            self.commitlog.flush()
-        fut.set_result(True)
+        if self.commitlog.flushed_offset >= offset:
+            fut.set_result(True)
+            return fut
+
+        def flush() -> None:
+            try:
+                self.commitlog.flush()
+                fut.set_result(True)
+            except OSError as exc:
+                fut.set_exception(exc)
+
+        threading.Thread(target=flush, name="flush-on-request", daemon=True).start()
         return fut
 
     def wait_flushed(self, offset: int, timeout: float | None = None) -> bool:
         """Block until durable up to ``offset``; False on timeout (default sync_flush_timeout_s)."""
         timeout = self.config.sync_flush_timeout_s if timeout is None else timeout
+        if self._sync:
+            return self.flush_service.wait(offset, timeout)
         try:
             return self.flushed_future(offset).result(timeout)
         except TimeoutError:
@@ -334,33 +348,15 @@ class MessageStore:
             return GetResult(GetStatus.NO_NEW_MSG, [], offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW, [], hi, lo, hi)
-        filt = TagFilter.parse(tag)
-        cl = self.commitlog
-        floor = cl.min_offset
-        messages = []
-        next_offset = offset
-        # units() is lazy: the scan stops at max_msgs hits, or after this many units.
-        for qo, phys, size, th in cq.units(offset, max(max_msgs, _MAX_SCAN_UNITS)):
-            next_offset = qo + 1
-            if phys < floor or (filt and not filt.hash_matches(th)):
-                continue
-            try:
-                msg = cl.read_message(phys, size)
-            except LookupError:
-                continue  # removed by retention while we read
-            except CorruptRecord:
-                with self._stats_lock:
-                    self.counters["corrupt_reads"] += 1
-                continue  # never serve a record that does not verify
-            if filt and not filt.matches(msg.tags):
-                continue
-            messages.append(msg)
-            if len(messages) >= max_msgs:
-                break
-        if messages:
-            with self._stats_lock:
+        messages, next_offset, corrupt = read_queue(
+            self.commitlog, cq, offset, max_msgs, TagFilter.parse(tag)
+        )
+        with self._stats_lock:
+            self.counters["corrupt_reads"] += corrupt
+            if messages:
                 self.counters["gets"] += 1
                 self.counters["get_msgs"] += len(messages)
+        if messages:
             return GetResult(GetStatus.FOUND, messages, next_offset, cq.min_offset, cq.max_offset)
         if offset < cq.min_offset:  # retention moved the floor while we scanned
             return GetResult(GetStatus.OFFSET_TOO_SMALL, [], cq.min_offset, cq.min_offset, hi)
