@@ -154,7 +154,9 @@ def latency_buckets(latency: DataFrame, op: str = "send") -> DataFrame:
     ).orderBy("broker", "bucket")
 
 
-def spike_seconds(latency: DataFrame, op: str = "send", threshold_us: int = SLA_MAX_US) -> DataFrame:
+def spike_seconds(
+    latency: DataFrame, op: str = "send", threshold_us: int = SLA_MAX_US
+) -> DataFrame:
     """Per broker: seconds whose max exceeds the threshold (20 ms), worst max, first and last."""
     return (
         latency.filter((F.col("op") == op) & (F.col("max_us") > threshold_us))
@@ -166,6 +168,27 @@ def spike_seconds(latency: DataFrame, op: str = "send", threshold_us: int = SLA_
             F.max("ts").alias("last_spike"),
         )
         .orderBy(F.desc("spike_seconds"), "broker")
+    )
+
+
+def spikes_from_heatmap(percentiles: DataFrame, op: str = "send") -> DataFrame:
+    """Per broker from the heatmap job's spike list (its `percentiles/` output).
+
+    Uses `heatmap_frames.spikes` (windows whose max exceeds 20 ms), so both
+    reports name the same brokers; counts windows of the heatmap's width.
+    """
+    from spark_reports.heatmap_frames import spikes
+
+    return (
+        spikes(percentiles.filter(F.col("op") == op))
+        .groupBy("broker")
+        .agg(
+            F.count("window_start").alias("spike_windows"),
+            F.round(F.max("max") * 1e6).cast("long").alias("worst_max_us"),
+            F.min("window_start").alias("first_spike"),
+            F.max("window_start").alias("last_spike"),
+        )
+        .orderBy(F.desc("spike_windows"), "broker")
     )
 
 

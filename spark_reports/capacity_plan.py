@@ -194,7 +194,9 @@ def build_plan(measured: dict, opts: Options) -> dict:
             "the peak-to-mean ratio uses the mean of the seconds seen"
         )
     if "observed" in capacity_source:
-        warnings.append("no load test: per-broker capacity is the busiest observed second, a lower bound")
+        warnings.append(
+            "no load test: per-broker capacity is the busiest observed second, a lower bound"
+        )
     return _clean({
         "verdict": {
             "warnings": warnings,
@@ -263,8 +265,11 @@ def brokers_at_risk(measured: dict, opts: Options) -> list[dict]:
     """Brokers with SLA spikes, a peak above the target utilisation, or a disk filling too soon."""
     risk: dict[str, list[str]] = {}
     for s in measured.get("spikes", []):
+        many = (
+            f"{s['spike_seconds']} s" if "spike_seconds" in s else f"{s['spike_windows']} windows"
+        )
         risk.setdefault(s["broker"], []).append(
-            f"{s['spike_seconds']} s over {opts.sla_max_ms:g} ms (worst {s['worst_max_us'] / 1e3:.0f} ms)"
+            f"{many} over {opts.sla_max_ms:g} ms (worst {s['worst_max_us'] / 1e3:.0f} ms)"
         )
     for b in measured["brokers"]:
         u = b.get("utilisation")

@@ -36,6 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--per-broker-rate", type=float, default=None, help="msgs/s per broker (overrides)"
     )
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument(
+        "--heatmap", default=None, metavar="DIR",
+        help="output of `report heatmap`: take brokers at risk from its spike list "
+        "(default: 20 ms spikes per second from the log)",
+    )  # fmt: skip
     p.add_argument("--op", default="send", help="operation that carries the traffic (send)")
     p.add_argument("--sla-rate", type=float, default=10e6, help="msgs/s the cluster must carry")
     p.add_argument("--replicas", type=int, default=2, help="copies of each message (2)")
@@ -78,26 +83,6 @@ def options_from_args(args):
     )
 
 
-def build_session(master: str | None):
-    from pyspark.sql import SparkSession
-
-    master = master or "local[*]"
-    builder = (
-        SparkSession.builder.master(master)
-        .appName("floodgate-capacity")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.showConsoleProgress", "true")
-        .config("spark.log.level", "ERROR")
-    )
-    if master.startswith("local"):
-        # the aggregates are per second and broker: 200 shuffle tasks on one machine
-        # cost more in scheduling than the data; a cluster keeps Spark's default.
-        builder = builder.config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 2)))
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
-
-
 def _rows(df) -> list[dict]:
     return [r.asDict(recursive=True) for r in df.collect()]
 
@@ -119,7 +104,18 @@ def read_table(spark, root: str, table: str, required: bool):
     return conform_spark_frame(df, table)
 
 
-def collect_measured(spark, root: str, opts, op: str = "send") -> tuple[dict, list[dict]]:
+def read_percentiles(spark, heatmap_dir: str):
+    path = f"{heatmap_dir.rstrip('/')}/percentiles"
+    if "://" not in heatmap_dir and not Path(path).exists():
+        raise ReportError(
+            f"--heatmap {heatmap_dir}: no percentiles/ (run `floodgate report heatmap` first)"
+        )
+    return spark.read.parquet(path)
+
+
+def collect_measured(
+    spark, root: str, opts, op: str = "send", heatmap_dir: str | None = None
+) -> tuple[dict, list[dict]]:
     """Run the Spark steps and collect the small results the plan needs."""
     from spark_reports import capacity_frames as cf
 
@@ -142,7 +138,11 @@ def collect_measured(spark, root: str, opts, op: str = "send") -> tuple[dict, li
         "brokers": _rows(cf.broker_load(broker_rates, capacity)),
         "latency_totals": _rows(cf.latency_totals(good, op)),
         "latency_buckets": _rows(cf.latency_buckets(good, op)),
-        "spikes": _rows(cf.spike_seconds(good, op)),
+        "spikes": _rows(
+            cf.spikes_from_heatmap(read_percentiles(spark, heatmap_dir), op)
+            if heatmap_dir
+            else cf.spike_seconds(good, op)
+        ),
         "quarantined": quarantined,
         "disk": [],
     }
@@ -193,8 +193,11 @@ def run(args, spark=None) -> dict:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ReportError(f"cannot create --out {out}: {exc.strerror}") from None
-    spark = spark or build_session(args.master)
-    measured, minutes = collect_measured(spark, str(args.input), opts, args.op)
+    if spark is None:
+        from spark_reports.session import get_session
+
+        spark = get_session(args.master, "floodgate-report-capacity", progress=not args.json)
+    measured, minutes = collect_measured(spark, str(args.input), opts, args.op, args.heatmap)
     plan = build_plan(measured, opts)
     plan["inputs"]["versions"] = versions()
     _write_atomic(out / "capacity.json", json.dumps(plan, indent=2, default=str) + "\n")

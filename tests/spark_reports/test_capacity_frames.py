@@ -192,3 +192,19 @@ def test_empty_input_is_a_clear_error(spark, tmp_path):
                               "--target-date", "2027-11-11"])  # fmt: skip
     with pytest.raises(ReportError, match="latency"):
         job.run(args, spark=spark)
+
+
+def test_spikes_from_the_heatmap_jobs_percentiles(spark):
+    from spark_reports import capacity_frames as cf
+
+    t = datetime(2026, 11, 11, tzinfo=UTC)
+    rows = [  # window_start, broker, op, count, mean, p50, p99, p999, max (seconds)
+        (t, "b0", "send", 10, 0.001, 0.001, 0.002, 0.002, 0.5),
+        (t + timedelta(minutes=1), "b0", "send", 10, 0.001, 0.001, 0.002, 0.002, 0.03),
+        (t, "b1", "send", 10, 0.001, 0.001, 0.002, 0.002, 0.019),
+        (t, "b2", "pull", 10, 0.001, 0.001, 0.002, 0.002, 0.9),
+        (t, "ALL", "send", 30, 0.001, 0.001, 0.002, 0.002, 0.5),
+    ]
+    cols = "window_start timestamp, broker string, op string, count long, mean double, p50 double, p99 double, p999 double, max double"
+    got = cf.spikes_from_heatmap(spark.createDataFrame(rows, cols)).collect()
+    assert [(r.broker, r.spike_windows, r.worst_max_us) for r in got] == [("b0", 2, 500_000)]
