@@ -33,6 +33,7 @@ from contextlib import contextmanager
 
 from fuse.config import FuseConfig
 from fuse.errors import FuseError
+from fuse.inflight import pop_overdue
 from fuse.slowness import SlowJudge
 from fuse.state import EVENTS, REASONS, BrokerState, FuseSnapshot, IsolatedBroker, Transition
 
@@ -223,36 +224,15 @@ class Fuse:
                 self._next_baseline = now + self.config.baseline_interval_s
                 self._threshold = self._judge.refresh(self._states.values())
                 changed = self._rejudge_locked(now) or changed
-            for broker, (calls, age) in self._overdue_locked(now).items():
+            overdue = pop_overdue(self._inflight, now - self._threshold)
+            for broker, (calls, oldest_start) in overdue.items():
                 state = self._states.get(broker)
                 if state is not None:
-                    self._offend_locked(state, "slow", now, age, calls)
+                    self._offend_locked(state, "slow", now, now - oldest_start, calls)
             if changed:
                 self._rebuild_locked(now)
         finally:
             self._lock.release()
-
-    def _overdue_locked(self, now: float) -> dict[str, tuple[int, float]]:
-        """Pop calls in flight for longer than the slow line, oldest first.
-
-        Call ids grow with start time and dicts keep insertion order, so the
-        first entry is the oldest call: the scan stops at the first call that
-        is not overdue and costs O(1) when nothing is.
-        """
-        limit = now - self._threshold
-        inflight = self._inflight
-        overdue: dict[str, tuple[int, float]] = {}  # broker -> (overdue calls, oldest age)
-        while True:
-            try:
-                call_id, (broker, start) = next(iter(inflight.items()))
-            except (StopIteration, RuntimeError):  # empty, or resized by another thread
-                break
-            if start > limit:
-                break
-            if inflight.pop(call_id, None) is not None:
-                calls, age = overdue.get(broker, (0, now - start))
-                overdue[broker] = (calls + 1, age)
-        return overdue
 
     def _rejudge_locked(self, now: float) -> bool:
         """Release slowness isolations the current line no longer calls slow.

@@ -103,3 +103,21 @@ def test_stall_holds_calls_in_flight_until_it_ends():
 def test_bad_arguments_are_fuse_errors(args):
     with pytest.raises(FuseError):
         simulate(**args)
+
+
+def test_deterministic_across_processes_and_hash_seeds():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from fuse.sim import simulate; "
+            "print(json.dumps(simulate('flapping', 'fuse', brokers=10, seconds=40.0, "
+            "rate=300.0, seed=9).to_dict()))")
+    outputs = []
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=120, check=True)
+        outputs.append(json.loads(done.stdout))
+    assert outputs[0] == outputs[1]
