@@ -21,6 +21,7 @@ import heapq
 import math
 import random
 from array import array
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from fuse.errors import FuseError
@@ -95,8 +96,14 @@ def check_args(scenario: str, policy: str, brokers: int, seconds: float, rate: f
 
 
 def simulate(scenario: str, policy: str, brokers: int = 10, seconds: float = 600.0,
-             rate: float = 10_000.0, seed: int = 0, **fuse_options: float) -> SimResult:
-    """Run one scenario under one policy; `fuse_options` tune the `fuse` policy."""
+             rate: float = 10_000.0, seed: int = 0,
+             progress: Callable[[float], None] | None = None,
+             **fuse_options: float) -> SimResult:
+    """Run one scenario under one policy; `fuse_options` tune the `fuse` policy.
+
+    `progress(done)` is called with the fraction of virtual time sent so far,
+    once per virtual second.
+    """
     check_args(scenario, policy, brokers, seconds, rate)
     clock = _Clock()
     cluster = build_cluster(scenario, brokers, seconds, rate, seed)
@@ -111,6 +118,7 @@ def simulate(scenario: str, policy: str, brokers: int = 10, seconds: float = 600
     heap: list = []  # (finish time, seq, send start, attempt no, broker, token, ok)
     seq = 0
     next_sample = 0.0
+    next_progress = 1.0 if progress is not None else math.inf
 
     def start_attempt(now: float, send_start: float, attempt: int, avoid: int | None) -> None:
         nonlocal seq, attempts, over, failed
@@ -149,6 +157,9 @@ def simulate(scenario: str, policy: str, brokers: int = 10, seconds: float = 600
             if now >= next_sample:
                 next_sample = now + SAMPLE_EXCLUDED_S
                 max_excluded = max(max_excluded, chooser.excluded())
+                if now >= next_progress:
+                    next_progress += 1.0
+                    progress(now / seconds)  # type: ignore[misc]
             start_attempt(now, now, 0, None)
             next_arrival += arrivals.expovariate(rate)
 

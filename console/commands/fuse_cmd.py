@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
+
 from console.commands.common import add_subparser, print_json
 from console.errors import UsageError
 from fuse.sim_policies import POLICIES as _POLICIES  # pure Python, cheap to import
@@ -59,15 +62,52 @@ def run_simulate(args) -> int:
         print(f"{args.brokers} brokers, {args.seconds:g} s at {args.rate:g} sends/s, seed {args.seed}")
         print(f"{'scenario':<16} {'policy':<10} {'over 20ms':>10} {'avg ms':>8} {'p999 ms':>9}"
               f" {'failed':>7} {'max excluded':>13}")
-    for scenario in scenarios:
-        for policy in policies:
-            r = simulate(scenario, policy, brokers=args.brokers, seconds=args.seconds,
-                         rate=args.rate, seed=args.seed)
-            results.append(r.to_dict())
-            if not args.json:
-                print(f"{scenario:<16} {policy:<10} {r.share_over_20ms:>10.4%} {r.avg_rt_ms:>8.2f}"
-                      f" {r.p999_ms:>9.1f} {r.failed:>7} {r.max_excluded:>6} ({r.max_excluded_ratio:.0%})",
-                      flush=True)
+    with _progress_bar(len(scenarios) * len(policies)) as (advance, emit):
+        for scenario in scenarios:
+            for policy in policies:
+                cell = f"{scenario} x {policy}"
+                r = simulate(scenario, policy, brokers=args.brokers, seconds=args.seconds,
+                             rate=args.rate, seed=args.seed,
+                             progress=lambda done, cell=cell: advance(cell, done))
+                advance(cell, 1.0)
+                results.append(r.to_dict())
+                if not args.json:
+                    emit(f"{scenario:<16} {policy:<10} {r.share_over_20ms:>10.4%}"
+                         f" {r.avg_rt_ms:>8.2f} {r.p999_ms:>9.1f} {r.failed:>7}"
+                         f" {r.max_excluded:>6} ({r.max_excluded_ratio:.0%})")
     if args.json:
         print_json(results[0] if len(results) == 1 else results)
     return 0
+
+
+@contextmanager
+def _progress_bar(cells: int):
+    """Yields (advance, emit): a transient rich bar on whichever of stdout and
+    stderr is a terminal (rows printed above it), or nothing when neither is."""
+
+    def plain(line: str) -> None:
+        print(line, flush=True)
+
+    if not (sys.stdout.isatty() or sys.stderr.isatty()):
+        yield (lambda cell, done: None), plain
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    on_stdout = sys.stdout.isatty()
+    console = Console() if on_stdout else Console(stderr=True)
+    with Progress(console=console, transient=True, redirect_stdout=False,
+                  redirect_stderr=False) as bar:
+        task = bar.add_task("simulating", total=cells)
+        finished = [0]
+
+        def advance(cell: str, done: float) -> None:
+            if done >= 1.0:
+                finished[0] += 1
+                done = 0.0
+            bar.update(task, completed=finished[0] + done, description=cell)
+
+        def emit(line: str) -> None:
+            bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+        yield advance, (emit if on_stdout else plain)
