@@ -65,6 +65,8 @@ class Fuse:
         seed: int | str | None = None,
         **tuning: float,
     ) -> None:
+        if isinstance(brokers, str):
+            raise FuseError(f"brokers is a list of names, got the string {brokers!r}")
         try:
             config = FuseConfig(isolation_s=isolation_s, max_isolated_ratio=max_isolated_ratio,
                                 slow_s=slow_s, dry_run=dry_run, **tuning)
@@ -106,8 +108,9 @@ class Fuse:
         """A broker to call: round robin over the usable ones.
 
         With `candidates` (e.g. the brokers holding the topic, minus the one
-        that just failed), round robin over those not excluded; if all of them
-        are excluded, the one isolated earliest (rule 4).
+        that just failed), round robin over those not excluded (a name the
+        fuse does not know counts as healthy); if all of them are excluded,
+        the one isolated earliest (rule 4).
         """
         if self._clock() >= self._next_tick:
             self._housekeep(block=False)

@@ -309,6 +309,8 @@ def test_bad_input_is_a_fuse_error():
         fuse.add_broker("")
     with pytest.raises(FuseError):
         Fuse([]).choose()
+    with pytest.raises(FuseError):
+        Fuse("b0,b1")
 
 
 def test_isolation_is_rejudged_when_the_cluster_line_rises():
