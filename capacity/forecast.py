@@ -153,16 +153,33 @@ def forecast(
     )
 
 
+def observed_volume(points: list[HistoryPoint], year: int) -> float:
+    """Volume in a year inside the history: observed, or log-linear between neighbours."""
+    points = validate_history(list(points))
+    years = [p.year for p in points]
+    if not years[0] <= year <= years[-1]:
+        raise CapacityError(f"year {year} is outside the history ({years[0]}..{years[-1]})")
+    return float(np.exp(np.interp(year, years, np.log([p.messages for p in points]))))
+
+
 def growth_band(points: list[HistoryPoint], from_year: int, to_year: int) -> dict[str, float]:
     """Growth multipliers (low/mid/high) from one year to a later one.
 
-    Used to scale a cluster's measured peak to a target date: the ratio of
-    the band at `to_year` to the band at `from_year`, curve by curve.
+    Used to scale a cluster's measured peak to a target date: the band at
+    `to_year` over the volume at `from_year` (observed when inside the
+    history, else the same curve's forecast), curve by curve.
     """
     if to_year < from_year:
         raise CapacityError(f"target year {to_year} is before the measured year {from_year}")
     last = max(p.year for p in points)
-    start = max(from_year, last)
-    a = forecast(points, start)
-    b = forecast(points, max(to_year, start))
-    return {"low": b.low / a.low, "mid": b.mid / a.mid, "high": b.high / a.high}
+    curves = ("low", "mid", "high")
+
+    def band(year: int) -> dict[str, float]:
+        if year <= last:
+            v = observed_volume(points, year)
+            return dict.fromkeys(curves, v)
+        f = forecast(points, year)
+        return {k: getattr(f, k) for k in curves}
+
+    a, b = band(from_year), band(to_year)
+    return {k: b[k] / a[k] for k in curves}

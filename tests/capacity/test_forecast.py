@@ -5,6 +5,7 @@ from capacity.forecast import (
     HistoryPoint,
     forecast,
     growth_band,
+    observed_volume,
     read_history,
     seed_history_path,
 )
@@ -51,6 +52,18 @@ def test_peak_rate_and_growth_band():
     g = growth_band(read_history(), 2026, 2027)
     assert 1.0 <= g["low"] <= g["mid"] <= g["high"]
     assert g["high"] == pytest.approx(forecast(read_history(), 2017).growth_per_year)
+
+
+def test_growth_band_inside_and_across_the_history():
+    history = read_history()
+    inside = growth_band(history, 2013, 2015)
+    assert inside == {k: pytest.approx(650 / 33.2) for k in ("low", "mid", "high")}
+    across = growth_band(history, 2015, 2017)
+    f = forecast(history, 2017)
+    assert across["mid"] == pytest.approx(f.mid / 650e9)
+    assert observed_volume(history, 2014) == pytest.approx((33.2e9 * 650e9) ** 0.5)
+    with pytest.raises(CapacityError, match="before"):
+        growth_band(history, 2017, 2016)
 
 
 def test_bad_history(tmp_path):
