@@ -213,3 +213,35 @@ class ConsumeQueue:
     def close(self) -> None:
         for f in self.files:
             f.close()
+
+
+class ConsumeQueueTable:
+    """Every ConsumeQueue of a store, by (topic, queue id); created on first write."""
+
+    def __init__(self, root: str, units_per_file: int) -> None:
+        self.root = root
+        os.makedirs(root, exist_ok=True)
+        self.units_per_file = units_per_file
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        for topic in os.listdir(self.root):
+            tdir = os.path.join(self.root, topic)
+            for qid in os.listdir(tdir) if os.path.isdir(tdir) else ():
+                if qid.isdigit():
+                    self.get_or_create(topic, int(qid)).load()
+
+    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self.queues.get(key)
+        if cq is None:
+            with self._lock:
+                cq = self.queues.get(key)
+                if cq is None:
+                    cq = ConsumeQueue(self.root, topic, queue_id, self.units_per_file)
+                    self.queues[key] = cq
+        return cq
+
+    def all(self) -> list[ConsumeQueue]:
+        return list(self.queues.values())

@@ -28,7 +28,7 @@ from broker_core.store.allocate import SegmentAllocator
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.config import StoreConfig
-from broker_core.store.consume_queue import ConsumeQueue
+from broker_core.store.consume_queue import ConsumeQueueTable
 from broker_core.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
 from broker_core.store.latency import LatencyRecorder, summarize
 from broker_core.store.lockfile import take_lock
@@ -68,8 +68,6 @@ class MessageStore:
         self._store_host = pack_host(config.store_host)
         self._put_lock = threading.Lock()
         self._stats_lock = threading.Lock()
-        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
-        self._queues_lock = threading.Lock()
         self.latency_recorder = LatencyRecorder()
         self.counters = dict.fromkeys(
             ("puts", "put_msgs", "put_bytes", "put_failures", "flush_timeouts", "gets",
@@ -81,8 +79,10 @@ class MessageStore:
         abort_path = os.path.join(self.path, "abort")
         crashed = os.path.exists(abort_path)
         self._checkpoint_path = os.path.join(self.path, "checkpoint")
-        self._cq_root = os.path.join(self.path, "consumequeue")
-        os.makedirs(self._cq_root, exist_ok=True)
+        self.queue_table = ConsumeQueueTable(
+            os.path.join(self.path, "consumequeue"), config.consumequeue_units_per_file
+        )
+        self._queues = self.queue_table.queues  # (topic, queue id) -> ConsumeQueue
         allocator = SegmentAllocator(
             os.path.join(self.path, "commitlog"),
             config.commitlog_segment_bytes,
@@ -92,11 +92,11 @@ class MessageStore:
         )
         self.commitlog = CommitLog(allocator.directory, allocator)
         self.commitlog.load()
-        self._load_queues()
+        self.queue_table.load()
         self.recovery = recover(
             self.commitlog,
             list(self._queues.values()),
-            self._queue,
+            self.queue_table.get_or_create,
             Checkpoint.load(self._checkpoint_path),
             crashed,
         )
@@ -106,7 +106,7 @@ class MessageStore:
 
         self.cq_flush = ConsumeQueueFlushService(
             self.commitlog,
-            lambda: list(self._queues.values()),
+            self.queue_table.all,
             self._checkpoint_path,
             self._clock,
             interval_s=config.cq_flush_interval_s,
@@ -128,7 +128,7 @@ class MessageStore:
             )
         self.retention = RetentionService(
             self.commitlog,
-            lambda: list(self._queues.values()),
+            self.queue_table.all,
             retention_hours=config.retention_hours,
             disk_max_used_ratio=config.disk_max_used_ratio,
             wall_clock=self._clock,
@@ -146,26 +146,6 @@ class MessageStore:
         active = self.commitlog.active
         if active is not None:
             self.commitlog.allocator.prepare(active.end_offset)
-
-    def _load_queues(self) -> None:
-        for topic in os.listdir(self._cq_root):
-            tdir = os.path.join(self._cq_root, topic)
-            for qid in os.listdir(tdir) if os.path.isdir(tdir) else ():
-                if qid.isdigit():
-                    self._queue(topic, int(qid)).load()
-
-    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        key = (topic, queue_id)
-        cq = self._queues.get(key)
-        if cq is None:
-            with self._queues_lock:
-                cq = self._queues.get(key)
-                if cq is None:
-                    cq = ConsumeQueue(
-                        self._cq_root, topic, queue_id, self.config.consumequeue_units_per_file
-                    )
-                    self._queues[key] = cq
-        return cq
 
     def _set_disk_ratio(self, ratio: float) -> None:
         self.disk_used_ratio = ratio
@@ -237,7 +217,9 @@ class MessageStore:
         with self._put_lock:
             if self._closed:
                 return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, "store is closed")
-            cq = self._queues.get((topic, queue_id)) or self._queue(topic, queue_id)
+            cq = self._queues.get((topic, queue_id)) or self.queue_table.get_or_create(
+                topic, queue_id
+            )
             now_ms = int(self._clock() * 1000)
             born = now_ms if born_ts is None else born_ts
             host = self._store_host
