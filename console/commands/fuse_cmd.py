@@ -29,6 +29,9 @@ def register(sub) -> None:
     sim.add_argument("--rate", type=float, default=10_000.0,
                      help="sends per second, Poisson arrivals (default 10000)")
     sim.add_argument("--seed", type=int, default=0, help="same seed, same result (default 0)")
+    sim.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                     help="a Fuse setting for the fuse policy, e.g. backoff=2 or slow_s=0.005"
+                          " (repeatable; see fuse.config.FuseConfig)")
     sim.add_argument("--json", action="store_true", help="print the results as JSON")
     sim.set_defaults(func=run_simulate)
 
@@ -42,6 +45,25 @@ def _pick(value: str, known: tuple[str, ...], what: str) -> list[str]:
     return names
 
 
+def _settings(pairs: list[str]) -> dict[str, float | int | bool]:
+    """KEY=VALUE strings -> keyword arguments (numbers, or true/false)."""
+    options: dict[str, float | int | bool] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set wants KEY=VALUE, got {pair!r}")
+        raw = raw.strip().lower()
+        if raw in ("true", "false"):
+            value: float | int | bool = raw == "true"
+        else:
+            try:
+                value = int(raw) if raw.lstrip("-").isdigit() else float(raw)
+            except ValueError:
+                raise UsageError(f"--set {key}: not a number: {raw!r}") from None
+        options[key.strip()] = value
+    return options
+
+
 def run_simulate(args) -> int:
     scenarios = _pick(args.scenario, SCENARIOS, "scenario")
     policies = _pick(args.policy, POLICIES, "policy")
@@ -50,11 +72,14 @@ def run_simulate(args) -> int:
     if not args.seconds > 0 or not args.rate > 0:
         raise UsageError("--seconds and --rate must be > 0")
 
+    from fuse import Fuse
     from fuse.errors import FuseError
     from fuse.sim import check_args, simulate
 
-    try:  # bad sizes fail before minutes of simulation
+    options = _settings(args.settings)
+    try:  # bad sizes and settings fail before minutes of simulation
         check_args(scenarios[0], policies[0], args.brokers, args.seconds, args.rate)
+        Fuse(["probe"], **options)
     except FuseError as exc:
         raise UsageError(str(exc)) from None
     results = []
@@ -68,7 +93,8 @@ def run_simulate(args) -> int:
                 cell = f"{scenario} x {policy}"
                 r = simulate(scenario, policy, brokers=args.brokers, seconds=args.seconds,
                              rate=args.rate, seed=args.seed,
-                             progress=lambda done, cell=cell: advance(cell, done))
+                             progress=lambda done, cell=cell: advance(cell, done),
+                             **(options if policy == "fuse" else {}))
                 advance(cell, 1.0)
                 results.append(r.to_dict())
                 if not args.json:
