@@ -51,7 +51,6 @@ def test_bad_usage_exits_2_with_one_line(capsys):
 
 def test_set_tunes_the_fuse_policy_and_bad_settings_exit_2(capsys):
     base = ("fuse", "simulate", "--scenario", "flapping", "--policy", "fuse", *SMALL, "--json")
-    _, plain, _ = run(capsys, *base)
     code, tuned, _ = run(capsys, *base, "--set", "slow_calls=1", "--set", "jitter_ratio=0")
     assert code == 0 and json.loads(tuned)["policy"] == "fuse"
     for bad in ("nope=1", "backoff=x", "backoff=20", "novalue"):
