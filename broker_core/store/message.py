@@ -149,11 +149,11 @@ def prepare(
     keys,
     properties: dict | None,
     max_body: int,
-) -> tuple[int, int, int, bytes, int]:
+) -> tuple[int, int, bytes, bytes, int]:
     """Validate and encode what does not depend on offsets (outside the put lock).
 
-    Returns (record size, body CRC, body length, tail, tag hash); the tail is
-    body + topic + properties, ready to copy after the header.
+    Returns (record size, body CRC, body, suffix, tag hash); the suffix is the
+    topic and properties fields, ready to copy after the header and body.
     """
     if type(body) is not bytes:
         if not isinstance(body, bytearray | memoryview):
@@ -166,12 +166,12 @@ def prepare(
         raise MessageIllegalError(f"queue id must be an int in [0, 2**31), got {queue_id!r}")
     if tags or keys or properties:
         props = encode_properties(tags, keys, properties)
-        tail = b"".join((body, _topic_field(topic), len(props).to_bytes(2, "big"), props))
+        suffix = b"".join((_topic_field(topic), len(props).to_bytes(2, "big"), props))
         th = tag_hash(tags)
     else:
-        tail = b"".join((body, _topic_field(topic), b"\0\0"))
+        suffix = _topic_field(topic) + b"\0\0"
         th = 0
-    return HEADER_SIZE + len(tail), zlib.crc32(body), body_len, tail, th
+    return HEADER_SIZE + body_len + len(suffix), zlib.crc32(body), body, suffix, th
 
 
 class CorruptRecord(Exception):

@@ -35,6 +35,7 @@ from broker_core.store.lockfile import take_lock
 from broker_core.store.message import (
     BLANK_MIN,
     HEADER,
+    HEADER_SIZE,
     MESSAGE_MAGIC,
     pack_host,
     prepare,
@@ -46,6 +47,7 @@ from broker_core.store.retention import RetentionService
 from broker_core.store.tags import TagFilter
 
 log = logging.getLogger(__name__)
+_COPY_ONCE_ABOVE = 1024  # body bytes from which three copies beat one concatenation
 
 
 class MessageStore:
@@ -236,28 +238,37 @@ class MessageStore:
                 return self._failed(PutStatus.DISK_FULL, f"cannot allocate: {exc}")
             local = first_phys - seg.start_offset
             first_qo = cq.max_offset
+            mm = seg.mm
             if n == 1:
-                size, crc, body_len, tail, th = prepared[0]
-                seg.mm[local : local + size] = HEADER.pack(
+                size, crc, body, suffix, th = prepared[0]
+                header = HEADER.pack(
                     size, MESSAGE_MAGIC, crc, queue_id, 0, first_qo, first_phys, 0, born, host,
-                    now_ms, host, 0, 0, body_len,
-                ) + tail  # fmt: skip
+                    now_ms, host, 0, 0, len(body),
+                )  # fmt: skip
+                if len(body) < _COPY_ONCE_ABOVE:
+                    mm[local : local + size] = b"".join((header, body, suffix))
+                else:  # big body: copy it once, straight into the mapping
+                    at = local + HEADER_SIZE + len(body)
+                    mm[local : local + HEADER_SIZE] = header
+                    mm[local + HEADER_SIZE : at] = body
+                    mm[at : local + size] = suffix
                 # The queue unit first: the checkpoint may count a record as
                 # durable as soon as write_offset passes it.
                 cq.append_unit(first_phys, size, th)
             else:
                 parts, units = [], []
                 phys, qo = first_phys, first_qo
-                for size, crc, body_len, tail, th in prepared:
+                for size, crc, body, suffix, th in prepared:
                     parts.append(HEADER.pack(
                         size, MESSAGE_MAGIC, crc, queue_id, 0, qo, phys, 0, born, host,
-                        now_ms, host, 0, 0, body_len,
+                        now_ms, host, 0, 0, len(body),
                     ))  # fmt: skip
-                    parts.append(tail)
+                    parts.append(body)
+                    parts.append(suffix)
                     units.append((phys, size, th))
                     phys += size
                     qo += 1
-                seg.mm[local : local + total] = b"".join(parts)
+                mm[local : local + total] = b"".join(parts)
                 for unit in units:
                     cq.append_unit(*unit)
             end = cl.write_offset = first_phys + total
