@@ -20,12 +20,15 @@ max per send):
   stays on the healthy brokers even when half the cluster is slow (the cap
   then does its job) but rises with a cluster-wide slowdown, lifting the line
   so nothing is isolated for nothing.
-- ``slow_calls = 2`` slow calls within ``slow_window_s = 1`` isolate a broker:
-  one call in a million past the line is a healthy broker's tail (at 10,000
-  sends/s that is one every 100 s, each costing a tenth of the cluster for a
-  minute); a broker that is really stuck shows a second one within a
-  millisecond (the in-flight judgement sees every call it holds). An error
-  still isolates on the first one (rule 3).
+- ``slow_calls = 2`` counts within ``slow_window_s = 1`` isolate a broker. A
+  call counts once past the line and once more past twice the line (while
+  still in flight, or when it returns). One call in a million just past the
+  line is a healthy broker's tail (at 10,000 sends/s that is one every 100 s,
+  each costing a tenth of the cluster for a minute); a stuck broker shows a
+  second slow call within a millisecond, and a single call past twice the
+  line (22 ms) has missed the 20 ms goal anyway, so a one-thread producer
+  still isolates a stalled broker about 22 ms in. An error isolates at once
+  (rule 3).
 - ``cluster_slow_ratio = 0.6`` in ``cluster_window_s = 1``: the baseline is
   averaged and lags; if more than 60 % of the brokers were slow within the last
   second the slowness is the cluster's (or the producer's own host), so slow

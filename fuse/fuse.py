@@ -90,7 +90,8 @@ class Fuse:
         self._overflow: frozenset[str] = frozenset()
         self._rr = itertools.count()
         self._ids = itertools.count()
-        self._inflight: dict[int, tuple[str, float]] = {}
+        self._inflight: dict[int, tuple[str, float]] = {}  # not yet past the line
+        self._suspects: dict[int, tuple[str, float]] = {}  # past the line, not yet past 2x
         self._transitions: deque[Transition] = deque(maxlen=TRANSITIONS_KEPT)
         self._transitions_total = dict.fromkeys(EVENTS, 0)
         self._isolations_total = dict.fromkeys(REASONS, 0)
@@ -142,22 +143,28 @@ class Fuse:
         """The call of `token` returned (`ok=False`: it threw). Returns its RT."""
         call_id, broker, start = token
         rt = self._clock() - start
-        # Absent means housekeeping already judged it slow while in flight.
-        judged = self._inflight.pop(call_id, None) is None
+        # Where the call still is says how often housekeeping already counted it.
+        if self._inflight.pop(call_id, None) is not None:
+            counted = 0
+        else:
+            counted = 2 if self._suspects.pop(call_id, None) is None else 1
         state = self._states.get(broker)
         if state is None:  # unknown or removed meanwhile
             return rt
         state.ewma_s += ((rt if rt < 1.0 else 1.0) - state.ewma_s) * self._alpha
         state.samples += 1
+        line = self._threshold
         if ok:
-            if not judged:
-                if rt <= self._threshold:
-                    return rt
-            else:
-                if rt > state.worst_rt_s:
-                    state.worst_rt_s = rt  # its real RT, for re-judging (benign race)
+            if rt <= line and not counted:
                 return rt
-        self._offend(state, ok, rt)
+            if counted and rt > state.worst_rt_s:
+                state.worst_rt_s = rt  # its real RT, for re-judging (benign race)
+            weight = (rt > line) + (rt > 2.0 * line) - counted
+            if weight <= 0:
+                return rt
+            self._offend(state, True, rt, weight)
+        else:
+            self._offend(state, False, rt, 1)
         return rt
 
     def report(self, broker: str, rt_s: float, ok: bool = True) -> None:
@@ -177,18 +184,20 @@ class Fuse:
             return
         state.ewma_s += ((rt_s if rt_s < 1.0 else 1.0) - state.ewma_s) * self._alpha
         state.samples += 1
-        if ok and rt_s <= self._threshold:
+        line = self._threshold
+        if ok and rt_s <= line:
             return
-        self._offend(state, ok, rt_s)
+        self._offend(state, ok, rt_s, 1 + (rt_s > 2.0 * line) if ok else 1)
 
-    def _offend(self, state: BrokerState, ok: bool, rt: float) -> None:
+    def _offend(self, state: BrokerState, ok: bool, rt: float, counts: int) -> None:
         with self._lock:
             if self._states.get(state.name) is state:
-                self._offend_locked(state, "slow" if ok else "error", self._clock(), rt)
+                self._offend_locked(state, "slow" if ok else "error", self._clock(), rt, counts)
 
     def abandon(self, token: CallToken) -> None:
         """Forget a call without judging it (e.g. the producer is shutting down)."""
         self._inflight.pop(token[0], None)
+        self._suspects.pop(token[0], None)
 
     @contextmanager
     def calling(self, broker: str) -> Iterator[CallToken]:
@@ -227,11 +236,18 @@ class Fuse:
                 self._next_baseline = now + self.config.baseline_interval_s
                 self._threshold = self._judge.refresh(self._states.values())
                 changed = self._rejudge_locked(now) or changed
-            overdue = pop_overdue(self._inflight, now - self._threshold)
-            for broker, (calls, oldest_start) in overdue.items():
+            # A call in flight counts once past the line, once more past twice it.
+            line = self._threshold
+            past_line = pop_overdue(self._inflight, now - line, move_to=self._suspects)
+            past_twice = pop_overdue(self._suspects, now - 2.0 * line)
+            for broker in past_line.keys() | past_twice.keys():
                 state = self._states.get(broker)
-                if state is not None:
-                    self._offend_locked(state, "slow", now, now - oldest_start, calls)
+                if state is None:
+                    continue
+                counts_1, start_1 = past_line.get(broker, (0, now))
+                counts_2, start_2 = past_twice.get(broker, (0, now))
+                oldest = now - min(start_1, start_2)
+                self._offend_locked(state, "slow", now, oldest, counts_1 + counts_2)
             if changed:
                 self._rebuild_locked(now)
         finally:
@@ -397,7 +413,7 @@ class Fuse:
                 slow_threshold_s=self._threshold,
                 baseline_s=self._judge.baseline_s,
                 cluster_slow=self._judge.cluster_slow(now, len(self._states)),
-                inflight=len(self._inflight),
+                inflight=len(self._inflight) + len(self._suspects),
                 isolations_total=dict(self._isolations_total),
                 transitions_total=dict(self._transitions_total),
                 overflow_total=self._overflow_total,

@@ -58,17 +58,39 @@ def test_slow_calls_isolate_fast_calls_do_not():
 
 
 def test_one_slow_call_is_a_suspect_two_within_a_second_isolate():
-    fuse, clock = make(10)
-    fuse.report("b1", 0.050, ok=True)
+    fuse, clock = make(10)  # line 10 ms (no baseline yet)
+    fuse.report("b1", 0.015, ok=True)
     clock.advance(1.5)
-    fuse.report("b1", 0.050, ok=True)  # the first is too old to count
+    fuse.report("b1", 0.015, ok=True)  # the first is too old to count
     assert fuse.snapshot().isolated == ()
     clock.advance(0.5)
-    fuse.report("b1", 0.050, ok=True)
+    fuse.report("b1", 0.015, ok=True)
     assert fuse.snapshot().excluded == {"b1"}
     fuse2, _ = make(10, slow_calls=1)
-    fuse2.report("b1", 0.050, ok=True)
+    fuse2.report("b1", 0.015, ok=True)
     assert fuse2.snapshot().excluded == {"b1"}
+
+
+def test_one_call_past_twice_the_line_isolates_alone():
+    fuse, _ = make(10)
+    fuse.report("b1", 0.021, ok=True)
+    assert fuse.snapshot().excluded == {"b1"}
+
+
+def test_a_single_stuck_call_isolates_at_twice_the_line_while_in_flight():
+    fuse, clock = make(10)  # a one-thread producer: one call at a time
+    token = fuse.begin("b2")
+    clock.advance(0.011)
+    fuse.tick()
+    assert fuse.snapshot().isolated == ()  # past the line once: a suspect
+    clock.advance(0.010)
+    fuse.tick()
+    assert fuse.snapshot().excluded == {"b2"}
+    clock.advance(2.0)
+    fuse.end(token, ok=True)  # the stall ends: same call, no new isolation
+    snap = fuse.snapshot()
+    assert snap.isolations_total["slow"] == 1 and snap.inflight == 0
+    assert snap.isolated[0].offences == 1
 
 
 def test_isolation_lasts_a_minute_with_at_most_ten_percent_jitter():
