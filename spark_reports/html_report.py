@@ -29,7 +29,9 @@ class ReportData:
     cells: pd.DataFrame  # t, broker, bucket, count (cluster "ALL" and the worst brokers)
     worst_brokers: list[str]
     curves: pd.DataFrame  # t, count, mean, p50, p99, p999, max of the cluster
-    ranking: pd.DataFrame  # broker, count, mean, p50, p99, p999, max, over_20ms (incl. ALL)
+    ranking: (
+        pd.DataFrame
+    )  # broker, count, mean, p50..p999, max, over_20ms, spike_windows (incl. ALL)
     spikes: pd.DataFrame  # t, broker, max, p999, count
     spike_total: int
     generated: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -143,6 +145,7 @@ def render_report(d: ReportData) -> str:
         "p99.9": lambda r: _ms(r["p999"]),
         "max": lambda r: _ms(r["max"]),
         "over 20 ms": lambda r: f"{int(r['over_20ms']):,}",
+        "spike windows": lambda r: f"{int(r['spike_windows']):,}",
     }
     by_p999 = brokers.sort_values(["p999", "max"], ascending=False).head(TOP_N)
     by_over = brokers.sort_values(["over_20ms", "p999"], ascending=False).head(TOP_N)

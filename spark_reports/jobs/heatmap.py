@@ -191,7 +191,17 @@ def _collect_report_data(spark, buckets, stats, pcts, op: str) -> dict:
 
     of_op = F.col("op") == op
     epoch = F.unix_seconds("window_start").alias("t")  # epochs: no time-zone guessing in pandas
-    ranking = hf.broker_ranking(buckets.filter(of_op), stats.filter(of_op)).toPandas()
+    spike_windows = (
+        pcts.filter(of_op)
+        .groupBy("broker")
+        .agg(F.sum((F.col("max") > F.lit(hf.SLA_MAX_S)).cast("long")).alias("spike_windows"))
+    )
+    ranking = (
+        hf.broker_ranking(buckets.filter(of_op), stats.filter(of_op))
+        .join(spike_windows, "broker", "left")
+        .fillna(0, subset=["spike_windows"])
+        .toPandas()
+    )
     brokers = ranking[ranking["broker"] != hf.ALL_BROKERS]
     worst = (
         brokers.sort_values(["p999", "max"], ascending=False).head(WORST_BROKERS)["broker"].tolist()
@@ -212,7 +222,7 @@ def _collect_report_data(spark, buckets, stats, pcts, op: str) -> dict:
         "spikes": spikes.limit(SPIKES_LISTED)
         .select(epoch, "broker", "max", "p999", "count")
         .toPandas(),
-        "spike_total": spikes.count(),
+        "spike_total": int(brokers["spike_windows"].sum()),
     }
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
+import subprocess
 from collections import defaultdict
 from datetime import UTC, date, datetime
 
@@ -208,3 +210,34 @@ def test_empty_input_is_a_clear_error(spark, tmp_path, job, capsys):
     )
     assert "no metrics log at" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+CHROMIUM = next(
+    (
+        shutil.which(n)
+        for n in ("chromium-headless-shell", "chromium", "google-chrome")
+        if shutil.which(n)
+    ),
+    None,
+)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium: run scripts/setup.sh")
+def test_headless_chromium_renders_the_report_with_its_images(job, tmp_path):
+    import matplotlib.image as mpimg
+
+    _, out, _ = job
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         f"--screenshot={shot}", "--window-size=1200,1800", (out / "report.html").as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    pixels = mpimg.imread(shot)[:, :, :3]
+    assert pixels.shape[:2] == (1800, 1200)
+    # The page is dark; the embedded PNGs have white backgrounds and the heatmap's
+    # bright inferno cells: both show only if the images were decoded and drawn.
+    white = (pixels > 0.95).all(axis=2)
+    hot = (pixels[:, :, 0] > 0.9) & (pixels[:, :, 1] > 0.6) & (pixels[:, :, 2] < 0.5)
+    assert white.sum() > 100_000
+    assert hot.sum() > 500

@@ -1,0 +1,236 @@
+"""Spark heatmap job vs the same aggregation in DuckDB, on the same Parquet files.
+
+    .venv/bin/python bench/spark_heatmap.py                         # 20 brokers x 2 h
+    .venv/bin/python bench/spark_heatmap.py --brokers 100 --hours 24  # the issue's size
+
+Generates a Double-11 metrics log (timed: the generator's speed), then runs
+the heatmap job on local[2] (the aggregation alone, and the whole job with the
+HTML report), and DuckDB with 2 threads computing the same validated
+heatmap and percentiles into Parquet. Prints wall times (median of --runs),
+the ratio, latency rows per second and the peak RSS of the process tree
+(the Spark JVM included) beside every figure. Goal: Spark within 2x of DuckDB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psutil  # noqa: E402
+
+GOAL_RATIO = 2.0
+
+
+class PeakRss:
+    """Peak RSS of this process and its children (the JVM), sampled every 100 ms."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            total = 0
+            for p in [me, *me.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak = max(self.peak, total)
+            self._stop.wait(0.1)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mib(self) -> float:
+        return self.peak / 2**20
+
+
+def timed(fn, runs: int):
+    times = []
+    with PeakRss() as rss:
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            result = fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times), rss.mib, result
+
+
+DUCKDB_SQL = """
+CREATE OR REPLACE VIEW good AS
+SELECT epoch(ts)::BIGINT - epoch(ts)::BIGINT % {w} AS w, broker, op, count, sum_us, min_us, max_us, buckets
+FROM read_parquet('{log}/latency/*/*.parquet', hive_partitioning = true)
+WHERE ts IS NOT NULL AND cluster IS NOT NULL AND broker IS NOT NULL AND op IS NOT NULL
+  AND count IS NOT NULL AND sum_us IS NOT NULL AND min_us IS NOT NULL AND max_us IS NOT NULL
+  AND buckets IS NOT NULL
+  AND count >= 0 AND sum_us >= 0 AND min_us >= 0 AND max_us >= 0
+  AND coalesce(msgs, 0) >= 0 AND coalesce(bytes, 0) >= 0
+  AND coalesce(list_min(map_values(buckets)), 0) >= 0
+  AND coalesce(list_sum(map_values(buckets)), 0) = count
+  AND op IN ({ops})
+  AND CAST(ts AS DATE) = "date"
+  AND coalesce(list_min(map_keys(buckets)), 0) >= -160 AND coalesce(list_max(map_keys(buckets)), 0) <= 128
+  AND NOT (count > 0 AND min_us > max_us);
+COPY (
+  WITH e AS (SELECT w, broker, op, unnest(map_keys(buckets)) AS bucket,
+                    unnest(map_values(buckets)) AS n FROM good)
+  SELECT w, coalesce(broker, 'ALL') AS broker, op, bucket, sum(n)::BIGINT AS count
+  FROM e GROUP BY GROUPING SETS ((w, broker, op, bucket), (w, op, bucket))
+) TO '{out}/heatmap.parquet' (FORMAT parquet);
+COPY (
+  WITH s AS (
+    SELECT w, coalesce(broker, 'ALL') AS broker, op, sum(count) AS count, sum(sum_us) AS sum_us,
+           min(CASE WHEN count > 0 THEN min_us END) AS min_us,
+           max(CASE WHEN count > 0 THEN max_us END) AS max_us
+    FROM good GROUP BY GROUPING SETS ((w, broker, op), (w, op))),
+  c AS (
+    SELECT h.*, s.count AS total, s.min_us, s.max_us,
+           sum(h.count) OVER (PARTITION BY h.w, h.broker, h.op ORDER BY h.bucket) AS cum
+    FROM read_parquet('{out}/heatmap.parquet') h JOIN s USING (w, broker, op)),
+  b AS (
+    SELECT w, broker, op, any_value(total) AS count, any_value(min_us) AS min_us, any_value(max_us) AS max_us,
+      min(bucket) FILTER (WHERE cum >= greatest(ceil(0.5 * total), 1)) AS b50,
+      min(bucket) FILTER (WHERE cum >= greatest(ceil(0.99 * total), 1)) AS b99,
+      min(bucket) FILTER (WHERE cum >= greatest(ceil(0.999 * total), 1)) AS b999
+    FROM c GROUP BY ALL)
+  SELECT b.w, b.broker, b.op, b.count, s.sum_us / b.count / 1e6 AS mean,
+    least(greatest(pow(2, b50 / 8.0), b.min_us / 1e6), b.max_us / 1e6) AS p50,
+    least(greatest(pow(2, b99 / 8.0), b.min_us / 1e6), b.max_us / 1e6) AS p99,
+    least(greatest(pow(2, b999 / 8.0), b.min_us / 1e6), b.max_us / 1e6) AS p999,
+    b.max_us / 1e6 AS max
+  FROM b JOIN s USING (w, broker, op)
+) TO '{out}/percentiles.parquet' (FORMAT parquet);
+"""
+
+
+def run_duckdb(log: Path, out: Path, window_s: int) -> int:
+    import duckdb
+
+    from spark_reports.schema import KNOWN_OPS
+
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    ops = ", ".join(f"'{op}'" for op in KNOWN_OPS)
+    con.execute(DUCKDB_SQL.format(w=window_s, log=log, out=out, ops=ops))
+    total = con.execute(f"SELECT sum(count) FROM read_parquet('{out}/heatmap.parquet')").fetchone()[
+        0
+    ]
+    con.close()
+    return int(total)
+
+
+def run_spark_aggregation(spark, log: Path, out: Path, window_s: int) -> int:
+    """The job's hot path alone: validate, merge, percentiles, written as Parquet."""
+    from spark_reports import heatmap_frames as hf
+    from spark_reports import schema
+
+    shutil.rmtree(out, ignore_errors=True)
+    raw = schema.conform_spark_frame(spark.read.parquet(str(log / "latency")))
+    good = hf.good_rows(hf.with_quarantine_reason(raw))
+    hf.window_aggregate(good, window_s).write.parquet(str(out / "_aggregate"))
+    agg = spark.read.parquet(str(out / "_aggregate"))
+    hf.buckets_of(agg).write.parquet(str(out / "heatmap"))
+    buckets = spark.read.parquet(str(out / "heatmap"))
+    hf.percentiles(buckets, hf.stats_of(agg)).write.parquet(str(out / "percentiles"))
+    return int(buckets.agg({"count": "sum"}).collect()[0][0])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--brokers", type=int, default=20)
+    ap.add_argument("--hours", type=float, default=2.0)
+    ap.add_argument("--ops", default="send,pull")
+    ap.add_argument("--window", default="5m", help="heatmap window (default 5m)")
+    ap.add_argument("--runs", type=int, default=3, help="median of this many runs (default 3)")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--data", help="keep the generated log here (reused when present)")
+    a = ap.parse_args()
+
+    from spark_reports.generator import Double11Config, generate_double11
+    from spark_reports.heatmap_frames import parse_window
+    from spark_reports.jobs.heatmap import HeatmapOptions, run_heatmap
+    from spark_reports.session import get_session
+
+    window_s = parse_window(a.window)
+    work = Path(tempfile.mkdtemp(prefix="bench-spark-heatmap-"))
+    log = Path(a.data) if a.data else work / "log"
+    cfg = Double11Config(
+        brokers=a.brokers, hours=a.hours, ops=tuple(a.ops.split(",")),
+        start=datetime(2026, 11, 10, 22, tzinfo=UTC),
+    )  # fmt: skip
+    try:
+        if not (log / "latency").exists():
+            with PeakRss() as rss:
+                gen = generate_double11(cfg, log)
+            print(
+                f"generate {a.brokers} brokers x {a.hours:g} h: {gen.latency_rows:,} latency rows, "
+                f"{gen.bucket_entries:,} buckets, {gen.bytes_written / 2**20:.0f} MiB in {gen.seconds:.1f} s "
+                f"= {gen.latency_rows / gen.seconds:,.0f} rows/s, peak RSS {rss.mib:.0f} MiB"
+            )
+        rows = _count_rows(log)
+        t0 = time.perf_counter()
+        spark = get_session(a.master, "bench-spark-heatmap", progress=False)
+        print(
+            f"Spark session start ({a.master}): {time.perf_counter() - t0:.1f} s (not counted below)"
+        )
+
+        duck_s, duck_rss, duck_total = timed(
+            lambda: run_duckdb(log, work / "duck", window_s), a.runs
+        )
+        agg_s, agg_rss, spark_total = timed(
+            lambda: run_spark_aggregation(spark, log, work / "spark", window_s), a.runs
+        )
+        opts = HeatmapOptions(
+            input=str(log), out=str(work / "job"), window_s=window_s, progress=False
+        )
+        job_s, job_rss, _ = timed(lambda: run_heatmap(opts, spark=spark), a.runs)
+        spark.stop()
+        if duck_total != spark_total:
+            print(f"MISMATCH: DuckDB merged {duck_total:,} calls, Spark {spark_total:,}")
+            return 1
+        print(f"latency rows: {rows:,}; merged calls (both engines, equal): {spark_total:,}")
+        print(
+            f"DuckDB (2 threads) heatmap+percentiles: {duck_s:.2f} s, {rows / duck_s:,.0f} rows/s, peak RSS {duck_rss:.0f} MiB"
+        )
+        print(
+            f"Spark {a.master} heatmap+percentiles:  {agg_s:.2f} s, {rows / agg_s:,.0f} rows/s, peak RSS {agg_rss:.0f} MiB"
+        )
+        print(
+            f"Spark whole job (+quarantine, report): {job_s:.2f} s, {rows / job_s:,.0f} rows/s, peak RSS {job_rss:.0f} MiB"
+        )
+        ratio = agg_s / duck_s
+        print(
+            f"Spark / DuckDB: {ratio:.2f}x (goal <= {GOAL_RATIO:g}x); whole job / DuckDB: {job_s / duck_s:.2f}x"
+        )
+        return 0 if ratio <= GOAL_RATIO else 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _count_rows(log: Path) -> int:
+    import pyarrow.dataset as ds
+
+    return ds.dataset(str(log / "latency"), format="parquet", partitioning="hive").count_rows()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
