@@ -130,7 +130,11 @@ def _table(rows: list[dict], columns: list[tuple[str, str]], fmt=None) -> str:
             v = row.get(key)
             text = fmt[key](v) if key in fmt and v is not None else ("" if v is None else str(v))
             numeric = text[:1].isdigit() or text[:1] in "-."
-            cells.append(f"<td>{html.escape(text)}</td>" if numeric else f"<td class=t>{html.escape(text)}</td>")
+            cells.append(
+                f"<td>{html.escape(text)}</td>"
+                if numeric
+                else f"<td class=t>{html.escape(text)}</td>"
+            )
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
@@ -141,6 +145,31 @@ def _badge(ok: bool) -> str:
 
 def _rate(v: float) -> str:
     return f"{v:,.0f}"
+
+
+def _days_and_disk(plan: dict) -> str:
+    """Daily peaks and the brokers whose disks reach the water level first."""
+    days = _table(
+        plan["days"],
+        [("day", "day"), ("peak_msgs_per_s", "peak msgs/s"), ("peak_ts", "peak second"),
+         ("mean_msgs_per_s", "mean msgs/s"), ("peak_to_mean", "peak / mean"),
+         ("coverage", "day covered")],
+        {"peak_msgs_per_s": _rate, "mean_msgs_per_s": _rate,
+         "peak_to_mean": lambda x: f"{x:.2f}", "coverage": lambda x: f"{x:.0%}"},
+    )  # fmt: skip
+    disk = sorted(plan.get("disk", []), key=lambda d: d.get("hours_to_water") or float("inf"))
+    if not disk:
+        return days
+    table = _table(
+        disk[:10],
+        [("broker", "broker"), ("used_fraction", "disk used"),
+         ("growth_bytes_per_s", "growth MB/s"), ("hours_to_water", "hours to water")],
+        {"used_fraction": lambda x: f"{x:.1%}", "growth_bytes_per_s": lambda x: f"{x / 1e6:.2f}",
+         "hours_to_water": lambda x: f"{x:,.0f}"},
+    )  # fmt: skip
+    note = ("<p class=muted>Disk: the brokers that reach the water level first at the growth "
+            "seen in broker_stats.</p>")  # fmt: skip
+    return days + table + note
 
 
 def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | None = None) -> str:
@@ -195,6 +224,7 @@ def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | Non
                      f"{_rate(u['max_throughput'] or 0)} msgs/s; R² {u['r_squared']:.4f}, "
                      f"MAPE {u['mape']:.2%}.</p>")  # fmt: skip
     parts.append("<h2>Measured traffic and latency</h2>" + traffic_chart(plan, minutes))
+    parts.append(_days_and_disk(plan))
     ms = {
         k: (lambda x: f"{x:.3f}")
         for k in ("mean_ms", "p50_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")

@@ -59,6 +59,7 @@ def test_page_is_self_contained_and_puts_the_verdict_first():
     assert positions == sorted(positions)
     assert "b&lt;0&gt;" in page and "b<0>" not in page  # broker names are escaped
     assert "4 s over 20 ms" in page
+    assert "peak / mean" in page and "3.50" in page
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium: run scripts/setup.sh")
