@@ -115,8 +115,9 @@ class GroupCommitService(ServiceThread):
         self.injected_delay_s = 0.0
         self._cond = threading.Condition()  # the service thread waits here for requests
         self._requests: list[tuple[int, Future]] = []
-        self._flushed = threading.Condition()  # blocking waiters wait here for flushes
+        self._mutex = threading.Lock()  # guards the leader flag and the followers
         self._leader_busy = False
+        self._followers: list[tuple[int, threading.Lock]] = []
 
     def request(self, offset: int) -> Future:
         """A future that becomes True once everything below ``offset`` is durable."""
@@ -132,35 +133,59 @@ class GroupCommitService(ServiceThread):
     def wait(self, offset: int, timeout: float | None) -> bool:
         """Block until ``offset`` is durable; False if that took longer than ``timeout``.
 
-        Leader/follower: the first waiter to find no flush running flushes for
+        Leader/follower: a waiter that finds no flush running flushes for
         everyone queued behind it in its own thread (no hand-off to the service
-        thread); the others sleep until a flush covers them.
+        thread). Followers sleep on a gate of their own; after each flush the
+        leader opens the gates it covered and promotes the next follower to
+        leader, so no flush wakes a herd that goes straight back to sleep.
         """
         cl = self.commitlog
         if cl.flushed_offset >= offset:
             return True
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._flushed:
-            while cl.flushed_offset < offset:
-                if not self._leader_busy:
-                    self._leader_busy = True
-                    break
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._flushed.wait(remaining)
-            else:
+        with self._mutex:
+            if cl.flushed_offset >= offset:
                 return True
+            if self._leader_busy:
+                gate = threading.Lock()
+                gate.acquire()
+                entry = (offset, gate)
+                self._followers.append(entry)
+            else:
+                self._leader_busy = True
+                entry = None
+        if entry is not None:
+            remaining = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+            if not gate.acquire(timeout=remaining):
+                with self._mutex:
+                    if entry in self._followers:  # still queued: give up the place
+                        self._followers.remove(entry)
+                        return False
+                gate.acquire()  # opened meanwhile: covered, or promoted to leader
+            if cl.flushed_offset >= offset:
+                return deadline is None or time.monotonic() <= deadline
+        self._lead()  # this thread is the leader now (first come, or promoted)
+        return cl.flushed_offset >= offset and (deadline is None or time.monotonic() <= deadline)
+
+    def _lead(self) -> None:
         try:
             self._flush()
         except OSError:
             log.exception("group commit flush failed")
-            return False
         finally:
-            with self._flushed:
-                self._leader_busy = False
-                self._flushed.notify_all()
-        return cl.flushed_offset >= offset and (deadline is None or time.monotonic() <= deadline)
+            with self._mutex:
+                flushed = self.commitlog.flushed_offset
+                waiting = []
+                for entry in self._followers:
+                    if entry[0] <= flushed:
+                        entry[1].release()
+                    else:
+                        waiting.append(entry)
+                if waiting:  # the first one left leads the next flush
+                    waiting.pop(0)[1].release()
+                else:
+                    self._leader_busy = False
+                self._followers = waiting
 
     def _flush(self) -> int:
         if self.injected_delay_s > 0:
@@ -201,8 +226,6 @@ class GroupCommitService(ServiceThread):
             for _, fut in requests:
                 _settle(fut, exc)
             raise
-        with self._flushed:
-            self._flushed.notify_all()
         late = []
         for offset, fut in requests:
             if offset <= flushed:
