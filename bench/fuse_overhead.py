@@ -5,8 +5,8 @@ measured) over 10 brokers: ours is `choose()` + `report()` (and `choose()` +
 `begin()` + `end()`, which adds in-flight judgement); pybreaker is one
 `CircuitBreaker` per broker, a round-robin pick and `breaker.call(send)`.
 Median of 7 interleaved rounds in one process. Goal (issue 5): choose+report
-<= half of pybreaker's per call (choose+begin+end, two clock reads more, is shown
-beside it).
+<= half of pybreaker's per call (choose+begin+end, which adds in-flight judgement,
+is shown beside it).
 
     .venv/bin/python bench/fuse_overhead.py [--n 200000] [--json]
 """
