@@ -2,8 +2,9 @@
 
 Units are read lazily, so a scan stops at ``max_msgs`` hits or after
 MAX_SCAN_UNITS units (a tag that matches nothing must not scan a whole
-queue). Records are decoded with their CRC checked; one that fails is
-skipped and counted, never returned.
+queue). Records are decoded with their CRC checked and must name the queue
+and offset the unit points from; one that fails is skipped and counted,
+never returned.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def read_queue(
         except CorruptRecord:
             corrupt += 1
             continue  # never serve a record that does not verify
+        if msg.queue_offset != qo or msg.queue_id != cq.queue_id or msg.topic != cq.topic:
+            corrupt += 1  # the record is not the one the unit points at
+            continue
         if filt and not filt.matches(msg.tags):
             continue
         messages.append(msg)

@@ -155,3 +155,14 @@ def test_clean_restart_scans_nothing(tmp_path, small_config):
         rep = store.recovery
         assert not rep.crashed and rep.scanned_from == rep.recovered_to == end
         assert rep.records_replayed == 0 and rep.truncated_bytes == 0
+
+
+def test_a_record_that_names_another_queue_is_not_served(tmp_path, small_config):
+    with MessageStore(tmp_path, small_config()) as store:
+        sent = [store.put("T", 0, b"q" * 100) for _ in range(5)]
+    seg = os.path.join(tmp_path, "commitlog", f"{0:020d}")
+    patch(seg, sent[2].physical_offset + 15, b"\x07")  # queue id 0 -> 7; body CRC still fine
+    with MessageStore(tmp_path, small_config()) as store:
+        got = store.get("T", 0, 0, max_msgs=10)
+        assert [m.queue_offset for m in got.messages] == [0, 1, 3, 4]
+        assert store.stats()["counters"]["corrupt_reads"] == 1
