@@ -27,20 +27,19 @@ import itertools
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from fuse.config import FuseConfig
 from fuse.errors import FuseError
 from fuse.inflight import pop_overdue
+from fuse.isolation import IsolationList
 from fuse.slowness import SlowJudge
-from fuse.state import EVENTS, REASONS, BrokerState, FuseSnapshot, IsolatedBroker, Transition
+from fuse.state import BrokerState, FuseSnapshot, IsolatedBroker
 
 # begin() returns (call id, broker, start time); end() takes it back.
 CallToken = tuple[int, str, float]
 
-TRANSITIONS_KEPT = 100
 REJUDGE_MARGIN = 1.2
 
 
@@ -82,7 +81,7 @@ class Fuse:
         self._alpha = config.ewma_alpha
         self._states: dict[str, BrokerState] = {}
         self._order: list[str] = []
-        self._isolated: list[BrokerState] = []  # in isolation order, earliest first
+        self._list = IsolationList()
         self._cap = 0
         self._usable: tuple[str, ...] = ()
         self._excluded: frozenset[str] = frozenset()
@@ -92,10 +91,6 @@ class Fuse:
         self._ids = itertools.count()
         self._inflight: dict[int, tuple[str, float]] = {}  # not yet past the line
         self._suspects: dict[int, tuple[str, float]] = {}  # past the line, not yet past 2x
-        self._transitions: deque[Transition] = deque(maxlen=TRANSITIONS_KEPT)
-        self._transitions_total = dict.fromkeys(EVENTS, 0)
-        self._isolations_total = dict.fromkeys(REASONS, 0)
-        self._overflow_total = 0
         self._next_tick = float("-inf")
         self._next_baseline = float("-inf")
         with self._lock:
@@ -240,7 +235,7 @@ class Fuse:
             line = self._threshold
             past_line = pop_overdue(self._inflight, now - line, move_to=self._suspects)
             past_twice = pop_overdue(self._suspects, now - 2.0 * line)
-            for broker in past_line.keys() | past_twice.keys():
+            for broker in dict.fromkeys([*past_line, *past_twice]):  # ordered: deterministic
                 state = self._states.get(broker)
                 if state is None:
                     continue
@@ -260,13 +255,14 @@ class Fuse:
         isolated in that gap for calls that are now ordinary come back.
         """
         line = self._threshold / REJUDGE_MARGIN  # margin: the line wobbles with the baseline
-        undo = [st for st in self._isolated if st.episode_errors == 0 and st.worst_rt_s < line]
+        undo = [st for st in self._list.entries
+                if st.episode_errors == 0 and st.worst_rt_s < line]
         for state in undo:
             self._release_locked(state, now, "rejudged")
         return bool(undo)
 
     def _expire_locked(self, now: float) -> bool:
-        expired = [st for st in self._isolated if st.until <= now]
+        expired = [st for st in self._list.entries if st.until <= now]
         for state in expired:
             self._release_locked(state, now, "expired")
         return bool(expired)
@@ -301,55 +297,34 @@ class Fuse:
         repeat = state.released_at is not None and now - state.released_at <= cfg.isolation_s
         state.repeats = state.repeats + 1 if repeat else 0
         state.duration_s = min(cfg.isolation_s * cfg.backoff**state.repeats, cfg.max_isolation_s)
-        state.isolated = True
-        state.overflow = False
         state.offences = 1
         state.episode_errors = int(error)
         state.worst_rt_s = 0.0 if error else rt
         state.since = now
         state.until = now + state.duration_s * jitter
-        self._isolated.append(state)
-        self._isolations_total[reason] += 1
-        self._log(now, state.name, "isolate", reason)
+        self._list.add(state, now, reason)
         self._rebuild_locked(now)
 
     def _release_cluster_slow_locked(self, now: float) -> None:
         """A cluster-wide slowdown: undo slowness isolations of the last window."""
         horizon = now - self.config.cluster_window_s
-        undo = [st for st in self._isolated if st.episode_errors == 0 and st.since >= horizon]
+        undo = [st for st in self._list.entries
+                if st.episode_errors == 0 and st.since >= horizon]
         for state in undo:
             self._release_locked(state, now, "cluster-slow")
         if undo:
             self._rebuild_locked(now)
 
     def _release_locked(self, state: BrokerState, now: float, reason: str) -> None:
-        self._isolated.remove(state)
-        state.isolated = False
-        state.overflow = False
-        state.released_at = now
-        self._log(now, state.name, "release", reason)
+        self._list.release(state, now, reason)
 
     def _rebuild_locked(self, now: float) -> None:
         """Split the isolation list at the cap and republish what `choose` reads."""
         self._cap = self.config.cap(len(self._states))
-        spill = max(0, len(self._isolated) - self._cap)
-        for index, state in enumerate(self._isolated):
-            overflow = index < spill  # the earliest isolated beyond the cap (rule 4)
-            if overflow and not state.overflow:
-                self._overflow_total += 1
-                self._log(now, state.name, "overflow", "cap")
-            elif state.overflow and not overflow:
-                self._log(now, state.name, "reexclude", "cap")
-            state.overflow = overflow
-        would = frozenset(st.name for st in self._isolated[spill:])
+        would, self._overflow = self._list.split(self._cap, now)
         self._would_exclude = would
-        self._overflow = frozenset(st.name for st in self._isolated[:spill])
         self._excluded = frozenset() if self.config.dry_run else would
         self._usable = tuple(b for b in self._order if b not in self._excluded)
-
-    def _log(self, now: float, broker: str, event: str, reason: str) -> None:
-        self._transitions.append(Transition(now, broker, event, reason))
-        self._transitions_total[event] += 1
 
     def _isolation_rank(self, broker: str) -> float:
         state = self._states.get(broker)
@@ -399,7 +374,7 @@ class Fuse:
             isolated = tuple(
                 IsolatedBroker(st.name, st.reason, st.since, st.until, max(0.0, st.until - now),
                                st.overflow, st.offences, st.repeats)
-                for st in self._isolated
+                for st in self._list.entries
             )
             return FuseSnapshot(
                 time=now,
@@ -414,10 +389,10 @@ class Fuse:
                 baseline_s=self._judge.baseline_s,
                 cluster_slow=self._judge.cluster_slow(now, len(self._states)),
                 inflight=len(self._inflight) + len(self._suspects),
-                isolations_total=dict(self._isolations_total),
-                transitions_total=dict(self._transitions_total),
-                overflow_total=self._overflow_total,
-                transitions=tuple(self._transitions) if transitions else (),
+                isolations_total=dict(self._list.isolations_total),
+                transitions_total=dict(self._list.transitions_total),
+                overflow_total=self._list.overflow_total,
+                transitions=tuple(self._list.transitions) if transitions else (),
             )
 
     @property

@@ -112,8 +112,8 @@ def test_deterministic_across_processes_and_hash_seeds():
     import sys
 
     code = ("import json; from fuse.sim import simulate; "
-            "print(json.dumps(simulate('flapping', 'fuse', brokers=10, seconds=40.0, "
-            "rate=300.0, seed=9).to_dict()))")
+            "print(json.dumps(simulate('half-slow', 'fuse', brokers=10, seconds=120.0, "
+            "rate=500.0, seed=9).to_dict()))")  # size at which a set-order bug showed
     outputs = []
     for hash_seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=hash_seed)
