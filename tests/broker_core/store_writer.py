@@ -27,11 +27,13 @@ def body_for(cycle: int, thread: int, seq: int, size: int) -> bytes:
     return (seed * (size // len(seed) + 1))[:size]
 
 
-def run(path: str, cycle: int, threads: int, exit_after: int | None, out) -> None:
+def run(
+    path: str, cycle: int, threads: int, exit_after: int | None, out, flush: str | None = None
+) -> None:
     """Write until killed (or ``exit_after`` acks per thread); never returns."""
     from broker_core.store import MessageStore, StoreConfig
 
-    flush = os.environ.get("FLOODGATE_TEST_FLUSH", "sync")
+    flush = flush or os.environ.get("FLOODGATE_TEST_FLUSH", "sync")
     store = MessageStore(
         path,
         StoreConfig(
