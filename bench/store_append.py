@@ -1,6 +1,7 @@
 """Store appends vs raw sequential writes of the same bytes to the same disk, same flush policy.
 
-Cases (median of --repeat runs each, fresh data dir per run):
+Cases (median of --repeat rounds; each round runs every case once, so compared
+cases see the same minute of a shared machine; fresh data dir per run):
 * async, 128 B / 1 KiB / 4 KiB bodies, one writer: MessageStore.put (and
   put_batch of 256 for 128 B) against two raw peers writing the very same
   record bytes one by one to a pre-allocated file on the same disk, flushed by
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from functools import partial
 
 import numpy as np
 
@@ -240,32 +242,36 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="floodgate-bench-", dir=args.dir)
-    rows: dict[str, dict] = {}
-    try:
-        for body in (128, 1024, 4096):
-            rows[f"async {body} B store put"] = median_of(
-                [run_store_async(root, body) for _ in range(args.repeat)]
-            )
-            if body == 128:
-                rows["async 128 B store put_batch(256)"] = median_of(
-                    [run_store_async(root, body, batch=256) for _ in range(args.repeat)]
-                )
-            rows[f"async {body} B raw write(2) per record"] = median_of(
-                [run_raw_async(root, body, "write") for _ in range(args.repeat)]
-            )
-            rows[f"async {body} B raw mmap copy per record"] = median_of(
-                [run_raw_async(root, body, "mmap") for _ in range(args.repeat)]
-            )
-        bulk = statistics.median(run_bulk_bandwidth(root) for _ in range(args.repeat))
-        for writers in (1, 64):
-            rows[f"sync 1024 B store, {writers} writer(s)"] = median_of(
-                [run_store_sync(root, 1024, writers, args.seconds) for _ in range(args.repeat)]
-            )
-        rows["sync 1024 B raw pwrite+fdatasync"] = median_of(
-            [run_raw_sync(root, 1024, args.seconds) for _ in range(args.repeat)]
+    # Cases that are compared run interleaved, round by round, so that a slow
+    # minute of the shared disk or CPU hits all of them alike.
+    cases = {}
+    for body in (128, 1024, 4096):
+        cases[f"async {body} B store put"] = partial(run_store_async, root, body)
+        if body == 128:
+            cases["async 128 B store put_batch(256)"] = partial(run_store_async, root, 128, 256)
+        cases[f"async {body} B raw write(2) per record"] = partial(
+            run_raw_async, root, body, "write"
         )
+        cases[f"async {body} B raw mmap copy per record"] = partial(
+            run_raw_async, root, body, "mmap"
+        )
+    for writers in (1, 64):
+        cases[f"sync 1024 B store, {writers} writer(s)"] = partial(
+            run_store_sync, root, 1024, writers, args.seconds
+        )
+    cases["sync 1024 B raw pwrite+fdatasync"] = partial(run_raw_sync, root, 1024, args.seconds)
+    runs: dict[str, list[dict]] = {name: [] for name in cases}
+    bulks = []
+    try:
+        for _ in range(args.repeat):
+            for name, case in cases.items():
+                os.sync()  # start from a quiet disk: no writeback left over from the last case
+                runs[name].append(case())
+            bulks.append(run_bulk_bandwidth(root))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    rows = {name: median_of(r) for name, r in runs.items()}
+    bulk = statistics.median(bulks)
 
     goals = evaluate(rows)
     if args.json:
