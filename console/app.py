@@ -55,6 +55,8 @@ class FloodgateApp(App):
         self.state = message.state
         n = message.state.summary.brokers
         self.sub_title = f"{self.cfg.title} · {n} brokers · refresh {self.cfg.refresh:g} s"
+        if not self.screen_stack:  # shutting down: a late poll has nowhere to go
+            return
         update = getattr(self.screen, "update_state", None)
         if update is not None:
             update(message.state)

@@ -114,6 +114,7 @@ class ReplayDir:
         self.producers = [(f.stem, f.read_bytes())
                           for f in sorted((self.root / "producers").glob("*.json"))]
         self._seen: set[str] = set()
+        self._bodies: dict[tuple[str, bool], bytes] = {}  # what the "server" sends, made once
 
     @property
     def brokers(self) -> list[tuple[str, str]]:
@@ -122,11 +123,15 @@ class ReplayDir:
     def fetch(self) -> list[BrokerSample]:
         out = []
         for key, doc in self.docs:
-            history = doc.get("history", {})
-            if key in self._seen:  # a live poll would ask for the last few seconds only
-                history = {op: rows[-3:] for op, rows in history.items()}
+            again = key in self._seen  # a live poll asks for the last few seconds only
+            body = self._bodies.get((key, again))
+            if body is None:
+                history = doc.get("history", {})
+                if again:
+                    history = {op: rows[-3:] for op, rows in history.items()}
+                body = self._bodies[key, again] = json.dumps({**doc, "history": history}).encode()
             self._seen.add(key)
-            parsed, error = decode(json.dumps({**doc, "history": history}))
+            parsed, error = decode(body)
             out.append(BrokerSample(key, doc["broker"], parsed, error))
         return out
 

@@ -183,7 +183,8 @@ def merge_hist_dicts(dicts: Iterable[Mapping[str, Any]]) -> LatencyHistogram:
         elif _int(d, "schema") != schema:
             continue
         try:
-            parsed = {int(k): int(v) for k, v in raw.items()}
+            parsed = raw if all(type(k) is int for k in raw) else \
+                {int(k): int(v) for k, v in raw.items()}
         except (TypeError, ValueError):
             continue
         for k, v in parsed.items():
@@ -200,6 +201,17 @@ def merge_hist_dicts(dicts: Iterable[Mapping[str, Any]]) -> LatencyHistogram:
                                        "buckets": buckets})
 
 
+def _normalized(h: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Bucket keys as ints, once, so every later merge skips the parsing."""
+    raw = h.get("buckets")
+    if not isinstance(raw, Mapping):
+        return h
+    try:
+        return {**h, "buckets": {int(k): int(v) for k, v in raw.items()}}
+    except (TypeError, ValueError):
+        return {**h, "buckets": {}, "count": 0}
+
+
 def merge_history(old: Sequence[Mapping[str, Any]], new: Iterable[Any], keep_s: int = HISTORY_S
                   ) -> tuple[Mapping[str, Any], ...]:
     """Per-second histograms by `ts`, newest answer wins, last `keep_s` seconds."""
@@ -207,7 +219,7 @@ def merge_history(old: Sequence[Mapping[str, Any]], new: Iterable[Any], keep_s: 
     for h in new:
         ts = _get(h, "ts")
         if isinstance(ts, int | float) and not isinstance(ts, bool):
-            by_ts[int(ts)] = h
+            by_ts[int(ts)] = _normalized(h)
     if not by_ts:
         return ()
     newest = max(by_ts)

@@ -30,6 +30,8 @@ class BrokerTable(DataTable):
         self.filter_text = ""
         self.visible_keys: list[str] = []
         self._state = None
+        self._why_width = 0
+        self._shown: dict[str, list] = {}  # cells on screen per row key
 
     def on_mount(self) -> None:
         for i, col in enumerate(COLUMNS):
@@ -49,18 +51,42 @@ class BrokerTable(DataTable):
             self.update_state(self._state)
 
     def update_state(self, state) -> None:
+        fresh = state is not self._state  # False: only the sort or the filter changed
         self._state = state
         brokers = [b for b in state.brokers if matches(b, self.filter_text)]
         if self.sort_column is not None:
             brokers = sort_brokers(brokers, self.sort_column, self.sort_reverse)
         keys = [b.key for b in brokers]
-        rows = {b.key: [col.cell(b) for col in COLUMNS] + [b.reason] for b in brokers}
-        if keys == self.visible_keys:
-            for key in keys:
+        if fresh or not self._shown:
+            rows = {b.key: [col.cell(b) for col in COLUMNS] + [b.reason] for b in brokers}
+        else:  # the cells on screen are this state's already
+            rows = {b.key: self._shown.get(b.key) or [col.cell(b) for col in COLUMNS] + [b.reason]
+                    for b in brokers}
+        why_width = max((len(b.reason) for b in brokers), default=0)
+        names = [b.name for b in brokers]
+        if (keys != self.visible_keys and set(keys) == set(self.visible_keys)
+                and len(set(names)) == len(names)):
+            # Same rows, new order (a sort): reorder in place instead of rebuilding.
+            current = self.cursor_key
+            order = {name: i for i, name in enumerate(names)}
+            self.sort("0", key=lambda cell: order[str(cell)])
+            self.visible_keys = keys
+            if current in keys:
+                self.move_cursor(row=keys.index(current), animate=False)
+        if keys == self.visible_keys and why_width <= self._why_width:
+            # Same rows: update the cells in place. Widths are fixed (the "why" column is
+            # rebuilt below when it must grow): DataTable re-measures a whole column per
+            # shrinking cell with update_width, quadratic at 200 brokers.
+            for key in keys if fresh else ():
+                before = self._shown.get(key, ())
                 for i, cell in enumerate(rows[key]):
-                    why = i == len(COLUMNS)
-                    self.update_cell(key, "why" if why else str(i), cell, update_width=why)
+                    if i < len(before) and _same(before[i], cell):
+                        continue  # unchanged: no repaint
+                    self.update_cell(key, "why" if i == len(COLUMNS) else str(i), cell)
+            self._shown.update(rows)
             return
+        self._why_width = why_width
+        self._shown = rows
         current = self.cursor_key
         self.clear()
         for key in keys:
@@ -85,3 +111,10 @@ class BrokerTable(DataTable):
             return
         col = int(event.column_key.value)
         self.set_view(col, not self.sort_reverse if col == self.sort_column else False)
+
+
+def _same(a, b) -> bool:
+    """Rich Text equality ignores the base style; a colour change must repaint."""
+    if isinstance(a, Text) and isinstance(b, Text):
+        return a.plain == b.plain and a.style == b.style and a.spans == b.spans
+    return a == b
