@@ -19,19 +19,24 @@ from console.errors import EXIT_FAILED, EXIT_USAGE, UsageError, known_error_type
 
 # One row per subcommand module; order is the order shown in --help.
 COMMAND_MODULES = (
-    "console.commands.heatmap_cmd",
-    "console.commands.capacity_cmd",
-    "console.commands.tune_cmd",
-    "console.commands.gen_cmd",
-    "console.commands.report_cmd",
-    "console.commands.fuse_cmd",
+    # watching a cluster: what an SRE reaches for first
+    "console.commands.demo_cmd",
+    "console.commands.console_cmd",
+    "console.commands.status_cmd",
+    # running and drilling brokers
     "console.commands.broker_cmd",
     "console.commands.cluster_cmd",
     "console.commands.fault_cmd",
     "console.commands.bench_cmd",
-    "console.commands.status_cmd",
-    "console.commands.console_cmd",
-    "console.commands.demo_cmd",
+    "console.commands.fuse_cmd",
+    # hosts
+    "console.commands.tune_cmd",
+    # reports and planning
+    "console.commands.gen_cmd",
+    "console.commands.report_cmd",
+    "console.commands.capacity_cmd",
+    "console.commands.heatmap_cmd",
+    # Prometheus and Grafana
     "console.commands.prometheus_cmd",
     "console.commands.grafana_cmd",
 )
