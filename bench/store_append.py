@@ -57,12 +57,21 @@ def store_config(flush: str) -> StoreConfig:
     return StoreConfig(flush=flush, commitlog_segment_bytes=SEGMENT)
 
 
+def open_warm(path: str, flush: str) -> MessageStore:
+    """A store past its first put: segment 0 created, segment 1 being pre-allocated."""
+    store = MessageStore(path, store_config(flush))
+    store.put(TOPIC, 0, b"warm-up")
+    time.sleep(0.3)  # let the background pre-allocation of the next segment finish
+    store.take_latency()
+    return store
+
+
 def run_store_async(root: str, body: int, batch: int = 0) -> dict:
     n = ASYNC_BYTES[body] // record_size(body)
     payload = os.urandom(body)
     path = tempfile.mkdtemp(dir=root)
     try:
-        store = MessageStore(path, store_config("async"))
+        store = open_warm(path, "async")
         put = store.put
         c0, t0 = time.process_time(), time.perf_counter()
         if batch:
@@ -161,7 +170,7 @@ def run_store_sync(root: str, body: int, writers: int, seconds: float) -> dict:
     path = tempfile.mkdtemp(dir=root)
     counts = [0] * writers
     try:
-        store = MessageStore(path, store_config("sync"))
+        store = open_warm(path, "sync")
         stop = threading.Event()
 
         def writer(i: int) -> None:
