@@ -37,9 +37,11 @@ class FloodgateApp(App):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, cfg: ConsoleConfig, poller: Poller | None = None) -> None:
+    def __init__(self, cfg: ConsoleConfig, poller: Poller | None = None,
+                 hint: str | None = None) -> None:
         super().__init__()
         self.cfg = cfg
+        self.hint = hint  # shown once at start, e.g. how to run `floodgate status` on the demo
         self.state = None
         self.poller = poller or Poller.from_config(cfg)
         self.poller.on_state = lambda state: self.post_message(StateUpdated(state))
@@ -47,6 +49,8 @@ class FloodgateApp(App):
 
     def on_mount(self) -> None:
         self.poller.start()
+        if self.hint:
+            self.notify(self.hint, timeout=20)
 
     def on_unmount(self) -> None:
         self.poller.stop(join=0.5)

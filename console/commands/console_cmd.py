@@ -17,9 +17,15 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    import logging
+
+    from textual.logging import TextualHandler
+
     from console.app import FloodgateApp
     from console.config import config_from_args
 
     cfg = config_from_args(args)
+    # Textual owns the terminal: log records go to its devtools console, not over the screen.
+    logging.basicConfig(level=logging.WARNING, handlers=[TextualHandler()], force=True)
     FloodgateApp(cfg).run()
     return 0

@@ -69,7 +69,10 @@ def run(args) -> int:
             return _headless(demo, args, stop)
         from console.app import FloodgateApp
 
-        app = FloodgateApp(demo.console_config())
+        cluster_file = demo.data_dir / "cluster.toml"
+        app = FloodgateApp(demo.console_config(), hint=(
+            f"faults start at 6 s (broker-2 stalls, then broker-4 errors). In another "
+            f"terminal: floodgate status --cluster {cluster_file} --producers {demo.http.addr}"))
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, lambda *_: app.exit())
         app.run()

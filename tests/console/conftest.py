@@ -1,4 +1,4 @@
-"""A real local cluster for the console's live tests (one per module)."""
+"""A real local cluster for the console's live tests (one for the session)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def free_base_port(count: int) -> int:
     raise RuntimeError("no free port range")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster3(tmp_path_factory):
     from broker_core.client import Producer
     from broker_core.launcher import Cluster

@@ -1,0 +1,107 @@
+"""`floodgate status` (table, --json, exit codes), the console's config order,
+and the demo's usage checks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.config import config_from_args
+from console.errors import UsageError
+
+DATA = Path(__file__).parent / "data" / "demo"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_status_json_from_a_recording_is_degraded(capsys):
+    rc, out, _ = run(capsys, "status", "--replay", str(DATA), "--json")
+    data = json.loads(out)
+    assert rc == 1 and data["healthy"] is False  # broker-2 is isolated by the fuse
+    states = {b["name"]: b["state"] for b in data["brokers"]}
+    assert states["broker-2"] == "ISOLATED" and list(states.values()).count("UP") == 5
+    assert data["summary"]["cap"] == 1 and data["producers"][0]["excluded"] == ["broker-2"]
+    assert any("at its cap" in a for a in data["alerts"])
+
+
+def test_status_table(capsys):
+    rc, out, _ = run(capsys, "status", "--replay", str(DATA))
+    assert rc == 1
+    assert "broker-2  ISOLATED" in out and "fuse of demo: error" in out
+    assert "isolated 1/1" in out
+
+
+@pytest.mark.integration
+def test_status_live_cluster_and_an_unreachable_broker(cluster3, capsys):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    rc, out, _ = run(capsys, "status", "--cluster", str(cluster3.path), "--json")
+    data = json.loads(out)
+    assert [b["name"] for b in data["brokers"]] == ["broker-1", "broker-2", "broker-3"]
+    assert rc == (0 if all(b["state"] == "UP" for b in data["brokers"]) else 1)
+    live = cluster3.file.brokers[0].http
+    rc, out, _ = run(capsys, "status", "--brokers", f"{live},ghost={dead}", "--json")
+    data = json.loads(out)
+    assert rc == 1
+    ghost = data["brokers"][1]
+    assert ghost["name"] == "ghost" and ghost["state"] == "DOWN"
+    assert ghost["reason"] == "connection refused"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["status", "--brokers", "nonsense"], "bad broker address"),
+    (["status", "--brokers", "a:1", "--json", "--cluster", "x"], "not allowed with"),
+    (["demo", "--json"], "--json needs --headless"),
+    (["demo", "--brokers", "0"], "at least 1"),
+    (["demo", "--base-port", "65530"], "--base-port"),
+])
+def test_usage_errors_exit_2(capsys, argv, message):
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse's own checks exit from parse_args
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and err.count("\n") == 1
+
+
+def test_no_source_is_a_usage_error(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no ./cluster.toml here
+    monkeypatch.delenv("FLOODGATE_BROKERS", raising=False)
+    monkeypatch.delenv("FLOODGATE_CLUSTER", raising=False)
+    rc, _, err = run(capsys, "status")
+    assert rc == 2 and "no brokers" in err
+
+
+def test_config_order_flags_then_env_then_defaults():
+    env = {"FLOODGATE_BROKERS": "e=127.0.0.1:9", "FLOODGATE_REFRESH": "2.5",
+           "FLOODGATE_PRODUCERS": "127.0.0.1:7"}
+    flags = argparse.Namespace(brokers="f=127.0.0.1:8", refresh=None, producers=None)
+    cfg = config_from_args(flags, env)
+    assert cfg.brokers == [("f", "127.0.0.1:8")]  # the flag wins
+    assert cfg.refresh == 2.5 and cfg.producers == ["127.0.0.1:7"]  # env fills the rest
+    assert cfg.down_after == 2 and cfg.host_profile == "broker"  # defaults
+    cfg = config_from_args(argparse.Namespace(), env)
+    assert cfg.brokers == [("e", "127.0.0.1:9")]
+    with pytest.raises(UsageError, match="not a number"):
+        config_from_args(argparse.Namespace(), {**env, "FLOODGATE_REFRESH": "soon"})
+
+
+def test_demo_refuses_a_port_in_use(capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        rc, _, err = run(capsys, "demo", "--headless", "1", "--brokers", "1",
+                         "--base-port", str(port))
+    assert rc == 1 and "in use" in err and err.count("\n") == 2  # the start line + one error
+
