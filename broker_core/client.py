@@ -264,8 +264,12 @@ class Producer:
             attempt += 1
 
     def _sweep(self) -> None:
-        """Fail requests past their deadline (one thread for all of them)."""
+        """Fail requests past their deadline and tick the fuse (one thread for all)."""
         while not self._closed.wait(0.02):
+            if self.fuse is not None:
+                # judge calls still in flight: a broker stuck on a call is slow now,
+                # not when (if ever) the call returns
+                self.fuse.tick()
             now = self._clock()
             with self._dl_lock:
                 late = [(f, c) for f, (d, c) in self._deadlines.items() if d <= now]
