@@ -60,9 +60,9 @@ def test_group_commit_serves_many_writers_with_few_flushes(tmp_path, small_confi
 
 
 def test_slow_flush_gives_flush_disk_timeout_and_counts_slow_puts(tmp_path, small_config):
-    cfg = small_config(flush="sync", sync_flush_timeout_s=0.15)
+    cfg = small_config(flush="sync", sync_flush_timeout_s=0.3)
     with MessageStore(tmp_path, cfg) as store:
-        store.flush_service.injected_delay_s = 0.4
+        store.flush_service.injected_delay_s = 0.7
         r = store.put("T", 0, b"late")
         assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
         assert r.queue_offset == 0  # stored, only not yet durable
