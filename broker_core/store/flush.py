@@ -208,7 +208,13 @@ class GroupCommitService(ServiceThread):
                     self._cond.wait()
                 if not self._requests and self._stopped.is_set():
                     return
-            self._run_safely()
+            try:
+                settled = self.run_once()
+            except Exception:  # logged; the waiters got the error through their futures
+                log.exception("%s round failed", self.name)
+                settled = 0
+            if not settled:  # only requests beyond what is written: do not spin
+                self._stopped.wait(0.005)
 
     def run_once(self) -> int:
         """One group commit: flush once, complete every request it covers."""

@@ -101,3 +101,12 @@ def test_async_store_can_be_asked_to_make_an_offset_durable(tmp_path, small_conf
         assert store.commitlog.flushed_offset < r.end_offset
         assert store.wait_flushed(r.end_offset)
         assert store.commitlog.flushed_offset >= r.end_offset
+
+
+def test_a_future_beyond_the_log_waits_without_spinning(tmp_path, small_config):
+    with MessageStore(tmp_path, small_config(flush="sync")) as store:
+        r = store.put("T", 0, b"x", wait=False)
+        ahead = store.flushed_future(r.end_offset + 100)  # nothing written there yet
+        assert not ahead.done()
+        store.put("T", 0, b"y" * 200)  # now the log passes that offset
+        assert ahead.result(timeout=5) is True
