@@ -1,0 +1,63 @@
+"""The --prometheus source against a real Prometheus scraping a real cluster."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from broker_core.client import Producer
+from console.prometheus_source import PrometheusBrokers
+from console.state import build_state
+from tests.console.conftest import free_base_port
+
+pytestmark = pytest.mark.integration
+
+
+def test_unreachable_prometheus_is_state_not_an_exception():
+    port = free_base_port(1)
+    samples = PrometheusBrokers(f"127.0.0.1:{port}", timeout=0.5).fetch()
+    assert len(samples) == 1 and samples[0].doc is None
+    assert samples[0].error == "prometheus: connection refused"
+    assert build_state(samples, now=1).brokers[0].state == "DOWN"
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus not installed")
+def test_figures_per_broker_from_prometheus(cluster3, tmp_path):
+    targets = ", ".join(f"'{b.http}'" for b in cluster3.file.brokers)
+    (tmp_path / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s}\n"
+        f"scrape_configs:\n  - job_name: floodgate\n    static_configs: [{{targets: [{targets}]}}]\n")
+    port = free_base_port(1)
+    proc = subprocess.Popen(
+        ["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    producer = Producer(cluster3.file.addrs, fuse=False)
+    try:
+        source = PrometheusBrokers(f"127.0.0.1:{port}", timeout=2)
+        deadline = time.monotonic() + 30
+        samples = []
+        while time.monotonic() < deadline:
+            for _ in range(30):
+                producer.send("prom", b"x")
+            samples = source.fetch()
+            if len(samples) == 3 and all(s.doc and s.doc["ops"]["send"]["10s"]["p99"]
+                                         for s in samples):
+                break
+            time.sleep(0.5)
+        assert [s.name for s in samples] == ["broker-1", "broker-2", "broker-3"]
+        state = build_state(samples, now=time.time())
+        for b in state.brokers:
+            assert b.state in ("UP", "SLOW") and b.in_per_s > 0
+            assert 0 < b.p50 <= b.p99 <= b.max and 0 < b.disk_used_ratio < 1
+            assert b.history == ()  # no per-second heatmap from Prometheus
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/healthy", timeout=2) as r:
+            assert r.status == 200
+    finally:
+        producer.close()
+        proc.terminate()
+        proc.wait(10)
