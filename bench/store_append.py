@@ -287,10 +287,12 @@ def main() -> int:
         print(json.dumps({"rows": rows, "bulk_mib_per_s": bulk, "goals": goals}, indent=2))
     else:
         print_table(rows, bulk, goals)
-    return 0 if all(ok for _, ok in goals.values()) else 1
+    return 0 if all(ok is not False for _, ok in goals.values()) else 1
 
 
-def evaluate(rows: dict) -> dict[str, tuple[float, bool]]:
+def evaluate(rows: dict) -> dict[str, tuple[float, bool | None]]:
+    """Goal name -> (figure, met?); None marks a figure shown for information."""
+
     def ratio(a: str, b: str, key: str) -> float:
         return rows[a][key] / rows[b][key]
 
@@ -311,9 +313,9 @@ def evaluate(rows: dict) -> dict[str, tuple[float, bool]]:
         # The goal's peer is a plain sequential writer; wall time or CPU time
         # (the machine is shared): either at 60 % meets it.
         "async 4 KiB >= 60% of raw write(2)": (max(wall, cpu), max(wall, cpu) >= 0.6),
-        "  ... by wall time": (wall, True),
-        "  ... by CPU time": (cpu, True),
-        "  ... vs bare mmap copies (info)": (ratio(store4k, mmap4k, "mib_per_s"), True),
+        "  ... by wall time": (wall, None),
+        "  ... by CPU time": (cpu, None),
+        "  ... vs bare mmap copies": (ratio(store4k, mmap4k, "mib_per_s"), None),
         "128 B >= 300k puts/s (put or put_batch, wall or CPU)": (best_128, best_128 >= 300_000),
         "sync 64 writers >= 10x 1 writer": (group, group >= 10),
     }
@@ -332,7 +334,8 @@ def print_table(rows: dict, bulk: float, goals: dict) -> None:
         )
     print(f"disk bulk bandwidth (1 MiB writes + fdatasync): {bulk:,.0f} MiB/s")
     for name, (value, ok) in goals.items():
-        print(f"goal {name:52} {value:12,.2f}  {'met' if ok else 'MISSED'}")
+        verdict = "" if ok is None else "met" if ok else "MISSED"
+        print(f"goal {name:52} {value:12,.2f}  {verdict}")
 
 
 if __name__ == "__main__":
