@@ -39,6 +39,7 @@ PANELS: dict[str, Render] = {
     "host_tuning": host_tuning.render,
     "host_figures": host_figures.render,
     "alerts": alerts.render,
+    "recent_alerts": alerts.render_recent,
 }
 
 

@@ -10,7 +10,7 @@ from console.format import clock
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow"}
 
 
-def render(state, focus=None):
+def render(state, focus=None, limit: int = 200):
     log = state.alerts
     if not log.entries:
         return Text("no SLA breach this session", style="green")
@@ -18,7 +18,7 @@ def render(state, focus=None):
     for label in ("time", "severity", "alert"):
         table.add_column(label)
     active = {a.key for a in log.active}
-    for a in reversed(log.entries[-200:]):
+    for a in reversed(log.entries[-limit:]):
         if focus and focus not in a.key:
             continue
         style = "dim" if a.cleared else SEVERITY_STYLE.get(a.severity, "")
@@ -26,3 +26,8 @@ def render(state, focus=None):
         table.add_row(clock(a.time), Text(f"{live} {a.severity}", style=style),
                       Text(a.message, style=style))
     return table
+
+
+def render_recent(state, focus=None):
+    """The cluster screen's strip: the last few only (a full table each second is waste)."""
+    return render(state, focus, limit=6)

@@ -27,7 +27,7 @@ class ClusterScreen(StateScreen):
             yield Static("", id="view-line")
             yield Input(placeholder="filter: name, state or address (Enter to keep, Esc to clear)",
                         id="filter")
-            yield PanelView("alerts", id="cluster-alerts", title="alerts")
+            yield PanelView("recent_alerts", id="cluster-alerts", title="alerts (a: all)")
         yield Footer()
 
     def on_mount(self) -> None:
