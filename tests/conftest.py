@@ -22,6 +22,9 @@ def spark():
     from pyspark.sql import SparkSession
 
     utc = "-Duser.timezone=UTC"
+    # Test queries are tiny: C1-only JIT and the serial GC halve the JVM's CPU
+    # time (measured: 21 s -> 12 s for the heatmap tests) on a shared 2-core box.
+    driver_opts = f"{utc} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     session = (
         SparkSession.builder.master("local[2]")
         .appName("floodgate-tests")
@@ -30,7 +33,7 @@ def spark():
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", utc)
+        .config("spark.driver.extraJavaOptions", driver_opts)
         .config("spark.executor.extraJavaOptions", utc)
         .config("spark.driver.memory", "1g")
         .getOrCreate()
