@@ -255,7 +255,7 @@ def _judge(send10: Any, sla_max_s: float) -> str:
     worst = max((v for v in (p99, mx) if v is not None), default=None)
     if worst is not None and worst > sla_max_s:
         which = "p99" if p99 is not None and p99 > sla_max_s else "max"
-        return f"send {which} {worst * 1000:.0f} ms > {sla_max_s * 1000:.0f} ms (10 s)"
+        return f"send {which} {worst * 1000:.1f} ms > {sla_max_s * 1000:g} ms (10 s)"
     return ""
 
 

@@ -4,7 +4,7 @@ sparklines, throughput, disk and flush, recent events."""
 from __future__ import annotations
 
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header
 
 from console.screens.base import StateScreen
@@ -20,7 +20,7 @@ class BrokerScreen(StateScreen):
 
     def compose(self):
         yield Header()
-        with Vertical(id="broker"):
+        with VerticalScroll(id="broker"):  # the whole heatmap, the rest below it
             yield PanelView("heatmap", self.key, id="heatmap", title="send latency heatmap")
             with Horizontal(id="broker-row"):
                 yield PanelView("percentiles", self.key, id="percentiles",

@@ -43,7 +43,8 @@ def test_up_slow_from_p99_or_max_over_sla():
     s = build_state([sample(doc()), sample(doc("broker-2", mx=0.05), key="h2"),
                      sample(doc("broker-3", p99=0.03, mx=0.03), key="h3")], now=1)
     assert [b.state for b in s.brokers] == ["UP", "SLOW", "SLOW"]
-    assert "max 50 ms" in s.brokers[1].reason and "p99 30 ms" in s.brokers[2].reason
+    assert s.brokers[1].reason == "send max 50.0 ms > 20 ms (10 s)"
+    assert "p99 30.0 ms" in s.brokers[2].reason
     assert s.brokers[0].consumer_lag == 3 and s.brokers[0].disk_used_ratio == 0.5
     assert not s.summary.healthy
 
