@@ -1,0 +1,41 @@
+"""`floodgate demo --headless N --json`: the summary, the fault script, and
+nothing left behind (its temporary data dir removed, every port free)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.demo import port_free
+from tests.console.conftest import free_base_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_headless_demo_summary(tmp_path):
+    base = free_base_port(13)
+    floodgate = Path(sys.executable).with_name("floodgate")
+    proc = subprocess.run(
+        [str(floodgate), "demo", "--headless", "10", "--json", "--rate", "400",
+         "--base-port", str(base)],
+        capture_output=True, text=True, timeout=90, cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["acked"] > 1000 and summary["errors"] >= 0
+    assert [b["name"] for b in summary["brokers"]] == [f"broker-{i}" for i in range(1, 7)]
+    assert {b["state"] for b in summary["brokers"]} <= {"UP", "SLOW", "ISOLATED", "DOWN"}
+    assert all(set(b) == {"name", "state", "p99_s", "max_s"} for b in summary["brokers"])
+    assert summary["faults"][0]["broker"] == "broker-2"
+    assert "stall_ms=800.0" in summary["faults"][0]["action"]
+    for t in summary["fuse_transitions"]:
+        assert set(t) == {"time", "broker", "event", "reason"}
+        assert t["event"] in ("isolate", "release", "overflow", "reexclude")
+    assert not list(tmp_path.glob("floodgate-demo-*"))  # its own temporary data dir: gone
+    assert all(port_free(p) for p in range(base, base + 13))
