@@ -6,7 +6,7 @@ floodgate flush=async (page cache, flushed every 500 ms), Redis appendonly
 with appendfsync everysec, JetStream file storage with one replica
 (nats-server 2.9's default background sync). Phases:
 
-1. single-message sync sends, one client, for `--seconds`: msgs/s;
+1. single-message sync sends, one client: msgs/s;
 2. batched / pipelined: floodgate SEND_BATCH of 100, Redis pipelines of 100
    XADD, JetStream 100 publishes in flight: msgs/s;
 3. open loop at `--rate` msgs/s offered for `--latency-seconds`: p50/p99/max RT
@@ -14,6 +14,8 @@ with appendfsync everysec, JetStream file storage with one replica
 
 Goals (issue 4): sync >= 3x the faster peer's sync; batched >= the faster
 peer's pipelined; at 10,000 msgs/s: average <= 1 ms and max <= 20 ms.
+Throughput phases run interleaved (each round measures all three in turn) and
+report the median round.
 
     .venv/bin/python bench/broker_vs_peers.py [--seconds 5] [--latency-seconds 60]
 """
@@ -26,6 +28,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,7 +101,9 @@ class FloodgateSide:
     def __init__(self, port: int) -> None:
         from broker_core.client import Producer
 
-        self.producer = Producer([f"127.0.0.1:{port}"], fuse=False, timeout=10)
+        self.addr = f"127.0.0.1:{port}"
+        self.producer = Producer([self.addr], fuse=False, timeout=10)
+        self.aio = None  # AsyncProducer, made on the open-loop phase's event loop
 
     def sync(self, body: bytes) -> None:
         self.producer.send("bench", body)
@@ -107,7 +112,11 @@ class FloodgateSide:
         self.producer.send_batch("bench", [body] * n)
 
     async def one_async(self, body: bytes) -> None:
-        await asyncio.wrap_future(self.producer.send_async("bench", body))
+        if self.aio is None:
+            from broker_core.aio_client import AsyncProducer
+
+            self.aio = AsyncProducer([self.addr], fuse=False, timeout=10)
+        await self.aio.send("bench", body)
 
     def close(self) -> None:
         self.producer.close()
@@ -211,23 +220,35 @@ async def open_loop(side, body: bytes, rate: float, seconds: float) -> dict:
             "p99_ms": (hist.quantile(0.99) or 0) * 1e3, "max_ms": (hist.max or 0) * 1e3}
 
 
-def run_side(side, args) -> dict:
-    out = {}
+def measure(sides: list, args) -> dict[str, dict]:
+    """Throughput phases interleaved: every round runs each side once, so a load
+    swing on this shared machine hits all three alike; the median round counts."""
+    out: dict[str, dict] = {side.name: {} for side in sides}
     for size in (128, 1024):
         body = b"x" * size
-        out[f"sync_{size}B_msgs_per_s"] = rate_of(lambda b=body: side.sync(b), args.seconds)
-        out[f"batched_{size}B_msgs_per_s"] = rate_of(lambda b=body: side.batch(b, 100),
-                                                    args.seconds, 100)
+        phases = (("sync", lambda side, b=body: rate_of(lambda: side.sync(b), args.seconds)),
+                  ("batched", lambda side, b=body: rate_of(lambda: side.batch(b, 100),
+                                                           args.seconds, 100)))
+        for phase, run in phases:
+            rounds: dict[str, list[float]] = {side.name: [] for side in sides}
+            for _ in range(args.rounds):
+                for side in sides:
+                    rounds[side.name].append(run(side))
+            for side in sides:
+                out[side.name][f"{phase}_{size}B_msgs_per_s"] = statistics.median(
+                    rounds[side.name])
     if args.latency_seconds:
-        loop = getattr(side, "loop", None) or asyncio.new_event_loop()
-        out["open_loop_128B"] = loop.run_until_complete(
-            open_loop(side, b"x" * 128, args.rate, args.latency_seconds))
+        for side in sides:
+            loop = getattr(side, "loop", None) or asyncio.new_event_loop()
+            out[side.name]["open_loop_128B"] = loop.run_until_complete(
+                open_loop(side, b"x" * 128, args.rate, args.latency_seconds))
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=5.0, help="per throughput phase")
+    ap.add_argument("--seconds", type=float, default=3.0, help="per throughput measurement")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per phase")
     ap.add_argument("--latency-seconds", type=float, default=60.0)
     ap.add_argument("--rate", type=float, default=10_000.0)
     ap.add_argument("--json", action="store_true")
@@ -236,19 +257,20 @@ def main() -> int:
     if missing:
         print(f"missing peers: {', '.join(missing)} (make bench installs them)", file=sys.stderr)
         return 1
-    results = {}
     with tempfile.TemporaryDirectory(prefix="fg-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        for start, side_cls in ((start_floodgate, FloodgateSide), (start_redis, RedisSide),
-                                (start_nats, NatsSide)):
-            proc, port = start(tmp)
-            try:
-                side = side_cls(port)
-                try:
-                    results[side_cls.name] = run_side(side, args)
-                finally:
-                    side.close()
-            finally:
+        procs, sides = [], []
+        try:
+            for start, side_cls in ((start_floodgate, FloodgateSide), (start_redis, RedisSide),
+                                    (start_nats, NatsSide)):
+                proc, port = start(tmp)
+                procs.append(proc)
+                sides.append(side_cls(port))
+            results = measure(sides, args)
+        finally:
+            for side in sides:
+                side.close()
+            for proc in procs:
                 proc.terminate()
                 proc.wait(20)
     fg, peers = results["floodgate"], [results["redis-streams"], results["nats-jetstream"]]

@@ -67,6 +67,38 @@ def normalize_brokers(brokers: Sequence[str] | Mapping[str, str] | str) -> dict[
     return out
 
 
+def judge_attempt(fuse, retries: int, closing: bool, op: Op, broker: str, token,
+                  attempt: int, code: Code | None, body: bytes | None, reason: str
+                  ) -> tuple[str, object]:
+    """One attempt's outcome: ("ok", SendResult), ("fail", SendFailed) or ("retry", why).
+
+    Reports the call to the fuse: a broker that answered with a client-side
+    error (too large, bad request) is healthy; one that timed out, refused or
+    failed to flush is not. Shared by the threaded and the asyncio producer.
+    """
+    broker_ok = code is not None and code not in RETRYABLE and code != Code.FLUSH_DISK_TIMEOUT
+    if token is not None:
+        fuse.end(token, ok=broker_ok)
+    if code in (Code.OK, Code.FLUSH_DISK_TIMEOUT):
+        status = "SEND_OK" if code == Code.OK else "FLUSH_DISK_TIMEOUT"
+        try:
+            if op == Op.SEND:
+                qid, qoff, _phys, _ts = decode_send_response(body)
+                return "ok", SendResult(status, broker, qid, qoff, 1, attempt)
+            qid, first, count = decode_batch_response(body)
+            return "ok", SendResult(status, broker, qid, first, count, attempt)
+        except BrokerError as exc:
+            return "fail", SendFailed(f"{broker}: bad response: {exc}")
+    if code is not None and code not in RETRYABLE:
+        message = body.decode("utf-8", "replace") if body else code.name
+        return "fail", SendFailed(f"{broker}: {code.name}: {message}", code)
+    why = reason or f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
+    if attempt > retries or closing:
+        return "fail", SendFailed(
+            f"send failed after {attempt} attempt(s); last from {broker}: {why}", code)
+    return "retry", why
+
+
 def _one(topic: str, body: bytes, tags, keys, properties) -> bytes:
     return encode_send(topic, -1, OutMessage(body, tags or "", keys or "", properties or {}))
 
@@ -201,33 +233,8 @@ class Producer:
 
     def _judge(self, op, broker, token, attempt, code: Code | None, body: bytes | None,
                reason: str) -> tuple[str, object]:
-        """One attempt's outcome: ("ok", SendResult), ("fail", SendFailed) or ("retry", why).
-
-        Reports the call to the fuse: a broker that answered with a client-side
-        error (too large, bad request) is healthy; one that timed out, refused
-        or failed to flush is not.
-        """
-        broker_ok = code is not None and code not in RETRYABLE and code != Code.FLUSH_DISK_TIMEOUT
-        if token is not None:
-            self.fuse.end(token, ok=broker_ok)
-        if code in (Code.OK, Code.FLUSH_DISK_TIMEOUT):
-            status = "SEND_OK" if code == Code.OK else "FLUSH_DISK_TIMEOUT"
-            try:
-                if op == Op.SEND:
-                    qid, qoff, _phys, _ts = decode_send_response(body)
-                    return "ok", SendResult(status, broker, qid, qoff, 1, attempt)
-                qid, first, count = decode_batch_response(body)
-                return "ok", SendResult(status, broker, qid, first, count, attempt)
-            except BrokerError as exc:
-                return "fail", SendFailed(f"{broker}: bad response: {exc}")
-        if code is not None and code not in RETRYABLE:
-            message = body.decode("utf-8", "replace") if body else code.name
-            return "fail", SendFailed(f"{broker}: {code.name}: {message}", code)
-        why = reason or f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
-        if attempt > self.retries or self._closed.is_set():
-            return "fail", SendFailed(
-                f"send failed after {attempt} attempt(s); last from {broker}: {why}", code)
-        return "retry", why
+        return judge_attempt(self.fuse, self.retries, self._closed.is_set(), op, broker, token,
+                             attempt, code, body, reason)
 
     def _done(self, op, payload, outer: Future, tried, attempt, broker, token,
               code: Code | None, body: bytes | None, reason: str) -> None:

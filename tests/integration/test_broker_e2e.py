@@ -259,3 +259,26 @@ def test_batches_are_stored_in_one_queue_in_order(cluster_factory):
     assert {m.queue_id for m in got} == {result.queue_id}
     assert [m.queue_offset for m in got] == list(range(result.queue_offset,
                                                        result.queue_offset + 100))
+
+
+def test_async_producer_pipelines_and_retries_on_another_broker(cluster_factory):
+    import asyncio
+
+    from broker_core.aio_client import AsyncProducer
+
+    cluster = cluster_factory(2)
+    first = cluster.file.brokers[0]
+
+    async def scenario():
+        async with AsyncProducer(cluster.file.addrs, fuse=False, timeout=2) as producer:
+            results = await asyncio.gather(*(producer.send("aio", str(i).encode())
+                                             for i in range(2000)))
+            assert {r.status for r in results} == {"SEND_OK"}
+            assert {r.broker for r in results} == set(cluster.file.addrs)
+            cluster.procs[first.name].send_signal(signal.SIGKILL)
+            cluster.procs[first.name].wait(10)
+            after = await asyncio.gather(*(producer.send("aio", b"after") for _ in range(50)))
+            assert {r.broker for r in after} == {cluster.file.brokers[1].name}
+            assert any(r.attempts == 2 for r in after)  # the dead broker was tried first
+
+    asyncio.run(scenario())

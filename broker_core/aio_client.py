@@ -1,0 +1,162 @@
+"""The producer for asyncio code: the same sends, retries and fuse as
+`broker_core.client.Producer`, on the caller's event loop with no threads.
+
+`Producer.send_async` serves asyncio too (through `asyncio.wrap_future`), but
+every answer then crosses from a reader thread to the loop; at ten thousand
+sends a second that hand-off is the bottleneck, so asyncio services use this.
+
+    async with AsyncProducer(["127.0.0.1:10911"]) as producer:
+        result = await producer.send("orders", b"...", tags="paid")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from broker_core.client import SendResult, _one, judge_attempt, normalize_brokers
+from broker_core.connection import BrokerUnavailable, parse_addr
+from broker_core.protocol import (
+    FLAG_RESPONSE,
+    Code,
+    FrameDecoder,
+    Op,
+    OutMessage,
+    ProtocolError,
+    encode_frame,
+    encode_send_batch,
+)
+
+
+class _AioConnection(asyncio.Protocol):
+    """One pipelined connection; answers resolve loop futures by request id."""
+
+    def __init__(self, addr: str) -> None:
+        self.addr = addr
+        self.decoder = FrameDecoder()
+        self.pending: dict[int, asyncio.Future] = {}
+        self.transport: asyncio.Transport | None = None
+        self.ids = itertools.count(1)
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self._fail(f"{self.addr}: bad frame from broker: {exc}")
+            return
+        for header, body in frames:
+            fut = self.pending.pop(header.request_id, None)
+            if fut is not None and not fut.done() and header.flags & FLAG_RESPONSE:
+                fut.set_result((header.code, body))
+
+    def connection_lost(self, exc) -> None:
+        self._fail(f"{self.addr}: connection lost" + (f": {exc}" if exc else ""))
+
+    def _fail(self, reason: str) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        self.transport = None
+        pending, self.pending = self.pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(BrokerUnavailable(reason))
+
+    def request(self, op: int, body: bytes) -> asyncio.Future:
+        if self.transport is None or self.transport.is_closing():
+            raise BrokerUnavailable(f"{self.addr}: not connected")
+        rid = next(self.ids) & 0xFFFFFFFF
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[rid] = fut
+        self.transport.write(encode_frame(op, rid, body))
+        return fut
+
+
+class AsyncProducer:
+    def __init__(self, brokers: Sequence[str] | Mapping[str, str] | str, fuse=None,
+                 timeout: float = 3.0, retries: int = 2,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.brokers = normalize_brokers(brokers)
+        if fuse is None:
+            from fuse import Fuse
+
+            fuse = Fuse(list(self.brokers), clock=clock)
+        self.fuse = fuse or None
+        self.timeout, self.retries = timeout, retries
+        self._names = list(self.brokers)
+        self._rr = itertools.count()
+        self._conns: dict[str, _AioConnection] = {}
+        self._connecting: dict[str, asyncio.Lock] = {}
+        self._closing = False
+
+    async def _conn(self, name: str) -> _AioConnection:
+        conn = self._conns.get(name)
+        if conn is not None and conn.transport is not None:
+            return conn
+        async with self._connecting.setdefault(name, asyncio.Lock()):  # one connect at a time
+            conn = self._conns.get(name)
+            if conn is not None and conn.transport is not None:
+                return conn
+            host, port = parse_addr(self.brokers[name])
+            try:
+                _t, conn = await asyncio.wait_for(
+                    asyncio.get_running_loop().create_connection(
+                        lambda: _AioConnection(self.brokers[name]), host, port),
+                    self.timeout)
+            except (OSError, TimeoutError) as exc:
+                raise BrokerUnavailable(f"{self.brokers[name]}: {exc}") from None
+            self._conns[name] = conn
+        return conn
+
+    async def _call(self, op: Op, payload: bytes) -> SendResult:
+        tried: list[str] = []
+        attempt = 1
+        while True:
+            candidates = [b for b in self._names if b not in tried] or self._names
+            if self.fuse is not None:
+                broker = self.fuse.choose(candidates)
+                token = self.fuse.begin(broker)
+            else:
+                broker, token = candidates[next(self._rr) % len(candidates)], None
+            code = body = None
+            reason = ""
+            try:
+                conn = await self._conn(broker)
+                raw, body = await asyncio.wait_for(conn.request(op, payload), self.timeout)
+                code = Code(raw)
+            except (BrokerUnavailable, TimeoutError) as exc:
+                reason = str(exc) or f"{self.brokers[broker]}: no answer in {self.timeout:g} s"
+            kind, value = judge_attempt(self.fuse, self.retries, self._closing, op, broker,
+                                        token, attempt, code, body, reason)
+            if kind == "ok":
+                return value
+            if kind == "fail":
+                raise value
+            tried.append(broker)
+            attempt += 1
+
+    async def send(self, topic: str, body: bytes, tags: str | None = None,
+                   keys: str | None = None, properties: dict[str, str] | None = None
+                   ) -> SendResult:
+        return await self._call(Op.SEND, _one(topic, body, tags, keys, properties))
+
+    async def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:
+        msgs = [b if isinstance(b, OutMessage) else OutMessage(b) for b in bodies]
+        return await self._call(Op.SEND_BATCH, encode_send_batch(topic, -1, msgs))
+
+    async def close(self) -> None:
+        self._closing = True
+        for conn in self._conns.values():
+            if conn.transport is not None:
+                conn.transport.close()
+        self._conns.clear()
+
+    async def __aenter__(self) -> AsyncProducer:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
