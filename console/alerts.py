@@ -28,6 +28,12 @@ class Alert:
 class AlertLog:
     entries: tuple[Alert, ...] = ()  # raised and cleared edges, oldest first
     active: tuple[Alert, ...] = ()
+    total: int = 0  # edges ever logged (entries keeps the last MAX_ALERTS)
+
+    def since(self, older: AlertLog) -> tuple[Alert, ...]:
+        """The edges logged after `older` (an earlier state of this log)."""
+        new = self.total - older.total
+        return self.entries[-new:] if new > 0 else ()
 
     def update(self, conditions: Mapping[str, Alert], now: float) -> AlertLog:
         before = {a.key: a for a in self.active}
@@ -43,7 +49,8 @@ class AlertLog:
         for key, old in before.items():
             if key not in conditions:
                 entries.append(Alert(key, old.severity, f"cleared: {old.message}", now, True))
-        return AlertLog(tuple(entries[-MAX_ALERTS:]), tuple(active))
+        added = len(entries) - len(self.entries)
+        return AlertLog(tuple(entries[-MAX_ALERTS:]), tuple(active), self.total + added)
 
 
 def _ms(seconds: float) -> str:

@@ -56,7 +56,11 @@ class FloodgateApp(App):
         self.poller.stop(join=0.5)
 
     def on_state_updated(self, message: StateUpdated) -> None:
+        before = self.state
         self.state = message.state
+        for alert in message.state.alerts.since(before.alerts) if before is not None else ():
+            if alert.key.startswith("down:") and not alert.cleared:
+                self.notify(alert.message, severity="error", timeout=10)
         n = message.state.summary.brokers
         self.sub_title = f"{self.cfg.title} · {n} brokers · refresh {self.cfg.refresh:g} s"
         if not self.screen_stack:  # shutting down: a late poll has nowhere to go

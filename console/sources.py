@@ -59,7 +59,9 @@ class HttpBrokers:
     """GET /stats of every broker, in parallel, each with the history it lacks."""
 
     def __init__(self, brokers: Sequence[tuple[str, str]], timeout: float = 0.8,
-                 workers: int = 16, clock=time.monotonic) -> None:
+                 workers: int = 32, clock=time.monotonic) -> None:
+        # enough threads that a few black-holed brokers (each a full timeout) do not delay
+        # the answer of the others past a refresh
         self.brokers = list(brokers)  # (name, http addr)
         self.timeout = timeout
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(self.brokers))),

@@ -60,6 +60,7 @@ def test_down_only_after_two_missed_polls_and_back_up():
     s4 = build_state([sample(doc())], prev=s3, now=4)
     assert s4.brokers[0].state == "UP" and not s4.active_alerts
     assert [a.cleared for a in s4.alerts.entries] == [False, True]
+    assert [a.cleared for a in s4.alerts.since(s3.alerts)] == [True]
     assert s4.summary.availability == pytest.approx(2 / 4)
 
 
@@ -142,3 +143,14 @@ def test_state_is_not_mutated_by_the_next_build():
     frozen = copy.deepcopy(s1.brokers[0].history)
     build_state([sample(doc(hist_ts=range(3, 9)))], prev=s1, now=2)
     assert s1.brokers[0].history == frozen
+
+
+def test_alert_log_is_bounded_but_counts_every_edge():
+    from console.alerts import MAX_ALERTS, Alert, AlertLog
+
+    log = AlertLog()
+    for i in range(MAX_ALERTS + 10):
+        older = log
+        log = log.update({f"k{i}": Alert(f"k{i}", "warning", "m")}, i)
+        assert f"k{i}" in [a.key for a in log.since(older) if not a.cleared]
+    assert len(log.entries) == MAX_ALERTS and log.total == 2 * (MAX_ALERTS + 10) - 1
