@@ -66,14 +66,20 @@ class _AioConnection(asyncio.Protocol):
             if not fut.done():
                 fut.set_exception(BrokerUnavailable(reason))
 
-    def request(self, op: int, body: bytes) -> asyncio.Future:
+    def expire(self, rid: int) -> None:
+        """The request timed out: fail its future and forget it (a late answer is dropped)."""
+        fut = self.pending.pop(rid, None)
+        if fut is not None and not fut.done():
+            fut.set_exception(TimeoutError(f"{self.addr}: no answer in time"))
+
+    def request(self, op: int, body: bytes) -> tuple[int, asyncio.Future]:
         if self.transport is None or self.transport.is_closing():
             raise BrokerUnavailable(f"{self.addr}: not connected")
         rid = next(self.ids) & 0xFFFFFFFF
         fut = asyncio.get_running_loop().create_future()
         self.pending[rid] = fut
         self.transport.write(encode_frame(op, rid, body))
-        return fut
+        return rid, fut
 
 
 class AsyncProducer:
@@ -126,10 +132,17 @@ class AsyncProducer:
             reason = ""
             try:
                 conn = await self._conn(broker)
-                raw, body = await asyncio.wait_for(conn.request(op, payload), self.timeout)
+                rid, fut = conn.request(op, payload)
+                # a timer on the future, not asyncio.wait_for: wait_for costs a task per call
+                timer = asyncio.get_running_loop().call_later(self.timeout, conn.expire, rid)
+                try:
+                    raw, body = await fut
+                finally:
+                    timer.cancel()
                 code = Code(raw)
             except (BrokerUnavailable, TimeoutError) as exc:
-                reason = str(exc) or f"{self.brokers[broker]}: no answer in {self.timeout:g} s"
+                reason = (f"{self.brokers[broker]}: no answer in {self.timeout:g} s"
+                          if isinstance(exc, TimeoutError) else str(exc))
             kind, value = judge_attempt(self.fuse, self.retries, self._closing, op, broker,
                                         token, attempt, code, body, reason)
             if kind == "ok":
