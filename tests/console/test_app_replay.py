@@ -1,0 +1,71 @@
+"""The console on recorded /stats (no cluster): mouse sorting, screens by key,
+help, and a filter that matches nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from console.app import FloodgateApp
+from console.config import ConsoleConfig
+from console.panels.brokers import COLUMNS
+from console.screens import AlertsScreen, FuseScreen, HelpScreen, HostScreen
+from console.widgets import BrokerTable
+
+DATA = Path(__file__).parent / "data" / "demo"
+
+
+def replay_app() -> FloodgateApp:
+    return FloodgateApp(ConsoleConfig(replay=DATA, refresh=3600).validate())
+
+
+async def ready(pilot) -> BrokerTable:
+    for _ in range(200):
+        if pilot.app.state is not None:
+            break
+        await pilot.pause(0.05)
+    await pilot.pause()
+    return pilot.app.screen.query_one(BrokerTable)
+
+
+def test_header_click_sorts_and_a_second_click_reverses():
+    async def go():
+        app = replay_app()
+        async with app.run_test(size=(150, 40)) as pilot:
+            table = await ready(pilot)
+            p99 = next(i for i, c in enumerate(COLUMNS) if c.label == "p99")
+            x = 1 + sum(table._widths[:p99]) + 2 * p99 + 2
+            await pilot.click(BrokerTable, offset=(x, 0))
+            assert (table.sort_column, table.sort_reverse) == (p99, False)
+            values = [app.state.broker(k).p99 for k in table.visible_keys]
+            present = [v for v in values if v is not None]
+            assert present == sorted(present) and values[-1] is None  # no sends: last
+            await pilot.click(BrokerTable, offset=(x, 0))
+            assert table.sort_reverse is True
+            await pilot.click(BrokerTable, offset=(3, 3))  # a row: the cursor goes there
+            assert table.cursor_row == 2
+    asyncio.run(go())
+
+
+def test_screens_by_key_and_help():
+    async def go():
+        app = replay_app()
+        async with app.run_test(size=(150, 40)) as pilot:
+            await ready(pilot)
+            for key, screen in (("f", FuseScreen), ("h", HostScreen), ("a", AlertsScreen)):
+                await pilot.press(key)
+                await pilot.pause()
+                assert isinstance(app.screen, screen)
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("x")  # any key closes it
+            assert isinstance(app.screen, AlertsScreen)
+            await pilot.press("c")
+            await pilot.press("slash", *"nothing-like-this", "enter")
+            await pilot.pause()
+            table = app.screen.query_one(BrokerTable)
+            assert table.visible_keys == [] and table.cursor_key is None
+            await pilot.press("enter")  # nothing to open: stays put
+            await pilot.pause()
+            assert app.screen.query_one(BrokerTable) is table
+    asyncio.run(go())
