@@ -1,9 +1,8 @@
 """The heatmap job as pure DataFrame -> DataFrame functions (no session, no I/O).
 
 Histograms merge by adding counts, so a window of a cluster is: explode each
-row's bucket map, sum counts per (window, broker, op, bucket), and once more
-without the broker for the cluster-wide row (`broker = "ALL"`), both in one
-aggregation with grouping sets. Percentiles follow DESIGN's rule on the merged
+row's bucket map, sum counts per (window, broker, op, bucket), then roll the
+brokers up into the cluster-wide row (`broker = "ALL"`). Percentiles follow DESIGN's rule on the merged
 buckets: the upper bound of the bucket where the cumulative count (a window
 function) reaches ceil(q * count), at least 1, clamped to the window's
 [min, max]. Everything is Spark SQL expressions: no Python UDF runs.
@@ -114,22 +113,15 @@ def bad_rows(checked: DataFrame) -> DataFrame:
     return checked.filter(F.col("reason").isNotNull())
 
 
-def _per_broker_and_all(df: DataFrame, keys: list[str], aggs: list[Column]) -> DataFrame:
-    """Aggregate by `keys` and by `keys` without broker (broker = "ALL"), one pass."""
-    without = [k for k in keys if k != "broker"]
-    grouped = df.groupingSets([keys, without], *keys).agg(*aggs)
-    return grouped.withColumn("broker", F.coalesce(F.col("broker"), F.lit(ALL_BROKERS)))
-
-
 def window_aggregate(good: DataFrame, window_s: int) -> DataFrame:
     """One pass over the rows: merged bucket counts and window stats together.
 
     Rows of (window_start, broker, op, bucket, count, s_count, s_sum_us,
-    s_min_us, s_max_us), per broker and for "ALL". Each input row's stats ride
-    on its first exploded entry (pos 0, or the null entry of an empty map), so
-    summing the s_* columns over a window's buckets counts every row once;
-    `heatmap_buckets` and `window_stats` split this frame. Writing it once and
-    reading it twice saves a second scan of the raw log.
+    s_min_us, s_max_us) per broker. Each input row's stats ride on its first
+    exploded entry (pos 0, or the null entry of an empty map), so summing the
+    s_* columns over a window's buckets counts every row once; `buckets_of`
+    and `stats_of` split this frame, after `with_cluster_rows` adds "ALL".
+    The job writes it once and reads it twice instead of scanning the log twice.
     """
     entries = good.select(
         window_start(window_s).alias("window_start"),
@@ -143,14 +135,29 @@ def window_aggregate(good: DataFrame, window_s: int) -> DataFrame:
     )
     first = F.col("pos").isNull() | (F.col("pos") == 0)
     nonempty = first & (F.col("count") > 0)
-    aggs = [
+    return entries.groupBy(*KEYS, "bucket").agg(
         F.sum("n").alias("count"),
         F.sum(F.when(first, F.col("count"))).alias("s_count"),
         F.sum(F.when(first, F.col("sum_us"))).alias("s_sum_us"),
         F.min(F.when(nonempty, F.col("min_us"))).alias("s_min_us"),
         F.max(F.when(nonempty, F.col("max_us"))).alias("s_max_us"),
-    ]
-    return _per_broker_and_all(entries, [*KEYS, "bucket"], aggs)
+    )
+
+
+def with_cluster_rows(agg: DataFrame) -> DataFrame:
+    """Add broker = "ALL" rows to a window_aggregate frame.
+
+    Rolled up from the per-broker aggregate, which is already merged per
+    window, rather than by grouping sets over the exploded rows (twice the rows).
+    """
+    cluster = agg.groupBy("window_start", "op", "bucket").agg(
+        F.sum("count").alias("count"),
+        F.sum("s_count").alias("s_count"),
+        F.sum("s_sum_us").alias("s_sum_us"),
+        F.min("s_min_us").alias("s_min_us"),
+        F.max("s_max_us").alias("s_max_us"),
+    )
+    return agg.unionByName(cluster.withColumn("broker", F.lit(ALL_BROKERS)))
 
 
 def buckets_of(agg: DataFrame) -> DataFrame:
@@ -170,12 +177,12 @@ def stats_of(agg: DataFrame) -> DataFrame:
 
 def heatmap_buckets(good: DataFrame, window_s: int) -> DataFrame:
     """window_start, broker, op, bucket, count: merged histograms per window."""
-    return buckets_of(window_aggregate(good, window_s))
+    return buckets_of(with_cluster_rows(window_aggregate(good, window_s)))
 
 
 def window_stats(good: DataFrame, window_s: int) -> DataFrame:
     """window_start, broker, op, count, sum_us, min_us, max_us per window."""
-    return stats_of(window_aggregate(good, window_s))
+    return stats_of(with_cluster_rows(window_aggregate(good, window_s)))
 
 
 def percentiles(buckets: DataFrame, stats: DataFrame, keys: tuple[str, ...] = KEYS) -> DataFrame:

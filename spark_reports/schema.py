@@ -277,8 +277,10 @@ def conform_spark_frame(df, table: str = LATENCY_TABLE):
 def spark_quarantine_reason(has_partition_date: bool = True):
     """A Column: the first rule a latency row breaks (see REASONS), or null.
 
-    Pure SQL expressions (higher-order functions over the bucket map), so the
-    check runs in the JVM without Python workers.
+    Pure SQL expressions, so the check runs in the JVM without Python workers.
+    Built-in array functions where one exists (they compile to Java code); the
+    sum of the bucket counts is the one higher-order function, which Spark
+    interprets row by row.
     """
     from pyspark.sql import functions as F
 
@@ -287,15 +289,17 @@ def spark_quarantine_reason(has_partition_date: bool = True):
     null = F.lit(False)
     for name in _KEY_COLUMNS:
         null = null | F.col(name).isNull()
-    null = null | F.exists(values, lambda v: v.isNull())
-    negative = F.exists(values, lambda v: v < 0)
+    null = null | (F.size(F.array_compact(values)) < F.size(values))
+    negative = F.coalesce(F.array_min(values) < 0, F.lit(False))
     for name in _NON_NEGATIVE:
         negative = negative | (F.coalesce(F.col(name), F.lit(0)) < 0)
     bucket_sum = F.aggregate(values, F.lit(0).cast("bigint"), lambda acc, v: acc + v)
     out_of_range = (F.col("ts") < F.lit(EARLIEST_TS)) | (F.col("ts") >= F.lit(LATEST_TS))
     if has_partition_date:
         out_of_range = out_of_range | (F.to_date("ts") != F.col(PARTITION_COLUMN))
-    bad_bucket = F.exists(keys, lambda k: (k < ZERO_BUCKET) | (k > MAX_BUCKET))
+    bad_bucket = F.coalesce(
+        (F.array_min(keys) < ZERO_BUCKET) | (F.array_max(keys) > MAX_BUCKET), F.lit(False)
+    )
     rules = [
         (null, NULL_FIELD),
         (negative, NEGATIVE),

@@ -77,7 +77,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         }
         good = hf.good_rows(checked)
         hf.window_aggregate(good, window_s).write.parquet(staged.path("_aggregate"))
-        agg = spark.read.parquet(staged.path("_aggregate"))
+        agg = hf.with_cluster_rows(spark.read.parquet(staged.path("_aggregate")))
         hf.buckets_of(agg).write.parquet(staged.path("heatmap"))
         buckets = spark.read.parquet(staged.path("heatmap"))
         stats = hf.stats_of(agg)

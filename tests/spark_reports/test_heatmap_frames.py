@@ -81,7 +81,7 @@ def test_percentile_rule_on_hand_built_rows(spark):
     from spark_reports import schema
 
     df = spark.createDataFrame(rows(), schema.spark_schema())
-    agg = hf.window_aggregate(df, 60).cache()
+    agg = hf.with_cluster_rows(hf.window_aggregate(df, 60)).cache()
     got = {
         r["broker"]: r.asDict()
         for r in hf.percentiles(hf.buckets_of(agg), hf.stats_of(agg)).collect()
