@@ -66,7 +66,7 @@ class Poller:
         self._stop = threading.Event()
         self._first = {"producers": threading.Event(), "host": threading.Event()}
         self._threads: list[threading.Thread] = []
-        self.poll_seconds: dict[str, float] = {}  # last duration per source, for the footer
+        self.poll_seconds: dict[str, float] = {}  # last duration per source (diagnostics)
 
     @classmethod
     def from_config(cls, cfg: ConsoleConfig, **kwargs) -> Poller:

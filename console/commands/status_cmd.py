@@ -7,6 +7,7 @@ for two refreshes).
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from console.commands.common import add_subparser, print_json
@@ -27,15 +28,10 @@ def add_source_args(parser) -> None:
                         help="brokers' HTTP addresses (host:port of /stats), or name=host:port")
     target.add_argument("--prometheus", metavar="URL",
                         help="read the figures from Prometheus' HTTP API instead")
-    target.add_argument("--replay", type=Path, metavar="DIR", help=argparse_hidden())
+    # recorded /stats files instead of live brokers (tests, benchmarks): not for users
+    target.add_argument("--replay", type=Path, metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--producers", metavar="HTTP_ADDR,…",
                         help="producers' /stats addresses, for fuse state (ISOLATED)")
-
-
-def argparse_hidden():
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 def state_to_dict(state) -> dict:
