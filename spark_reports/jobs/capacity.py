@@ -120,10 +120,12 @@ def collect_measured(
     from spark_reports import capacity_frames as cf
 
     latency = read_table(spark, root, "latency", required=True)
-    good, _ = cf.split_quarantine(latency)
-    good = good.cache()
-    quarantined = latency.count() - good.count()  # two cheap counts, not a second rule pass
-    broker_rates = cf.broker_second_rates(good, op).cache()
+    checked, _ = cf.split_quarantine(latency)
+    # The quarantine rules (higher-order functions over every bucket map) are the
+    # costliest step: evaluate them once and cache the good rows for every figure.
+    good_rows = checked.cache()
+    quarantined = latency.count() - good_rows.count()  # Parquet metadata count minus good rows
+    broker_rates = cf.broker_second_rates(good_rows, op).cache()
     cluster_rates = cf.cluster_second_rates(broker_rates).cache()
     days = _rows(cf.daily_peaks(cluster_rates))
     if not days:
@@ -136,12 +138,12 @@ def collect_measured(
     measured = {
         "days": days,
         "brokers": _rows(cf.broker_load(broker_rates, capacity)),
-        "latency_totals": _rows(cf.latency_totals(good, op)),
-        "latency_buckets": _rows(cf.latency_buckets(good, op)),
+        "latency_totals": _rows(cf.latency_totals(good_rows, op)),
+        "latency_buckets": _rows(cf.latency_buckets(good_rows, op)),
         "spikes": _rows(
             cf.spikes_from_heatmap(read_percentiles(spark, heatmap_dir), op)
             if heatmap_dir
-            else cf.spike_seconds(good, op)
+            else cf.spike_seconds(good_rows, op)
         ),
         "quarantined": quarantined,
         "disk": [],
@@ -149,8 +151,8 @@ def collect_measured(
     stats = read_table(spark, root, "broker_stats", required=False)
     if stats is not None:
         measured["disk"] = _rows(cf.disk_growth(stats))
-    minutes = _rows(cf.minute_series(cluster_rates, good, op))
-    for frame in (cluster_rates, broker_rates, good):
+    minutes = _rows(cf.minute_series(cluster_rates, good_rows, op))
+    for frame in (cluster_rates, broker_rates, good_rows):
         frame.unpersist()
     return measured, minutes
 
