@@ -12,7 +12,9 @@ from console.widgets import PanelView
 
 
 class BrokerScreen(StateScreen):
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
+                Binding("left_square_bracket", "step(-1)", "Prev broker"),
+                Binding("right_square_bracket", "step(1)", "Next broker")]
 
     def __init__(self, key: str) -> None:
         super().__init__()
@@ -37,3 +39,16 @@ class BrokerScreen(StateScreen):
         self.sub_title = broker.name if broker else self.key
         if state is not None:
             self.update_state(state)
+
+    def action_step(self, delta: int) -> None:
+        """`[` / `]`: the previous or next broker in the cluster's order."""
+        state = getattr(self.app, "state", None)
+        if state is None or not state.brokers:
+            return
+        keys = [b.key for b in state.brokers]
+        at = keys.index(self.key) if self.key in keys else 0
+        self.key = keys[(at + delta) % len(keys)]
+        for view in self.query(PanelView):
+            view.focus = self.key
+        self.sub_title = state.broker(self.key).name
+        self.update_state(state)

@@ -9,7 +9,7 @@ from textual.widgets import Static
 HELP = """[b]floodgate console[/b]
 
 [b]c[/b] cluster   [b]f[/b] fuse   [b]h[/b] host   [b]a[/b] alerts   [b]?[/b] help   [b]q[/b] quit
-[b]Enter[/b] open the broker under the cursor (heatmap)   [b]Esc[/b] back
+[b]Enter[/b] open the broker under the cursor (heatmap)   [b]Esc[/b] back   [b][ ][/b] prev/next
 [b]s[/b] sort by the next column   [b]r[/b] reverse   [b]/[/b] filter   [b]ctrl+p[/b] commands
 
 [b]States[/b]

@@ -86,7 +86,7 @@ async def killed_broker_turns_down_then_up(cluster3):
         killed = time.monotonic()
         await wait_for(pilot, lambda: app.state.broker("broker-3").state == "DOWN")
         # two refreshes, each at most one timeout late (connection refused is instant)
-        assert time.monotonic() - killed < 2 * (REFRESH + 0.5) + 1.0
+        assert time.monotonic() - killed < 2 * (REFRESH + 0.5) + 2.0  # + a busy machine
         table = app.screen.query_one(BrokerTable)
         assert table.cell_text(entry.http, 1) == "DOWN"
         assert "down:broker-3" in {a.key for a in app.state.active_alerts}

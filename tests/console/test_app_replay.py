@@ -9,8 +9,8 @@ from pathlib import Path
 from console.app import FloodgateApp
 from console.config import ConsoleConfig
 from console.panels.brokers import COLUMNS
-from console.screens import AlertsScreen, FuseScreen, HelpScreen, HostScreen
-from console.widgets import BrokerTable
+from console.screens import AlertsScreen, BrokerScreen, FuseScreen, HelpScreen, HostScreen
+from console.widgets import BrokerTable, PanelView
 
 DATA = Path(__file__).parent / "data" / "demo"
 
@@ -67,4 +67,21 @@ def test_screens_by_key_and_help():
             await pilot.press("enter")  # nothing to open: stays put
             await pilot.pause()
             assert app.screen.query_one(BrokerTable) is table
+    asyncio.run(go())
+
+
+def test_broker_screen_steps_between_brokers():
+    async def go():
+        app = replay_app()
+        async with app.run_test(size=(150, 40)) as pilot:
+            await ready(pilot)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert isinstance(app.screen, BrokerScreen) and app.screen.sub_title == "broker-1"
+            await pilot.press("right_square_bracket")
+            await pilot.pause()
+            heatmap = app.screen.query_one("#heatmap", PanelView)
+            assert heatmap.focus == "replay/broker-2" and "broker-2" in heatmap.content.title
+            await pilot.press("left_square_bracket", "left_square_bracket")
+            assert app.screen.sub_title == "broker-6"  # wraps around
     asyncio.run(go())
