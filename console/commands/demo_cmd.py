@@ -59,8 +59,8 @@ def run(args) -> int:
     if args.headless is None:
         # Textual owns the terminal: logs go to a file, not over the screen.
         logging.basicConfig(level=logging.INFO, filename=str(_log_path(args)), force=True)
-    else:
-        print(f"starting {args.brokers} brokers on ports {args.base_port}.. …", file=sys.stderr)
+    print(f"starting {args.brokers} brokers on ports {args.base_port}.. and a producer at "
+          f"{args.rate:g} msgs/s …", file=sys.stderr)
     demo.start()
     try:
         if args.headless is not None:

@@ -54,3 +54,26 @@ def test_demo_in_tmux_isolates_a_broker(tmp_path):
         assert (tmp_path / "demo" / "cluster.toml").exists()  # --data is kept
     finally:
         tmux("kill-session", "-t", session)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_console_command_in_tmux_quits_on_q():
+    session = f"floodgate-console-{free_base_port(1)}"
+    floodgate = Path(sys.executable).with_name("floodgate")
+    data = ROOT / "tests" / "console" / "data" / "demo"
+    cmd = f"{shlex.quote(str(floodgate))} console --replay {shlex.quote(str(data))} --refresh 60"
+    assert tmux("new-session", "-d", "-s", session, "-x", "150", "-y", "40", cmd).returncode == 0
+    try:
+        pane = ""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "broker-6" not in pane:
+            time.sleep(0.5)
+            pane = tmux("capture-pane", "-p", "-t", session).stdout
+        assert re.search(r"^ broker-3\s+ISOLATED", pane, re.M), pane
+        tmux("send-keys", "-t", session, "q")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and tmux("has-session", "-t", session).returncode == 0:
+            time.sleep(0.3)
+        assert tmux("has-session", "-t", session).returncode != 0
+    finally:
+        tmux("kill-session", "-t", session)
