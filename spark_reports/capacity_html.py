@@ -143,6 +143,10 @@ def _badge(ok: bool) -> str:
     return '<span class="pass">PASS</span>' if ok else '<span class="fail">FAIL</span>'
 
 
+def _peak(n: float | None) -> str:
+    return "none (no retrograde region)" if n is None else f"{n:.1f}"
+
+
 def _rate(v: float) -> str:
     return f"{v:,.0f}"
 
@@ -220,7 +224,7 @@ def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | Non
     if plan.get("usl"):
         u = plan["usl"]
         parts.append(f"<p>sigma {u['sigma']:.4g}, kappa {u['kappa']:.4g}, lambda {u['lambda']:,.1f}; "
-                     f"peak concurrency {u['peak_concurrency'] or 'none'}; max throughput "
+                     f"peak concurrency {_peak(u['peak_concurrency'])}; max throughput "
                      f"{_rate(u['max_throughput'] or 0)} msgs/s; R² {u['r_squared']:.4f}, "
                      f"MAPE {u['mape']:.2%}.</p>")  # fmt: skip
     parts.append("<h2>Measured traffic and latency</h2>" + traffic_chart(plan, minutes))
