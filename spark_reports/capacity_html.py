@@ -128,8 +128,15 @@ def _table(rows: list[dict], columns: list[tuple[str, str]], fmt=None) -> str:
         cells = []
         for key, _ in columns:
             v = row.get(key)
-            text = fmt[key](v) if key in fmt and v is not None else ("" if v is None else str(v))
-            numeric = text[:1].isdigit() or text[:1] in "-."
+            numeric = isinstance(v, int | float) and not isinstance(v, bool)
+            if v is None:
+                text = ""
+            elif key in fmt:
+                text = fmt[key](v)
+            elif isinstance(v, int) and numeric:
+                text = f"{v:,}"
+            else:
+                text = str(v)
             cells.append(
                 f"<td>{html.escape(text)}</td>"
                 if numeric

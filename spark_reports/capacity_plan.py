@@ -265,9 +265,9 @@ def brokers_at_risk(measured: dict, opts: Options) -> list[dict]:
     """Brokers with SLA spikes, a peak above the target utilisation, or a disk filling too soon."""
     risk: dict[str, list[str]] = {}
     for s in measured.get("spikes", []):
-        many = (
-            f"{s['spike_seconds']} s" if "spike_seconds" in s else f"{s['spike_windows']} windows"
-        )
+        n = s.get("spike_seconds", s.get("spike_windows"))
+        unit = "s" if "spike_seconds" in s else ("window" if n == 1 else "windows")
+        many = f"{n} {unit}"
         risk.setdefault(s["broker"], []).append(
             f"{many} over {opts.sla_max_ms:g} ms (worst {s['worst_max_us'] / 1e3:.0f} ms)"
         )
