@@ -109,6 +109,13 @@ def test_rates_peaks_and_load_match_pandas(latency, metrics_log):
     assert (load.peak_msgs_per_s == expect["max"]).all()
     assert np.allclose(load.mean_msgs_per_s, expect["mean"])
     assert np.allclose(load.utilisation, expect["max"] / 2000.0)
+    # ANSI mode (Spark 4's default) raises on x / 0; the frames give null instead
+    assert spark_conf_ansi(broker_rates)
+    assert cf.broker_load(broker_rates, 0.0).toPandas().utilisation.isna().all()
+
+
+def spark_conf_ansi(df) -> bool:
+    return df.sparkSession.conf.get("spark.sql.ansi.enabled") == "true"
 
 
 def test_latency_totals_buckets_and_spikes_match_pandas(latency, metrics_log):
