@@ -145,7 +145,7 @@ def run_spark_aggregation(spark, log: Path, out: Path, window_s: int) -> int:
 
     shutil.rmtree(out, ignore_errors=True)
     raw = schema.conform_spark_frame(spark.read.parquet(str(log / "latency")))
-    good = hf.good_rows(hf.with_quarantine_reason(raw))
+    good = hf.good_rows(raw)
     hf.window_aggregate(good, window_s).write.parquet(str(out / "_aggregate"))
     agg = hf.with_cluster_rows(spark.read.parquet(str(out / "_aggregate")))
     hf.buckets_of(agg).write.parquet(str(out / "heatmap"))

@@ -105,11 +105,15 @@ def with_quarantine_reason(df: DataFrame) -> DataFrame:
     return df.withColumn("reason", schema.spark_quarantine_reason(has_date))
 
 
-def good_rows(checked: DataFrame) -> DataFrame:
-    return checked.filter(F.col("reason").isNull()).drop("reason")
+def good_rows(df: DataFrame) -> DataFrame:
+    """Rows that break no rule (of a frame with or without a reason column)."""
+    if "reason" in df.columns:
+        return df.filter(F.col("reason").isNull()).drop("reason")
+    return df.filter(schema.spark_row_is_good(schema.PARTITION_COLUMN in df.columns))
 
 
 def bad_rows(checked: DataFrame) -> DataFrame:
+    """Rows of a with_quarantine_reason frame that break a rule, with the reason."""
     return checked.filter(F.col("reason").isNotNull())
 
 

@@ -274,13 +274,13 @@ def conform_spark_frame(df, table: str = LATENCY_TABLE):
     return df.withColumns(casts) if casts else df
 
 
-def spark_quarantine_reason(has_partition_date: bool = True):
-    """A Column: the first rule a latency row breaks (see REASONS), or null.
+def spark_rules(has_partition_date: bool = True) -> list:
+    """[(Column true when the row breaks the rule, reason)] in REASONS order.
 
-    Pure SQL expressions, so the check runs in the JVM without Python workers.
-    Built-in array functions where one exists (they compile to Java code); the
-    sum of the bucket counts is the one higher-order function, which Spark
-    interprets row by row.
+    Pure SQL expressions, so checks run in the JVM without Python workers;
+    built-in array functions where one exists (they compile to Java code), the
+    sum of the bucket counts is the one higher-order function. Every condition
+    is null-safe (never null), so "good" and "quarantined" split the rows exactly.
     """
     from pyspark.sql import functions as F
 
@@ -289,7 +289,7 @@ def spark_quarantine_reason(has_partition_date: bool = True):
     null = F.lit(False)
     for name in _KEY_COLUMNS:
         null = null | F.col(name).isNull()
-    null = null | (F.size(F.array_compact(values)) < F.size(values))
+    null = null | F.coalesce(F.size(F.array_compact(values)) < F.size(values), F.lit(False))
     negative = F.coalesce(F.array_min(values) < 0, F.lit(False))
     for name in _NON_NEGATIVE:
         negative = negative | (F.coalesce(F.col(name), F.lit(0)) < 0)
@@ -297,9 +297,7 @@ def spark_quarantine_reason(has_partition_date: bool = True):
     out_of_range = (F.col("ts") < F.lit(EARLIEST_TS)) | (F.col("ts") >= F.lit(LATEST_TS))
     if has_partition_date:
         out_of_range = out_of_range | (F.to_date("ts") != F.col(PARTITION_COLUMN))
-    bad_bucket = F.coalesce(
-        (F.array_min(keys) < ZERO_BUCKET) | (F.array_max(keys) > MAX_BUCKET), F.lit(False)
-    )
+    bad_bucket = (F.array_min(keys) < ZERO_BUCKET) | (F.array_max(keys) > MAX_BUCKET)
     rules = [
         (null, NULL_FIELD),
         (negative, NEGATIVE),
@@ -309,7 +307,24 @@ def spark_quarantine_reason(has_partition_date: bool = True):
         (bad_bucket, BAD_BUCKET),
         ((F.col("count") > 0) & (F.col("min_us") > F.col("max_us")), MIN_OVER_MAX),
     ]
+    return [(F.coalesce(cond, F.lit(False)), name) for cond, name in rules]
+
+
+def spark_quarantine_reason(has_partition_date: bool = True):
+    """A Column: the first rule a latency row breaks (see REASONS), or null."""
+    from pyspark.sql import functions as F
+
+    rules = spark_rules(has_partition_date)
     reason = F.when(rules[0][0], F.lit(rules[0][1]))
     for cond, name in rules[1:]:
         reason = reason.when(cond, F.lit(name))
     return reason
+
+
+def spark_row_is_good(has_partition_date: bool = True):
+    """A Column: true when the row breaks no rule. A plain AND of predicates,
+    which Spark evaluates faster than the CASE of :func:`spark_quarantine_reason`."""
+    good = None
+    for cond, _ in spark_rules(has_partition_date):
+        good = ~cond if good is None else good & ~cond
+    return good

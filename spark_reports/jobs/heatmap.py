@@ -75,7 +75,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
             .agg(_count().alias("n"))
             .collect()
         }
-        good = hf.good_rows(checked)
+        good = hf.good_rows(selected)
         hf.window_aggregate(good, window_s).write.parquet(staged.path("_aggregate"))
         agg = hf.with_cluster_rows(spark.read.parquet(staged.path("_aggregate")))
         hf.buckets_of(agg).write.parquet(staged.path("heatmap"))

@@ -86,6 +86,8 @@ def test_spark_rules_match_arrow_rules(spark, tmp_path):
     got = df.select(schema.spark_quarantine_reason().alias("r"), "ts", "count").collect()
     # Spark returns the rows in file order for one small file.
     assert [r.r for r in got] == [want for _, want in BAD_ROWS]
+    good = df.filter(schema.spark_row_is_good()).count()
+    assert good == sum(1 for _, want in BAD_ROWS if want is None)
     assert df.filter(F.col("op") == "send").count() == len(BAD_ROWS) - 1
 
 
