@@ -76,8 +76,11 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
             .collect()
         }
         good = hf.good_rows(selected)
-        hf.window_aggregate(good, window_s).write.parquet(staged.path("_aggregate"))
-        agg = hf.with_cluster_rows(spark.read.parquet(staged.path("_aggregate")))
+        # Per broker and "ALL" in one job: the rollup reuses the aggregation's shuffle.
+        hf.with_cluster_rows(hf.window_aggregate(good, window_s)).write.parquet(
+            staged.path("_aggregate")
+        )
+        agg = spark.read.parquet(staged.path("_aggregate"))
         hf.buckets_of(agg).write.parquet(staged.path("heatmap"))
         buckets = spark.read.parquet(staged.path("heatmap"))
         stats = hf.stats_of(agg)
