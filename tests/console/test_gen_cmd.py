@@ -1,0 +1,43 @@
+"""`floodgate gen double11`: writes the log, says what it wrote, refuses bad usage."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+
+from console.cli import main
+
+
+def test_gen_double11_writes_the_log_and_reports_it_as_json(tmp_path, capsys):
+    out = tmp_path / "log"
+    code = main(["gen", "double11", "--brokers", "2", "--hours", "0.01", "--out", str(out),
+                 "--start", "2026-11-10T23:59:30Z", "--ops", "send,flush", "--json"])  # fmt: skip
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["latency_rows"] == 2 * 36 * 2 and summary["files"] == 4
+    table = pq.read_table(out / "latency")
+    assert set(table.column("op").to_pylist()) == {"send", "flush"}
+    assert table.num_rows == summary["latency_rows"]
+
+
+def test_gen_double11_bad_usage_exits_2_with_one_line(tmp_path, capsys):
+    base = ["gen", "double11", "--out", str(tmp_path / "x")]
+    for extra, message in (
+        (["--brokers", "0", "--hours", "1"], "--brokers must be at least 1"),
+        (["--brokers", "2", "--hours", "0"], "--hours must be positive"),
+        (["--brokers", "2", "--hours", "1", "--ops", "send,nope"], "--ops: unknown op nope"),
+        (["--brokers", "2", "--hours", "1", "--start", "soon"], "--start: not an ISO 8601 time"),
+    ):
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0]
+    assert not (tmp_path / "x").exists()
+
+
+def test_gen_double11_refuses_to_overwrite_without_force(tmp_path, capsys):
+    args = ["gen", "double11", "--brokers", "1", "--hours", "0.001", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert main(args) == 1
+    assert "already exists (use --force" in capsys.readouterr().err
+    assert main([*args, "--force"]) == 0
