@@ -157,7 +157,7 @@ def _rows_per_op(selected) -> dict:
     out = {}
     for r in rows.collect():
         if r["first"] is not None:
-            out[r["op"]] = {
+            out[r["op"] if r["op"] is not None else "(null)"] = {
                 "rows": r["rows"],
                 "first": datetime.fromtimestamp(r["first"], tz=UTC),
                 "last": datetime.fromtimestamp(r["last"], tz=UTC),
@@ -166,9 +166,12 @@ def _rows_per_op(selected) -> dict:
 
 
 def _report_op(asked: list[str], per_op: dict) -> str:
+    from spark_reports.schema import KNOWN_OPS
+
     if asked:
         return asked[0]
-    return "send" if "send" in per_op else sorted(per_op)[0]
+    known = sorted(op for op in per_op if op in KNOWN_OPS) or sorted(per_op)
+    return "send" if "send" in per_op else known[0]
 
 
 def _filters_text(opts: HeatmapOptions) -> str:
