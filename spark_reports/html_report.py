@@ -34,6 +34,7 @@ class ReportData:
     )  # broker, count, mean, p50..p999, max, over_20ms, spike_windows (incl. ALL)
     spikes: pd.DataFrame  # t, broker, max, p999, count
     spike_total: int
+    cells_window_s: int = 0  # window of `cells` (coarser than window_s on long ranges); 0: window_s
     generated: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -186,7 +187,7 @@ def render_report(d: ReportData) -> str:
 
 def _window_epochs(d: ReportData) -> np.ndarray:
     """Every window start from first to last, so gaps in the data show as gaps."""
-    w = d.window_s
+    w = d.cells_window_s or d.window_s
     first = int(d.first.timestamp()) // w * w
     last = int(d.last.timestamp()) // w * w
     return np.arange(first, last + w, w)

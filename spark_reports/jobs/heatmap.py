@@ -12,6 +12,7 @@ of spark_reports.heatmap_frames.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from spark_reports.errors import EmptyInput, ReportError  # noqa: E402
 
 OUTPUTS = ["heatmap", "percentiles", "quarantine", "report.html"]
 WORST_BROKERS = 4  # per-broker heatmaps in the report
+MAX_DRAWN_COLUMNS = 1200  # heatmap PNG columns; finer windows are merged for drawing
 SPIKES_LISTED = 1000  # spike rows listed in the report (all are in percentiles/)
 
 
@@ -87,7 +89,10 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         hf.percentiles(buckets, stats).write.parquet(staged.path("percentiles"))
         pcts = spark.read.parquet(staged.path("percentiles"))
         report_op = _report_op(opts.ops, per_op)
-        data = _collect_report_data(spark, buckets, stats, pcts, report_op)
+        # Pictures need at most ~1,200 columns: coarser windows for them only.
+        n_windows = span_s / window_s
+        draw_s = window_s * max(1, math.ceil(n_windows / MAX_DRAWN_COLUMNS))
+        data = _collect_report_data(spark, buckets, stats, pcts, report_op, draw_s)
         from spark_reports.html_report import ReportData, render_report
 
         total_rows = sum(r["rows"] for r in per_op.values())
@@ -189,7 +194,7 @@ def _filters_text(opts: HeatmapOptions) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _collect_report_data(spark, buckets, stats, pcts, op: str) -> dict:
+def _collect_report_data(spark, buckets, stats, pcts, op: str, draw_s: int) -> dict:
     """The small pieces the HTML report draws, collected to the driver."""
     from pyspark.sql import functions as F
 
@@ -213,8 +218,11 @@ def _collect_report_data(spark, buckets, stats, pcts, op: str) -> dict:
         brokers.sort_values(["p999", "max"], ascending=False).head(WORST_BROKERS)["broker"].tolist()
     )
     wanted = [hf.ALL_BROKERS, *worst]
-    cells = buckets.filter(of_op & F.col("broker").isin(*wanted)).select(
-        epoch, "broker", "bucket", "count"
+    secs = F.unix_seconds("window_start")
+    cells = (
+        buckets.filter(of_op & F.col("broker").isin(*wanted))
+        .groupBy((secs - F.pmod(secs, F.lit(draw_s))).alias("t"), "broker", "bucket")
+        .agg(F.sum("count").alias("count"))
     )
     curves = pcts.filter(of_op & (F.col("broker") == hf.ALL_BROKERS)).select(
         epoch, "count", "mean", "p50", "p99", "p999", "max"
@@ -222,6 +230,7 @@ def _collect_report_data(spark, buckets, stats, pcts, op: str) -> dict:
     spikes = hf.spikes(pcts.filter(of_op))
     return {
         "cells": cells.toPandas(),
+        "cells_window_s": draw_s,
         "worst_brokers": worst,
         "curves": curves.orderBy("t").toPandas(),
         "ranking": ranking,
