@@ -63,8 +63,7 @@ def bucket_lower(bucket: Column) -> Column:
 
 
 def window_start(window_s: int) -> Column:
-    if window_s == 1:
-        return F.col("ts")
+    """Start of the UTC-aligned window holding ts (sub-second ts fall in their second)."""
     secs = F.unix_seconds(F.col("ts"))
     return F.timestamp_seconds(secs - F.pmod(secs, F.lit(window_s)))
 
