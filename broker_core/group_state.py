@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.errors import BrokerError
+from broker_core.fsutil import fsync_path
 
 TOPIC_RE = re.compile(r"^[A-Za-z0-9_.%|-]{1,127}$")  # RocketMQ's allowed characters
 
@@ -38,11 +39,7 @@ def write_json_atomic(path: Path, data: object) -> None:
         except OSError:
             pass
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # the rename itself must survive a power cut
-    finally:
-        os.close(dir_fd)
+    fsync_path(path.parent)  # the rename itself must survive a power cut
 
 
 def _read_json(path: Path) -> dict:

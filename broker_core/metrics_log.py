@@ -21,6 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from broker_core.fsutil import fsync_path
 from broker_core.stats import ClosedSecond
 
 TS_TYPE = pa.timestamp("us", tz="UTC")
@@ -144,11 +145,8 @@ class MetricsLogWriter:
         final = folder / f"part-{self.broker}-{first}.parquet"
         tmp = folder / f".{final.name}.tmp"
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(tmp)
         os.replace(tmp, final)
+        fsync_path(folder)
         self.files_written += 1
         return final

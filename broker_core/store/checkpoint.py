@@ -14,6 +14,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from broker_core.fsutil import fsync_path
+
 _MAGIC = b"FGCK"
 _BODY = struct.Struct(">4sHqqq")  # magic, version, safe, flushed, timestamp ms
 _CRC = struct.Struct(">I")
@@ -38,7 +40,7 @@ class Checkpoint:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        _fsync_dir(os.path.dirname(path) or ".")
+        fsync_path(os.path.dirname(path) or ".")
 
     @classmethod
     def load(cls, path: str) -> Checkpoint | None:
@@ -57,11 +59,3 @@ class Checkpoint:
         if magic != _MAGIC or version != _VERSION or safe < 0:
             return None
         return cls(safe, flushed, ts)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -17,6 +17,8 @@ import logging
 import mmap
 import os
 
+from broker_core.fsutil import fsync_path
+
 log = logging.getLogger(__name__)
 
 PAGE = mmap.PAGESIZE
@@ -58,7 +60,7 @@ class MappedFile:
                 if os.path.exists(path):
                     raise FileExistsError(errno.EEXIST, "segment already exists", path)
                 os.rename(tmp, path)
-                _fsync_dir(os.path.dirname(path) or ".")  # the name must survive a power cut too
+                fsync_path(os.path.dirname(path) or ".")  # the name must survive a power cut too
             else:
                 size = os.fstat(fd).st_size
                 if size == 0:
@@ -125,13 +127,6 @@ def _allocate(fd: int, size: int) -> None:
         while left:
             left -= os.write(fd, chunk[: min(left, len(chunk))])
 
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _unlink_quietly(path: str) -> None:
