@@ -64,23 +64,11 @@ def _register_heatmap(rsub) -> None:
 
 def run_heatmap(args) -> int:
     from spark_reports.errors import ReportError
-    from spark_reports.heatmap_frames import parse_window
-    from spark_reports.jobs.heatmap import HeatmapOptions, parse_time, run_heatmap, split_list
+    from spark_reports.jobs.heatmap import HeatmapOptions, run_heatmap
     from spark_reports.schema import KNOWN_OPS
 
     try:
-        opts = HeatmapOptions(
-            input=args.input,
-            out=args.out,
-            start=parse_time(args.start, "--from"),
-            end=parse_time(args.end, "--to"),
-            cluster=args.cluster,
-            brokers=split_list(args.broker),
-            ops=split_list(args.op),
-            window_s=parse_window(args.window) if args.window else None,
-            master=args.master,
-            progress=not args.json,
-        )
+        opts = HeatmapOptions.from_args(args, progress=not args.json)
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     unknown = [op for op in opts.ops if op not in KNOWN_OPS]

@@ -42,6 +42,24 @@ class HeatmapOptions:
     master: str | None = None
     progress: bool = True
 
+    @classmethod
+    def from_args(cls, a, progress: bool = True) -> HeatmapOptions:
+        """From parsed command-line options (spark-submit's and `floodgate report`'s)."""
+        from spark_reports.heatmap_frames import parse_window
+
+        return cls(
+            input=a.input,
+            out=a.out,
+            start=parse_time(a.start, "--from"),
+            end=parse_time(a.end, "--to"),
+            cluster=a.cluster,
+            brokers=split_list(a.broker),
+            ops=split_list(a.op),
+            window_s=parse_window(a.window) if a.window else None,
+            master=a.master,
+            progress=progress,
+        )
+
 
 def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     """Run the job; returns a summary (paths, rows, window, quarantine count)."""
@@ -243,7 +261,6 @@ def _collect_report_data(spark, buckets, stats, pcts, op: str, draw_s: int) -> d
 
 def parse_args(argv: list[str] | None = None) -> HeatmapOptions:
     """Arguments as spark-submit passes them (the same names as the CLI)."""
-    from spark_reports.heatmap_frames import parse_window
 
     p = argparse.ArgumentParser(prog="heatmap.py", description=__doc__.splitlines()[0])
     p.add_argument("--input", required=True, help="metrics log directory or URI")
@@ -255,18 +272,7 @@ def parse_args(argv: list[str] | None = None) -> HeatmapOptions:
     p.add_argument("--op", action="append", default=[], help="repeat or comma-separate")
     p.add_argument("--window", help="1s, 10s, 1m, 5m ... (default: from the time range)")
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
-    a = p.parse_args(argv)
-    return HeatmapOptions(
-        input=a.input,
-        out=a.out,
-        start=parse_time(a.start, "--from"),
-        end=parse_time(a.end, "--to"),
-        cluster=a.cluster,
-        brokers=split_list(a.broker),
-        ops=split_list(a.op),
-        window_s=parse_window(a.window) if a.window else None,
-        master=a.master,
-    )
+    return HeatmapOptions.from_args(p.parse_args(argv))
 
 
 def parse_time(text: str | None, flag: str) -> datetime | None:
