@@ -1,5 +1,5 @@
 """SLA alerts (seed 000): send average over 3 ms, max over 20 ms, a broker
-down, the fuse's isolated share at its cap.
+down, a fuse's excluded brokers at its cap.
 
 `evaluate_alerts` says which conditions hold now; `AlertLog.update` turns
 that into edges (raised / cleared) kept in a bounded, immutable list, so the
@@ -77,12 +77,13 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
                 f"max:{b.name}", "critical",
                 f"{b.name} send max {_ms(b.max)} > {_ms(sla_max_s)} (10 s)")
     for p in producers:
-        fuse = p.fuse or {}
-        cap, isolated = fuse.get("cap"), fuse.get("isolated") or []
-        if isinstance(cap, int) and cap > 0 and len(isolated) >= cap:
+        c = p.counts  # excluded against the cap, as the header and the fuse screen count
+        if c.at_cap:
+            over = f"; {len(c.overflow)} more isolated serve as overflow (rule 4)" \
+                if c.overflow else ""
             out[f"cap:{p.name}"] = Alert(
                 f"cap:{p.name}", "warning",
-                f"fuse of {p.name}: {len(isolated)} isolated, at its cap of {cap}")
+                f"fuse of {p.name}: {len(c.excluded)} excluded, at its cap of {c.cap}{over}")
         if not p.up:
             out[f"producer:{p.key}"] = Alert(f"producer:{p.key}", "warning",
                                              f"producer {p.key} not answering: {p.error}")

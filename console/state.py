@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from console.alerts import Alert, AlertLog, evaluate_alerts
@@ -85,7 +86,55 @@ class ProducerView:
 
     @property
     def excluded(self) -> list[str]:
-        return [str(b) for b in _list(self.fuse, "excluded")]
+        return list(self.counts.excluded)
+
+    @cached_property
+    def counts(self) -> FuseCounts:
+        return fuse_counts(self.fuse)
+
+
+@dataclass(frozen=True)
+class FuseCounts:
+    """The one meaning of "isolated" shared by the header, the fuse screen and
+    the cap alert: `excluded` brokers are isolated and not serving (what the
+    cap bounds); `overflow` ones are isolated too but serve again because the
+    cap was exceeded (rule 4: the earliest isolated go back first)."""
+
+    excluded: tuple[str, ...] = ()
+    overflow: tuple[str, ...] = ()
+    isolated: tuple[Mapping[str, Any], ...] = ()  # the fuse's entries, earliest first
+    cap: int | None = None
+    brokers: int | None = None  # how many brokers the fuse chooses among
+    would_exclude: tuple[str, ...] = ()  # a dry run's `excluded` (which stays empty)
+    dry_run: bool = False
+
+    @property
+    def at_cap(self) -> bool:
+        return self.cap is not None and self.cap > 0 and len(self.excluded) >= self.cap
+
+    def entry(self, broker: str) -> Mapping[str, Any]:
+        return next((i for i in self.isolated if i.get("broker") == broker), {})
+
+
+def fuse_counts(fuse: Any) -> FuseCounts:
+    """FuseCounts from a producer's /stats `fuse` dict: unknown keys ignored,
+    missing or malformed ones read as empty (lists are derived from the entries)."""
+    entries = tuple(i for i in _list(fuse, "isolated")
+                    if isinstance(i, Mapping) and isinstance(i.get("broker"), str))
+    dry_run = _get(fuse, "dry_run") is True
+    spare = [i["broker"] for i in entries if not i.get("overflow")]
+
+    def names(key: str, derived: list[str]) -> tuple[str, ...]:
+        value = _get(fuse, key)
+        return tuple(str(b) for b in value) if isinstance(value, list) else tuple(derived)
+
+    brokers = _get(fuse, "brokers")
+    return FuseCounts(
+        excluded=names("excluded", [] if dry_run else spare),
+        overflow=names("overflow", [i["broker"] for i in entries if i.get("overflow")]),
+        isolated=entries, cap=_int(fuse, "cap"),
+        brokers=len(brokers) if isinstance(brokers, list) else None,
+        would_exclude=names("would_exclude", spare if dry_run else []), dry_run=dry_run)
 
 
 @dataclass(frozen=True)
@@ -98,8 +147,8 @@ class Summary:
     max: float | None = None
     mean: float | None = None
     availability: float | None = None  # share of broker polls answered this session
-    isolated: int = 0  # the most any producer's fuse holds isolated (incl. overflow)
-    overflow: int = 0  # of those, serving again because of the cap
+    isolated: int = 0  # brokers some producer's fuse excludes (FuseCounts.excluded)
+    overflow: int = 0  # isolated but serving again by rule 4, excluded by none
     cap: int | None = None
 
     @property
@@ -244,9 +293,8 @@ def _isolation(producers: Sequence[ProducerView]) -> dict[str, str]:
     """Broker name -> why a producer's fuse excludes it."""
     out: dict[str, str] = {}
     for p in producers:
-        reasons = {str(_get(i, "broker")): str(_get(i, "reason")) for i in _list(p.fuse, "isolated")}
         for name in p.excluded:
-            out.setdefault(name, f"fuse of {p.name}: {reasons.get(name, 'isolated')}")
+            out.setdefault(name, f"fuse of {p.name}: {p.counts.entry(name).get('reason', 'isolated')}")
     return out
 
 
@@ -321,16 +369,17 @@ def summarize(brokers: Sequence[BrokerView], producers: Sequence[ProducerView],
         p99 = max((b.p99 for b in live if b.p99 is not None), default=None)
         mx = max((b.max for b in live if b.max is not None), default=None)
         mean = None
-    caps = [c for p in producers if (c := _int(p.fuse, "cap")) is not None]
-    isolated = max((len(_list(p.fuse, "isolated")) for p in producers if p.up), default=0)
-    overflow = max((len(_list(p.fuse, "overflow")) for p in producers if p.up), default=0)
+    counts = [p.counts for p in producers if p.up]
+    caps = [c.cap for c in counts if c.cap is not None]
+    excluded = {b for c in counts for b in c.excluded}
+    overflow = {b for c in counts for b in c.overflow} - excluded
     return Summary(
         brokers=len(brokers), by_state=by_state,
         in_per_s=sum(b.in_per_s or 0.0 for b in live),
         out_per_s=sum(b.out_per_s or 0.0 for b in live),
         p99=p99, max=mx, mean=mean,
         availability=answered / asked if asked else None,
-        isolated=isolated, overflow=overflow, cap=min(caps) if caps else None)
+        isolated=len(excluded), overflow=len(overflow), cap=min(caps) if caps else None)
 
 
 def _events(prev: ClusterState | None, brokers: Sequence[BrokerView], now: float) -> tuple:

@@ -1,5 +1,6 @@
-"""Each producer's fuse: cap, isolated brokers with reason and time left,
-overflow brokers (isolated but serving because of the cap)."""
+"""Each producer's fuse: what it is doing in one line, its count (excluded
+against the cap, overflow apart, as in the header), and the isolated brokers
+with reason, time left and whether they serve as overflow."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console.format import clock, rate
+from console.panels.fuse_line import describe_fuse
 
 
 def render(state, focus=None):
@@ -20,32 +22,30 @@ def render(state, focus=None):
         if not p.up:
             parts.append(Text(f"{p.key}: DOWN ({p.error})", style="bold red"))
             continue
-        fuse, load = p.fuse or {}, p.load or {}
-        isolated = fuse.get("isolated") or []
-        cap = fuse.get("cap")
+        if p.fuse is None:
+            parts.append(Text(f"{p.name}: no fuse (sends to every broker)", style="dim"))
+            continue
+        c, load = p.counts, p.load or {}
         head = Text(f"{p.name}  ", style="bold")
-        head.append(f"isolated {len(isolated)}/{cap}  ",
-                    style="magenta" if cap and len(isolated) >= cap else "")
-        head.append(f"excluded {', '.join(fuse.get('excluded') or []) or '-'}  "
-                    f"overflow {', '.join(fuse.get('overflow') or []) or '-'}  ")
-        if fuse.get("dry_run"):
+        head.append(f"excluded {len(c.excluded)}/{'-' if c.cap is None else c.cap}  ",
+                    style="magenta" if c.at_cap else "")
+        head.append(f"overflow {len(c.overflow)}  ", style="yellow" if c.overflow else "")
+        if c.dry_run:
             head.append("DRY RUN  ", style="yellow")
         if load:
             sends = load.get("sends") or 0
             head.append(f"sends {rate(sends / (load.get('window_s') or 10))}  "
                         f"errors {load.get('errors', 0)}", style="dim")
-        parts.append(head)
+        parts += [head, Text(describe_fuse(c))]
         table = Table(box=None, header_style="bold", pad_edge=False)
         for label in ("broker", "reason", "since", "time left", "serving", "offences"):
             table.add_column(label)
-        for i in isolated:
-            if not isinstance(i, dict):
-                continue
+        for i in c.isolated:
             left = i.get("left_s")
             table.add_row(str(i.get("broker")), str(i.get("reason")),
                           clock(i.get("since_wall")),
                           f"{left:.0f} s" if isinstance(left, int | float) else "-",
-                          Text("overflow (cap)", style="yellow") if i.get("overflow")
+                          Text("overflow (rule 4)", style="yellow") if i["broker"] in c.overflow
                           else Text("excluded", style="magenta"), str(i.get("offences", "")))
-        parts.append(table if isolated else Text("no broker isolated", style="green"))
+        parts.append(table if c.isolated else Text("no broker isolated", style="green"))
     return Group(*parts)

@@ -31,6 +31,7 @@ def test_status_json_from_a_recording_is_degraded(capsys):
     excluded = data["producers"][0]["excluded"]
     assert len(excluded) == 1 and states[excluded[0]] == "ISOLATED"
     assert list(states.values()).count("UP") == 5 and data["summary"]["cap"] == 1
+    assert data["summary"]["isolated"] == 1  # excluded, as the header counts (overflow apart)
     assert any("at its cap" in a for a in data["alerts"])
 
 
@@ -38,7 +39,11 @@ def test_status_table(capsys):
     rc, out, _ = run(capsys, "status", "--replay", str(DATA))
     assert rc == 1
     assert "broker-3  ISOLATED" in out and "fuse of demo: slow" in out
-    assert "isolated 4/1 (3 overflow)" in out
+    # one count: 1 excluded against the cap of 1, the 3 earliest isolated serving as overflow
+    assert "excluded 1/1 +3 overflow" in out
+    assert "fuse: broker-3 isolated 00:34:26 for slowness, 54 s left; cap 1 of 6 brokers full;" \
+        " broker-2, broker-1, broker-4 slow, serving as overflow (rule 4)" in out
+    assert "fuse of demo: 1 excluded, at its cap of 1; 3 more isolated serve as overflow" in out
 
 
 @pytest.mark.integration
