@@ -1,15 +1,17 @@
-"""SLA alerts (seed 000): send average over 3 ms, max over 20 ms, a broker
-down, a fuse's excluded brokers at its cap.
+"""SLA alerts (seed 000): send average over 3 ms, max over 20 ms, send
+errors, a broker down, a fuse's excluded brokers at its cap.
 
 `evaluate_alerts` says which conditions hold now; `AlertLog.update` turns
 that into edges (raised / cleared) kept in a bounded, immutable list, so the
 console shows breaches as they happen and the state stays a pure value.
+While an alert is active its text follows the figure: the current value,
+and the worst one since it was raised.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 MAX_ALERTS = 500
@@ -19,9 +21,23 @@ MAX_ALERTS = 500
 class Alert:
     key: str  # what the condition is about, e.g. "max:broker-2"
     severity: str  # critical | warning
-    message: str
-    time: float = 0.0
+    message: str  # the condition with its latest figure
+    time: float = 0.0  # when it was raised (or cleared)
     cleared: bool = False
+    value: float | None = None  # the figure the condition is about, latest (in `unit`)
+    unit: str = ""  # "ms" or what a count counts ("errors")
+    worst: float | None = None  # the largest `value` since it was raised
+
+    @property
+    def text(self) -> str:
+        """What a person reads: the message, and the worst figure when it was worse."""
+        if self.worst is not None and self.value is not None and self.worst > self.value:
+            return f"{self.message}; worst {figure(self.worst, self.unit)}"
+        return self.message
+
+
+def figure(value: float, unit: str) -> str:
+    return f"{value:,.1f} ms" if unit == "ms" else f"{value:,.0f} {unit}".rstrip()
 
 
 @dataclass(frozen=True)
@@ -38,19 +54,31 @@ class AlertLog:
     def update(self, conditions: Mapping[str, Alert], now: float) -> AlertLog:
         before = {a.key: a for a in self.active}
         entries = list(self.entries)
+        at = {id(e): i for i, e in enumerate(entries)}  # active alerts are their raised edges
         active = []
         for key, alert in conditions.items():
-            if key in before:
-                active.append(before[key])
-            else:
-                raised = Alert(key, alert.severity, alert.message, now)
+            old = before.get(key)
+            if old is None:
+                raised = replace(alert, time=now, cleared=False, worst=alert.value)
                 entries.append(raised)
                 active.append(raised)
+                continue
+            current = replace(old, message=alert.message, severity=alert.severity,
+                              value=alert.value, unit=alert.unit,
+                              worst=_max(old.worst, alert.value))
+            active.append(current)
+            if id(old) in at:  # the raised edge in the log shows the latest figure too
+                entries[at[id(old)]] = current
         for key, old in before.items():
             if key not in conditions:
-                entries.append(Alert(key, old.severity, f"cleared: {old.message}", now, True))
+                entries.append(replace(old, message=f"cleared: {old.message}", time=now,
+                                       cleared=True))
         added = len(entries) - len(self.entries)
         return AlertLog(tuple(entries[-MAX_ALERTS:]), tuple(active), self.total + added)
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
 
 
 def _ms(seconds: float) -> str:
@@ -61,31 +89,33 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
                     sla_mean_s: float) -> dict[str, Alert]:
     """Conditions that hold now, keyed by what they are about."""
     out: dict[str, Alert] = {}
+
+    def add(key: str, severity: str, message: str, value=None, unit: str = "") -> None:
+        out[key] = Alert(key, severity, message, value=value, unit=unit)
+
     for b in brokers:
         if b.state == "DOWN":
-            out[f"down:{b.name}"] = Alert(f"down:{b.name}", "critical",
-                                          f"{b.name} DOWN: {b.reason or 'no answer'}")
+            add(f"down:{b.name}", "critical", f"{b.name} DOWN: {b.reason or 'no answer'}")
             continue
         if b.failures:
             continue  # a stale row is not fresh evidence of a breach
         if b.mean is not None and b.mean > sla_mean_s:
-            out[f"mean:{b.name}"] = Alert(
-                f"mean:{b.name}", "warning",
-                f"{b.name} send average {_ms(b.mean)} > {_ms(sla_mean_s)} (10 s)")
+            add(f"mean:{b.name}", "warning",
+                f"{b.name} send average {_ms(b.mean)} > {_ms(sla_mean_s)} (10 s)",
+                b.mean * 1000, "ms")
         if b.max is not None and b.max > sla_max_s:
-            out[f"max:{b.name}"] = Alert(
-                f"max:{b.name}", "critical",
-                f"{b.name} send max {_ms(b.max)} > {_ms(sla_max_s)} (10 s)")
+            add(f"max:{b.name}", "critical",
+                f"{b.name} send max {_ms(b.max)} > {_ms(sla_max_s)} (10 s)", b.max * 1000, "ms")
+        if b.errors:
+            add(f"errors:{b.name}", "critical", f"{b.name} {b.errors:,} send errors (10 s)",
+                b.errors, "errors")
     for p in producers:
         c = p.counts  # excluded against the cap, as the header and the fuse screen count
         if c.at_cap:
             over = f"; {len(c.overflow)} more isolated serve as overflow (rule 4)" \
                 if c.overflow else ""
-            out[f"cap:{p.name}"] = Alert(
-                f"cap:{p.name}", "warning",
+            add(f"cap:{p.name}", "warning",
                 f"fuse of {p.name}: {len(c.excluded)} excluded, at its cap of {c.cap}{over}")
         if not p.up:
-            out[f"producer:{p.key}"] = Alert(f"producer:{p.key}", "warning",
-                                             f"producer {p.key} not answering: {p.error}")
+            add(f"producer:{p.key}", "warning", f"producer {p.key} not answering: {p.error}")
     return out
-

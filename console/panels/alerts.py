@@ -24,7 +24,7 @@ def render(state, focus=None, limit: int = 200):
         style = "dim" if a.cleared else SEVERITY_STYLE.get(a.severity, "")
         live = "●" if a.key in active and not a.cleared else " "
         table.add_row(clock(a.time), Text(f"{live} {a.severity}", style=style),
-                      Text(a.message, style=style))
+                      Text(a.text, style=style))
     return table
 
 

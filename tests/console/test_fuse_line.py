@@ -123,7 +123,7 @@ def test_one_count_in_header_fuse_screen_and_cap_alert():
     assert "fuse: broker-3 isolated" in text("summary")
     assert "demo  excluded 1/1  overflow 3" in text("fuse_status")
     [cap] = [a for a in state.active_alerts if a.key == "cap:demo"]
-    assert cap.message.startswith("fuse of demo: 1 excluded, at its cap of 1; 3 more isolated")
+    assert cap.text.startswith("fuse of demo: 1 excluded, at its cap of 1; 3 more isolated")
 
 
 def test_union_of_producers_in_the_header():

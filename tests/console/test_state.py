@@ -157,3 +157,33 @@ def test_alert_log_is_bounded_but_counts_every_edge():
         log = log.update({f"k{i}": Alert(f"k{i}", "warning", "m")}, i)
         assert f"k{i}" in [a.key for a in log.since(older) if not a.cleared]
     assert len(log.entries) == MAX_ALERTS and log.total == 2 * (MAX_ALERTS + 10) - 1
+
+
+def test_an_active_alert_shows_its_current_and_worst_value():
+    """broker-2 "send max 29.8 ms" while it reached 841 ms: the text follows the figure."""
+    s = build_state([sample(doc(mx=0.0298))], now=1)
+    s = build_state([sample(doc(mx=0.841))], prev=s, now=2)
+    [alert] = s.active_alerts
+    assert alert.text == "broker-1 send max 841.0 ms > 20.0 ms (10 s)" and alert.time == 1
+    s = build_state([sample(doc(mx=0.0312))], prev=s, now=3)
+    [alert] = s.active_alerts
+    assert alert.text == "broker-1 send max 31.2 ms > 20.0 ms (10 s); worst 841.0 ms"
+    assert [a.text for a in s.alerts.entries] == [alert.text]  # the log shows it too, once
+    s = build_state([sample(doc())], prev=s, now=4)
+    assert s.alerts.entries[-1].text == "cleared: broker-1 send max 31.2 ms > 20.0 ms (10 s); " \
+                                        "worst 841.0 ms"
+    s = build_state([sample(doc(mx=0.025))], prev=s, now=5)  # raised again: a fresh worst
+    assert s.active_alerts[0].text == "broker-1 send max 25.0 ms > 20.0 ms (10 s)"
+
+
+def test_erroring_broker_raises_an_alert():
+    d = doc()
+    d["ops"]["send"]["10s"]["errors"] = 12
+    s = build_state([sample(d)], now=1)
+    assert [(a.key, a.severity, a.text) for a in s.active_alerts] == [
+        ("errors:broker-1", "critical", "broker-1 12 send errors (10 s)")]
+    d["ops"]["send"]["10s"]["errors"] = 3
+    s = build_state([sample(d)], prev=s, now=2)
+    assert s.active_alerts[0].text == "broker-1 3 send errors (10 s); worst 12 errors"
+    s = build_state([sample(doc())], prev=s, now=3)
+    assert not s.active_alerts
