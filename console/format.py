@@ -59,3 +59,15 @@ def sparkline(values: list[float | None], width: int | None = None) -> str:
     if top <= 0:
         return "".join(" " if v is None else SPARK[0] for v in values)
     return "".join(" " if v is None else SPARK[min(7, int(v / top * 7.999))] for v in values)
+
+
+class Sparkline:
+    """A sparkline as wide as it is given room for, keeping the newest values."""
+
+    def __init__(self, values: list[float | None], style: str = "") -> None:
+        self.values, self.style = values, style
+
+    def __rich_console__(self, console, options):
+        from rich.text import Text
+
+        yield Text(sparkline(self.values, options.max_width), style=self.style, no_wrap=True)

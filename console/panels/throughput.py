@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.text import Text
 
-from console.format import rate, size, sparkline
+from console.format import Sparkline, rate, size
 from console.state import num
 
 
@@ -13,8 +14,6 @@ def render(state, focus=None):
     if broker is None or broker.doc is None:
         return Text("no data", style="dim")
     text = Text()
-    counts = [float(h.get("count") or 0) for h in broker.history[-60:]]
-    text.append(sparkline(counts, 60) + "\n", style="green")
     for op in ("send", "pull"):
         parts = []
         for w in ("1s", "10s", "60s"):
@@ -24,4 +23,5 @@ def render(state, focus=None):
     errors = num(broker.doc, "ops", "send", "10s", "errors")
     text.append(f"send errors (10 s) {int(errors or 0):,}",
                 style="red" if errors else "dim")
-    return text
+    counts = [float(h.get("count") or 0) for h in broker.history[-60:]]
+    return Group(Sparkline(counts, "green"), text)

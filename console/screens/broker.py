@@ -4,7 +4,7 @@ sparklines, throughput, disk and flush, recent events."""
 from __future__ import annotations
 
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header
 
 from console.screens.base import StateScreen
@@ -16,13 +16,16 @@ class BrokerScreen(StateScreen):
                 Binding("left_square_bracket", "step(-1)", "Prev broker"),
                 Binding("right_square_bracket", "step(1)", "Next broker")]
 
+    # a short terminal (80x24) keeps the heatmap, p50/p99/max and events, full width
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+
     def __init__(self, key: str) -> None:
         super().__init__()
         self.key = key
 
     def compose(self):
         yield Header()
-        with VerticalScroll(id="broker"):  # the whole heatmap, the rest below it
+        with Vertical(id="broker"):  # sized to the terminal: the heatmap fits its share
             yield PanelView("heatmap", self.key, id="heatmap", title="send latency heatmap")
             with Horizontal(id="broker-row"):
                 yield PanelView("percentiles", self.key, id="percentiles",

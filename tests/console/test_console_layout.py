@@ -1,0 +1,96 @@
+"""Console defects from the live demo trial (issue 14), on recorded /stats:
+the broker screen fits the terminal (events usable at 200x50, sensible at
+80x24, no scrollbar blocks beside the heatmap)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from console.app import FloodgateApp
+from console.config import ConsoleConfig
+from console.panels.heatmap import FittedHeatmap, series
+from console.screens import BrokerScreen
+from console.widgets import PanelView
+
+DATA = Path(__file__).parent / "data" / "demo"
+
+
+def replay_app() -> FloodgateApp:
+    return FloodgateApp(ConsoleConfig(replay=DATA, refresh=3600).validate())
+
+
+async def ready(pilot) -> None:
+    for _ in range(200):
+        if pilot.app.state is not None:
+            break
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
+async def open_broker(pilot, row: int = 1) -> BrokerScreen:
+    await ready(pilot)
+    for _ in range(row):
+        await pilot.press("down")
+    await pilot.press("enter")
+    await pilot.pause()
+    assert isinstance(pilot.app.screen, BrokerScreen)
+    return pilot.app.screen
+
+
+def content_lines(view: PanelView) -> int:
+    return view.content_region.height
+
+
+@pytest.mark.parametrize("size", [(200, 50), (150, 44), (80, 24)])
+def test_broker_screen_fits_the_terminal(size):
+    async def go():
+        app = replay_app()
+        async with app.run_test(size=size) as pilot:
+            screen = await open_broker(pilot)  # broker-2: 800 ms stalls, the tallest heatmap
+            body = screen.query_one("#broker")
+            shown = [v for v in screen.query(PanelView) if v.display]
+            for view in shown:  # every panel whole on the screen, none below the footer
+                assert screen.region.contains_region(view.region), view.id
+                assert view.region.bottom <= body.region.bottom, view.id
+            # nothing to scroll, so no scrollbar drawn beside the panels
+            assert body.max_scroll_y == 0 and not body.show_vertical_scrollbar
+            events = screen.query_one("#events", PanelView)
+            heatmap = screen.query_one("#heatmap", PanelView)
+            assert content_lines(events) >= (10 if size[1] >= 50 else 3)
+            assert content_lines(heatmap) >= 6
+            assert "1.0s" in str(heatmap.render_line(1).text)  # the stalls' row is on screen
+    asyncio.run(go())
+
+
+def test_short_terminal_keeps_heatmap_percentiles_and_events():
+    async def go():
+        app = replay_app()
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await open_broker(pilot)
+            shown = {v.id for v in screen.query(PanelView) if v.display}
+            assert shown == {"heatmap", "percentiles", "events"}
+            events = screen.query_one("#events", PanelView)
+            assert events.region.width == 80  # the whole width: one event a line
+    asyncio.run(go())
+
+
+def test_fitted_heatmap_keeps_the_slow_rows_in_any_height():
+    import json
+
+    from console.state import BrokerSample, build_state
+
+    doc = json.loads((DATA / "brokers" / "broker-2.json").read_text())
+    broker = build_state([BrokerSample("b2", "broker-2", doc)], now=1).brokers[0]
+    heatmap = FittedHeatmap(series(broker.history), "broker-2")
+    console = Console(width=120, file=None)
+    natural = console.render_lines(heatmap, console.options, pad=False)
+    for height in (40, 30, 20, 12, 8, 5):
+        lines = console.render_lines(heatmap, console.options.update(height=height), pad=False)
+        text = ["".join(s.text for s in line) for line in lines]
+        assert len(text) <= height
+        assert any(t.lstrip().startswith("1.0s│") or "841ms│" in t for t in text), height
+    assert len(natural) > 30  # without a height: schema 2, whole
