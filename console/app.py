@@ -28,8 +28,9 @@ class FloodgateApp(App):
     MODES = {"cluster": ClusterScreen, "fuse": FuseScreen, "host": HostScreen,
              "alerts": AlertsScreen}
     DEFAULT_MODE = "cluster"
+    HINT_S = 20  # how long the start hint stays
     BINDINGS = [
-        Binding("c", "switch_mode('cluster')", "Cluster"),
+        Binding("c", "cluster", "Cluster"),
         Binding("f", "switch_mode('fuse')", "Fuse"),
         Binding("h", "switch_mode('host')", "Host"),
         Binding("a", "switch_mode('alerts')", "Alerts"),
@@ -50,7 +51,7 @@ class FloodgateApp(App):
     def on_mount(self) -> None:
         self.poller.start()
         if self.hint:
-            self.notify(self.hint, timeout=20)
+            self.notify(self.hint, timeout=self.HINT_S)
 
     def on_unmount(self) -> None:
         self.poller.stop(join=0.5)
@@ -60,7 +61,7 @@ class FloodgateApp(App):
         self.state = message.state
         for alert in message.state.alerts.since(before.alerts) if before is not None else ():
             if alert.key.startswith("down:") and not alert.cleared:
-                self.notify(alert.message, severity="error", timeout=10)
+                self.notify(alert.text, severity="error", timeout=10)
         n = message.state.summary.brokers
         self.sub_title = f"{self.cfg.title} · {n} brokers · refresh {self.cfg.refresh:g} s"
         if not self.screen_stack:  # shutting down: a late poll has nowhere to go
@@ -69,6 +70,12 @@ class FloodgateApp(App):
         if update is not None:
             update(message.state)
 
+    async def action_cluster(self) -> None:
+        """The cluster table itself, not whatever was opened on top of it (a broker)."""
+        await self.switch_mode("cluster")
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, ClusterScreen):
+            await self.pop_screen()
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
@@ -76,4 +83,5 @@ class FloodgateApp(App):
         yield from super().get_system_commands(screen)
         for mode, text in (("cluster", "the broker table"), ("fuse", "producers' fuses"),
                            ("host", "tuning and host figures"), ("alerts", "SLA alerts")):
-            yield SystemCommand(f"Show {mode}", text, lambda m=mode: self.switch_mode(m))
+            yield SystemCommand(f"Show {mode}", text, self.action_cluster if mode == "cluster"
+                                else lambda m=mode: self.switch_mode(m))

@@ -1,6 +1,7 @@
 """Console defects from the live demo trial (issue 14), on recorded /stats:
 the broker screen fits the terminal (events usable at 200x50, sensible at
-80x24, no scrollbar blocks beside the heatmap)."""
+80x24, no scrollbar blocks beside the heatmap), `c` goes to the cluster
+table from a broker, and the start toast stays off the alerts panel."""
 
 from __future__ import annotations
 
@@ -9,18 +10,21 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from textual.widgets._toast import Toast
 
 from console.app import FloodgateApp
 from console.config import ConsoleConfig
 from console.panels.heatmap import FittedHeatmap, series
-from console.screens import BrokerScreen
+from console.screens import BrokerScreen, ClusterScreen, FuseScreen
 from console.widgets import PanelView
 
 DATA = Path(__file__).parent / "data" / "demo"
+HINT = ("faults start at 6 s (broker-2 stalls, then broker-4 errors). In another terminal: "
+        "floodgate status --cluster /tmp/floodgate-demo/cluster.toml --producers 127.0.0.1:34567")
 
 
-def replay_app() -> FloodgateApp:
-    return FloodgateApp(ConsoleConfig(replay=DATA, refresh=3600).validate())
+def replay_app(hint: str | None = None) -> FloodgateApp:
+    return FloodgateApp(ConsoleConfig(replay=DATA, refresh=3600).validate(), hint=hint)
 
 
 async def ready(pilot) -> None:
@@ -75,6 +79,46 @@ def test_short_terminal_keeps_heatmap_percentiles_and_events():
             assert shown == {"heatmap", "percentiles", "events"}
             events = screen.query_one("#events", PanelView)
             assert events.region.width == 80  # the whole width: one event a line
+    asyncio.run(go())
+
+
+def test_c_on_a_broker_screen_goes_to_the_cluster_table():
+    async def go():
+        app = replay_app()
+        async with app.run_test(size=(150, 40)) as pilot:
+            await open_broker(pilot)
+            await pilot.press("c")
+            await pilot.pause()
+            assert isinstance(app.screen, ClusterScreen)
+            await open_broker(pilot, row=0)  # from another mode too: f, then c
+            await pilot.press("f")
+            await pilot.pause()
+            assert isinstance(app.screen, FuseScreen)
+            await pilot.press("c")
+            await pilot.pause()
+            assert isinstance(app.screen, ClusterScreen) and len(app.screen_stack) == 1
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("size", [(150, 44), (100, 30)])
+def test_start_toast_stays_off_the_alerts_panel(size):
+    async def go():
+        app = replay_app(HINT)
+        app.HINT_S = 3600  # the test looks while it is shown, however slow the machine
+        async with app.run_test(size=size, notifications=True) as pilot:
+            await ready(pilot)
+            toasts = []
+            for _ in range(100):
+                toasts = list(app.screen.query(Toast))
+                if toasts and toasts[0].region.height:
+                    break
+                await pilot.pause(0.05)
+            [toast] = toasts
+            alerts = app.screen.query_one("#cluster-alerts").region  # border included
+            view_line = app.screen.query_one("#view-line").region
+            assert not toast.region.overlaps(alerts)
+            assert not toast.region.overlaps(view_line)
+            assert app.screen.region.contains_region(toast.region)
     asyncio.run(go())
 
 
