@@ -19,8 +19,10 @@ HELP = """[b]floodgate console[/b]
 [red]DOWN[/red]      no answer for two refreshes (the reason is shown)
 A [b]?[/b] after a state: the last poll failed, the row is stale.
 
-[b]Alerts[/b] send average over 3 ms, max over 20 ms, a broker down,
-the fuse's isolated brokers at its cap (30 % of the brokers).
+[b]Fuse[/b] excluded n/cap: isolated, not serving (cap: 30 % of the brokers);
+overflow: isolated too, serving again by rule 4 (earliest isolated, cap full).
+[b]Alerts[/b] send average over 3 ms, max over 20 ms (latest and worst figure),
+send errors, a broker down, a fuse at its cap.
 
 Press any key to close."""
 
