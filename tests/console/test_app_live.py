@@ -11,9 +11,9 @@ import pytest
 
 from console.app import FloodgateApp
 from console.config import ConsoleConfig
+from console.panels.heatmap import FittedHeatmap
 from console.screens import BrokerScreen
 from console.widgets import BrokerTable, PanelView
-from heatmap import TerminalHeatmap
 
 pytestmark = pytest.mark.integration  # real broker processes
 REFRESH = 0.25
@@ -65,7 +65,7 @@ async def rows_sort_filter_and_heatmap(cluster3):
         await pilot.press("enter")  # the cursor kept to broker-2, the one the filter showed
         await wait_for(pilot, lambda: isinstance(app.screen, BrokerScreen))
         view = app.screen.query_one("#heatmap", PanelView)
-        await wait_for(pilot, lambda: isinstance(view.content, TerminalHeatmap))
+        await wait_for(pilot, lambda: isinstance(view.content, FittedHeatmap))
         assert "broker-2" in view.content.title
         await pilot.press("escape")
         await pilot.pause()
