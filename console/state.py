@@ -122,7 +122,7 @@ def fuse_counts(fuse: Any) -> FuseCounts:
     entries = tuple(i for i in _list(fuse, "isolated")
                     if isinstance(i, Mapping) and isinstance(i.get("broker"), str))
     dry_run = _get(fuse, "dry_run") is True
-    spare = [i["broker"] for i in entries if not i.get("overflow")]
+    held = [i["broker"] for i in entries if not i.get("overflow")]  # isolated, not serving
 
     def names(key: str, derived: list[str]) -> tuple[str, ...]:
         value = _get(fuse, key)
@@ -130,11 +130,11 @@ def fuse_counts(fuse: Any) -> FuseCounts:
 
     brokers = _get(fuse, "brokers")
     return FuseCounts(
-        excluded=names("excluded", [] if dry_run else spare),
+        excluded=names("excluded", [] if dry_run else held),
         overflow=names("overflow", [i["broker"] for i in entries if i.get("overflow")]),
         isolated=entries, cap=_int(fuse, "cap"),
         brokers=len(brokers) if isinstance(brokers, list) else None,
-        would_exclude=names("would_exclude", spare if dry_run else []), dry_run=dry_run)
+        would_exclude=names("would_exclude", held if dry_run else []), dry_run=dry_run)
 
 
 @dataclass(frozen=True)
