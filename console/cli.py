@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import traceback
 
@@ -43,7 +44,16 @@ COMMAND_MODULES = (
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but bad usage is one line on stderr and exit 2."""
+    """argparse, but bad usage is one line on stderr and exit 2, and a negative
+    number after a flag is its value, so that its range check can say what is wrong."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # argparse's own pattern knows -1 and -1.5 only: "-1e6" or "-inf" would be
+        # read as an unknown flag ("expected one argument").
+        self._negative_number_matcher = re.compile(
+            r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf(inity)?$", re.IGNORECASE
+        )
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")

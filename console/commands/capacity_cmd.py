@@ -5,7 +5,17 @@ from __future__ import annotations
 import argparse
 import math
 
-from console.commands.common import add_subparser, print_json
+from console.commands.common import (
+    AT_LEAST_1,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    Range,
+    add_subparser,
+    checked,
+    number,
+    print_json,
+)
 from console.errors import UsageError
 
 
@@ -16,25 +26,25 @@ def register(sub) -> None:
     models = parser.add_subparsers(dest="model", metavar="MODEL")
 
     p = add_subparser(models, "availability", "availability = MTBF / (MTBF + MTTR) and its budget")
-    p.add_argument("--mtbf-s", type=float, required=True, help="mean time between failures, s")
-    p.add_argument("--mttr-s", type=float, required=True, help="mean time to recover, s (seed: 1)")
-    p.add_argument("--target", type=float, default=0.99999, help="target availability (0.99999)")
-    p.add_argument("--period-s", type=float, default=86400.0, help="budget period, s (one day)")
+    number(p, "--mtbf-s", POSITIVE, required=True, help="mean time between failures, s")
+    number(p, "--mttr-s", NON_NEGATIVE, required=True, help="mean time to recover, s (seed: 1)")
+    number(p, "--target", FRACTION, default=0.99999, help="target availability (0.99999)")
+    number(p, "--period-s", POSITIVE, default=86400.0, help="budget period, s (one day)")
     _json(p, run_availability)
 
     p = add_subparser(models, "reliability", "replica reliability from disk MTBF and rebuild time")
     p.add_argument("--replicas", default="1,2,3", help="comma-separated replica counts (1,2,3)")
-    p.add_argument("--masters", type=int, default=1, help="independent replica groups (1)")
-    p.add_argument("--disk-mtbf-hours", type=float, default=1_200_000.0, help="disk MTBF, h")
-    p.add_argument("--disk-tb", type=float, default=1.0, help="disk size, TB (1)")
-    p.add_argument("--water", type=float, default=0.75, help="disk water level (0.75)")
-    p.add_argument("--rebuild-mbps", type=float, default=100.0, help="rebuild bandwidth, MB/s")
-    p.add_argument(
-        "--recovery-hours", type=float, default=None,
+    number(p, "--masters", AT_LEAST_1, type=int, default=1, help="independent replica groups (1)")
+    number(p, "--disk-mtbf-hours", POSITIVE, default=1_200_000.0, help="disk MTBF, h")
+    number(p, "--disk-tb", POSITIVE, default=1.0, help="disk size, TB (1)")
+    number(p, "--water", FRACTION, default=0.75, help="disk water level (0.75)")
+    number(p, "--rebuild-mbps", POSITIVE, default=100.0, help="rebuild bandwidth, MB/s")
+    number(
+        p, "--recovery-hours", NON_NEGATIVE, default=None,
         help="rebuild time, h (default: derived from disk size, water and bandwidth; the seed "
         "rounds 2.08 h to 2)",
     )  # fmt: skip
-    p.add_argument("--years", type=float, default=1.0, help="time horizon, years (1)")
+    number(p, "--years", POSITIVE, default=1.0, help="time horizon, years (1)")
     _json(p, run_reliability)
 
     p = add_subparser(models, "usl", "fit the Universal Scalability Law to load-test points")
@@ -42,39 +52,41 @@ def register(sub) -> None:
     _json(p, run_usl)
 
     p = add_subparser(models, "size", "brokers, disk and network for a target peak rate")
-    p.add_argument("--target-rate", type=float, required=True, help="peak msgs/s to carry")
+    number(p, "--target-rate", POSITIVE, required=True, help="peak msgs/s to carry")
     rate = p.add_mutually_exclusive_group(required=True)
-    rate.add_argument("--per-broker-rate", type=float, help="measured msgs/s per broker")
+    number(p, "--per-broker-rate", POSITIVE, group=rate, help="measured msgs/s per broker")
     rate.add_argument("--load-test", help="USL points CSV: per-broker rate = fitted max throughput")
-    p.add_argument("--utilisation", type=float, default=0.6, help="target utilisation (0.6)")
-    p.add_argument("--fuse-reserve", type=float, default=0.3, help="fuse isolation cap (0.3)")
-    p.add_argument("--spares", type=int, default=1, help="spare brokers, N+spares (1)")
-    p.add_argument("--domains", type=int, default=3, help="failure domains (3)")
-    p.add_argument("--msg-bytes", type=float, default=1024.0, help="average message size (1024)")
-    p.add_argument("--peak-day-messages", type=float, default=None, help="messages on peak day")
-    p.add_argument("--peak-to-mean", type=float, default=3.0, help="peak / daily-mean rate (3)")
-    p.add_argument("--retention-hours", type=float, default=72.0, help="retention, h (72)")
-    p.add_argument("--replicas", type=int, default=2, help="copies of each message (2)")
-    p.add_argument("--disk-tb", type=float, default=4.0, help="disk per broker, TB (4)")
-    p.add_argument("--water", type=float, default=0.75, help="disk water level (0.75)")
-    p.add_argument("--fanout", type=float, default=15.0, help="deliveries per message (15)")
-    p.add_argument("--nic-gbps", type=float, default=10.0, help="NIC per broker, Gbit/s (10)")
-    p.add_argument("--nic-utilisation", type=float, default=0.7, help="NIC budget (0.7)")
-    p.add_argument("--latency-ms", type=float, default=3.0, help="average send latency (3)")
-    p.add_argument("--client-concurrency", type=int, default=64, help="in flight per client")
+    number(p, "--utilisation", FRACTION, default=0.6, help="target utilisation (0.6)")
+    number(p, "--fuse-reserve", Range(0, 1, high_open=True), default=0.3,
+           help="fuse isolation cap (0.3)")  # fmt: skip
+    number(p, "--spares", NON_NEGATIVE, type=int, default=1, help="spare brokers, N+spares (1)")
+    number(p, "--domains", AT_LEAST_1, type=int, default=3, help="failure domains (3)")
+    number(p, "--msg-bytes", POSITIVE, default=1024.0, help="average message size (1024)")
+    number(p, "--peak-day-messages", POSITIVE, default=None, help="messages on peak day")
+    number(p, "--peak-to-mean", AT_LEAST_1, default=3.0, help="peak / daily-mean rate (3)")
+    number(p, "--retention-hours", POSITIVE, default=72.0, help="retention, h (72)")
+    number(p, "--replicas", AT_LEAST_1, type=int, default=2, help="copies of each message (2)")
+    number(p, "--disk-tb", POSITIVE, default=4.0, help="disk per broker, TB (4)")
+    number(p, "--water", FRACTION, default=0.75, help="disk water level (0.75)")
+    number(p, "--fanout", POSITIVE, default=15.0, help="deliveries per message (15)")
+    number(p, "--nic-gbps", POSITIVE, default=10.0, help="NIC per broker, Gbit/s (10)")
+    number(p, "--nic-utilisation", FRACTION, default=0.7, help="NIC budget (0.7)")
+    number(p, "--latency-ms", POSITIVE, default=3.0, help="average send latency (3)")
+    number(p, "--client-concurrency", AT_LEAST_1, type=int, default=64,
+           help="in flight per client")  # fmt: skip
     _json(p, run_size)
 
     p = add_subparser(models, "forecast", "Double-11 volume band from yearly history")
     p.add_argument("--history", default=None, help="CSV year,messages[,source] (default: seeds)")
     p.add_argument("--year", type=int, required=True, help="year to forecast")
     p.add_argument("--fit-until", type=int, default=None, help="use history up to this year only")
-    p.add_argument("--peak-to-mean", type=float, default=None, help="also give peak msgs/s")
+    number(p, "--peak-to-mean", AT_LEAST_1, default=None, help="also give peak msgs/s")
     _json(p, run_forecast)
 
 
 def _json(parser: argparse.ArgumentParser, func) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(func=func)
+    parser.set_defaults(func=checked(func))
 
 
 def _clean(value):
@@ -110,6 +122,8 @@ def _int_list(text: str, flag: str) -> list[int]:
         raise UsageError(f"{flag} wants comma-separated integers, got {text!r}") from None
     if not values:
         raise UsageError(f"{flag} is empty")
+    if min(values) < 1:
+        raise UsageError(f"{flag} wants counts >= 1, got {min(values)}")
     return values
 
 

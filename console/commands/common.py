@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import sys
+from dataclasses import dataclass
 from typing import Any
+
+from console.errors import UsageError
 
 
 def add_subparser(sub, name: str, help_text: str, **kwargs):
@@ -14,6 +19,68 @@ def add_subparser(sub, name: str, help_text: str, **kwargs):
     return parser
 
 
+@dataclass(frozen=True)
+class Range:
+    """The valid values of a numeric flag. Checked by the command before any model
+    runs, so the error names the flag that was typed (models name their own fields)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False  # low itself is not valid
+    high_open: bool = False
+
+    def contains(self, v: float) -> bool:
+        if self.low is not None and (v <= self.low if self.low_open else v < self.low):
+            return False
+        return self.high is None or (v < self.high if self.high_open else v <= self.high)
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"within {left}{self.low:g}, {self.high:g}{right}"
+
+
+POSITIVE = Range(0, low_open=True)
+NON_NEGATIVE = Range(0)
+AT_LEAST_1 = Range(1)
+FRACTION = Range(0, 1, low_open=True)  # (0, 1]: a share that cannot be zero
+SHARE = Range(0, 1)  # [0, 1]
+
+
+def number(parser, flag: str, valid: Range, *, group=None, type=float, **kwargs):
+    """add_argument for a number with its valid range, checked by `checked` commands."""
+    action = (group or parser).add_argument(flag, type=type, **kwargs)
+    ranges = dict(parser.get_default("_ranges") or {})
+    ranges[action.dest] = (flag, valid)
+    parser.set_defaults(_ranges=ranges)
+    return action
+
+
+def check_numbers(args) -> None:
+    """UsageError naming the first flag whose value is out of its range."""
+    for dest, (flag, valid) in (getattr(args, "_ranges", None) or {}).items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            raise UsageError(f"{flag} must be a finite number, got {value:g}")
+        if not valid.contains(value):
+            raise UsageError(f"{flag} must be {valid}, got {value:g}")
+
+
+def checked(func):
+    """A command's run(args) that first checks its numeric flags (see `number`)."""
+
+    @functools.wraps(func)
+    def run(args):
+        check_numbers(args)
+        return func(args)
+
+    return run
+
+
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
     sys.stdout.write("\n")
+

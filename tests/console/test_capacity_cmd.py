@@ -59,7 +59,56 @@ def test_bad_input_is_one_line_and_nonzero(capsys, tmp_path):
     code, _, err = run(capsys, "capacity", "usl", "--points", str(tmp_path / "none.csv"))
     assert code == 1 and "cannot read" in err and err.count("\n") == 1
     code, _, err = run(capsys, "capacity", "size", "--target-rate", "-5", "--per-broker-rate", "1")
-    assert code == 1 and "target_rate" in err
+    assert code == 2 and err == "floodgate capacity: error: --target-rate must be > 0, got -5\n"
     with pytest.raises(SystemExit) as exc:
         main(["capacity", "size", "--target-rate", "5"])
     assert exc.value.code == 2
+
+
+SIZE = ("capacity", "size", "--target-rate", "1e6", "--per-broker-rate", "1e4")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # a negative number in scientific notation is the flag's value, refused for its range
+        (("capacity", "size", "--target-rate", "-1e6", "--per-broker-rate", "1e4"),
+         "--target-rate must be > 0, got -1e+06"),
+        (("capacity", "size", "--target-rate", "-10", "--per-broker-rate", "1e4"),
+         "--target-rate must be > 0, got -10"),
+        (("capacity", "size", "--target-rate", "inf", "--per-broker-rate", "1e4"),
+         "--target-rate must be a finite number, got inf"),
+        (("capacity", "size", "--target-rate", "1e6", "--per-broker-rate", "-1E4"),
+         "--per-broker-rate must be > 0, got -10000"),
+        ((*SIZE, "--utilisation", "1.5"), "--utilisation must be within (0, 1], got 1.5"),
+        ((*SIZE, "--fuse-reserve", "1"), "--fuse-reserve must be within [0, 1), got 1"),
+        ((*SIZE, "--spares", "-1"), "--spares must be >= 0, got -1"),
+        ((*SIZE, "--domains", "0"), "--domains must be >= 1, got 0"),
+        ((*SIZE, "--peak-to-mean", "0.5"), "--peak-to-mean must be >= 1, got 0.5"),
+        ((*SIZE, "--nic-utilisation", "-.5"), "--nic-utilisation must be within (0, 1], got -0.5"),
+        ((*SIZE, "--latency-ms", "0"), "--latency-ms must be > 0, got 0"),
+        ((*SIZE, "--client-concurrency", "0"), "--client-concurrency must be >= 1, got 0"),
+        (("capacity", "availability", "--mtbf-s", "-inf", "--mttr-s", "1"),
+         "--mtbf-s must be a finite number, got -inf"),
+        (("capacity", "availability", "--mtbf-s", "10", "--mttr-s", "-1e-3"),
+         "--mttr-s must be >= 0, got -0.001"),
+        (("capacity", "availability", "--mtbf-s", "10", "--mttr-s", "1", "--target", "0"),
+         "--target must be within (0, 1], got 0"),
+        (("capacity", "reliability", "--water", "0"), "--water must be within (0, 1], got 0"),
+        (("capacity", "reliability", "--masters", "0"), "--masters must be >= 1, got 0"),
+        (("capacity", "reliability", "--replicas", "2,0"), "--replicas wants counts >= 1, got 0"),
+        (("capacity", "reliability", "--recovery-hours", "-2"),
+         "--recovery-hours must be >= 0, got -2"),
+        (("capacity", "forecast", "--year", "2027", "--peak-to-mean", "-3"),
+         "--peak-to-mean must be >= 1, got -3"),
+    ],
+)  # fmt: skip
+def test_out_of_range_flags_are_usage_errors_naming_the_flag(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err == f"floodgate capacity: error: {message}\n"
+
+
+def test_in_range_edges_are_accepted(capsys):
+    code, out, _ = run(capsys, *SIZE, "--fuse-reserve", "0", "--spares", "0", "--json")
+    assert code == 0 and json.loads(out)["inputs"]["fuse_reserve"] == 0
