@@ -6,7 +6,15 @@ import json
 import urllib.error
 import urllib.request
 
-from console.commands.common import add_subparser, print_json
+from console.commands.common import (
+    NON_NEGATIVE,
+    POSITIVE,
+    SHARE,
+    add_subparser,
+    checked,
+    number,
+    print_json,
+)
 from console.errors import CommandFailed, UsageError
 
 
@@ -15,19 +23,19 @@ def register(sub) -> None:
     fsub = parser.add_subparsers(metavar="ACTION")
     inject = add_subparser(fsub, "inject", "add latency, PageCache-like stalls, errors or a pause")
     _target(inject)
-    inject.add_argument("--stall-ms", type=float, default=0.0,
-                        help="stall every write for this long, once per period")
-    inject.add_argument("--every", type=float, default=0.0, metavar="SECONDS",
-                        help="period of the stalls")
+    number(inject, "--stall-ms", NON_NEGATIVE, default=0.0,
+           help="stall every write for this long, once per period")
+    number(inject, "--every", NON_NEGATIVE, default=0.0, metavar="SECONDS",
+           help="period of the stalls")
     inject.add_argument("--random-stall", action="store_true",
                         help="draw each stall from 200 ms up to --stall-ms (seed 000's pattern)")
-    inject.add_argument("--latency-ms", type=float, default=0.0, help="add to every write")
-    inject.add_argument("--error-rate", type=float, default=0.0, help="share of sends failed")
-    inject.add_argument("--pause", type=float, default=0.0, metavar="SECONDS",
-                        help="hold every request for this long")
-    inject.add_argument("--duration", type=float, default=None, metavar="SECONDS",
-                        help="clear by itself after this long")
-    inject.set_defaults(func=run_inject)
+    number(inject, "--latency-ms", NON_NEGATIVE, default=0.0, help="add to every write")
+    number(inject, "--error-rate", SHARE, default=0.0, help="share of sends failed, 0..1")
+    number(inject, "--pause", NON_NEGATIVE, default=0.0, metavar="SECONDS",
+           help="hold every request for this long")
+    number(inject, "--duration", POSITIVE, default=None, metavar="SECONDS",
+           help="clear by itself after this long")
+    inject.set_defaults(func=checked(run_inject))
     clear = add_subparser(fsub, "clear", "remove every injected fault")
     _target(clear)
     clear.set_defaults(func=run_clear)
@@ -64,15 +72,58 @@ def call(addr: str, method: str, body: dict | None = None, token: str | None = N
         raise CommandFailed(f"{addr}: cannot reach the broker: {reason}") from None
 
 
+def duration(seconds: float) -> str:
+    """A duration a person reads at a glance: 3 µs, 12.5 ms, 5 s, 2 min 5 s, 1 h 30 min."""
+    s = float(seconds)
+    if s <= 0:
+        return "0 s"
+    if s < 1e-3:
+        return f"{s * 1e6:.3g} µs"
+    if s < 1:
+        return f"{s * 1e3:.3g} ms"
+    if s < 59.95:
+        return f"{s:.3g} s"
+    minutes, sec = divmod(round(s), 60)
+    if minutes < 60:
+        return f"{minutes} min {sec} s" if sec else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+def describe(state: dict) -> str:
+    """The broker's fault state in words, e.g. 'stalls of 800 ms every 5 s, errors 25 %'."""
+    parts = []
+    if state.get("stall_ms"):
+        kind = "random stalls up to" if state.get("stall_random") else "stalls of"
+        parts.append(f"{kind} {duration(state['stall_ms'] / 1e3)} every "
+                     f"{duration(state.get('stall_every_s') or 0)}")
+    if state.get("latency_ms"):
+        parts.append(f"latency +{duration(state['latency_ms'] / 1e3)}")
+    if state.get("error_rate"):
+        parts.append(f"errors {state['error_rate'] * 100:.3g} %")
+    if state.get("pause_s"):
+        parts.append(f"pause {duration(state['pause_s'])}")
+    if state.get("duration_s"):
+        left = state.get("remaining_s")
+        parts.append(f"clears after {duration(state['duration_s'])}"
+                     + (f" ({duration(left)} left)" if left is not None else ""))
+    known = {"active", "stall_ms", "stall_every_s", "stall_random", "latency_ms", "error_rate",
+             "pause_s", "duration_s", "remaining_s", "since_s"}
+    for key, value in state.items():  # fields a newer broker may add
+        if key not in known and value not in (0, 0.0, False, None):
+            parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
+    since = state.get("since_s")
+    head = f"fault active for {duration(since)}" if since is not None else "fault active"
+    return f"{head}: {', '.join(parts) or 'nothing'}"
+
+
 def _print(args, state: dict) -> int:
     if args.json:
         print_json(state)
     elif not state.get("active"):
         print(f"{args.broker}: no fault active")
     else:
-        shown = {k: v for k, v in state.items() if v not in (0, 0.0, False, None) and
-                 k not in ("active",)}
-        print(f"{args.broker}: fault active: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+        print(f"{args.broker}: {describe(state)}")
     return 0
 
 

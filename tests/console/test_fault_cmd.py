@@ -1,0 +1,74 @@
+"""`floodgate fault`: drills say what they set in words a person reads at a glance."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from console.cli import main
+from console.commands.fault_cmd import describe, duration
+from tests.console.conftest import free_base_port
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0 s"), (3.205000211892184e-06, "3.21 µs"), (0.0125, "12.5 ms"), (0.8, "800 ms"),
+     (5, "5 s"), (59.96, "1 min"), (125.4, "2 min 5 s"), (5400, "1 h 30 min")],
+)  # fmt: skip
+def test_durations_read_at_a_glance(seconds, text):
+    assert duration(seconds) == text
+
+
+def test_describe_names_each_fault_with_units():
+    state = {"active": True, "latency_ms": 0.0, "stall_ms": 800.0, "stall_every_s": 5.0,
+             "stall_random": True, "error_rate": 0.025, "pause_s": 0.0, "duration_s": 60.0,
+             "since_s": 3.205000211892184e-06, "remaining_s": 59.999996794999788}  # fmt: skip
+    assert describe(state) == (
+        "fault active for 3.21 µs: random stalls up to 800 ms every 5 s, errors 2.5 %, "
+        "clears after 1 min (1 min left)"
+    )
+    assert describe({"active": True, "latency_ms": 2.5, "pause_s": 1.5, "since_s": 90.0}) == (
+        "fault active for 1 min 30 s: latency +2.5 ms, pause 1.5 s"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--error-rate", "2"], "--error-rate must be within [0, 1], got 2"),
+     (["--latency-ms", "-5"], "--latency-ms must be >= 0, got -5"),
+     (["--pause", "1", "--duration", "-1e3"], "--duration must be > 0, got -1000")],
+)  # fmt: skip
+def test_out_of_range_flags_are_refused_before_calling_the_broker(capsys, extra, message):
+    assert main(["fault", "inject", "--broker", "127.0.0.1:9", *extra]) == 2
+    assert capsys.readouterr().err == f"floodgate fault: error: {message}\n"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    from broker_core.launcher import Cluster
+
+    cluster = Cluster(1, free_base_port(2), tmp_path_factory.mktemp("fault"))
+    cluster.up()
+    yield cluster.file.brokers[0].http
+    cluster.down(grace=3)
+
+
+def test_inject_show_clear_on_a_live_broker(broker, capsys):
+    args = ["--broker", broker]
+    assert main(["fault", "inject", *args, "--stall-ms", "300", "--every", "1",
+                 "--error-rate", "0.1", "--duration", "30"]) == 0  # fmt: skip
+    out = capsys.readouterr().out.strip()
+    # e.g. "... fault active for 41 µs: stalls of 300 ms every 1 s, errors 10 %, clears after
+    # 30 s (30 s left)": no raw float such as since_s=3.205000211892184e-06
+    assert re.fullmatch(
+        rf"{re.escape(broker)}: fault active for [\d.]+ (µs|ms|s): stalls of 300 ms every 1 s, "
+        r"errors 10 %, clears after 30 s \([\d.]+ s left\)",
+        out,
+    ), out
+    assert main(["fault", "show", *args, "--json"]) == 0
+    state = json.loads(capsys.readouterr().out)  # --json keeps the raw numbers for scripts
+    assert state["active"] and state["stall_ms"] == 300.0 and isinstance(state["since_s"], float)
+    assert main(["fault", "clear", *args]) == 0
+    assert capsys.readouterr().out == f"{broker}: no fault active\n"
