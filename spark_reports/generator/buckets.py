@@ -17,9 +17,9 @@ from scipy.special import ndtr
 
 from spark_reports.schema import MAX_BUCKET, ZERO_BUCKET
 
-WIDTH = 128  # buckets per row: 16 octaves above the row's base, enough for 2 s spikes
-BODY_HALF = 10  # body drawn over +-10 buckets (+-1.25 octaves) around its median
-TAIL_HALF = 10
+WIDTH = 128  # buckets per row: 14 octaves above the median, enough for 2 s spikes
+BODY_HALF = 14  # body over +-14 buckets (+-1.75 octaves: 3.4 sigma at 0.36) around its median
+TAIL_HALF = 16  # +-2 octaves (3.5 sigma): the tail fades out by chance, no hard ceiling
 TAIL_FACTOR = 6.0  # the slow tail's median relative to the body's
 TAIL_SIGMA = 0.4
 MIN_EXPECTED = 1e-3  # cells expecting fewer calls are not drawn (mass lost < 0.13/row)
@@ -61,8 +61,12 @@ def synthesize(
     tail_share: np.ndarray,
     spike_max_s: np.ndarray,
     spike_share: np.ndarray,
+    tail_factor: np.ndarray | None = None,
 ) -> Histograms:
-    """One histogram per row; all arguments are 1-D arrays of the same length."""
+    """One histogram per row; all arguments are 1-D arrays of the same length.
+
+    `tail_factor`: the slow tail's median relative to the body's (TAIL_FACTOR).
+    """
     rows = len(calls)
     calls = calls.astype(float)
     spiking = (spike_max_s > 0) & (spike_share > 0)
@@ -78,11 +82,11 @@ def synthesize(
         median_s, sigma, base, BODY_HALF, n_body
     )
 
-    tail_median = median_s * TAIL_FACTOR
+    tail_median = median_s * (TAIL_FACTOR if tail_factor is None else tail_factor)
     tail_base = _bucket_of(tail_median) - TAIL_HALF
     n_tail = 2 * TAIL_HALF + 1
     tail_p = _lognormal_cells(tail_median, np.full(rows, TAIL_SIGMA), tail_base, TAIL_HALF, n_tail)
-    # The tail sits a fixed ~21 buckets above the body (log2(6) octaves), well inside
+    # The tail sits ~16-27 buckets above the body (log2 of a factor 4-10), well inside
     # WIDTH, and its cells are distinct within a row: plain fancy-index += is exact.
     cols = tail_base[:, None] - base[:, None] + np.arange(n_tail)[None, :]
     flat = (np.arange(rows)[:, None] * WIDTH + cols).ravel()

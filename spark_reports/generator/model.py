@@ -5,6 +5,8 @@ flash peak (a ramp to 10-20x within seconds, decaying over the first hour).
 Latency per op: a lognormal body whose median grows with load, a slow tail
 that fattens near saturation, PageCache stalls of 200-2000 ms on a few
 brokers, GC pauses everywhere, and one broker that degrades through the night.
+Each broker has its own character (body median and spread, tail weight and
+reach), as hosts, disks and neighbours differ, so no two brokers' p99 agree.
 Everything random comes from generators seeded by (seed, purpose), so a seed
 always gives the same night.
 """
@@ -25,6 +27,8 @@ _DIURNAL_LEVEL = np.array(
 
 FLASH_RAMP_S = 8.0  # seconds from 00:00:00 to the top of the flash peak
 FLASH_DECAY_S = 900.0  # e-folding time: ~2 % of the excess is left after an hour
+DEFAULT_PEAK = datetime(2026, 11, 11, 0, 0, tzinfo=UTC)
+LEAD_IN_S = 2 * 3600  # a long night starts this long before the peak (22:00)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,16 @@ class Double11Config:
         return [f"broker-{i:0{width}d}" for i in range(self.brokers)]
 
 
+def default_start(hours: float, peak: datetime = DEFAULT_PEAK) -> datetime:
+    """First second of a night of `hours` with no --start: the flash peak in view.
+
+    Short ranges are centred on the peak (1 h -> 23:30..00:30); from 4 h on
+    the night starts at 22:00, so the evening ramp comes first and the rest
+    is the peak's decay and the night after.
+    """
+    return peak - timedelta(seconds=int(min(hours * 3600 / 2, LEAD_IN_S)))
+
+
 def rng_for(seed: int, *purpose: int) -> np.random.Generator:
     """An independent generator per (seed, purpose), stable across runs."""
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=purpose))
@@ -105,6 +119,12 @@ class Night:
     stall_brokers: np.ndarray  # brokers whose PageCache stalls
     degrading_broker: int
     degrade_start_s: float  # seconds from start when its decline begins
+    # Each broker's latency character, (B,) each: body median and sigma factors,
+    # tail share factor, tail median relative to the body's.
+    median_factor: np.ndarray
+    sigma_factor: np.ndarray
+    tail_weight: np.ndarray
+    tail_reach: np.ndarray
     # Spike events: broker, first second (from start), duration s, max latency s,
     # share of that second's calls caught.
     events: dict[str, np.ndarray] = field(default_factory=dict)
@@ -120,6 +140,7 @@ def plan_night(config: Double11Config) -> Night:
     stall = np.sort(order[:n_stall])
     degrading = int(order[n_stall % b])
     peak_offset = (config.peak_time - config.start).total_seconds()
+    character = rng_for(config.seed, 5)  # its own stream: the traffic and events stay as they were
     return Night(
         config=config,
         peak_factor=float(rng.uniform(10.0, 20.0)),
@@ -128,6 +149,10 @@ def plan_night(config: Double11Config) -> Night:
         stall_brokers=stall,
         degrading_broker=degrading,
         degrade_start_s=peak_offset + 3600.0,
+        median_factor=character.lognormal(0.0, 0.15, b),
+        sigma_factor=character.uniform(0.85, 1.2, b),
+        tail_weight=np.clip(character.lognormal(0.0, 0.6, b), 0.25, 4.0),
+        tail_reach=character.uniform(4.0, 10.0, b),
         events=_plan_events(config, stall, peak_offset, rng_for(config.seed, 2)),
     )
 
@@ -173,7 +198,7 @@ def send_rate(night: Night, seconds: np.ndarray) -> np.ndarray:
 def body_median(night: Night, op: str, seconds: np.ndarray, load: np.ndarray) -> np.ndarray:
     """Median latency (T, B) of `op`: queueing grows with load; one broker degrades."""
     shape = OP_SHAPES[op]
-    m = shape.median_s * (1.0 + 3.0 * load**3)
+    m = shape.median_s * night.median_factor[None, :] * (1.0 + 3.0 * load**3)
     ramp = np.clip((seconds - night.degrade_start_s) / (6 * 3600.0), 0.0, 1.0)
     m[:, night.degrading_broker] *= 1.0 + 11.0 * ramp**2
     return m

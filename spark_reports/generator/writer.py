@@ -183,7 +183,7 @@ def _chunk(night: Night, state: _State, first: int, n: int, rng: np.random.Gener
     load = np.clip(rate / (cfg.base_rate * night.broker_weight * 16.0), 0.0, 1.0)
     spike_max, spike_share = spike_grid(night, first, n)
 
-    per_op = {name: [] for name in ("calls", "msgs", "median", "sigma", "spike", "share")}
+    per_op = {name: [] for name in ("calls", "msgs", "median", "sigma", "spike", "share", "reach")}
     for op in cfg.ops:
         shape = OP_SHAPES[op]
         msgs = pulled if op in ("pull", "ack") else sent
@@ -196,20 +196,23 @@ def _chunk(night: Night, state: _State, first: int, n: int, rng: np.random.Gener
         per_op["calls"].append(calls)
         per_op["msgs"].append(msgs)
         per_op["median"].append(body_median(night, op, seconds, load))
-        per_op["sigma"].append(np.full((n, b), shape.sigma))
+        per_op["sigma"].append(np.broadcast_to(shape.sigma * night.sigma_factor, (n, b)))
+        per_op["reach"].append(np.broadcast_to(night.tail_reach, (n, b)))
         per_op["spike"].append(spike_max)
         per_op["share"].append(spike_share * shape.stall_share)
     # Rows ordered (second, broker, op): stack ops last, then flatten.
     flat = {k: np.stack(v, axis=-1).ravel() for k, v in per_op.items()}
     loads = np.repeat(load.ravel(), len(cfg.ops))
+    weights = np.repeat(np.tile(night.tail_weight, n), len(cfg.ops))
     hist = synthesize(
         rng,
         flat["calls"],
         flat["median"],
         flat["sigma"],
-        tail_share(loads),
+        tail_share(loads) * weights,
         flat["spike"],
         flat["share"],
+        tail_factor=flat["reach"],
     )
     msg_bytes = np.repeat(np.tile(night.msg_bytes, n), len(cfg.ops))
     ts_us = (int(cfg.start.timestamp()) + first + np.arange(n, dtype=np.int64)) * 1_000_000
