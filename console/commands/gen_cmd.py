@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from console.commands.common import add_subparser, print_json
 from console.errors import UsageError
@@ -17,12 +17,14 @@ def register(sub) -> None:
         "a metrics log of a Double-11 night (latency/ and broker_stats/, Parquet, date= partitions)",
     )
     d11.add_argument("--brokers", type=int, required=True, help="number of brokers")
-    d11.add_argument("--hours", type=float, required=True, help="hours of data from --start")
+    d11.add_argument("--hours", type=float, required=True, help="hours of data")
     d11.add_argument("--out", required=True, metavar="DIR", help="directory of the metrics log")
     d11.add_argument(
         "--start",
-        default="2026-11-10T22:00:00Z",
-        help="first second, ISO 8601 UTC (default 2026-11-10T22:00:00Z; the flash peak is the next 00:00)",
+        default=None,
+        help="first second, ISO 8601 UTC; the flash peak is the next 00:00 (default: "
+        "2026-11-11T00:00Z in the middle of up to 4 hours, e.g. 23:30..00:30 for --hours 1; "
+        "from 2026-11-10T22:00Z for longer nights)",
     )
     d11.add_argument(
         "--seed", type=int, default=11, help="random seed: same seed, same night (default 11)"
@@ -45,6 +47,7 @@ def parse_utc(text: str, flag: str) -> datetime:
 
 def run_double11(args) -> int:
     from spark_reports.generator import OP_SHAPES, Double11Config
+    from spark_reports.generator.model import default_start
 
     if args.brokers < 1:
         raise UsageError(f"--brokers must be at least 1, got {args.brokers}")
@@ -56,22 +59,37 @@ def run_double11(args) -> int:
         raise UsageError(
             f"--ops: unknown op {bad[0] if bad else '(none)'}; known: {','.join(OP_SHAPES)}"
         )
+    if args.start is None:
+        start = default_start(args.hours)
+    else:
+        start = parse_utc(args.start, "--start").replace(microsecond=0)
     config = Double11Config(
         brokers=args.brokers,
         hours=args.hours,
-        start=parse_utc(args.start, "--start").replace(microsecond=0),
+        start=start,
         seed=args.seed,
         ops=ops,
         cluster=args.cluster,
     )
     result = _generate_with_progress(config, args.out, args.force, quiet=args.json)
+    end = config.start + timedelta(seconds=config.seconds)
+    span = {
+        "start": config.start.isoformat(),
+        "end": end.isoformat(),
+        "peak": config.peak_time.isoformat(),
+    }
     if args.json:
-        print_json(result.to_dict())
+        print_json({**result.to_dict(), **span})
     else:
         print(
             f"wrote {result.latency_rows:,} latency rows ({result.bucket_entries:,} buckets) and "
             f"{result.broker_stats_rows:,} broker_stats rows to {result.out} "
             f"in {result.files} files, {result.bytes_written / 2**20:.1f} MiB, {result.seconds:.1f} s"
+        )
+        peak = config.peak_time
+        where = "flash peak at" if config.start <= peak < end else "no flash peak inside; next at"
+        print(
+            f"  {config.start:%Y-%m-%d %H:%M:%S} .. {end:%Y-%m-%d %H:%M:%S} UTC, {where} {peak:%Y-%m-%d %H:%M} UTC"
         )
     return 0
 

@@ -41,3 +41,27 @@ def test_gen_double11_refuses_to_overwrite_without_force(tmp_path, capsys):
     assert main(args) == 1
     assert "already exists (use --force" in capsys.readouterr().err
     assert main([*args, "--force"]) == 0
+
+
+def test_gen_double11_short_range_is_centred_on_the_flash_peak(tmp_path, capsys):
+    out = tmp_path / "log"
+    code = main(["gen", "double11", "--brokers", "1", "--hours", "1", "--out", str(out),
+                 "--ops", "send", "--json"])  # fmt: skip
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["start"], summary["end"], summary["peak"]) == (
+        "2026-11-10T23:30:00+00:00", "2026-11-11T00:30:00+00:00", "2026-11-11T00:00:00+00:00"
+    )
+    ts = pq.read_table(out / "latency").column("ts").to_pylist()
+    assert (min(ts).isoformat(), max(ts).isoformat()) == (
+        "2026-11-10T23:30:00+00:00", "2026-11-11T00:29:59+00:00"
+    )
+    # --start still wins, and the text output says where the peak is
+    code = main(["gen", "double11", "--brokers", "1", "--hours", "0.01", "--out", str(out),
+                 "--start", "2026-11-11T02:00:00Z", "--force"])  # fmt: skip
+    assert code == 0
+    text = capsys.readouterr().out.splitlines()[1]
+    assert text == (
+        "  2026-11-11 02:00:00 .. 2026-11-11 02:00:36 UTC, no flash peak inside; "
+        "next at 2026-11-12 00:00 UTC"
+    )
