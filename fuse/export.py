@@ -66,10 +66,34 @@ def metric_families(snap: FuseSnapshot) -> list[MetricFamily]:
         MetricFamily("floodgate_fuse_isolations_total", "counter",
                      "Isolations started, by reason (slow, error).", ("reason",),
                      tuple(((reason,), float(n)) for reason, n in snap.isolations_total.items())),
+        MetricFamily("floodgate_fuse_broker_isolations_total", "counter",
+                     "Isolations started, per broker.", ("broker",),
+                     tuple(((b,), float(n)) for b, n in sorted(snap.isolations_by_broker.items()))),
+        MetricFamily("floodgate_fuse_excused_total", "counter",
+                     "Slow-looking calls not held against their broker: the client was late "
+                     "(client-late) or calls to most brokers aged together (aged-together).",
+                     ("cause",),
+                     tuple(((cause,), float(n)) for cause, n in snap.excused_total.items())),
+        *_client_families(snap),
         # one series per isolated broker, so an alert can name the brokers
         MetricFamily("floodgate_fuse_broker_isolated", "gauge",
                      "1 per isolated broker, by reason and whether it overflowed (serves).",
                      ("broker", "reason", "overflow"),
                      tuple(((b.broker, b.reason, "true" if b.overflow else "false"), 1.0)
                            for b in snap.isolated)),
+    ]
+
+
+def _client_families(snap: FuseSnapshot) -> list[MetricFamily]:
+    """The client's own lateness (only when it sends heartbeats)."""
+    c = snap.client
+    if c is None:
+        return []
+    return [
+        MetricFamily("floodgate_fuse_client_lateness_seconds", "gauge",
+                     "Longest gap in the client's heartbeat over the last 10 s.", (),
+                     (((), c.worst_recent_s),)),
+        MetricFamily("floodgate_fuse_client_away_seconds_total", "counter",
+                     "Time the client itself could not run (late heartbeats), summed.", (),
+                     (((), c.away_total_s),)),
     ]

@@ -34,6 +34,7 @@ from fuse.config import FuseConfig
 from fuse.errors import FuseError
 from fuse.inflight import pop_overdue
 from fuse.isolation import IsolationList
+from fuse.lateness import ClientLateness
 from fuse.slowness import SlowJudge
 from fuse.state import BrokerState, FuseSnapshot, IsolatedBroker
 
@@ -76,6 +77,8 @@ class Fuse:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._judge = SlowJudge(config)
+        self._late = ClientLateness()
+        self._excused = {"client-late": 0, "aged-together": 0}
         self._threshold = config.slow_s
         self._tick_s = config.housekeeping_s
         self._alpha = config.ewma_alpha
@@ -134,10 +137,25 @@ class Fuse:
         self._inflight[call_id] = (broker, start)
         return (call_id, broker, start)
 
-    def end(self, token: CallToken, ok: bool = True) -> float:
-        """The call of `token` returned (`ok=False`: it threw). Returns its RT."""
+    def end(self, token: CallToken, ok: bool = True, broker_s: float | None = None) -> float:
+        """The call of `token` returned (`ok=False`: it threw). Returns its RT.
+
+        The broker is judged on its part of the RT: the time the client was
+        away (see `heartbeat`) is taken off, and `broker_s`, the broker's own
+        service time when its answer carries one, is a floor.
+        """
         call_id, broker, start = token
-        rt = self._clock() - start
+        now = self._clock()
+        rt = now - start
+        judged = rt
+        late = self._late
+        if late.last is not None and (late.gap_end > start or
+                                      now - late.last > late.interval_s + late.tolerance_s):
+            judged = rt - late.away(start, now)
+            if judged < rt and ok:
+                self._excused["client-late"] += 1
+        if broker_s is not None and judged < broker_s:
+            judged = broker_s if broker_s < rt else rt
         # Where the call still is says how often housekeeping already counted it.
         if self._inflight.pop(call_id, None) is not None:
             counted = 0
@@ -146,28 +164,31 @@ class Fuse:
         state = self._states.get(broker)
         if state is None:  # unknown or removed meanwhile
             return rt
-        state.ewma_s += ((rt if rt < 1.0 else 1.0) - state.ewma_s) * self._alpha
+        state.ewma_s += ((judged if judged < 1.0 else 1.0) - state.ewma_s) * self._alpha
         state.samples += 1
         line = self._threshold
         if ok:
-            if rt <= line and not counted:
+            if judged <= line and not counted:
                 return rt
-            if counted and rt > state.worst_rt_s:
-                state.worst_rt_s = rt  # its real RT, for re-judging (benign race)
-            weight = (rt > line) + (rt > 2.0 * line) - counted
+            if counted and judged > state.worst_rt_s:
+                state.worst_rt_s = judged  # its real RT, for re-judging (benign race)
+            weight = (judged > line) + (judged > 2.0 * line) - counted
             if weight <= 0:
                 return rt
-            self._offend(state, True, rt, weight)
+            self._offend(state, True, judged, weight)
         else:
-            self._offend(state, False, rt, 1)
+            self._offend(state, False, judged, 1)
         return rt
 
-    def report(self, broker: str, rt_s: float, ok: bool = True) -> None:
-        """A finished call to `broker` took `rt_s` seconds; `ok=False` if it threw.
+    def report(self, broker: str, rt_s: float, ok: bool = True,
+               broker_s: float | None = None) -> None:
+        """A call to `broker` that took `rt_s` seconds just finished; `ok=False` if it threw.
 
         Report only the broker's faults as failures (timeouts, connection
         errors, broker busy), not the caller's own (a message too large).
-        Reports for unknown or removed brokers are ignored.
+        Judged like `end`: client lateness within the call is taken off,
+        `broker_s` (the broker's own service time) is a floor. Reports for
+        unknown or removed brokers are ignored.
         """
         try:
             if not rt_s >= 0.0:  # also catches NaN
@@ -177,12 +198,33 @@ class Fuse:
         state = self._states.get(broker)
         if state is None:
             return
+        late = self._late
+        if late.last is not None:
+            now = self._clock()
+            away = late.away(now - rt_s, now)
+            if away:
+                rt_s -= away
+                if ok:
+                    self._excused["client-late"] += 1
+        if broker_s is not None and rt_s < broker_s:
+            rt_s = broker_s
         state.ewma_s += ((rt_s if rt_s < 1.0 else 1.0) - state.ewma_s) * self._alpha
         state.samples += 1
         line = self._threshold
         if ok and rt_s <= line:
             return
         self._offend(state, ok, rt_s, 1 + (rt_s > 2.0 * line) if ok else 1)
+
+    def heartbeat(self, interval_s: float) -> float:
+        """The client that reads the brokers' answers is running now.
+
+        Call it from that thread or event loop on a timer every `interval_s`
+        (5-20 ms). A late beat means the client itself was late: calls are
+        not held against their brokers for that time. Returns the lateness.
+        """
+        if not (isinstance(interval_s, int | float) and 0 < interval_s < 1.0):
+            raise FuseError(f"interval_s must be in (0, 1) seconds, got {interval_s!r}")
+        return self._late.beat(self._clock(), float(interval_s))
 
     def _offend(self, state: BrokerState, ok: bool, rt: float, counts: int) -> None:
         with self._lock:
@@ -231,22 +273,44 @@ class Fuse:
                 self._next_baseline = now + self.config.baseline_interval_s
                 self._threshold = self._judge.refresh(self._states.values())
                 changed = self._rejudge_locked(now) or changed
-            # A call in flight counts once past the line, once more past twice it.
+            # A call in flight counts once past the line, once more past twice it,
+            # in time the client was watching (see fuse.lateness).
             line = self._threshold
-            past_line = pop_overdue(self._inflight, now - line, move_to=self._suspects)
-            past_twice = pop_overdue(self._suspects, now - 2.0 * line)
-            for broker in dict.fromkeys([*past_line, *past_twice]):  # ordered: deterministic
-                state = self._states.get(broker)
-                if state is None:
-                    continue
-                counts_1, start_1 = past_line.get(broker, (0, now))
-                counts_2, start_2 = past_twice.get(broker, (0, now))
-                oldest = now - min(start_1, start_2)
-                self._offend_locked(state, "slow", now, oldest, counts_1 + counts_2)
+            late = self._late
+            if late.last is not None:
+                cut_1, cut_2 = late.cutoff(now, line), late.cutoff(now, 2.0 * line)
+            else:
+                cut_1, cut_2 = now - line, now - 2.0 * line
+            past_line = pop_overdue(self._inflight, cut_1, move_to=self._suspects)
+            past_twice = pop_overdue(self._suspects, cut_2)
+            if past_line or past_twice:
+                self._judge_overdue_locked(now, past_line, past_twice)
             if changed:
                 self._rebuild_locked(now)
         finally:
             self._lock.release()
+
+    def _judge_overdue_locked(self, now: float, past_line: dict, past_twice: dict) -> None:
+        """Offences for calls overdue in flight, unless most brokers aged together:
+        then the client (or the whole cluster) is late and nobody is isolated."""
+        overdue = dict.fromkeys([*past_line, *past_twice])  # ordered: deterministic
+        n = len(self._states)
+        for broker in overdue:
+            self._judge.mark_slow(broker, now)
+        if len(overdue) > 1 and self._judge.cluster_slow(now, n):
+            self._excused["aged-together"] += sum(
+                past_line.get(b, (0, 0))[0] + past_twice.get(b, (0, 0))[0] for b in overdue)
+            self._release_cluster_slow_locked(now)
+            return
+        for broker in overdue:
+            state = self._states.get(broker)
+            if state is None:
+                continue
+            counts_1, start_1 = past_line.get(broker, (0, now))
+            counts_2, start_2 = past_twice.get(broker, (0, now))
+            start = min(start_1, start_2)
+            waited = now - start - (self._late.away(start, now) if self._late.active else 0.0)
+            self._offend_locked(state, "slow", now, waited, counts_1 + counts_2)
 
     def _rejudge_locked(self, now: float) -> bool:
         """Release slowness isolations the current line no longer calls slow.
@@ -302,6 +366,7 @@ class Fuse:
         state.worst_rt_s = 0.0 if error else rt
         state.since = now
         state.until = now + state.duration_s * jitter
+        state.isolations += 1
         self._list.add(state, now, reason)
         self._rebuild_locked(now)
 
@@ -393,6 +458,10 @@ class Fuse:
                 transitions_total=dict(self._list.transitions_total),
                 overflow_total=self._list.overflow_total,
                 transitions=tuple(self._list.transitions) if transitions else (),
+                isolations_by_broker={st.name: st.isolations for st in self._states.values()
+                                      if st.isolations},
+                excused_total=dict(self._excused),
+                client=self._late.figures(now) if self._late.active else None,
             )
 
     @property

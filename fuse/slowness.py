@@ -37,6 +37,10 @@ class SlowJudge:
         self._last_slow[broker] = now
         return self.cluster_slow(now, brokers)
 
+    def mark_slow(self, broker: str, now: float) -> None:
+        """Record a slow call without judging yet (a batch of calls overdue together)."""
+        self._last_slow[broker] = now
+
     def cluster_slow(self, now: float, brokers: int) -> bool:
         horizon = now - self._config.cluster_window_s
         recent = sum(1 for t in self._last_slow.values() if t >= horizon)

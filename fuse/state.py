@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuse.lateness import LatenessFigures
+
 EVENTS = ("isolate", "release", "overflow", "reexclude")
 REASONS = ("slow", "error")
 
@@ -37,6 +39,7 @@ class BrokerState:
     suspect_calls: int = 0
     worst_rt_s: float = 0.0  # slowest call of this isolation, to re-judge it later
     episode_errors: int = 0
+    isolations: int = 0  # times isolated since the fuse started
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,11 @@ class FuseSnapshot:
     transitions_total: Mapping[str, int]
     overflow_total: int
     transitions: tuple[Transition, ...] = field(default=())
+    isolations_by_broker: Mapping[str, int] = field(default_factory=dict)
+    # slow-looking calls not held against their broker: the client was late
+    # ("client-late"), or calls to most brokers aged together ("aged-together")
+    excused_total: Mapping[str, int] = field(default_factory=dict)
+    client: LatenessFigures | None = None  # None: the client sends no heartbeat
 
     @property
     def isolated_count(self) -> int:
@@ -118,4 +126,7 @@ class FuseSnapshot:
             "transitions_total": dict(self.transitions_total),
             "overflow_total": self.overflow_total,
             "transitions": [t.to_dict() for t in self.transitions],
+            "isolations_by_broker": dict(self.isolations_by_broker),
+            "excused_total": dict(self.excused_total),
+            "client": self.client.to_dict() if self.client is not None else None,
         }

@@ -1,0 +1,149 @@
+"""The client's own lateness: time the producer could not run, which no broker caused.
+
+Seed 000's fuse isolates a broker whose *response time* is too long. A client
+measures that time with its own clock and its own thread, so when the client
+is late (its event loop busy with other callbacks, its thread waiting for the
+GIL or a core on a shared host), every call in flight ages and every answer
+waiting in the socket looks slow, whatever the broker did.
+
+The client proves it was running by a heartbeat: the thread or event loop that
+reads the brokers' answers calls `beat(now, interval_s)` on a timer. A beat
+later than the interval plus a small tolerance marks a *gap*: from when the
+beat was due until it ran, the client was away. The fuse then judges only
+the time the client was watching:
+
+- a returned call's RT minus the gaps it overlapped (`away`); an asyncio
+  loop runs ready I/O callbacks before due timers, so an answer read right
+  after a stall is judged before the late beat lands: `away` counts that
+  still-open gap too;
+- a call in flight is overdue only when it has been waiting `line` seconds
+  of watched time (`cutoff`), and never past the last moment the client was
+  seen running (`watched_until`).
+
+A client that never beats is judged as before (no gaps). One writer (the
+heartbeat's thread); readers on other threads see a consistent tuple copy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+# A beat this much later than due is still on time: timer resolution and the
+# few callbacks a healthy loop runs before it.
+TOLERANCE_S = 0.001
+KEEP_GAPS = 512  # a send times out after 3 s; 512 gaps cover that at 170 gaps/s
+RECENT_S = 10.0  # the window of `worst_recent_s`
+
+
+@dataclass(frozen=True, slots=True)
+class LatenessFigures:
+    """The heartbeat's record, for the snapshot and /metrics."""
+
+    interval_s: float | None
+    beats: int
+    late_beats: int
+    away_total_s: float  # time the client was away, summed since start
+    worst_s: float  # longest gap ever
+    worst_recent_s: float  # longest gap in the last RECENT_S seconds
+    late_now_s: float  # how late the next beat is right now (0: on time)
+
+    def to_dict(self) -> dict:
+        return {"interval_s": self.interval_s, "beats": self.beats,
+                "late_beats": self.late_beats, "away_total_s": self.away_total_s,
+                "worst_s": self.worst_s, "worst_recent_s": self.worst_recent_s,
+                "late_now_s": self.late_now_s}
+
+
+class ClientLateness:
+    def __init__(self, tolerance_s: float = TOLERANCE_S) -> None:
+        self.tolerance_s = tolerance_s
+        self.interval_s: float | None = None
+        self.last: float | None = None  # time of the latest beat
+        self._gaps: deque[tuple[float, float]] = deque(maxlen=KEEP_GAPS)
+        self.gap_end = -math.inf  # end of the newest recorded gap
+        self.beats = 0
+        self.late_beats = 0
+        self.away_total_s = 0.0
+        self.worst_s = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.last is not None
+
+    def beat(self, now: float, interval_s: float) -> float:
+        """The client ran at `now`; it meant to beat every `interval_s`. Returns the lateness."""
+        late = 0.0
+        last = self.last
+        if last is not None:
+            due = last + (self.interval_s or interval_s)
+            late = now - due
+            if late > self.tolerance_s:
+                self._gaps.append((due, now))
+                self.gap_end = now
+                self.late_beats += 1
+                self.away_total_s += late
+                if late > self.worst_s:
+                    self.worst_s = late
+            else:
+                late = 0.0
+        self.interval_s = interval_s
+        self.last = now
+        self.beats += 1
+        return late
+
+    def _open_gap_start(self, now: float) -> float | None:
+        """Start of the gap the client is in right now (its beat is overdue), if any."""
+        last, interval = self.last, self.interval_s
+        if last is None or interval is None:
+            return None
+        due = last + interval
+        return due if now - due > self.tolerance_s else None
+
+    def watched_until(self, now: float) -> float:
+        """The latest instant the client is known to have been running."""
+        open_start = self._open_gap_start(now)
+        return now if open_start is None else open_start
+
+    def away(self, start: float, now: float) -> float:
+        """Seconds of [start, now] the client was away (recorded gaps and the open one)."""
+        total = 0.0
+        open_start = self._open_gap_start(now)
+        if open_start is not None:
+            total = now - max(open_start, start)
+        if self.gap_end > start:  # rare: only calls that overlapped a gap scan
+            for gap_start, gap_end in reversed(tuple(self._gaps)):
+                if gap_end <= start:
+                    break
+                total += max(0.0, min(gap_end, now) - max(gap_start, start))
+        return max(0.0, min(total, now - start))
+
+    def cutoff(self, now: float, line: float) -> float:
+        """Calls started before the returned instant have been waiting more than
+        `line` seconds of time the client watched, as of `now`.
+
+        Walks the gaps back from `now`, skipping the time the client was away.
+        """
+        t, need = self.watched_until(now), line
+        if self.gap_end <= t - need:
+            return t - need  # no gap in the window: the common case
+        for gap_start, gap_end in reversed(tuple(self._gaps)):
+            if gap_end >= t:  # (the open gap was cut by watched_until)
+                t = min(t, gap_start)
+                continue
+            span = t - gap_end
+            if span >= need:
+                return t - need
+            need -= span
+            t = gap_start
+        return t - need
+
+    def figures(self, now: float) -> LatenessFigures:
+        horizon = now - RECENT_S
+        recent = max((end - start for start, end in tuple(self._gaps) if end >= horizon),
+                     default=0.0)
+        open_start = self._open_gap_start(now)
+        late_now = now - open_start if open_start is not None else 0.0
+        return LatenessFigures(self.interval_s, self.beats, self.late_beats, self.away_total_s,
+                               max(self.worst_s, late_now), max(recent, late_now), late_now)
