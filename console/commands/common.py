@@ -6,10 +6,11 @@ import functools
 import json
 import math
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from console.errors import UsageError
+from console.errors import CommandFailed, UsageError
 
 
 def add_subparser(sub, name: str, help_text: str, **kwargs):
@@ -84,3 +85,19 @@ def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
     sys.stdout.write("\n")
 
+
+@contextmanager
+def spark_failures():
+    """Spark's and Java's own exceptions as one line (pointing to the JVM's log), exit 1.
+
+    Their text runs to a Java stack trace; our own errors (ReportError, ...)
+    are already one line and pass through untouched.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
+            raise
+        from spark_reports.session import failure_message
+
+        raise CommandFailed(failure_message(exc)) from exc

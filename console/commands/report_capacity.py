@@ -6,7 +6,14 @@ its sub-parsers so the heatmap and capacity reports live in separate files.
 
 from __future__ import annotations
 
-from console.commands.common import add_subparser, print_json
+from console.commands.common import add_subparser, print_json, spark_failures
+from console.errors import EXIT_FAILED, EXIT_OK
+
+EPILOG = (
+    "Exit status: 0 on PASS, 1 on FAIL (capacity.json and report.html are written either "
+    "way), 1 when the report cannot be made, 2 on bad usage; so it can gate a pipeline. "
+    "Spark's and Java's messages go to a log file named on failure (`floodgate --debug report ...`: to stderr)."
+)
 
 
 def add_capacity_parser(report_subparsers):
@@ -16,6 +23,7 @@ def add_capacity_parser(report_subparsers):
         report_subparsers,
         "capacity",
         "capacity plan: forecast peak, brokers needed, SLA verdict (capacity.json, report.html)",
+        epilog=EPILOG,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)
@@ -25,11 +33,13 @@ def add_capacity_parser(report_subparsers):
 def run(args) -> int:
     from spark_reports.jobs import capacity as job
 
-    plan = job.run(args)
+    with spark_failures():
+        plan = job.run(args)
     verdict = plan["verdict"]
+    code = EXIT_OK if verdict["pass"] else EXIT_FAILED
     if args.json:
         print_json(verdict)
-        return 0
+        return code
     fp = verdict["forecast_peak_msgs_per_s"]
     print(
         f"{'PASS' if verdict['pass'] else 'FAIL'}: forecast peak {fp['low']:,.0f} .. {fp['high']:,.0f}"
@@ -39,4 +49,4 @@ def run(args) -> int:
     for check in verdict["checks"]:
         print(f"  {'ok  ' if check['pass'] else 'FAIL'} {check['check']}: {check['detail']}")
     print(f"wrote {args.out}/capacity.json and {args.out}/report.html")
-    return 0
+    return code

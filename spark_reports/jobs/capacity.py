@@ -5,16 +5,15 @@
 
 The Spark steps are the pure functions of `spark_reports.capacity_frames`;
 this module owns the session, the paths, collecting the small results and
-writing the outputs (temp file + atomic rename).
+writing the outputs (temp file + atomic rename). Both commands exit 1 on a
+FAIL verdict, after writing the outputs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from datetime import date
 from pathlib import Path
 
@@ -173,21 +172,11 @@ def versions() -> dict:
     }  # fmt: skip
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def run(args, spark=None) -> dict:
     """The whole job; returns the plan. `spark` is created from --master when not given."""
     from spark_reports.capacity_html import render
     from spark_reports.capacity_plan import build_plan
+    from spark_reports.output import write_atomic
 
     opts = options_from_args(args)
     out = Path(args.out)
@@ -198,13 +187,17 @@ def run(args, spark=None) -> dict:
     if spark is None:
         from spark_reports.session import get_session
 
-        spark = get_session(args.master, "floodgate-report-capacity", progress=not args.json)
+        spark = get_session(
+            args.master, "floodgate-report-capacity", progress=not args.json,
+            debug=bool(getattr(args, "debug", False)),
+        )  # fmt: skip
     measured, minutes = collect_measured(spark, str(args.input), opts, args.op, args.heatmap)
     plan = build_plan(measured, opts)
     plan["inputs"]["versions"] = versions()
-    _write_atomic(out / "capacity.json", json.dumps(plan, indent=2, default=str) + "\n")
+    text = json.dumps(plan, indent=2, default=str) + "\n"
+    write_atomic(out / "capacity.json", text.encode("utf-8"))
     html = render(plan, minutes, load_test=opts.load_test, versions=plan["inputs"]["versions"])
-    _write_atomic(out / "report.html", html)
+    write_atomic(out / "report.html", html.encode("utf-8"))
     return plan
 
 
@@ -220,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"capacity: error: {exc}", file=sys.stderr)
         return 1
     print(f"{args.out}/report.html: {'PASS' if plan['verdict']['pass'] else 'FAIL'}")
-    return 0
+    return 0 if plan["verdict"]["pass"] else 1  # as `floodgate report capacity`: gates a pipeline
 
 
 if __name__ == "__main__":

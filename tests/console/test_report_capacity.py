@@ -37,3 +37,69 @@ def test_bad_inputs_fail_before_spark_starts(tmp_path):
                  "2027-11-11", "--history", str(tmp_path / "none.csv"))  # fmt: skip
     with pytest.raises(CapacityError, match="cannot read history"):
         args.func(args)
+
+
+def test_help_says_fail_exits_1(capsys):
+    from console.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["report", "capacity", "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "0 on PASS, 1 on FAIL (capacity.json and report.html are written either way)" in text
+
+
+def _quiet_log(root) -> None:
+    """Three brokers, two minutes of sends at 0.5 ms: a log that passes every latency check."""
+    from datetime import UTC, datetime, timedelta
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_reports.schema import LATENCY_SCHEMA
+
+    start = datetime(2026, 11, 11, 0, 0, tzinfo=UTC)
+    rows = [
+        {"ts": start + timedelta(seconds=s), "cluster": "trade", "broker": f"b{i}", "op": "send",
+         "count": 1000, "sum_us": 500_000, "min_us": 480, "max_us": 520,
+         "buckets": [(-88, 1000)], "msgs": 1000, "bytes": 1_000_000}
+        for s in range(120) for i in range(3)
+    ]  # fmt: skip
+    folder = root / "latency" / "date=2026-11-11"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=LATENCY_SCHEMA), folder / "part-0.parquet")
+
+
+def test_exit_0_on_pass_1_on_fail_reports_written_either_way_with_the_umask(
+    spark, tmp_path, capsys
+):
+    import json
+    import os
+    import stat
+
+    from console.cli import main
+
+    _quiet_log(tmp_path / "log")
+    base = ["report", "capacity", "--input", str(tmp_path / "log"), "--target-date",
+            "2026-11-11", "--per-broker-rate", "1e6", "--disk-tb", "100"]  # fmt: skip
+
+    def run(out, mask, *extra):
+        saved = os.umask(mask)
+        try:
+            code = main([*base, "--out", str(tmp_path / out), *extra])
+        finally:
+            os.umask(saved)
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [tmp_path / out,
+                 *(tmp_path / out).iterdir()]}  # fmt: skip
+        return code, capsys.readouterr(), modes
+
+    code, io, modes = run("pass", 0o022, "--sla-rate", "1000")
+    assert code == 0 and io.out.startswith("PASS: ")
+    assert modes == {"pass": 0o755, "capacity.json": 0o644, "report.html": 0o644}
+
+    code, io, modes = run("fail", 0o077, "--sla-rate", "1e9", "--json")  # carries 10^9/s: no
+    assert code == 1 and io.err == ""
+    verdict = json.loads(io.out)
+    assert verdict["pass"] is False
+    assert [c["pass"] for c in verdict["checks"]] == [False, True, True, True]
+    assert modes == {"fail": 0o700, "capacity.json": 0o600, "report.html": 0o600}
