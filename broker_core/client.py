@@ -32,6 +32,8 @@ from broker_core.protocol import (
     encode_send_batch,
 )
 
+SWEEP_S = 0.02  # timeouts and the fuse's in-flight judgement, every 20 ms
+
 # Codes after which another broker may succeed; the others are the caller's fault.
 RETRYABLE = {Code.SYSTEM_BUSY, Code.SYSTEM_ERROR, Code.SERVICE_NOT_AVAILABLE, Code.DISK_FULL}
 
@@ -52,6 +54,7 @@ class SendResult:
     queue_offset: int
     count: int = 1
     attempts: int = 1
+    broker_s: float | None = None  # the broker's own service time, when it reports one
 
 
 def normalize_brokers(brokers: Sequence[str] | Mapping[str, str] | str) -> dict[str, str]:
@@ -77,18 +80,24 @@ def judge_attempt(fuse, retries: int, closing: bool, op: Op, broker: str, token,
     failed to flush is not. Shared by the threaded and the asyncio producer.
     """
     broker_ok = code is not None and code not in RETRYABLE and code != Code.FLUSH_DISK_TIMEOUT
-    if token is not None:
-        fuse.end(token, ok=broker_ok)
     if code in (Code.OK, Code.FLUSH_DISK_TIMEOUT):
         status = "SEND_OK" if code == Code.OK else "FLUSH_DISK_TIMEOUT"
         try:
             if op == Op.SEND:
-                qid, qoff, _phys, _ts = decode_send_response(body)
-                return "ok", SendResult(status, broker, qid, qoff, 1, attempt)
-            qid, first, count = decode_batch_response(body)
-            return "ok", SendResult(status, broker, qid, first, count, attempt)
+                qid, qoff, _phys, _ts, broker_s = decode_send_response(body)
+                result = SendResult(status, broker, qid, qoff, 1, attempt, broker_s)
+            else:
+                qid, first, count, broker_s = decode_batch_response(body)
+                result = SendResult(status, broker, qid, first, count, attempt, broker_s)
         except BrokerError as exc:
+            if token is not None:
+                fuse.end(token, ok=False)
             return "fail", SendFailed(f"{broker}: bad response: {exc}")
+        if token is not None:
+            fuse.end(token, ok=broker_ok, broker_s=broker_s)
+        return "ok", result
+    if token is not None:
+        fuse.end(token, ok=broker_ok)
     if code is not None and code not in RETRYABLE:
         message = body.decode("utf-8", "replace") if body else code.name
         return "fail", SendFailed(f"{broker}: {code.name}: {message}", code)
@@ -149,10 +158,7 @@ class Producer:
         self._deadlines: dict[Future, tuple[float, Connection]] = {}
         self._dl_lock = threading.Lock()
         self._closed = threading.Event()
-        self._sweeper = threading.Thread(
-            target=self._sweep, daemon=True, name="floodgate-producer-timeouts"
-        )
-        self._sweeper.start()
+        self._sweeper: threading.Thread | None = None  # started by the first send
 
     # -- public API ---------------------------------------------------------
     def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | None = None,
@@ -198,7 +204,16 @@ class Producer:
         self.close()
 
     # -- attempts -----------------------------------------------------------
+    def _start_sweeper(self) -> None:
+        with self._dl_lock:
+            if self._sweeper is None and not self._closed.is_set():
+                self._sweeper = threading.Thread(
+                    target=self._sweep, daemon=True, name="floodgate-producer-timeouts")
+                self._sweeper.start()
+
     def _choose(self, candidates: list[str]) -> str:
+        if self._sweeper is None:
+            self._start_sweeper()
         if self.fuse is not None:
             return self.fuse.choose(candidates)
         return candidates[next(self._rr) % len(candidates)]
@@ -271,9 +286,15 @@ class Producer:
             attempt += 1
 
     def _sweep(self) -> None:
-        """Fail requests past their deadline and tick the fuse (one thread for all)."""
-        while not self._closed.wait(0.02):
+        """Fail requests past their deadline and tick the fuse (one thread for all).
+
+        Its wake-ups are also the producer's heartbeat: when this thread runs
+        late, so do the threads reading answers (same GIL, same cores), and the
+        fuse does not hold that time against the brokers (fuse.lateness).
+        """
+        while not self._closed.wait(SWEEP_S):
             if self.fuse is not None:
+                self.fuse.heartbeat(SWEEP_S)
                 # judge calls still in flight: a broker stuck on a call is slow now,
                 # not when (if ever) the call returns
                 self.fuse.tick()

@@ -183,6 +183,7 @@ _SEND_HEAD = struct.Struct(">i")  # queue id, -1 = broker picks
 _SEND_RESP = struct.Struct(">iqqq")  # queue id, queue offset, physical offset, store ts ms
 _BATCH_HEAD = struct.Struct(">iI")  # queue id, message count
 _BATCH_RESP = struct.Struct(">iqI")  # queue id, first queue offset, count
+_SERVICE = struct.Struct(">I")  # optional trailer of SEND/SEND_BATCH answers: broker time, µs
 _PULL_REQ = struct.Struct(">iqHI")  # queue id, offset, max msgs, timeout ms
 _PULL_RESP = struct.Struct(">BqqqI")  # pull status, next, min, max offset, count
 _PULL_MSG = struct.Struct(">qq")  # queue offset, store ts ms
@@ -272,22 +273,39 @@ def encode_send_response(
     return _SEND_RESP.pack(queue_id, queue_offset, physical_offset, store_ts_ms)
 
 
-def decode_send_response(body: bytes) -> tuple[int, int, int, int]:
+def with_service_time(answer: bytes, seconds: float) -> bytes:
+    """Append the broker's service time (request read -> answer written) to a
+    SEND or SEND_BATCH answer, so a client can tell the broker's part of its RT."""
+    return answer + _SERVICE.pack(min(0xFFFFFFFF, max(0, round(seconds * 1e6))))
+
+
+def _service_time(r: Reader) -> float | None:
+    if r.pos == len(r.data):
+        return None  # an answer without the trailer (older broker)
+    (us,) = r.unpack(_SERVICE)
+    return us / 1e6
+
+
+def decode_send_response(body: bytes) -> tuple[int, int, int, int, float | None]:
+    """(queue id, queue offset, physical offset, store ms, broker service s or None)."""
     r = Reader(body)
     out = r.unpack(_SEND_RESP)
+    service = _service_time(r)
     r.done()
-    return out
+    return (*out, service)
 
 
 def encode_batch_response(queue_id: int, first_offset: int, count: int) -> bytes:
     return _BATCH_RESP.pack(queue_id, first_offset, count)
 
 
-def decode_batch_response(body: bytes) -> tuple[int, int, int]:
+def decode_batch_response(body: bytes) -> tuple[int, int, int, float | None]:
+    """(queue id, first queue offset, count, broker service s or None)."""
     r = Reader(body)
     out = r.unpack(_BATCH_RESP)
+    service = _service_time(r)
     r.done()
-    return out
+    return (*out, service)
 
 
 @dataclass(slots=True)

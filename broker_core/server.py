@@ -12,11 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from time import perf_counter
 
 from broker_core import protocol as p
 from broker_core.broker import Broker
 
 log = logging.getLogger("floodgate.broker")
+# answers that carry the broker's service time (PROTOCOL.md)
+_TIMED_OPS = (p.Op.SEND, p.Op.SEND_BATCH)
+_STORED = (p.Code.OK, p.Code.FLUSH_DISK_TIMEOUT)
 
 
 class BrokerProtocol(asyncio.Protocol):
@@ -42,6 +46,7 @@ class BrokerProtocol(asyncio.Protocol):
         except p.ProtocolError as exc:
             self._reject(str(exc))
             return
+        received = perf_counter()  # the broker's part of a send's RT starts here
         self.partial_since = time.monotonic() if self.decoder.pending else None
         broker = self.broker
         for header, body in frames:
@@ -52,15 +57,13 @@ class BrokerProtocol(asyncio.Protocol):
                 answered = broker.send_now(body)
                 if answered is not None:
                     if not header.oneway:
-                        self.transport.write(p.encode_frame(
-                            header.op, header.request_id, answered[1], flags=p.FLAG_RESPONSE,
-                            code=answered[0]))
+                        self._answer(header, *answered, received)
                     continue
-            task = asyncio.ensure_future(self._serve(header, body))
+            task = asyncio.ensure_future(self._serve(header, body, received))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
-    async def _serve(self, header: p.Header, body: bytes) -> None:
+    async def _serve(self, header: p.Header, body: bytes, received: float) -> None:
         try:
             code, answer = await self.broker.handle(header, body)
         except Exception:  # noqa: BLE001 - a bug must not kill the connection's peers
@@ -68,6 +71,11 @@ class BrokerProtocol(asyncio.Protocol):
             code, answer = p.Code.SYSTEM_ERROR, b"internal error (see broker log)"
         if header.oneway or self.transport is None or self.transport.is_closing():
             return
+        self._answer(header, code, answer, received)
+
+    def _answer(self, header: p.Header, code: int, answer: bytes, received: float) -> None:
+        if header.op in _TIMED_OPS and code in _STORED:
+            answer = p.with_service_time(answer, perf_counter() - received)
         self.transport.write(
             p.encode_frame(header.op, header.request_id, answer, flags=p.FLAG_RESPONSE, code=code)
         )

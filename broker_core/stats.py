@@ -59,9 +59,10 @@ class OpRecorder:
     ) -> None:
         cur = self._current[op]
         cur.hist.record(seconds)
-        cur.msgs += msgs
-        cur.bytes += nbytes
-        if not ok:
+        if ok:  # messages in/out are the ones stored or delivered, not those refused
+            cur.msgs += msgs
+            cur.bytes += nbytes
+        else:
             cur.errors += 1
         if seconds > SLA_MAX_S:
             cur.over_sla += 1  # exact, not read off a bucket

@@ -108,3 +108,14 @@ def test_fuzz_valid_header_random_body(body, op):
     """A well-framed request with a random body decodes to frames; bodies fail cleanly."""
     frames = p.FrameDecoder().feed(p.encode_frame(op, 5, body))
     assert len(frames) == 1 and frames[0][1] == body
+
+
+def test_send_answers_carry_the_brokers_service_time_and_old_ones_decode():
+    old = p.encode_send_response(1, 42, 4096, 1_700_000_000_000)
+    assert p.decode_send_response(old) == (1, 42, 4096, 1_700_000_000_000, None)
+    timed = p.with_service_time(old, 0.0123456)
+    assert p.decode_send_response(timed) == (1, 42, 4096, 1_700_000_000_000, 0.012346)
+    batch = p.with_service_time(p.encode_batch_response(2, 7, 100), 5000.0)  # capped
+    assert p.decode_batch_response(batch) == (2, 7, 100, 0xFFFFFFFF / 1e6)
+    with pytest.raises(p.ProtocolError, match="trailing"):
+        p.decode_send_response(timed + b"\x00")
