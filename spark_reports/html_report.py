@@ -35,6 +35,7 @@ class ReportData:
     spikes: pd.DataFrame  # t, broker, max, p999, count
     spike_total: int
     cells_window_s: int = 0  # window of `cells` (coarser than window_s on long ranges); 0: window_s
+    verdict: dict | None = None  # from heatmap_verdict: the report's first line
     generated: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -45,10 +46,53 @@ h1{font-size:26px;margin:0 0 4px} h2{font-size:19px;margin:28px 0 8px;color:#9fd
 .tile{background:#1b222c;border-radius:8px;padding:10px 16px;min-width:120px}
 .tile b{display:block;font-size:22px} .tile span{color:#9aa4b2;font-size:13px}
 .bad b{color:#ff6b6b} .ok b{color:#7bd88f}
+.verdict{font-size:19px;font-weight:600;margin:8px 0} .verdict.bad{color:#ff6b6b} .verdict.ok{color:#7bd88f}
 img{background:#fff;border-radius:6px;max-width:100%} .grid{display:grid;grid-template-columns:1fr 1fr;gap:12px}
 table{border-collapse:collapse;margin:8px 0} td,th{padding:3px 12px;text-align:right;border-bottom:1px solid #2a3340}
 th{color:#9fd3ff} td:first-child,th:first-child{text-align:left} .scroll{max-height:420px;overflow:auto}
 """
+
+
+SLA_MAX_S = 0.020  # seed 000: no send slower than 20 ms
+
+
+def heatmap_verdict(
+    op: str,
+    worst: dict | None,
+    window_s: int,
+    spike_total: int,
+    spike_brokers: int,
+    brokers: int,
+    calls_over: int,
+) -> dict:
+    """PASS/FAIL on seed 000's 20 ms max, naming the worst broker and window, in one line.
+
+    `worst`: the broker window with the highest max ({"broker", "t" epoch s, "max" s}).
+    """  # fmt: skip
+    if worst is None:
+        return {"pass": None, "line": f"NO DATA: no {op} calls to judge", "op": op}
+    at = f"{_when(worst['t'])} UTC ({window_s} s window)"
+    max_s = float(worst["max"])
+    ok = max_s <= SLA_MAX_S
+    if ok:
+        line = (
+            f"PASS: no {op} over 20 ms; worst {worst['broker']}, max {_ms(max_s)} at {at}, "
+            f"{_ms(SLA_MAX_S - max_s)} under"
+        )
+    else:
+        line = (
+            f"FAIL: worst {worst['broker']}, {op} max {_ms(max_s)} at {at}, "
+            f"{_ms(max_s - SLA_MAX_S)} over 20 ms; {spike_total:,} spike "
+            f"window{'s' * (spike_total != 1)} on {spike_brokers} of {brokers} brokers, "
+            f"{calls_over:,} {op}s over 20 ms"
+        )
+    return {
+        "pass": ok, "line": line, "op": op, "broker": worst["broker"],
+        "at": datetime.fromtimestamp(int(worst["t"]), tz=UTC).isoformat(), "window_s": window_s,
+        "max_ms": round(max_s * 1e3, 3), "over_20ms_ms": round((max_s - SLA_MAX_S) * 1e3, 3),
+        "spike_windows": spike_total, "brokers_with_spikes": spike_brokers,
+        "calls_over_20ms": calls_over,
+    }  # fmt: skip
 
 
 def _png(data: bytes, alt: str) -> str:
@@ -92,6 +136,7 @@ def render_report(d: ReportData) -> str:
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(d.title)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(d.title)}</h1>",
+        _verdict_html(d.verdict),
         f'<div class="meta">{html.escape(d.source)} · {d.first:%Y-%m-%d %H:%M:%S} – {d.last:%Y-%m-%d %H:%M:%S} UTC'
         f" · window {d.window_s} s · {d.rows:,} rows · generated {d.generated:%Y-%m-%d %H:%M} UTC</div>",
         '<div class="tiles">',
@@ -183,6 +228,13 @@ def render_report(d: ReportData) -> str:
         parts.append("<p>None: every row passed the schema checks.</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _verdict_html(verdict: dict | None) -> str:
+    if not verdict:
+        return ""
+    state = {True: "ok", False: "bad"}.get(verdict["pass"], "")
+    return f'<p class="verdict {state}">{html.escape(verdict["line"])}</p>'
 
 
 def _window_epochs(d: ReportData) -> np.ndarray:

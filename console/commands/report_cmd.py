@@ -9,7 +9,7 @@ To add a report: a `_register_<name>(rsub)` that builds its parser and sets
 
 from __future__ import annotations
 
-from console.commands.common import add_subparser, print_json
+from console.commands.common import add_subparser, print_json, spark_failures
 from console.errors import UsageError
 
 
@@ -35,6 +35,9 @@ def _register_heatmap(rsub) -> None:
         rsub,
         "heatmap",
         "latency heatmaps, percentiles over time and an HTML report from a metrics log",
+        epilog="The first line printed (and report.html's, and `verdict` in --json) is the "
+        "verdict on seed 000's 20 ms max: the worst broker, when, and how far over. "
+        "Spark's and Java's messages go to a log file named on failure (`floodgate --debug report ...`: to stderr).",
     )
     p.add_argument("--input", required=True, metavar="DIR", help="metrics log (path or URI)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (path or URI)")
@@ -76,11 +79,13 @@ def run_heatmap(args) -> int:
         raise UsageError(f"--op: unknown op {unknown[0]}; known: {','.join(KNOWN_OPS)}")
     if opts.start and opts.end and opts.start >= opts.end:
         raise UsageError("--from must be before --to")
-    summary = run_heatmap(opts)
+    with spark_failures():
+        summary = run_heatmap(opts)
     if args.json:
         print_json(summary)
     else:
         q = summary["quarantined"]
+        print(summary["verdict"]["line"])
         print(
             f"{summary['rows']:,} rows ({', '.join(summary['ops'])}) from {summary['first']} to "
             f"{summary['last']}, window {summary['window_s']} s; {summary['spikes']:,} spike windows; "

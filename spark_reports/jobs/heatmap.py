@@ -41,6 +41,7 @@ class HeatmapOptions:
     window_s: int | None = None
     master: str | None = None
     progress: bool = True
+    debug: bool = False  # the JVM's stderr and Spark's warnings to ours (else to a log)
 
     @classmethod
     def from_args(cls, a, progress: bool = True) -> HeatmapOptions:
@@ -58,6 +59,7 @@ class HeatmapOptions:
             window_s=parse_window(a.window) if a.window else None,
             master=a.master,
             progress=progress,
+            debug=bool(getattr(a, "debug", False)),
         )
 
 
@@ -71,7 +73,9 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         raise ReportError(
             f"--from {opts.start:%Y-%m-%dT%H:%M:%SZ} is not before --to {opts.end:%Y-%m-%dT%H:%M:%SZ}"
         )
-    spark = spark or get_session(opts.master, "floodgate-report-heatmap", opts.progress)
+    spark = spark or get_session(
+        opts.master, "floodgate-report-heatmap", opts.progress, debug=opts.debug
+    )
     latency_path = f"{opts.input.rstrip('/')}/{schema.LATENCY_TABLE}"
     raw = _read(spark, latency_path)
     raw = schema.conform_spark_frame(raw)
@@ -111,7 +115,12 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         n_windows = span_s / window_s
         draw_s = window_s * max(1, math.ceil(n_windows / MAX_DRAWN_COLUMNS))
         data = _collect_report_data(spark, buckets, stats, pcts, report_op, draw_s)
-        from spark_reports.html_report import ReportData, render_report
+        from spark_reports.html_report import ReportData, heatmap_verdict, render_report
+
+        verdict = heatmap_verdict(
+            report_op, data.pop("worst_window"), window_s, data["spike_total"],
+            data.pop("spike_brokers"), data.pop("brokers"), data.pop("calls_over"),
+        )  # fmt: skip
 
         total_rows = sum(r["rows"] for r in per_op.values())
         html = render_report(
@@ -124,6 +133,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
                 rows=total_rows,
                 quarantined=reasons,
                 op=report_op,
+                verdict=verdict,
                 **data,
             )
         )
@@ -144,6 +154,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         "ops": sorted(per_op),
         "report_op": report_op,
         "spikes": data["spike_total"],
+        "verdict": verdict,
     }
 
 
@@ -246,6 +257,13 @@ def _collect_report_data(spark, buckets, stats, pcts, op: str, draw_s: int) -> d
         epoch, "count", "mean", "p50", "p99", "p999", "max"
     )
     spikes = hf.spikes(pcts.filter(of_op))
+    worst_window = (
+        pcts.filter(of_op & (F.col("broker") != hf.ALL_BROKERS))
+        .orderBy(F.col("max").desc(), "window_start", "broker")
+        .select(epoch, "broker", "max")
+        .limit(1)
+        .collect()
+    )
     return {
         "cells": cells.toPandas(),
         "cells_window_s": draw_s,
@@ -256,6 +274,10 @@ def _collect_report_data(spark, buckets, stats, pcts, op: str, draw_s: int) -> d
         .select(epoch, "broker", "max", "p999", "count")
         .toPandas(),
         "spike_total": int(brokers["spike_windows"].sum()),
+        "worst_window": worst_window[0].asDict() if worst_window else None,
+        "spike_brokers": int((brokers["spike_windows"] > 0).sum()),
+        "brokers": len(brokers),
+        "calls_over": int(ranking.loc[ranking["broker"] == hf.ALL_BROKERS, "over_20ms"].sum()),
     }
 
 
@@ -295,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     except ReportError as exc:
         print(f"heatmap: error: {exc}", file=sys.stderr)
         return 1
+    print(f"heatmap: {summary['verdict']['line']}")
     print(
         f"heatmap: {summary['rows']:,} rows, {summary['quarantined']:,} quarantined, "
         f"window {summary['window_s']} s -> {summary['outputs']['report.html']}"

@@ -31,3 +31,47 @@ def test_report_heatmap_bad_usage(tmp_path, capsys, extra, message):
 def test_report_lists_heatmap(capsys):
     assert main(["report"]) == 2
     assert "heatmap" in capsys.readouterr().out
+
+
+def test_a_spark_failure_is_one_line_naming_the_jvm_log_and_no_jvm_noise(tmp_path):
+    """A fresh process, as a user runs it: the JVM's own stderr (`WARNING: Using incubator
+    modules`, log4j, stack traces) goes to a log file that the one-line error names."""
+    import os
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_reports.schema import LATENCY_SCHEMA
+
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.skip("no Java runtime: run scripts/setup.sh")
+    folder = tmp_path / "log" / "latency" / "date=2026-11-11"
+    folder.mkdir(parents=True)
+    part = folder / "part-0.parquet"
+    row = {"ts": 1_794_355_200_000_000, "cluster": "c", "broker": "b", "op": "send", "count": 1,
+           "sum_us": 5, "min_us": 5, "max_us": 5, "buckets": [(-140, 1)], "msgs": 1, "bytes": 1}
+    pq.write_table(pa.Table.from_pylist([row], schema=LATENCY_SCHEMA), part)  # fmt: skip
+    data = bytearray(part.read_bytes())
+    data[4:64] = bytes(60)  # the data pages: the footer (schema) still reads
+    part.write_bytes(bytes(data))
+    env = {k: v for k, v in os.environ.items() if k != "FLOODGATE_DEBUG"}
+    env["TMPDIR"] = str(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "console.cli", "report", "heatmap", "--input",
+         str(tmp_path / "log"), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "WARNING" not in proc.stderr, proc.stderr
+    m = re.fullmatch(r"floodgate report: error: .+ \(Spark's log: (\S+)\)", lines[0])
+    assert m, lines[0]
+    log = tmp_path / os.path.basename(m.group(1))
+    assert str(log) == m.group(1)  # in the temp directory, kept after the failure
+    assert "Exception" in log.read_text()
+    assert not (tmp_path / "out" / "report.html").exists()

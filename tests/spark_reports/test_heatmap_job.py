@@ -139,6 +139,58 @@ def test_report_is_self_contained_and_outputs_were_moved_into_place(job):
     assert summary["window_s"] == WINDOW_S and summary["report_op"] == "send"
 
 
+def test_verdict_names_the_worst_broker_window_like_the_reference(job):
+    log, out, summary = job
+    windows = [(k, h) for k, h in reference(log).items() if k[1] != "ALL" and k[2] == "send"]
+    (w, broker, _), worst = max(windows, key=lambda kv: kv[1].max)
+    v = summary["verdict"]
+    assert (v["broker"], v["at"]) == (broker, datetime.fromtimestamp(w, UTC).isoformat())
+    assert v["max_ms"] == round(worst.max * 1e3, 3)
+    assert v["pass"] is (worst.max <= 0.020)
+    assert v["line"].startswith(f"{'PASS' if v['pass'] else 'FAIL'}: ")
+    assert f"at {datetime.fromtimestamp(w, UTC):%Y-%m-%d %H:%M:%S} UTC ({WINDOW_S} s window)" in v[
+        "line"
+    ]
+    html = (out / "report.html").read_text()
+    first = re.search(r"</h1>\s*<p class=\"verdict (ok|bad)\">([^<]+)</p>", html)
+    assert first and first.group(2) == v["line"].replace("'", "&#x27;")
+
+
+def test_cli_prints_the_verdict_first_and_outputs_follow_the_umask(spark, job, tmp_path, capsys):
+    import json
+    import os
+    import stat
+
+    from console.cli import main
+
+    log, _, summary = job
+
+    def run(out, mask, *extra):
+        saved = os.umask(mask)
+        try:
+            code = main(["report", "heatmap", "--input", str(log), "--out", str(tmp_path / out),
+                         "--window", "1m", *extra])  # fmt: skip
+        finally:
+            os.umask(saved)
+        root = tmp_path / out
+        modes = {str(p.relative_to(root)): stat.S_IMODE(p.stat().st_mode) for p in root.rglob("*")}
+        return code, capsys.readouterr(), stat.S_IMODE(root.stat().st_mode), modes
+
+    code, io, root_mode, modes = run("text", 0o022)
+    assert code == 0 and io.err == ""
+    assert io.out.splitlines()[0] == summary["verdict"]["line"]
+    assert root_mode == 0o755
+    assert {m for p, m in modes.items() if (tmp_path / "text" / p).is_dir()} == {0o755}
+    assert {m for p, m in modes.items() if (tmp_path / "text" / p).is_file()} == {0o644}
+
+    code, io, root_mode, modes = run("private", 0o077, "--json")
+    assert code == 0 and json.loads(io.out)["verdict"] == summary["verdict"]
+    assert root_mode == 0o700
+    assert {m for p, m in modes.items() if (tmp_path / "private" / p).is_dir()} == {0o700}
+    assert {m for p, m in modes.items() if (tmp_path / "private" / p).is_file()} == {0o600}
+    assert "report.html" in modes and "heatmap/_SUCCESS" in modes
+
+
 def test_select_rows_filters_like_pyarrow(spark, job):
     from spark_reports import heatmap_frames as hf
 
