@@ -7,7 +7,7 @@ its sub-parsers so the heatmap and capacity reports live in separate files.
 from __future__ import annotations
 
 from console.commands.common import add_subparser, print_json, spark_failures
-from console.errors import EXIT_FAILED, EXIT_OK
+from console.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 EPILOG = (
     "Exit status: 0 on PASS, 1 on FAIL (capacity.json and report.html are written either "
@@ -31,8 +31,13 @@ def add_capacity_parser(report_subparsers):
 
 
 def run(args) -> int:
+    from spark_reports.errors import ReportError
     from spark_reports.jobs import capacity as job
 
+    try:
+        job.check_arguments(args)  # before Spark starts
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
     with spark_failures():
         plan = job.run(args)
     verdict = plan["verdict"]

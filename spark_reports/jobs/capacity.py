@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from datetime import date
 from pathlib import Path
@@ -58,11 +59,33 @@ def parse_date(text: str) -> date:
         raise ReportError(f"--target-date wants YYYY-MM-DD, got {text!r}") from None
 
 
+# (flag, dest, valid, in words): checked before Spark starts, naming the flag
+# (the capacity models would name their own fields, minutes later).
+_RANGES = (
+    ("--per-broker-rate", "per_broker_rate", lambda v: v > 0, "> 0"),
+    ("--sla-rate", "sla_rate", lambda v: v > 0, "> 0"),
+    ("--replicas", "replicas", lambda v: v >= 1, ">= 1"),
+    ("--domains", "domains", lambda v: v >= 1, ">= 1"),
+    ("--utilisation", "utilisation", lambda v: 0 < v <= 1, "within (0, 1]"),
+    ("--disk-tb", "disk_tb", lambda v: v > 0, "> 0"),
+)
+
+
+def check_arguments(args) -> None:
+    """ReportError naming the first bad option value."""
+    parse_date(args.target_date)
+    for flag, dest, ok, words in _RANGES:
+        value = getattr(args, dest, None)
+        if value is not None and not (math.isfinite(value) and ok(value)):
+            raise ReportError(f"{flag} must be {words}, got {value:g}")
+
+
 def options_from_args(args):
     from capacity.forecast import read_history, seed_history_path
     from capacity.usl import read_points
     from spark_reports.capacity_plan import Options
 
+    check_arguments(args)
     history = read_history(args.history)
     return Options(
         target_date=parse_date(args.target_date),

@@ -7,7 +7,7 @@ import pytest
 from capacity.errors import CapacityError
 from console.cli import Parser
 from console.commands.report_capacity import add_capacity_parser
-from spark_reports.errors import ReportError
+from console.errors import UsageError
 
 
 def parse(*argv):
@@ -31,7 +31,7 @@ def test_missing_required_option_is_usage_error():
 
 def test_bad_inputs_fail_before_spark_starts(tmp_path):
     args = parse("capacity", "--input", "LOG", "--out", str(tmp_path), "--target-date", "11/11")
-    with pytest.raises(ReportError, match="YYYY-MM-DD"):
+    with pytest.raises(UsageError, match="YYYY-MM-DD"):
         args.func(args)
     args = parse("capacity", "--input", "LOG", "--out", str(tmp_path), "--target-date",
                  "2027-11-11", "--history", str(tmp_path / "none.csv"))  # fmt: skip
@@ -103,3 +103,23 @@ def test_exit_0_on_pass_1_on_fail_reports_written_either_way_with_the_umask(
     assert verdict["pass"] is False
     assert [c["pass"] for c in verdict["checks"]] == [False, True, True, True]
     assert modes == {"fail": 0o700, "capacity.json": 0o600, "report.html": 0o600}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--utilisation", "2"], "--utilisation must be within (0, 1], got 2"),
+     (["--sla-rate", "-1e7"], "--sla-rate must be > 0, got -1e+07"),
+     (["--per-broker-rate", "0"], "--per-broker-rate must be > 0, got 0"),
+     (["--replicas", "0"], "--replicas must be >= 1, got 0"),
+     (["--disk-tb", "nan"], "--disk-tb must be > 0, got nan")],
+)  # fmt: skip
+def test_out_of_range_options_are_usage_errors_before_spark_starts(
+    tmp_path, capsys, extra, message
+):
+    from console.cli import main
+
+    code = main(["report", "capacity", "--input", str(tmp_path / "none"), "--out",
+                 str(tmp_path / "out"), "--target-date", "2027-11-11", *extra])  # fmt: skip
+    assert code == 2
+    assert capsys.readouterr().err == f"floodgate report: error: {message}\n"
+    assert not (tmp_path / "out").exists()
