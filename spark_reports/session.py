@@ -158,7 +158,7 @@ def _launch_quiet_gateway(conf, show_progress: bool):
         gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
     finally:
         os.close(write_end)
-        terminal = sys.stderr.buffer if show_progress else None
+        terminal = getattr(sys.stderr, "buffer", None) if show_progress else None
         threading.Thread(
             target=_pump, args=(read_end, log, terminal), name="jvm-stderr", daemon=True
         ).start()
