@@ -152,7 +152,7 @@ def plan_night(config: Double11Config) -> Night:
         median_factor=character.lognormal(0.0, 0.15, b),
         sigma_factor=character.uniform(0.85, 1.2, b),
         tail_weight=np.clip(character.lognormal(0.0, 0.6, b), 0.25, 4.0),
-        tail_reach=character.uniform(4.0, 10.0, b),
+        tail_reach=character.uniform(4.0, 6.5, b),
         events=_plan_events(config, stall, peak_offset, rng_for(config.seed, 2)),
     )
 
