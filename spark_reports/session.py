@@ -80,26 +80,25 @@ def split_progress(pending: bytes) -> tuple[bytes, bytes]:
 def _pump(fd: int, log, terminal) -> None:
     """Copy the JVM's stderr to the log; progress frames also to the terminal."""
     pending = b""
-    while chunk := os.read(fd, 65536):
-        try:
-            log.write(chunk)
-            log.flush()
-        except (OSError, ValueError):
-            pass  # a full disk must not block the JVM on a full pipe
-        if terminal is not None:
-            shown, pending = split_progress(pending + chunk)
-            if shown:
+    try:
+        while chunk := os.read(fd, 65536):
+            try:
+                log.write(chunk)
+                log.flush()
+            except (OSError, ValueError):
+                pass  # a full disk must not stop the reading: the JVM would block on the pipe
+            if terminal is not None:
+                shown, pending = split_progress(pending + chunk)
                 try:
                     terminal.write(shown)
                     terminal.flush()
                 except (OSError, ValueError):
                     terminal = None
-    os.close(fd)
-
-
-def spark_log() -> str | None:
-    """Where this process's JVM writes its stderr (None if it writes to ours)."""
-    return _log_path
+    except OSError:
+        pass  # a traceback from this thread would be the very noise it exists to hold back
+    finally:
+        os.close(fd)
+        log.close()
 
 
 def _first_line(text: str | None) -> str:
