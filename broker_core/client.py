@@ -70,6 +70,27 @@ def normalize_brokers(brokers: Sequence[str] | Mapping[str, str] | str) -> dict[
     return out
 
 
+def ensure_topic(brokers: Sequence[str] | Mapping[str, str] | str, topic: str,
+                 timeout: float = 5.0) -> dict[str, int]:
+    """Create `topic` on every broker now (ROUTE with create), so the first sends
+    do not pay for its files; broker name -> its queues."""
+    from broker_core.protocol import decode_json, encode_json
+
+    out = {}
+    for name, addr in normalize_brokers(brokers).items():
+        conn = Connection(addr)
+        try:
+            code, body = conn.call(Op.ROUTE, encode_json({"topic": topic, "create": True}),
+                                   timeout)
+        finally:
+            conn.close()
+        if code != Code.OK:
+            raise BrokerError(f"{name}: cannot create topic {topic!r}: "
+                              f"{body.decode('utf-8', 'replace')}")
+        out[name] = int(decode_json(body)["queues"])
+    return out
+
+
 def judge_attempt(fuse, retries: int, closing: bool, op: Op, broker: str, token,
                   attempt: int, code: Code | None, body: bytes | None, reason: str
                   ) -> tuple[str, object]:

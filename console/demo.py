@@ -4,10 +4,12 @@ Pieces, all stopped by `Demo.stop()` in reverse order:
 - the cluster: `broker_core.launcher.Cluster`, one process per broker;
 - a fuse-enabled producer driven by a `LoadGenerator` thread, serving its own
   /stats and /metrics (`ProducerHttp`) so the console's Fuse screen has data;
-- the fault script (`FAULT_SCRIPT`, repeated every `CYCLE_S`): within the
-  first 20 s broker #2 gets PageCache-like stalls (seed 000's pattern), later
-  broker #4 answers 20 % of sends with errors while #2 is still isolated, so
-  the 30 % cap (1 of 6) shows, then both clear and the fuse releases them.
+- the fault script (`FAULT_SCRIPT`, repeated every `CYCLE_S`), in two acts so the
+  fuse's story reads plainly: first broker #2 stalls like a PageCache stall
+  (seed 000's heatmap) and is isolated at once; its stalls end, and while it is
+  still isolated broker #4 starts answering 20 % of sends with errors. The cap
+  (1 of 6) is taken, so seed rule 4 puts broker #2, isolated earliest and
+  healthy again, back in service as overflow. Then #4 clears too.
 Only a data directory the demo created itself is removed at the end.
 """
 
@@ -28,12 +30,13 @@ STALLS = {"stall_ms": 800.0, "stall_every_s": 3.0, "stall_random": True}
 ERRORS = {"error_rate": 0.2}
 # (seconds into the cycle, broker number (1-based), fault body or None to clear)
 FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
-    (6.0, 2, STALLS),
-    (40.0, 4, ERRORS),
-    (55.0, 2, None),
+    (6.0, 2, STALLS),  # act 1: isolated for slowness within a second
+    (36.0, 2, None),  # its stalls end; it stays isolated for its minute
+    (45.0, 4, ERRORS),  # act 2: isolated for errors; the cap sends #2 back (rule 4)
     (75.0, 4, None),
 )
 CYCLE_S = 150.0
+DEMO_TOPIC = "demo"
 
 
 @dataclass
@@ -48,9 +51,16 @@ class DemoOptions:
 
 @dataclass
 class FaultAction:
-    time: float  # wall clock
+    time: float  # wall clock, taken before the broker was asked: the fault cannot start earlier
     broker: str
     action: str
+    kind: str = ""  # stall | errors | clear
+
+
+def fault_kind(body: dict | None) -> str:
+    if body is None:
+        return "clear"
+    return "stall" if body.get("stall_ms") else "errors" if body.get("error_rate") else "other"
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -86,7 +96,7 @@ class Demo:
 
     # --- start ---------------------------------------------------------------------
     def start(self) -> Demo:
-        from broker_core.client import Producer
+        from broker_core.client import Producer, ensure_topic
         from broker_core.launcher import Cluster
         from broker_core.loadgen import LoadGenerator, LoadSpec
         from broker_core.producer_http import ProducerHttp
@@ -104,9 +114,10 @@ class Demo:
         try:
             self.cluster = Cluster(o.brokers, o.base_port, data, name="demo")
             self.cluster.up()
+            ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
             self.producer = Producer(self.cluster.file.addrs, timeout=3.0)
             self.gen = LoadGenerator(self.producer, LoadSpec(
-                topic="demo", size=o.size, duration=10 ** 9, rate=o.rate, concurrency=64))
+                topic=DEMO_TOPIC, size=o.size, duration=10 ** 9, rate=o.rate, concurrency=64))
             self.http = ProducerHttp(self.producer.fuse, "demo", self.producer_port,
                                      extra_stats=lambda: {"load": self.gen.recent_summary()})
             self.http.start()
@@ -140,11 +151,12 @@ class Demo:
 
         entry = self.cluster.file.brokers[number - 1]
         text = "clear" if body is None else ", ".join(f"{k}={v}" for k, v in body.items())
+        asked = time.time()
         try:
             call(entry.http, "DELETE" if body is None else "POST", body)
         except Exception as exc:  # noqa: BLE001 - a dead broker must not end the demo
             text += f" (failed: {exc})"
-        self.actions.append(FaultAction(time.time(), entry.name, text))
+        self.actions.append(FaultAction(asked, entry.name, text, fault_kind(body)))
         log.info("fault broker=%s %s", entry.name, text)
 
     def _fault_loop(self) -> None:
@@ -170,6 +182,13 @@ class Demo:
                 self._transitions.setdefault(key, {"time": t["wall_time"], "broker": t["broker"],
                                                    "event": t["event"], "reason": t["reason"]})
         return sorted(self._transitions.values(), key=lambda t: t["time"])
+
+    def fuse_snapshot(self) -> dict:
+        from broker_core.producer_http import fuse_stats
+
+        if self.producer is None or self.producer.fuse is None:
+            return {}
+        return fuse_stats(self.producer.fuse)
 
     def load_totals(self) -> dict:
         if self.gen is None:

@@ -20,6 +20,10 @@ max per send):
   stays on the healthy brokers even when half the cluster is slow (the cap
   then does its job) but rises with a cluster-wide slowdown, lifting the line
   so nothing is isolated for nothing.
+- ``warmup_calls = 20``: a broker's first 20 answers do not count as slow
+  (they carry the connect, the topic's creation, a cold page cache); an error
+  isolates from the first call. (``min_samples``, also 20, is what a broker
+  needs before its mean enters the baseline.)
 - ``slow_calls = 2`` counts within ``slow_window_s = 1`` isolate a broker. A
   call counts once past the line and once more past twice the line (while
   still in flight, or when it returns). One call in a million just past the
@@ -35,6 +39,26 @@ max per send):
   calls stop isolating and slowness isolations begun in that second are
   released. 60 % is above half so that a half-slow cluster still isolates up
   to the cap.
+- ``aged_ratio = 0.5`` of the other serving brokers ``aged`` at the moment a
+  broker would be isolated for slowness (a call to them, in flight or answered
+  while the evidence waited, took ``aged_fraction = 0.25`` of the line, 2.5 ms:
+  a healthy broker's p999 on loopback and ~p97 in the simulator; for stuck
+  evidence, a quarter of its wait) says the slowness is shared: the
+  client's host or the brokers' shared host was short of CPU for a few tens
+  of ms. A stalled broker is slow alone, so nobody is isolated then and its
+  next slow call is judged afresh. The cluster-wide rule above needs a second
+  of history and releases after the fact; this one decides before isolating.
+- ``crowd_share = 0.15`` and ``crowd_factor = 3``: when, while the evidence
+  waited, at least 15 % of all answers were sluggish and three times the
+  usual share, the crowd of calls slowed together (`fuse.crowd`): a host or
+  network hiccup, not this broker. Counted per call, it holds where each
+  broker sees too few calls in 20 ms for the per-broker count above; a broker
+  that is always slow raises the usual share, so it is still judged.
+- ``stuck_factor = 4``: a call in flight past 4x the line (40 ms) is stuck,
+  not late: a baseline that lags a cluster-wide slowdown by 100 ms does not
+  make calls 40x its mean. Stuck calls isolate even inside a cluster-slow
+  second (when they are slow alone), and a broker with stuck calls is not
+  released as cluster-slow or rejudged.
 - ``jitter_ratio = 0.1``: each isolation lasts up to 10 % longer, drawn from an
   injected seed, so producers that isolated a broker together do not all
   return to it in the same millisecond.
@@ -63,10 +87,16 @@ class FuseConfig:
     baseline_interval_s: float = 0.1
     ewma_alpha: float = 0.05
     min_samples: int = 20
+    warmup_calls: int = 20
     slow_calls: int = 2
     slow_window_s: float = 1.0
     cluster_slow_ratio: float = 0.6
     cluster_window_s: float = 1.0
+    aged_ratio: float = 0.5
+    aged_fraction: float = 0.25
+    stuck_factor: float = 4.0
+    crowd_share: float = 0.15
+    crowd_factor: float = 3.0
     jitter_ratio: float = 0.1
     backoff: float = 1.0
     max_isolation_s: float = 600.0
@@ -96,6 +126,16 @@ class FuseConfig:
             raise FuseError(f"ewma_alpha must be in (0, 1], got {self.ewma_alpha!r}")
         if not 0.0 < self.cluster_slow_ratio <= 1.0:
             raise FuseError(f"cluster_slow_ratio must be in (0, 1], got {self.cluster_slow_ratio!r}")
+        if not 0.0 < self.aged_ratio <= 1.0:
+            raise FuseError(f"aged_ratio must be in (0, 1], got {self.aged_ratio!r}")
+        if not 0.0 < self.aged_fraction < 1.0:
+            raise FuseError(f"aged_fraction must be in (0, 1), got {self.aged_fraction!r}")
+        if not 0.0 < self.crowd_share <= 1.0:
+            raise FuseError(f"crowd_share must be in (0, 1], got {self.crowd_share!r}")
+        if not self.crowd_factor >= 1.0:
+            raise FuseError(f"crowd_factor must be >= 1, got {self.crowd_factor!r}")
+        if not 2.0 < self.stuck_factor <= 100.0:
+            raise FuseError(f"stuck_factor must be in (2, 100], got {self.stuck_factor!r}")
         if not 0.0 <= self.jitter_ratio <= 0.1:
             raise FuseError(f"jitter_ratio must be in [0, 0.1], got {self.jitter_ratio!r}")
         if not 1.0 <= self.backoff <= 8.0:
@@ -106,6 +146,8 @@ class FuseConfig:
             )
         if not isinstance(self.slow_calls, int) or self.slow_calls < 1:
             raise FuseError(f"slow_calls must be an integer >= 1, got {self.slow_calls!r}")
+        if not isinstance(self.warmup_calls, int) or self.warmup_calls < 0:
+            raise FuseError(f"warmup_calls must be an integer >= 0, got {self.warmup_calls!r}")
         if not isinstance(self.min_samples, int) or self.min_samples < 1:
             raise FuseError(f"min_samples must be an integer >= 1, got {self.min_samples!r}")
         return self

@@ -5,6 +5,11 @@ broker answering too slowly is isolated for 1 minute; (3) so is one whose call
 throws; (4) when more than 30 % would be isolated, the brokers isolated
 earliest take calls again ("overflow").
 
+Slowness is the broker's part of a call's time: the client's own lateness
+(`heartbeat` gaps, see `fuse.lateness`) is taken off, the broker's reported
+service time is a floor, and a broker is slow only when slow alone (most
+other brokers' calls did not age with it; see `fuse.slowness`).
+
 Concurrency: the hot path (`choose`, `begin`, `end`, `report` of a good call)
 takes no lock. It reads immutable tuples/frozensets that the locked slow path
 replaces whole, draws round-robin positions from an `itertools.count` (atomic
@@ -31,11 +36,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from fuse.config import FuseConfig
+from fuse.crowd import CrowdWindow
 from fuse.errors import FuseError
-from fuse.inflight import pop_overdue
+from fuse.inflight import LEVEL_COUNTS, InflightCalls
 from fuse.isolation import IsolationList
 from fuse.lateness import ClientLateness
-from fuse.slowness import SlowJudge
+from fuse.slowness import SHARED, UNSURE, SlowJudge, slow_alone
 from fuse.state import BrokerState, FuseSnapshot, IsolatedBroker
 
 # begin() returns (call id, broker, start time); end() takes it back.
@@ -78,8 +84,11 @@ class Fuse:
         self._lock = threading.Lock()
         self._judge = SlowJudge(config)
         self._late = ClientLateness()
+        self._crowd = CrowdWindow()
+        self._answered = self._sluggish = 0  # since the last housekeeping, for the crowd
         self._excused = {"client-late": 0, "aged-together": 0}
         self._threshold = config.slow_s
+        self._aged_s = config.slow_s * config.aged_fraction
         self._tick_s = config.housekeeping_s
         self._alpha = config.ewma_alpha
         self._states: dict[str, BrokerState] = {}
@@ -92,8 +101,8 @@ class Fuse:
         self._overflow: frozenset[str] = frozenset()
         self._rr = itertools.count()
         self._ids = itertools.count()
-        self._inflight: dict[int, tuple[str, float]] = {}  # not yet past the line
-        self._suspects: dict[int, tuple[str, float]] = {}  # past the line, not yet past 2x
+        self._calls = InflightCalls()
+        self._fresh = self._calls.fresh  # the hot path's stage
         self._next_tick = float("-inf")
         self._next_baseline = float("-inf")
         with self._lock:
@@ -127,14 +136,14 @@ class Fuse:
             raise FuseError("choose() got an empty candidate list")
         return min(candidates, key=self._isolation_rank)
 
-    # The three methods below are the per-call hot path: the judgement is
-    # inlined in each (no helper call) because a Python call costs ~100 ns.
+    # The methods below are the per-call hot path: the judgement is inlined
+    # (no helper call for a healthy call) because a Python call costs ~100 ns.
 
     def begin(self, broker: str) -> CallToken:
         """A call to `broker` starts now; pass the token to `end`."""
         call_id = next(self._ids)
         start = self._clock()
-        self._inflight[call_id] = (broker, start)
+        self._fresh[call_id] = (broker, start)
         return (call_id, broker, start)
 
     def end(self, token: CallToken, ok: bool = True, broker_s: float | None = None) -> float:
@@ -146,33 +155,40 @@ class Fuse:
         """
         call_id, broker, start = token
         now = self._clock()
-        rt = now - start
-        judged = rt
+        rt = judged = now - start
         late = self._late
-        if late.last is not None and (late.gap_end > start or
-                                      now - late.last > late.interval_s + late.tolerance_s):
+        if now > late.due_by or late.gap_end > start:  # the client was away meanwhile
             judged = rt - late.away(start, now)
             if judged < rt and ok:
                 self._excused["client-late"] += 1
         if broker_s is not None and judged < broker_s:
             judged = broker_s if broker_s < rt else rt
-        # Where the call still is says how often housekeeping already counted it.
-        if self._inflight.pop(call_id, None) is not None:
+        # The stage the call is still in says how often housekeeping counted it.
+        if self._fresh.pop(call_id, None) is not None:
             counted = 0
         else:
-            counted = 2 if self._suspects.pop(call_id, None) is None else 1
+            counted = LEVEL_COUNTS[self._calls.level(call_id)]
         state = self._states.get(broker)
         if state is None:  # unknown or removed meanwhile
             return rt
+        if counted == 3 and state.stuck > 0:
+            state.stuck -= 1
         state.ewma_s += ((judged if judged < 1.0 else 1.0) - state.ewma_s) * self._alpha
         state.samples += 1
+        state.seen_at = now
+        self._answered += 1
         line = self._threshold
         if ok:
             if judged <= line and not counted:
+                if judged > self._aged_s:
+                    self._sluggish += 1  # evidence for a neighbour's judgement
+                    if judged > state.sluggish_s or now - state.sluggish_at > line:
+                        state.sluggish_at, state.sluggish_s = now, judged
                 return rt
+            self._sluggish += 1
             if counted and judged > state.worst_rt_s:
                 state.worst_rt_s = judged  # its real RT, for re-judging (benign race)
-            weight = (judged > line) + (judged > 2.0 * line) - counted
+            weight = self._weight(judged, line) - counted
             if weight <= 0:
                 return rt
             self._offend(state, True, judged, weight)
@@ -213,7 +229,11 @@ class Fuse:
         line = self._threshold
         if ok and rt_s <= line:
             return
-        self._offend(state, ok, rt_s, 1 + (rt_s > 2.0 * line) if ok else 1)
+        self._offend(state, ok, rt_s, self._weight(rt_s, line) if ok else 1)
+
+    def _weight(self, rt: float, line: float) -> int:
+        """Offences a slow call is worth: past the line, twice it, stuck."""
+        return (rt > line) + (rt > 2.0 * line) + (rt > self.config.stuck_factor * line)
 
     def heartbeat(self, interval_s: float) -> float:
         """The client that reads the brokers' answers is running now.
@@ -233,8 +253,7 @@ class Fuse:
 
     def abandon(self, token: CallToken) -> None:
         """Forget a call without judging it (e.g. the producer is shutting down)."""
-        self._inflight.pop(token[0], None)
-        self._suspects.pop(token[0], None)
+        self._calls.forget(token[0])
 
     @contextmanager
     def calling(self, broker: str) -> Iterator[CallToken]:
@@ -269,58 +288,68 @@ class Fuse:
             now = self._clock()
             self._next_tick = now + self._tick_s
             changed = self._expire_locked(now)
+            answered, sluggish = self._answered, self._sluggish
+            self._answered -= answered  # (an increment racing this is kept for next time)
+            self._sluggish -= sluggish
+            self._crowd.add(now, answered, sluggish)
+            self._crowd.fold(now)
             if now >= self._next_baseline:
                 self._next_baseline = now + self.config.baseline_interval_s
                 self._threshold = self._judge.refresh(self._states.values())
+                self._aged_s = self._threshold * self.config.aged_fraction
                 changed = self._rejudge_locked(now) or changed
-            # A call in flight counts once past the line, once more past twice it,
-            # in time the client was watching (see fuse.lateness).
+            # A call in flight counts once past the line, once more past twice it
+            # and once more when stuck, in time the client was watching.
             line = self._threshold
-            late = self._late
-            if late.last is not None:
-                cut_1, cut_2 = late.cutoff(now, line), late.cutoff(now, 2.0 * line)
-            else:
-                cut_1, cut_2 = now - line, now - 2.0 * line
-            past_line = pop_overdue(self._inflight, cut_1, move_to=self._suspects)
-            past_twice = pop_overdue(self._suspects, cut_2)
-            if past_line or past_twice:
-                self._judge_overdue_locked(now, past_line, past_twice)
+            lines = (line, 2.0 * line, self.config.stuck_factor * line)
+            cut = self._late.cutoff if self._late.active else (lambda t, d: t - d)
+            stages = self._calls.climb(tuple(cut(now, d) for d in lines))
+            if any(stages):
+                self._judge_overdue_locked(now, *stages)
             if changed:
                 self._rebuild_locked(now)
         finally:
             self._lock.release()
 
-    def _judge_overdue_locked(self, now: float, past_line: dict, past_twice: dict) -> None:
+    def _judge_overdue_locked(self, now: float, past_line: dict, past_twice: dict,
+                              stuck: dict) -> None:
         """Offences for calls overdue in flight, unless most brokers aged together:
-        then the client (or the whole cluster) is late and nobody is isolated."""
-        overdue = dict.fromkeys([*past_line, *past_twice])  # ordered: deterministic
-        n = len(self._states)
+        then the client (or the whole cluster) is late and nobody is isolated.
+        Each is judged against the brokers serving before this batch."""
+        stages = (past_line, past_twice, stuck)
+        serving = self._usable
+        overdue = dict.fromkeys([*past_line, *past_twice, *stuck])  # ordered: deterministic
+        for broker, (calls, _start) in stuck.items():
+            state = self._states.get(broker)
+            if state is not None:
+                state.stuck += calls
         for broker in overdue:
             self._judge.mark_slow(broker, now)
-        if len(overdue) > 1 and self._judge.cluster_slow(now, n):
-            self._excused["aged-together"] += sum(
-                past_line.get(b, (0, 0))[0] + past_twice.get(b, (0, 0))[0] for b in overdue)
-            self._release_cluster_slow_locked(now)
-            return
+        if len(overdue) > 1 and self._judge.cluster_slow(now, len(self._states)):
+            if not stuck:  # stuck calls are judged one by one (slow alone or not)
+                self._excused["aged-together"] += sum(
+                    st.get(b, (0, 0))[0] for st in stages for b in overdue)
+                self._release_cluster_slow_locked(now)
+                return
         for broker in overdue:
             state = self._states.get(broker)
             if state is None:
                 continue
-            counts_1, start_1 = past_line.get(broker, (0, now))
-            counts_2, start_2 = past_twice.get(broker, (0, now))
-            start = min(start_1, start_2)
+            found = [st[broker] for st in stages if broker in st]
+            start = min(oldest for _calls, oldest in found)
             waited = now - start - (self._late.away(start, now) if self._late.active else 0.0)
-            self._offend_locked(state, "slow", now, waited, counts_1 + counts_2)
+            self._offend_locked(state, "slow", now, waited, sum(c for c, _ in found), serving)
 
     def _rejudge_locked(self, now: float) -> bool:
         """Release slowness isolations the current line no longer calls slow.
 
         The baseline lags a cluster-wide slowdown by a few hundred ms; brokers
-        isolated in that gap for calls that are now ordinary come back.
+        isolated in that gap for calls that are now ordinary come back, unless
+        a call to them is still stuck.
         """
         line = self._threshold / REJUDGE_MARGIN  # margin: the line wobbles with the baseline
         undo = [st for st in self._list.entries
-                if st.episode_errors == 0 and st.worst_rt_s < line]
+                if st.episode_errors == 0 and st.worst_rt_s < line and not st.stuck]
         for state in undo:
             self._release_locked(state, now, "rejudged")
         return bool(undo)
@@ -334,10 +363,13 @@ class Fuse:
     # ---- state changes (lock held) ---------------------------------------
 
     def _offend_locked(self, state: BrokerState, reason: str, now: float, rt: float,
-                       calls: int = 1) -> None:
+                       calls: int = 1, serving: tuple[str, ...] | None = None) -> None:
         cfg = self.config
         if reason == "slow":
-            if self._judge.note_slow(state.name, now, len(self._states)):
+            if state.samples < cfg.warmup_calls:
+                return  # its first calls carry the connect and a cold broker's start
+            stuck = rt > cfg.stuck_factor * self._threshold
+            if self._judge.note_slow(state.name, now, len(self._states)) and not stuck:
                 self._release_cluster_slow_locked(now)
                 return
             if not state.isolated:  # a suspect until slow_calls within slow_window_s
@@ -346,7 +378,14 @@ class Fuse:
                 state.suspect_calls += calls
                 if state.suspect_calls < cfg.slow_calls:
                     return
+                verdict = slow_alone(state.name, rt, serving or self._usable, self._states,
+                                     self._aged_before, self._crowd, now, self._threshold, cfg)
+                if verdict == UNSURE:
+                    return  # still a suspect: the next, stronger evidence decides
                 state.suspect_since, state.suspect_calls = float("-inf"), 0
+                if verdict == SHARED:
+                    self._excused["aged-together"] += calls
+                    return
         jitter = 1.0 + self._rng.random() * cfg.jitter_ratio
         state.reason = reason
         state.last_offence = now
@@ -370,11 +409,20 @@ class Fuse:
         self._list.add(state, now, reason)
         self._rebuild_locked(now)
 
+    def _aged_before(self, waited_s: float) -> dict[str, int]:
+        """Calls in flight per broker that have waited `waited_s` of watched time."""
+        now = self._clock()
+        cut = self._late.cutoff(now, waited_s) if self._late.active else now - waited_s
+        return self._calls.started_before(cut)
+
     def _release_cluster_slow_locked(self, now: float) -> None:
-        """A cluster-wide slowdown: undo slowness isolations of the last window."""
+        """A cluster-wide slowdown: undo slowness isolations of the last window
+        (not of a broker with a call stuck, now or in this isolation: a call 40x
+        the baseline is not the cluster's slowness)."""
         horizon = now - self.config.cluster_window_s
-        undo = [st for st in self._list.entries
-                if st.episode_errors == 0 and st.since >= horizon]
+        stuck_s = self.config.stuck_factor * self._threshold
+        undo = [st for st in self._list.entries if st.episode_errors == 0 and
+                st.since >= horizon and not st.stuck and st.worst_rt_s <= stuck_s]
         for state in undo:
             self._release_locked(state, now, "cluster-slow")
         if undo:
@@ -453,7 +501,7 @@ class Fuse:
                 slow_threshold_s=self._threshold,
                 baseline_s=self._judge.baseline_s,
                 cluster_slow=self._judge.cluster_slow(now, len(self._states)),
-                inflight=len(self._inflight) + len(self._suspects),
+                inflight=len(self._calls),
                 isolations_total=dict(self._list.isolations_total),
                 transitions_total=dict(self._list.transitions_total),
                 overflow_total=self._list.overflow_total,

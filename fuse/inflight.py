@@ -2,18 +2,25 @@
 
 `Fuse.begin` stores `call id -> (broker, start)` in a plain dict. Call ids
 grow with start time and dicts keep insertion order, so the first entry is
-always the oldest call still in flight: a scan for calls older than the slow
-line stops at the first one that is not, and costs O(1) when none is. Calls
-past the line move to a second dict, scanned the same way against twice the
-line. Single dict operations are atomic under the GIL, so `begin`/`end`
-never lock; where `end` finds its call tells it how often it was counted.
+always the oldest call still in flight: a scan for calls older than a line
+stops at the first one that is not, and costs O(1) when none is.
+
+A call climbs the stages as it ages (in time the client was watching):
+fresh, past the slow line, past twice the line, and stuck (past
+`stuck_factor` lines), where it stays until it returns. Single dict operations are atomic under the GIL, so `begin` and
+`end` never lock; the stage `end` finds its call in says how often
+housekeeping already counted it (`LEVEL_COUNTS`).
 """
 
 from __future__ import annotations
 
+Calls = dict[int, tuple[str, float]]
 
-def pop_overdue(inflight: dict[int, tuple[str, float]], started_before: float,
-                move_to: dict[int, tuple[str, float]] | None = None,
+# Offences housekeeping charged for a call found in stage i (3: stuck, or forgotten).
+LEVEL_COUNTS = (0, 1, 2, 3)
+
+
+def pop_overdue(calls: Calls, started_before: float, move_to: Calls | None = None,
                 ) -> dict[str, tuple[int, float]]:
     """Remove calls that started at or before `started_before`, oldest first,
     into `move_to` if given (which then stays ordered by start too).
@@ -23,15 +30,66 @@ def pop_overdue(inflight: dict[int, tuple[str, float]], started_before: float,
     overdue: dict[str, tuple[int, float]] = {}
     while True:
         try:
-            call_id, (broker, start) = next(iter(inflight.items()))
+            call_id, (broker, start) = next(iter(calls.items()))
         except (StopIteration, RuntimeError):  # empty, or resized by another thread
             break
         if start > started_before:
             break
-        entry = inflight.pop(call_id, None)
+        entry = calls.pop(call_id, None)
         if entry is not None:
             if move_to is not None:
                 move_to[call_id] = entry
-            calls, oldest = overdue.get(broker, (0, start))
-            overdue[broker] = (calls + 1, oldest)
+            n, oldest = overdue.get(broker, (0, start))
+            overdue[broker] = (n + 1, oldest)
     return overdue
+
+
+class InflightCalls:
+    """The stages, each a dict ordered by start; the hot path uses them directly."""
+
+    def __init__(self) -> None:
+        self.fresh: Calls = {}
+        self.past_line: Calls = {}
+        self.past_twice: Calls = {}
+        self.stuck: Calls = {}
+        self._stages = (self.fresh, self.past_line, self.past_twice, self.stuck)
+
+    def __len__(self) -> int:
+        return sum(len(stage) for stage in self._stages)
+
+    def level(self, call_id: int) -> int:
+        """Remove a returning call; the stage it was in (3: stuck or unknown)."""
+        if self.fresh.pop(call_id, None) is not None:
+            return 0
+        if self.past_line.pop(call_id, None) is not None:
+            return 1
+        if self.past_twice.pop(call_id, None) is not None:
+            return 2
+        self.stuck.pop(call_id, None)
+        return 3
+
+    def forget(self, call_id: int) -> None:
+        for stage in self._stages:
+            stage.pop(call_id, None)
+
+    def climb(self, cutoffs: tuple[float, float, float]
+              ) -> tuple[dict[str, tuple[int, float]], ...]:
+        """Move calls up a stage where they started before the stage's cutoff
+        (past the line, past twice the line, stuck); per stage reached: broker ->
+        (calls, oldest start)."""
+        cut_1, cut_2, cut_3 = cutoffs
+        # youngest stage first, so a call may climb all of them in one pass
+        line = pop_overdue(self.fresh, cut_1, move_to=self.past_line)
+        twice = pop_overdue(self.past_line, cut_2, move_to=self.past_twice)
+        stuck = pop_overdue(self.past_twice, cut_3, move_to=self.stuck)
+        return line, twice, stuck
+
+    def started_before(self, cut: float) -> dict[str, int]:
+        """Calls in flight that started before `cut`, per broker (a rare-path scan)."""
+        out: dict[str, int] = {}
+        for stage in self._stages:
+            for broker, start in tuple(stage.values()):  # oldest first
+                if start > cut:
+                    break
+                out[broker] = out.get(broker, 0) + 1
+        return out

@@ -9,8 +9,9 @@ waiting in the socket looks slow, whatever the broker did.
 The client proves it was running by a heartbeat: the thread or event loop that
 reads the brokers' answers calls `beat(now, interval_s)` on a timer. A beat
 later than the interval plus a small tolerance marks a *gap*: from when the
-beat was due until it ran, the client was away. The fuse then judges only
-the time the client was watching:
+previous beat until the late one, the client may have been away (when it
+stopped within that span is unknown, so all of it counts: charitable to the
+brokers). The fuse then judges only the time the client was watching:
 
 - a returned call's RT minus the gaps it overlapped (`away`); an asyncio
   loop runs ready I/O callbacks before due timers, so an answer read right
@@ -61,6 +62,7 @@ class ClientLateness:
         self.tolerance_s = tolerance_s
         self.interval_s: float | None = None
         self.last: float | None = None  # time of the latest beat
+        self.due_by = math.inf  # a beat later than this is late: the hot path's check
         self._gaps: deque[tuple[float, float]] = deque(maxlen=KEEP_GAPS)
         self.gap_end = -math.inf  # end of the newest recorded gap
         self.beats = 0
@@ -80,7 +82,9 @@ class ClientLateness:
             due = last + (self.interval_s or interval_s)
             late = now - due
             if late > self.tolerance_s:
-                self._gaps.append((due, now))
+                # The client ran at `last` and again now; when in between it stopped is
+                # unknown, so all of it is the client's (charitable to the brokers).
+                self._gaps.append((last, now))
                 self.gap_end = now
                 self.late_beats += 1
                 self.away_total_s += late
@@ -90,16 +94,17 @@ class ClientLateness:
                 late = 0.0
         self.interval_s = interval_s
         self.last = now
+        self.due_by = now + interval_s + self.tolerance_s
         self.beats += 1
         return late
 
     def _open_gap_start(self, now: float) -> float | None:
-        """Start of the gap the client is in right now (its beat is overdue), if any."""
+        """Start of the gap the client is in right now (its beat is overdue), if any:
+        the last time it was seen running."""
         last, interval = self.last, self.interval_s
         if last is None or interval is None:
             return None
-        due = last + interval
-        return due if now - due > self.tolerance_s else None
+        return last if now - last - interval > self.tolerance_s else None
 
     def watched_until(self, now: float) -> float:
         """The latest instant the client is known to have been running."""
@@ -141,9 +146,10 @@ class ClientLateness:
 
     def figures(self, now: float) -> LatenessFigures:
         horizon = now - RECENT_S
-        recent = max((end - start for start, end in tuple(self._gaps) if end >= horizon),
-                     default=0.0)
+        span = max((end - start for start, end in tuple(self._gaps) if end >= horizon),
+                   default=None)
+        recent = 0.0 if span is None else span - (self.interval_s or 0.0)
         open_start = self._open_gap_start(now)
-        late_now = now - open_start if open_start is not None else 0.0
+        late_now = now - open_start - self.interval_s if open_start is not None else 0.0
         return LatenessFigures(self.interval_s, self.beats, self.late_beats, self.away_total_s,
                                max(self.worst_s, late_now), max(recent, late_now), late_now)

@@ -9,10 +9,17 @@ the broker of each attempt and hears of each attempt's start and end at the
 right virtual instants, so in-flight judgement works as in a real producer.
 Same arguments, same seed -> the same result, to the last digit.
 
+The producer beats its heartbeat every 5 ms (`fuse.lateness`). In scenarios
+where the client pauses, nothing happens on its side during a pause: sends
+wait, answers wait to be read, the heartbeat is late; at the pause's end the
+answers are read first, then the timers run (asyncio's order), as in a real
+producer.
+
 Results per run: share of sends over 20 ms (`share_over_20ms`, a fraction,
 counted exactly), average and p999 send RT (over all sends, failed ones
 included at the time they gave up), sends failed after retries, the most
-brokers ever excluded (sampled every 10 ms).
+brokers ever excluded (sampled every 10 ms), and isolations of brokers that
+had no fault (`false_isolations`: each one takes a healthy broker out).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import heapq
 import math
 import random
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -32,6 +40,7 @@ SEND_TIMEOUT_S = 3.0
 MAX_ATTEMPTS = 3
 SLA_S = 0.020
 SAMPLE_EXCLUDED_S = 0.01
+HEARTBEAT_S = 0.005  # as broker_core's asyncio producer
 MAX_SENDS = 20_000_000
 
 
@@ -53,6 +62,8 @@ class SimResult:
     attempts: int
     max_excluded: int
     max_excluded_ratio: float
+    isolations: int = 0
+    false_isolations: int = 0  # isolations of brokers with no fault episode
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -136,31 +147,44 @@ def simulate(scenario: str, policy: str, brokers: int = 10, seconds: float = 600
         seq += 1
         heapq.heappush(heap, (finish, seq, send_start, attempt, broker, token, ok, now))
 
+    pauses = cluster.pauses
+    pause_starts = [p.start for p in pauses]
+
+    def after_pauses(t: float) -> float:
+        """When the client can act on something due at `t`."""
+        i = bisect_right(pause_starts, t) - 1
+        return pauses[i].end if i >= 0 and t < pauses[i].end else t
+
     next_arrival = arrivals.expovariate(rate)
+    next_beat = 0.0
     while next_arrival < seconds or heap:
-        if heap and (heap[0][0] <= next_arrival or next_arrival >= seconds):
-            finish, _, send_start, attempt, broker, token, ok, began = heapq.heappop(heap)
-            clock.now = finish
+        due = after_pauses(next_arrival) if next_arrival < seconds else math.inf
+        if heap and (done := after_pauses(heap[0][0])) <= due:  # answers before timers
+            _, _, send_start, attempt, broker, token, ok, began = heapq.heappop(heap)
+            clock.now = done
             if broker >= 0:
-                chooser.end(broker, token, finish - began, ok)
-            if not ok and attempt + 1 < MAX_ATTEMPTS and finish < send_start + SEND_TIMEOUT_S:
-                start_attempt(finish, send_start, attempt + 1, broker if broker >= 0 else None)
+                chooser.end(broker, token, done - began, ok)
+            if not ok and attempt + 1 < MAX_ATTEMPTS and done < send_start + SEND_TIMEOUT_S:
+                start_attempt(done, send_start, attempt + 1, broker if broker >= 0 else None)
                 continue
-            rt = finish - send_start
+            rt = done - send_start
             rts.append(rt)
             if rt > SLA_S:
                 over += 1
             if not ok:
                 failed += 1
         else:
-            now = clock.now = next_arrival
+            now = clock.now = due
+            if now >= next_beat:
+                chooser.beat(HEARTBEAT_S)
+                next_beat = now + HEARTBEAT_S
             if now >= next_sample:
                 next_sample = now + SAMPLE_EXCLUDED_S
                 max_excluded = max(max_excluded, chooser.excluded())
                 if now >= next_progress:
                     next_progress += 1.0
                     progress(now / seconds)  # type: ignore[misc]
-            start_attempt(now, now, 0, None)
+            start_attempt(now, next_arrival, 0, None)
             next_arrival += arrivals.expovariate(rate)
 
     sends = len(rts)
@@ -173,6 +197,9 @@ def simulate(scenario: str, policy: str, brokers: int = 10, seconds: float = 600
         max_rt_ms=1000.0 * max(rts, default=0.0),
         failed=failed, attempts=attempts, max_excluded=max_excluded,
         max_excluded_ratio=max_excluded / brokers,
+        isolations=sum(chooser.isolations(b) for b in range(brokers)),
+        false_isolations=sum(chooser.isolations(b) for b in range(brokers)
+                             if b not in cluster.faulted),
     )
 
 

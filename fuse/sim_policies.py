@@ -52,6 +52,13 @@ class Policy:
     def excluded(self) -> int:
         return 0
 
+    def beat(self, interval_s: float) -> None:
+        """The client's heartbeat timer ran (only our fuse listens)."""
+
+    def isolations(self, broker: int) -> int:
+        """Times `broker` was taken out of service so far."""
+        return 0
+
     def _next(self) -> int:
         self._rr += 1
         return self._rr % self.n
@@ -91,6 +98,13 @@ class FusePolicy(Policy):
         self.fuse.tick()
         return len(self.fuse.excluded)
 
+    def beat(self, interval_s: float) -> None:
+        self.fuse.heartbeat(interval_s)
+
+    def isolations(self, broker: int) -> int:
+        counts = self.fuse.snapshot(transitions=False).isolations_by_broker
+        return counts.get(self.names[broker], 0)
+
 
 LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_S = (0, 0, 30, 60, 120, 180, 600)
@@ -104,6 +118,7 @@ class RocketMQFaultStrategy(Policy):
         self.available_at = [-math.inf] * brokers
         self.latency_ms = [None] * brokers  # None: no fault item yet
         self._worst = 0
+        self._isolations = [0] * brokers
 
     @staticmethod
     def not_available_s(latency_ms: float) -> float:
@@ -130,12 +145,18 @@ class RocketMQFaultStrategy(Policy):
     def end(self, broker: int, token: object, rt: float, ok: bool) -> None:
         latency_ms = rt * 1000.0 if math.isfinite(rt) else 30000.0
         self.latency_ms[broker] = latency_ms
-        self.available_at[broker] = self.clock() + self.not_available_s(
-            latency_ms if ok else 30000.0)
+        now = self.clock()
+        was_available = now >= self.available_at[broker]
+        self.available_at[broker] = now + self.not_available_s(latency_ms if ok else 30000.0)
+        if was_available and now < self.available_at[broker]:
+            self._isolations[broker] += 1
 
     def excluded(self) -> int:
         now = self.clock()
         return sum(1 for t in self.available_at if now < t)
+
+    def isolations(self, broker: int) -> int:
+        return self._isolations[broker]
 
 
 class PyBreakerModel(Policy):
@@ -149,6 +170,7 @@ class PyBreakerModel(Policy):
         self.fails = [0] * brokers
         self.opened_at = [0.0] * brokers
         self.trial = [False] * brokers  # a half-open trial call is in flight
+        self._opened = [0] * brokers
 
     def _permits(self, b: int, now: float) -> bool:
         state = self.state[b]
@@ -186,9 +208,13 @@ class PyBreakerModel(Policy):
         self.fails[broker] += 1
         if self.state[broker] == "closed" and self.fails[broker] >= self.FAIL_MAX:
             self.state[broker], self.opened_at[broker] = "open", self.clock()
+            self._opened[broker] += 1
 
     def excluded(self) -> int:
         return sum(1 for s in self.state if s != "closed")
+
+    def isolations(self, broker: int) -> int:
+        return self._opened[broker]
 
 
 POLICIES: dict[str, type[Policy]] = {

@@ -8,13 +8,21 @@ p999 ~5 ms, and the brokers left serving get slower when others are excluded
 drawn from the seed before the run so every policy meets the same faults;
 they begin after a healthy warm-up (10 % of the run, at most 30 s).
 
-Episode kinds:
+Episode kinds, on a broker:
 - ``stall``: the broker answers nothing until the episode ends (PageCache
   lock, GC): calls in flight or arriving are held until then.
 - ``down``: the host is gone; calls hang until the producer's send timeout.
 - ``slow``: RT multiplied by ``factor``.
 - ``errors``: a fraction ``p`` of calls fail fast (broker busy, flush fail).
 - ``lossy``: packet loss: calls take 50-500 ms and 20 % of them fail.
+
+and on the producer's side (keys `CLIENT` and `HOST` of a scenario's episodes):
+- ``pause``: the client itself cannot run (its event loop busy, its thread
+  waiting for the GIL or a core): nothing is sent, read or judged until the
+  pause ends, and its heartbeat is late by that much.
+- ``contention``: the host shared by brokers and client is short of CPU: half
+  the calls wait up to ``value`` seconds more at random (the broker process was
+  not scheduled), on every broker at once, none past the episode's end.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ BASE_MU = math.log(0.0006)
 BASE_SIGMA = 0.5
 NOMINAL_RHO = 0.4
 LOAD_WINDOW_S = 0.1
+CLIENT = -1  # episodes of the producer itself
+HOST = -2  # episodes of the host every broker shares
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,10 @@ class Cluster:
                  rng: random.Random) -> None:
         self.n = brokers
         self._rng = rng
+        self.faulted = frozenset(b for b in range(brokers) if episodes.get(b))
+        self.pauses = sorted(episodes.get(CLIENT, ()), key=lambda e: e.start)
+        self._contention = sorted(episodes.get(HOST, ()), key=lambda e: e.start)
+        self._contention_starts = [e.start for e in self._contention]
         self._episodes = [sorted(episodes.get(b, ()), key=lambda e: e.start)
                           for b in range(brokers)]
         self._starts = [[e.start for e in eps] for eps in self._episodes]
@@ -70,6 +84,12 @@ class Cluster:
         """(duration, ok) of a call to broker `b` starting at `t`; duration may be inf."""
         rng = self._rng
         rt = rng.lognormvariate(BASE_MU, BASE_SIGMA) * self._load_factor(b, t)
+        if self._contention_starts:
+            i = bisect_right(self._contention_starts, t) - 1
+            busy = self._contention[i] if i >= 0 else None
+            if busy is not None and t < busy.end and rng.random() < 0.5:
+                # waits for a core, at most until the host has cores again
+                rt += min(rng.uniform(0.0, busy.value), busy.end - t)
         starts = self._starts[b]
         if not starts:
             return rt, True
@@ -139,6 +159,24 @@ def _outage(n: int, seconds: float, rng: random.Random) -> dict[int, list[Episod
     return {0: [Episode(_onset(seconds), seconds * 0.7, "down")]}
 
 
+def _client_pause(n: int, seconds: float, rng: random.Random) -> dict[int, list[Episode]]:
+    """Broker 0 stalls as in pagecache-stall, while the producer itself pauses 5-50 ms
+    about 4 times a second (its loop or GIL busy, ~11 % of the time) and the shared
+    host is short of CPU for 20-100 ms every ~2 s (calls wait up to 30 ms more)."""
+    episodes = _pagecache_stall(n, seconds, rng)
+    pauses, t = [], rng.expovariate(4.0)
+    while t < seconds:
+        length = rng.uniform(0.005, 0.050)
+        pauses.append(Episode(t, t + length, "pause"))
+        t += length + rng.expovariate(4.0)
+    busy, t = [], rng.expovariate(0.5)
+    while t < seconds:
+        length = rng.uniform(0.02, 0.10)
+        busy.append(Episode(t, t + length, "contention", 0.030))
+        t += length + rng.expovariate(0.5)
+    return {**episodes, CLIENT: pauses, HOST: busy}
+
+
 def _healthy(n: int, seconds: float, rng: random.Random) -> dict[int, list[Episode]]:
     """No fault: what each policy costs when nothing is wrong."""
     return {}
@@ -151,6 +189,7 @@ SCENARIOS = {
     "half-slow": _half_slow,
     "cluster-slow": _cluster_slow,
     "outage": _outage,
+    "client-pause": _client_pause,
     "healthy": _healthy,
 }
 

@@ -1,14 +1,17 @@
 """What "slow" means: over `slow_s` and over `slow_factor` x the cluster baseline,
-unless most of the cluster is slow at once (then it is the cluster's slowness).
+and slow alone: not while most of the cluster is slow at once (the cluster's
+slowness), nor while most brokers' calls aged together (the client's or the
+shared host's lateness).
 
 See `fuse.config` for why the numbers are what they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from fuse.config import FuseConfig
+from fuse.crowd import CrowdWindow
 from fuse.state import BrokerState
 
 
@@ -48,3 +51,47 @@ class SlowJudge:
 
     def forget(self, broker: str) -> None:
         self._last_slow.pop(broker, None)
+
+
+ALONE, SHARED, UNSURE = "alone", "shared", "unsure"
+
+
+def slow_alone(broker: str, evidence_s: float, serving: Iterable[str],
+               states: dict[str, BrokerState], aged_before: Callable[[float], dict[str, int]],
+               crowd: CrowdWindow, now: float, line: float, config: FuseConfig) -> str:
+    """Is `broker` slow alone? Its evidence is a call that waited `evidence_s`.
+
+    ALONE: isolate it. SHARED: the client or the host all brokers share was
+    late, not `broker` (a PageCache stall is one broker's, host contention
+    everyone's). UNSURE: not yet; judge again on stronger evidence.
+
+    A late call (up to stuck) is SHARED when the crowd of calls turned sluggish
+    while it waited (`fuse.crowd`; calls still in flight that already took a
+    quarter of the line count as sluggish), and UNSURE while the crowd is
+    stirring and the call has not waited twice the line. Any call is SHARED
+    when most other brokers seen meanwhile *aged* too: a call to them waited
+    a quarter as long (and at least half the line), in flight
+    (`aged_before(wait)` counts them) or answered meanwhile: the crowd counts
+    calls, this counts brokers, which holds when a few brokers carry most of
+    them.
+    """
+    others = {b for b in serving if b != broker}
+    stuck = evidence_s > config.stuck_factor * line
+    mood = "calm"
+    if not stuck:
+        in_flight = aged_before(config.aged_fraction * line)
+        waiting = sum(n for b, n in in_flight.items() if b in others)
+        mood = crowd.judge(now - max(line, evidence_s), now, config.crowd_share,
+                           config.crowd_factor, waiting)
+        if mood == "surged":
+            return SHARED
+    # per broker: did most others seen meanwhile wait a quarter as long?
+    aged_s = config.aged_fraction * max(2.0 * line, evidence_s)
+    recent = now - max(2.0 * line, evidence_s)  # answers that overlapped the evidence
+    waiting_brokers = aged_before(aged_s).keys() & others
+    aged = waiting_brokers | {b for b in others if states[b].sluggish_at >= recent
+                              and states[b].sluggish_s >= aged_s}
+    seen = waiting_brokers | {b for b in others if states[b].seen_at >= recent}
+    if len(seen) >= 2 and len(aged) >= config.aged_ratio * len(seen):
+        return SHARED
+    return UNSURE if mood == "stirring" and evidence_s < 2.0 * line else ALONE

@@ -40,6 +40,10 @@ class BrokerState:
     worst_rt_s: float = 0.0  # slowest call of this isolation, to re-judge it later
     episode_errors: int = 0
     isolations: int = 0  # times isolated since the fuse started
+    sluggish_at: float = float("-inf")  # last answer older than aged_fraction x the line
+    sluggish_s: float = 0.0  # ... and how long it took
+    seen_at: float = float("-inf")  # last answer of any kind
+    stuck: int = 0  # calls in flight past stuck_factor x the line
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,12 @@
 """`floodgate demo`: a local cluster under load with injected faults, in the console.
 
-`--headless N` runs N seconds without the TUI and prints a summary (`--json`:
-acked, errors, brokers [{name, state, p99_s, max_s}], fuse_transitions
-[{time, broker, event, reason}], faults [{time, broker, action}]).
+`--headless N` runs N seconds without a terminal and prints a summary (`--json`:
+acked, errors, brokers [{name, state, p99_s, max_s, faulted, faults, isolations}],
+false_isolations, stall_detection [{broker, stall_at, isolated_at, delay_s,
+within_goal}], client_lateness, excused, fuse_transitions [{time, broker, event,
+reason}], faults [{time, broker, action}]). `--with-tui` also runs the console
+in that process, headless at 200x50, stepping through its screens: the real
+work `make demo` adds to the producer's process.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ def register(sub) -> None:
     parser.add_argument("--headless", type=float, metavar="SECONDS",
                         help="run this long without the TUI, then print a summary")
     parser.add_argument("--json", action="store_true", help="with --headless: JSON summary")
+    parser.add_argument("--with-tui", action="store_true",
+                        help="with --headless: run the console too (no terminal, 200x50), as "
+                             "make demo does, so the producer shares its process with the TUI")
     parser.add_argument("--data", type=Path, metavar="DIR",
                         help="keep the cluster's data here (default: a temporary dir, removed)")
     parser.add_argument("--base-port", type=int, default=20900, metavar="P",
@@ -43,6 +50,8 @@ def _check(args) -> None:
         raise UsageError("--headless must be a positive number of seconds")
     if args.json and args.headless is None:
         raise UsageError("--json needs --headless SECONDS (the TUI is not JSON)")
+    if args.with_tui and args.headless is None:
+        raise UsageError("--with-tui needs --headless SECONDS (without it the TUI runs anyway)")
     if not 1024 <= args.base_port <= 65535 - 2 * args.brokers - 1:
         raise UsageError("--base-port must leave room for every broker below 65536")
 
@@ -91,27 +100,14 @@ def _log_path(args) -> Path:
 
 
 def _headless(demo, args, stop: threading.Event) -> int:
-    from console.poller import Poller
-    from console.sources import HttpBrokers, HttpProducers
+    from console.demo_summary import summarize_run
 
-    cfg = demo.console_config()
-    poller = Poller(cfg, HttpBrokers(cfg.brokers, cfg.timeout),
-                    HttpProducers(cfg.producers, cfg.timeout)).start()
-    end = time.monotonic() + args.headless
-    try:
-        while not stop.wait(min(1.0, max(0.0, end - time.monotonic()))):
-            demo.collect_transitions()
-            if time.monotonic() >= end:
-                break
-    except KeyboardInterrupt:
-        pass
-    finally:
-        poller.stop()
-    state = poller.state
+    state = (_run_with_tui if args.with_tui else _run_polling)(demo, args.headless, stop)
+    transitions = demo.collect_transitions()
     summary = {**demo.load_totals(),
-               "brokers": [{"name": b.name, "state": b.state, "p99_s": b.p99, "max_s": b.max}
-                           for b in (state.brokers if state else ())],
-               "fuse_transitions": demo.collect_transitions(),
+               **summarize_run(state.brokers if state else (), demo.actions, transitions,
+                               demo.fuse_snapshot(), time.time()),
+               "fuse_transitions": transitions,
                "faults": [{"time": a.time, "broker": a.broker, "action": a.action}
                           for a in demo.actions]}
     if args.json:
@@ -123,13 +119,68 @@ def _headless(demo, args, stop: threading.Event) -> int:
     return 0
 
 
+def _run_polling(demo, seconds: float, stop: threading.Event):
+    """The console's poller alone: its state at the end."""
+    from console.poller import Poller
+    from console.sources import HttpBrokers, HttpProducers
+
+    cfg = demo.console_config()
+    poller = Poller(cfg, HttpBrokers(cfg.brokers, cfg.timeout),
+                    HttpProducers(cfg.producers, cfg.timeout)).start()
+    end = time.monotonic() + seconds
+    try:
+        while not stop.wait(min(1.0, max(0.0, end - time.monotonic()))):
+            demo.collect_transitions()
+            if time.monotonic() >= end:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        poller.stop()
+    return poller.state
+
+
+# What an SRE does in the console during a drill, one key every few seconds.
+TUI_KEYS = ("enter", "c", "f", "c", "down", "enter", "c", "a", "c")
+TUI_KEY_EVERY_S = 4.0
+
+
+def _run_with_tui(demo, seconds: float, stop: threading.Event):
+    """The real console, headless in this process, stepping through its screens."""
+    from console.app import FloodgateApp
+
+    app = FloodgateApp(demo.console_config())
+
+    async def drill(pilot) -> None:
+        end = time.monotonic() + seconds
+        step = 0
+        next_key = time.monotonic() + TUI_KEY_EVERY_S
+        while time.monotonic() < end and not stop.is_set():
+            await pilot.pause(min(1.0, max(0.0, end - time.monotonic())))
+            demo.collect_transitions()
+            if time.monotonic() >= next_key:
+                await pilot.press(TUI_KEYS[step % len(TUI_KEYS)])
+                step += 1
+                next_key += TUI_KEY_EVERY_S
+        app.exit()
+
+    app.run(headless=True, size=(200, 50), auto_pilot=drill)
+    return app.state
+
+
 def _print_summary(summary: dict) -> None:
     from console.format import clock, ms
 
     print(f"acked {summary['acked']:,}  errors {summary['errors']:,}")
     for b in summary["brokers"]:
-        print(f"  {b['name']:10} {b['state']:9} p99 {ms(b['p99_s']):>10}  max {ms(b['max_s']):>10}")
+        fault = ", ".join(b["faults"]) or "no fault"
+        print(f"  {b['name']:10} {b['state']:9} p99 {ms(b['p99_s']):>10}  max {ms(b['max_s']):>10}"
+              f"  {fault:14} isolated {b['isolations']}x")
     for f in summary["faults"]:
         print(f"  {clock(f['time'])} fault {f['broker']}: {f['action']}")
+    for d in summary["stall_detection"]:
+        when = "never" if d["delay_s"] is None else f"after {d['delay_s'] * 1000:.0f} ms"
+        print(f"  stall on {d['broker']} at {clock(d['stall_at'])}: isolated {when}")
     isolations = [t for t in summary["fuse_transitions"] if t["event"] == "isolate"]
-    print(f"fuse: {len(summary['fuse_transitions'])} transitions, {len(isolations)} isolations")
+    print(f"fuse: {len(summary['fuse_transitions'])} transitions, {len(isolations)} isolations, "
+          f"{summary['false_isolations']} of brokers without a fault")

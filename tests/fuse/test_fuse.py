@@ -31,6 +31,7 @@ def slow(fuse: Fuse, broker: str, rt: float) -> None:
 def make(n: int = 10, **kw) -> tuple[Fuse, Clock]:
     clock = Clock()
     kw.setdefault("seed", 7)
+    kw.setdefault("warmup_calls", 0)  # judge from the first call (warm-up has its own test)
     return Fuse(names(n), clock=clock, **kw), clock
 
 
@@ -87,10 +88,12 @@ def test_a_single_stuck_call_isolates_at_twice_the_line_while_in_flight():
     fuse.tick()
     assert fuse.snapshot().excluded == {"b2"}
     clock.advance(2.0)
-    fuse.end(token, ok=True)  # the stall ends: same call, no new isolation
+    fuse.tick()  # past 4x the line: stuck, one more offence
+    assert fuse.snapshot().isolated[0].offences == 2
+    fuse.end(token, ok=True)  # the stall ends: same call, no new offence or isolation
     snap = fuse.snapshot()
     assert snap.isolations_total["slow"] == 1 and snap.inflight == 0
-    assert snap.isolated[0].offences == 1
+    assert snap.isolated[0].offences == 2
 
 
 def test_isolation_lasts_a_minute_with_at_most_ten_percent_jitter():
@@ -344,3 +347,15 @@ def test_isolation_is_rejudged_when_the_cluster_line_rises():
     snap = fuse.snapshot()
     assert snap.isolated == ()
     assert [t.reason for t in snap.transitions if t.event == "release"] == ["rejudged"]
+
+
+def test_a_brokers_first_calls_are_not_judged_slow_but_errors_are():
+    fuse, _ = make(10, warmup_calls=20)
+    slow(fuse, "b1", 0.050)  # a cold start: the connect, the topic's creation
+    assert fuse.snapshot().isolated == ()
+    for _ in range(20):
+        fuse.report("b1", 0.001)
+    slow(fuse, "b1", 0.050)
+    assert fuse.snapshot().excluded == {"b1"}
+    fuse.report("b2", 0.001, ok=False)  # an error isolates from the first call
+    assert "b2" in fuse.snapshot().excluded | fuse.snapshot().overflow

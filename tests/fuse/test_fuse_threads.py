@@ -16,7 +16,8 @@ def test_concurrent_choose_and_report_stay_consistent():
         return next(ticks) * 0.0001  # every read moves time 0.1 ms
 
     brokers = [f"b{i}" for i in range(10)]
-    fuse = Fuse(brokers, isolation_s=0.5, max_isolation_s=0.5, clock=clock, seed=3)
+    fuse = Fuse(brokers, isolation_s=0.5, max_isolation_s=0.5, clock=clock, seed=3,
+                warmup_calls=0)
     errors: list[BaseException] = []
     stop = threading.Event()
 
