@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from broker_core.client import SendResult, _one, judge_attempt, normalize_brokers
-from broker_core.connection import BrokerUnavailable, parse_addr
+from broker_core.connection import BrokerUnavailable, is_local, parse_addr
 from broker_core.protocol import (
     FLAG_RESPONSE,
     Code,
@@ -95,7 +95,8 @@ class AsyncProducer:
         if fuse is None:
             from fuse import Fuse
 
-            fuse = Fuse(list(self.brokers), clock=clock)
+            fuse = Fuse(list(self.brokers), clock=clock,
+                        colocated=[b for b, addr in self.brokers.items() if is_local(addr)])
         self.fuse = fuse or None
         self.timeout, self.retries = timeout, retries
         self._names = list(self.brokers)

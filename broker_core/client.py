@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from broker_core.connection import BrokerUnavailable, Connection
+from broker_core.connection import BrokerUnavailable, Connection, is_local
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     Code,
@@ -168,7 +168,8 @@ class Producer:
         if fuse is None:
             from fuse import Fuse
 
-            fuse = Fuse(list(self.brokers), clock=clock)
+            fuse = Fuse(list(self.brokers), clock=clock,
+                        colocated=[b for b, addr in self.brokers.items() if is_local(addr)])
         self.fuse = fuse or None  # fuse=False: plain round robin
         self.timeout = timeout
         self.retries = retries

@@ -15,6 +15,7 @@ BrokerUnavailable; the next request reconnects.
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import select
 import socket
@@ -41,6 +42,24 @@ def parse_addr(addr: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"bad broker address {addr!r}: expected HOST:PORT")
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def is_local(addr: str) -> bool:
+    """Does `addr` point at this host (loopback, its own name, or one of its
+    interfaces' addresses)? Such a broker shares the producer's cores."""
+    host, _port = parse_addr(addr)
+    if host in ("localhost", socket.gethostname()):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a name: not resolved here (no DNS in a constructor)
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    import psutil
+
+    return any(a.address.split("%")[0] == host
+               for addrs in psutil.net_if_addrs().values() for a in addrs)
 
 
 class _Link:

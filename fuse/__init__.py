@@ -11,7 +11,10 @@ API the producer (broker_core) calls::
     from fuse.export import metric_families
 
     fuse = Fuse(brokers, isolation_s=60.0, max_isolated_ratio=0.3, slow_s=0.010,
-                clock=time.monotonic, dry_run=False, seed=None)
+                clock=time.monotonic, dry_run=False, seed=None, colocated=())
+
+    fuse.heartbeat(0.005)                  # from the thread that reads answers, on a timer:
+                                           # the client's own lateness excuses the brokers
 
     broker = fuse.choose()                 # round robin over usable brokers
     broker = fuse.choose(candidates)       # ... among these (retry: minus the failed one)
@@ -21,7 +24,8 @@ API the producer (broker_core) calls::
     except BrokerFault:
         fuse.end(token, ok=False)          # throws -> isolated (rule 3)
         raise
-    fuse.end(token, ok=True)               # too slow -> isolated (rule 2)
+    fuse.end(token, ok=True, broker_s=t)   # too slow -> isolated (rule 2); t: the broker's
+                                           # own service time from its answer, if it sent one
     # or: with fuse.calling(broker): send(broker, message)
     # or, when the RT is measured elsewhere: fuse.report(broker, rt_s, ok)
 
@@ -35,8 +39,11 @@ API the producer (broker_core) calls::
 
 `choose` is lock-free and does housekeeping every `tick_s` (1 ms by default),
 which also judges calls still in flight: a call older than the slow line counts
-as slow at that moment. Pass `dry_run=True` to record and export decisions
-while excluding nothing. `fuse.sim` compares policies in virtual time.
+as slow at that moment. Slowness is the broker's part of the time and must be
+the broker's alone (`fuse.lateness`, `fuse.crowd`, `fuse.slowness`). Brokers
+in `colocated` share the client's host: their late answers count only once a
+call is stuck (4x the line). Pass `dry_run=True` to record and export
+decisions while excluding nothing. `fuse.sim` compares policies in virtual time.
 """
 
 from fuse.config import FuseConfig

@@ -69,6 +69,7 @@ class Fuse:
         *,
         dry_run: bool = False,
         seed: int | str | None = None,
+        colocated: Iterable[str] = (),
         **tuning: float,
     ) -> None:
         if isinstance(brokers, str):
@@ -91,6 +92,9 @@ class Fuse:
         self._aged_s = config.slow_s * config.aged_fraction
         self._tick_s = config.housekeeping_s
         self._alpha = config.ewma_alpha
+        # Brokers on the client's own host: they compete with it (and each other)
+        # for its cores, so a late answer short of stuck is that host's noise.
+        self.colocated = frozenset(colocated)
         self._states: dict[str, BrokerState] = {}
         self._order: list[str] = []
         self._list = IsolationList()
@@ -378,6 +382,8 @@ class Fuse:
                 state.suspect_calls += calls
                 if state.suspect_calls < cfg.slow_calls:
                     return
+                if state.name in self.colocated and not stuck:
+                    return  # a suspect until a call is stuck: see `colocated`
                 verdict = slow_alone(state.name, rt, serving or self._usable, self._states,
                                      self._aged_before, self._crowd, now, self._threshold, cfg)
                 if verdict == UNSURE:
@@ -510,6 +516,7 @@ class Fuse:
                                       if st.isolations},
                 excused_total=dict(self._excused),
                 client=self._late.figures(now) if self._late.active else None,
+                colocated=self.colocated,
             )
 
     @property

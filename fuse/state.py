@@ -105,6 +105,7 @@ class FuseSnapshot:
     # ("client-late"), or calls to most brokers aged together ("aged-together")
     excused_total: Mapping[str, int] = field(default_factory=dict)
     client: LatenessFigures | None = None  # None: the client sends no heartbeat
+    colocated: frozenset[str] = frozenset()  # brokers on the client's own host
 
     @property
     def isolated_count(self) -> int:
@@ -133,4 +134,5 @@ class FuseSnapshot:
             "isolations_by_broker": dict(self.isolations_by_broker),
             "excused_total": dict(self.excused_total),
             "client": self.client.to_dict() if self.client is not None else None,
+            "colocated": sorted(self.colocated),
         }

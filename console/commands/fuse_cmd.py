@@ -86,7 +86,7 @@ def run_simulate(args) -> int:
     if not args.json:
         print(f"{args.brokers} brokers, {args.seconds:g} s at {args.rate:g} sends/s, seed {args.seed}")
         print(f"{'scenario':<16} {'policy':<10} {'over 20ms':>10} {'avg ms':>8} {'p999 ms':>9}"
-              f" {'failed':>7} {'max excluded':>13}")
+              f" {'failed':>7} {'max excluded':>13} {'false iso':>9}")
     with _progress_bar(len(scenarios) * len(policies)) as (advance, emit):
         for scenario in scenarios:
             for policy in policies:
@@ -100,7 +100,8 @@ def run_simulate(args) -> int:
                 if not args.json:
                     emit(f"{scenario:<16} {policy:<10} {r.share_over_20ms:>10.4%}"
                          f" {r.avg_rt_ms:>8.2f} {r.p999_ms:>9.1f} {r.failed:>7}"
-                         f" {r.max_excluded:>6} ({r.max_excluded_ratio:.0%})")
+                         f" {r.max_excluded:>6} ({r.max_excluded_ratio:.0%})"
+                         f" {r.false_isolations:>9}")
     if args.json:
         print_json(results[0] if len(results) == 1 else results)
     return 0

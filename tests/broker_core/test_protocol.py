@@ -119,3 +119,11 @@ def test_send_answers_carry_the_brokers_service_time_and_old_ones_decode():
     assert p.decode_batch_response(batch) == (2, 7, 100, 0xFFFFFFFF / 1e6)
     with pytest.raises(p.ProtocolError, match="trailing"):
         p.decode_send_response(timed + b"\x00")
+
+
+def test_brokers_on_this_host_are_told_apart_from_remote_ones():
+    from broker_core.connection import is_local
+
+    assert is_local("127.0.0.1:10911") and is_local("localhost:1") and is_local("[::1]:2")
+    assert not is_local("203.0.113.7:10911")  # TEST-NET-3: never this host
+    assert not is_local("broker-a.example:10911")  # names are not resolved

@@ -31,7 +31,9 @@ def test_headless_demo_summary(tmp_path):
     assert summary["acked"] > 1000 and summary["errors"] >= 0
     assert [b["name"] for b in summary["brokers"]] == [f"broker-{i}" for i in range(1, 7)]
     assert {b["state"] for b in summary["brokers"]} <= {"UP", "SLOW", "ISOLATED", "DOWN"}
-    assert all(set(b) == {"name", "state", "p99_s", "max_s"} for b in summary["brokers"])
+    assert all(set(b) == {"name", "state", "p99_s", "max_s", "faulted", "faults", "isolations"}
+               for b in summary["brokers"])
+    assert {"false_isolations", "stall_detection", "client_lateness", "excused"} <= set(summary)
     assert summary["faults"][0]["broker"] == "broker-2"
     assert "stall_ms=800.0" in summary["faults"][0]["action"]
     for t in summary["fuse_transitions"]:

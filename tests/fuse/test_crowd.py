@@ -137,3 +137,19 @@ def test_a_stuck_call_is_shared_when_the_others_waited_a_quarter_as_long():
     snap = fuse.snapshot()
     assert snap.isolated == ()
     assert snap.excused_total["aged-together"] > 0
+
+
+def test_a_broker_on_the_clients_host_is_isolated_only_for_a_stuck_call():
+    clock = Clock()
+    fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0,
+                colocated=[f"b{i}" for i in range(6)])
+    pending = steady(fuse, clock, 2.0)
+    late = fuse.begin("b3")  # descheduled 30 ms by the host it shares with the client
+    pending = steady(fuse, clock, 0.030, pending=pending)
+    fuse.end(late, ok=True)
+    assert fuse.snapshot().isolated == ()
+    stuck = fuse.begin("b3")  # a stall: past 4x the line
+    steady(fuse, clock, 0.045, pending=pending)
+    snap = fuse.snapshot()
+    assert snap.excluded == {"b3"} and snap.colocated == frozenset(fuse.brokers)
+    fuse.end(stuck, ok=True)

@@ -121,3 +121,29 @@ def test_deterministic_across_processes_and_hash_seeds():
                               text=True, timeout=120, check=True)
         outputs.append(json.loads(done.stdout))
     assert outputs[0] == outputs[1]
+
+
+def test_client_pause_isolates_the_stalled_broker_and_nobody_else():
+    r = simulate("client-pause", "fuse", brokers=10, seconds=60.0, rate=2000.0, seed=1)
+    assert r.false_isolations == 0
+    assert 1 <= r.isolations  # broker 0, the stalled one
+    assert r.share_over_20ms < simulate("client-pause", "none", brokers=10, seconds=60.0,
+                                        rate=2000.0, seed=1).share_over_20ms
+
+
+def test_client_pauses_hold_sends_and_answers_for_every_policy():
+    plain = simulate("client-pause", "none", brokers=10, seconds=30.0, rate=1000.0, seed=2)
+    calm = simulate("healthy", "none", brokers=10, seconds=30.0, rate=1000.0, seed=2)
+    assert plain.share_over_20ms > 0.01 > calm.share_over_20ms  # 5-50 ms pauses, ~11 %
+
+
+def test_policies_count_the_isolations_they_make():
+    clock = type("C", (), {"now": 0.0, "__call__": lambda self: self.now})()
+    rocket = RocketMQFaultStrategy(4, clock, 1)
+    rocket.end(2, None, 0.6, True)  # 600 ms: unavailable for 30 s
+    rocket.end(2, None, 0.6, True)  # still unavailable: the same isolation
+    assert [rocket.isolations(b) for b in range(4)] == [0, 0, 1, 0]
+    breaker = PyBreakerModel(4, clock, 1)
+    for _ in range(5):
+        breaker.end(1, False, 0.001, False)
+    assert [breaker.isolations(b) for b in range(4)] == [0, 1, 0, 0]

@@ -1,0 +1,56 @@
+"""What a demo run proves, computed purely from its record (no cluster)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from console.demo import FaultAction
+from console.demo_summary import stall_detection, summarize_run
+
+
+@dataclass
+class View:
+    name: str
+    state: str = "UP"
+    p99: float | None = 0.0002
+    max: float | None = 0.004
+
+
+ACTIONS = [FaultAction(100.0, "broker-2", "stall_ms=800.0", "stall"),
+           FaultAction(130.0, "broker-2", "clear", "clear"),
+           FaultAction(139.0, "broker-4", "error_rate=0.2", "errors"),
+           FaultAction(250.0, "broker-2", "stall_ms=800.0", "stall")]
+
+
+def t(time: float, broker: str, event: str, reason: str = "slow") -> dict:
+    return {"time": time, "broker": broker, "event": event, "reason": reason}
+
+
+def test_each_stall_is_matched_to_the_next_isolation_of_its_broker():
+    transitions = [t(100.02, "broker-2", "isolate"), t(139.01, "broker-4", "isolate", "error"),
+                   t(139.01, "broker-2", "overflow", "cap"), t(165.0, "broker-2", "release",
+                                                               "expired"),
+                   t(251.5, "broker-2", "isolate")]
+    got = stall_detection(ACTIONS, transitions, now=300.0)
+    assert [round(d["delay_s"], 2) for d in got] == [0.02, 1.5]
+    assert [d["within_goal"] for d in got] == [True, False]
+
+
+def test_a_stall_on_a_broker_still_isolated_counts_at_once_and_a_missed_one_is_none():
+    held = [t(90.0, "broker-2", "isolate")]  # isolated before its stall began
+    assert stall_detection(ACTIONS[:1], held, now=300.0)[0]["delay_s"] == 0.0
+    missed = stall_detection(ACTIONS[:1], [], now=300.0)[0]
+    assert missed["isolated_at"] is None and not missed["within_goal"] and not missed["open"]
+    just_now = stall_detection(ACTIONS[:1], [], now=100.5)[0]
+    assert just_now["open"]  # the run ended before the goal's second was up
+
+
+def test_isolations_of_brokers_without_a_fault_are_false():
+    fuse = {"isolations_by_broker": {"broker-2": 1, "broker-4": 1, "broker-5": 2},
+            "excused_total": {"client-late": 7}, "client": {"beats": 10}}
+    out = summarize_run([View(f"broker-{i}") for i in range(1, 7)], ACTIONS, [], fuse, 300.0)
+    rows = {r["name"]: r for r in out["brokers"]}
+    assert rows["broker-2"]["faults"] == ["stall"] and rows["broker-4"]["faults"] == ["errors"]
+    assert not rows["broker-5"]["faulted"] and rows["broker-5"]["isolations"] == 2
+    assert out["false_isolations"] == 2
+    assert out["excused"] == {"client-late": 7} and out["client_lateness"] == {"beats": 10}
