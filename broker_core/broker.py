@@ -25,6 +25,7 @@ from time import perf_counter
 from broker_core import protocol as p
 from broker_core.faults import Faults
 from broker_core.group_state import GroupMembers, OffsetTable, TopicError, TopicTable
+from broker_core.loop_lag import LoopLag
 from broker_core.protocol import Code, Op
 from broker_core.stats import WINDOWS_S, OpRecorder, summarize
 from broker_core.store import GetStatus, MessageStore, PutStatus, StoreConfig
@@ -97,6 +98,7 @@ class Broker:
         self.members = GroupMembers(time.monotonic)
         self.recorder = OpRecorder(OPS, clock)
         self.faults = Faults(time.monotonic)
+        self.loop_lag = LoopLag()
         self.started = clock()
         self.serving = False
         self._inflight: dict[object, float] = {}
@@ -423,6 +425,9 @@ class Broker:
             "topics": dict(self.topics.queues),
             "faults": self.faults.describe(),
             "inflight_writes": len(self._inflight),
+            # how long requests waited to be read (the loop blocked or the process unscheduled)
+            "loop_lag": {"max_10s": self.loop_lag.worst(10), "max_60s": self.loop_lag.worst(60),
+                         "late_total": self.loop_lag.late_total},
         }
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """The broker's per-second metrics log: Parquet in DESIGN.md's schema.
 
 Rows are buffered in memory and written as one closed file per table every
-`roll_s` seconds (and at shutdown): a hidden temp name first, then an atomic
+`roll_s` seconds (in a worker thread, off the broker's loop) and at shutdown: a hidden temp name first, then an atomic
 rename to `part-<broker>-<first second>.parquet`, so Spark and DuckDB (which
 skip names starting with "." or "_") only ever see complete files.
 
@@ -13,6 +13,7 @@ tests/integration/test_metrics_log_contract.py holds the two equal.
 from __future__ import annotations
 
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -67,6 +68,7 @@ class MetricsLogWriter:
         self._latency: list[dict] = []
         self._stats: list[dict] = []
         self._first_ts: int | None = None
+        self._rolling = threading.Lock()
         self.files_written = 0
 
     def add_seconds(self, seconds: Iterable[ClosedSecond]) -> None:
@@ -123,19 +125,27 @@ class MetricsLogWriter:
     def due(self, now: float) -> bool:
         return self._first_ts is not None and now - self._first_ts >= self.roll_s
 
-    def roll(self) -> list[Path]:
-        """Write what is buffered as closed files; returns their paths."""
-        written = []
-        for table, rows, schema in (
-            ("latency", self._latency, LATENCY_SCHEMA),
-            ("broker_stats", self._stats, BROKER_STATS_SCHEMA),
-        ):
-            by_date: dict[str, list[dict]] = defaultdict(list)
-            for row in rows:
-                by_date[row["ts"].strftime("%Y-%m-%d")].append(row)
-            for day, day_rows in sorted(by_date.items()):
-                written.append(self._write(table, day, day_rows, schema))
+    def take(self) -> tuple[list[dict], list[dict]]:
+        """Hand over what is buffered (for `roll` in another thread) and start anew."""
+        taken = (self._latency, self._stats)
         self._latency, self._stats, self._first_ts = [], [], None
+        return taken
+
+    def roll(self, taken: tuple[list[dict], list[dict]] | None = None) -> list[Path]:
+        """Write rows as closed files (what is buffered, or what `take` handed
+        over; safe in a worker thread then); returns their paths."""
+        latency, stats = taken if taken is not None else self.take()
+        written = []
+        with self._rolling:  # the shutdown roll waits for one still running in a thread
+            for table, rows, schema in (
+                ("latency", latency, LATENCY_SCHEMA),
+                ("broker_stats", stats, BROKER_STATS_SCHEMA),
+            ):
+                by_date: dict[str, list[dict]] = defaultdict(list)
+                for row in rows:
+                    by_date[row["ts"].strftime("%Y-%m-%d")].append(row)
+                for day, day_rows in sorted(by_date.items()):
+                    written.append(self._write(table, day, day_rows, schema))
         return written
 
     def _write(self, table: str, day: str, rows: list[dict], schema: pa.Schema) -> Path:

@@ -99,6 +99,9 @@ class BrokerCollector(Collector):
             cl["max_offset"] - cl["flushed_offset"],
         )
         yield gauge("floodgate_commitlog_max_offset", "CommitLog write offset", cl["max_offset"])
+        yield gauge("floodgate_broker_loop_lag_seconds",
+                    "Longest the broker's event loop ran late in the last 10 s (requests "
+                    "waited that long to be read)", b.loop_lag.worst(10))
         yield gauge("floodgate_inflight_writes", "Writes in the write path now", len(b._inflight))
         yield gauge(
             "floodgate_fault_active",
