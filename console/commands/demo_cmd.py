@@ -102,14 +102,19 @@ def _log_path(args) -> Path:
 def _headless(demo, args, stop: threading.Event) -> int:
     from console.demo_summary import summarize_run
 
-    state = (_run_with_tui if args.with_tui else _run_polling)(demo, args.headless, stop)
-    transitions = demo.collect_transitions()
-    summary = {**demo.load_totals(),
-               **summarize_run(state.brokers if state else (), demo.actions, transitions,
-                               demo.fuse_snapshot(), time.time()),
-               "fuse_transitions": transitions,
-               "faults": [{"time": a.time, "broker": a.broker, "action": a.action}
-                          for a in demo.actions]}
+    def record(state) -> dict:
+        """The run as it stands: taken at the end of the window, before the console
+        (or poller) is torn down, so the summary covers exactly the N seconds."""
+        transitions = demo.collect_transitions()
+        return {**demo.load_totals(),
+                **summarize_run(state.brokers if state else (), demo.actions, transitions,
+                                demo.fuse_snapshot(), time.time()),
+                "fuse_transitions": transitions,
+                "faults": [{"time": a.time, "broker": a.broker, "action": a.action}
+                           for a in demo.actions]}
+
+    summary = (_run_with_tui if args.with_tui else _run_polling)(demo, args.headless, stop,
+                                                                 record)
     if args.json:
         print_json(summary)
     else:
@@ -119,8 +124,8 @@ def _headless(demo, args, stop: threading.Event) -> int:
     return 0
 
 
-def _run_polling(demo, seconds: float, stop: threading.Event):
-    """The console's poller alone: its state at the end."""
+def _run_polling(demo, seconds: float, stop: threading.Event, record) -> dict:
+    """The console's poller alone; the record of the run at its end."""
     from console.poller import Poller
     from console.sources import HttpBrokers, HttpProducers
 
@@ -135,9 +140,10 @@ def _run_polling(demo, seconds: float, stop: threading.Event):
                 break
     except KeyboardInterrupt:
         pass
+    try:
+        return record(poller.state)
     finally:
         poller.stop()
-    return poller.state
 
 
 # What an SRE does in the console during a drill, one key every few seconds.
@@ -145,11 +151,13 @@ TUI_KEYS = ("enter", "c", "f", "c", "down", "enter", "c", "a", "c")
 TUI_KEY_EVERY_S = 4.0
 
 
-def _run_with_tui(demo, seconds: float, stop: threading.Event):
-    """The real console, headless in this process, stepping through its screens."""
+def _run_with_tui(demo, seconds: float, stop: threading.Event, record) -> dict:
+    """The real console, headless in this process, stepping through its screens;
+    the record of the run at its end."""
     from console.app import FloodgateApp
 
     app = FloodgateApp(demo.console_config())
+    out: dict = {}
 
     async def drill(pilot) -> None:
         end = time.monotonic() + seconds
@@ -162,10 +170,11 @@ def _run_with_tui(demo, seconds: float, stop: threading.Event):
                 await pilot.press(TUI_KEYS[step % len(TUI_KEYS)])
                 step += 1
                 next_key += TUI_KEY_EVERY_S
+        out.update(record(app.state))
         app.exit()
 
     app.run(headless=True, size=(200, 50), auto_pilot=drill)
-    return app.state
+    return out or record(app.state)
 
 
 def _print_summary(summary: dict) -> None:
