@@ -72,6 +72,9 @@ def main() -> int:
         "seconds": args.seconds, "load_average_before": load, "wall_s": wall,
         "acked": run["acked"], "msgs_per_s": run["acked"] / args.seconds,
         "false_isolations": run["false_isolations"],
+        "false_isolation_events": [
+            {"at_s": round(e["time"] - run["faults"][0]["time"] + 6.0, 2), "broker": e["broker"],
+             "reason": e["reason"]} for e in run["false_isolation_events"]],
         "stall_delays_ms": [None if s["delay_s"] is None else round(s["delay_s"] * 1000, 1)
                             for s in stalls],
         "client_away_s": client.get("away_total_s"), "client_worst_gap_ms":
@@ -89,7 +92,8 @@ def main() -> int:
     else:
         print(f"{args.seconds:g} s demo with the console in-process, {figures['msgs_per_s']:,.0f} "
               f"msgs/s acked, load average before {load:.2f}")
-        print(f"  isolations of fault-free brokers: {run['false_isolations']}")
+        print(f"  isolations of fault-free brokers: {run['false_isolations']} "
+              f"{figures['false_isolation_events'] or ''}")
         print(f"  stalls: {len(stalls)}, isolated after (ms): {figures['stall_delays_ms']}")
         print(f"  producer away (its own lateness): {client.get('away_total_s', 0):.1f} s, "
               f"worst gap {figures['client_worst_gap_ms']} ms, "

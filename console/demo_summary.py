@@ -5,7 +5,8 @@ per-broker isolation counts and the console's last state it says, per broker,
 whether a fault was injected and how often the fuse isolated it; how many
 isolations hit brokers that had no fault (each one a misjudgement: the demo's
 healthy brokers answer in well under a millisecond); and, for every stall the
-script injected, how long the fuse took to isolate the stalled broker.
+script injected, how long the fuse took to isolate the stalled broker. An
+isolation of a faulted broker after its fault cleared is a misjudgement too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 # Goal (issue 14): the stalled broker isolated within 1 s of its first stall.
 DETECT_WITHIN_S = 1.0
+CLEAR_GRACE_S = 1.0
 
 
 def stall_detection(actions: Sequence[Any], transitions: Sequence[Mapping[str, Any]],
@@ -44,6 +46,32 @@ def stall_detection(actions: Sequence[Any], transitions: Sequence[Mapping[str, A
     return out
 
 
+def fault_windows(actions: Sequence[Any]) -> dict[str, list[tuple[float, float]]]:
+    """Per broker, when a fault was active: from its injection to the next clear
+    (plus CLEAR_GRACE_S: answers already on their way), or open-ended."""
+    windows: dict[str, list[tuple[float, float]]] = {}
+    opened: dict[str, float] = {}
+    for act in sorted(actions, key=lambda a: a.time):
+        if act.kind == "clear":
+            if act.broker in opened:
+                windows.setdefault(act.broker, []).append(
+                    (opened.pop(act.broker), act.time + CLEAR_GRACE_S))
+        else:
+            opened.setdefault(act.broker, act.time)
+    for broker, start in opened.items():
+        windows.setdefault(broker, []).append((start, float("inf")))
+    return windows
+
+
+def false_isolations(actions: Sequence[Any], transitions: Sequence[Mapping[str, Any]]
+                     ) -> list[dict[str, Any]]:
+    """Isolations that began while their broker had no fault: each one a misjudgement
+    (the demo's healthy brokers answer in well under a millisecond)."""
+    windows = fault_windows(actions)
+    return [dict(t) for t in transitions if t["event"] == "isolate" and not any(
+        start <= t["time"] <= end for start, end in windows.get(t["broker"], ()))]
+
+
 def summarize_run(brokers: Iterable[Any], actions: Sequence[Any],
                   transitions: Sequence[Mapping[str, Any]], fuse: Mapping[str, Any],
                   now: float) -> dict[str, Any]:
@@ -58,8 +86,13 @@ def summarize_run(brokers: Iterable[Any], actions: Sequence[Any],
         rows.append({"name": b.name, "state": b.state, "p99_s": b.p99, "max_s": b.max,
                      "faulted": b.name in faults, "faults": sorted(set(faults.get(b.name, []))),
                      "isolations": int(isolations.get(b.name, 0))})
-    false = sum(int(n) for name, n in isolations.items() if name not in faults)
-    return {"brokers": rows, "false_isolations": false,
+    # the fuse's own count for brokers never faulted (exact even past the transitions
+    # it keeps), plus isolations of faulted brokers outside their fault windows
+    events = false_isolations(actions, transitions)
+    never = sum(int(n) for name, n in isolations.items() if name not in faults)
+    outside = sum(1 for t in events if t["broker"] in faults)
+    return {"brokers": rows, "false_isolations": never + outside,
+            "false_isolation_events": events,
             "stall_detection": stall_detection(actions, transitions, now),
             "client_lateness": fuse.get("client"),
             "excused": fuse.get("excused_total") or {}}

@@ -41,8 +41,8 @@ API the producer (broker_core) calls::
 which also judges calls still in flight: a call older than the slow line counts
 as slow at that moment. Slowness is the broker's part of the time and must be
 the broker's alone (`fuse.lateness`, `fuse.crowd`, `fuse.slowness`). Brokers
-in `colocated` share the client's host: their late answers count only once a
-call is stuck (4x the line). Pass `dry_run=True` to record and export
+in `colocated` share the client's host: they are isolated for slowness only
+once a call hangs (10x the line). Pass `dry_run=True` to record and export
 decisions while excluding nothing. `fuse.sim` compares policies in virtual time.
 """
 

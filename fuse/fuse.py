@@ -93,7 +93,8 @@ class Fuse:
         self._tick_s = config.housekeeping_s
         self._alpha = config.ewma_alpha
         # Brokers on the client's own host: they compete with it (and each other)
-        # for its cores, so a late answer short of stuck is that host's noise.
+        # for its cores, so a late answer short of hung (10x the line) is that host's
+        # noise (single-broker hiccups of up to ~50 ms measured on a 2-core demo host).
         self.colocated = frozenset(colocated)
         self._states: dict[str, BrokerState] = {}
         self._order: list[str] = []
@@ -175,7 +176,7 @@ class Fuse:
         state = self._states.get(broker)
         if state is None:  # unknown or removed meanwhile
             return rt
-        if counted == 3 and state.stuck > 0:
+        if counted >= 3 and state.stuck > 0:
             state.stuck -= 1
         state.ewma_s += ((judged if judged < 1.0 else 1.0) - state.ewma_s) * self._alpha
         state.samples += 1
@@ -236,8 +237,10 @@ class Fuse:
         self._offend(state, ok, rt_s, self._weight(rt_s, line) if ok else 1)
 
     def _weight(self, rt: float, line: float) -> int:
-        """Offences a slow call is worth: past the line, twice it, stuck."""
-        return (rt > line) + (rt > 2.0 * line) + (rt > self.config.stuck_factor * line)
+        """Offences a slow call is worth: past the line, twice it, stuck, hung."""
+        cfg = self.config
+        return ((rt > line) + (rt > 2.0 * line) + (rt > cfg.stuck_factor * line)
+                + (rt > cfg.hung_factor * line))
 
     def heartbeat(self, interval_s: float) -> float:
         """The client that reads the brokers' answers is running now.
@@ -305,7 +308,8 @@ class Fuse:
             # A call in flight counts once past the line, once more past twice it
             # and once more when stuck, in time the client was watching.
             line = self._threshold
-            lines = (line, 2.0 * line, self.config.stuck_factor * line)
+            lines = (line, 2.0 * line, self.config.stuck_factor * line,
+                     self.config.hung_factor * line)
             cut = self._late.cutoff if self._late.active else (lambda t, d: t - d)
             stages = self._calls.climb(tuple(cut(now, d) for d in lines))
             if any(stages):
@@ -316,13 +320,13 @@ class Fuse:
             self._lock.release()
 
     def _judge_overdue_locked(self, now: float, past_line: dict, past_twice: dict,
-                              stuck: dict) -> None:
+                              stuck: dict, hung: dict) -> None:
         """Offences for calls overdue in flight, unless most brokers aged together:
         then the client (or the whole cluster) is late and nobody is isolated.
         Each is judged against the brokers serving before this batch."""
-        stages = (past_line, past_twice, stuck)
+        stages = (past_line, past_twice, stuck, hung)
         serving = self._usable
-        overdue = dict.fromkeys([*past_line, *past_twice, *stuck])  # ordered: deterministic
+        overdue = dict.fromkeys([*past_line, *past_twice, *stuck, *hung])  # ordered
         for broker, (calls, _start) in stuck.items():
             state = self._states.get(broker)
             if state is not None:
@@ -330,7 +334,7 @@ class Fuse:
         for broker in overdue:
             self._judge.mark_slow(broker, now)
         if len(overdue) > 1 and self._judge.cluster_slow(now, len(self._states)):
-            if not stuck:  # stuck calls are judged one by one (slow alone or not)
+            if not stuck and not hung:  # stuck calls are judged one by one (slow alone?)
                 self._excused["aged-together"] += sum(
                     st.get(b, (0, 0))[0] for st in stages for b in overdue)
                 self._release_cluster_slow_locked(now)
@@ -382,8 +386,8 @@ class Fuse:
                 state.suspect_calls += calls
                 if state.suspect_calls < cfg.slow_calls:
                     return
-                if state.name in self.colocated and not stuck:
-                    return  # a suspect until a call is stuck: see `colocated`
+                if state.name in self.colocated and rt <= cfg.hung_factor * self._threshold:
+                    return  # a suspect until a call hangs: see `colocated`
                 verdict = slow_alone(state.name, rt, serving or self._usable, self._states,
                                      self._aged_before, self._crowd, now, self._threshold, cfg)
                 if verdict == UNSURE:

@@ -6,8 +6,8 @@ always the oldest call still in flight: a scan for calls older than a line
 stops at the first one that is not, and costs O(1) when none is.
 
 A call climbs the stages as it ages (in time the client was watching):
-fresh, past the slow line, past twice the line, and stuck (past
-`stuck_factor` lines), where it stays until it returns. Single dict operations are atomic under the GIL, so `begin` and
+fresh, past the slow line, past twice the line, stuck (past `stuck_factor`
+lines) and hung (past `hung_factor` lines), where it stays until it returns. Single dict operations are atomic under the GIL, so `begin` and
 `end` never lock; the stage `end` finds its call in says how often
 housekeeping already counted it (`LEVEL_COUNTS`).
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 Calls = dict[int, tuple[str, float]]
 
-# Offences housekeeping charged for a call found in stage i (3: stuck, or forgotten).
-LEVEL_COUNTS = (0, 1, 2, 3)
+# Offences housekeeping charged for a call found in stage i (4: hung, or forgotten).
+LEVEL_COUNTS = (0, 1, 2, 3, 4)
 
 
 def pop_overdue(calls: Calls, started_before: float, move_to: Calls | None = None,
@@ -52,37 +52,32 @@ class InflightCalls:
         self.past_line: Calls = {}
         self.past_twice: Calls = {}
         self.stuck: Calls = {}
-        self._stages = (self.fresh, self.past_line, self.past_twice, self.stuck)
+        self.hung: Calls = {}
+        self._stages = (self.fresh, self.past_line, self.past_twice, self.stuck, self.hung)
 
     def __len__(self) -> int:
         return sum(len(stage) for stage in self._stages)
 
     def level(self, call_id: int) -> int:
-        """Remove a returning call; the stage it was in (3: stuck or unknown)."""
-        if self.fresh.pop(call_id, None) is not None:
-            return 0
-        if self.past_line.pop(call_id, None) is not None:
-            return 1
-        if self.past_twice.pop(call_id, None) is not None:
-            return 2
-        self.stuck.pop(call_id, None)
-        return 3
+        """Remove a returning call; the stage it was in (4: hung or unknown)."""
+        for level, stage in enumerate(self._stages[:-1]):
+            if stage.pop(call_id, None) is not None:
+                return level
+        self.hung.pop(call_id, None)
+        return 4
 
     def forget(self, call_id: int) -> None:
         for stage in self._stages:
             stage.pop(call_id, None)
 
-    def climb(self, cutoffs: tuple[float, float, float]
-              ) -> tuple[dict[str, tuple[int, float]], ...]:
-        """Move calls up a stage where they started before the stage's cutoff
-        (past the line, past twice the line, stuck); per stage reached: broker ->
+    def climb(self, cutoffs: tuple[float, ...]) -> tuple[dict[str, tuple[int, float]], ...]:
+        """Move calls up a stage where they started before that stage's cutoff (past
+        the line, past twice the line, stuck, hung); per stage reached: broker ->
         (calls, oldest start)."""
-        cut_1, cut_2, cut_3 = cutoffs
         # youngest stage first, so a call may climb all of them in one pass
-        line = pop_overdue(self.fresh, cut_1, move_to=self.past_line)
-        twice = pop_overdue(self.past_line, cut_2, move_to=self.past_twice)
-        stuck = pop_overdue(self.past_twice, cut_3, move_to=self.stuck)
-        return line, twice, stuck
+        return tuple(pop_overdue(low, cut, move_to=high)
+                     for low, high, cut in zip(self._stages[:-1], self._stages[1:], cutoffs,
+                                               strict=True))
 
     def started_before(self, cut: float) -> dict[str, int]:
         """Calls in flight that started before `cut`, per broker (a rare-path scan)."""

@@ -54,3 +54,16 @@ def test_isolations_of_brokers_without_a_fault_are_false():
     assert not rows["broker-5"]["faulted"] and rows["broker-5"]["isolations"] == 2
     assert out["false_isolations"] == 2
     assert out["excused"] == {"client-late": 7} and out["client_lateness"] == {"beats": 10}
+
+
+def test_an_isolation_after_a_brokers_fault_cleared_is_false_too():
+    transitions = [t(100.05, "broker-2", "isolate"), t(200.0, "broker-2", "isolate"),
+                   t(139.01, "broker-4", "isolate", "error"), t(145.0, "broker-1", "isolate")]
+    fuse = {"isolations_by_broker": {"broker-2": 2, "broker-4": 1, "broker-1": 1}}
+    out = summarize_run([View(f"broker-{i}") for i in range(1, 7)], ACTIONS, transitions,
+                        fuse, 300.0)
+    # broker-2's stall cleared at 130 s (+1 s grace): its isolation at 200 s is false,
+    # broker-4's errors never cleared, broker-1 never had a fault
+    assert out["false_isolations"] == 2
+    assert [(e["broker"], e["time"]) for e in out["false_isolation_events"]] == [
+        ("broker-2", 200.0), ("broker-1", 145.0)]
