@@ -1,25 +1,38 @@
 """The one latency-histogram type of floodgate, heatmap matrices and renderers.
 
 `LatencyHistogram` is what brokers record into, Prometheus exports, Spark
-merges and the console draws (layout: DESIGN.md). Renderers import their
-heavy libraries lazily: `TerminalHeatmap` needs Rich, `render_png` matplotlib.
+merges and the console draws. The whole latency contract lives here:
+`heatmap.layout` (bucket bounds, DESIGN.md), `heatmap.sla` (seed 000's 3 ms /
+20 ms), `heatmap.metrics_log` (Parquet schemas, rows, quarantine rules; needs
+pyarrow, so import it by name). Renderers import their heavy libraries lazily:
+`TerminalHeatmap` needs Rich, `render_png` matplotlib.
 """
 
 from heatmap.errors import HeatmapError
-from heatmap.histogram import (
+from heatmap.histogram import LatencyHistogram
+from heatmap.layout import (
+    MAX_INDEX,
     SCHEMA,
     ZERO_INDEX,
     ZERO_THRESHOLD,
-    LatencyHistogram,
     bucket_index,
+    bucket_indices,
     bucket_lower,
+    bucket_table,
     bucket_upper,
+    bucket_uppers,
     zero_index,
 )
 from heatmap.matrix import HeatmapMatrix, build_heatmap, format_seconds, heatmap_from_buckets
+from heatmap.sla import SLA_MAX_S, SLA_MAX_US, SLA_MEAN_S, SLA_MEAN_US
 
 __all__ = [
+    "MAX_INDEX",
     "SCHEMA",
+    "SLA_MAX_S",
+    "SLA_MAX_US",
+    "SLA_MEAN_S",
+    "SLA_MEAN_US",
     "ZERO_INDEX",
     "ZERO_THRESHOLD",
     "HeatmapError",
@@ -27,8 +40,11 @@ __all__ = [
     "LatencyHistogram",
     "TerminalHeatmap",
     "bucket_index",
+    "bucket_indices",
     "bucket_lower",
+    "bucket_table",
     "bucket_upper",
+    "bucket_uppers",
     "build_heatmap",
     "format_seconds",
     "heatmap_from_buckets",

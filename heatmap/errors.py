@@ -1,4 +1,5 @@
-"""heatmap's error family. Bad values raise ValueError (HeatmapError is one)."""
+"""heatmap's error family: every bad input raises HeatmapError, a ValueError, so
+callers that caught ValueError before keep working."""
 
 
 class HeatmapError(ValueError):

@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from heatmap.histogram import SCHEMA, LatencyHistogram, bucket_index, bucket_upper, zero_index
+from heatmap.errors import HeatmapError
+from heatmap.histogram import LatencyHistogram
+from heatmap.layout import SCHEMA, bucket_index, bucket_lower, bucket_upper, downscale_index
 
 
 @dataclass
@@ -48,8 +50,7 @@ class HeatmapMatrix:
         if self.overflow and row == self.n_rows - 1:
             return bucket_upper(self.hi_index, self.schema), float("inf")
         idx = self.lo_index + row - (1 if self.underflow else 0)
-        lower = 0.0 if idx <= zero_index(self.schema) else bucket_upper(idx - 1, self.schema)
-        return lower, bucket_upper(idx, self.schema)
+        return bucket_lower(idx, self.schema), bucket_upper(idx, self.schema)
 
     def row_label(self, row: int) -> str:
         lower, upper = self.row_bounds(row)
@@ -94,7 +95,7 @@ def _downscale_keys(bucket_map: Mapping[int, int], shift: int) -> dict[int, int]
         return dict(bucket_map)
     out: dict[int, int] = {}
     for i, c in bucket_map.items():
-        j = -((-int(i)) >> shift)
+        j = downscale_index(int(i), shift)
         out[j] = out.get(j, 0) + int(c)
     return out
 
@@ -109,14 +110,14 @@ def heatmap_from_buckets(
 ) -> HeatmapMatrix:
     """Build a matrix from one sparse bucket map (index -> count) per column."""
     if len(times) != len(bucket_maps):
-        raise ValueError(f"{len(times)} times but {len(bucket_maps)} bucket maps")
+        raise HeatmapError(f"{len(times)} times but {len(bucket_maps)} bucket maps")
     if schema > source_schema:
-        raise ValueError(f"cannot draw schema {schema} from coarser schema {source_schema}")
+        raise HeatmapError(f"cannot draw schema {schema} from coarser schema {source_schema}")
     shift = source_schema - schema
     columns = [_downscale_keys(m, shift) for m in bucket_maps]
     present = [i for col in columns for i, c in col.items() if c]
     if lo_s is not None and hi_s is not None and lo_s >= hi_s:
-        raise ValueError(f"lower limit {lo_s} s must be below upper limit {hi_s} s")
+        raise HeatmapError(f"lower limit {lo_s} s must be below upper limit {hi_s} s")
     lo = bucket_index(lo_s, schema) if lo_s is not None else (min(present) if present else 0)
     hi = bucket_index(hi_s, schema) if hi_s is not None else (max(present) if present else 0)
     hi = max(hi, lo)

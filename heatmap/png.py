@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 
 from heatmap.matrix import HeatmapMatrix, format_seconds
+from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 
 
 def render_png(
     matrix: HeatmapMatrix,
     path: str | Path | None = None,
     title: str = "",
-    sla_lines_s: Sequence[float] = (0.003, 0.020),
+    sla_lines_s: Sequence[float] = (SLA_MEAN_S, SLA_MAX_S),
     figsize: tuple[float, float] = (11.0, 4.0),
     dpi: int = 100,
 ) -> bytes:
@@ -82,8 +83,8 @@ def _draw(ax, matrix: HeatmapMatrix, sla_lines_s, LogNorm, fig) -> None:
                          cmap="inferno", shading="flat")
     ax.set_yscale("log", base=2)
     ax.set_ylim(y[0], y[-1])
-    yticks = [v for v in (1e-6, 1e-5, 1e-4, 1e-3, 3e-3, 1e-2, 2e-2, 1e-1, 1.0, 10.0)
-              if y[0] <= v <= y[-1]]
+    ticks = (1e-6, 1e-5, 1e-4, 1e-3, SLA_MEAN_S, 1e-2, SLA_MAX_S, 1e-1, 1.0, 10.0)
+    yticks = [v for v in ticks if y[0] <= v <= y[-1]]
     ax.set_yticks(yticks, [format_seconds(v) for v in yticks])
     for level in sla_lines_s:
         if y[0] <= level <= y[-1]:

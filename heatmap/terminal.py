@@ -19,11 +19,11 @@ from rich.style import Style
 from rich.text import Text
 
 from heatmap.matrix import HeatmapMatrix, format_seconds
+from heatmap.sla import SLA_MAX_S
 
 # Dark blue -> teal -> yellow -> red: readable on dark and light terminals.
 _STOPS = ((0x1E, 0x3A, 0x8A), (0x0E, 0x9F, 0x9F), (0xF2, 0xD0, 0x24), (0xE0, 0x3A, 0x1E))
 PALETTE_SIZE = 12
-SLA_MAX_S = 0.020
 
 
 def _palette(n: int = PALETTE_SIZE) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 
 from heatmap import (
+    HeatmapError,
     LatencyHistogram,
     TerminalHeatmap,
     bucket_index,
@@ -56,9 +57,9 @@ def test_from_buckets_downscales_exactly():
 
 
 def test_mismatched_lengths_and_limits_are_errors():
-    with pytest.raises(ValueError, match="times"):
+    with pytest.raises(HeatmapError, match="times"):
         heatmap_from_buckets([0, 1], [{}])
-    with pytest.raises(ValueError, match="below"):
+    with pytest.raises(HeatmapError, match="below"):
         heatmap_from_buckets([0], [{1: 1}], lo_s=1.0, hi_s=0.5)
 
 
