@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
-from spark_reports.schema import MAX_BUCKET, ZERO_BUCKET
+from heatmap.layout import MAX_INDEX, ZERO_INDEX, bucket_indices, bucket_uppers
 
 WIDTH = 128  # buckets per row: 14 octaves above the median, enough for 2 s spikes
 BODY_HALF = 14  # body over +-14 buckets (+-1.75 octaves: 3.4 sigma at 0.36) around its median
@@ -23,7 +23,6 @@ TAIL_HALF = 10  # +-1.25 octaves: the tail ends at 2.4x its median (keeps quiet 
 TAIL_FACTOR = 6.0  # the slow tail's median relative to the body's
 TAIL_SIGMA = 0.4
 MIN_EXPECTED = 1e-3  # cells expecting fewer calls are not drawn (mass lost < 0.13/row)
-_LN2 = np.log(2.0)
 
 
 @dataclass
@@ -40,13 +39,14 @@ class Histograms:
 
 
 def _bucket_of(seconds: np.ndarray) -> np.ndarray:
-    return np.ceil(np.log2(seconds) * 8.0 - 1e-9).astype(np.int64)
+    """Schema-3 index of each (positive, finite) latency, exact at the bounds."""
+    return bucket_indices(seconds).astype(np.int64)
 
 
 def _lognormal_cells(median, sigma, base, half, n_cells):
     """Probability per bucket base..base+n_cells-1; the ends absorb the tails."""
-    edges = (base[:, None] + np.arange(n_cells + 1)[None, :] - 1) / 8.0  # log2 s
-    z = (edges * _LN2 - np.log(median)[:, None]) / sigma[:, None]
+    edges = bucket_uppers(base[:, None] + np.arange(n_cells + 1)[None, :] - 1)  # s
+    z = (np.log(edges) - np.log(median)[:, None]) / sigma[:, None]
     cdf = ndtr(z)
     cdf[:, 0] = 0.0
     cdf[:, -1] = 1.0
@@ -99,7 +99,7 @@ def synthesize(
     hit = drawn > 0
     cells, drawn = cells[hit], drawn[hit].astype(np.int64)
     row = cells // WIDTH
-    keys = np.clip(base[row] + cells % WIDTH, ZERO_BUCKET, MAX_BUCKET)
+    keys = np.clip(base[row] + cells % WIDTH, ZERO_INDEX, MAX_INDEX)
     return _summarize(rng, rows, row, keys, drawn)
 
 
@@ -133,7 +133,7 @@ def _summarize(rng, rows, row, keys, counts) -> Histograms:
     offsets = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     count = np.bincount(row, weights=counts, minlength=rows).round().astype(np.int64)
-    mid = 2.0 ** ((keys - 0.5) / 8.0)
+    mid = np.sqrt(bucket_uppers(keys - 1) * bucket_uppers(keys))  # geometric middle
     sum_us = np.bincount(row, weights=counts * mid * 1e6, minlength=rows).round()
 
     min_us = np.zeros(rows, dtype=np.int64)
@@ -157,4 +157,5 @@ def _summarize(rng, rows, row, keys, counts) -> Histograms:
 def _inside_bucket(rng, keys: np.ndarray) -> np.ndarray:
     """A value in microseconds drawn inside each bucket (log-uniform)."""
     u = rng.random(len(keys))
-    return np.round(2.0 ** ((keys - 1 + u) / 8.0) * 1e6).astype(np.int64)
+    lo, hi = bucket_uppers(keys - 1), bucket_uppers(keys)
+    return np.round(lo * (hi / lo) ** u * 1e6).astype(np.int64)

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_reports import schema
+from heatmap import metrics_log
 from spark_reports.errors import ReportError
 from spark_reports.generator.buckets import synthesize
 from spark_reports.generator.model import (
@@ -66,11 +66,11 @@ class _DayFiles:
             self.close()
             self.day = day
         if table not in self.writers:
-            folder = self.out / schema.partition_dir(table, day)
+            folder = self.out / metrics_log.partition_dir(table, day)
             folder.mkdir(parents=True, exist_ok=True)
             final = folder / "part-00000.parquet"
             hidden = folder / ".part-00000.parquet.inprogress"
-            self.writers[table] = (pq.ParquetWriter(hidden, schema.SCHEMAS[table]), hidden, final)
+            self.writers[table] = (pq.ParquetWriter(hidden, metrics_log.SCHEMAS[table]), hidden, final)
         return self.writers[table][0]
 
     def close(self) -> None:
@@ -90,7 +90,7 @@ def generate_double11(
     """Write the night described by `config` under `out`; progress in seconds done."""
     _check(config)
     out = Path(out)
-    for table in schema.SCHEMAS:
+    for table in metrics_log.SCHEMAS:
         if (out / table).exists():
             if not force:
                 raise ReportError(f"{out / table} already exists (use --force to replace it)")
@@ -109,8 +109,8 @@ def generate_double11(
             next_midnight = ((start_epoch + first) // 86400 + 1) * 86400
             n = min(chunk_s, config.seconds - first, next_midnight - (start_epoch + first))
             latency, stats, entries = _chunk(night, state, first, n, rng_for(config.seed, 3, index))
-            files.writer(schema.LATENCY_TABLE, day).write_table(latency)
-            files.writer(schema.BROKER_STATS_TABLE, day).write_table(stats)
+            files.writer(metrics_log.LATENCY_TABLE, day).write_table(latency)
+            files.writer(metrics_log.BROKER_STATS_TABLE, day).write_table(stats)
             totals += (latency.num_rows, stats.num_rows, entries)
             first += n
             index += 1
@@ -220,7 +220,7 @@ def _chunk(night: Night, state: _State, first: int, n: int, rng: np.random.Gener
     rows = n * b * len(cfg.ops)
     latency = pa.table(
         {
-            "ts": pa.array(np.repeat(ts_us, b * len(cfg.ops)), schema.TS_TYPE),
+            "ts": pa.array(np.repeat(ts_us, b * len(cfg.ops)), metrics_log.TS_TYPE),
             "cluster": pa.array(np.full(rows, cfg.cluster, dtype=object), pa.string()),
             "broker": pa.array(np.tile(np.repeat(names, len(cfg.ops)), n), pa.string()),
             "op": pa.array(np.tile(np.array(cfg.ops, dtype=object), n * b), pa.string()),
@@ -234,7 +234,7 @@ def _chunk(night: Night, state: _State, first: int, n: int, rng: np.random.Gener
             "msgs": flat["msgs"].astype(np.int64),
             "bytes": (flat["msgs"] * msg_bytes).astype(np.int64),
         },
-        schema=schema.LATENCY_SCHEMA,
+        schema=metrics_log.LATENCY_SCHEMA,
     )
     written = sent * night.msg_bytes[None, :]
     offsets = state.commit_offset + np.cumsum(written, axis=0).astype(np.int64)
@@ -242,7 +242,7 @@ def _chunk(night: Night, state: _State, first: int, n: int, rng: np.random.Gener
     state.commit_offset, state.disk_used = offsets[-1], used[-1]
     stats = pa.table(
         {
-            "ts": pa.array(np.repeat(ts_us, b), schema.TS_TYPE),
+            "ts": pa.array(np.repeat(ts_us, b), metrics_log.TS_TYPE),
             "cluster": pa.array(np.full(n * b, cfg.cluster, dtype=object), pa.string()),
             "broker": pa.array(np.tile(names, n), pa.string()),
             "disk_used_bytes": np.minimum(used, DISK_TOTAL_BYTES).ravel(),
@@ -252,6 +252,6 @@ def _chunk(night: Night, state: _State, first: int, n: int, rng: np.random.Gener
             "commit_offset": offsets.ravel(),
             "consumer_lag": np.maximum(lag_rows, 0).round().astype(np.int64).ravel(),
         },
-        schema=schema.BROKER_STATS_SCHEMA,
+        schema=metrics_log.BROKER_STATS_SCHEMA,
     )
     return latency, stats, len(hist.keys)
