@@ -81,7 +81,7 @@ def run_duckdb(log: Path) -> dict:
 
 def run_spark(spark, log: Path) -> dict:
     from capacity.forecast import read_history
-    from spark_reports.capacity_plan import Options
+    from spark_reports.capacity_report.plan import Options
     from spark_reports.jobs.capacity import collect_measured
 
     opts = Options(target_date=date(2027, 11, 11), history=read_history())

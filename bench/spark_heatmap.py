@@ -140,8 +140,8 @@ def run_duckdb(log: Path, out: Path, window_s: int) -> int:
 
 def run_spark_aggregation(spark, log: Path, out: Path, window_s: int) -> int:
     """The job's hot path alone: validate, merge, percentiles, written as Parquet."""
-    from spark_reports import heatmap_frames as hf
     from spark_reports import schema
+    from spark_reports.heatmap_report import frames as hf
 
     shutil.rmtree(out, ignore_errors=True)
     raw = schema.conform_spark_frame(spark.read.parquet(str(log / "latency")))
@@ -166,7 +166,7 @@ def main() -> int:
     a = ap.parse_args()
 
     from spark_reports.generator import Double11Config, generate_double11
-    from spark_reports.heatmap_frames import parse_window
+    from spark_reports.heatmap_report.frames import parse_window
     from spark_reports.jobs.heatmap import HeatmapOptions, run_heatmap
     from spark_reports.session import get_session
 

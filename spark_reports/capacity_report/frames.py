@@ -11,9 +11,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from heatmap.sla import SLA_MAX_US
 from spark_reports.schema import PARTITION_COLUMN, spark_quarantine_reason
 
-SLA_MAX_US = 20_000  # seed 000: no send above 20 ms
 ALL_BROKERS = "ALL"
 
 
@@ -174,10 +174,10 @@ def spike_seconds(
 def spikes_from_heatmap(percentiles: DataFrame, op: str = "send") -> DataFrame:
     """Per broker from the heatmap job's spike list (its `percentiles/` output).
 
-    Uses `heatmap_frames.spikes` (windows whose max exceeds 20 ms), so both
+    Uses `heatmap_report.frames.spikes` (windows whose max exceeds 20 ms), so both
     reports name the same brokers; counts windows of the heatmap's width.
     """
-    from spark_reports.heatmap_frames import spikes
+    from spark_reports.heatmap_report.frames import spikes
 
     return (
         spikes(percentiles.filter(F.col("op") == op))

@@ -1,26 +1,24 @@
-"""The capacity report as one self-contained HTML file (charts embedded as PNG).
+"""The capacity report's page: one self-contained file (spark_reports.report_kit).
 
 Reads only the plan dict (capacity.json) plus the per-minute series, so the
-page shows exactly the figures in the JSON. matplotlib with the Agg backend.
+page shows exactly the figures in the JSON.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import platform
 
 from capacity.usl import usl_throughput
+from spark_reports import report_kit as kit
 
-CSS = """
+THEME_CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 h1{margin-bottom:0}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:.25em .6em;
-text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+table{margin:.5em 0}td,th{border:1px solid #ddd;padding:.25em .6em}th{background:#f4f4f4}
 .pass{color:#fff;background:#2a7d2a;padding:.1em .5em;border-radius:3px}
 .fail{color:#fff;background:#b22;padding:.1em .5em;border-radius:3px}
-td.t{text-align:left}.big{font-size:1.3em}.muted{color:#666}img{max-width:100%}code{background:#f4f4f4}
+.big{font-size:1.3em}.muted{color:#666}code{background:#f4f4f4}
 """
 
 FORMULAS = [
@@ -36,40 +34,25 @@ FORMULAS = [
 
 
 def _png(fig) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return (
-        f'<img alt="chart" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
-    )
-
-
-def _figure(height: float = 3.6, rows: int = 1):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(rows, 1, figsize=(10, height), sharex=rows > 1)
+    return kit.img(kit.figure_png(fig, dpi=90, bbox_inches="tight"), "chart")
 
 
 def forecast_chart(plan: dict) -> str:
     fc = plan["forecast"]
-    fig, ax = _figure()
-    hist = fc["history"]
-    ax.plot([h["year"] for h in hist], [h["messages"] for h in hist], "ko", label="history (seeds)")
-    years = [c["year"] for c in fc["curve"]]
-    ax.fill_between(years, [c["low"] for c in fc["curve"]], [c["high"] for c in fc["curve"]],
-                    alpha=0.2, label="band (low .. high)")  # fmt: skip
-    ax.plot(years, [c["mid"] for c in fc["curve"]], "b-", label="mid (damped)")
-    ax.set_yscale("log")
-    ax.set_ylabel("messages on Double-11")
-    ax.set_title("Double-11 volume: history and forecast band")
-    ax.legend(loc="upper left")
-    ax.grid(True, which="both", alpha=0.3)
-    return _png(fig)
+    with kit.figure(10, 3.6) as (fig, ax):
+        hist = fc["history"]
+        ax.plot([h["year"] for h in hist], [h["messages"] for h in hist], "ko",
+                label="history (seeds)")  # fmt: skip
+        years = [c["year"] for c in fc["curve"]]
+        ax.fill_between(years, [c["low"] for c in fc["curve"]], [c["high"] for c in fc["curve"]],
+                        alpha=0.2, label="band (low .. high)")  # fmt: skip
+        ax.plot(years, [c["mid"] for c in fc["curve"]], "b-", label="mid (damped)")
+        ax.set_yscale("log")
+        ax.set_ylabel("messages on Double-11")
+        ax.set_title("Double-11 volume: history and forecast band")
+        ax.legend(loc="upper left")
+        ax.grid(True, which="both", alpha=0.3)
+        return _png(fig)
 
 
 def usl_chart(plan: dict, points: tuple[list[float], list[float]] | None) -> str:
@@ -82,68 +65,60 @@ def usl_chart(plan: dict, points: tuple[list[float], list[float]] | None) -> str
     n, x = points
     top = max(max(n), usl.get("peak_concurrency") or max(n)) * 1.3
     grid = np.linspace(1, top, 200)
-    fig, ax = _figure()
-    ax.plot(n, x, "ko", label="measured")
-    ax.plot(grid, usl_throughput(grid, usl["sigma"], usl["kappa"], usl["lambda"]), "b-",
-            label=f"USL fit (sigma {usl['sigma']:.3g}, kappa {usl['kappa']:.3g})")  # fmt: skip
-    if usl.get("peak_concurrency"):
-        ax.axvline(usl["peak_concurrency"], color="r", ls="--", label="peak concurrency")
-    ax.set_xlabel("concurrency")
-    ax.set_ylabel("msgs/s per broker")
-    ax.set_title("Load test and Universal Scalability Law fit")
-    ax.legend()
-    ax.grid(True, alpha=0.3)
-    return _png(fig)
+    with kit.figure(10, 3.6) as (fig, ax):
+        ax.plot(n, x, "ko", label="measured")
+        ax.plot(grid, usl_throughput(grid, usl["sigma"], usl["kappa"], usl["lambda"]), "b-",
+                label=f"USL fit (sigma {usl['sigma']:.3g}, kappa {usl['kappa']:.3g})")  # fmt: skip
+        if usl.get("peak_concurrency"):
+            ax.axvline(usl["peak_concurrency"], color="r", ls="--", label="peak concurrency")
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel("msgs/s per broker")
+        ax.set_title("Load test and Universal Scalability Law fit")
+        ax.legend()
+        ax.grid(True, alpha=0.3)
+        return _png(fig)
 
 
 def traffic_chart(plan: dict, minutes: list[dict]) -> str:
     if not minutes:
         return ""
     t = [m["minute"] for m in minutes]
-    fig, (top, bottom) = _figure(6, rows=2)
-    top.plot(t, [m["peak_msgs_per_s"] for m in minutes], label="peak second of the minute")
-    top.plot(t, [m["mean_msgs_per_s"] for m in minutes], label="mean")
-    top.set_ylabel("cluster msgs/s")
-    top.legend()
-    top.grid(True, alpha=0.3)
-    top.set_title("Measured send traffic and latency per minute")
-    bottom.plot(t, [(m["max_us"] or 0) / 1e3 for m in minutes], "r-", label="max")
-    bottom.plot(t, [(m["mean_us"] or 0) / 1e3 for m in minutes], "g-", label="mean")
     opts = plan["inputs"]["options"]
-    bottom.axhline(opts["sla_max_ms"], color="r", ls="--", lw=0.8)
-    bottom.axhline(opts["sla_avg_ms"], color="g", ls="--", lw=0.8)
-    bottom.set_yscale("log")
-    bottom.set_ylabel("send latency, ms")
-    bottom.legend()
-    bottom.grid(True, alpha=0.3)
-    fig.autofmt_xdate()
-    return _png(fig)
+    with kit.figure(10, 6, rows=2) as (fig, (top, bottom)):
+        top.plot(t, [m["peak_msgs_per_s"] for m in minutes], label="peak second of the minute")
+        top.plot(t, [m["mean_msgs_per_s"] for m in minutes], label="mean")
+        top.set_ylabel("cluster msgs/s")
+        top.legend()
+        top.grid(True, alpha=0.3)
+        top.set_title("Measured send traffic and latency per minute")
+        bottom.plot(t, [(m["max_us"] or 0) / 1e3 for m in minutes], "r-", label="max")
+        bottom.plot(t, [(m["mean_us"] or 0) / 1e3 for m in minutes], "g-", label="mean")
+        bottom.axhline(opts["sla_max_ms"], color="r", ls="--", lw=0.8)
+        bottom.axhline(opts["sla_avg_ms"], color="g", ls="--", lw=0.8)
+        bottom.set_yscale("log")
+        bottom.set_ylabel("send latency, ms")
+        bottom.legend()
+        bottom.grid(True, alpha=0.3)
+        fig.autofmt_xdate()
+        return _png(fig)
 
 
 def _table(rows: list[dict], columns: list[tuple[str, str]], fmt=None) -> str:
+    """Columns as (key, header); ``fmt[key]`` formats a value, which keeps the
+    alignment of the raw value (a formatted number still aligns right)."""
     fmt = fmt or {}
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in columns)
-    body = []
-    for row in rows:
-        cells = []
-        for key, _ in columns:
+
+    def cell(key: str):
+        def get(row: dict):
             v = row.get(key)
+            if v is None or key not in fmt:
+                return v
             numeric = isinstance(v, int | float) and not isinstance(v, bool)
-            if v is None:
-                text = ""
-            elif key in fmt:
-                text = fmt[key](v)
-            elif isinstance(v, int) and numeric:
-                text = f"{v:,}"
-            else:
-                text = str(v)
-            cells.append(
-                f"<td>{html.escape(text)}</td>"
-                if numeric
-                else f"<td class=t>{html.escape(text)}</td>"
-            )
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+            return kit.Num(fmt[key](v)) if numeric else fmt[key](v)
+
+        return get
+
+    return kit.table(rows, [(label, cell(key)) for key, label in columns])
 
 
 def _badge(ok: bool) -> str:
@@ -186,8 +161,7 @@ def _days_and_disk(plan: dict) -> str:
 def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | None = None) -> str:
     v, inp = plan["verdict"], plan["inputs"]
     fp, need, bind = v["forecast_peak_msgs_per_s"], v["brokers_needed"], v["binding_constraint"]
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>floodgate capacity plan "
-             f"{html.escape(inp['target_date'])}</title><style>{CSS}</style></head><body>"]  # fmt: skip
+    parts = []
     parts.append(
         f"<h1>Capacity plan for {html.escape(inp['target_date'])} {_badge(v['pass'])}</h1>"
     )
@@ -291,5 +265,4 @@ def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | Non
             [("what", "model"), ("value", "formula")],
         )
     )
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return kit.page(f"floodgate capacity plan {inp['target_date']}", THEME_CSS, parts)

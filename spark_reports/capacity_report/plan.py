@@ -18,6 +18,8 @@ from capacity import reliability as reliability_model
 from capacity.sizing import SizingInputs, size
 from capacity.usl import fit_usl
 from heatmap import LatencyHistogram
+from heatmap.metrics_log import histogram_from_row
+from heatmap.sla import SLA_MAX_MS, SLA_MEAN_MS
 from spark_reports.errors import ReportError
 
 QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999), ("p9999", 0.9999))
@@ -30,8 +32,8 @@ class Options:
     load_test: tuple[list[float], list[float]] | None = None
     per_broker_rate: float | None = None
     sla_rate: float = 10e6  # seed 000: ten million messages a second
-    sla_avg_ms: float = 3.0
-    sla_max_ms: float = 20.0
+    sla_avg_ms: float = SLA_MEAN_MS
+    sla_max_ms: float = SLA_MAX_MS
     target_utilisation: float = 0.6
     fuse_reserve: float = 0.3
     failure_domains: int = 3
@@ -49,19 +51,11 @@ class Options:
 
 
 def histogram_from_rows(total: dict, buckets: dict[int, int]) -> LatencyHistogram | None:
-    """A LatencyHistogram from a latency_totals row (µs) and merged bucket counts."""
-    count = int(total.get("count") or 0)
-    if count == 0:
+    """A LatencyHistogram from a latency_totals row (µs) and merged bucket counts;
+    None when the row counted no calls."""
+    if not total.get("count"):
         return None
-    return LatencyHistogram.from_dict(
-        {
-            "count": count,
-            "sum": (total["sum_us"] or 0) / 1e6,
-            "min": (total["min_us"] or 0) / 1e6,
-            "max": (total["max_us"] or 0) / 1e6,
-            "buckets": buckets,
-        }
-    )
+    return histogram_from_row({**total, "buckets": buckets})
 
 
 def latency_table(totals: list[dict], buckets: list[dict]) -> list[dict]:

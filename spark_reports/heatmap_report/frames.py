@@ -16,6 +16,8 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from heatmap.layout import ZERO_INDEX, bucket_table
+from heatmap.sla import SLA_MAX_S
 from spark_reports import schema
 from spark_reports.errors import ReportError
 
@@ -23,13 +25,7 @@ ALL_BROKERS = "ALL"
 QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
 WINDOW_CHOICES_S = (1, 5, 10, 30, 60, 300, 600)
 MAX_COLUMNS = 720  # default windows: at most this many heatmap columns
-SLA_AVG_S = 0.003  # seed 000: 3 ms average send latency
-SLA_MAX_S = 0.020  # seed 000: 20 ms worst send latency
 KEYS = ("window_start", "broker", "op")
-
-# The 8 schema-3 bucket bounds within one octave, as the very floats heatmap uses:
-# upper(i) = 2**(i mod 8 / 8) * 2**floor(i / 8), exact power-of-two scaling.
-_OCTAVE = [2.0 ** (j / 8) for j in range(8)]
 
 
 def parse_window(text: str) -> int:
@@ -51,15 +47,21 @@ def choose_window_s(range_s: float) -> int:
     return WINDOW_CHOICES_S[-1]
 
 
+def _bound(bounds, bucket: Column) -> Column:
+    # heatmap's table as an array literal: the very floats heatmap uses, no 2**(i/8)
+    # in Spark. Indices outside the layout give null (quarantined rows never get here).
+    table = F.array(*[F.lit(float(v)) for v in bounds])
+    return F.when(bucket >= ZERO_INDEX, F.try_element_at(table, bucket - F.lit(ZERO_INDEX - 1)))
+
+
 def bucket_upper(bucket: Column) -> Column:
-    octave = F.array(*[F.lit(v) for v in _OCTAVE])
-    return F.element_at(octave, F.pmod(bucket, F.lit(8)) + 1) * F.pow(
-        F.lit(2.0), F.floor(bucket / F.lit(8))
-    )
+    """Upper bound in seconds of schema-3 bucket ``bucket`` (heatmap.bucket_upper)."""
+    return _bound(bucket_table()[2], bucket)
 
 
 def bucket_lower(bucket: Column) -> Column:
-    return F.when(bucket <= schema.ZERO_BUCKET, F.lit(0.0)).otherwise(bucket_upper(bucket - 1))
+    """Lower bound in seconds, 0 for the zero bucket (heatmap.bucket_lower)."""
+    return _bound(bucket_table()[1], bucket)
 
 
 def window_start(window_s: int) -> Column:

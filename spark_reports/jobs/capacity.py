@@ -3,7 +3,7 @@
     spark-submit spark_reports/jobs/capacity.py --input LOG --target-date 2027-11-11 --out OUT
     floodgate report capacity --input LOG --target-date 2027-11-11 --out OUT
 
-The Spark steps are the pure functions of `spark_reports.capacity_frames`;
+The Spark steps are the pure functions of `spark_reports.capacity_report.frames`;
 this module owns the session, the paths, collecting the small results and
 writing the outputs (temp file + atomic rename). Both commands exit 1 on a
 FAIL verdict, after writing the outputs.
@@ -21,6 +21,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from heatmap.sla import SLA_MAX_MS  # noqa: E402
 from spark_reports.errors import EmptyInput, ReportError  # noqa: E402
 
 RATE_FIELDS = ("peak_msgs_per_s", "mean_msgs_per_s")
@@ -39,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--heatmap", default=None, metavar="DIR",
         help="output of `report heatmap`: take brokers at risk from its spike list "
-        "(default: 20 ms spikes per second from the log)",
+        f"(default: {SLA_MAX_MS:g} ms spikes per second from the log)",
     )  # fmt: skip
     p.add_argument("--op", default="send", help="operation that carries the traffic (send)")
     p.add_argument("--sla-rate", type=float, default=10e6, help="msgs/s the cluster must carry")
@@ -83,7 +84,7 @@ def check_arguments(args) -> None:
 def options_from_args(args):
     from capacity.forecast import read_history, seed_history_path
     from capacity.usl import read_points
-    from spark_reports.capacity_plan import Options
+    from spark_reports.capacity_report.plan import Options
 
     check_arguments(args)
     history = read_history(args.history)
@@ -139,7 +140,7 @@ def collect_measured(
     spark, root: str, opts, op: str = "send", heatmap_dir: str | None = None
 ) -> tuple[dict, list[dict]]:
     """Run the Spark steps and collect the small results the plan needs."""
-    from spark_reports import capacity_frames as cf
+    from spark_reports.capacity_report import frames as cf
 
     latency = read_table(spark, root, "latency", required=True)
     checked, _ = cf.split_quarantine(latency)
@@ -154,7 +155,7 @@ def collect_measured(
         raise EmptyInput(f"no '{op}' rows in {root}/latency (after quarantine)")
     capacity = opts.per_broker_rate
     if capacity is None and opts.load_test is not None:
-        from spark_reports.capacity_plan import per_broker_capacity
+        from spark_reports.capacity_report.plan import per_broker_capacity
 
         capacity = per_broker_capacity(opts, [])[0]
     measured = {
@@ -181,24 +182,27 @@ def collect_measured(
 
 def versions() -> dict:
     import platform
+    from importlib import metadata
 
     import matplotlib
     import numpy
     import pyspark
     import scipy
 
-    from console import __version__
-
+    try:  # spark_reports may not import console (DESIGN's arrows): ask the install
+        version = metadata.version("floodgate")
+    except metadata.PackageNotFoundError:  # a bare checkout on a Spark driver
+        version = "unknown"
     return {
-        "floodgate": __version__, "python": platform.python_version(), "pyspark": pyspark.__version__,
+        "floodgate": version, "python": platform.python_version(), "pyspark": pyspark.__version__,
         "numpy": numpy.__version__, "scipy": scipy.__version__, "matplotlib": matplotlib.__version__,
     }  # fmt: skip
 
 
 def run(args, spark=None) -> dict:
     """The whole job; returns the plan. `spark` is created from --master when not given."""
-    from spark_reports.capacity_html import render
-    from spark_reports.capacity_plan import build_plan
+    from spark_reports.capacity_report.page import render
+    from spark_reports.capacity_report.plan import build_plan
     from spark_reports.output import write_atomic
 
     opts = options_from_args(args)

@@ -6,7 +6,7 @@ under spark-submit on a cluster:
     spark-submit --master yarn spark_reports/jobs/heatmap.py --input hdfs:///logs/d11 --out hdfs:///reports/d11
 
 The session, paths and writing live here; the computation is the pure frames
-of spark_reports.heatmap_frames.
+of spark_reports.heatmap_report.frames.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class HeatmapOptions:
     @classmethod
     def from_args(cls, a, progress: bool = True) -> HeatmapOptions:
         """From parsed command-line options (spark-submit's and `floodgate report`'s)."""
-        from spark_reports.heatmap_frames import parse_window
+        from spark_reports.heatmap_report.frames import parse_window
 
         return cls(
             input=a.input,
@@ -65,8 +65,8 @@ class HeatmapOptions:
 
 def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     """Run the job; returns a summary (paths, rows, window, quarantine count)."""
-    from spark_reports import heatmap_frames as hf
     from spark_reports import output, schema
+    from spark_reports.heatmap_report import frames as hf
     from spark_reports.session import get_session
 
     if opts.start and opts.end and opts.start >= opts.end:
@@ -115,7 +115,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         n_windows = span_s / window_s
         draw_s = window_s * max(1, math.ceil(n_windows / MAX_DRAWN_COLUMNS))
         data = _collect_report_data(spark, buckets, stats, pcts, report_op, draw_s)
-        from spark_reports.html_report import ReportData, heatmap_verdict, render_report
+        from spark_reports.heatmap_report.page import ReportData, heatmap_verdict, render_report
 
         verdict = heatmap_verdict(
             report_op, data.pop("worst_window"), window_s, data["spike_total"],
@@ -227,14 +227,15 @@ def _collect_report_data(spark, buckets, stats, pcts, op: str, draw_s: int) -> d
     """The small pieces the HTML report draws, collected to the driver."""
     from pyspark.sql import functions as F
 
-    from spark_reports import heatmap_frames as hf
+    from heatmap.sla import SLA_MAX_S
+    from spark_reports.heatmap_report import frames as hf
 
     of_op = F.col("op") == op
     epoch = F.unix_seconds("window_start").alias("t")  # epochs: no time-zone guessing in pandas
     spike_windows = (
         pcts.filter(of_op)
         .groupBy("broker")
-        .agg(F.sum((F.col("max") > F.lit(hf.SLA_MAX_S)).cast("long")).alias("spike_windows"))
+        .agg(F.sum((F.col("max") > F.lit(SLA_MAX_S)).cast("long")).alias("spike_windows"))
     )
     ranking = (
         hf.broker_ranking(buckets.filter(of_op), stats.filter(of_op))

@@ -12,8 +12,8 @@ import pytest
 from capacity.forecast import read_history
 from capacity.usl import usl_throughput
 from heatmap import LatencyHistogram
-from spark_reports.capacity_html import render
-from spark_reports.capacity_plan import Options, build_plan
+from spark_reports.capacity_report.page import render
+from spark_reports.capacity_report.plan import Options, build_plan
 
 CHROMIUM = next(
     (shutil.which(n) for n in ("chromium-headless-shell", "chromium", "google-chrome") if shutil.which(n)),

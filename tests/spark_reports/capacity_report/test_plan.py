@@ -10,7 +10,7 @@ import pytest
 
 from capacity.forecast import growth_band, read_history
 from heatmap import LatencyHistogram
-from spark_reports.capacity_plan import Options, build_plan, latency_table
+from spark_reports.capacity_report.plan import Options, build_plan, latency_table
 from spark_reports.errors import ReportError
 
 

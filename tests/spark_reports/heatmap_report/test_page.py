@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from spark_reports.html_report import heatmap_verdict
+from spark_reports.heatmap_report.page import heatmap_verdict
 
 T = int(datetime(2026, 11, 11, 0, 0, 5, tzinfo=UTC).timestamp())
 
