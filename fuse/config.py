@@ -20,9 +20,10 @@ max per send):
   stays on the healthy brokers even when half the cluster is slow (the cap
   then does its job) but rises with a cluster-wide slowdown, lifting the line
   so nothing is isolated for nothing.
-- ``warmup_calls = 20``: a broker's first 20 answers do not count as slow
-  (they carry the connect, the topic's creation, a cold page cache); an error
-  isolates from the first call. (``min_samples``, also 20, is what a broker
+- ``warmup_calls = 20`` and ``warmup_s = 2``: a broker's first 20 answers, and
+  those of the first two seconds after its first, do not count as slow (they
+  carry the connect, the first writes to its files, a busy starting host); an
+  error isolates from the first call. (``min_samples``, also 20, is what a broker
   needs before its mean enters the baseline.)
 - ``slow_calls = 2`` counts within ``slow_window_s = 1`` isolate a broker. A
   call counts once past the line and once more past twice the line (while
@@ -94,6 +95,7 @@ class FuseConfig:
     ewma_alpha: float = 0.05
     min_samples: int = 20
     warmup_calls: int = 20
+    warmup_s: float = 2.0
     slow_calls: int = 2
     slow_window_s: float = 1.0
     cluster_slow_ratio: float = 0.6
@@ -155,6 +157,8 @@ class FuseConfig:
             )
         if not isinstance(self.slow_calls, int) or self.slow_calls < 1:
             raise FuseError(f"slow_calls must be an integer >= 1, got {self.slow_calls!r}")
+        if not (isinstance(self.warmup_s, int | float) and 0 <= self.warmup_s <= 60):
+            raise FuseError(f"warmup_s must be in [0, 60] seconds, got {self.warmup_s!r}")
         if not isinstance(self.warmup_calls, int) or self.warmup_calls < 0:
             raise FuseError(f"warmup_calls must be an integer >= 0, got {self.warmup_calls!r}")
         if not isinstance(self.min_samples, int) or self.min_samples < 1:

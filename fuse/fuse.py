@@ -179,6 +179,8 @@ class Fuse:
         if counted >= 3 and state.stuck > 0:
             state.stuck -= 1
         state.ewma_s += ((judged if judged < 1.0 else 1.0) - state.ewma_s) * self._alpha
+        if not state.samples:
+            state.first_seen = now
         state.samples += 1
         state.seen_at = now
         self._answered += 1
@@ -230,6 +232,8 @@ class Fuse:
         if broker_s is not None and rt_s < broker_s:
             rt_s = broker_s
         state.ewma_s += ((rt_s if rt_s < 1.0 else 1.0) - state.ewma_s) * self._alpha
+        if not state.samples:
+            state.first_seen = self._clock()
         state.samples += 1
         line = self._threshold
         if ok and rt_s <= line:
@@ -373,29 +377,8 @@ class Fuse:
     def _offend_locked(self, state: BrokerState, reason: str, now: float, rt: float,
                        calls: int = 1, serving: tuple[str, ...] | None = None) -> None:
         cfg = self.config
-        if reason == "slow":
-            if state.samples < cfg.warmup_calls:
-                return  # its first calls carry the connect and a cold broker's start
-            stuck = rt > cfg.stuck_factor * self._threshold
-            if self._judge.note_slow(state.name, now, len(self._states)) and not stuck:
-                self._release_cluster_slow_locked(now)
-                return
-            if not state.isolated:  # a suspect until slow_calls within slow_window_s
-                if now - state.suspect_since > cfg.slow_window_s:
-                    state.suspect_since, state.suspect_calls = now, 0
-                state.suspect_calls += calls
-                if state.suspect_calls < cfg.slow_calls:
-                    return
-                if state.name in self.colocated and rt <= cfg.hung_factor * self._threshold:
-                    return  # a suspect until a call hangs: see `colocated`
-                verdict = slow_alone(state.name, rt, serving or self._usable, self._states,
-                                     self._aged_before, self._crowd, now, self._threshold, cfg)
-                if verdict == UNSURE:
-                    return  # still a suspect: the next, stronger evidence decides
-                state.suspect_since, state.suspect_calls = float("-inf"), 0
-                if verdict == SHARED:
-                    self._excused["aged-together"] += calls
-                    return
+        if reason == "slow" and not self._slow_enough_locked(state, now, rt, calls, serving):
+            return
         jitter = 1.0 + self._rng.random() * cfg.jitter_ratio
         state.reason = reason
         state.last_offence = now
@@ -418,6 +401,35 @@ class Fuse:
         state.isolations += 1
         self._list.add(state, now, reason)
         self._rebuild_locked(now)
+
+    def _slow_enough_locked(self, state: BrokerState, now: float, rt: float, calls: int,
+                            serving: tuple[str, ...] | None) -> bool:
+        """Does a slow call (or `calls` counts of one) make `state` slow? The same test
+        isolates a broker and keeps an isolated one (serving as overflow) isolated."""
+        cfg = self.config
+        if state.samples < cfg.warmup_calls or now - state.first_seen < cfg.warmup_s:
+            return False  # its first calls carry the connect and a cold broker's start
+        stuck = rt > cfg.stuck_factor * self._threshold
+        if self._judge.note_slow(state.name, now, len(self._states)) and not stuck:
+            self._release_cluster_slow_locked(now)
+            return False
+        if not state.isolated:  # a suspect until slow_calls within slow_window_s
+            if now - state.suspect_since > cfg.slow_window_s:
+                state.suspect_since, state.suspect_calls = now, 0
+            state.suspect_calls += calls
+            if state.suspect_calls < cfg.slow_calls:
+                return False
+        if state.name in self.colocated and rt <= cfg.hung_factor * self._threshold:
+            return False  # a suspect until a call hangs: see `colocated`
+        verdict = slow_alone(state.name, rt, serving or self._usable, self._states,
+                             self._aged_before, self._crowd, now, self._threshold, cfg)
+        if verdict == UNSURE:
+            return False  # still a suspect: the next, stronger evidence decides
+        state.suspect_since, state.suspect_calls = float("-inf"), 0
+        if verdict == SHARED:
+            self._excused["aged-together"] += calls
+            return False
+        return True
 
     def _aged_before(self, waited_s: float) -> dict[str, int]:
         """Calls in flight per broker that have waited `waited_s` of watched time."""

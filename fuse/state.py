@@ -43,6 +43,7 @@ class BrokerState:
     sluggish_at: float = float("-inf")  # last answer older than aged_fraction x the line
     sluggish_s: float = 0.0  # ... and how long it took
     seen_at: float = float("-inf")  # last answer of any kind
+    first_seen: float = float("-inf")  # first answer
     stuck: int = 0  # calls in flight past stuck_factor x the line
 
 

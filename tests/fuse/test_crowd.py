@@ -24,7 +24,7 @@ class Clock:
 
 def cluster(n: int = 6) -> tuple[Fuse, Clock]:
     clock = Clock()
-    fuse = Fuse([f"b{i}" for i in range(n)], clock=clock, seed=1, warmup_calls=0)
+    fuse = Fuse([f"b{i}" for i in range(n)], clock=clock, seed=1, warmup_calls=0, warmup_s=0)
     return fuse, clock
 
 
@@ -141,7 +141,7 @@ def test_a_stuck_call_is_shared_when_the_others_waited_a_quarter_as_long():
 
 def test_a_broker_on_the_clients_host_is_isolated_only_once_a_call_hangs():
     clock = Clock()
-    fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0,
+    fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0, warmup_s=0,
                 colocated=[f"b{i}" for i in range(6)])
     pending = steady(fuse, clock, 2.0)
     late = fuse.begin("b3")  # descheduled 60 ms by the host it shares with the client
@@ -153,3 +153,22 @@ def test_a_broker_on_the_clients_host_is_isolated_only_once_a_call_hangs():
     snap = fuse.snapshot()
     assert snap.excluded == {"b3"} and snap.colocated == frozenset(fuse.brokers)
     fuse.end(hung, ok=True)
+
+
+def test_late_answers_do_not_keep_a_colocated_overflow_broker_isolated():
+    clock = Clock()
+    fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0,
+                warmup_s=0, isolation_s=5.0, max_isolation_s=5.0,
+                colocated=[f"b{i}" for i in range(6)])
+    pending = steady(fuse, clock, 2.0)
+    fuse.report("b2", 0.001, ok=False)  # b2 isolated, then b4: b2 serves as overflow
+    clock.t += 0.5
+    fuse.report("b4", 0.001, ok=False)
+    assert fuse.snapshot().overflow == {"b2"}
+    for _ in range(12):  # b2 answers 30 ms late now and then: the host's noise
+        late = fuse.begin("b2")
+        pending = steady(fuse, clock, 0.030, pending=pending)
+        fuse.end(late, ok=True)
+        pending = steady(fuse, clock, 0.5, pending=pending)
+    snap = fuse.snapshot()
+    assert "b2" not in {i.broker for i in snap.isolated}  # its 5 s ran out

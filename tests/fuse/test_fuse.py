@@ -32,6 +32,7 @@ def make(n: int = 10, **kw) -> tuple[Fuse, Clock]:
     clock = Clock()
     kw.setdefault("seed", 7)
     kw.setdefault("warmup_calls", 0)  # judge from the first call (warm-up has its own test)
+    kw.setdefault("warmup_s", 0)
     return Fuse(names(n), clock=clock, **kw), clock
 
 
@@ -347,6 +348,16 @@ def test_isolation_is_rejudged_when_the_cluster_line_rises():
     snap = fuse.snapshot()
     assert snap.isolated == ()
     assert [t.reason for t in snap.transitions if t.event == "release"] == ["rejudged"]
+
+
+def test_a_brokers_first_two_seconds_are_not_judged_slow():
+    fuse, clock = make(10, warmup_s=2.0)
+    fuse.report("b1", 0.001)
+    slow(fuse, "b1", 0.050)  # a busy starting host
+    assert fuse.snapshot().isolated == ()
+    clock.advance(2.0)
+    slow(fuse, "b1", 0.050)
+    assert fuse.snapshot().excluded == {"b1"}
 
 
 def test_a_brokers_first_calls_are_not_judged_slow_but_errors_are():

@@ -60,7 +60,7 @@ def check_invariants(fuse: Fuse, clock: Clock) -> None:
 def test_cap_and_overflow_hold_for_any_sequence(ops, seed, dry_run):
     clock = Clock()
     fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, seed=seed, dry_run=dry_run,
-                warmup_calls=0)
+                warmup_calls=0, warmup_s=0)
     tokens = []
     for op in ops:
         kind = op[0]
@@ -94,7 +94,7 @@ def test_cap_and_overflow_hold_for_any_sequence(ops, seed, dry_run):
 def test_isolation_ends_exactly_when_its_minute_is_over(offences, probe, seed):
     clock = Clock()
     start = clock.t
-    fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, seed=seed, warmup_calls=0,
+    fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, seed=seed, warmup_calls=0, warmup_s=0,
                 max_isolated_ratio=0.99)  # no cap in the way: timing only
     deadline: dict[str, float] = {}
     for broker, at in sorted(offences, key=lambda o: o[1]):
@@ -116,7 +116,7 @@ def test_isolation_ends_exactly_when_its_minute_is_over(offences, probe, seed):
 def test_same_inputs_same_seed_same_state(ops, seed):
     def run():
         clock = Clock()
-        fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, seed=seed, warmup_calls=0)
+        fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, seed=seed, warmup_calls=0, warmup_s=0)
         for op in ops:
             if op[0] == "error":
                 fuse.report(f"b{op[1]}", 0.001, ok=False)

@@ -17,7 +17,7 @@ def test_concurrent_choose_and_report_stay_consistent():
 
     brokers = [f"b{i}" for i in range(10)]
     fuse = Fuse(brokers, isolation_s=0.5, max_isolation_s=0.5, clock=clock, seed=3,
-                warmup_calls=0)
+                warmup_calls=0, warmup_s=0)
     errors: list[BaseException] = []
     stop = threading.Event()
 

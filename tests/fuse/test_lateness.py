@@ -34,7 +34,7 @@ def beat_for(fuse: Fuse, clock: Clock, seconds: float, step: float = BEAT) -> No
 
 def cluster(n: int = 6) -> tuple[Fuse, Clock]:
     clock = Clock()
-    fuse = Fuse([f"b{i}" for i in range(n)], clock=clock, seed=1, warmup_calls=0)
+    fuse = Fuse([f"b{i}" for i in range(n)], clock=clock, seed=1, warmup_calls=0, warmup_s=0)
     fuse.heartbeat(BEAT)
     return fuse, clock
 
@@ -154,7 +154,7 @@ def test_the_brokers_own_service_time_is_a_floor():
 
 def test_most_brokers_aging_together_is_the_clients_lateness_without_a_heartbeat():
     clock = Clock()
-    fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0)  # no beat
+    fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0, warmup_s=0)  # no beat
     tokens = [fuse.begin(f"b{i}") for i in range(5)]
     clock.t += 0.025
     fuse.tick()
