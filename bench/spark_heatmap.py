@@ -86,7 +86,7 @@ WHERE ts IS NOT NULL AND cluster IS NOT NULL AND broker IS NOT NULL AND op IS NO
   AND coalesce(list_sum(map_values(buckets)), 0) = count
   AND op IN ({ops})
   AND CAST(ts AS DATE) = "date"
-  AND coalesce(list_min(map_keys(buckets)), 0) >= -160 AND coalesce(list_max(map_keys(buckets)), 0) <= 128
+  AND coalesce(list_min(map_keys(buckets)), 0) >= {zero} AND coalesce(list_max(map_keys(buckets)), 0) <= {top}
   AND NOT (count > 0 AND min_us > max_us);
 COPY (
   WITH e AS (SELECT w, broker, op, unnest(map_keys(buckets)) AS bucket,
@@ -123,6 +123,7 @@ COPY (
 def run_duckdb(log: Path, out: Path, window_s: int) -> int:
     import duckdb
 
+    from heatmap.layout import MAX_INDEX, ZERO_INDEX
     from spark_reports.schema import KNOWN_OPS
 
     shutil.rmtree(out, ignore_errors=True)
@@ -130,7 +131,8 @@ def run_duckdb(log: Path, out: Path, window_s: int) -> int:
     con = duckdb.connect()
     con.execute("SET threads = 2")
     ops = ", ".join(f"'{op}'" for op in KNOWN_OPS)
-    con.execute(DUCKDB_SQL.format(w=window_s, log=log, out=out, ops=ops))
+    sql = DUCKDB_SQL.format(w=window_s, log=log, out=out, ops=ops, zero=ZERO_INDEX, top=MAX_INDEX)
+    con.execute(sql)
     total = con.execute(f"SELECT sum(count) FROM read_parquet('{out}/heatmap.parquet')").fetchone()[
         0
     ]

@@ -194,13 +194,8 @@ def render_report(d: ReportData) -> str:
     ]
     if d.spike_total > len(d.spikes):
         parts.append(f"<p class=meta>First {len(d.spikes):,} listed; all are in percentiles/.</p>")
-    spike_cols = {
-        "window start (UTC)": lambda r: _when(r["t"]),
-        "broker": lambda r: str(r["broker"]),
-        "max": lambda r: _ms(r["max"]),
-        "p99.9": lambda r: _ms(r["p999"]),
-        "calls": lambda r: int(r["count"]),
-    }
+    spike_cols = {"window start (UTC)": lambda r: _when(r["t"])}
+    spike_cols.update((name, cols[name]) for name in ("broker", "max", "p99.9", "calls"))
     parts.append(
         f'<div class="scroll">{_table(d.spikes, spike_cols)}</div>'
         if len(d.spikes)

@@ -8,7 +8,8 @@ from datetime import UTC, date, datetime
 import pyarrow as pa
 import pytest
 
-from heatmap.metrics_log import quarantine_reasons
+from heatmap import LatencyHistogram
+from heatmap.metrics_log import latency_row, quarantine_reasons
 from spark_reports import schema
 from spark_reports.errors import SchemaMismatch
 
@@ -16,21 +17,10 @@ T0 = datetime(2026, 11, 11, 0, 0, 5, tzinfo=UTC)
 
 
 def row(**over):
-    base = dict(
-        ts=T0,
-        cluster="c1",
-        broker="b1",
-        op="send",
-        count=3,
-        sum_us=900,
-        min_us=100,
-        max_us=500,
-        buckets=[(-106, 2), (-90, 1)],
-        msgs=3,
-        bytes=3000,
-    )
-    base.update(over)
-    return base
+    """A good latency row as the broker encodes it, with fields overridden."""
+    h = LatencyHistogram()
+    h.record_many([0.0001, 0.0001, 0.0003])
+    return {**latency_row(T0, "c1", "b1", "send", h, msgs=3, nbytes=3000), **over}
 
 
 def table(rows):

@@ -41,31 +41,14 @@ def rows():
     base = dict(ts=t0, cluster="c", op="send", msgs=1, bytes=1)
     return [
         # zero bucket and clamping to max: p50 is 2**-20 s, p99 is max (0.95 ms < bucket bound)
-        dict(
-            base, broker="b1", count=4, sum_us=950, min_us=0, max_us=950, buckets={-160: 3, -80: 1}
-        ),
-        dict(
-            base,
-            broker="b1",
-            ts=t0.replace(second=10),
-            count=2,
-            sum_us=5000,
-            min_us=2000,
-            max_us=3000,
-            buckets={-70: 1, -66: 1},
-        ),  # fmt: skip
+        dict(base, broker="b1", count=4, sum_us=950, min_us=0, max_us=950,
+             buckets={-160: 3, -80: 1}),
+        dict(base, broker="b1", ts=t0.replace(second=10), count=2, sum_us=5000, min_us=2000,
+             max_us=3000, buckets={-70: 1, -66: 1}),
         # no calls in this second: counted as a window with count 0, no percentiles
-        dict(
-            base,
-            broker="b2",
-            ts=t0.replace(second=30),
-            count=0,
-            sum_us=0,
-            min_us=0,
-            max_us=0,
-            buckets={},
-        ),
-    ]
+        dict(base, broker="b2", ts=t0.replace(second=30), count=0, sum_us=0, min_us=0, max_us=0,
+             buckets={}),
+    ]  # fmt: skip
 
 
 def test_percentile_rule_on_hand_built_rows(spark):
