@@ -48,7 +48,7 @@ DUCKDB_FIGURES = {
         SELECT coalesce(broker, 'ALL'), b, sum(n) FROM e GROUP BY GROUPING SETS ((broker, b), (b))""",
     "spikes": """
         SELECT broker, count(DISTINCT ts) AS spike_seconds, max(max_us) FROM good
-        WHERE op = 'send' AND max_us > 20000 GROUP BY broker ORDER BY broker""",
+        WHERE op = 'send' AND max_us > {sla_max_us} GROUP BY broker ORDER BY broker""",
     "disk": """
         SELECT broker, arg_min(disk_used_bytes, ts), arg_max(disk_used_bytes, ts), max(disk_total_bytes)
         FROM read_parquet('{log}/broker_stats/*/*.parquet', hive_partitioning = true) GROUP BY broker""",
@@ -61,6 +61,8 @@ DUCKDB_FIGURES = {
 def run_duckdb(log: Path) -> dict:
     import duckdb
 
+    from heatmap.layout import MAX_INDEX, ZERO_INDEX
+    from heatmap.sla import SLA_MAX_US
     from spark_reports.schema import KNOWN_OPS
 
     con = duckdb.connect()
@@ -69,12 +71,16 @@ def run_duckdb(log: Path) -> dict:
     ops = ", ".join(f"'{op}'" for op in KNOWN_OPS)
     # the heatmap bench's validation rules (its WHERE clause), over all columns
     first = DUCKDB_SQL.split("COPY (")[0]
-    where = first[first.index("WHERE") :].strip().rstrip(";").format(ops=ops)
+    where = first[first.index("WHERE") :].strip().rstrip(";")
+    where = where.format(ops=ops, zero=ZERO_INDEX, top=MAX_INDEX)
     con.execute(
         "CREATE OR REPLACE VIEW good AS SELECT * FROM "
         f"read_parquet('{log}/latency/*/*.parquet', hive_partitioning = true) {where}"
     )
-    out = {name: con.execute(sql.format(log=log)).fetchall() for name, sql in DUCKDB_FIGURES.items()}
+    out = {
+        name: con.execute(sql.format(log=log, sla_max_us=SLA_MAX_US)).fetchall()
+        for name, sql in DUCKDB_FIGURES.items()
+    }
     con.close()
     return out
 
