@@ -155,11 +155,21 @@ def simulate(scenario: str, policy: str, brokers: int = 10, seconds: float = 600
         i = bisect_right(pause_starts, t) - 1
         return pauses[i].end if i >= 0 and t < pauses[i].end else t
 
+    next_beat = HEARTBEAT_S
+
+    def beats_before(t: float) -> None:
+        """The heartbeat timer's runs before `t`: on time, or late at a pause's end."""
+        nonlocal next_beat
+        while (at := after_pauses(next_beat)) < t:
+            clock.now = at
+            chooser.beat(HEARTBEAT_S)
+            next_beat = at + HEARTBEAT_S
+
     next_arrival = arrivals.expovariate(rate)
-    next_beat = 0.0
     while next_arrival < seconds or heap:
         due = after_pauses(next_arrival) if next_arrival < seconds else math.inf
         if heap and (done := after_pauses(heap[0][0])) <= due:  # answers before timers
+            beats_before(done)
             _, _, send_start, attempt, broker, token, ok, began = heapq.heappop(heap)
             clock.now = done
             if broker >= 0:
@@ -174,10 +184,8 @@ def simulate(scenario: str, policy: str, brokers: int = 10, seconds: float = 600
             if not ok:
                 failed += 1
         else:
+            beats_before(due)
             now = clock.now = due
-            if now >= next_beat:
-                chooser.beat(HEARTBEAT_S)
-                next_beat = now + HEARTBEAT_S
             if now >= next_sample:
                 next_sample = now + SAMPLE_EXCLUDED_S
                 max_excluded = max(max_excluded, chooser.excluded())
