@@ -17,8 +17,9 @@ Index computation follows Prometheus' own Go client: ``frexp`` splits a value
 into a fraction in [0.5, 1) and an exponent, and the fraction is located among
 the eight precomputed sub-bucket bounds. Bucket bounds are therefore exact
 floats and ``bucket_index(bucket_upper(i)) == i`` for every ``i``. Code that
-needs bounds in bulk (numpy, Spark) takes them from :func:`bucket_table` or
-:func:`bucket_uppers`, the very same floats, instead of computing ``2**(i/8)``.
+needs bounds in bulk takes them from :func:`bucket_table`, :func:`bucket_uppers`
+or (Spark) :func:`octave_uppers`, the very same floats, instead of computing
+``2**(i/8)``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ SCHEMA = 3
 ZERO_THRESHOLD = 2.0**-20
 ZERO_INDEX = -20 * 2**SCHEMA  # index whose upper bound is ZERO_THRESHOLD
 MAX_INDEX = 16 * 2**SCHEMA  # upper bound 2**16 s: beyond it a writer is corrupt, not slow
+PER_OCTAVE = 2**SCHEMA  # buckets per power of two
 
 # Fractions in [0.5, 1) at which schema-3 buckets end: 0.5 * 2**(j/8).
 _BOUNDS = tuple(math.ldexp(2.0 ** (j / 8), -1) for j in range(8))
@@ -110,6 +112,16 @@ def bucket_table(lo: int = ZERO_INDEX, hi: int = MAX_INDEX) -> tuple[np.ndarray,
     upper = bucket_uppers(index)
     lower = np.where(index <= ZERO_INDEX, 0.0, bucket_uppers(index - 1))
     return index, lower, upper
+
+
+def octave_uppers() -> np.ndarray:
+    """Upper bounds of buckets 0 .. PER_OCTAVE-1: (1, 2**(1/8), ..., 2**(7/8)) s.
+
+    Bucket ``i``'s upper bound is ``octave_uppers()[i mod 8] * 2**(i // 8)``,
+    exactly (a power-of-two scaling): for engines such as Spark SQL that
+    compute a bound from an index with a short array rather than the table.
+    """
+    return bucket_uppers(np.arange(PER_OCTAVE))
 
 
 _KEY_SHIFT = 44  # a float64's bits >> 44: 11 exponent bits and the top 8 mantissa bits

@@ -161,10 +161,7 @@ def _days_and_disk(plan: dict) -> str:
 def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | None = None) -> str:
     v, inp = plan["verdict"], plan["inputs"]
     fp, need, bind = v["forecast_peak_msgs_per_s"], v["brokers_needed"], v["binding_constraint"]
-    parts = []
-    parts.append(
-        f"<h1>Capacity plan for {html.escape(inp['target_date'])} {_badge(v['pass'])}</h1>"
-    )
+    parts = [f"<h1>Capacity plan for {html.escape(inp['target_date'])} {_badge(v['pass'])}</h1>"]
     parts.append(
         f"<p class=big>Forecast peak: low <b>{_rate(fp['low'])}</b>, mid <b>{_rate(fp['mid'])}</b>, "
         f"high <b>{_rate(fp['high'])}</b> msgs/s. Brokers needed: <b>{need['mid']}</b> "

@@ -17,6 +17,7 @@ from heatmap import (
     bucket_upper,
     bucket_uppers,
 )
+from heatmap.layout import PER_OCTAVE, octave_uppers
 
 
 def test_bucket_bounds_are_powers_of_two_eighths():
@@ -62,6 +63,13 @@ def test_table_rows_are_the_scalar_bounds_for_every_index():
     assert lower[0] == 0.0 and upper[0] == ZERO_THRESHOLD
     assert bucket_indices(upper).tolist() == index.tolist()
     assert np.all(lower[1:] == upper[:-1])
+
+
+def test_octave_scaled_by_powers_of_two_gives_every_bound():
+    octave = octave_uppers()
+    assert len(octave) == PER_OCTAVE and octave[0] == 1.0
+    for i in range(ZERO_INDEX, MAX_INDEX + 1):
+        assert octave[i % PER_OCTAVE] * 2.0 ** (i // PER_OCTAVE) == bucket_upper(i)
 
 
 def test_table_of_a_range_and_vectorized_uppers():

@@ -87,3 +87,20 @@ def test_percentile_rule_on_hand_built_rows(spark):
     assert heat == {("b1", -160): 3, ("b1", -80): 1, ("b1", -70): 1, ("b1", -66): 1,
                     ("ALL", -160): 3, ("ALL", -80): 1, ("ALL", -70): 1, ("ALL", -66): 1}  # fmt: skip
     agg.unpersist()
+
+
+def test_spark_bucket_bounds_are_heatmaps_for_every_index(spark):
+    from pyspark.sql import functions as F
+
+    from heatmap import MAX_INDEX, ZERO_INDEX, bucket_lower, bucket_upper
+    from spark_reports.heatmap_report import frames as hf
+
+    df = spark.range(ZERO_INDEX, MAX_INDEX + 1).select(F.col("id").cast("int").alias("b"))
+    got = {
+        r.b: (r.lower, r.upper)
+        for r in df.select(
+            "b", hf.bucket_lower(F.col("b")).alias("lower"), hf.bucket_upper(F.col("b")).alias("upper")
+        ).collect()
+    }
+    want = {i: (bucket_lower(i), bucket_upper(i)) for i in range(ZERO_INDEX, MAX_INDEX + 1)}
+    assert got == want  # the very floats, not close ones
