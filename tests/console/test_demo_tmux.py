@@ -19,6 +19,9 @@ from tests.console.conftest import free_base_port
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 BROKERS = 6
+# pytest's own COLUMNS/LINES (80x24) would reach the pane through tmux's
+# environment and win over the pane's real size in get_terminal_size
+UNSIZED = "unset COLUMNS LINES; "
 
 
 def tmux(*args: str) -> subprocess.CompletedProcess:
@@ -30,15 +33,18 @@ def test_demo_in_tmux_isolates_a_broker(tmp_path):
     base = free_base_port(2 * BROKERS + 1)
     session = f"floodgate-test-{base}"
     floodgate = Path(sys.executable).with_name("floodgate")
-    cmd = (f"cd {shlex.quote(str(ROOT))} && {shlex.quote(str(floodgate))} demo "
+    cmd = (f"{UNSIZED}cd {shlex.quote(str(ROOT))} && {shlex.quote(str(floodgate))} demo "
            f"--brokers {BROKERS} --rate 1000 --base-port {base} --data {tmp_path / 'demo'}")
     assert tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "45", cmd).returncode == 0
     pane = ""
     try:
         deadline = time.monotonic() + 60
+        rows = r"^ broker-\d\s+(UP|SLOW|ISOLATED|DOWN)"
         while time.monotonic() < deadline:
             pane = tmux("capture-pane", "-p", "-t", session).stdout
-            if re.search(r"^ broker-\d\s+ISOLATED", pane, re.M):
+            # a capture can catch the terminal mid-repaint: wait for a whole table
+            if (re.search(r"^ broker-\d\s+ISOLATED", pane, re.M)
+                    and len(re.findall(rows, pane, re.M)) == BROKERS):
                 break
             time.sleep(1)
         assert re.search(r"^ broker\s+state\s+in\s+out", pane, re.M), pane
@@ -61,7 +67,7 @@ def test_console_command_in_tmux_quits_on_q():
     session = f"floodgate-console-{free_base_port(1)}"
     floodgate = Path(sys.executable).with_name("floodgate")
     data = ROOT / "tests" / "console" / "data" / "demo"
-    cmd = f"{shlex.quote(str(floodgate))} console --replay {shlex.quote(str(data))} --refresh 60"
+    cmd = f"{UNSIZED}{shlex.quote(str(floodgate))} console --replay {shlex.quote(str(data))} --refresh 60"
     assert tmux("new-session", "-d", "-s", session, "-x", "150", "-y", "40", cmd).returncode == 0
     try:
         pane = ""
