@@ -99,7 +99,7 @@ class FloodgateSide:
     name = "floodgate"
 
     def __init__(self, port: int) -> None:
-        from broker_core.client import Producer
+        from broker_core.client.producer import Producer
 
         self.addr = f"127.0.0.1:{port}"
         self.producer = Producer([self.addr], fuse=False, timeout=10)
@@ -113,7 +113,7 @@ class FloodgateSide:
 
     async def one_async(self, body: bytes) -> None:
         if self.aio is None:
-            from broker_core.aio_client import AsyncProducer
+            from broker_core.client.aio_producer import AsyncProducer
 
             self.aio = AsyncProducer([self.addr], fuse=False, timeout=10)
         await self.aio.send("bench", body)

@@ -3,7 +3,7 @@ histogram_quantile over the brokers' power-of-two export, vs the broker's own
 schema-3 percentile, vs the exact quantile of the same latencies (the peer).
 
 Each shape is 200,000 latencies; the classic buckets are the ones the broker
-serves on /metrics (broker_core.prom.classic_buckets), and histogram_quantile
+serves on /metrics (broker_core.observe.prometheus.classic_buckets), and histogram_quantile
 is re-implemented as Prometheus does it (linear inside the bucket, 0 as the
 lower bound of the first one). Goal: every Prometheus estimate within one
 power-of-two bucket (a factor of 2) of the exact value; the recording rules
@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _util import median_seconds, peak_rss_mib  # noqa: E402
 
-from broker_core.prom import classic_buckets  # noqa: E402
+from broker_core.observe.prometheus import classic_buckets  # noqa: E402
 from heatmap import LatencyHistogram  # noqa: E402
 
 QUANTILES = (0.5, 0.99, 0.999)

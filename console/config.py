@@ -60,7 +60,7 @@ def parse_brokers(text: str) -> list[tuple[str, str]]:
 
 
 def brokers_from_cluster(path: Path) -> list[tuple[str, str]]:
-    from broker_core.cluster_file import load_cluster
+    from broker_core.cluster.cluster_file import load_cluster
 
     return [(b.name, b.http) for b in load_cluster(path).brokers]
 

@@ -1,7 +1,7 @@
 """`floodgate demo`: a local cluster under load with a fault script, for the console.
 
 Pieces, all stopped by `Demo.stop()` in reverse order:
-- the cluster: `broker_core.launcher.Cluster`, one process per broker;
+- the cluster: `broker_core.cluster.launcher.Cluster`, one process per broker;
 - a fuse-enabled producer driven by a `LoadGenerator` thread, serving its own
   /stats and /metrics (`ProducerHttp`) so the console's Fuse screen has data;
 - the fault script (`FAULT_SCRIPT`, repeated every `CYCLE_S`), in two acts so the
@@ -96,10 +96,11 @@ class Demo:
 
     # --- start ---------------------------------------------------------------------
     def start(self) -> Demo:
-        from broker_core.client import Producer, ensure_topic
-        from broker_core.launcher import Cluster
-        from broker_core.loadgen import LoadGenerator, LoadSpec
-        from broker_core.producer_http import ProducerHttp
+        from broker_core.client.admin import ensure_topic
+        from broker_core.client.loadgen import LoadGenerator, LoadSpec
+        from broker_core.client.producer import Producer
+        from broker_core.client.producer_http import ProducerHttp
+        from broker_core.cluster.launcher import Cluster
 
         o = self.opts
         busy = [p for p in range(o.base_port, self.producer_port + 1) if not port_free(p)]
@@ -147,13 +148,13 @@ class Demo:
 
     # --- faults --------------------------------------------------------------------
     def _fault(self, number: int, body: dict | None) -> None:
-        from console.commands.fault_cmd import call
+        from broker_core.client.admin import fault
 
         entry = self.cluster.file.brokers[number - 1]
         text = "clear" if body is None else ", ".join(f"{k}={v}" for k, v in body.items())
         asked = time.time()
         try:
-            call(entry.http, "DELETE" if body is None else "POST", body)
+            fault(entry.http, "DELETE" if body is None else "POST", body)
         except Exception as exc:  # noqa: BLE001 - a dead broker must not end the demo
             text += f" (failed: {exc})"
         self.actions.append(FaultAction(asked, entry.name, text, fault_kind(body)))
@@ -174,7 +175,7 @@ class Demo:
     # --- what happened ---------------------------------------------------------------
     def collect_transitions(self) -> list[dict]:
         """Every fuse transition seen so far (the fuse keeps only its last 100)."""
-        from broker_core.producer_http import fuse_stats
+        from broker_core.client.producer_http import fuse_stats
 
         if self.producer is not None and self.producer.fuse is not None:
             for t in fuse_stats(self.producer.fuse).get("transitions", []):
@@ -184,7 +185,7 @@ class Demo:
         return sorted(self._transitions.values(), key=lambda t: t["time"])
 
     def fuse_snapshot(self) -> dict:
-        from broker_core.producer_http import fuse_stats
+        from broker_core.client.producer_http import fuse_stats
 
         if self.producer is None or self.producer.fuse is None:
             return {}

@@ -72,7 +72,7 @@ def cluster_factory(tmp_path):
 
     Every cluster started is stopped (SIGTERM, then SIGKILL) at teardown.
     """
-    from broker_core.launcher import Cluster
+    from broker_core.cluster.launcher import Cluster
 
     clusters = []
 

@@ -1,5 +1,6 @@
 """The producer for asyncio code: the same sends, retries and fuse as
-`broker_core.client.Producer`, on the caller's event loop with no threads.
+`broker_core.client.Producer` (one `SendPlan` for both), on the caller's event
+loop with no threads.
 
 `Producer.send_async` serves asyncio too (through `asyncio.wrap_future`), but
 every answer then crosses from a reader thread to the loop; at ten thousand
@@ -16,8 +17,9 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from broker_core.client import SendResult, _one, judge_attempt, normalize_brokers
-from broker_core.connection import BrokerUnavailable, is_local, parse_addr
+from broker_core.client.attempts import SendPlan, SendResult, default_fuse, normalize_brokers
+from broker_core.client.connection import BrokerUnavailable, parse_addr
+from broker_core.client.producer import encode_many, encode_one
 from broker_core.protocol import (
     FLAG_RESPONSE,
     Code,
@@ -26,7 +28,6 @@ from broker_core.protocol import (
     OutMessage,
     ProtocolError,
     encode_frame,
-    encode_send_batch,
 )
 
 
@@ -93,10 +94,7 @@ class AsyncProducer:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.brokers = normalize_brokers(brokers)
         if fuse is None:
-            from fuse import Fuse
-
-            fuse = Fuse(list(self.brokers), clock=clock,
-                        colocated=[b for b, addr in self.brokers.items() if is_local(addr)])
+            fuse = default_fuse(self.brokers, clock)
         self.fuse = fuse or None
         self.timeout, self.retries = timeout, retries
         self._names = list(self.brokers)
@@ -136,15 +134,9 @@ class AsyncProducer:
     async def _call(self, op: Op, payload: bytes) -> SendResult:
         if self._heartbeat is None and self.fuse is not None and not self._closing:
             self._beat()
-        tried: list[str] = []
-        attempt = 1
+        plan = SendPlan(self.fuse, self._names, self.retries, op, self._rr)
         while True:
-            candidates = [b for b in self._names if b not in tried] or self._names
-            if self.fuse is not None:
-                broker = self.fuse.choose(candidates)
-                token = self.fuse.begin(broker)
-            else:
-                broker, token = candidates[next(self._rr) % len(candidates)], None
+            broker = plan.next()
             code = body = None
             reason = ""
             try:
@@ -160,23 +152,19 @@ class AsyncProducer:
             except (BrokerUnavailable, TimeoutError) as exc:
                 reason = (f"{self.brokers[broker]}: no answer in {self.timeout:g} s"
                           if isinstance(exc, TimeoutError) else str(exc))
-            kind, value = judge_attempt(self.fuse, self.retries, self._closing, op, broker,
-                                        token, attempt, code, body, reason)
+            kind, value = plan.answer(code, body, reason, self._closing)
             if kind == "ok":
                 return value
             if kind == "fail":
                 raise value
-            tried.append(broker)
-            attempt += 1
 
     async def send(self, topic: str, body: bytes, tags: str | None = None,
                    keys: str | None = None, properties: dict[str, str] | None = None
                    ) -> SendResult:
-        return await self._call(Op.SEND, _one(topic, body, tags, keys, properties))
+        return await self._call(Op.SEND, encode_one(topic, body, tags, keys, properties))
 
     async def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:
-        msgs = [b if isinstance(b, OutMessage) else OutMessage(b) for b in bodies]
-        return await self._call(Op.SEND_BATCH, encode_send_batch(topic, -1, msgs))
+        return await self._call(Op.SEND_BATCH, encode_many(topic, bodies))
 
     async def close(self) -> None:
         self._closing = True

@@ -21,6 +21,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 
 from broker_core.errors import BrokerError
@@ -249,3 +250,25 @@ class Connection:
                 except OSError:
                     pass
                 self._fail_all(link, f"{self.addr}: connection closed")
+
+
+class ConnectionPool:
+    """One lazily opened Connection per broker."""
+
+    def __init__(self, brokers: Mapping[str, str]) -> None:
+        self.addrs = dict(brokers)
+        self._conns: dict[str, Connection] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Connection:
+        conn = self._conns.get(name)
+        if conn is None:
+            with self._lock:
+                conn = self._conns.setdefault(name, Connection(self.addrs[name]))
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            conn.close()

@@ -16,8 +16,8 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-from broker_core.client import _Pool, normalize_brokers
-from broker_core.connection import BrokerUnavailable
+from broker_core.client.attempts import normalize_brokers
+from broker_core.client.connection import BrokerUnavailable, ConnectionPool
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     Code,
@@ -62,7 +62,7 @@ class Consumer:
         self.client_id = client_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.timeout = timeout
         self._clock = clock
-        self._pool = _Pool(self.brokers)
+        self._pool = ConnectionPool(self.brokers)
         self._owned: list[tuple[str, int]] = []
         self._offsets: dict[tuple[str, int], int] = {}  # next offset to pull
         self._committed: dict[tuple[str, int], int] = {}

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker_core.client import Producer, SendFailed
+from broker_core.client.producer import Producer, SendFailed
 from heatmap import LatencyHistogram
 
 
@@ -92,7 +92,7 @@ class LoadGenerator:
         return uvloop.run(self._run())
 
     async def _run(self) -> LoadResult:
-        from broker_core.aio_client import AsyncProducer
+        from broker_core.client.aio_producer import AsyncProducer
 
         spec, base = self.spec, self.producer
         aio = AsyncProducer(base.brokers, fuse=base.fuse or False, timeout=base.timeout,

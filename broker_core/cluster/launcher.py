@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from broker_core.cluster_file import BrokerEntry, ClusterFile
+from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile
 from broker_core.errors import BrokerError
 
 log = logging.getLogger("floodgate.cluster")

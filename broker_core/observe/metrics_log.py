@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from broker_core.fsutil import fsync_path
-from broker_core.stats import ClosedSecond
+from broker_core.observe.recorder import ClosedSecond
+from broker_core.observe.snapshot import BrokerSnapshot
 
 TS_TYPE = pa.timestamp("us", tz="UTC")
 LATENCY_SCHEMA = pa.schema(
@@ -70,6 +71,16 @@ class MetricsLogWriter:
         self._first_ts: int | None = None
         self._rolling = threading.Lock()
         self.files_written = 0
+
+    def add(self, snap: BrokerSnapshot, closed: Iterable[ClosedSecond]) -> None:
+        """The seconds a tick closed, with the tick's snapshot's broker figures."""
+        closed = list(closed)
+        self.add_seconds(closed)
+        lag = sum(snap.consumer_lag.values())
+        for second in closed:
+            self.add_stats(second.ts, snap.disk["used_bytes"], snap.disk["total_bytes"],
+                           float(second.ops["send"].msgs), float(second.ops["pull"].msgs),
+                           snap.commitlog["max_offset"], lag)
 
     def add_seconds(self, seconds: Iterable[ClosedSecond]) -> None:
         for second in seconds:

@@ -1,5 +1,5 @@
 """Prometheus exposition of a broker: a collector over the broker's own
-figures (recording stays in broker_core.stats; this module only reads).
+figures (recording stays in broker_core.observe.recorder; this module only reads).
 
 Latency histograms use classic buckets at powers of two (schema 0, le =
 2**-20 .. 2**6 s and +Inf): exact merges of the schema-3 buckets the broker
@@ -9,10 +9,13 @@ agree to within one power-of-two bucket.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from broker_core.observe.snapshot import BrokerSnapshot
 from heatmap import LatencyHistogram
 
 LE_MIN_EXP, LE_MAX_EXP = -20, 6
@@ -39,19 +42,20 @@ def histogram_family(
 
 
 class BrokerCollector(Collector):
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    """Exports the broker's latest snapshot (`snapshot()` gives it)."""
+
+    def __init__(self, snapshot: Callable[[], BrokerSnapshot]) -> None:
+        self.snapshot = snapshot
 
     def collect(self):
-        b = self.broker
-        name = b.config.name
-        rec = b.recorder
+        snap = self.snapshot()
+        name = snap.name
         for op in ("send", "pull", "flush"):
             yield histogram_family(
                 f"floodgate_{op}_latency_seconds",
                 f"Broker-side {op} latency (schema-3 histogram, power-of-two classic export)",
                 name,
-                rec.total[op],
+                snap.cumulative[op],
             )
 
         def counter(metric, doc, value, **labels):
@@ -65,60 +69,40 @@ class BrokerCollector(Collector):
             fam.add_metric([name], value)
             return fam
 
-        yield counter("floodgate_messages_in", "Messages stored", rec.msgs_total["send"])
-        yield counter(
-            "floodgate_messages_out", "Messages delivered by pulls", rec.msgs_total["pull"]
-        )
-        yield counter("floodgate_bytes_in", "Message body bytes stored", rec.bytes_total["send"])
-        yield counter(
-            "floodgate_bytes_out", "Message body bytes delivered", rec.bytes_total["pull"]
-        )
-        yield counter(
-            "floodgate_send_over_20ms",
-            "Sends slower than 20 ms (exact count)",
-            rec.over_sla_total["send"],
-        )
-        yield counter(
-            "floodgate_send_errors", "Sends answered with an error", rec.errors_total["send"]
-        )
-        yield counter(
-            "floodgate_system_busy",
-            "Sends refused SYSTEM_BUSY (write path backed up)",
-            b.counters["system_busy"],
-        )
-        st = b.store.stats()
-        cl = st["commitlog"]
-        disk = b.disk()
+        t = snap.totals
+        yield counter("floodgate_messages_in", "Messages stored", t["messages_in"])
+        yield counter("floodgate_messages_out", "Messages delivered by pulls", t["messages_out"])
+        yield counter("floodgate_bytes_in", "Message body bytes stored", t["bytes_in"])
+        yield counter("floodgate_bytes_out", "Message body bytes delivered", t["bytes_out"])
+        yield counter("floodgate_send_over_20ms", "Sends slower than 20 ms (exact count)",
+                      t["send_over_20ms"])
+        yield counter("floodgate_send_errors", "Sends answered with an error",
+                      snap.errors_total["send"])
+        yield counter("floodgate_system_busy", "Sends refused SYSTEM_BUSY (write path backed up)",
+                      t["system_busy"])
+        disk, cl = snap.disk, snap.commitlog
         yield gauge("floodgate_disk_used_ratio", "Used share of the data disk", disk["used_ratio"])
         yield gauge("floodgate_disk_used_bytes", "Used bytes of the data disk", disk["used_bytes"])
         yield gauge("floodgate_disk_total_bytes", "Size of the data disk", disk["total_bytes"])
         yield gauge("floodgate_store_bytes", "CommitLog bytes on disk", disk["store_bytes"])
-        yield gauge(
-            "floodgate_flush_lag_bytes",
-            "CommitLog bytes written but not yet flushed",
-            cl["max_offset"] - cl["flushed_offset"],
-        )
+        yield gauge("floodgate_flush_lag_bytes", "CommitLog bytes written but not yet flushed",
+                    snap.flush_lag_bytes)
         yield gauge("floodgate_commitlog_max_offset", "CommitLog write offset", cl["max_offset"])
         yield gauge("floodgate_broker_loop_lag_seconds",
                     "Longest the broker's event loop ran late in the last 10 s (requests "
-                    "waited that long to be read)", b.loop_lag.worst(10))
-        yield gauge("floodgate_inflight_writes", "Writes in the write path now", len(b._inflight))
-        yield gauge(
-            "floodgate_fault_active",
-            "1 while a drill fault is injected",
-            1.0 if b.faults.active else 0.0,
-        )
-        lag = GaugeMetricFamily(
-            "floodgate_consumer_lag",
-            "Messages not yet consumed per group",
-            labels=["broker", "group"],
-        )
-        for group, value in sorted(b.consumer_lag().items()):
+                    "waited that long to be read)", snap.loop_lag["max_10s"])
+        yield gauge("floodgate_inflight_writes", "Writes in the write path now",
+                    snap.inflight_writes)
+        yield gauge("floodgate_fault_active", "1 while a drill fault is injected",
+                    1.0 if snap.fault_active else 0.0)
+        lag = GaugeMetricFamily("floodgate_consumer_lag", "Messages not yet consumed per group",
+                                labels=["broker", "group"])
+        for group, value in sorted(snap.consumer_lag.items()):
             lag.add_metric([name, group], value)
         yield lag
 
 
-def broker_registry(broker) -> CollectorRegistry:
+def broker_registry(snapshot: Callable[[], BrokerSnapshot]) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(broker))
+    registry.register(BrokerCollector(snapshot))
     return registry

@@ -1,43 +1,34 @@
-"""The broker: request handlers over the store, on one asyncio event loop.
+"""The broker: request dispatch over the store, on one asyncio event loop.
 
-Everything here runs on the loop thread. The store's put is a memcpy into an
-mmap'd segment, cheap enough to run inline; in sync-flush mode the handler
-then awaits the group commit without blocking the loop.
-
-Fast failure (seed 000, RocketMQ's "PageCache busy"): when the write path is
-backed up — too many writes in flight, or the oldest one waiting longer than
-`busy_after_ms` — a send is answered SYSTEM_BUSY at once instead of queueing,
-so the producer's fuse can route around the sick broker.
+Everything here runs on the loop thread. Writes go through the write path
+(`server.write_path`: admission, drill faults, the flush wait); what the
+broker reports about itself is one snapshot per tick (`observe.snapshot`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
 
 from broker_core import protocol as p
-from broker_core.faults import Faults
-from broker_core.group_state import GroupMembers, OffsetTable, TopicError, TopicTable
-from broker_core.loop_lag import LoopLag
+from broker_core.observe.loop_lag import LoopLag
+from broker_core.observe.recorder import OpRecorder
+from broker_core.observe.snapshot import BrokerSnapshot, take_snapshot
+from broker_core.observe.stats_doc import stats_document
 from broker_core.protocol import Code, Op
-from broker_core.stats import WINDOWS_S, OpRecorder, summarize
+from broker_core.server.config import BrokerConfig
+from broker_core.server.faults import Faults
+from broker_core.server.group_state import GroupMembers, OffsetTable, TopicError, TopicTable
+from broker_core.server.write_path import PUT_CODES, WritePath
 from broker_core.store import GetStatus, MessageStore, PutStatus, StoreConfig
 
+__all__ = ["Broker", "BrokerConfig"]
+
 OPS = ("send", "pull", "flush")
-_PUT_CODES = {
-    PutStatus.PUT_OK: Code.OK,
-    PutStatus.FLUSH_DISK_TIMEOUT: Code.FLUSH_DISK_TIMEOUT,
-    PutStatus.MESSAGE_ILLEGAL: Code.MESSAGE_ILLEGAL,
-    PutStatus.DISK_FULL: Code.DISK_FULL,
-    PutStatus.SERVICE_NOT_AVAILABLE: Code.SERVICE_NOT_AVAILABLE,
-}
 _PULL_STATUS = {
     GetStatus.FOUND: "FOUND",
     GetStatus.NO_NEW_MSG: "NO_NEW_MSG",
@@ -45,35 +36,6 @@ _PULL_STATUS = {
     GetStatus.OFFSET_TOO_SMALL: "OFFSET_TOO_SMALL",
     GetStatus.NO_MATCHED_MESSAGE: "NO_MATCHED_MSG",
 }
-
-
-@dataclass
-class BrokerConfig:
-    name: str
-    data_dir: Path
-    port: int = 10911
-    http_port: int = 10912
-    bind: str = "127.0.0.1"
-    cluster: str = "floodgate"
-    flush: str = "async"
-    segment_bytes: int = 1 << 30
-    default_queues: int = 4
-    auto_create_topics: bool = True
-    metrics_dir: Path | None = None  # default: data_dir / "metrics"
-    metrics_roll_s: float = 120.0
-    busy_after_ms: float = 200.0
-    max_inflight_writes: int = 4096
-    admin_token: str | None = None
-    frame_timeout_s: float = 10.0  # a partial frame older than this closes the connection
-    store_extra: dict = field(default_factory=dict)
-
-    @property
-    def addr(self) -> str:
-        return f"{self.bind}:{self.port}"
-
-    @property
-    def http_addr(self) -> str:
-        return f"{self.bind}:{self.http_port}"
 
 
 class Broker:
@@ -88,6 +50,8 @@ class Broker:
                 flush=config.flush,
                 commitlog_segment_bytes=config.segment_bytes,
                 store_host=config.addr,
+                # the broker times sends and pulls itself: the store times only its flushes
+                timed_ops=("flush",),
                 **config.store_extra,
             ),
         )
@@ -98,15 +62,16 @@ class Broker:
         self.members = GroupMembers(time.monotonic)
         self.recorder = OpRecorder(OPS, clock)
         self.faults = Faults(time.monotonic)
+        self.write_path = WritePath(self.store, self.faults, config.flush == "sync",
+                                    config.busy_after_ms, config.max_inflight_writes)
         self.loop_lag = LoopLag()
         self.started = clock()
         self.serving = False
-        self._inflight: dict[object, float] = {}
+        self.latest: BrokerSnapshot | None = None  # taken each tick (runner) or on demand
         self._rr = itertools.count()
         self._waiters: dict[tuple[str, int], list[asyncio.Future]] = {}
-        self.connections: set = set()  # BrokerProtocol instances (server.py)
+        self.connections: set = set()  # BrokerProtocol instances (server.tcp)
         self.counters = {
-            "system_busy": 0,
             "send_errors": 0,
             "bad_requests": 0,
             "connections": 0,
@@ -146,39 +111,6 @@ class Broker:
             return None, self._bad(f"queue {queue_id} out of range: {topic} has {queues}")
         return queue_id, None
 
-    async def _write(self, put: Callable[[], object]) -> tuple[int, object]:
-        """Run a put through the write path: busy check, faults, flush wait."""
-        now = perf_counter()
-        if self._inflight:
-            oldest = next(iter(self._inflight.values()))
-            if (
-                len(self._inflight) >= self.config.max_inflight_writes
-                or (now - oldest) * 1000 > self.config.busy_after_ms
-            ):
-                self.counters["system_busy"] += 1
-                return Code.SYSTEM_BUSY, (
-                    f"write path busy: {len(self._inflight)} writes in "
-                    f"flight, oldest {(now - oldest) * 1000:.0f} ms"
-                )
-        token = object()
-        self._inflight[token] = now
-        try:
-            if self.faults.should_error():
-                return Code.SYSTEM_ERROR, "injected error"
-            delay = self.faults.write_delay()
-            if delay:
-                await asyncio.sleep(delay)
-            result = put()
-            if result.status is PutStatus.PUT_OK and self.config.flush == "sync":
-                fut = asyncio.wrap_future(self.store.flushed_future(result.end_offset))
-                try:
-                    await asyncio.wait_for(fut, self.store.config.sync_flush_timeout_s)
-                except TimeoutError:
-                    return Code.FLUSH_DISK_TIMEOUT, result
-            return _PUT_CODES[result.status], result
-        finally:
-            del self._inflight[token]
-
     def _wake(self, topic: str, queue_id: int) -> None:
         for fut in self._waiters.pop((topic, queue_id), ()):
             if not fut.done():
@@ -188,7 +120,7 @@ class Broker:
         """SEND answered without the event loop: the common case (async flush, no
         drill fault, nothing queued in the write path) needs no await at all,
         so the server skips creating a task. None: take the async path."""
-        if self.config.flush != "async" or self.faults.any or self._inflight:
+        if not self.write_path.direct:
             return None
         t0 = perf_counter()
         try:
@@ -200,7 +132,7 @@ class Broker:
             qid = answer
             result = self.store.put(topic, qid, msg.body, msg.tags or None, msg.keys or None,
                                     msg.properties or None, wait=False)
-            code, answer = self._send_answer(_PUT_CODES[result.status], result, topic, qid)
+            code, answer = self._send_answer(PUT_CODES[result.status], result, topic, qid)
         self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code == Code.OK)
         return code, answer
 
@@ -211,7 +143,7 @@ class Broker:
         code, answer = self._check_send(topic, qid, len(msg.body))
         if code == Code.OK:
             qid = answer
-            code, result = await self._write(
+            code, result = await self.write_path.write(
                 lambda: self.store.put(topic, qid, msg.body, msg.tags or None, msg.keys or None,
                                        msg.properties or None, wait=False))
             code, answer = self._send_answer(code, result, topic, qid)
@@ -260,7 +192,7 @@ class Broker:
         if code != Code.OK:
             return code, answer
         qid = answer
-        code, result = await self._write(lambda: self.store.put_batch(
+        code, result = await self.write_path.write(lambda: self.store.put_batch(
             topic, qid, [m.body for m in msgs], first.tags or None, first.keys or None,
             first.properties or None, wait=False))
         return self._send_answer(code, result, topic, qid, batch=True)
@@ -359,22 +291,22 @@ class Broker:
 
     # -- housekeeping, once a second ---------------------------------------------
     def tick(self):
-        """Close finished seconds; returns them (for the metrics log)."""
+        """Close finished seconds and take the tick's snapshot; returns the seconds
+        closed (the metrics log writes them)."""
         flush = self.store.take_latency().get("flush")
         if flush is not None and flush.count:
-            self.recorder._current["flush"].hist.merge(flush)
+            self.recorder.add_histogram("flush", flush)
         self.offsets.save()
-        return self.recorder.roll()
+        closed = self.recorder.roll()
+        self.latest = take_snapshot(self)
+        return closed
 
     # -- figures ----------------------------------------------------------------
-    def disk(self) -> dict:
-        usage = shutil.disk_usage(self.config.data_dir)
-        return {
-            "used_bytes": usage.used,
-            "total_bytes": usage.total,
-            "used_ratio": usage.used / usage.total if usage.total else 0.0,
-            "store_bytes": self.store.stats()["disk"]["bytes_on_disk"],
-        }
+    def snapshot(self) -> BrokerSnapshot:
+        """The tick's snapshot (taken now if no tick ran yet)."""
+        if self.latest is None:
+            self.latest = take_snapshot(self)
+        return self.latest
 
     def consumer_lag(self) -> dict[str, int]:
         lag: dict[str, int] = {}
@@ -384,51 +316,8 @@ class Broker:
         return lag
 
     def stats(self, history_s: int = 300) -> dict:
-        st = self.store.stats()
-        cl = st["commitlog"]
-        rec = self.recorder
-        ops = {op: {f"{w}s": summarize(rec.window(op, w), w) for w in WINDOWS_S} for op in OPS}
-        hist = (
-            {
-                op: [
-                    {"ts": s.ts, **s.ops[op].hist.to_dict()} for s in list(rec.history)[-history_s:]
-                ]
-                for op in OPS
-            }
-            if history_s
-            else {}
-        )
-        return {
-            "broker": self.config.name,
-            "cluster": self.config.cluster,
-            "addr": self.config.addr,
-            "http": self.config.http_addr,
-            "pid": os.getpid(),
-            "time": self.clock(),
-            "uptime_s": self.clock() - self.started,
-            "state": "PAUSED" if self.faults.pause_left() else "UP",
-            "flush_mode": self.config.flush,
-            "ops": ops,
-            "history": hist,
-            "totals": {
-                "messages_in": rec.msgs_total["send"],
-                "messages_out": rec.msgs_total["pull"],
-                "bytes_in": rec.bytes_total["send"],
-                "bytes_out": rec.bytes_total["pull"],
-                "send_over_20ms": rec.over_sla_total["send"],
-                **self.counters,
-            },
-            "commitlog": cl,
-            "flush_lag_bytes": cl["max_offset"] - cl["flushed_offset"],
-            "disk": self.disk(),
-            "consumer_lag": self.consumer_lag(),
-            "topics": dict(self.topics.queues),
-            "faults": self.faults.describe(),
-            "inflight_writes": len(self._inflight),
-            # how long requests waited to be read (the loop blocked or the process unscheduled)
-            "loop_lag": {"max_10s": self.loop_lag.worst(10), "max_60s": self.loop_lag.worst(60),
-                         "late_total": self.loop_lag.late_total},
-        }
+        """The /stats document: the tick's snapshot with its last `history_s` seconds."""
+        return stats_document(self.snapshot(), history_s)
 
     def close(self) -> None:
         self.offsets.save()

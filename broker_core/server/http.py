@@ -14,8 +14,8 @@ import json
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from broker_core.faults import FaultSpec
-from broker_core.prom import broker_registry
+from broker_core.observe.prometheus import broker_registry
+from broker_core.server.faults import FaultSpec
 
 FAULT_FIELDS = set(FaultSpec.__dataclass_fields__)
 
@@ -28,7 +28,7 @@ def _is_loopback(remote: str | None) -> bool:
 
 
 def build_app(broker) -> web.Application:
-    registry = broker_registry(broker)
+    registry = broker_registry(broker.snapshot)
     app = web.Application(client_max_size=64 * 1024)
 
     async def healthz(_request: web.Request) -> web.Response:

@@ -12,10 +12,11 @@ import resource
 import signal
 import time
 
-from broker_core.broker import Broker, BrokerConfig
-from broker_core.http_api import start_http
-from broker_core.metrics_log import MetricsLogWriter
-from broker_core.server import reap_slow_clients, start_tcp
+from broker_core.observe.metrics_log import MetricsLogWriter
+from broker_core.server.broker import Broker
+from broker_core.server.config import BrokerConfig
+from broker_core.server.http import start_http
+from broker_core.server.tcp import reap_slow_clients, start_tcp
 
 log = logging.getLogger("floodgate.broker")
 
@@ -39,20 +40,7 @@ async def _tick(broker: Broker, writer: MetricsLogWriter) -> None:
         closed = broker.tick()
         if not closed:
             continue
-        writer.add_seconds(closed)
-        cl = broker.store.stats()["commitlog"]
-        disk = broker.disk()
-        lag = sum(broker.consumer_lag().values())
-        for second in closed:
-            writer.add_stats(
-                second.ts,
-                disk["used_bytes"],
-                disk["total_bytes"],
-                float(second.ops["send"].msgs),
-                float(second.ops["pull"].msgs),
-                cl["max_offset"],
-                lag,
-            )
+        writer.add(broker.snapshot(), closed)
         if writer.due(time.time()) and (rolling is None or rolling.done()):
             # Off the loop: converting two minutes of rows, the Parquet write and two
             # fsyncs took 50 ms and more under load, and held every send meanwhile.

@@ -15,7 +15,7 @@ import time
 from time import perf_counter
 
 from broker_core import protocol as p
-from broker_core.broker import Broker
+from broker_core.server.broker import Broker
 
 log = logging.getLogger("floodgate.broker")
 # answers that carry the broker's service time (PROTOCOL.md)

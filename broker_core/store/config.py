@@ -17,6 +17,9 @@ MiB = 1 << 20
 @dataclass
 class StoreConfig:
     flush: str = "async"  # "async" | "sync" (group commit)
+    # Operations the store times itself (store.latency): all by default; a broker that
+    # times sends and pulls itself asks for "flush" only, so a send is timed once.
+    timed_ops: tuple[str, ...] = ("put", "put_batch", "get", "flush")
     commitlog_segment_bytes: int = GiB
     consumequeue_units_per_file: int = 300_000
     retention_hours: float = 72.0
@@ -42,6 +45,9 @@ class StoreConfig:
     def __post_init__(self) -> None:
         if self.flush not in ("async", "sync"):
             raise StoreConfigError(f"flush must be 'async' or 'sync', got {self.flush!r}")
+        unknown = set(self.timed_ops) - {"put", "put_batch", "get", "flush"}
+        if unknown:
+            raise StoreConfigError(f"timed_ops: unknown operation(s) {sorted(unknown)}")
         seg = self.commitlog_segment_bytes
         if not isinstance(seg, int) or seg <= 0 or seg % PAGE:
             raise StoreConfigError(f"commitlog_segment_bytes must be a positive multiple of {PAGE}")

@@ -71,6 +71,9 @@ class MessageStore:
         self._put_lock = threading.Lock()
         self._stats_lock = threading.Lock()
         self.latency_recorder = LatencyRecorder()
+        timed = set(self.config.timed_ops)
+        self._time_put, self._time_batch = "put" in timed, "put_batch" in timed
+        self._time_get, self._time_flush = "get" in timed, "flush" in timed
         self.counters = dict.fromkeys(
             ("puts", "put_msgs", "put_bytes", "put_failures", "flush_timeouts", "gets",
              "get_msgs", "corrupt_reads"), 0,
@@ -154,19 +157,21 @@ class MessageStore:
         self.disk_full = ratio > self.config.disk_full_ratio
 
     def _record_flush(self, seconds: float) -> None:
-        self.latency_recorder.record("flush", seconds)
+        if self._time_flush:
+            self.latency_recorder.record("flush", seconds)
 
     # -- writing ------------------------------------------------------------
     def put(self, topic, queue_id, body, tags=None, keys=None, properties=None, *,
             wait: bool = True, born_timestamp: int | None = None) -> PutResult:  # fmt: skip
         """Append one message. In sync mode waits for the group commit unless wait=False."""
-        t0 = perf_counter()
+        t0 = perf_counter() if self._time_put else 0.0
         try:
             p = prepare(topic, queue_id, body, tags, keys, properties, self._max_body)
         except (MessageIllegalError, TypeError) as exc:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
         result = self._append(topic, queue_id, [p], born_timestamp, wait)
-        self.latency_recorder.record("put", perf_counter() - t0)
+        if self._time_put:
+            self.latency_recorder.record("put", perf_counter() - t0)
         return result
 
     def put_batch(self, topic, queue_id, bodies, tags=None, keys=None, properties=None, *,
@@ -198,7 +203,8 @@ class MessageStore:
         except (MessageIllegalError, TypeError) as exc:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
         result = self._append(topic, queue_id, prepared, born_timestamp, wait)
-        self.latency_recorder.record("put_batch", perf_counter() - t0)
+        if self._time_batch:
+            self.latency_recorder.record("put_batch", perf_counter() - t0)
         return result
 
     def _failed(self, status: PutStatus, reason: str) -> PutResult:
@@ -321,6 +327,8 @@ class MessageStore:
     def get(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
             tag: str | None = None) -> GetResult:  # fmt: skip
         """Read up to ``max_msgs`` messages of one queue from ``offset`` (optional tag filter)."""
+        if not self._time_get:
+            return self._get(topic, queue_id, offset, max_msgs, tag)
         t0 = perf_counter()
         result = self._get(topic, queue_id, offset, max_msgs, tag)
         self.latency_recorder.record("get", perf_counter() - t0)

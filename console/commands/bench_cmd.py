@@ -34,8 +34,8 @@ def register(sub) -> None:
 
 
 def brokers_from(args) -> dict[str, str]:
-    from broker_core.client import normalize_brokers
-    from broker_core.cluster_file import load_cluster
+    from broker_core.client.producer import normalize_brokers
+    from broker_core.cluster.cluster_file import load_cluster
 
     if getattr(args, "cluster", None):
         return load_cluster(args.cluster).addrs
@@ -46,9 +46,9 @@ def brokers_from(args) -> dict[str, str]:
 
 
 def run_produce(args) -> int:
-    from broker_core.client import Producer
-    from broker_core.loadgen import LoadGenerator, LoadSpec
-    from broker_core.producer_http import ProducerHttp
+    from broker_core.client.loadgen import LoadGenerator, LoadSpec
+    from broker_core.client.producer import Producer
+    from broker_core.client.producer_http import ProducerHttp
 
     for name in ("count", "size", "batch", "concurrency"):
         value = getattr(args, name)

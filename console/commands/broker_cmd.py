@@ -58,8 +58,8 @@ def register(sub) -> None:
 
 
 def run_serve(args) -> int:
-    from broker_core.broker import BrokerConfig
-    from broker_core.runner import run
+    from broker_core.server.broker import BrokerConfig
+    from broker_core.server.runner import run
 
     for port in (args.port, args.http_port):
         if not 0 < port < 65536:

@@ -35,7 +35,7 @@ def register(sub) -> None:
 
 
 def run_up(args) -> int:
-    from broker_core.launcher import Cluster
+    from broker_core.cluster.launcher import Cluster
 
     if not 1 <= args.brokers <= 64:
         raise UsageError("--brokers must be between 1 and 64")
@@ -62,7 +62,7 @@ def run_up(args) -> int:
 
 
 def run_down(args) -> int:
-    from broker_core.cluster_file import load_cluster
+    from broker_core.cluster.cluster_file import load_cluster
 
     spec = load_cluster(args.cluster)
     if not spec.supervisor_pid:

@@ -80,7 +80,8 @@ def run(args) -> int:
 
         cluster_file = demo.data_dir / "cluster.toml"
         app = FloodgateApp(demo.console_config(), hint=(
-            f"faults start at 6 s (broker-2 stalls, then broker-4 errors). In another "
+            f"faults start at 6 s: broker-2 stalls (isolated at once), at 45 s broker-4 "
+            f"errors while the cap is full (rule 4). In another "
             f"terminal: floodgate status --cluster {cluster_file} --producers {demo.http.addr}"))
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, lambda *_: app.exit())

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-
+from broker_core.client import admin
 from console.commands.common import (
     NON_NEGATIVE,
     POSITIVE,
@@ -52,24 +49,11 @@ def _target(parser) -> None:
 
 
 def call(addr: str, method: str, body: dict | None = None, token: str | None = None) -> dict:
-    url = f"http://{addr}/admin/fault"
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
+    """The broker's admin endpoint; its failure is this command's one-line error."""
     try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            message = json.loads(exc.read()).get("error", exc.reason)
-        except ValueError:
-            message = exc.reason
-        raise CommandFailed(f"{addr}: {message}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise CommandFailed(f"{addr}: cannot reach the broker: {reason}") from None
+        return admin.fault(addr, method, body, token)
+    except admin.AdminError as exc:
+        raise CommandFailed(str(exc)) from None
 
 
 def duration(seconds: float) -> str:

@@ -34,7 +34,7 @@ def register(sub) -> None:
 
 
 def run_config(args) -> int:
-    from broker_core.cluster_file import load_cluster
+    from broker_core.cluster.cluster_file import load_cluster
     from console.observability.errors import ObservabilityError
     from console.observability.prometheus_config import (
         parse_addrs,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from broker_core.faults import Faults, FaultSpec
-from broker_core.stats import OpRecorder
+from broker_core.observe.recorder import OpRecorder
+from broker_core.server.faults import Faults, FaultSpec
 
 
 class Clock:

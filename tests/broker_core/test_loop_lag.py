@@ -2,7 +2,7 @@
 
 import pytest
 
-from broker_core.loop_lag import LoopLag
+from broker_core.observe.loop_lag import LoopLag
 
 
 def test_late_beats_are_the_loops_lag_worst_per_second_kept_a_minute():

@@ -122,7 +122,7 @@ def test_send_answers_carry_the_brokers_service_time_and_old_ones_decode():
 
 
 def test_brokers_on_this_host_are_told_apart_from_remote_ones():
-    from broker_core.connection import is_local
+    from broker_core.client.connection import is_local
 
     assert is_local("127.0.0.1:10911") and is_local("localhost:1") and is_local("[::1]:2")
     assert not is_local("203.0.113.7:10911")  # TEST-NET-3: never this host

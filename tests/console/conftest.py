@@ -19,8 +19,8 @@ def free_base_port(count: int) -> int:
 
 @pytest.fixture(scope="session")
 def cluster3(tmp_path_factory):
-    from broker_core.client import Producer
-    from broker_core.launcher import Cluster
+    from broker_core.client.producer import Producer
+    from broker_core.cluster.launcher import Cluster
 
     cluster = Cluster(3, free_base_port(6), tmp_path_factory.mktemp("cluster3"))
     cluster.up()

@@ -47,7 +47,7 @@ def test_out_of_range_flags_are_refused_before_calling_the_broker(capsys, extra,
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from broker_core.launcher import Cluster
+    from broker_core.cluster.launcher import Cluster
 
     cluster = Cluster(1, free_base_port(2), tmp_path_factory.mktemp("fault"))
     cluster.up()

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from broker_core.client import Producer
+from broker_core.client.producer import Producer
 from console.prometheus_source import PrometheusBrokers
 from console.state import build_state
 from tests.console.conftest import free_base_port

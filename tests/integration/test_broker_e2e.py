@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from broker_core import protocol as p
-from broker_core.client import Producer, SendFailed
-from broker_core.consumer import Consumer
-from broker_core.launcher import wait_healthy
+from broker_core.client.consumer import Consumer
+from broker_core.client.producer import Producer, SendFailed
+from broker_core.cluster.launcher import wait_healthy
 
 pytestmark = pytest.mark.integration
 
@@ -274,7 +274,7 @@ def test_batches_are_stored_in_one_queue_in_order(cluster_factory):
 def test_async_producer_pipelines_and_retries_on_another_broker(cluster_factory):
     import asyncio
 
-    from broker_core.aio_client import AsyncProducer
+    from broker_core.client.aio_producer import AsyncProducer
 
     cluster = cluster_factory(2)
     first = cluster.file.brokers[0]

@@ -9,8 +9,8 @@ from datetime import date
 import numpy as np
 import pyarrow.parquet as pq
 
-from broker_core import metrics_log
-from broker_core.stats import OpRecorder
+from broker_core.observe import metrics_log
+from broker_core.observe.recorder import OpRecorder
 from spark_reports import schema
 
 

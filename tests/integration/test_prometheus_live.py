@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker_core.launcher import Cluster
+from broker_core.cluster.launcher import Cluster
 from console.cli import main
 from console.commands.fault_cmd import call as fault_call
 from console.observability.grafana_dashboard import build_dashboard, queries

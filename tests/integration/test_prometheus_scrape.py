@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from broker_core.client import Producer
+from broker_core.client.producer import Producer
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from broker_core.cluster_file import BrokerEntry, ClusterFile
+from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile
 from console.cli import main
 from console.observability.errors import ObservabilityError
 from console.observability.prometheus_config import (

@@ -1,0 +1,88 @@
+"""`BrokerSnapshot`: the broker's figures at one instant, taken once per tick.
+
+The three exporters (`/stats`, `/metrics`, the metrics log) read a snapshot
+and nothing else of the broker, the way `fuse.state` + `fuse.export` work:
+recording stays in the broker, formats stay in the exporters, and a slow or
+frequent poll costs the broker's event loop a lookup, not a recomputation.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from broker_core.observe.recorder import WINDOWS_S, ClosedSecond, summarize
+from heatmap import LatencyHistogram
+
+
+@dataclass(frozen=True)
+class BrokerSnapshot:
+    name: str
+    cluster: str
+    addr: str
+    http: str
+    pid: int
+    time: float  # wall clock, epoch seconds
+    uptime_s: float
+    state: str  # UP | PAUSED
+    flush_mode: str
+    windows: Mapping[str, Mapping[str, Mapping[str, Any]]]  # op -> "10s" -> figures
+    totals: Mapping[str, int]
+    errors_total: Mapping[str, int]  # per op: answered with an error, since start
+    commitlog: Mapping[str, Any]
+    disk: Mapping[str, Any]
+    consumer_lag: Mapping[str, int]  # group -> messages behind
+    topics: Mapping[str, int]  # topic -> queues
+    faults: Mapping[str, Any]
+    inflight_writes: int
+    loop_lag: Mapping[str, float]
+    history: tuple[ClosedSecond, ...]  # the last minutes, oldest first (immutable seconds)
+    cumulative: Mapping[str, LatencyHistogram]  # per op since start, copies
+
+    @property
+    def flush_lag_bytes(self) -> int:
+        return int(self.commitlog["max_offset"]) - int(self.commitlog["flushed_offset"])
+
+    @property
+    def fault_active(self) -> bool:
+        return bool(self.faults.get("active"))
+
+    def last_seconds(self, n: int) -> tuple[ClosedSecond, ...]:
+        return self.history[-n:] if n > 0 else ()
+
+
+def disk_figures(data_dir, store_bytes: int) -> dict[str, Any]:
+    usage = shutil.disk_usage(data_dir)
+    return {"used_bytes": usage.used, "total_bytes": usage.total,
+            "used_ratio": usage.used / usage.total if usage.total else 0.0,
+            "store_bytes": store_bytes}
+
+
+def take_snapshot(broker) -> BrokerSnapshot:
+    """The broker's figures now, through its public parts only."""
+    cfg, rec, store = broker.config, broker.recorder, broker.store
+    st = store.stats()
+    now = broker.clock()
+    totals = {
+        "messages_in": rec.msgs_total["send"], "messages_out": rec.msgs_total["pull"],
+        "bytes_in": rec.bytes_total["send"], "bytes_out": rec.bytes_total["pull"],
+        "send_over_20ms": rec.over_sla_total["send"],
+        "system_busy": broker.write_path.busy_refusals, **broker.counters,
+    }
+    return BrokerSnapshot(
+        name=cfg.name, cluster=cfg.cluster, addr=cfg.addr, http=cfg.http_addr, pid=os.getpid(),
+        time=now, uptime_s=now - broker.started,
+        state="PAUSED" if broker.faults.pause_left() else "UP", flush_mode=cfg.flush,
+        windows={op: {f"{w}s": summarize(rec.window(op, w), w) for w in WINDOWS_S}
+                 for op in rec.ops},
+        totals=totals, errors_total=dict(rec.errors_total), commitlog=st["commitlog"],
+        disk=disk_figures(cfg.data_dir, st["disk"]["bytes_on_disk"]),
+        consumer_lag=broker.consumer_lag(), topics=dict(broker.topics.queues),
+        faults=broker.faults.describe(), inflight_writes=broker.write_path.inflight,
+        loop_lag={"max_10s": broker.loop_lag.worst(10), "max_60s": broker.loop_lag.worst(60),
+                  "late_total": broker.loop_lag.late_total},
+        history=tuple(rec.history), cumulative={op: h.copy() for op, h in rec.total.items()},
+    )

@@ -1,0 +1,196 @@
+"""`/stats` as a typed contract: `BrokerStats` and `ProducerStats`.
+
+The broker's `/stats` exporter builds a `BrokerStats` from its snapshot and
+sends `to_dict()`; the console decodes each document once with `from_dict`.
+Decoding is lenient: unknown fields are ignored and missing or malformed ones
+take their defaults (None for a figure nobody sent), so a newer broker never
+breaks an older console and a broken answer never raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from broker_core.observe.snapshot import BrokerSnapshot
+from heatmap import LatencyHistogram
+
+HistorySecond = tuple[int, LatencyHistogram]  # (epoch second, that second's histogram)
+
+
+def _num(value: Any, kind: type = float) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return kind(value)
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class OpWindow:
+    """One operation over a window of closed seconds (1 s, 10 s or 60 s)."""
+
+    count: int | None = None
+    rate: float | None = None
+    msgs_per_s: float | None = None
+    bytes_per_s: float | None = None
+    errors: int | None = None
+    over_20ms: int | None = None
+    mean: float | None = None
+    p50: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    max: float | None = None
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> OpWindow:
+        doc = _map(doc)
+        return cls(**{f.name: _num(doc.get(f.name), int if f.name in _INTS else float)
+                      for f in fields(cls)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_INTS = {"count", "errors", "over_20ms"}
+
+
+def _history(doc: Any) -> dict[str, tuple[HistorySecond, ...]]:
+    out = {}
+    for op, seconds in _map(doc).items():
+        if not isinstance(seconds, list):
+            continue
+        kept = []
+        for second in seconds:
+            ts = _num(_map(second).get("ts"), int)
+            if ts is None:
+                continue
+            try:
+                kept.append((ts, LatencyHistogram.from_dict(second)))
+            except ValueError:  # HeatmapError: a malformed histogram is dropped, not fatal
+                continue
+        out[str(op)] = tuple(kept)
+    return out
+
+
+@dataclass(frozen=True)
+class BrokerStats:
+    broker: str = ""
+    cluster: str = ""
+    addr: str = ""
+    http: str = ""
+    pid: int | None = None
+    time: float | None = None
+    uptime_s: float | None = None
+    state: str = "UP"
+    flush_mode: str = ""
+    ops: Mapping[str, Mapping[str, OpWindow]] = field(default_factory=dict)
+    history: Mapping[str, tuple[HistorySecond, ...]] = field(default_factory=dict)
+    totals: Mapping[str, int] = field(default_factory=dict)
+    commitlog: Mapping[str, Any] = field(default_factory=dict)
+    flush_lag_bytes: int | None = None
+    disk: Mapping[str, float] = field(default_factory=dict)
+    consumer_lag: Mapping[str, int] = field(default_factory=dict)
+    topics: Mapping[str, int] = field(default_factory=dict)
+    faults: Mapping[str, Any] = field(default_factory=dict)
+    inflight_writes: int | None = None
+    loop_lag: Mapping[str, float] = field(default_factory=dict)
+
+    def window(self, op: str, window: str = "10s") -> OpWindow:
+        return self.ops.get(op, {}).get(window) or OpWindow()
+
+    @property
+    def fault_active(self) -> bool:
+        return bool(self.faults.get("active"))
+
+    @classmethod
+    def from_snapshot(cls, snap: BrokerSnapshot, history_s: int = 0) -> BrokerStats:
+        seconds = snap.last_seconds(history_s)
+        return cls(
+            broker=snap.name, cluster=snap.cluster, addr=snap.addr, http=snap.http,
+            pid=snap.pid, time=snap.time, uptime_s=snap.uptime_s, state=snap.state,
+            flush_mode=snap.flush_mode,
+            ops={op: {w: OpWindow.from_dict(figs) for w, figs in windows.items()}
+                 for op, windows in snap.windows.items()},
+            history={op: tuple((s.ts, s.ops[op].hist) for s in seconds) for op in snap.windows}
+            if history_s else {},
+            totals=dict(snap.totals), commitlog=dict(snap.commitlog),
+            flush_lag_bytes=snap.flush_lag_bytes, disk=dict(snap.disk),
+            consumer_lag=dict(snap.consumer_lag), topics=dict(snap.topics),
+            faults=dict(snap.faults), inflight_writes=snap.inflight_writes,
+            loop_lag=dict(snap.loop_lag))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The /stats document (JSON-ready)."""
+        return {
+            "broker": self.broker, "cluster": self.cluster, "addr": self.addr,
+            "http": self.http, "pid": self.pid, "time": self.time, "uptime_s": self.uptime_s,
+            "state": self.state, "flush_mode": self.flush_mode,
+            "ops": {op: {w: win.to_dict() for w, win in windows.items()}
+                    for op, windows in self.ops.items()},
+            "history": {op: [{"ts": ts, **h.to_dict()} for ts, h in seconds]
+                        for op, seconds in self.history.items()},
+            "totals": dict(self.totals), "commitlog": dict(self.commitlog),
+            "flush_lag_bytes": self.flush_lag_bytes, "disk": dict(self.disk),
+            "consumer_lag": dict(self.consumer_lag), "topics": dict(self.topics),
+            "faults": dict(self.faults), "inflight_writes": self.inflight_writes,
+            "loop_lag": dict(self.loop_lag),
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> BrokerStats:
+        """Lenient: never raises; what is missing or malformed takes its default."""
+        doc = _map(doc)
+
+        def ints(value: Any) -> dict[str, int]:
+            return {str(k): int(v) for k, v in _map(value).items() if _num(v) is not None}
+
+        return cls(
+            broker=str(doc.get("broker") or ""), cluster=str(doc.get("cluster") or ""),
+            addr=str(doc.get("addr") or ""), http=str(doc.get("http") or ""),
+            pid=_num(doc.get("pid"), int), time=_num(doc.get("time")),
+            uptime_s=_num(doc.get("uptime_s")), state=str(doc.get("state") or "UP"),
+            flush_mode=str(doc.get("flush_mode") or ""),
+            ops={str(op): {str(w): OpWindow.from_dict(figs) for w, figs in _map(ws).items()}
+                 for op, ws in _map(doc.get("ops")).items()},
+            history=_history(doc.get("history")),
+            totals=ints(doc.get("totals")), commitlog=dict(_map(doc.get("commitlog"))),
+            flush_lag_bytes=_num(doc.get("flush_lag_bytes"), int),
+            disk={str(k): float(v) for k, v in _map(doc.get("disk")).items()
+                  if _num(v) is not None},
+            consumer_lag=ints(doc.get("consumer_lag")), topics=ints(doc.get("topics")),
+            faults=dict(_map(doc.get("faults"))),
+            inflight_writes=_num(doc.get("inflight_writes"), int),
+            loop_lag={str(k): float(v) for k, v in _map(doc.get("loop_lag")).items()
+                      if _num(v) is not None})
+
+
+@dataclass(frozen=True)
+class ProducerStats:
+    """A producer's /stats: its fuse snapshot (`fuse.FuseSnapshot.to_dict()` plus
+    wall-clock times) and, for a load generator, its recent sends."""
+
+    producer: str = ""
+    time: float | None = None
+    fuse: Mapping[str, Any] | None = None
+    load: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> ProducerStats:
+        doc = _map(doc)
+        fuse, load = doc.get("fuse"), doc.get("load")
+        return cls(producer=str(doc.get("producer") or ""), time=_num(doc.get("time")),
+                   fuse=fuse if isinstance(fuse, Mapping) else None,
+                   load=load if isinstance(load, Mapping) else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"producer": self.producer, "time": self.time, "fuse": self.fuse,
+                **({"load": self.load} if self.load is not None else {})}
+
+
+def stats_document(snap: BrokerSnapshot, history_s: int = 0) -> dict[str, Any]:
+    """The /stats exporter: the snapshot with its last `history_s` seconds."""
+    return BrokerStats.from_snapshot(snap, history_s).to_dict()

@@ -1,0 +1,35 @@
+"""One broker's settings (the flags of `floodgate broker serve`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class BrokerConfig:
+    name: str
+    data_dir: Path
+    port: int = 10911
+    http_port: int = 10912
+    bind: str = "127.0.0.1"
+    cluster: str = "floodgate"
+    flush: str = "async"
+    segment_bytes: int = 1 << 30
+    default_queues: int = 4
+    auto_create_topics: bool = True
+    metrics_dir: Path | None = None  # default: data_dir / "metrics"
+    metrics_roll_s: float = 120.0
+    busy_after_ms: float = 200.0
+    max_inflight_writes: int = 4096
+    admin_token: str | None = None
+    frame_timeout_s: float = 10.0  # a partial frame older than this closes the connection
+    store_extra: dict = field(default_factory=dict)
+
+    @property
+    def addr(self) -> str:
+        return f"{self.bind}:{self.port}"
+
+    @property
+    def http_addr(self) -> str:
+        return f"{self.bind}:{self.http_port}"
