@@ -28,6 +28,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from capacity.errors import CapacityError
+from heatmap.sla import SLA_MEAN_S
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -62,7 +63,7 @@ class SizingInputs:
     fanout: float = 15.0
     nic_bits_per_s: float = 10e9
     nic_utilisation: float = 0.7
-    avg_latency_s: float = 0.003  # seed 000: 3 ms average send
+    avg_latency_s: float = SLA_MEAN_S  # seed 000: 3 ms average send
     client_concurrency: int = 64  # requests one client keeps in flight
 
     def validate(self) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from console.errors import UsageError
-from console.state import SLA_MAX_S, SLA_MEAN_S
+from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 
 
 @dataclass

@@ -21,12 +21,19 @@ from typing import Any
 
 from console.alerts import Alert, AlertLog, evaluate_alerts
 from heatmap import LatencyHistogram
+from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 
-SLA_MAX_S = 0.020  # seed 000: no send above 20 ms
-SLA_MEAN_S = 0.003  # seed 000: 3 ms average
 HISTORY_S = 300
 STATES = ("DOWN", "ISOLATED", "SLOW", "UP")  # worst first
 MAX_EVENTS = 300
+
+
+@dataclass(frozen=True)
+class Sla:
+    """The lines the console judges against (ConsoleConfig's, seed 000's by default)."""
+
+    mean_s: float = SLA_MEAN_S
+    max_s: float = SLA_MAX_S
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,7 @@ class ClusterState:
     answered: int = 0  # broker polls answered, for availability
     asked: int = 0
     host: Mapping[str, Any] | None = None
+    sla: Sla = Sla()
 
     def broker(self, key_or_name: str) -> BrokerView | None:
         for b in self.brokers:
@@ -412,4 +420,5 @@ def build_state(samples: Sequence[BrokerSample], producers: Sequence[ProducerSam
     return ClusterState(now=now, brokers=brokers, producers=pviews, summary=summary,
                         alerts=alerts, events=_events(prev, brokers, now),
                         polls=(prev.polls if prev else 0) + 1, answered=answered, asked=asked,
-                        host=host if host is not None else (prev.host if prev else None))
+                        host=host if host is not None else (prev.host if prev else None),
+                        sla=Sla(sla_mean_s, sla_max_s))

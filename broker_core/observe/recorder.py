@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from heatmap import LatencyHistogram
+from heatmap.sla import SLA_MAX_S
 
-SLA_MAX_S = 0.020  # seed 000: no send above 20 ms (moves to heatmap's SLA module)
 HISTORY_SECONDS = 300
 WINDOWS_S = (1, 10, 60)
 

@@ -14,9 +14,9 @@ from array import array
 import numpy as np
 
 from heatmap import LatencyHistogram
+from heatmap.sla import SLA_MAX_S
 
 OPS = ("put", "put_batch", "get", "flush")
-SLOW_THRESHOLD_S = 0.020
 _FOLD_AT = 1 << 16
 
 
@@ -31,7 +31,7 @@ class LatencyRecorder:
         with self._lock:
             buf = self._pending[op]
             buf.append(seconds)
-            if seconds > SLOW_THRESHOLD_S:
+            if seconds > SLA_MAX_S:
                 self.over_20ms[op] += 1
             if len(buf) >= _FOLD_AT:
                 self._fold(op)

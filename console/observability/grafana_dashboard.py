@@ -26,6 +26,8 @@ from grafana_foundation_sdk.models import dashboard as dash_model
 from grafana_foundation_sdk.models import heatmap as heatmap_model
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
+from heatmap.sla import SLA_MAX_MS, SLA_MAX_S, SLA_MEAN_MS, SLA_MEAN_S
+
 DASHBOARD_UID = "floodgate-cluster"
 DEFAULT_DATASOURCE = "Prometheus"
 DS = dash_model.DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -96,15 +98,15 @@ def percentile_panel():
     return series_panel(
         "Send RT p50 / p99 / p999 / max per broker", "s", targets,
         "From the power-of-two buckets: within one bucket of the broker's own /stats. "
-        "max is the upper bound of the highest bucket hit. Red line: the 20 ms SLA.",
-        width=16, log2=True, sla=0.020)
+        "max is the upper bound of the highest bucket hit. Red line: "
+        f"the {SLA_MAX_MS:g} ms SLA.", width=16, log2=True, sla=SLA_MAX_S)
 
 
 def average_panel():
     expr = (f"sum by (broker) (rate(floodgate_send_latency_seconds_sum{{{BROKER}}}[{RATE}]))"
             f" / sum by (broker) (rate(floodgate_send_latency_seconds_count{{{BROKER}}}[{RATE}]))")
     return series_panel("Send RT average", "s", [query(expr, "{{broker}}")],
-                        "Red line: the 3 ms average SLA.", width=8, sla=0.003)
+                        f"Red line: the {SLA_MEAN_MS:g} ms average SLA.", width=8, sla=SLA_MEAN_S)
 
 
 def over_20ms_panel():
@@ -178,7 +180,7 @@ def overview_stats() -> list:
         stat_panel("Send p99 (selected brokers)",
                    f"histogram_quantile(0.99, sum by (le) "
                    f"(rate(floodgate_send_latency_seconds_bucket{sel}[{RATE}])))", "s",
-                   [(None, "green"), (0.003, "orange"), (0.020, "red")]),
+                   [(None, "green"), (SLA_MEAN_S, "orange"), (SLA_MAX_S, "red")]),
         stat_panel("Sends over 20 ms in range",
                    f"sum(increase(floodgate_send_over_20ms_total{sel}[$__range]))", "short",
                    [(None, "green"), (1, "red")]),

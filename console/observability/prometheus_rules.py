@@ -20,15 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from heatmap.sla import SLA_MAX_MS, SLA_MEAN_MS, SLA_MEAN_S
+
 OPS = ("send", "pull", "flush")
 QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
 BROKER_JOB = "floodgate-broker"
 PRODUCER_JOB = "floodgate-producer"
 RATE_WINDOW = "1m"
 
-# SLA thresholds of seed 000
-AVG_SEND_RT_S = 0.003
-MAX_SEND_RT_S = 0.020
 DISK_USED_RATIO = 0.75
 
 # The isolated brokers of the producer an alert is about, named in its description
@@ -113,14 +112,14 @@ def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
     over = rule_name("broker", "floodgate_send_over_20ms", f"increase{window}")
     return [
         Alert(
-            "FloodgateSendAverageOver3ms",
-            f"{mean} > {AVG_SEND_RT_S}",
+            f"FloodgateSendAverageOver{SLA_MEAN_MS:g}ms",
+            f"{mean} > {SLA_MEAN_S}",
             "1m",
             "page",
-            "Average send RT over 3 ms on {{ $labels.broker }}",
+            f"Average send RT over {SLA_MEAN_MS:g} ms on {{{{ $labels.broker }}}}",
             "Broker {{ $labels.broker }} ({{ $labels.instance }}, cluster {{ $labels.cluster }})"
             " has averaged {{ $value | humanizeDuration }} per send over the last minute,"
-            " for a minute (SLA: 3 ms).",
+            f" for a minute (SLA: {SLA_MEAN_MS:g} ms).",
             "Runbook: open the send heatmap for {{ $labels.broker }}; a full-width stripe is a"
             " PageCache or flush stall (check flush lag and disk), a slow drift is load (msgs/s"
             " in); `floodgate fault show --broker {{ $labels.instance }}` rules out a drill"
@@ -134,7 +133,7 @@ def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
             "Sends over 20 ms on {{ $labels.broker }}",
             "Broker {{ $labels.broker }} ({{ $labels.instance }}, cluster {{ $labels.cluster }})"
             " answered about {{ $value | printf \"%.0f\" }} sends slower than 20 ms in the"
-            " last minute (SLA: no send over 20 ms).",
+            f" last minute (SLA: no send over {SLA_MAX_MS:g} ms).",
             "Runbook: look for the stall on the send heatmap of {{ $labels.broker }}; check its"
             " flush lag, disk and `floodgate fault show --broker {{ $labels.instance }}`;"
             " producers' fuses should isolate it within a minute; if every broker shows it,"

@@ -9,15 +9,15 @@ from rich.text import Text
 
 from console.format import ms, sparkline
 from console.panels.heatmap import series
-from console.state import SLA_MAX_S
 
 WIDTH = 60
 LABELS = 5 + 1 + 9  # "p99  " and " 1,234 ms"
 
 
 class Sparklines:
-    def __init__(self, rows: list[tuple[str, list[float | None]]]) -> None:
+    def __init__(self, rows: list[tuple[str, list[float | None]]], limit_s: float) -> None:
         self.rows = rows
+        self.limit_s = limit_s  # a series whose last value is over it is drawn red
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = max(4, min(WIDTH, options.max_width - LABELS))
@@ -27,7 +27,7 @@ class Sparklines:
         table.add_column(justify="right", no_wrap=True)
         for label, values in self.rows:
             last = next((v for v in reversed(values) if v is not None), None)
-            style = "red" if last is not None and last > SLA_MAX_S else "cyan"
+            style = "red" if last is not None and last > self.limit_s else "cyan"
             table.add_row(label, Text(sparkline(values, width), style=style), ms(last))
         yield table
 
@@ -39,4 +39,5 @@ def render(state, focus=None):
     pairs = series(broker.history[-WIDTH:])
     return Sparklines([(label, [(h.max if q is None else h.quantile(q)) if h.count else None
                                 for _, h in pairs])
-                       for label, q in (("p50", 0.5), ("p99", 0.99), ("max", None))])
+                       for label, q in (("p50", 0.5), ("p99", 0.99), ("max", None))],
+                      state.sla.max_s)

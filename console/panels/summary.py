@@ -8,12 +8,11 @@ from rich.text import Text
 
 from console.format import STATE_STYLE, clock, ms, pct, rate
 from console.panels import fuse_line
-from console.state import SLA_MAX_S
 
 
 def render(state, focus=None):
-    s = state.summary
-    sla = state.brokers and s.max is not None and s.max > SLA_MAX_S
+    s, limit = state.summary, state.sla.max_s
+    sla = state.brokers and s.max is not None and s.max > limit
     text = Text()
     text.append(f"{clock(state.now)}  ", style="dim")
     text.append(f"{s.brokers} brokers ")
@@ -23,7 +22,7 @@ def render(state, focus=None):
             text.append(f"{n} {name} ", style=STATE_STYLE[name])
     text.append(f"│ in {rate(s.in_per_s)} out {rate(s.out_per_s)} ")
     text.append("│ cluster send p99 ")
-    text.append(ms(s.p99), style="red" if s.p99 is not None and s.p99 > SLA_MAX_S else "")
+    text.append(ms(s.p99), style="red" if s.p99 is not None and s.p99 > limit else "")
     text.append(" max ")
     text.append(ms(s.max), style="bold red" if sla else "")
     text.append(f" │ availability {pct(s.availability, 2)} ")

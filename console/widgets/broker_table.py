@@ -75,7 +75,7 @@ class BrokerTable(ScrollView, can_focus=True):
         if state is not self._state:
             self._state = state
             for b in state.brokers:
-                cells = [col.cell(b) for col in COLUMNS] + [Text(b.reason, style="dim")]
+                cells = [col.cell(b, state.sla) for col in COLUMNS] + [Text(b.reason, style="dim")]
                 if cells != self._cells.get(b.key) or _styles(cells) != _styles(
                         self._cells.get(b.key, ())):
                     self._cells[b.key] = cells
