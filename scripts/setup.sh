@@ -9,6 +9,7 @@ command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)   # PySpark
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)            # integration tests
 command -v tmux >/dev/null 2>&1 || need+=(tmux)                      # demo test
 command -v losetup >/dev/null 2>&1 || need+=(mount)                  # loop-device tests
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)             # HA: controller, failover tests
 command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 || need+=(chromium-headless-shell)  # HTML report tests
 if [ "${1:-}" = "--bench" ]; then  # servers bench/broker_vs_peers.py measures against
   command -v redis-server >/dev/null 2>&1 || need+=(redis-server)

@@ -87,3 +87,27 @@ def cluster_factory(tmp_path):
     yield make
     for cluster in clusters:
         cluster.down(grace=5.0)
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """One real single-node ZooKeeper (Debian's package) on a free loopback port for the
+    session; tests keep apart by using their own root path (`zk_root`)."""
+    from broker_core.cluster.zookeeper import ZooKeeperServer, available
+
+    why = available()
+    if why:
+        pytest.skip(why)
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_root(request) -> str:
+    """A ZooKeeper root path of this test's own (the session's server is shared)."""
+    import re
+    import uuid
+
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:60]
+    return f"/floodgate-test/{name}-{uuid.uuid4().hex[:6]}"
