@@ -24,10 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._util import peak_rss_mib  # noqa: E402
-from console.app import FloodgateApp  # noqa: E402
 from console.config import ConsoleConfig  # noqa: E402
-from console.poller import Poller  # noqa: E402
-from console.sources import ReplayDir  # noqa: E402
+from console.data.poller import Poller  # noqa: E402
+from console.data.sources import ReplayDir  # noqa: E402
+from console.tui.app import FloodgateApp  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "console" / "data" / "demo"
 

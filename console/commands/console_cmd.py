@@ -21,8 +21,8 @@ def run(args) -> int:
 
     from textual.logging import TextualHandler
 
-    from console.app import FloodgateApp
     from console.config import config_from_args
+    from console.tui.app import FloodgateApp
 
     cfg = config_from_args(args)
     # Textual owns the terminal: log records go to its devtools console, not over the screen.

@@ -59,7 +59,7 @@ def _check(args) -> None:
 def run(args) -> int:
     import logging
 
-    from console.demo import Demo, DemoOptions
+    from console.demo.runner import Demo, DemoOptions
 
     _check(args)
     opts = DemoOptions(args.brokers, args.rate, not args.no_faults, args.data, args.base_port)
@@ -76,7 +76,7 @@ def run(args) -> int:
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 signal.signal(sig, lambda *_: stop.set())
             return _headless(demo, args, stop)
-        from console.app import FloodgateApp
+        from console.tui.app import FloodgateApp
 
         cluster_file = demo.data_dir / "cluster.toml"
         app = FloodgateApp(demo.console_config(), hint=(
@@ -101,7 +101,7 @@ def _log_path(args) -> Path:
 
 
 def _headless(demo, args, stop: threading.Event) -> int:
-    from console.demo_summary import summarize_run
+    from console.demo.summary import summarize_run
 
     def record(state) -> dict:
         """The run as it stands: taken at the end of the window, before the console
@@ -127,8 +127,8 @@ def _headless(demo, args, stop: threading.Event) -> int:
 
 def _run_polling(demo, seconds: float, stop: threading.Event, record) -> dict:
     """The console's poller alone; the record of the run at its end."""
-    from console.poller import Poller
-    from console.sources import HttpBrokers, HttpProducers
+    from console.data.poller import Poller
+    from console.data.sources import HttpBrokers, HttpProducers
 
     cfg = demo.console_config()
     poller = Poller(cfg, HttpBrokers(cfg.brokers, cfg.timeout),
@@ -155,7 +155,7 @@ TUI_KEY_EVERY_S = 4.0
 def _run_with_tui(demo, seconds: float, stop: threading.Event, record) -> dict:
     """The real console, headless in this process, stepping through its screens;
     the record of the run at its end."""
-    from console.app import FloodgateApp
+    from console.tui.app import FloodgateApp
 
     app = FloodgateApp(demo.console_config())
     out: dict = {}
@@ -179,7 +179,7 @@ def _run_with_tui(demo, seconds: float, stop: threading.Event, record) -> dict:
 
 
 def _print_summary(summary: dict) -> None:
-    from console.format import clock, ms
+    from console.tui.format import clock, ms
 
     print(f"acked {summary['acked']:,}  errors {summary['errors']:,}")
     for b in summary["brokers"]:

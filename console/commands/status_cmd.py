@@ -60,8 +60,8 @@ def run(args) -> int:
     from rich.console import Console
 
     from console.config import config_from_args
-    from console.panels import render_panel
-    from console.poller import Poller
+    from console.data.poller import Poller
+    from console.tui.panels import render_panel
 
     cfg = config_from_args(args)
     cfg.down_after = 1

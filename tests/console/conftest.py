@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from console.demo import port_free
+from console.demo.runner import port_free
 
 
 def free_base_port(count: int) -> int:

@@ -16,8 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from console.demo import Demo, DemoOptions
-from console.host import HostProbe
+from console.data.host import HostProbe
+from console.demo.runner import Demo, DemoOptions
 
 
 def get(addr: str, path: str) -> dict:

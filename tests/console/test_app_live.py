@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from console.app import FloodgateApp
 from console.config import ConsoleConfig
-from console.panels.heatmap import FittedHeatmap
-from console.screens import BrokerScreen
-from console.widgets import BrokerTable, PanelView
+from console.tui.app import FloodgateApp
+from console.tui.panels.heatmap import FittedHeatmap
+from console.tui.screens import BrokerScreen
+from console.tui.widgets import BrokerTable, PanelView
 
 pytestmark = pytest.mark.integration  # real broker processes
 REFRESH = 0.25

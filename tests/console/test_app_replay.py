@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from console.app import FloodgateApp
 from console.config import ConsoleConfig
-from console.panels.brokers import COLUMNS
-from console.screens import AlertsScreen, BrokerScreen, FuseScreen, HelpScreen, HostScreen
-from console.widgets import BrokerTable, PanelView
+from console.tui.app import FloodgateApp
+from console.tui.panels.brokers import COLUMNS
+from console.tui.screens import AlertsScreen, BrokerScreen, FuseScreen, HelpScreen, HostScreen
+from console.tui.widgets import BrokerTable, PanelView
 
 DATA = Path(__file__).parent / "data" / "demo"
 

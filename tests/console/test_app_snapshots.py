@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from console.app import FloodgateApp
 from console.config import ConsoleConfig
+from console.tui.app import FloodgateApp
 
 DATA = Path(__file__).parent / "data" / "demo"
 SIZE = (150, 44)

@@ -12,11 +12,11 @@ import pytest
 from rich.console import Console
 from textual.widgets._toast import Toast
 
-from console.app import FloodgateApp
 from console.config import ConsoleConfig
-from console.panels.heatmap import FittedHeatmap, series
-from console.screens import BrokerScreen, ClusterScreen, FuseScreen
-from console.widgets import PanelView
+from console.tui.app import FloodgateApp
+from console.tui.panels.heatmap import FittedHeatmap, series
+from console.tui.screens import BrokerScreen, ClusterScreen, FuseScreen
+from console.tui.widgets import PanelView
 
 DATA = Path(__file__).parent / "data" / "demo"
 HINT = ("faults start at 6 s (broker-2 stalls, then broker-4 errors). In another terminal: "
@@ -125,7 +125,7 @@ def test_start_toast_stays_off_the_alerts_panel(size):
 def test_fitted_heatmap_keeps_the_slow_rows_in_any_height():
     import json
 
-    from console.state import BrokerSample, build_state
+    from console.data.state import BrokerSample, build_state
 
     doc = json.loads((DATA / "brokers" / "broker-2.json").read_text())
     broker = build_state([BrokerSample("b2", "broker-2", doc)], now=1).brokers[0]

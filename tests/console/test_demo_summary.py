@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.demo import FaultAction
-from console.demo_summary import stall_detection, summarize_run
+from console.demo.runner import FaultAction
+from console.demo.summary import stall_detection, summarize_run
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from console.demo import port_free
+from console.demo.runner import port_free
 from tests.console.conftest import free_base_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

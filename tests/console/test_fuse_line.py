@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from console.panels import render_panel
-from console.panels.fuse_line import fuse_sentence
-from console.state import BrokerSample, ProducerSample, build_state, fuse_counts, producer_view
+from console.data.state import BrokerSample, ProducerSample, build_state, fuse_counts, producer_view
+from console.tui.panels import render_panel
+from console.tui.panels.fuse_line import fuse_sentence
 
 DATA = Path(__file__).parent / "data" / "demo"
 BROKERS = [f"broker-{i}" for i in range(1, 7)]
@@ -106,7 +106,7 @@ def test_unknown_keys_are_ignored_and_lists_derived_from_entries():
 def test_one_count_in_header_fuse_screen_and_cap_alert():
     """The recording: 4 isolated, cap 1: 1 excluded and 3 serving as overflow."""
     from console.config import ConsoleConfig
-    from console.poller import Poller
+    from console.data.poller import Poller
 
     state = Poller.from_config(ConsoleConfig(replay=DATA).validate()).poll_once()
     s = state.summary

@@ -10,8 +10,8 @@ import urllib.request
 import pytest
 
 from broker_core.client.producer import Producer
-from console.prometheus_source import PrometheusBrokers
-from console.state import build_state
+from console.data.prometheus_source import PrometheusBrokers
+from console.data.state import build_state
 from tests.console.conftest import free_base_port
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console.state import (
+from console.data.state import (
     BrokerSample,
     ProducerSample,
     build_state,
@@ -103,7 +103,7 @@ def test_sla_alerts_raise_once_and_clear():
 def test_malformed_documents_do_not_raise(bad):
     s = build_state([BrokerSample("h1", "broker-1", bad, None if bad else "empty")], now=1)
     assert s.brokers[0].state in ("UP", "DOWN")
-    from console.panels import PANELS
+    from console.tui.panels import PANELS
 
     for render in PANELS.values():
         render(s, "h1")  # every panel draws odd data without raising
@@ -128,7 +128,7 @@ def test_cluster_percentiles_merge_histograms_of_the_last_10_s():
 
 def test_recorded_demo_replays_to_the_same_state():
     from console.config import ConsoleConfig
-    from console.poller import Poller
+    from console.data.poller import Poller
 
     cfg = ConsoleConfig(replay=DATA).validate()
     states = [Poller.from_config(cfg).poll_once() for _ in range(2)]
@@ -149,7 +149,7 @@ def test_state_is_not_mutated_by_the_next_build():
 
 
 def test_alert_log_is_bounded_but_counts_every_edge():
-    from console.alerts import MAX_ALERTS, Alert, AlertLog
+    from console.data.alerts import MAX_ALERTS, Alert, AlertLog
 
     log = AlertLog()
     for i in range(MAX_ALERTS + 10):

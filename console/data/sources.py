@@ -1,0 +1,148 @@
+"""Where the console's figures come from: brokers' and producers' /stats over
+HTTP, a directory of recorded /stats files (tests, the benchmark), or the
+host itself. Every fetch returns samples; a source that does not answer
+becomes a sample with an error string, never an exception.
+
+Each broker is asked only for the seconds of history it has not sent yet
+(`/stats?history=N`), so a refresh of 200 brokers moves a few KB each, not
+the full 5 minutes every second.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from console.data.state import HISTORY_S, BrokerSample, ProducerSample
+
+
+def fetch_json(addr: str, path: str, timeout: float) -> tuple[Mapping[str, Any] | None, str | None]:
+    """(document, None) or (None, one-line reason)."""
+    url = addr if addr.startswith("http") else f"http://{addr}"
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + path, timeout=timeout) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as exc:
+        return None, f"HTTP {exc.code} from {path.split('?')[0]}"
+    except urllib.error.URLError as exc:
+        return None, _reason(exc.reason)
+    except (OSError, ValueError) as exc:
+        return None, _reason(exc)
+    return decode(body)
+
+
+def _reason(exc: Any) -> str:
+    if isinstance(exc, TimeoutError) or "timed out" in str(exc):
+        return "timed out"
+    if isinstance(exc, ConnectionRefusedError) or "Connection refused" in str(exc):
+        return "connection refused"
+    return str(exc) or type(exc).__name__
+
+
+def decode(body: bytes | str) -> tuple[Mapping[str, Any] | None, str | None]:
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        return None, f"malformed /stats: {exc}"
+    if not isinstance(doc, Mapping):
+        return None, "malformed /stats: not a JSON object"
+    return doc, None
+
+
+class HttpBrokers:
+    """GET /stats of every broker, in parallel, each with the history it lacks."""
+
+    def __init__(self, brokers: Sequence[tuple[str, str]], timeout: float = 0.8,
+                 workers: int = 32, clock=time.monotonic) -> None:
+        # enough threads that a few black-holed brokers (each a full timeout) do not delay
+        # the answer of the others past a refresh
+        self.brokers = list(brokers)  # (name, http addr)
+        self.timeout = timeout
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(self.brokers))),
+                                        thread_name_prefix="floodgate-poll")
+        self._clock = clock
+        self._last_ok: dict[str, float] = {}
+
+    def _one(self, name: str, http: str) -> BrokerSample:
+        last = self._last_ok.get(http)
+        history = HISTORY_S if last is None else min(HISTORY_S, int(self._clock() - last) + 3)
+        doc, error = fetch_json(http, f"/stats?history={history}", self.timeout)
+        if doc is not None:
+            self._last_ok[http] = self._clock()
+        return BrokerSample(http, name, doc, error)
+
+    def fetch(self) -> list[BrokerSample]:
+        return list(self._pool.map(lambda b: self._one(*b), self.brokers))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class HttpProducers:
+    def __init__(self, addrs: Sequence[str], timeout: float = 0.8) -> None:
+        self.addrs, self.timeout = list(addrs), timeout
+
+    def fetch(self) -> list[ProducerSample]:
+        return [ProducerSample(a, *fetch_json(a, "/stats", self.timeout)) for a in self.addrs]
+
+    def close(self) -> None:
+        pass
+
+
+class ReplayDir:
+    """Recorded /stats files: DIR/brokers/*.json, DIR/producers/*.json, DIR/host.json.
+
+    Every fetch serves the same documents through the same decoding as HTTP,
+    each broker's history cut to what a live poll would have asked for.
+    """
+
+    def __init__(self, root: Path, copies: int = 1) -> None:
+        self.root = Path(root)
+        files = sorted((self.root / "brokers").glob("*.json"))
+        if not files:
+            raise ValueError(f"{self.root}: no recorded brokers/*.json")
+        docs = [json.loads(f.read_bytes()) for f in files]
+        self.docs: list[tuple[str, dict]] = []
+        for i in range(copies):  # the benchmark multiplies 6 recordings into 200 brokers
+            for doc in docs:
+                name = doc.get("broker", "broker") if copies == 1 else f"b{i:03d}-{doc['broker']}"
+                self.docs.append((f"replay/{name}", {**doc, "broker": name}))
+        self.producers = [(f.stem, f.read_bytes())
+                          for f in sorted((self.root / "producers").glob("*.json"))]
+        self._seen: set[str] = set()
+        self._bodies: dict[tuple[str, bool], bytes] = {}  # what the "server" sends, made once
+
+    @property
+    def brokers(self) -> list[tuple[str, str]]:
+        return [(doc["broker"], key) for key, doc in self.docs]
+
+    def fetch(self) -> list[BrokerSample]:
+        out = []
+        for key, doc in self.docs:
+            again = key in self._seen  # a live poll asks for the last few seconds only
+            body = self._bodies.get((key, again))
+            if body is None:
+                history = doc.get("history", {})
+                if again:
+                    history = {op: rows[-3:] for op, rows in history.items()}
+                body = self._bodies[key, again] = json.dumps({**doc, "history": history}).encode()
+            self._seen.add(key)
+            parsed, error = decode(body)
+            out.append(BrokerSample(key, doc["broker"], parsed, error))
+        return out
+
+    def fetch_producers(self) -> list[ProducerSample]:
+        return [ProducerSample(f"replay/{stem}", *decode(body)) for stem, body in self.producers]
+
+    def host(self) -> Mapping[str, Any] | None:
+        path = self.root / "host.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,87 @@
+"""The floodgate console: a thin Textual App.
+
+It owns the Poller (console/data/poller.py) and the latest ClusterState; polling
+threads hand states over as messages, and the App passes each to the screen
+on top. Screens: cluster (default), a broker (Enter), fuse, host, alerts.
+"""
+
+from __future__ import annotations
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+
+from console.config import ConsoleConfig
+from console.data.poller import Poller
+from console.tui.screens import AlertsScreen, ClusterScreen, FuseScreen, HelpScreen, HostScreen
+
+
+class StateUpdated(Message):
+    def __init__(self, state) -> None:
+        super().__init__()
+        self.state = state
+
+
+class FloodgateApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "floodgate"
+    MODES = {"cluster": ClusterScreen, "fuse": FuseScreen, "host": HostScreen,
+             "alerts": AlertsScreen}
+    DEFAULT_MODE = "cluster"
+    HINT_S = 20  # how long the start hint stays
+    BINDINGS = [
+        Binding("c", "cluster", "Cluster"),
+        Binding("f", "switch_mode('fuse')", "Fuse"),
+        Binding("h", "switch_mode('host')", "Host"),
+        Binding("a", "switch_mode('alerts')", "Alerts"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, cfg: ConsoleConfig, poller: Poller | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.hint = hint  # shown once at start, e.g. how to run `floodgate status` on the demo
+        self.state = None
+        self.poller = poller or Poller.from_config(cfg)
+        self.poller.on_state = lambda state: self.post_message(StateUpdated(state))
+        self.sub_title = cfg.title
+
+    def on_mount(self) -> None:
+        self.poller.start()
+        if self.hint:
+            self.notify(self.hint, timeout=self.HINT_S)
+
+    def on_unmount(self) -> None:
+        self.poller.stop(join=0.5)
+
+    def on_state_updated(self, message: StateUpdated) -> None:
+        before = self.state
+        self.state = message.state
+        for alert in message.state.alerts.since(before.alerts) if before is not None else ():
+            if alert.key.startswith("down:") and not alert.cleared:
+                self.notify(alert.text, severity="error", timeout=10)
+        n = message.state.summary.brokers
+        self.sub_title = f"{self.cfg.title} · {n} brokers · refresh {self.cfg.refresh:g} s"
+        if not self.screen_stack:  # shutting down: a late poll has nowhere to go
+            return
+        update = getattr(self.screen, "update_state", None)
+        if update is not None:
+            update(message.state)
+
+    async def action_cluster(self) -> None:
+        """The cluster table itself, not whatever was opened on top of it (a broker)."""
+        await self.switch_mode("cluster")
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, ClusterScreen):
+            await self.pop_screen()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen):
+        yield from super().get_system_commands(screen)
+        for mode, text in (("cluster", "the broker table"), ("fuse", "producers' fuses"),
+                           ("host", "tuning and host figures"), ("alerts", "SLA alerts")):
+            yield SystemCommand(f"Show {mode}", text, self.action_cluster if mode == "cluster"
+                                else lambda m=mode: self.switch_mode(m))

@@ -1,0 +1,87 @@
+"""The broker table: one column list shared by the TUI's DataTable and the
+Rich table of `floodgate status`; each column gives a sort key and a cell."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from console.data.state import STATES, Sla
+from console.tui.format import STATE_STYLE, count, ms, pct, rate, size
+
+_RANK = {s: i for i, s in enumerate(STATES)}
+
+
+@dataclass(frozen=True)
+class Column:
+    label: str
+    key: Callable[[Any], Any]  # sort key (None sorts last)
+    cell: Callable[[Any, Sla], Text]  # (broker view, the lines to judge against)
+    numeric: bool = True
+    width: int | None = None  # fixed in the TUI, so a later, longer value is never cut
+
+
+def _lat(attr: str) -> Column:  # "1,234 ms" fits in 8
+    def cell(b, sla: Sla) -> Text:
+        v = getattr(b, attr)
+        return Text(ms(v), style="bold red" if v is not None and v > sla.max_s else "",
+                    justify="right")
+
+    return Column(attr, lambda b: getattr(b, attr), cell, width=8)
+
+
+def _plain(label: str, attr: str, fmt: Callable[[Any], str], bad=None, width: int = 7
+           ) -> Column:
+    def cell(b, sla: Sla) -> Text:
+        v = getattr(b, attr)
+        return Text(fmt(v), style="red" if bad and v is not None and bad(v, sla) else "",
+                    justify="right")
+
+    return Column(label, lambda b: getattr(b, attr), cell, width=width)
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("broker", lambda b: b.name, lambda b, sla: Text(b.name), numeric=False, width=None),
+    Column("state", lambda b: _RANK.get(b.state, 9),
+           lambda b, sla: Text(b.state + ("?" if b.failures and b.state != "DOWN" else ""),
+                          style=STATE_STYLE.get(b.state, "")), numeric=False, width=9),
+    _plain("in", "in_per_s", rate),
+    _plain("out", "out_per_s", rate),
+    _plain("avg", "mean", ms, lambda v, sla: v > sla.mean_s, width=8),
+    _lat("p50"),
+    _lat("p99"),
+    _lat("p999"),
+    _lat("max"),
+    _plain(">20ms", "over_20ms", count, lambda v, sla: v > 0, width=6),
+    _plain("disk", "disk_used_ratio", pct, lambda v, sla: v > 0.75, width=5),
+    _plain("flush lag", "flush_lag_bytes", size, lambda v, sla: v > 64 << 20, width=9),
+    _plain("cons lag", "consumer_lag", count, width=9),
+)
+
+
+def sort_brokers(brokers, column: int, reverse: bool = False) -> list:
+    col = COLUMNS[column]
+    present = [b for b in brokers if col.key(b) is not None]
+    missing = [b for b in brokers if col.key(b) is None]
+    return sorted(present, key=col.key, reverse=reverse) + missing
+
+
+def matches(broker, needle: str) -> bool:
+    needle = needle.lower().strip()
+    return not needle or needle in broker.name.lower() or needle in broker.state.lower() \
+        or needle in broker.key.lower()
+
+
+def render(state, focus=None) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.title = "send latency over the last 10 s"
+    for col in COLUMNS:
+        table.add_column(col.label, justify="right" if col.numeric else "left", no_wrap=True)
+    table.add_column("why", style="dim", overflow="fold")
+    for b in state.brokers:
+        table.add_row(*(col.cell(b, state.sla) for col in COLUMNS), b.reason)
+    return table

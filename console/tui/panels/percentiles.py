@@ -1,0 +1,43 @@
+"""Percentile sparklines per second: p50, p99 and max of sends, as wide as
+the panel allows (up to the last 60 s)."""
+
+from __future__ import annotations
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+from console.tui.format import ms, sparkline
+from console.tui.panels.heatmap import series
+
+WIDTH = 60
+LABELS = 5 + 1 + 9  # "p99  " and " 1,234 ms"
+
+
+class Sparklines:
+    def __init__(self, rows: list[tuple[str, list[float | None]]], limit_s: float) -> None:
+        self.rows = rows
+        self.limit_s = limit_s  # a series whose last value is over it is drawn red
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(4, min(WIDTH, options.max_width - LABELS))
+        table = Table(box=None, show_header=False, pad_edge=False)
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(no_wrap=True)
+        table.add_column(justify="right", no_wrap=True)
+        for label, values in self.rows:
+            last = next((v for v in reversed(values) if v is not None), None)
+            style = "red" if last is not None and last > self.limit_s else "cyan"
+            table.add_row(label, Text(sparkline(values, width), style=style), ms(last))
+        yield table
+
+
+def render(state, focus=None):
+    broker = state.broker(focus) if focus else None
+    if broker is None:
+        return Text("no broker", style="dim")
+    pairs = series(broker.history[-WIDTH:])
+    return Sparklines([(label, [(h.max if q is None else h.quantile(q)) if h.count else None
+                                for _, h in pairs])
+                       for label, q in (("p50", 0.5), ("p99", 0.99), ("max", None))],
+                      state.sla.max_s)

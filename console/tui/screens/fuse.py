@@ -1,0 +1,18 @@
+"""The producers' fuses: isolated brokers, overflow, cap, transitions."""
+
+from __future__ import annotations
+
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Header
+
+from console.tui.screens.base import StateScreen
+from console.tui.widgets import PanelView
+
+
+class FuseScreen(StateScreen):
+    def compose(self):
+        yield Header()
+        with VerticalScroll(id="fuse"):
+            yield PanelView("fuse_status", id="fuse-status", title="fuse")
+            yield PanelView("fuse_timeline", id="fuse-timeline", title="transitions")
+        yield Footer()

@@ -1,6 +1,0 @@
-"""Small widgets: a panel view (any registered panel) and the broker table."""
-
-from console.widgets.broker_table import BrokerChosen, BrokerTable
-from console.widgets.panel_view import PanelView
-
-__all__ = ["BrokerChosen", "BrokerTable", "PanelView"]
