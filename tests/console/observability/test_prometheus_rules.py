@@ -82,7 +82,10 @@ def test_any_send_over_20ms_fires_at_once_and_resolves_a_minute_later(tmp_path):
         series("floodgate_send_over_20ms_total", BROKER, "0+0x8 2+0x20"),  # 2 slow at 2m15s
     ], [
         check("2m", name),
-        check("2m15s", name, firing(name, labels, "2")),
+        # within one evaluation interval of the sample: at 2m15s itself promtool may
+        # evaluate the alert before the recording rule it reads (2 runs in 6 failed)
+        check("2m30s", name, firing(name, labels, "2")),
+        check("3m", name, firing(name, labels, "2")),  # held while the minute holds it
         check("4m", name),
     ])
 
