@@ -5,9 +5,8 @@ Rows are buffered in memory and written as one closed file per table every
 rename to `part-<broker>-<first second>.parquet`, so Spark and DuckDB (which
 skip names starting with "." or "_") only ever see complete files.
 
-The schema is written out here rather than imported from spark_reports,
-because broker_core may not depend on spark_reports (DESIGN.md's arrows);
-tests/integration/test_metrics_log_contract.py holds the two equal.
+The contract (schemas, rows, partition layout) is heatmap.metrics_log's, the
+one spark_reports reads with: written once, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import os
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,40 +24,14 @@ import pyarrow.parquet as pq
 from broker_core.fsutil import fsync_path
 from broker_core.observe.recorder import ClosedSecond
 from broker_core.observe.snapshot import BrokerSnapshot
-
-TS_TYPE = pa.timestamp("us", tz="UTC")
-LATENCY_SCHEMA = pa.schema(
-    [
-        pa.field("ts", TS_TYPE),
-        pa.field("cluster", pa.string()),
-        pa.field("broker", pa.string()),
-        pa.field("op", pa.string()),
-        pa.field("count", pa.int64()),
-        pa.field("sum_us", pa.int64()),
-        pa.field("min_us", pa.int64()),
-        pa.field("max_us", pa.int64()),
-        pa.field("buckets", pa.map_(pa.int32(), pa.int64())),
-        pa.field("msgs", pa.int64()),
-        pa.field("bytes", pa.int64()),
-    ]
+from heatmap.metrics_log import (
+    BROKER_STATS_TABLE,
+    LATENCY_TABLE,
+    SCHEMAS,
+    broker_stats_row,
+    latency_row,
+    partition_dir,
 )
-BROKER_STATS_SCHEMA = pa.schema(
-    [
-        pa.field("ts", TS_TYPE),
-        pa.field("cluster", pa.string()),
-        pa.field("broker", pa.string()),
-        pa.field("disk_used_bytes", pa.int64()),
-        pa.field("disk_total_bytes", pa.int64()),
-        pa.field("msgs_in_per_s", pa.float64()),
-        pa.field("msgs_out_per_s", pa.float64()),
-        pa.field("commit_offset", pa.int64()),
-        pa.field("consumer_lag", pa.int64()),
-    ]
-)
-
-
-def _us(seconds: float | None) -> int:
-    return 0 if seconds is None else round(seconds * 1e6)
 
 
 class MetricsLogWriter:
@@ -84,54 +57,20 @@ class MetricsLogWriter:
 
     def add_seconds(self, seconds: Iterable[ClosedSecond]) -> None:
         for second in seconds:
-            ts = datetime.fromtimestamp(second.ts, tz=UTC)
             if self._first_ts is None:
                 self._first_ts = second.ts
             for op, fig in second.ops.items():
-                h = fig.hist
-                if not h.count:
-                    continue  # an idle op's second is no row: absence means zero
-                self._latency.append(
-                    {
-                        "ts": ts,
-                        "cluster": self.cluster,
-                        "broker": self.broker,
-                        "op": op,
-                        "count": h.count,
-                        "sum_us": _us(h.sum),
-                        "min_us": _us(h.min),
-                        "max_us": _us(h.max),
-                        "buckets": list(h.buckets.items()),
-                        "msgs": fig.msgs,
-                        "bytes": fig.bytes,
-                    }
-                )
+                if fig.hist.count:  # an idle op's second is no row: absence means zero
+                    self._latency.append(latency_row(second.ts, self.cluster, self.broker, op,
+                                                     fig.hist, fig.msgs, fig.bytes))
 
-    def add_stats(
-        self,
-        ts: int,
-        disk_used: int,
-        disk_total: int,
-        msgs_in: float,
-        msgs_out: float,
-        commit_offset: int,
-        consumer_lag: int,
-    ) -> None:
+    def add_stats(self, ts: int, disk_used: int, disk_total: int, msgs_in: float,
+                  msgs_out: float, commit_offset: int, consumer_lag: int) -> None:
         if self._first_ts is None:
             self._first_ts = ts
-        self._stats.append(
-            {
-                "ts": datetime.fromtimestamp(ts, tz=UTC),
-                "cluster": self.cluster,
-                "broker": self.broker,
-                "disk_used_bytes": disk_used,
-                "disk_total_bytes": disk_total,
-                "msgs_in_per_s": msgs_in,
-                "msgs_out_per_s": msgs_out,
-                "commit_offset": commit_offset,
-                "consumer_lag": consumer_lag,
-            }
-        )
+        self._stats.append(broker_stats_row(ts, self.cluster, self.broker, disk_used,
+                                            disk_total, msgs_in, msgs_out, commit_offset,
+                                            consumer_lag))
 
     def due(self, now: float) -> bool:
         return self._first_ts is not None and now - self._first_ts >= self.roll_s
@@ -148,24 +87,21 @@ class MetricsLogWriter:
         latency, stats = taken if taken is not None else self.take()
         written = []
         with self._rolling:  # the shutdown roll waits for one still running in a thread
-            for table, rows, schema in (
-                ("latency", latency, LATENCY_SCHEMA),
-                ("broker_stats", stats, BROKER_STATS_SCHEMA),
-            ):
-                by_date: dict[str, list[dict]] = defaultdict(list)
+            for table, rows in ((LATENCY_TABLE, latency), (BROKER_STATS_TABLE, stats)):
+                by_date: dict[date, list[dict]] = defaultdict(list)
                 for row in rows:
-                    by_date[row["ts"].strftime("%Y-%m-%d")].append(row)
+                    by_date[row["ts"].date()].append(row)
                 for day, day_rows in sorted(by_date.items()):
-                    written.append(self._write(table, day, day_rows, schema))
+                    written.append(self._write(table, day, day_rows))
         return written
 
-    def _write(self, table: str, day: str, rows: list[dict], schema: pa.Schema) -> Path:
-        folder = self.root / table / f"date={day}"
+    def _write(self, table: str, day: date, rows: list[dict]) -> Path:
+        folder = self.root / partition_dir(table, day)
         folder.mkdir(parents=True, exist_ok=True)
         first = int(rows[0]["ts"].timestamp())
         final = folder / f"part-{self.broker}-{first}.parquet"
         tmp = folder / f".{final.name}.tmp"
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
+        pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[table]), tmp)
         fsync_path(tmp)
         os.replace(tmp, final)
         fsync_path(folder)

@@ -10,7 +10,7 @@ import pytest
 
 from broker_core.store import StoreConfig
 
-WRITER = os.path.join(os.path.dirname(__file__), "store_writer.py")
+WRITER = os.path.join(os.path.dirname(__file__), "store", "store_writer.py")
 
 
 @pytest.fixture

@@ -1,0 +1,49 @@
+"""The broker's metrics log writes heatmap's contract: files the readers accept,
+histograms that come back as recorded (to the log's microsecond precision)."""
+
+from datetime import date
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from broker_core.observe.metrics_log import MetricsLogWriter
+from broker_core.observe.recorder import OpRecorder
+from heatmap import metrics_log as contract
+
+
+class Clock:
+    t = 1_794_355_200.0  # 2026-11-11 00:00:00 UTC
+
+    def __call__(self):
+        return self.t
+
+
+def test_rolled_files_follow_the_contract_and_pass_the_quarantine(tmp_path):
+    clock = Clock()
+    rec = OpRecorder(("send", "pull", "flush"), clock)
+    writer = MetricsLogWriter(tmp_path, "c1", "b1", roll_s=60)
+    rng = np.random.default_rng(0)
+    recorded = []
+    for _ in range(5):
+        for v in rng.lognormal(-7, 1, 200):
+            rec.record("send", float(v), nbytes=128)
+        rec.record("pull", 0.0)  # the zero bucket must be a legal key too
+        clock.t += 1
+        closed = rec.roll()
+        recorded += [s.ops["send"].hist for s in closed]
+        writer.add_seconds(closed)
+        writer.add_stats(closed[0].ts, 1, 2, 200.0, 1.0, 12345, 0)
+    files = writer.roll()
+    assert [f.parent.relative_to(tmp_path).as_posix() for f in files] == [
+        contract.partition_dir(contract.LATENCY_TABLE, date(2026, 11, 11)),
+        contract.partition_dir(contract.BROKER_STATS_TABLE, date(2026, 11, 11))]
+    assert not list(tmp_path.rglob(".*"))  # no temp file left behind
+    latency = pq.read_table(files[0])
+    assert latency.schema.equals(contract.LATENCY_SCHEMA)
+    assert all(r is None for r in contract.quarantine_reasons(latency, date(2026, 11, 11)))
+    sends = [r for r in latency.to_pylist() if r["op"] == "send"]
+    for row, hist in zip(sends, recorded, strict=True):
+        back = contract.histogram_from_row(row)
+        assert back.buckets == hist.buckets and back.count == hist.count
+        assert abs(back.max - hist.max) <= 1e-6 and row["bytes"] == 200 * 128
+    assert pq.read_table(files[1]).schema.equals(contract.BROKER_STATS_SCHEMA)

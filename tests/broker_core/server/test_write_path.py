@@ -1,0 +1,66 @@
+"""Admission on the write path: SYSTEM_BUSY at once when writes back up
+(too many in flight, or the oldest waiting too long), never queueing."""
+
+import asyncio
+
+import pytest
+
+from broker_core.protocol import Code
+from broker_core.server.faults import Faults, FaultSpec
+from broker_core.server.write_path import WritePath
+from broker_core.store import MessageStore, PutStatus
+
+
+@pytest.fixture
+def store(tmp_path, small_config):
+    s = MessageStore(tmp_path / "store", small_config())
+    yield s
+    s.close()
+
+
+def path(store, max_inflight=2, busy_after_ms=200.0):
+    return WritePath(store, Faults(lambda: 0.0), sync_flush=False,
+                     busy_after_ms=busy_after_ms, max_inflight=max_inflight)
+
+
+def put(store):
+    return lambda: store.put("t", 0, b"x", wait=False)
+
+
+def test_idle_path_writes_directly(store):
+    wp = path(store)
+    assert wp.direct and wp.refusal(0.0) is None
+    code, result = asyncio.run(wp.write(put(store)))
+    assert code == Code.OK and result.status is PutStatus.PUT_OK
+    assert wp.inflight == 0
+
+
+def test_refuses_once_max_inflight_writes_wait(store):
+    wp = path(store, max_inflight=2)
+    wp.faults.inject(FaultSpec(latency_ms=50))  # holds each write in flight
+
+    async def run():
+        slow = [asyncio.create_task(wp.write(put(store))) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        assert wp.inflight == 2 and not wp.direct
+        refused = await wp.write(put(store))
+        return refused, await asyncio.gather(*slow)
+
+    (code, reason), done = asyncio.run(run())
+    assert code == Code.SYSTEM_BUSY and "2 writes in flight" in reason
+    assert [c for c, _ in done] == [Code.OK, Code.OK]
+    assert wp.busy_refusals == 1 and wp.inflight == 0
+
+
+def test_refuses_when_the_oldest_write_waited_too_long(store):
+    wp = path(store, max_inflight=100, busy_after_ms=200.0)
+    wp._inflight[object()] = 10.0  # one write in flight since t = 10 s
+    assert wp.refusal(10.1) is None
+    assert "oldest 250 ms" in wp.refusal(10.25)
+
+
+def test_injected_error_is_answered_and_releases_its_slot(store):
+    wp = path(store)
+    wp.faults.inject(FaultSpec(error_rate=1.0))
+    assert asyncio.run(wp.write(put(store))) == (Code.SYSTEM_ERROR, "injected error")
+    assert wp.inflight == 0
