@@ -8,7 +8,10 @@ import tempfile
 
 import pytest
 
+from broker_core.server.broker import Broker
+from broker_core.server.config import BrokerConfig
 from broker_core.store import StoreConfig
+from tests.clock import ManualClock
 
 WRITER = os.path.join(os.path.dirname(__file__), "store", "store_writer.py")
 
@@ -28,6 +31,15 @@ def small_config():
         return StoreConfig(**kw)
 
     return make
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A broker driven in-process (no TCP), on a clock the test moves: 2026-11-11 00:00 UTC."""
+    b = Broker(BrokerConfig("b1", tmp_path / "b1", segment_bytes=8 << 20),
+               clock=ManualClock(1_794_355_200.0))
+    yield b
+    b.close()
 
 
 @pytest.fixture

@@ -10,25 +10,18 @@ import pytest
 
 from fuse import Fuse
 from fuse.crowd import BUCKET_S, CrowdWindow
+from tests.clock import ManualClock
 
 BEAT = 0.005
 
 
-class Clock:
-    def __init__(self, t: float = 100.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def cluster(n: int = 6) -> tuple[Fuse, Clock]:
-    clock = Clock()
+def cluster(n: int = 6) -> tuple[Fuse, ManualClock]:
+    clock = ManualClock()
     fuse = Fuse([f"b{i}" for i in range(n)], clock=clock, seed=1, warmup_calls=0, warmup_s=0)
     return fuse, clock
 
 
-def steady(fuse: Fuse, clock: Clock, seconds: float, rt: float = 0.0005,
+def steady(fuse: Fuse, clock: ManualClock, seconds: float, rt: float = 0.0005,
            slow: dict[str, float] | None = None, pending: list | None = None) -> list:
     """Each ms a call to every broker, answered `rt` (or `slow[b]`) later; the
     client beats every 5 ms on time. Returns the calls still in flight."""
@@ -140,7 +133,7 @@ def test_a_stuck_call_is_shared_when_the_others_waited_a_quarter_as_long():
 
 
 def test_a_broker_on_the_clients_host_is_isolated_only_once_a_call_hangs():
-    clock = Clock()
+    clock = ManualClock()
     fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0, warmup_s=0,
                 colocated=[f"b{i}" for i in range(6)])
     pending = steady(fuse, clock, 2.0)
@@ -156,7 +149,7 @@ def test_a_broker_on_the_clients_host_is_isolated_only_once_a_call_hangs():
 
 
 def test_late_answers_do_not_keep_a_colocated_overflow_broker_isolated():
-    clock = Clock()
+    clock = ManualClock()
     fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0,
                 warmup_s=0, isolation_s=5.0, max_isolation_s=5.0,
                 colocated=[f"b{i}" for i in range(6)])

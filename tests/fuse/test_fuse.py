@@ -5,17 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fuse import Fuse, FuseError
-
-
-class Clock:
-    def __init__(self, t: float = 100.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, dt: float) -> None:
-        self.t += dt
+from tests.clock import ManualClock
 
 
 def names(n: int) -> list[str]:
@@ -28,8 +18,8 @@ def slow(fuse: Fuse, broker: str, rt: float) -> None:
     fuse.report(broker, rt, ok=True)
 
 
-def make(n: int = 10, **kw) -> tuple[Fuse, Clock]:
-    clock = Clock()
+def make(n: int = 10, **kw) -> tuple[Fuse, ManualClock]:
+    clock = ManualClock()
     kw.setdefault("seed", 7)
     kw.setdefault("warmup_calls", 0)  # judge from the first call (warm-up has its own test)
     kw.setdefault("warmup_s", 0)
@@ -249,7 +239,7 @@ def test_same_seed_same_jitter():
     assert untils(1) == untils(1) != untils(2)
 
 
-def warm(fuse: Fuse, clock: Clock, rt_of, seconds: float = 1.0, per_broker: int = 100) -> None:
+def warm(fuse: Fuse, clock: ManualClock, rt_of, seconds: float = 1.0, per_broker: int = 100) -> None:
     """Every broker answers `per_broker` calls spread over `seconds`."""
     for _ in range(per_broker):
         for b in fuse.brokers:

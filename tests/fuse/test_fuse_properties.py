@@ -9,15 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuse import Fuse
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
+from tests.clock import ManualClock
 
 BROKER = st.integers(min_value=0, max_value=11)
 OPS = st.lists(
@@ -35,7 +27,7 @@ OPS = st.lists(
 )
 
 
-def check_invariants(fuse: Fuse, clock: Clock) -> None:
+def check_invariants(fuse: Fuse, clock: ManualClock) -> None:
     snap = fuse.snapshot()
     n = len(snap.brokers)
     assert snap.cap == math.floor(0.3 * n + 1e-9)
@@ -58,7 +50,7 @@ def check_invariants(fuse: Fuse, clock: Clock) -> None:
 @settings(max_examples=300, deadline=None)
 @given(OPS, st.integers(min_value=0, max_value=2**32), st.booleans())
 def test_cap_and_overflow_hold_for_any_sequence(ops, seed, dry_run):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, seed=seed, dry_run=dry_run,
                 warmup_calls=0, warmup_s=0)
     tokens = []
@@ -92,7 +84,7 @@ def test_cap_and_overflow_hold_for_any_sequence(ops, seed, dry_run):
     seed=st.integers(0, 1000),
 )
 def test_isolation_ends_exactly_when_its_minute_is_over(offences, probe, seed):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     start = clock.t
     fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, seed=seed, warmup_calls=0, warmup_s=0,
                 max_isolated_ratio=0.99)  # no cap in the way: timing only
@@ -115,7 +107,7 @@ def test_isolation_ends_exactly_when_its_minute_is_over(offences, probe, seed):
 @given(OPS, st.integers(0, 100))
 def test_same_inputs_same_seed_same_state(ops, seed):
     def run():
-        clock = Clock()
+        clock = ManualClock(1000.0)
         fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, seed=seed, warmup_calls=0, warmup_s=0)
         for op in ops:
             if op[0] == "error":

@@ -11,19 +11,12 @@ import pytest
 
 from fuse import Fuse, FuseError
 from fuse.lateness import ClientLateness
+from tests.clock import ManualClock
 
 BEAT = 0.005
 
 
-class Clock:
-    def __init__(self, t: float = 100.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def beat_for(fuse: Fuse, clock: Clock, seconds: float, step: float = BEAT) -> None:
+def beat_for(fuse: Fuse, clock: ManualClock, seconds: float, step: float = BEAT) -> None:
     """The client runs normally for `seconds`: beats (and housekeeping) on time."""
     end = clock.t + seconds
     while clock.t + step <= end + 1e-12:
@@ -32,8 +25,8 @@ def beat_for(fuse: Fuse, clock: Clock, seconds: float, step: float = BEAT) -> No
         fuse.tick()
 
 
-def cluster(n: int = 6) -> tuple[Fuse, Clock]:
-    clock = Clock()
+def cluster(n: int = 6) -> tuple[Fuse, ManualClock]:
+    clock = ManualClock()
     fuse = Fuse([f"b{i}" for i in range(n)], clock=clock, seed=1, warmup_calls=0, warmup_s=0)
     fuse.heartbeat(BEAT)
     return fuse, clock
@@ -153,7 +146,7 @@ def test_the_brokers_own_service_time_is_a_floor():
 
 
 def test_most_brokers_aging_together_is_the_clients_lateness_without_a_heartbeat():
-    clock = Clock()
+    clock = ManualClock()
     fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0, warmup_s=0)  # no beat
     tokens = [fuse.begin(f"b{i}") for i in range(5)]
     clock.t += 0.025

@@ -11,28 +11,19 @@ from broker_core import protocol as p
 from broker_core.observe.prometheus import broker_registry, classic_buckets
 from broker_core.observe.stats_doc import BrokerStats, stats_document
 from broker_core.protocol import Op
-from broker_core.server.broker import Broker
-from broker_core.server.config import BrokerConfig
 from heatmap import LatencyHistogram
 
 
-class Clock:
-    t = 1_794_355_200.0
-
-    def __call__(self):
-        return self.t
-
-
 @pytest.fixture
-def broker(tmp_path):
-    b = Broker(BrokerConfig("b1", tmp_path / "b1", segment_bytes=8 << 20), clock=Clock())
+def broker(broker):
+    """The shared broker after 30 sends and one tick."""
+    b = broker
     body = p.encode_send("orders", -1, p.OutMessage(b"x" * 100))
     for _ in range(30):
         asyncio.run(b.handle(p.Header(Op.SEND, 0, 0, 1, len(body)), body))
     b.clock.t += 1
     b.tick()
-    yield b
-    b.close()
+    return b
 
 
 def samples(broker) -> dict:

@@ -9,17 +9,11 @@ import pyarrow.parquet as pq
 from broker_core.observe.metrics_log import MetricsLogWriter
 from broker_core.observe.recorder import OpRecorder
 from heatmap import metrics_log as contract
-
-
-class Clock:
-    t = 1_794_355_200.0  # 2026-11-11 00:00:00 UTC
-
-    def __call__(self):
-        return self.t
+from tests.clock import ManualClock
 
 
 def test_rolled_files_follow_the_contract_and_pass_the_quarantine(tmp_path):
-    clock = Clock()
+    clock = ManualClock(1_794_355_200.0)
     rec = OpRecorder(("send", "pull", "flush"), clock)
     writer = MetricsLogWriter(tmp_path, "c1", "b1", roll_s=60)
     rng = np.random.default_rng(0)

@@ -3,27 +3,9 @@ counted and answered, the direct send path and the async one agreeing."""
 
 import asyncio
 
-import pytest
-
 from broker_core import protocol as p
 from broker_core.protocol import Code, Op
-from broker_core.server.broker import Broker
-from broker_core.server.config import BrokerConfig
 from broker_core.server.faults import FaultSpec
-
-
-class Clock:
-    t = 1_794_355_200.0
-
-    def __call__(self):
-        return self.t
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = Broker(BrokerConfig("b1", tmp_path / "b1", segment_bytes=8 << 20), clock=Clock())
-    yield b
-    b.close()
 
 
 def call(broker, op, body=b""):

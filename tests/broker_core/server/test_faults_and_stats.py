@@ -4,18 +4,11 @@ import pytest
 
 from broker_core.observe.recorder import OpRecorder
 from broker_core.server.faults import Faults, FaultSpec
-
-
-class Clock:
-    def __init__(self, t=1000.0):
-        self.t = t
-
-    def __call__(self):
-        return self.t
+from tests.clock import ManualClock
 
 
 def test_stall_pattern_holds_writes_until_the_stall_ends():
-    clock = Clock()
+    clock = ManualClock(1000.0)
     faults = Faults(clock, seed=1)
     faults.inject(FaultSpec(stall_ms=500, stall_every_s=5))
     assert faults.write_delay() == pytest.approx(0.5)  # start of a stall
@@ -28,7 +21,7 @@ def test_stall_pattern_holds_writes_until_the_stall_ends():
 
 
 def test_random_stalls_stay_within_seed_000_range_and_duration_clears():
-    clock = Clock()
+    clock = ManualClock(1000.0)
     faults = Faults(clock, seed=3)
     faults.inject(FaultSpec(stall_ms=2000, stall_every_s=3, stall_random=True, duration_s=30))
     seen = []
@@ -41,7 +34,7 @@ def test_random_stalls_stay_within_seed_000_range_and_duration_clears():
 
 
 def test_error_rate_and_validation():
-    faults = Faults(Clock(), seed=5)
+    faults = Faults(ManualClock(1000.0), seed=5)
     faults.inject(FaultSpec(error_rate=0.25))
     share = sum(faults.should_error() for _ in range(4000)) / 4000
     assert 0.2 < share < 0.3
@@ -56,7 +49,7 @@ def test_error_rate_and_validation():
 
 
 def test_recorder_rolls_seconds_and_counts_sla_exactly():
-    clock = Clock(100.2)
+    clock = ManualClock(100.2)
     rec = OpRecorder(("send",), clock)
     rec.record("send", 0.001, nbytes=10)
     rec.record("send", 0.0201)
