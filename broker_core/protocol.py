@@ -56,8 +56,11 @@ class Code(IntEnum):
     SYSTEM_BUSY = 3
     SERVICE_NOT_AVAILABLE = 4
     FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11  # sync replication, no slave in sync: stored, not replicated
+    FLUSH_SLAVE_TIMEOUT = 12  # sync replication, the in-sync slaves did not ack in time
     MESSAGE_TOO_LARGE = 13
     DISK_FULL = 14
+    NOT_MASTER = 16  # this broker is a slave (or has no role yet): send to its group's master
     TOPIC_NOT_EXIST = 17
     MESSAGE_ILLEGAL = 18
     PULL_NOT_FOUND = 19  # body still carries offsets (NO_NEW_MSG, OFFSET_* ...)

@@ -23,8 +23,10 @@ from broker_core.protocol import Code, Op, decode_batch_response, decode_send_re
 
 # Codes after which another broker may succeed; the others are the caller's fault.
 RETRYABLE = frozenset({Code.SYSTEM_BUSY, Code.SYSTEM_ERROR, Code.SERVICE_NOT_AVAILABLE,
-                       Code.DISK_FULL})
-STORED = (Code.OK, Code.FLUSH_DISK_TIMEOUT)
+                       Code.DISK_FULL, Code.NOT_MASTER})
+# Stored: OK, or stored but short of a promise (not on disk, not on a slave in time).
+# The latter are not sent again (that would store a duplicate) and count against the broker.
+STORED = (Code.OK, Code.FLUSH_DISK_TIMEOUT, Code.FLUSH_SLAVE_TIMEOUT, Code.SLAVE_NOT_AVAILABLE)
 
 
 class SendFailed(BrokerError):
@@ -37,7 +39,7 @@ class SendFailed(BrokerError):
 
 @dataclass(frozen=True, slots=True)
 class SendResult:
-    status: str  # SEND_OK, or FLUSH_DISK_TIMEOUT (stored, not yet on disk)
+    status: str  # SEND_OK, or FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE
     broker: str
     queue_id: int
     queue_offset: int
@@ -105,7 +107,7 @@ class SendPlan:
         """The attempt's outcome: ("ok", SendResult), ("fail", SendFailed) or
         ("retry", why); reports the call to the fuse."""
         broker, broker_ok = self.broker, code is not None and code not in RETRYABLE
-        broker_ok = broker_ok and code != Code.FLUSH_DISK_TIMEOUT
+        broker_ok = broker_ok and (code == Code.OK or code not in STORED)
         if code in STORED:
             try:
                 result = self._result(code, body)
@@ -126,7 +128,7 @@ class SendPlan:
         return "retry", why
 
     def _result(self, code: Code, body: bytes | None) -> SendResult:
-        status = "SEND_OK" if code == Code.OK else "FLUSH_DISK_TIMEOUT"
+        status = "SEND_OK" if code == Code.OK else code.name
         if self.op == Op.SEND:
             qid, qoff, _phys, _ts, broker_s = decode_send_response(body)
             return SendResult(status, self.broker, qid, qoff, 1, self.attempt, broker_s)

@@ -65,6 +65,7 @@ class Broker:
         self.write_path = WritePath(self.store, self.faults, config.flush == "sync",
                                     config.busy_after_ms, config.max_inflight_writes)
         self.loop_lag = LoopLag()
+        self.ha = None  # an ha.node.HaNode when the broker is in a replicated group
         self.started = clock()
         self.serving = False
         self.latest: BrokerSnapshot | None = None  # taken each tick (runner) or on demand
@@ -132,6 +133,8 @@ class Broker:
             qid = answer
             result = self.store.put(topic, qid, msg.body, msg.tags or None, msg.keys or None,
                                     msg.properties or None, wait=False)
+            if self.ha is not None and result.status is PutStatus.PUT_OK:
+                self.ha.appended(result.end_offset)
             code, answer = self._send_answer(PUT_CODES[result.status], result, topic, qid)
         self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code == Code.OK)
         return code, answer
@@ -152,6 +155,9 @@ class Broker:
 
     def _check_send(self, topic: str, qid: int, nbytes: int) -> tuple[int, object]:
         """(OK, queue id) or an error answer, before anything is written."""
+        if self.ha is not None and (refused := self.ha.refusal()) is not None:
+            self.counters["send_errors"] += 1
+            return refused
         limit = self.store.config.max_message_bytes
         if nbytes > limit:
             self.counters["send_errors"] += 1

@@ -73,6 +73,18 @@ class TopicTable:
         return n
 
 
+    def merge(self, queues: dict[str, int]) -> bool:
+        """Take a master's topics (a slave keeps its master's table); True if changed."""
+        changed = False
+        for topic, n in queues.items():
+            if TOPIC_RE.match(str(topic)) and int(n) > self.queues.get(topic, 0):
+                self.queues[str(topic)] = int(n)
+                changed = True
+        if changed:
+            write_json_atomic(self.path, self.queues)
+        return changed
+
+
 class OffsetTable:
     """(group, topic, queue) -> next offset to consume; saved when dirty."""
 
@@ -96,13 +108,27 @@ class OffsetTable:
             self.offsets[(group, topic, queue_id)] = offset
             self.dirty = True
 
+    def nested(self) -> dict[str, dict[str, dict[str, int]]]:
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        for (group, topic, qid), offset in self.offsets.items():
+            out.setdefault(group, {}).setdefault(topic, {})[str(qid)] = offset
+        return out
+
+    def merge(self, nested: dict) -> None:
+        """Take a master's offsets, never moving one back (a consumer may have
+        committed here, on the slave, while its master was away)."""
+        for group, topics in nested.items():
+            for topic, queues in topics.items():
+                for qid, offset in queues.items():
+                    key = (str(group), str(topic), int(qid))
+                    if int(offset) > self.offsets.get(key, -1):
+                        self.offsets[key] = int(offset)
+                        self.dirty = True
+
     def save(self) -> None:
         if not self.dirty:
             return
-        nested: dict[str, dict[str, dict[str, int]]] = {}
-        for (group, topic, qid), offset in self.offsets.items():
-            nested.setdefault(group, {}).setdefault(topic, {})[str(qid)] = offset
-        write_json_atomic(self.path, nested)
+        write_json_atomic(self.path, self.nested())
         self.dirty = False
 
 

@@ -20,7 +20,8 @@ from broker_core.server.broker import Broker
 log = logging.getLogger("floodgate.broker")
 # answers that carry the broker's service time (PROTOCOL.md)
 _TIMED_OPS = (p.Op.SEND, p.Op.SEND_BATCH)
-_STORED = (p.Code.OK, p.Code.FLUSH_DISK_TIMEOUT)
+_STORED = (p.Code.OK, p.Code.FLUSH_DISK_TIMEOUT, p.Code.FLUSH_SLAVE_TIMEOUT,
+           p.Code.SLAVE_NOT_AVAILABLE)
 
 
 class BrokerProtocol(asyncio.Protocol):

@@ -37,6 +37,7 @@ class WritePath:
         self.max_inflight = max_inflight
         self._inflight: dict[object, float] = {}  # token -> start, oldest first
         self.busy_refusals = 0
+        self.replication = None  # an ha.node.HaNode when the broker is in a group
 
     @property
     def inflight(self) -> int:
@@ -45,7 +46,8 @@ class WritePath:
     @property
     def direct(self) -> bool:
         """May a put go straight through (no fault, nothing queued, no flush wait)?"""
-        return not self.sync_flush and not self.faults.any and not self._inflight
+        return (not self.sync_flush and not self.faults.any and not self._inflight
+                and (self.replication is None or not self.replication.sync))
 
     def refusal(self, now: float) -> str | None:
         """Why a new write is refused right now (SYSTEM_BUSY), or None."""
@@ -74,12 +76,20 @@ class WritePath:
             if delay:
                 await asyncio.sleep(delay)
             result = put()
+            ha = self.replication
+            if ha is not None and result.status is PutStatus.PUT_OK:
+                ha.appended(result.end_offset)  # slaves may copy it while we flush
             if result.status is PutStatus.PUT_OK and self.sync_flush:
                 fut = asyncio.wrap_future(self.store.flushed_future(result.end_offset))
                 try:
                     await asyncio.wait_for(fut, self.store.config.sync_flush_timeout_s)
                 except TimeoutError:
                     return Code.FLUSH_DISK_TIMEOUT, result
+            if ha is not None and ha.sync and result.status is PutStatus.PUT_OK:
+                code = await ha.wait_replicated(result.end_offset)
+                if code == Code.NOT_MASTER:  # demoted while parked: never acknowledged
+                    return code, "no longer master: not acknowledged, send again"
+                return code, result
             return PUT_CODES[result.status], result
         finally:
             del self._inflight[token]

@@ -110,6 +110,26 @@ class CommitLog:
         self.allocator.prepare(start + self.allocator.size)
         return new
 
+    def add_segment(self, start: int) -> MappedFile:
+        """Replica path: the segment starting at ``start`` joins the log (a slave mirrors
+        its master's segments). It must follow the last one, or be the first."""
+        segs = self.segments
+        if segs and segs[-1].end_offset != start:
+            raise StoreCorruptError(
+                f"replicated segment at {start} does not follow the last one "
+                f"(ending at {segs[-1].end_offset})")
+        new = self.allocator.take(start)
+        if not segs:
+            self.write_offset = self.flushed_offset = start
+        with self._segments_lock:
+            self._set_segments(self.segments + (new,))
+        return new
+
+    def advance(self, offset: int) -> None:
+        """Replica path: records below ``offset`` are complete (their queue units written)."""
+        self.write_offset = offset
+        self._find_active()
+
     # -- flushing -----------------------------------------------------------
     def flush(self) -> int:
         """fdatasync every segment holding unflushed data; returns the new flushed offset."""

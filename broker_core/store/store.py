@@ -42,6 +42,7 @@ from broker_core.store.message import (
 )
 from broker_core.store.reader import read_queue
 from broker_core.store.recovery import recover
+from broker_core.store.replica import ReplicaLog
 from broker_core.store.results import GetResult, GetStatus, PutResult, PutStatus
 from broker_core.store.retention import RetentionService
 from broker_core.store.tags import TagFilter
@@ -69,6 +70,7 @@ class MessageStore:
         self._sync = config.flush == "sync"
         self._store_host = pack_host(config.store_host)
         self._put_lock = threading.Lock()
+        self._replica: ReplicaLog | None = None
         self._stats_lock = threading.Lock()
         self.latency_recorder = LatencyRecorder()
         timed = set(self.config.timed_ops)
@@ -322,6 +324,14 @@ class MessageStore:
             return self.flushed_future(offset).result(timeout)
         except TimeoutError:
             return False
+
+    # -- replication ----------------------------------------------------------
+    def replica_log(self) -> ReplicaLog:
+        """The slave's writer of replicated bytes (and the log's truncation), made once."""
+        if self._replica is None:
+            self._replica = ReplicaLog(self.commitlog, self.queue_table, self._put_lock,
+                                       lambda: self.cq_flush.run_once(force=True))
+        return self._replica
 
     # -- reading ------------------------------------------------------------
     def get(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32,

@@ -1,0 +1,371 @@
+"""The master's side of replication: stream the CommitLog to slaves, count their acks.
+
+Runs on the broker's event loop. Each slave link pushes the bytes from the
+slave's offset to the log's end, then waits for the next append (a heartbeat
+every HEARTBEAT_S when idle). A send in sync mode parks its answer on a
+waiter (a future keyed by the record's end offset) that the acks release:
+no thread and no loop turn blocks on a slave.
+
+The in-sync set: the slaves whose acks a sync send waits for, all of them
+(Kafka's acks=all over its ISR). Any slave in the set therefore holds every
+acknowledged message, and the controller promotes only from the set as the
+group record in ZooKeeper lists it. To keep "local set ⊇ recorded set": a
+slave joins locally before the record says so and leaves the record before
+it leaves locally (`persist` is the record's compare-and-set write).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from broker_core.ha import wire
+from broker_core.ha.epochs import EpochHistory, consistent_end
+from broker_core.protocol import Code
+from broker_core.store import MessageStore
+
+log = logging.getLogger("floodgate.ha")
+
+JOIN_LAG_S = 0.5  # a slave this close behind joins the in-sync set
+MAX_APPEND_MARKS = 200_000  # (end offset, time) pairs kept for lag in seconds
+
+
+@dataclass
+class SlaveLink:
+    name: str
+    addr: str
+    acked: int
+    connected_at: float
+    writer: asyncio.StreamWriter | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    last_ack: float = 0.0
+    open: bool = True
+
+
+class ReplicationMaster:
+    def __init__(self, store: MessageStore, group: str, *, sync: bool, timeout_s: float,
+                 epoch: Callable[[], int], history: Callable[[], EpochHistory],
+                 is_master: Callable[[], bool], meta: Callable[[], dict],
+                 persist: Callable[[frozenset[str]], Awaitable[bool]] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.store, self.group = store, group
+        self.sync, self.timeout_s = sync, timeout_s
+        self._epoch, self._history, self._is_master = epoch, history, is_master
+        self._meta, self._persist = meta, persist
+        self._clock, self._wall = clock, wall
+        self.links: dict[str, SlaveLink] = {}
+        self.in_sync: set[str] = set()  # slaves (not the master itself)
+        self.acked: dict[str, int] = {}  # slave -> offset it holds, kept across its links
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._seq = itertools.count()
+        self._marks_end: list[int] = []  # end offsets of recent appends ...
+        self._marks_t: list[float] = []  # ... and when they were appended
+        self._marks_floor = store.commitlog.write_offset  # no marks below: appended long ago
+        self._isr_wake = asyncio.Event()
+        self._isr_task: asyncio.Task | None = None
+        self.counters = {"slave_timeouts": 0, "slave_not_available": 0, "isr_changes": 0,
+                         "truncations_ordered": 0, "links_refused": 0}
+
+    # -- the write path's side -----------------------------------------------------
+    def appended(self, end: int) -> None:
+        """A record ending at `end` is in the log: wake the links, remember when."""
+        self._marks_end.append(end)
+        self._marks_t.append(self._clock())
+        if len(self._marks_end) > MAX_APPEND_MARKS:
+            self._cut_marks(MAX_APPEND_MARKS // 2)
+        for link in self.links.values():
+            link.wake.set()
+
+    def _target(self) -> int:
+        """The offset every in-sync slave holds (-1: no slave in sync)."""
+        return min((self.acked.get(n, -1) for n in self.in_sync), default=-1)
+
+    async def wait(self, end: int) -> Code:
+        """OK once every in-sync slave holds `end`; SLAVE_NOT_AVAILABLE at once when
+        no slave is in sync; FLUSH_SLAVE_TIMEOUT after `timeout_s`."""
+        if not self.in_sync:
+            self.counters["slave_not_available"] += 1
+            return Code.SLAVE_NOT_AVAILABLE
+        if self._target() >= end:
+            return Code.OK
+        fut = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (end, next(self._seq), fut))
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
+        except TimeoutError:
+            self.counters["slave_timeouts"] += 1
+            self._isr_wake.set()  # a slave that let a send time out is no longer in sync
+            return Code.FLUSH_SLAVE_TIMEOUT
+
+    def _release(self) -> None:
+        if not self.in_sync:
+            self._fail_waiters(Code.SLAVE_NOT_AVAILABLE)
+            return
+        target = self._target()
+        while self._waiters and self._waiters[0][0] <= target:
+            _end, _s, fut = heapq.heappop(self._waiters)
+            if not fut.done():
+                fut.set_result(Code.OK)
+
+    def _fail_waiters(self, code: Code) -> None:
+        waiters, self._waiters = self._waiters, []
+        for _e, _s, fut in waiters:
+            if not fut.done():
+                fut.set_result(code)
+
+    # -- lag ------------------------------------------------------------------------
+    def lag(self, link: SlaveLink, now: float | None = None) -> tuple[int, float]:
+        """(bytes, seconds) a slave is behind: the oldest append it has not acked.
+
+        Behind every remembered append: as long as it has been linked."""
+        now = self._clock() if now is None else now
+        lag_bytes = max(0, self.store.commitlog.write_offset - link.acked)
+        if not lag_bytes:
+            return 0, 0.0
+        if link.acked < self._marks_floor:
+            return lag_bytes, now - link.connected_at
+        i = bisect.bisect_right(self._marks_end, link.acked)
+        if i >= len(self._marks_t):
+            return lag_bytes, 0.0
+        return lag_bytes, max(0.0, now - self._marks_t[i])
+
+    def _cut_marks(self, i: int) -> None:
+        self._marks_floor = self._marks_end[i - 1]
+        del self._marks_end[:i], self._marks_t[:i]
+
+    def _prune_marks(self) -> None:
+        floor = min((lk.acked for lk in self.links.values()), default=None)
+        if floor is None:
+            self._marks_end.clear(), self._marks_t.clear()
+            self._marks_floor = self.store.commitlog.write_offset
+            return
+        i = bisect.bisect_right(self._marks_end, floor)
+        if i > 1024:
+            self._cut_marks(i)
+
+    # -- links ------------------------------------------------------------------------
+    async def serve_link(self, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> None:
+        """The HA server's connection handler: handshake, then stream until closed."""
+        link = None
+        try:
+            link = await self._handshake(reader, writer)
+            if link is None:
+                return
+            acks = asyncio.ensure_future(self._read_acks(link, reader))
+            try:
+                await self._push(link)
+            finally:
+                acks.cancel()
+        except (wire.LinkError, OSError, ConnectionError) as exc:
+            log.info("replication link closed group=%s slave=%s: %s", self.group,
+                     link.name if link else "?", exc)
+        finally:
+            if link is not None:
+                self._drop(link)
+            writer.close()
+
+    async def _handshake(self, reader, writer) -> SlaveLink | None:
+        kind, body = await asyncio.wait_for(wire.read_frame(reader), 5.0)
+        hello = wire.decode_json(body) if kind == wire.HELLO else {}
+        cl = self.store.commitlog
+        refusal = None
+        if kind != wire.HELLO:
+            refusal = "expected HELLO"
+        elif not self._is_master():
+            refusal = f"not the master of group {self.group}"
+        elif hello.get("group") != self.group:
+            refusal = f"slave of group {hello.get('group')!r} at the master of {self.group!r}"
+        elif int(hello.get("segment_bytes", 0)) != cl.allocator.size:
+            refusal = (f"segment size {hello.get('segment_bytes')} differs from the master's "
+                       f"{cl.allocator.size}")
+        elif int(hello.get("epoch", 0)) > self._epoch():
+            refusal = f"slave knows epoch {hello.get('epoch')}, this master has {self._epoch()}"
+        if refusal:
+            self.counters["links_refused"] += 1
+            writer.write(wire.json_frame(wire.REFUSE, {"reason": refusal}))
+            await writer.drain()
+            return None
+        name, offset = str(hello.get("name")), int(hello.get("offset", 0))
+        theirs = EpochHistory.from_list(hello.get("history", []))
+        mine, end = self._history(), cl.write_offset
+        agreed = consistent_end(theirs, offset, mine, end) if offset else 0
+        if agreed < offset:
+            self.counters["truncations_ordered"] += 1
+            log.warning("slave %s of group %s must cut its log from %d to %d", name,
+                        self.group, offset, agreed)
+            writer.write(wire.json_frame(wire.TRUNCATE, {"offset": agreed,
+                                                         "epoch": self._epoch()}))
+            await writer.drain()
+            return None
+        if offset < cl.min_offset:
+            writer.write(wire.json_frame(wire.REFUSE, {
+                "reason": f"slave at {offset} is below the master's oldest kept offset "
+                          f"{cl.min_offset}: copy a recent store to it"}))
+            await writer.drain()
+            return None
+        old = self.links.get(name)
+        if old is not None:
+            self._drop(old)
+        link = SlaveLink(name, str(writer.get_extra_info("peername")), offset, self._clock(),
+                         writer)
+        self.links[name] = link
+        self.acked[name] = offset
+        writer.write(wire.json_frame(wire.WELCOME, {"epoch": self._epoch(), "offset": offset,
+                                                    "history": mine.to_list()}))
+        writer.write(wire.json_frame(wire.META, self._meta()))
+        await writer.drain()
+        log.info("slave linked group=%s slave=%s from offset=%d (master at %d)", self.group,
+                 name, offset, end)
+        self._isr_wake.set()
+        return link
+
+    async def _push(self, link: SlaveLink) -> None:
+        cl = self.store.commitlog
+        writer = link.writer
+        pos = link.acked
+        next_meta = self._clock() + 1.0
+        while link.open and self._is_master():
+            if self._clock() >= next_meta:
+                writer.write(wire.json_frame(wire.META, self._meta()))
+                next_meta = self._clock() + 1.0
+            end = cl.write_offset
+            if pos < end:
+                seg = cl.segment_for(pos)
+                if seg is None:
+                    raise wire.LinkError(f"offset {pos} is no longer in the log")
+                n = min(end, seg.end_offset, pos + wire.CHUNK) - pos
+                data = cl.read(pos, n)
+                if data is None:
+                    raise wire.LinkError(f"offset {pos} is no longer in the log")
+                writer.write(wire.data_frame(pos, end, int(self._wall() * 1000),
+                                             self._epoch(), data))
+                pos += n
+                await writer.drain()
+                continue
+            link.wake.clear()
+            if cl.write_offset == pos:
+                try:
+                    await asyncio.wait_for(link.wake.wait(), wire.HEARTBEAT_S)
+                except TimeoutError:
+                    writer.write(wire.data_frame(pos, pos, int(self._wall() * 1000),
+                                                 self._epoch()))
+            await writer.drain()
+
+    async def _read_acks(self, link: SlaveLink, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                kind, body = await wire.read_frame(reader)
+                if kind != wire.ACK:
+                    raise wire.LinkError(f"unexpected {wire.KIND_NAMES[kind]} from a slave")
+                link.acked = max(link.acked, wire.decode_ack(body))
+                self.acked[link.name] = link.acked
+                link.last_ack = self._clock()
+                self._release()
+                if link.name not in self.in_sync:
+                    self._isr_wake.set()
+        except (wire.LinkError, OSError, ConnectionError):
+            link.open = False
+            link.wake.set()
+            if link.writer is not None:
+                link.writer.close()
+
+    def _drop(self, link: SlaveLink) -> None:
+        link.open = False
+        link.wake.set()
+        if self.links.get(link.name) is link:
+            del self.links[link.name]
+            self._isr_wake.set()
+        if link.writer is not None:
+            link.writer.close()
+
+    def close_links(self) -> None:
+        """Stop streaming (this broker is no longer master); answer parked sends."""
+        for link in list(self.links.values()):
+            self._drop(link)
+        self._fail_waiters(Code.NOT_MASTER)
+
+    # -- the in-sync set -------------------------------------------------------------
+    def start(self, in_sync: frozenset[str] = frozenset()) -> None:
+        """Begin (again) as master with the set the group record lists."""
+        self.in_sync = set(in_sync)
+        self._marks_end.clear(), self._marks_t.clear()
+        self._marks_floor = self.store.commitlog.write_offset
+        if self._isr_task is None or self._isr_task.done():
+            self._isr_task = asyncio.ensure_future(self._isr_loop())
+        self._isr_wake.set()
+
+    def stop(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            self._isr_task = None
+        self.close_links()
+
+    def _desired(self) -> set[str]:
+        now = self._clock()
+        want = set()
+        for name in self.in_sync | set(self.links):
+            link = self.links.get(name)
+            if link is None or not link.open:
+                continue
+            _b, lag_s = self.lag(link, now)
+            if name in self.in_sync and lag_s < self.timeout_s:
+                want.add(name)
+            elif name not in self.in_sync and lag_s < JOIN_LAG_S and \
+                    link.acked >= self._marks_floor:
+                want.add(name)
+        return want
+
+    async def _isr_loop(self) -> None:
+        """Move the in-sync set towards the slaves that keep up, one change at a time."""
+        while True:
+            try:
+                await asyncio.wait_for(self._isr_wake.wait(), 0.25)
+            except TimeoutError:
+                pass
+            self._isr_wake.clear()
+            self._prune_marks()
+            want = self._desired()
+            for name in sorted(want - self.in_sync):
+                self.in_sync.add(name)  # stricter first, then recorded
+                if not await self._save(frozenset(self.in_sync)):
+                    self.in_sync.discard(name)
+            for name in sorted(self.in_sync - want):
+                smaller = frozenset(self.in_sync - {name})
+                if await self._save(smaller):  # recorded first, then looser
+                    self.in_sync.discard(name)
+                    log.warning("slave left the in-sync set group=%s slave=%s", self.group,
+                                name)
+            self._release()
+
+    async def _save(self, in_sync: frozenset[str]) -> bool:
+        if self._persist is None:
+            ok = True
+        else:
+            try:
+                ok = await self._persist(in_sync)
+            except Exception:  # noqa: BLE001 - ZooKeeper away: keep the stricter set
+                log.exception("could not record the in-sync set of group %s", self.group)
+                ok = False
+        if ok:
+            self.counters["isr_changes"] += 1
+        return ok
+
+    # -- figures --------------------------------------------------------------------------
+    def figures(self) -> list[dict]:
+        now = self._clock()
+        out = []
+        for name, link in sorted(self.links.items()):
+            lag_bytes, lag_s = self.lag(link, now)
+            out.append({"name": name, "addr": link.addr, "acked": link.acked,
+                        "lag_bytes": lag_bytes, "lag_s": round(lag_s, 6),
+                        "in_sync": name in self.in_sync,
+                        "linked_s": round(now - link.connected_at, 3)})
+        return out

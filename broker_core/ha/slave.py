@@ -1,0 +1,152 @@
+"""The slave's side of replication: follow one master, write what it streams.
+
+Connects to the master's HA port and says where its log ends and which
+epochs wrote it. The master answers where to start, or that this log holds
+bytes the master never had (TRUNCATE: cut them, logging how many, then
+reconnect). Every DATA frame is written at its physical offset and acked
+with the offset of the last complete record. A frame from an epoch older
+than the newest this broker knows is a fenced master talking: the link is
+dropped. Reconnects every RETRY_S until stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker_core.ha import wire
+from broker_core.ha.epochs import EpochFile, EpochHistory
+from broker_core.store import MessageStore
+
+log = logging.getLogger("floodgate.ha")
+
+RETRY_S = 0.2
+
+
+@dataclass
+class MasterInfo:
+    name: str
+    ha_addr: str
+    epoch: int
+
+
+class ReplicaClient:
+    def __init__(self, store: MessageStore, epochs: EpochFile, name: str, group: str,
+                 master: MasterInfo, known_epoch: Callable[[], int],
+                 on_records: Callable[[set[tuple[str, int]]], None],
+                 on_meta: Callable[[dict], None],
+                 on_truncate: Callable[[int, int], None],
+                 wall: Callable[[], float] = time.time) -> None:
+        self.store, self.epochs = store, epochs
+        self.name, self.group, self.master = name, group, master
+        self._known_epoch = known_epoch
+        self._on_records, self._on_meta, self._on_truncate = on_records, on_meta, on_truncate
+        self._wall = wall
+        self.replica = store.replica_log()
+        self._sync_flush = store.config.flush == "sync"
+        self.connected = False
+        self.master_end = 0  # the master's log end, as of its last frame
+        self.master_ms = 0  # the master's clock at its last frame
+        self.last_frame = 0.0
+        self.last_error = ""
+        self.frames = 0
+        self._task: asyncio.Task | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if self._writer is not None:
+            self._writer.close()
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self.connected = False
+
+    @property
+    def lag_bytes(self) -> int:
+        return max(0, self.master_end - self.replica.offset)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._follow()
+            except (wire.LinkError, OSError, ConnectionError, TimeoutError) as exc:
+                if str(exc) != self.last_error:
+                    log.info("replication from %s (%s): %s", self.master.name,
+                             self.master.ha_addr, exc)
+                self.last_error = str(exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a bad frame must not end following
+                log.exception("replication from %s failed", self.master.name)
+                self.last_error = str(exc)
+            finally:
+                self.connected = False
+                if self._writer is not None:
+                    self._writer.close()
+                    self._writer = None
+            await asyncio.sleep(RETRY_S)
+
+    async def _follow(self) -> None:
+        host, _, port = self.master.ha_addr.rpartition(":")
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 2.0)
+        self._writer = writer
+        replica = self.replica
+        offset = replica.offset  # a partly received record is sent again from its start
+        writer.write(wire.json_frame(wire.HELLO, {
+            "name": self.name, "group": self.group, "epoch": self._known_epoch(),
+            "offset": offset, "segment_bytes": self.store.commitlog.allocator.size,
+            "history": self.epochs.history.to_list()}))
+        await writer.drain()
+        kind, body = await asyncio.wait_for(wire.read_frame(reader), 5.0)
+        doc = wire.decode_json(body) if kind != wire.DATA else {}
+        if kind == wire.REFUSE:
+            raise wire.LinkError(f"master refused: {doc.get('reason')}")
+        if kind == wire.TRUNCATE:
+            cut_at = int(doc["offset"])
+            cut = replica.truncate(cut_at)
+            self._on_truncate(cut_at, cut)
+            raise wire.LinkError(f"cut the log at {cut_at} ({cut} bytes) as the master asked")
+        if kind != wire.WELCOME or int(doc.get("offset", -1)) != offset:
+            raise wire.LinkError(f"unexpected answer to HELLO: {wire.KIND_NAMES.get(kind)}")
+        if int(doc.get("epoch", 0)) < self._known_epoch():
+            raise wire.LinkError(f"master at epoch {doc.get('epoch')} is fenced "
+                                 f"(epoch {self._known_epoch()} exists)")
+        self.epochs.replace(EpochHistory.from_list(doc.get("history", [])))
+        self.connected = True
+        self.last_error = ""
+        log.info("following master=%s group=%s from offset=%d", self.master.name, self.group,
+                 offset)
+        while True:
+            kind, body = await asyncio.wait_for(wire.read_frame(reader), 4 * wire.HEARTBEAT_S)
+            self.frames += 1
+            self.last_frame = time.monotonic()
+            if kind == wire.META:
+                self._on_meta(wire.decode_json(body))
+                continue
+            if kind != wire.DATA:
+                raise wire.LinkError(f"unexpected {wire.KIND_NAMES[kind]} from the master")
+            at, end, ms, epoch, data = wire.decode_data(body)
+            if epoch < self._known_epoch():
+                raise wire.LinkError(f"data of epoch {epoch} after epoch "
+                                     f"{self._known_epoch()} began: the master is fenced")
+            self.master_end, self.master_ms = end, ms
+            if data:
+                touched = replica.append(at, data)
+                writer.write(wire.ack_frame(replica.offset))
+                if self._sync_flush:  # acked from the page cache, as RocketMQ's slaves do
+                    self.store.flushed_future(replica.offset)
+                if touched:
+                    self._on_records(touched)
+
+    def figures(self) -> dict:
+        return {"master": self.master.name, "master_ha": self.master.ha_addr,
+                "connected": self.connected, "offset": self.replica.offset,
+                "master_end": self.master_end, "lag_bytes": self.lag_bytes,
+                "last_error": self.last_error}

@@ -1,0 +1,88 @@
+"""The replication link between a slave and its master (the master's HA port).
+
+Frames: u32 body length, u8 kind, body. Control frames carry JSON, the
+stream two fixed binary forms. A link goes:
+
+    slave  -> HELLO {name, group, epoch, offset, segment_bytes, history}
+    master -> WELCOME {epoch, history, offset}     stream starts at `offset`
+            | TRUNCATE {offset, epoch}              cut your log there, then reconnect
+            | REFUSE {reason}                        not master, wrong group, ...
+    master -> DATA (offset, master end, master time ms, epoch, bytes) ...
+              (no bytes: a heartbeat, every HEARTBEAT_S when idle)
+    master -> META {topics, offsets}                 the master's topic and offset tables
+    slave  -> ACK (offset)                           complete records held below offset
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from typing import Any
+
+from broker_core.errors import BrokerError
+
+HELLO, WELCOME, TRUNCATE, REFUSE, DATA, META, ACK = range(1, 8)
+KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", TRUNCATE: "TRUNCATE", REFUSE: "REFUSE",
+              DATA: "DATA", META: "META", ACK: "ACK"}
+FRAME = struct.Struct(">IB")
+DATA_HEAD = struct.Struct(">qqqI")  # offset, master write offset, master time ms, epoch
+ACK_BODY = struct.Struct(">q")
+CHUNK = 1 << 20  # at most this many log bytes per DATA frame
+MAX_BODY = CHUNK + DATA_HEAD.size + 4096
+HEARTBEAT_S = 0.25
+
+
+class LinkError(BrokerError):
+    """The replication link broke or carried something it should not."""
+
+
+def frame(kind: int, body: bytes) -> bytes:
+    return FRAME.pack(len(body), kind) + body
+
+
+def json_frame(kind: int, doc: dict[str, Any]) -> bytes:
+    return frame(kind, json.dumps(doc, separators=(",", ":")).encode())
+
+
+def data_frame(offset: int, master_end: int, master_ms: int, epoch: int,
+               data: bytes | memoryview = b"") -> bytes:
+    head = DATA_HEAD.pack(offset, master_end, master_ms, epoch)
+    return FRAME.pack(len(head) + len(data), DATA) + head + bytes(data)
+
+
+def ack_frame(offset: int) -> bytes:
+    return frame(ACK, ACK_BODY.pack(offset))
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    try:
+        length, kind = FRAME.unpack(await reader.readexactly(FRAME.size))
+        if length > MAX_BODY or kind not in KIND_NAMES:
+            raise LinkError(f"bad replication frame: kind {kind}, {length} bytes")
+        return kind, await reader.readexactly(length)
+    except asyncio.IncompleteReadError:
+        raise LinkError("replication link closed by peer") from None
+
+
+def decode_json(body: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, ValueError):
+        raise LinkError("replication control frame is not JSON") from None
+    if not isinstance(doc, dict):
+        raise LinkError("replication control frame is not a JSON object")
+    return doc
+
+
+def decode_data(body: bytes) -> tuple[int, int, int, int, memoryview]:
+    if len(body) < DATA_HEAD.size:
+        raise LinkError("short DATA frame")
+    offset, end, ms, epoch = DATA_HEAD.unpack_from(body)
+    return offset, end, ms, epoch, memoryview(body)[DATA_HEAD.size:]
+
+
+def decode_ack(body: bytes) -> int:
+    if len(body) != ACK_BODY.size:
+        raise LinkError("bad ACK frame")
+    return ACK_BODY.unpack(body)[0]

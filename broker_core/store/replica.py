@@ -1,0 +1,133 @@
+"""ReplicaLog: a slave's side of the CommitLog, written at its master's physical offsets.
+
+RocketMQ's HA model: the master streams raw CommitLog bytes and the slave
+writes them at the same offsets, so the two logs are byte-identical; the
+slave then walks the records it received and builds its own ConsumeQueue
+units from their headers (the queue offsets the master assigned). Chunks may
+end inside a record: ``received`` counts bytes held, the CommitLog's
+``write_offset`` only whole records whose units exist (what the checkpoint
+and readers rely on). Every record is verified (magic, lengths, position,
+body CRC) before it is indexed.
+
+A segment's unused tail after its END-OF-FILE blank is zeros on both sides,
+so a blank moves ``write_offset`` to the next segment whether or not those
+zeros were sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from broker_core.errors import StoreCorruptError
+from broker_core.store.commitlog import CommitLog
+from broker_core.store.consume_queue import ConsumeQueueTable
+from broker_core.store.message import BLANK, BLANK_MAGIC, CorruptRecord, decode_record, tag_hash
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaGapError(StoreCorruptError):
+    """Replicated bytes that do not continue what the slave holds."""
+
+
+class ReplicaLog:
+    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, lock: threading.Lock,
+                 checkpoint: Callable[[], object]) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+        self._lock = lock  # the store's put lock: one writer of the log at a time
+        self._checkpoint = checkpoint
+        self.received = commitlog.write_offset
+        self.records = 0  # records indexed since start
+
+    @property
+    def offset(self) -> int:
+        """Just past the last complete record (what a slave acknowledges)."""
+        return self.commitlog.write_offset
+
+    def append(self, offset: int, data: bytes | memoryview) -> set[tuple[str, int]]:
+        """Write master bytes at ``offset`` and index the records they complete.
+
+        Returns the (topic, queue id) pairs that got messages (to wake long polls).
+        Raises ReplicaGapError if ``offset`` leaves a hole after ``received``
+        and StoreCorruptError if a received record does not verify.
+        """
+        cl = self.commitlog
+        with self._lock:
+            # bytes appended as a master before this log followed one are whole records
+            self.received = max(self.received, cl.write_offset)
+            if offset > self.received:
+                raise ReplicaGapError(f"replicated bytes at {offset} but this slave holds "
+                                      f"only up to {self.received}")
+            if offset < cl.write_offset:  # already indexed (a resend): skip that part
+                data = memoryview(data)[cl.write_offset - offset:]
+                offset = cl.write_offset
+            pos, view = offset, memoryview(data)
+            while view:
+                seg = cl.segment_for(pos)
+                if seg is None:
+                    size = cl.allocator.size
+                    seg = cl.add_segment(pos - pos % size)
+                local = pos - seg.start_offset
+                n = min(len(view), seg.size - local)
+                seg.mm[local:local + n] = view[:n]
+                pos += n
+                view = view[n:]
+            self.received = max(self.received, pos)
+            return self._index()
+
+    def _index(self) -> set[tuple[str, int]]:
+        """Walk complete records from write_offset to received; write their queue units."""
+        cl = self.commitlog
+        pos, end = cl.write_offset, self.received
+        touched: set[tuple[str, int]] = set()
+        while end - pos >= BLANK.size:
+            seg = cl.segment_for(pos)
+            if seg is None:
+                break
+            local = pos - seg.start_offset
+            size, magic = BLANK.unpack_from(seg.mm, local)
+            if magic == BLANK_MAGIC:
+                if size != seg.size - local:
+                    raise StoreCorruptError(f"replicated blank at {pos} of wrong size {size}")
+                pos = seg.end_offset
+                self.received = max(self.received, pos)
+                continue
+            if size <= 0:
+                raise StoreCorruptError(f"replicated record at {pos} has size {size}")
+            if pos + size > end:
+                break  # the rest of this record is still on its way
+            try:
+                msg = decode_record(seg.mm, local, pos, seg.size)
+            except CorruptRecord as exc:
+                raise StoreCorruptError(f"replicated record at {pos} does not verify: {exc}") \
+                    from None
+            cq = self.queues.get_or_create(msg.topic, msg.queue_id)
+            cq.put_unit(msg.queue_offset, pos, size, tag_hash(msg.tags))
+            seg.max_store_timestamp = max(seg.max_store_timestamp, msg.store_timestamp)
+            touched.add((msg.topic, msg.queue_id))
+            pos += size
+            self.records += 1
+        cl.advance(pos)
+        return touched
+
+    def truncate(self, offset: int) -> int:
+        """Cut the log (and queue units) at ``offset``; returns the non-zero bytes cut.
+
+        The old master turned slave cuts the tail its new master never had; a
+        slave promoted to master cuts a record it had only partly received.
+        """
+        cl = self.commitlog
+        with self._lock:
+            offset = max(offset, cl.min_offset)
+            cl.flush()  # what stays below the cut must be durable before the checkpoint says so
+            for cq in self.queues.all():
+                cq.truncate_from_phys(offset)
+            cut = cl.truncate(offset)
+            self.received = offset
+        self._checkpoint()
+        if cut:
+            log.warning("truncated commitlog at %d: %d bytes cut", offset, cut)
+        return cut

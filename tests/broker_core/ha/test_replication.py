@@ -1,0 +1,136 @@
+"""Master/slave replication between real brokers (store, TCP, HA link) on one loop:
+sync sends are answered once the slave holds them, logs are byte-identical, a
+slave from empty catches up, a diverged old master cuts its tail."""
+
+import asyncio
+
+import pytest
+
+from broker_core.client.aio_producer import AsyncProducer
+from broker_core.client.attempts import SendFailed
+from broker_core.protocol import Code
+from tests.broker_core.ha.conftest import log_bytes, member
+
+
+async def until(cond, timeout=10.0):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def produce(addr, n, size=300, topic="orders"):
+    async with AsyncProducer([addr], fuse=False, timeout=5.0, retries=0) as p:
+        return await asyncio.gather(*(p.send(topic, bytes([i % 256]) * (size + i % 50),
+                                             tags=f"t{i % 3}") for i in range(n)))
+
+
+async def pair(tmp_path, replication="sync", **kw):
+    m = await member(tmp_path, "m", replication, **kw)
+    s = await member(tmp_path, "s", replication, **kw)
+    await m.node.become_master(1, frozenset({"m"}))
+    await s.node.become_slave(m.info(1), m.addr)
+    await until(lambda: "s" in m.node.master.in_sync)
+    return m, s
+
+
+def test_sync_send_answers_once_the_slave_holds_it(tmp_path):
+    async def main():
+        m, s = await pair(tmp_path)
+        try:
+            results = await produce(m.addr, 1500)
+            assert {r.status for r in results} == {"SEND_OK"}
+            # every acked send was on the slave when it was answered: nothing to wait for
+            assert s.broker.store.commitlog.write_offset == m.broker.store.commitlog.write_offset
+            assert len(m.broker.store.commitlog.segments) > 3  # rolls replicated too
+            assert log_bytes(s.broker) == log_bytes(m.broker)
+            for q in m.broker.store.queues():
+                got = s.broker.store.get(*q, 0, 2000).messages
+                want = m.broker.store.get(*q, 0, 2000).messages
+                assert [(x.queue_offset, x.body, x.tags) for x in got] == \
+                       [(x.queue_offset, x.body, x.tags) for x in want]
+            await until(lambda: s.broker.topics.queues.get("orders") == 4)  # META
+            lag = m.node.figures()["slaves"][0]
+            assert lag["lag_bytes"] == 0 and lag["in_sync"]
+        finally:
+            await s.close()
+            await m.close()
+
+    asyncio.run(main())
+
+
+def test_slave_refuses_sends_naming_its_master(tmp_path):
+    async def main():
+        m, s = await pair(tmp_path)
+        try:
+            with pytest.raises(SendFailed) as err:
+                await produce(s.addr, 1)
+            assert err.value.code == Code.NOT_MASTER and "master is m" in str(err.value)
+        finally:
+            await s.close()
+            await m.close()
+
+    asyncio.run(main())
+
+
+def test_no_slave_in_sync_answers_slave_not_available(tmp_path):
+    async def main():
+        m, s = await pair(tmp_path)
+        try:
+            await s.close()  # the slave goes: the master records it out of the set
+            await until(lambda: not m.node.master.in_sync)
+            results = await produce(m.addr, 20)
+            assert {r.status for r in results} == {"SLAVE_NOT_AVAILABLE"}
+            assert m.broker.store.get("orders", 0, 0).messages  # stored all the same
+        finally:
+            await m.close()
+
+    asyncio.run(main())
+
+
+def test_slave_restarted_from_empty_catches_up_byte_identically(tmp_path):
+    async def main():
+        m, s = await pair(tmp_path)
+        try:
+            await produce(m.addr, 800)
+            await s.close()
+            fresh = await member(tmp_path / "fresh", "s")  # same name, empty data dir
+            await fresh.node.become_slave(m.info(1), m.addr)
+            await until(lambda: fresh.broker.store.commitlog.write_offset
+                        == m.broker.store.commitlog.write_offset)
+            assert log_bytes(fresh.broker) == log_bytes(m.broker)
+            assert fresh.node.epochs.history.entries == [(1, 0)]
+            await fresh.close()
+        finally:
+            await m.close()
+
+    asyncio.run(main())
+
+
+def test_old_master_becomes_slave_and_cuts_what_the_new_one_never_had(tmp_path):
+    async def main():
+        a, b = await pair(tmp_path, replication="async")
+        try:
+            await produce(a.addr, 300)
+            await until(lambda: b.broker.store.commitlog.write_offset
+                        == a.broker.store.commitlog.write_offset)
+            agreed = b.broker.store.commitlog.write_offset
+            await b.node.become_master(2, frozenset({"b"}))  # a is cut off meanwhile ...
+            for i in range(40):  # ... and still writes as master of epoch 1
+                assert a.broker.store.put("orders", 0, b"lost %d" % i).ok
+            assert a.broker.store.commitlog.write_offset > agreed
+            await produce(b.addr, 50)
+            await a.node.become_slave(b.info(2), b.addr)  # it learns of epoch 2
+            await until(lambda: a.broker.store.commitlog.write_offset
+                        == b.broker.store.commitlog.write_offset)
+            assert log_bytes(a.broker) == log_bytes(b.broker)
+            cuts = [e for e in a.node.events if e["kind"] == "truncated"]
+            assert cuts and cuts[0]["bytes"] > 0 and f"at {agreed}" in cuts[0]["detail"]
+            assert not any(m.body.startswith(b"lost") for m in
+                           a.broker.store.get("orders", 0, 0, 1000).messages)
+        finally:
+            await a.close()
+            await b.close()
+
+    asyncio.run(main())
