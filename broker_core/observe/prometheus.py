@@ -17,8 +17,10 @@ from prometheus_client.registry import Collector
 
 from broker_core.observe.snapshot import BrokerSnapshot
 from heatmap import LatencyHistogram
+from heatmap.layout import PER_OCTAVE, ZERO_INDEX
 
-LE_MIN_EXP, LE_MAX_EXP = -20, 6
+LE_MIN_EXP = ZERO_INDEX // PER_OCTAVE  # the zero bucket at schema 0: le = 2**-20 s
+LE_MAX_EXP = 6  # 64 s; anything slower is counted in +Inf only
 
 
 def classic_buckets(hist: LatencyHistogram) -> list[tuple[str, float]]:
