@@ -6,11 +6,18 @@ synthetic generator writes the same, and spark_reports reads them (its Spark
 form of the schema and rules lives in ``spark_reports.schema``). Needs pyarrow,
 so ``import heatmap`` does not load it: import this module by name.
 
-A log is a directory with two tables, each partitioned by ``date=YYYY-MM-DD``
-(the UTC date of ``ts``)::
+A log is a directory of tables, each partitioned by ``date=YYYY-MM-DD`` (the
+UTC date of ``ts``)::
 
-    LOG/latency/date=2026-11-11/part-00000.parquet
+    LOG/latency/date=2026-11-11/part-00000.parquet      one row per second, broker, op
+    LOG/latency_1m/date=2026-11-11/part-00000.parquet   the same, merged per minute
     LOG/broker_stats/date=2026-11-11/part-00000.parquet
+
+``latency_1m`` is a rollup of ``latency`` in the same schema (``ts`` the
+minute's first second): histograms merge exactly, so a minute row is the sum
+of its seconds' rows (count, sum, msgs, bytes and bucket counts added; min and
+max over the seconds that timed a call). Long ranges are read from it, as
+Prometheus answers them from downsampled blocks; :mod:`heatmap.rollup` makes it.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from heatmap.histogram import LatencyHistogram
 from heatmap.layout import MAX_INDEX, SCHEMA, ZERO_INDEX
 
 LATENCY_TABLE = "latency"
+LATENCY_1M_TABLE = "latency_1m"  # the per-minute rollup of LATENCY_TABLE, same schema
 BROKER_STATS_TABLE = "broker_stats"
+ROLLUP_S = 60  # seconds merged into one LATENCY_1M_TABLE row
 PARTITION_COLUMN = "date"
 
 # Operations a broker times. A row with any other op is quarantined, so a typo
@@ -69,7 +78,11 @@ BROKER_STATS_SCHEMA = pa.schema(
     ]
 )
 
-SCHEMAS = {LATENCY_TABLE: LATENCY_SCHEMA, BROKER_STATS_TABLE: BROKER_STATS_SCHEMA}
+SCHEMAS = {
+    LATENCY_TABLE: LATENCY_SCHEMA,
+    LATENCY_1M_TABLE: LATENCY_SCHEMA,
+    BROKER_STATS_TABLE: BROKER_STATS_SCHEMA,
+}
 
 # Quarantine reasons, in the order they are checked (a row gets the first).
 NULL_FIELD = "null field"

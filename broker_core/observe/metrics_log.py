@@ -7,6 +7,9 @@ skip names starting with "." or "_") only ever see complete files.
 
 The contract (schemas, rows, partition layout) is heatmap.metrics_log's, the
 one spark_reports reads with: written once, so the two cannot drift apart.
+Each minute's rollup (latency_1m) is made as the minute closes and rolled with
+the seconds; at shutdown the open minute is written as it stands (a restarted
+broker's rows of the same minute add up in any reader).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import os
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,12 +29,18 @@ from broker_core.observe.recorder import ClosedSecond
 from broker_core.observe.snapshot import BrokerSnapshot
 from heatmap.metrics_log import (
     BROKER_STATS_TABLE,
+    LATENCY_1M_TABLE,
     LATENCY_TABLE,
     SCHEMAS,
     broker_stats_row,
     latency_row,
     partition_dir,
 )
+from heatmap.rollup import MinuteRollup
+
+
+def row_time(epoch_s: int) -> datetime:
+    return datetime.fromtimestamp(epoch_s, tz=UTC)
 
 
 class MetricsLogWriter:
@@ -41,6 +50,8 @@ class MetricsLogWriter:
         self.roll_s = roll_s
         self._latency: list[dict] = []
         self._stats: list[dict] = []
+        self._minutes = MinuteRollup()
+        self._latency_1m: list[dict] = []
         self._first_ts: int | None = None
         self._rolling = threading.Lock()
         self.files_written = 0
@@ -61,8 +72,12 @@ class MetricsLogWriter:
                 self._first_ts = second.ts
             for op, fig in second.ops.items():
                 if fig.hist.count:  # an idle op's second is no row: absence means zero
-                    self._latency.append(latency_row(second.ts, self.cluster, self.broker, op,
-                                                     fig.hist, fig.msgs, fig.bytes))
+                    row = latency_row(second.ts, self.cluster, self.broker, op,
+                                      fig.hist, fig.msgs, fig.bytes)
+                    self._latency.append(row)
+                    self._minutes.add(row)
+            if len(self._minutes):  # a minute that ended with this second is complete
+                self._latency_1m += self._minutes.close_before(row_time(second.ts + 1))
 
     def add_stats(self, ts: int, disk_used: int, disk_total: int, msgs_in: float,
                   msgs_out: float, commit_offset: int, consumer_lag: int) -> None:
@@ -75,19 +90,25 @@ class MetricsLogWriter:
     def due(self, now: float) -> bool:
         return self._first_ts is not None and now - self._first_ts >= self.roll_s
 
-    def take(self) -> tuple[list[dict], list[dict]]:
-        """Hand over what is buffered (for `roll` in another thread) and start anew."""
-        taken = (self._latency, self._stats)
-        self._latency, self._stats, self._first_ts = [], [], None
+    def take(self, open_minute: bool = False) -> tuple[list[dict], list[dict], list[dict]]:
+        """Hand over what is buffered (for `roll` in another thread) and start anew;
+        with ``open_minute`` the minute still open is handed over too (shutdown)."""
+        if open_minute:
+            self._latency_1m += self._minutes.drain()
+        taken = (self._latency, self._stats, self._latency_1m)
+        self._latency, self._stats, self._latency_1m, self._first_ts = [], [], [], None
         return taken
 
-    def roll(self, taken: tuple[list[dict], list[dict]] | None = None) -> list[Path]:
+    def roll(self, taken: tuple[list[dict], ...] | None = None) -> list[Path]:
         """Write rows as closed files (what is buffered, or what `take` handed
-        over; safe in a worker thread then); returns their paths."""
-        latency, stats = taken if taken is not None else self.take()
+        over; safe in a worker thread then); returns their paths. Without
+        ``taken`` (shutdown) the open minute is written too."""
+        latency, stats, latency_1m = taken if taken is not None else self.take(open_minute=True)
         written = []
+        tables = ((LATENCY_TABLE, latency), (BROKER_STATS_TABLE, stats),
+                  (LATENCY_1M_TABLE, latency_1m))  # fmt: skip
         with self._rolling:  # the shutdown roll waits for one still running in a thread
-            for table, rows in ((LATENCY_TABLE, latency), (BROKER_STATS_TABLE, stats)):
+            for table, rows in tables:
                 by_date: dict[date, list[dict]] = defaultdict(list)
                 for row in rows:
                     by_date[row["ts"].date()].append(row)
@@ -100,6 +121,10 @@ class MetricsLogWriter:
         folder.mkdir(parents=True, exist_ok=True)
         first = int(rows[0]["ts"].timestamp())
         final = folder / f"part-{self.broker}-{first}.parquet"
+        n = 0
+        while final.exists():  # a restart within a minute writes that minute again: keep both
+            n += 1
+            final = folder / f"part-{self.broker}-{first}-{n}.parquet"
         tmp = folder / f".{final.name}.tmp"
         pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[table]), tmp)
         fsync_path(tmp)

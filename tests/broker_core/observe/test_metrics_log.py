@@ -30,7 +30,8 @@ def test_rolled_files_follow_the_contract_and_pass_the_quarantine(tmp_path):
     files = writer.roll()
     assert [f.parent.relative_to(tmp_path).as_posix() for f in files] == [
         contract.partition_dir(contract.LATENCY_TABLE, date(2026, 11, 11)),
-        contract.partition_dir(contract.BROKER_STATS_TABLE, date(2026, 11, 11))]
+        contract.partition_dir(contract.BROKER_STATS_TABLE, date(2026, 11, 11)),
+        contract.partition_dir(contract.LATENCY_1M_TABLE, date(2026, 11, 11))]  # shutdown: open minute
     assert not list(tmp_path.rglob(".*"))  # no temp file left behind
     latency = pq.read_table(files[0])
     assert latency.schema.equals(contract.LATENCY_SCHEMA)
@@ -41,3 +42,33 @@ def test_rolled_files_follow_the_contract_and_pass_the_quarantine(tmp_path):
         assert back.buckets == hist.buckets and back.count == hist.count
         assert abs(back.max - hist.max) <= 1e-6 and row["bytes"] == 200 * 128
     assert pq.read_table(files[1]).schema.equals(contract.BROKER_STATS_SCHEMA)
+
+
+def test_minute_rollups_are_written_as_minutes_close_and_equal_their_seconds(tmp_path):
+    from heatmap.rollup import rollup_rows
+
+    clock = ManualClock(1_794_355_200.0 + 30)  # half a minute in
+    rec = OpRecorder(("send", "pull"), clock)
+    writer = MetricsLogWriter(tmp_path, "c1", "b1", roll_s=60)
+    rng = np.random.default_rng(1)
+    for s in range(100):  # 30 s of one minute, a whole minute, 10 s of the next
+        for v in rng.lognormal(-7, 1, 50):
+            rec.record("send", float(v), nbytes=64)
+        if s % 7 == 0:
+            rec.record("pull", float(rng.lognormal(-6, 1)))
+        clock.t += 1
+        writer.add_seconds(rec.roll())
+        if s == 45:  # a periodic roll: only the closed minute goes with it
+            files = writer.roll(writer.take())
+            assert [f.parent.name for f in files][-1] == "date=2026-11-11"
+            assert len(pq.read_table(files[-1])) == 1 + 1  # minute 0: send and pull
+    writer.roll()  # shutdown: the open minute as it stands
+    day = date(2026, 11, 11)
+    seconds = pq.read_table(tmp_path / contract.partition_dir(contract.LATENCY_TABLE, day))
+    minutes = pq.read_table(tmp_path / contract.partition_dir(contract.LATENCY_1M_TABLE, day))
+    assert minutes.schema.equals(contract.LATENCY_SCHEMA)
+    assert all(r is None for r in contract.quarantine_reasons(minutes, day))
+    key = lambda r: (r["ts"], r["op"])  # noqa: E731
+    assert sorted(minutes.to_pylist(), key=key) == sorted(rollup_rows(seconds.to_pylist()), key=key)
+    assert sorted({r["ts"].minute for r in minutes.to_pylist()}) == [0, 1, 2]
+    assert sum(minutes.column("count").to_pylist()) == sum(seconds.column("count").to_pylist())
