@@ -21,6 +21,7 @@ from heatmap.metrics_log import (
     EARLIEST_TS,
     KEY_COLUMNS,
     KNOWN_OPS,
+    LATENCY_1M_TABLE,
     LATENCY_SCHEMA,
     LATENCY_TABLE,
     LATEST_TS,
@@ -41,7 +42,7 @@ from spark_reports.errors import SchemaMismatch
 
 __all__ = [  # the contract, re-exported for readers, and the Spark side
     "BAD_BUCKET", "BROKER_STATS_SCHEMA", "BROKER_STATS_TABLE", "COUNT_MISMATCH", "KNOWN_OPS",
-    "LATENCY_SCHEMA", "LATENCY_TABLE", "MIN_OVER_MAX", "NEGATIVE", "NULL_FIELD",
+    "LATENCY_1M_TABLE", "LATENCY_SCHEMA", "LATENCY_TABLE", "MIN_OVER_MAX", "NEGATIVE", "NULL_FIELD",
     "PARTITION_COLUMN", "REASONS", "SCHEMAS", "TIME_OUT_OF_RANGE", "TS_TYPE", "UNKNOWN_OP",
     "check_arrow_schema", "conform_spark_frame", "partition_dir", "quarantine_reasons",
     "spark_quarantine_reason", "spark_row_is_good", "spark_rules", "spark_schema",

@@ -1,8 +1,10 @@
 """Stream a synthetic Double-11 metrics log to Parquet, chunk by chunk.
 
 Each chunk (a few minutes of every broker) becomes one row group of the day's
-file in both tables; files are written under a hidden name and renamed into
-place when the day is complete, so a reader never sees half a file.
+file in each table; files are written under a hidden name and renamed into
+place when the day is complete, so a reader never sees half a file. The
+minutes a chunk completes are rolled up into ``latency_1m`` (a minute cut by
+a chunk's end waits for the next chunk).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from heatmap import metrics_log
+from heatmap.rollup import rollup_table
 from spark_reports.errors import ReportError
 from spark_reports.generator.buckets import synthesize
 from spark_reports.generator.model import (
@@ -103,6 +106,7 @@ def generate_double11(
     totals = np.zeros(3, dtype=np.int64)
     first, index = 0, 0
     start_epoch = int(config.start.timestamp())
+    pending: list[pa.Table] = []  # latency rows of a minute not yet complete
     try:
         while first < config.seconds:
             day = _utc_day(start_epoch + first)
@@ -111,6 +115,11 @@ def generate_double11(
             latency, stats, entries = _chunk(night, state, first, n, rng_for(config.seed, 3, index))
             files.writer(metrics_log.LATENCY_TABLE, day).write_table(latency)
             files.writer(metrics_log.BROKER_STATS_TABLE, day).write_table(stats)
+            end = start_epoch + first + n
+            last = first + n >= config.seconds or end == next_midnight
+            done, pending = _complete_minutes([*pending, latency], None if last else end)
+            if done.num_rows:
+                files.writer(metrics_log.LATENCY_1M_TABLE, day).write_table(rollup_table(done))
             totals += (latency.num_rows, stats.num_rows, entries)
             first += n
             index += 1
@@ -141,6 +150,20 @@ def _check(config: Double11Config) -> None:
         )
     if len(set(config.ops)) != len(config.ops):
         raise ReportError(f"--ops lists an op twice: {','.join(config.ops)}")
+
+
+def _complete_minutes(tables: list[pa.Table], end: int | None) -> tuple[pa.Table, list[pa.Table]]:
+    """(rows of the minutes complete at epoch second ``end``, the rest); all when None.
+
+    Rows are in time order, so the cut is one search on ``ts``.
+    """
+    rows = pa.concat_tables(tables)
+    if end is None:
+        return rows, []
+    cut_us = (end - end % metrics_log.ROLLUP_S) * 1_000_000
+    ts = rows.column("ts").cast(pa.int64()).to_numpy()
+    at = int(np.searchsorted(ts, cut_us, side="left"))
+    return rows.slice(0, at), ([rows.slice(at)] if at < rows.num_rows else [])
 
 
 def _utc_day(epoch_s: int) -> date:

@@ -134,3 +134,21 @@ def test_each_broker_has_its_own_latency_character(tmp_path):
         assert len({h.quantile(q) for h in quiet}) >= len(quiet) // 2 + 1, q
     assert len({h.max for h in quiet}) == len(quiet)
     assert max(h.quantile(0.999) for h in quiet) > 1.3 * min(h.quantile(0.999) for h in quiet)
+
+
+def test_latency_1m_is_the_exact_rollup_of_the_seconds_across_chunks_and_days(tmp_path):
+    from heatmap.rollup import rollup_rows
+
+    # 7 brokers x 3 ops: chunks of 2,857 s, so chunk ends cut minutes; the start is
+    # mid-minute and the night crosses 00:00, so minutes are partial at both ends.
+    start = datetime(2026, 11, 10, 23, 40, 30, tzinfo=UTC)
+    cfg = Double11Config(brokers=7, hours=0.9, start=start, ops=("send", "pull", "flush"))
+    generate_double11(cfg, tmp_path)
+    for day in (date(2026, 11, 10), date(2026, 11, 11)):
+        seconds = pq.read_table(tmp_path / schema.partition_dir(schema.LATENCY_TABLE, day))
+        minutes = pq.read_table(tmp_path / schema.partition_dir(schema.LATENCY_1M_TABLE, day))
+        schema.check_arrow_schema(minutes.schema, schema.LATENCY_1M_TABLE)
+        assert all(r is None for r in schema.quarantine_reasons(minutes, day))
+        assert minutes.to_pylist() == rollup_rows(seconds.to_pylist())
+    first = pq.read_table(tmp_path / "latency_1m").column("ts").to_pylist()
+    assert min(first) == datetime(2026, 11, 10, 23, 40, tzinfo=UTC)  # the partial first minute
