@@ -47,6 +47,7 @@ class Op(IntEnum):
     HEARTBEAT = 6
     STATS = 7
     ROUTE = 8  # topic -> number of queues on this broker
+    HA_STATE = 9  # role, epoch, log end: what the controller asks before a promotion
 
 
 class Code(IntEnum):

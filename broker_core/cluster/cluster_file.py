@@ -9,6 +9,19 @@ other command (console, status, bench, prometheus config) reads it::
     addr = "127.0.0.1:10911"       # TCP protocol
     http = "127.0.0.1:10912"       # /metrics, /stats, /admin
     data = "/data/broker-1"
+
+A replicated cluster (`cluster up --groups G --replicas R`) also records
+ZooKeeper and, per broker, its group and HA address; which broker of a group
+is master is not in the file (it changes: ask ZooKeeper, or the brokers)::
+
+    zk = "127.0.0.1:10923"
+    replication = "sync"
+
+    [[broker]]
+    name = "group-1-a"
+    group = "group-1"
+    ha = "127.0.0.1:10913"
+    ...
 """
 
 from __future__ import annotations
@@ -29,6 +42,8 @@ class BrokerEntry:
     addr: str
     http: str
     data: str = ""
+    group: str = ""  # replicated clusters: the broker's group ...
+    ha: str = ""  # ... and its replication (HA) address
 
 
 @dataclass
@@ -36,17 +51,41 @@ class ClusterFile:
     name: str
     brokers: list[BrokerEntry] = field(default_factory=list)
     supervisor_pid: int | None = None
+    zk: str = ""  # ZooKeeper of a replicated cluster ("" otherwise)
+    replication: str = ""
 
     @property
     def addrs(self) -> dict[str, str]:
         return {b.name: b.addr for b in self.brokers}
 
+    @property
+    def replicated(self) -> bool:
+        return bool(self.zk)
+
+    @property
+    def groups(self) -> dict[str, list[BrokerEntry]]:
+        """group -> its brokers (a cluster without groups: one group per broker)."""
+        out: dict[str, list[BrokerEntry]] = {}
+        for b in self.brokers:
+            out.setdefault(b.group or b.name, []).append(b)
+        return out
+
+    def broker(self, name: str) -> BrokerEntry:
+        for b in self.brokers:
+            if b.name == name:
+                return b
+        raise BrokerError(f"no broker named {name!r} in cluster {self.name}")
+
     def to_toml(self) -> dict:
         data: dict = {"name": self.name}
         if self.supervisor_pid:
             data["supervisor_pid"] = self.supervisor_pid
+        if self.zk:
+            data["zk"] = self.zk
+            data["replication"] = self.replication
         data["broker"] = [
-            {"name": b.name, "addr": b.addr, "http": b.http, "data": b.data} for b in self.brokers
+            {"name": b.name, "addr": b.addr, "http": b.http, "data": b.data,
+             **({"group": b.group, "ha": b.ha} if b.group else {})} for b in self.brokers
         ]
         return data
 
@@ -75,6 +114,8 @@ def load_cluster(path: str | Path) -> ClusterFile:
                     str(entry["addr"]),
                     str(entry["http"]),
                     str(entry.get("data", "")),
+                    str(entry.get("group", "")),
+                    str(entry.get("ha", "")),
                 )
             )
         except (KeyError, TypeError) as exc:
@@ -82,4 +123,5 @@ def load_cluster(path: str | Path) -> ClusterFile:
     if not brokers:
         raise BrokerError(f"{path}: lists no [[broker]]")
     pid = raw.get("supervisor_pid")
-    return ClusterFile(str(raw.get("name", "floodgate")), brokers, int(pid) if pid else None)
+    return ClusterFile(str(raw.get("name", "floodgate")), brokers, int(pid) if pid else None,
+                       str(raw.get("zk", "")), str(raw.get("replication", "")))

@@ -4,6 +4,10 @@ Each broker is its own process (`floodgate broker serve`), so a drill can
 SIGKILL one without touching the others. The supervisor writes cluster.toml,
 logs every exit, restarts a broker that died when asked to (`restart=True`),
 and on SIGTERM/SIGINT stops them all (SIGTERM, then SIGKILL after a grace).
+
+A replicated cluster (`groups=G, replicas=R`) is G groups of R brokers, a
+controller and, unless `zk` names one, an embedded single-node ZooKeeper
+with its data in the cluster dir; `up` returns once every group has a master.
 """
 
 from __future__ import annotations
@@ -29,11 +33,35 @@ def broker_ports(base_port: int, i: int) -> tuple[int, int]:
     return base_port + 2 * i, base_port + 2 * i + 1
 
 
+def ha_ports(base_port: int, i: int) -> tuple[int, int, int]:
+    """TCP, HTTP and HA port of broker i of a replicated cluster: consecutive triples."""
+    return base_port + 3 * i, base_port + 3 * i + 1, base_port + 3 * i + 2
+
+
+def group_entries(groups: int, replicas: int, base_port: int, data: Path,
+                  bind: str) -> list[BrokerEntry]:
+    """group-1-a, group-1-b, group-2-a, ...: R brokers in each of G groups."""
+    entries = []
+    for g in range(groups):
+        for r in range(replicas):
+            i = g * replicas + r
+            tcp, http, ha = ha_ports(base_port, i)
+            name = f"group-{g + 1}-{chr(ord('a') + r)}"
+            entries.append(BrokerEntry(name, f"{bind}:{tcp}", f"{bind}:{http}",
+                                       str(data / name), f"group-{g + 1}", f"{bind}:{ha}"))
+    return entries
+
+
 def broker_argv(
-    entry: BrokerEntry, cluster: str, flush: str, segment_size: str, extra: list[str]
+    entry: BrokerEntry, cluster: str, flush: str, segment_size: str, extra: list[str],
+    zk: str = "", replication: str = "async",
 ) -> list[str]:
     host, port = entry.addr.rsplit(":", 1)
     http_port = entry.http.rsplit(":", 1)[1]
+    ha = []
+    if entry.group:
+        ha = ["--group", entry.group, "--zk", zk, "--ha-port", entry.ha.rsplit(":", 1)[1],
+              "--replication", replication]
     return [
         sys.executable,
         "-m",
@@ -56,8 +84,14 @@ def broker_argv(
         flush,
         "--segment-size",
         segment_size,
+        *ha,
         *extra,
     ]
+
+
+def controller_argv(zk: str, cluster: str, name: str) -> list[str]:
+    return [sys.executable, "-m", "console.cli", "controller", "--zk", zk, "--cluster", cluster,
+            "--name", name]
 
 
 def wait_healthy(
@@ -89,25 +123,44 @@ class Cluster:
         bind: str = "127.0.0.1",
         extra_args: list[str] | None = None,
         log_dir: Path | None = None,
+        *,
+        groups: int | None = None,
+        replicas: int = 2,
+        replication: str = "async",
+        zk: str | None = None,
+        controllers: int = 1,
     ) -> None:
-        if n < 1:
+        if n < 1 and not groups:
             raise BrokerError("a cluster needs at least one broker")
         self.data = Path(data)
         self.flush, self.segment_size, self.extra = flush, segment_size, extra_args or []
         self.log_dir = log_dir or self.data / "logs"
-        entries = []
-        for i in range(n):
-            tcp, http = broker_ports(base_port, i)
-            entries.append(
-                BrokerEntry(
-                    f"broker-{i + 1}",
-                    f"{bind}:{tcp}",
-                    f"{bind}:{http}",
-                    str(self.data / f"broker-{i + 1}"),
+        self.replication, self.n_controllers = replication, controllers
+        self.zookeeper = None  # the embedded one, when zk is not given
+        if groups:
+            entries = group_entries(groups, replicas, base_port, self.data, bind)
+            if zk is None:
+                from broker_core.cluster.zookeeper import ZooKeeperServer
+
+                self.zookeeper = ZooKeeperServer(self.data / "zookeeper",
+                                                 base_port + 3 * len(entries), bind)
+                zk = self.zookeeper.addr
+        else:
+            entries = []
+            for i in range(n):
+                tcp, http = broker_ports(base_port, i)
+                entries.append(
+                    BrokerEntry(
+                        f"broker-{i + 1}",
+                        f"{bind}:{tcp}",
+                        f"{bind}:{http}",
+                        str(self.data / f"broker-{i + 1}"),
+                    )
                 )
-            )
-        self.file = ClusterFile(name, entries, os.getpid())
+        self.file = ClusterFile(name, entries, os.getpid(), zk or "",
+                                replication if groups else "")
         self.procs: dict[str, subprocess.Popen] = {}
+        self.controllers: dict[str, subprocess.Popen] = {}
 
     @property
     def path(self) -> Path:
@@ -117,7 +170,8 @@ class Cluster:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         logfile = open(self.log_dir / f"{entry.name}.log", "ab")  # noqa: SIM115 - child owns it
         proc = subprocess.Popen(
-            broker_argv(entry, self.file.name, self.flush, self.segment_size, self.extra),
+            broker_argv(entry, self.file.name, self.flush, self.segment_size, self.extra,
+                        self.file.zk, self.replication),
             stdout=logfile,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -127,13 +181,32 @@ class Cluster:
         self.procs[entry.name] = proc
         return proc
 
+    def start_controller(self, name: str) -> subprocess.Popen:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        logfile = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - child owns it
+        proc = subprocess.Popen(controller_argv(self.file.zk, self.file.name, name),
+                                stdout=logfile, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        logfile.close()
+        self.controllers[name] = proc
+        return proc
+
     def up(self, timeout: float = 30.0) -> ClusterFile:
         self.data.mkdir(parents=True, exist_ok=True)
         try:
+            if self.zookeeper is not None:
+                self.zookeeper.start()
+            if self.file.replicated:
+                for i in range(self.n_controllers):
+                    self.start_controller(f"controller-{i + 1}")
             for entry in self.file.brokers:
                 self.start_broker(entry)
             for entry in self.file.brokers:
                 wait_healthy(entry.http, timeout, self.procs[entry.name])
+            if self.file.replicated:
+                from broker_core.cluster.roles import wait_masters
+
+                wait_masters(self.file, timeout)
         except BaseException:
             self.down()
             raise
@@ -162,17 +235,24 @@ class Cluster:
             time.sleep(0.2)
 
     def down(self, grace: float = 10.0) -> None:
-        for proc in self.procs.values():
+        # brokers and controllers together: stopping controllers first would leave
+        # masters that leave unreplaced, stopping brokers first makes failovers
+        procs = [*self.procs.values(), *self.controllers.values()]
+        for proc in procs:
             if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)  # a drill may have paused it
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace
-        for proc in self.procs.values():
+        for proc in procs:
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
         self.procs.clear()
+        self.controllers.clear()
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
         if self.path.exists():
             self.file.supervisor_pid = None
             self.file.save(self.path)

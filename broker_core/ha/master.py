@@ -214,8 +214,8 @@ class ReplicationMaster:
         old = self.links.get(name)
         if old is not None:
             self._drop(old)
-        link = SlaveLink(name, str(writer.get_extra_info("peername")), offset, self._clock(),
-                         writer)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        link = SlaveLink(name, f"{peer[0]}:{peer[1]}", offset, self._clock(), writer)
         self.links[name] = link
         self.acked[name] = offset
         writer.write(wire.json_frame(wire.WELCOME, {"epoch": self._epoch(), "offset": offset,

@@ -68,6 +68,7 @@ class HaNode:
             epoch=lambda: self.epoch, history=lambda: self.epochs.history,
             is_master=lambda: self.role is Role.MASTER, meta=self._meta, persist=persist_isr)
         self.slave: ReplicaClient | None = None
+        self.membership = None  # ha.membership.Membership, when ZooKeeper drives the role
         self._server: asyncio.base_events.Server | None = None
 
     def attach(self) -> HaNode:
@@ -207,6 +208,8 @@ class HaNode:
                "master": self.master_name, "since": self.since,
                "history": self.epochs.history.to_list()[-5:],
                "events": list(self.events)[-10:], **self.master.counters}
+        if self.membership is not None:
+            doc.update(self.membership.figures())
         if self.role is Role.MASTER:
             doc["in_sync"] = sorted(self.master.in_sync)
             doc["slaves"] = self.master.figures()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -284,6 +285,14 @@ class Broker:
         history = int(p.decode_json(body).get("history", 0))
         return Code.OK, p.encode_json(self.stats(history))
 
+    async def _ha_state(self, body: bytes) -> tuple[int, bytes]:
+        cl = self.store.commitlog
+        doc = {"name": self.config.name, "offset": cl.write_offset, "group": None,
+               "pid": os.getpid()}
+        if self.ha is not None:
+            doc.update(self.ha.figures())
+        return Code.OK, p.encode_json(doc)
+
     _handlers = {
         Op.SEND: _send,
         Op.SEND_BATCH: _send_batch,
@@ -293,6 +302,7 @@ class Broker:
         Op.COMMIT_OFFSET: _commit_offset,
         Op.HEARTBEAT: _heartbeat,
         Op.STATS: _stats,
+        Op.HA_STATE: _ha_state,
     }
 
     # -- housekeeping, once a second ---------------------------------------------

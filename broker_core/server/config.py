@@ -25,6 +25,13 @@ class BrokerConfig:
     admin_token: str | None = None
     frame_timeout_s: float = 10.0  # a partial frame older than this closes the connection
     store_extra: dict = field(default_factory=dict)
+    # a replicated group (broker_core.ha): the role comes from the group record in ZooKeeper
+    group: str | None = None
+    zk: str | None = None
+    ha_port: int | None = None
+    replication: str = "async"  # or "sync": a send is answered once the in-sync slaves hold it
+    zk_session_s: float = 1.0  # how soon a dead broker's registration goes
+    sync_timeout_s: float = 3.0  # FLUSH_SLAVE_TIMEOUT after this
 
     @property
     def addr(self) -> str:

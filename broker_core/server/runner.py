@@ -64,6 +64,17 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     )
     tcp = await start_tcp(broker)
     http = await start_http(broker)
+    ha = None
+    if config.group:
+        from broker_core.ha.runtime import start_ha
+
+        try:
+            ha = await start_ha(broker)
+        except BaseException:
+            tcp.close()
+            await http.cleanup()
+            broker.close()
+            raise
     broker.serving = True
     log.info(
         "serving broker=%s tcp=%s http=%s flush=%s nofile=%d recovery=%s",
@@ -84,6 +95,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     finally:
         log.info("stopping broker=%s", config.name)
         broker.serving = False
+        if ha is not None:
+            await ha.close()
         tcp.close()
         for conn in list(broker.connections):
             pending = list(conn.tasks)

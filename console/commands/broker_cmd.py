@@ -54,6 +54,19 @@ def register(sub) -> None:
     serve.add_argument("--admin-token", help="allow /admin/fault from anywhere with this token")
     serve.add_argument("--numa", choices=("default", "interleave"), default="default",
                        help="memory policy (interleave: seed 000's NUMA fix)")
+    ha = serve.add_argument_group(
+        "high availability", "a replicated group: the role (master or slave) comes from the "
+        "group record the controller keeps in ZooKeeper, never from a flag")
+    ha.add_argument("--group", metavar="NAME", help="the broker group this broker belongs to")
+    ha.add_argument("--zk", metavar="HOST:PORT[,...]", help="ZooKeeper (needed with --group)")
+    ha.add_argument("--ha-port", type=int, metavar="PORT",
+                    help="replication port: slaves link to their master's")
+    ha.add_argument("--replication", choices=("async", "sync"), default="async",
+                    help="sync: answer a send once every in-sync slave holds it (default async)")
+    ha.add_argument("--zk-session-timeout", type=float, default=1.0, metavar="SECONDS",
+                    help="ZooKeeper session: how soon a dead broker's registration goes (1.0)")
+    ha.add_argument("--sync-timeout", type=float, default=3.0, metavar="SECONDS",
+                    help="sync replication: FLUSH_SLAVE_TIMEOUT after this (3.0)")
     serve.set_defaults(func=run_serve)
 
 
@@ -68,6 +81,7 @@ def run_serve(args) -> int:
         raise UsageError("--port and --http-port must differ")
     if args.queues < 1:
         raise UsageError("--queues must be at least 1")
+    _check_ha(args)
     configure_logging()
     if args.numa == "interleave":
         from kernel_tuning.numa import set_interleave
@@ -79,7 +93,33 @@ def run_serve(args) -> int:
         segment_bytes=parse_size(args.segment_size), default_queues=args.queues,
         auto_create_topics=not args.no_auto_create_topics, metrics_dir=args.metrics_dir,
         metrics_roll_s=args.metrics_roll, busy_after_ms=args.busy_after_ms,
-        admin_token=args.admin_token,
+        admin_token=args.admin_token, group=args.group, zk=args.zk, ha_port=args.ha_port,
+        replication=args.replication, zk_session_s=args.zk_session_timeout,
+        sync_timeout_s=args.sync_timeout,
     )
     run(config)
     return 0
+
+
+def _check_ha(args) -> None:
+    from broker_core.errors import BrokerError
+    from broker_core.ha.records import parse_zk
+
+    given = [f for f, v in (("--zk", args.zk), ("--ha-port", args.ha_port)) if v]
+    if not args.group:
+        if given:
+            raise UsageError(f"{' and '.join(given)} need --group")
+        return
+    if not args.zk or not args.ha_port:
+        raise UsageError("--group needs --zk HOST:PORT and --ha-port")
+    try:
+        parse_zk(args.zk)
+    except BrokerError as exc:
+        raise UsageError(f"--zk: {exc}") from None
+    if not 0 < args.ha_port < 65536 or args.ha_port in (args.port, args.http_port):
+        raise UsageError(f"--ha-port {args.ha_port} must be a free port other than "
+                         "--port and --http-port")
+    if not 0.2 <= args.zk_session_timeout <= 60:
+        raise UsageError("--zk-session-timeout must be within [0.2, 60] seconds")
+    if not args.sync_timeout > 0:
+        raise UsageError("--sync-timeout must be > 0")

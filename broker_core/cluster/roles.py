@@ -1,0 +1,83 @@
+"""Who is master of each group of a replicated cluster, read once from ZooKeeper
+(the group records the controller keeps) or from the brokers themselves."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+from broker_core.cluster.cluster_file import ClusterFile
+from broker_core.errors import BrokerError
+from broker_core.ha.records import GroupRecord, Paths, read_events, read_record
+
+
+@contextmanager
+def zk_client(hosts: str, timeout: float = 10.0):
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=hosts, timeout=5.0)
+    try:
+        zk.start(timeout=timeout)
+    except Exception as exc:  # kazoo's timeout is a bare Exception subclass
+        zk.close()
+        raise BrokerError(f"ZooKeeper at {hosts} unreachable: {exc}") from None
+    try:
+        yield zk
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def group_records(spec: ClusterFile, zk=None) -> dict[str, GroupRecord | None]:
+    """group -> its record (None: no master chosen yet)."""
+    if zk is None:
+        with zk_client(spec.zk) as client:
+            return group_records(spec, client)
+    paths = Paths(spec.name)
+    return {group: read_record(zk, paths, group)[0] for group in spec.groups}
+
+
+def failover_events(spec: ClusterFile, last: int = 50) -> list[dict]:
+    with zk_client(spec.zk) as zk:
+        return read_events(zk, Paths(spec.name), last)
+
+
+def broker_role(addr: str, timeout: float = 1.0) -> dict:
+    """A broker's HA_STATE answer: role, epoch, log end ({} when it does not answer)."""
+    from broker_core.client.connection import Connection
+    from broker_core.protocol import Code, Op, decode_json
+
+    conn = Connection(addr, connect_timeout=timeout)
+    try:
+        code, body = conn.call(Op.HA_STATE, b"{}", timeout)
+        return decode_json(body) if code == Code.OK else {}
+    except (BrokerError, OSError, TimeoutError):
+        return {}
+    finally:
+        conn.close()
+
+
+def wait_masters(spec: ClusterFile, timeout: float = 30.0,
+                 in_sync: bool = True) -> dict[str, GroupRecord]:
+    """Block until every group's record names a master that says it is master (and,
+    with `in_sync`, lists every broker of the group as in sync)."""
+    deadline = time.monotonic() + timeout
+    with zk_client(spec.zk) as zk:
+        while True:
+            records = group_records(spec, zk)
+            ready = {}
+            for group, rec in records.items():
+                if rec is None:
+                    continue
+                entry = next((b for b in spec.groups[group] if b.name == rec.master), None)
+                if in_sync and len(rec.in_sync) < len(spec.groups[group]):
+                    continue
+                if entry is not None and broker_role(entry.addr).get("role") == "MASTER":
+                    ready[group] = rec
+            if len(ready) == len(records):
+                return ready
+            if time.monotonic() > deadline:
+                missing = sorted(set(records) - set(ready))
+                raise BrokerError(f"no master after {timeout:g} s in group(s) "
+                                  f"{', '.join(missing)}")
+            time.sleep(0.1)

@@ -1,0 +1,48 @@
+"""`floodgate controller`: fail masters over, driving the group records in ZooKeeper."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from console.commands.broker_cmd import configure_logging
+from console.commands.common import add_subparser
+from console.errors import UsageError
+
+
+def register(sub) -> None:
+    p = add_subparser(sub, "controller", "run a controller: promotes an in-sync slave when a "
+                      "master's ZooKeeper session ends (several may run; one leads)")
+    p.add_argument("--zk", required=True, metavar="HOST:PORT[,...]", help="ZooKeeper")
+    p.add_argument("--cluster", default="floodgate", metavar="NAME",
+                   help="cluster name: its records live under /floodgate/NAME (floodgate)")
+    p.add_argument("--session-timeout", type=float, default=1.0, metavar="SECONDS",
+                   help="this controller's ZooKeeper session (1.0): a dead leader is replaced "
+                   "this long after it died")
+    p.add_argument("--broker-session-timeout", type=float, default=1.0, metavar="SECONDS",
+                   help="the brokers' session timeout (1.0): after its own link to ZooKeeper "
+                   "was down, the controller waits 1.5 x this before judging brokers")
+    p.add_argument("--name", help="this controller's name in the election (host-pid)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from broker_core.errors import BrokerError
+    from broker_core.ha.controller import Controller
+    from broker_core.ha.records import parse_zk
+
+    try:
+        hosts = parse_zk(args.zk)
+    except BrokerError as exc:
+        raise UsageError(f"--zk: {exc}") from None
+    for flag, value in (("--session-timeout", args.session_timeout),
+                        ("--broker-session-timeout", args.broker_session_timeout)):
+        if not 0.2 <= value <= 60:
+            raise UsageError(f"{flag} must be within [0.2, 60] seconds, got {value:g}")
+    configure_logging()
+    controller = Controller(hosts, args.cluster, session_s=args.session_timeout,
+                            broker_session_s=args.broker_session_timeout, name=args.name)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: threading.Thread(target=controller.stop).start())
+    controller.run()
+    return 0
