@@ -27,7 +27,9 @@ COMMAND_MODULES = (
     # running and drilling brokers
     "console.commands.broker_cmd",
     "console.commands.cluster_cmd",
+    "console.commands.controller_cmd",
     "console.commands.fault_cmd",
+    "console.commands.drill_cmd",
     "console.commands.bench_cmd",
     "console.commands.fuse_cmd",
     # hosts

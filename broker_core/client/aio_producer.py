@@ -89,9 +89,17 @@ HEARTBEAT_S = 0.005
 
 
 class AsyncProducer:
-    def __init__(self, brokers: Sequence[str] | Mapping[str, str] | str, fuse=None,
-                 timeout: float = 3.0, retries: int = 2,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    """`routes` (a replicated cluster, e.g. `ha.routes.ZkRoutes`): brokers are its
+    groups, each reached at its current master; a failover is picked up at the next
+    send and the group's fuse state starts afresh (a new broker answers for it)."""
+
+    def __init__(self, brokers: Sequence[str] | Mapping[str, str] | str | None = None,
+                 fuse=None, timeout: float = 3.0, retries: int = 2,
+                 clock: Callable[[], float] = time.monotonic, routes=None) -> None:
+        self.routes = routes
+        self._routes_version = routes.version if routes is not None else 0
+        if routes is not None:
+            brokers = routes.masters()
         self.brokers = normalize_brokers(brokers)
         if fuse is None:
             fuse = default_fuse(self.brokers, clock)
@@ -112,10 +120,26 @@ class AsyncProducer:
         if not self._closing:
             self._heartbeat = asyncio.get_running_loop().call_later(HEARTBEAT_S, self._beat)
 
+    def _reroute(self) -> None:
+        """The routes moved (a failover): follow each group to its master."""
+        self._routes_version = self.routes.version
+        for group, addr in self.routes.masters().items():
+            if addr == self.brokers.get(group):
+                continue
+            self.brokers[group] = addr
+            conn = self._conns.pop(group, None)
+            if conn is not None and conn.transport is not None:
+                conn.transport.close()
+            if self.fuse is not None:  # judged as the dead master: forget it
+                self.fuse.remove_broker(group)
+                self.fuse.add_broker(group)
+
     async def _conn(self, name: str) -> _AioConnection:
         conn = self._conns.get(name)
         if conn is not None and conn.transport is not None:
             return conn
+        if not self.brokers[name]:
+            raise BrokerUnavailable(f"group {name} has no master")
         async with self._connecting.setdefault(name, asyncio.Lock()):  # one connect at a time
             conn = self._conns.get(name)
             if conn is not None and conn.transport is not None:
@@ -134,6 +158,8 @@ class AsyncProducer:
     async def _call(self, op: Op, payload: bytes) -> SendResult:
         if self._heartbeat is None and self.fuse is not None and not self._closing:
             self._beat()
+        if self.routes is not None and self.routes.version != self._routes_version:
+            self._reroute()
         plan = SendPlan(self.fuse, self._names, self.retries, op, self._rr)
         while True:
             broker = plan.next()

@@ -67,7 +67,7 @@ def default_fuse(brokers: Mapping[str, str], clock: Callable[[], float] = time.m
     from fuse import Fuse
 
     return Fuse(list(brokers), clock=clock,
-                colocated=[b for b, addr in brokers.items() if is_local(addr)])
+                colocated=[b for b, addr in brokers.items() if addr and is_local(addr)])
 
 
 class SendPlan:

@@ -263,9 +263,19 @@ class ConnectionPool:
     def get(self, name: str) -> Connection:
         conn = self._conns.get(name)
         if conn is None:
+            if not self.addrs.get(name):
+                raise BrokerUnavailable(f"{name}: no address (a group without a master?)")
             with self._lock:
                 conn = self._conns.setdefault(name, Connection(self.addrs[name]))
         return conn
+
+    def reroute(self, name: str, addr: str) -> None:
+        """`name` is now at `addr` (its group's new master): the old link goes."""
+        with self._lock:
+            self.addrs[name] = addr
+            old = self._conns.pop(name, None)
+        if old is not None:
+            old.close()
 
     def close(self) -> None:
         with self._lock:

@@ -40,14 +40,22 @@ def encode_many(topic: str, bodies: Sequence[bytes | OutMessage]) -> bytes:
 
 
 class Producer:
+    """`routes` (a replicated cluster, e.g. `ha.routes.ZkRoutes`): brokers are its
+    groups, each reached at its current master (see AsyncProducer)."""
+
     def __init__(
         self,
-        brokers: Sequence[str] | Mapping[str, str] | str,
+        brokers: Sequence[str] | Mapping[str, str] | str | None = None,
         fuse=None,
         timeout: float = 3.0,
         retries: int = 2,
         clock: Callable[[], float] = time.monotonic,
+        routes=None,
     ) -> None:
+        self.routes = routes
+        self._routes_version = routes.version if routes is not None else 0
+        if routes is not None:
+            brokers = routes.masters()
         self.brokers = normalize_brokers(brokers)
         if fuse is None:
             fuse = default_fuse(self.brokers, clock)
@@ -113,9 +121,21 @@ class Producer:
             return self.fuse.choose(candidates)
         return candidates[next(self._rr) % len(candidates)]
 
+    def _reroute(self) -> None:
+        self._routes_version = self.routes.version
+        for group, addr in self.routes.masters().items():
+            if addr != self.brokers.get(group):
+                self.brokers[group] = addr
+                self._pool.reroute(group, addr)
+                if self.fuse is not None:  # judged as the dead master: forget it
+                    self.fuse.remove_broker(group)
+                    self.fuse.add_broker(group)
+
     def _plan(self, op: Op) -> SendPlan:
         if self._sweeper is None:
             self._start_sweeper()
+        if self.routes is not None and self.routes.version != self._routes_version:
+            self._reroute()
         return SendPlan(self.fuse, self._names, self.retries, op, self._rr)
 
     def _start(self, op: Op, payload: bytes) -> Future:

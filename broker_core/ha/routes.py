@@ -1,0 +1,112 @@
+"""The clients' view of a replicated cluster: which broker of each group is master.
+
+`ZkRoutes` watches the group records in ZooKeeper (RocketMQ clients ask their
+name server; ZooKeeper is ours). Producers send a group's messages to its
+master only and re-read the routes when `version` moves (a failover);
+consumers may read a group from its slaves while the master is gone.
+
+Watch callbacks run on kazoo's thread and only replace a dict and bump a
+counter; clients compare `version` on their own threads, a lock-free int
+read, and pick up the new addresses at their next call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+
+from broker_core.errors import BrokerError
+from broker_core.ha.records import GroupRecord, Paths, RecordError
+
+
+class ZkRoutes:
+    def __init__(self, zk_hosts: str, cluster: str, members: Mapping[str, Sequence[str]],
+                 session_s: float = 5.0) -> None:
+        """`members`: group -> the TCP addresses of its brokers (from the cluster file)."""
+        from kazoo.client import KazooClient
+
+        self.paths = Paths(cluster)
+        self.members = {g: list(addrs) for g, addrs in members.items()}
+        self.zk = KazooClient(hosts=zk_hosts, timeout=session_s)
+        self.records: dict[str, GroupRecord] = {}
+        self.version = 0
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+
+    @property
+    def groups(self) -> list[str]:
+        return sorted(self.members)
+
+    def start(self, timeout: float = 10.0) -> ZkRoutes:
+        try:
+            self.zk.start(timeout=timeout)
+        except Exception as exc:  # kazoo's timeout is a bare Exception subclass
+            self.zk.close()
+            raise BrokerError(f"ZooKeeper at {self.zk.hosts} unreachable: {exc}") from None
+        for group in self.groups:
+            self.zk.DataWatch(self.paths.record(group),
+                              lambda data, _stat, *_e, g=group: self._on_record(g, data))
+        return self
+
+    def close(self) -> None:
+        self.zk.stop()
+        self.zk.close()
+
+    def _on_record(self, group: str, data: bytes | None) -> None:
+        try:
+            record = GroupRecord.from_json(data)
+        except RecordError:
+            return
+        with self._lock:
+            old = self.records.get(group)
+            if record is None or record == old:
+                return
+            self.records = {**self.records, group: record}
+            if old is None or (old.master, old.master_addr) != (record.master, record.master_addr):
+                self.version += 1
+            self._changed.notify_all()
+
+    # -- what clients ask ----------------------------------------------------------------
+    def masters(self) -> dict[str, str]:
+        """group -> its master's TCP address ("" while it has none)."""
+        records = self.records
+        return {g: (records[g].master_addr if g in records else "") for g in self.groups}
+
+    def master(self, group: str) -> str:
+        rec = self.records.get(group)
+        return rec.master_addr if rec is not None else ""
+
+    def replicas(self, group: str) -> list[str]:
+        """The group's brokers, its master first: where a reader may go."""
+        master = self.master(group)
+        rest = [a for a in self.members.get(group, []) if a != master]
+        return [master, *rest] if master else rest
+
+    def wait(self, timeout: float = 10.0) -> dict[str, str]:
+        """Block until every group has a master; returns masters()."""
+        with self._changed:
+            ok = self._changed.wait_for(lambda: all(self.masters().values()), timeout)
+        if not ok:
+            missing = [g for g, a in self.masters().items() if not a]
+            raise BrokerError(f"no master for group(s) {', '.join(missing)} "
+                              f"after {timeout:g} s")
+        return self.masters()
+
+    def wait_change(self, version: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.version != version, timeout)
+
+    def __enter__(self) -> ZkRoutes:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def routes_for(spec, session_s: float = 5.0) -> ZkRoutes:
+    """Routes of a replicated cluster file (`cluster up --groups`), started."""
+    if not spec.replicated:
+        raise BrokerError(f"cluster {spec.name} has no ZooKeeper: not a replicated cluster")
+    return ZkRoutes(spec.zk, spec.name,
+                    {g: [b.addr for b in bs] for g, bs in spec.groups.items()},
+                    session_s).start()

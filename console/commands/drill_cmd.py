@@ -1,0 +1,55 @@
+"""`floodgate drill failover`: kill a group's master under load, count what was lost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from console.commands.common import POSITIVE, Range, add_subparser, checked, number, print_json
+from console.errors import CommandFailed, UsageError
+
+
+def register(sub) -> None:
+    parser = add_subparser(sub, "drill", "failure drills against a local replicated cluster")
+    dsub = parser.add_subparsers(metavar="DRILL")
+    p = add_subparser(dsub, "failover", "produce with sync replication, SIGKILL a group's "
+                      "master mid-run, read everything back (exit 1 if an acked message is lost)")
+    p.add_argument("--cluster", type=Path, required=True, metavar="FILE",
+                   help="cluster.toml of `floodgate cluster up --groups G --replicas R`")
+    p.add_argument("--group", metavar="NAME", help="group whose master dies (the first)")
+    number(p, "--rate", POSITIVE, default=2000.0, help="messages per second (2000)")
+    number(p, "--duration", POSITIVE, default=30.0, help="seconds of producing (30)")
+    number(p, "--kill-after", POSITIVE, default=10.0, help="seconds before the kill (10)")
+    number(p, "--size", Range(24, 4 * 1024 * 1024), type=int, default=128,
+           help="message body bytes (128)")
+    p.add_argument("--topic", default="drill", help="topic produced to and read back (drill)")
+    p.add_argument("--json", action="store_true", help="the result as JSON")
+    p.set_defaults(func=run_failover)
+
+
+@checked
+def run_failover(args) -> int:
+    from broker_core.cluster.cluster_file import load_cluster
+    from broker_core.cluster.drill import DrillSpec, run_drill
+
+    if args.kill_after >= args.duration:
+        raise UsageError(f"--kill-after ({args.kill_after:g}) must be less than --duration "
+                         f"({args.duration:g})")
+    spec = load_cluster(args.cluster)
+    result = run_drill(spec, DrillSpec(args.group, args.rate, args.duration, args.kill_after,
+                                       args.size, args.topic))
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        fo = f"{result.failover_s:.3f} s" if result.failover_s is not None else "never"
+        print(f"group {result.group}: master {result.old_master} killed, "
+              f"{result.new_master or 'nobody'} master now (epoch {result.epoch_before} -> "
+              f"{result.epoch_after})")
+        print(f"failover   {fo} (kill to first ack by the new master)")
+        print(f"sent       {result.sent} at {result.rate:.0f} msgs/s; acked {result.acked} "
+              f"{result.acked_by_status}")
+        print(f"lost       {result.lost}   duplicates {result.duplicates}   "
+              f"send errors {result.send_errors}")
+    if not result.ok:
+        raise CommandFailed(f"{result.lost} acknowledged message(s) lost "
+                            f"(first seqs: {result.lost_sample[:5]})")
+    return 0

@@ -1,0 +1,159 @@
+"""Replicated groups as real processes on a real ZooKeeper: kill -9 of a master
+under load loses nothing acknowledged; a paused master is fenced and cuts its
+tail; a controller dying with a failover due hands it to the other; ZooKeeper
+itself away for seconds promotes nobody."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+from broker_core.client.connection import Connection
+from broker_core.cluster.drill import DrillSpec, run_drill
+from broker_core.cluster.launcher import Cluster
+from broker_core.cluster.roles import broker_role, failover_events, group_records
+from broker_core.protocol import Code, Op, OutMessage, encode_send
+from tests.conftest import free_base_port
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def ha_cluster(tmp_path, zookeeper):
+    """`ha_cluster(groups, replicas, **kw)`: brokers and controllers on the session's
+    ZooKeeper (zk=None: an embedded one of its own); all stopped at teardown."""
+    clusters = []
+
+    def make(groups=1, replicas=2, replication="sync", zk="shared", **kw):
+        n = groups * replicas
+        cluster = Cluster(0, free_base_port(3 * n + 1), tmp_path / f"c{len(clusters)}",
+                          segment_size="8M", name=f"t{uuid.uuid4().hex[:8]}", groups=groups,
+                          replicas=replicas, replication=replication,
+                          zk=zookeeper.addr if zk == "shared" else zk, **kw)
+        clusters.append(cluster)
+        cluster.up(timeout=60)
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        cluster.down(grace=5.0)
+
+
+def wait_for(cond, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what} not met in {timeout:g} s"
+        time.sleep(0.05)
+
+
+def record(cluster, group="group-1"):
+    return group_records(cluster.file)[group]
+
+
+def pid_of(cluster, name):
+    return cluster.procs[name].pid
+
+
+def send_raw(conn, body=b"x", timeout=10.0):
+    return conn.request(Op.SEND, encode_send("fence", -1, OutMessage(body)))
+
+
+def test_kill_9_master_under_load_loses_no_acked_message(ha_cluster):
+    cluster = ha_cluster(groups=2, replicas=2)
+    result = run_drill(cluster.file, DrillSpec(group="group-1", rate=400, duration=6,
+                                               kill_after=2, timeout=3.0))
+    doc = result.to_dict()
+    assert result.lost == 0, doc
+    assert result.acked + result.send_errors == result.sent == 2400, doc
+    assert result.acked > 1200 and result.read_back >= result.acked, doc
+    assert {result.old_master, result.new_master} == {"group-1-a", "group-1-b"}, doc
+    assert result.epoch_after == result.epoch_before + 1, doc
+    assert result.failover_s is not None and result.failover_s < 10, doc
+    assert result.acked_by_status.get("SEND_OK", 0) > 0, doc
+    events = failover_events(cluster.file)
+    assert [(e["old_master"], e["new_master"]) for e in events] == \
+           [(result.old_master, result.new_master)]
+
+
+def test_paused_master_is_fenced_and_cuts_its_tail(ha_cluster):
+    cluster = ha_cluster(groups=1, replicas=2)
+    old = record(cluster)
+    a, b = cluster.file.broker(old.master), cluster.file.broker(
+        next(n for n in old.in_sync if n != old.master))
+    conn = Connection(a.addr)
+    assert Code(conn.call(Op.SEND, encode_send("fence", -1, OutMessage(b"before")))[0]) == \
+        Code.OK
+    os.kill(pid_of(cluster, a.name), signal.SIGSTOP)
+    try:
+        new = wait_for(lambda: (r := record(cluster)).epoch > old.epoch and r, 15, "failover")
+        assert new.master == b.name
+        # sends the paused master will read first thing when it runs again
+        parked = [send_raw(conn, b"fenced %d" % i) for i in range(20)]
+        wait_for(lambda: broker_role(b.addr).get("role") == "MASTER", 10, "new master")
+    finally:
+        os.kill(pid_of(cluster, a.name), signal.SIGCONT)
+    answers = [Code(f.result(15)[0]) for f in parked]
+    assert Code.OK not in answers, answers  # a fenced master acknowledges nothing
+    state = wait_for(lambda: (s := broker_role(a.addr)).get("role") == "SLAVE"
+                     and s.get("following", {}).get("connected") and s, 20, "old master follows")
+    assert state["epoch"] == new.epoch
+    cut = [e for e in state["events"] if e["kind"] == "truncated"]
+    assert cut and cut[-1]["bytes"] > 0, state["events"]
+    end_b = wait_for(lambda: broker_role(b.addr)["offset"], 5)
+    wait_for(lambda: broker_role(a.addr)["offset"] == end_b, 10, "logs agree")
+    conn.close()
+
+
+def test_controller_killed_while_a_failover_is_due(ha_cluster):
+    cluster = ha_cluster(groups=1, replicas=2, controllers=2)
+    old = record(cluster)
+    leader = wait_for(lambda: _leader(cluster), 10, "a leading controller")
+    os.kill(cluster.controllers[leader].pid, signal.SIGKILL)
+    os.kill(pid_of(cluster, old.master), signal.SIGKILL)
+    new = wait_for(lambda: (r := record(cluster)).epoch > old.epoch and r, 20,
+                   "failover by the other controller")
+    assert new.epoch == old.epoch + 1 and new.master != old.master
+    time.sleep(1.0)
+    assert record(cluster).epoch == new.epoch  # promoted once
+
+
+def test_zookeeper_away_for_seconds_promotes_nobody(ha_cluster):
+    cluster = ha_cluster(groups=2, replicas=2, zk=None)  # a ZooKeeper of its own to pause
+    before = group_records(cluster.file)
+    masters = {g: r.master_addr for g, r in before.items()}
+    conns = {g: Connection(addr) for g, addr in masters.items()}
+    cluster.zookeeper.pause()
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 3.0:  # brokers keep serving their roles meanwhile
+            for conn in conns.values():
+                code, _ = conn.call(Op.SEND, encode_send("zk", -1, OutMessage(b"z")), 5.0)
+                assert Code(code) == Code.OK
+    finally:
+        cluster.zookeeper.resume()
+    time.sleep(3.0)  # sessions that expired with the outage are renewed meanwhile
+    after = group_records(cluster.file)
+    assert {g: (r.master, r.epoch) for g, r in after.items()} == \
+           {g: (r.master, r.epoch) for g, r in before.items()}
+    for b in cluster.file.brokers:
+        role = broker_role(b.addr)
+        assert role["role"] == ("MASTER" if b.name in {r.master for r in after.values()}
+                                else "SLAVE")
+    for conn in conns.values():
+        conn.close()
+
+
+def _leader(cluster) -> str | None:
+    from broker_core.cluster.roles import zk_client
+    from broker_core.ha.records import Paths
+
+    with zk_client(cluster.file.zk) as zk:
+        contenders = zk.Election(Paths(cluster.file.name).election).contenders()
+    return contenders[0] if contenders else None
