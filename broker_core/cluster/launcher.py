@@ -232,6 +232,13 @@ class Cluster:
                 del self.procs[entry.name]
                 if restart:
                     self.start_broker(entry)
+            for name, proc in list(self.controllers.items()):
+                if proc.poll() is not None:
+                    log.warning("controller exited name=%s code=%s restart=%s", name,
+                                proc.returncode, restart)
+                    del self.controllers[name]
+                    if restart:
+                        self.start_controller(name)
             time.sleep(0.2)
 
     def down(self, grace: float = 10.0) -> None:

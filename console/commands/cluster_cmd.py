@@ -17,10 +17,21 @@ from console.errors import CommandFailed, UsageError
 def register(sub) -> None:
     parser = add_subparser(sub, "cluster", "start or stop a local cluster of brokers")
     csub = parser.add_subparsers(metavar="ACTION")
-    up = add_subparser(csub, "up", "start N brokers on loopback and supervise them")
-    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up = add_subparser(csub, "up", "start N brokers (or G replicated groups) on loopback and "
+                       "supervise them")
+    up.add_argument("--brokers", type=int, default=None,
+                    help="number of single-copy brokers (default 3)")
+    up.add_argument("--groups", type=int, metavar="G",
+                    help="replicated: G groups of --replicas brokers, a controller and ZooKeeper")
+    up.add_argument("--replicas", type=int, default=2, metavar="R",
+                    help="brokers per group: one master, R-1 slaves (default 2)")
+    up.add_argument("--replication", choices=("sync", "async"), default="sync",
+                    help="groups: answer a send once the slaves hold it (sync, default) or not")
+    up.add_argument("--zk", metavar="HOST:PORT[,...]",
+                    help="groups: this ZooKeeper (default: an embedded one, data in DIR)")
     up.add_argument("--base-port", type=int, default=10911,
-                    help="broker i gets TCP base+2i and HTTP base+2i+1 (default 10911)")
+                    help="broker i gets TCP base+2i and HTTP base+2i+1; in groups TCP, HTTP "
+                    "and HA at base+3i.. and an embedded ZooKeeper after the last (10911)")
     up.add_argument("--data", type=Path, default=Path("floodgate-data"), metavar="DIR",
                     help="data root; DIR/cluster.toml lists the brokers (default ./floodgate-data)")
     up.add_argument("--flush", choices=("async", "sync"), default="async")
@@ -37,21 +48,26 @@ def register(sub) -> None:
 def run_up(args) -> int:
     from broker_core.cluster.launcher import Cluster
 
-    if not 1 <= args.brokers <= 64:
-        raise UsageError("--brokers must be between 1 and 64")
-    if not 1024 <= args.base_port <= 65535 - 2 * args.brokers:
-        raise UsageError(f"--base-port {args.base_port} leaves no room for {args.brokers} brokers")
+    groups = _check_up(args)
     configure_logging()
-    cluster = Cluster(args.brokers, args.base_port, args.data, args.flush, args.segment_size,
-                      args.name)
+    if groups:
+        cluster = Cluster(0, args.base_port, args.data, args.flush, args.segment_size,
+                          args.name, groups=groups, replicas=args.replicas,
+                          replication=args.replication, zk=args.zk)
+    else:
+        cluster = Cluster(args.brokers or 3, args.base_port, args.data, args.flush,
+                          args.segment_size, args.name)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     cluster.up()
-    print(f"cluster {args.name}: {args.brokers} brokers up; cluster file {cluster.path}",
-          flush=True)
-    for b in cluster.file.brokers:
-        print(f"  {b.name}  tcp {b.addr}  http http://{b.http}/stats", flush=True)
+    spec = cluster.file
+    what = (f"{groups} groups x {args.replicas} ({args.replication} replication, "
+            f"ZooKeeper {spec.zk})" if groups else f"{len(spec.brokers)} brokers")
+    print(f"cluster {args.name}: {what} up; cluster file {cluster.path}", flush=True)
+    for b in spec.brokers:
+        group = f"  {b.group} ha {b.ha}" if b.group else ""
+        print(f"  {b.name}  tcp {b.addr}  http http://{b.http}/stats{group}", flush=True)
     print("Ctrl-C (or `floodgate cluster down --cluster FILE`) stops them all.", flush=True)
     try:
         cluster.supervise(stop.is_set, restart=args.restart)
@@ -59,6 +75,37 @@ def run_up(args) -> int:
         cluster.down()
         print("cluster stopped", file=sys.stderr)
     return 0
+
+
+def _check_up(args) -> int | None:
+    """The number of groups (None: single-copy brokers); UsageError on bad values."""
+    if args.groups is not None and args.brokers is not None:
+        raise UsageError("--brokers and --groups exclude each other")
+    if args.groups is None:
+        if args.zk:
+            raise UsageError("--zk needs --groups")
+        n = args.brokers or 3
+        if not 1 <= n <= 64:
+            raise UsageError("--brokers must be between 1 and 64")
+        if not 1024 <= args.base_port <= 65535 - 2 * n:
+            raise UsageError(f"--base-port {args.base_port} leaves no room for {n} brokers")
+        return None
+    if not 1 <= args.groups <= 32:
+        raise UsageError("--groups must be between 1 and 32")
+    if not 1 <= args.replicas <= 5:
+        raise UsageError("--replicas must be between 1 and 5")
+    n = args.groups * args.replicas
+    if not 1024 <= args.base_port <= 65535 - 3 * n - 1:
+        raise UsageError(f"--base-port {args.base_port} leaves no room for {n} brokers")
+    if args.zk:
+        from broker_core.errors import BrokerError
+        from broker_core.ha.records import parse_zk
+
+        try:
+            parse_zk(args.zk)
+        except BrokerError as exc:
+            raise UsageError(f"--zk: {exc}") from None
+    return args.groups
 
 
 def run_down(args) -> int:
