@@ -48,21 +48,30 @@ def allocate(
 
 
 class Consumer:
+    """`routes` (a replicated cluster, e.g. `ha.routes.ZkRoutes`): queues are per group,
+    read from the group's master, or from a slave while the master does not answer
+    (offsets then live on that slave: they come from the master once a second)."""
+
     def __init__(
         self,
         group: str,
         topic: str,
-        brokers: Sequence[str] | Mapping[str, str] | str,
+        brokers: Sequence[str] | Mapping[str, str] | str | None = None,
         client_id: str | None = None,
         timeout: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
+        routes=None,
     ) -> None:
         self.group, self.topic = group, topic
+        self.routes = routes
+        if routes is not None:
+            brokers = {g: g for g in routes.groups}
         self.brokers = normalize_brokers(brokers)
         self.client_id = client_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.timeout = timeout
         self._clock = clock
-        self._pool = ConnectionPool(self.brokers)
+        # with routes: one connection per broker address, whichever group member answers
+        self._pool = ConnectionPool({} if routes is not None else self.brokers)
         self._owned: list[tuple[str, int]] = []
         self._offsets: dict[tuple[str, int], int] = {}  # next offset to pull
         self._committed: dict[tuple[str, int], int] = {}
@@ -72,9 +81,21 @@ class Consumer:
 
     # -- plumbing -----------------------------------------------------------
     def _call(self, broker: str, op: Op, body: bytes, timeout: float | None = None):
+        timeout = timeout if timeout is not None else self.timeout
+        if self.routes is None:
+            return self._call_at(broker, op, body, timeout)
+        last: BrokerUnavailable | None = None
+        for addr in self.routes.replicas(broker):  # the master first, then its slaves
+            self._pool.addrs.setdefault(addr, addr)
+            try:
+                return self._call_at(addr, op, body, timeout)
+            except BrokerUnavailable as exc:
+                last = exc
+        raise last or BrokerUnavailable(f"group {broker}: no broker known")
+
+    def _call_at(self, name: str, op: Op, body: bytes, timeout: float):
         try:
-            return self._pool.get(broker).call(op, body, timeout if timeout is not None
-                                               else self.timeout)
+            return self._pool.get(name).call(op, body, timeout)
         except TimeoutError as exc:
             raise BrokerUnavailable(str(exc)) from None
 

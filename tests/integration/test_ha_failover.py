@@ -157,3 +157,28 @@ def _leader(cluster) -> str | None:
     with zk_client(cluster.file.zk) as zk:
         contenders = zk.Election(Paths(cluster.file.name).election).contenders()
     return contenders[0] if contenders else None
+
+
+def test_consumer_reads_from_the_slave_while_the_master_is_gone(ha_cluster):
+    from broker_core.client.consumer import Consumer
+    from broker_core.client.producer import Producer
+    from broker_core.ha.routes import routes_for
+
+    cluster = ha_cluster(groups=1, replicas=2)
+    for proc in cluster.controllers.values():  # nobody will promote the slave
+        proc.kill()
+    routes = routes_for(cluster.file)
+    try:
+        routes.wait()
+        with Producer(routes=routes, fuse=False) as producer:
+            sent = {producer.send("orders", b"m%d" % i).status for i in range(200)}
+        assert sent == {"SEND_OK"}
+        os.kill(pid_of(cluster, routes.records["group-1"].master), signal.SIGKILL)
+        got = []
+        with Consumer("billing", "orders", routes=routes) as consumer:
+            deadline = time.monotonic() + 20
+            while len(got) < 200 and time.monotonic() < deadline:
+                got += consumer.poll(64, timeout=0.5)
+        assert sorted(m.body for m in got) == sorted(b"m%d" % i for i in range(200))
+    finally:
+        routes.close()
