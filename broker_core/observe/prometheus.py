@@ -102,6 +102,42 @@ class BrokerCollector(Collector):
         for group, value in sorted(snap.consumer_lag.items()):
             lag.add_metric([name, group], value)
         yield lag
+        if snap.ha is not None:
+            yield from ha_families(name, snap.ha)
+
+
+def ha_families(name: str, ha) -> list:
+    """A replicated group's broker: its role and epoch; a master also its in-sync slaves
+    and each slave's lag (bytes and seconds behind)."""
+    group = str(ha.get("group", ""))
+    role = GaugeMetricFamily("floodgate_ha_role", "1 for the broker's current role in its group",
+                             labels=["broker", "group", "role"])
+    for r in ("MASTER", "SLAVE", "NONE"):
+        role.add_metric([name, group, r], 1.0 if ha.get("role") == r else 0.0)
+    epoch = GaugeMetricFamily("floodgate_ha_epoch", "The newest epoch of its group the broker "
+                              "knows (+1 at every failover)", labels=["broker", "group"])
+    epoch.add_metric([name, group], float(ha.get("epoch", 0)))
+    out = [role, epoch]
+    if ha.get("role") == "MASTER":
+        in_sync = GaugeMetricFamily("floodgate_ha_in_sync_slaves", "Slaves in the master's "
+                                    "in-sync set (0: sends are stored on one copy only)",
+                                    labels=["broker", "group"])
+        in_sync.add_metric([name, group], float(len(ha.get("in_sync", []))))
+        lag_b = GaugeMetricFamily("floodgate_replication_lag_bytes", "CommitLog bytes a slave "
+                                  "has not acknowledged", labels=["broker", "group", "slave"])
+        lag_s = GaugeMetricFamily("floodgate_replication_lag_seconds", "Age of the oldest "
+                                  "append a slave has not acknowledged",
+                                  labels=["broker", "group", "slave"])
+        for slave in ha.get("slaves", []):
+            lag_b.add_metric([name, group, slave["name"]], float(slave["lag_bytes"]))
+            lag_s.add_metric([name, group, slave["name"]], float(slave["lag_s"]))
+        out += [in_sync, lag_b, lag_s]
+    for key, doc in (("slave_timeouts", "Sync sends answered FLUSH_SLAVE_TIMEOUT"),
+                     ("slave_not_available", "Sync sends answered SLAVE_NOT_AVAILABLE")):
+        fam = CounterMetricFamily(f"floodgate_ha_{key}", doc, labels=["broker", "group"])
+        fam.add_metric([name, group], float(ha.get(key, 0)))
+        out.append(fam)
+    return out
 
 
 def broker_registry(snapshot: Callable[[], BrokerSnapshot]) -> CollectorRegistry:

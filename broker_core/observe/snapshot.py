@@ -41,6 +41,8 @@ class BrokerSnapshot:
     loop_lag: Mapping[str, float]
     history: tuple[ClosedSecond, ...]  # the last minutes, oldest first (immutable seconds)
     cumulative: Mapping[str, LatencyHistogram]  # per op since start, copies
+    # a replicated group's broker: role, epoch, in-sync set, per-slave lag (ha.node figures)
+    ha: Mapping[str, Any] | None = None
 
     @property
     def flush_lag_bytes(self) -> int:
@@ -85,4 +87,5 @@ def take_snapshot(broker) -> BrokerSnapshot:
         loop_lag={"max_10s": broker.loop_lag.worst(10), "max_60s": broker.loop_lag.worst(60),
                   "late_total": broker.loop_lag.late_total},
         history=tuple(rec.history), cumulative={op: h.copy() for op, h in rec.total.items()},
+        ha=broker.ha.figures() if broker.ha is not None else None,
     )

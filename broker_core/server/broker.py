@@ -332,8 +332,13 @@ class Broker:
         return lag
 
     def stats(self, history_s: int = 300) -> dict:
-        """The /stats document: the tick's snapshot with its last `history_s` seconds."""
-        return stats_document(self.snapshot(), history_s)
+        """The /stats document: the tick's snapshot with its last `history_s` seconds
+        (and, in a replicated group, `ha`: role, epoch, in-sync set, lag per slave)."""
+        snap = self.snapshot()
+        doc = stats_document(snap, history_s)
+        if snap.ha is not None:
+            doc["ha"] = dict(snap.ha)
+        return doc
 
     def close(self) -> None:
         self.offsets.save()

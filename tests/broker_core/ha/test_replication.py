@@ -134,3 +134,31 @@ def test_old_master_becomes_slave_and_cuts_what_the_new_one_never_had(tmp_path):
             await b.close()
 
     asyncio.run(main())
+
+
+def test_lag_and_roles_on_stats_and_metrics(tmp_path):
+    from prometheus_client import generate_latest
+
+    from broker_core.observe.prometheus import broker_registry
+    from broker_core.observe.snapshot import take_snapshot
+
+    async def main():
+        m, s = await pair(tmp_path)
+        try:
+            await produce(m.addr, 50)
+            doc = m.broker.stats(0)["ha"]
+            assert doc["role"] == "MASTER" and doc["epoch"] == 1 and doc["in_sync"] == ["s"]
+            assert doc["slaves"][0]["name"] == "s" and doc["slaves"][0]["lag_bytes"] == 0
+            assert s.broker.stats(0)["ha"]["following"]["master"] == "m"
+            text = generate_latest(broker_registry(lambda: take_snapshot(m.broker))).decode()
+            assert 'floodgate_replication_lag_bytes{broker="m",group="g",slave="s"} 0.0' in text
+            assert 'floodgate_ha_in_sync_slaves{broker="m",group="g"} 1.0' in text
+            assert 'floodgate_ha_role{broker="m",group="g",role="MASTER"} 1.0' in text
+            m.broker.store.put("orders", 0, b"unseen")  # appended, not streamed yet
+            lag = m.node.master.lag(m.node.master.links["s"])
+            assert lag[0] > 0
+        finally:
+            await s.close()
+            await m.close()
+
+    asyncio.run(main())
