@@ -82,3 +82,42 @@ def assess(
         budget_s_per_period=budget,
         max_mttr_s_for_target=mtbf_s * (1 - target) / target,
     )
+
+
+@dataclass(frozen=True)
+class MeasuredRecovery:
+    """MTTR as failover drills measured it (`floodgate drill failover --json`)."""
+
+    mttr_s: float  # median failover time (kill -> first ack by the new master)
+    drills: int
+    failover_s: tuple[float, ...]
+    lost: int  # acknowledged messages lost across the drills (0 is the promise)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def mttr_from_drills(docs: list[dict]) -> MeasuredRecovery:
+    """The median failover of drill results (dicts with `failover_s`, `lost`).
+
+    A drill whose group never came back (failover_s null) has no recovery time
+    to offer: it is refused, not averaged away.
+    """
+    if not docs:
+        raise CapacityError("no drill results given")
+    times = []
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict) or "failover_s" not in doc:
+            raise CapacityError(f"drill result #{i + 1} has no failover_s "
+                                "(expected `floodgate drill failover --json` output)")
+        value = doc["failover_s"]
+        if value is None:
+            raise CapacityError(f"drill #{i + 1} never saw its group recover: no MTTR to take")
+        if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise CapacityError(f"drill #{i + 1}: failover_s must be a number >= 0, got {value!r}")
+        times.append(float(value))
+    ordered = sorted(times)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    lost = sum(int(d.get("lost", 0) or 0) for d in docs)
+    return MeasuredRecovery(median, len(times), tuple(times), lost)

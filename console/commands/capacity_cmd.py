@@ -27,7 +27,11 @@ def register(sub) -> None:
 
     p = add_subparser(models, "availability", "availability = MTBF / (MTBF + MTTR) and its budget")
     number(p, "--mtbf-s", POSITIVE, required=True, help="mean time between failures, s")
-    number(p, "--mttr-s", NON_NEGATIVE, required=True, help="mean time to recover, s (seed: 1)")
+    mttr = p.add_mutually_exclusive_group(required=True)
+    number(p, "--mttr-s", NON_NEGATIVE, group=mttr, help="mean time to recover, s (seed: 1)")
+    mttr.add_argument("--from-drill", metavar="FILE",
+                      help="MTTR measured: the median failover_s of `floodgate drill failover "
+                      "--json` output (one result, a list of them, or {\"drills\": [...]})")
     number(p, "--target", FRACTION, default=0.99999, help="target availability (0.99999)")
     number(p, "--period-s", POSITIVE, default=86400.0, help="budget period, s (one day)")
     _json(p, run_availability)
@@ -103,16 +107,42 @@ def _clean(value):
 def run_availability(args) -> int:
     from capacity.availability import assess
 
-    r = assess(args.mtbf_s, args.mttr_s, target=args.target, period_s=args.period_s)
+    measured = _drills(args.from_drill) if args.from_drill else None
+    mttr = measured.mttr_s if measured else args.mttr_s
+    r = assess(args.mtbf_s, mttr, target=args.target, period_s=args.period_s)
     if args.json:
-        print_json(_clean(r.to_dict()))
+        doc = r.to_dict()
+        if measured:
+            doc["measured"] = measured.to_dict()
+        print_json(_clean(doc))
         return 0
+    if measured:
+        print(f"MTTR measured     {measured.mttr_s:.3f} s (median of {measured.drills} failover "
+              f"drill(s); {measured.lost} acknowledged message(s) lost)")
     verdict = "meets" if r.target_met else "MISSES"
     print(f"availability      {r.availability * 100:.6f} %  ({r.nines:.2f} nines)")
     print(f"downtime          {r.downtime_s_per_period:.3f} s per {r.period_s:g} s")
     print(f"target            {r.target * 100:g} % -> {verdict} (budget {r.budget_s_per_period:.3f} s)")
     print(f"max MTTR for it   {r.max_mttr_s_for_target:.3f} s at this MTBF")
     return 0
+
+
+def _drills(path: str):
+    """The drill results in a JSON file, as the capacity model's MeasuredRecovery."""
+    import json
+
+    from capacity.availability import mttr_from_drills
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise UsageError(f"--from-drill {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UsageError(f"--from-drill {path}: not JSON") from None
+    if isinstance(doc, dict) and isinstance(doc.get("drills"), list):
+        doc = doc["drills"]
+    return mttr_from_drills(doc if isinstance(doc, list) else [doc])
 
 
 def _int_list(text: str, flag: str) -> list[int]:

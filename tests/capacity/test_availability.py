@@ -32,3 +32,22 @@ def test_nines():
 def test_bad_input(mtbf, mttr):
     with pytest.raises(CapacityError):
         availability(mtbf, mttr)
+
+
+def test_mttr_from_drills_is_their_median_failover():
+    from capacity.availability import mttr_from_drills
+
+    m = mttr_from_drills([{"failover_s": 1.0, "lost": 0}, {"failover_s": 3.0, "lost": 1},
+                          {"failover_s": 1.4}])
+    assert (m.mttr_s, m.drills, m.lost) == (1.4, 3, 1)
+    assert mttr_from_drills([{"failover_s": 1.0}, {"failover_s": 2.0}]).mttr_s == 1.5
+
+
+@pytest.mark.parametrize("docs", [[], [{"lost": 0}], [{"failover_s": None}],
+                                  [{"failover_s": -1}], ["x"]])
+def test_mttr_from_drills_refuses_what_measured_nothing(docs):
+    from capacity.availability import mttr_from_drills
+    from capacity.errors import CapacityError
+
+    with pytest.raises(CapacityError):
+        mttr_from_drills(docs)

@@ -112,3 +112,21 @@ def test_out_of_range_flags_are_usage_errors_naming_the_flag(capsys, argv, messa
 def test_in_range_edges_are_accepted(capsys):
     code, out, _ = run(capsys, *SIZE, "--fuse-reserve", "0", "--spares", "0", "--json")
     assert code == 0 and json.loads(out)["inputs"]["fuse_reserve"] == 0
+
+
+def test_availability_from_a_failover_drill(capsys, tmp_path):
+    drill = tmp_path / "drill.json"
+    drill.write_text(json.dumps({"group": "group-1", "failover_s": 0.9, "lost": 0}))
+    code, out, _ = run(capsys, "capacity", "availability", "--mtbf-s", "86400",
+                       "--from-drill", str(drill), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["mttr_s"] == 0.9 and doc["measured"]["drills"] == 1
+    assert doc["availability"] == pytest.approx(86400 / 86400.9)
+    code, out, _ = run(capsys, "capacity", "availability", "--mtbf-s", "86400",
+                       "--from-drill", str(drill))
+    assert "MTTR measured     0.900 s" in out
+    drill.write_text("{}")
+    with pytest.raises(SystemExit) as exit_:
+        run(capsys, "capacity", "availability", "--mtbf-s", "1", "--mttr-s", "1",
+            "--from-drill", str(drill))
+    assert exit_.value.code == 2  # one or the other
