@@ -139,6 +139,8 @@ def test_empty_histogram_answers_none():
         ({"count": 1, "buckets": {"1": 1}}, "min and max"),
         ({"buckets": {"x": 1}}, "bad histogram"),
         ({"schema": 9}, "schema"),
+        ({"count": 1, "buckets": {"1": 1}, "min": [], "max": 1}, "bad histogram"),
+        ({"buckets": {"1": float("inf")}}, "bad histogram"),
     ],
 )
 def test_from_dict_names_what_is_wrong(bad, message):
