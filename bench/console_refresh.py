@@ -37,17 +37,19 @@ class ChangingReplay(ReplayDir):
     every cell of the table changes each second as it does on a live cluster."""
 
     polls = 0
+    factor = 1.0
 
     def fetch(self):
         self.polls += 1
-        factor = 1.0 + 0.37 * (self.polls % 7) / 7
-        samples = super().fetch()
-        for sample in samples:
-            for window in (sample.doc or {}).get("ops", {}).get("send", {}).values():
-                for k, v in window.items():
-                    if isinstance(v, float):
-                        window[k] = v * factor
-        return samples
+        self.factor = 1.0 + 0.37 * (self.polls % 7) / 7
+        return super().fetch()
+
+    def decode_stats(self, doc):
+        for window in doc.get("ops", {}).get("send", {}).values():  # a fresh dict per poll
+            for k, v in window.items():
+                if isinstance(v, float):
+                    window[k] = v * self.factor
+        return super().decode_stats(doc)
 
 
 def make_app(n: int) -> FloodgateApp:

@@ -50,7 +50,7 @@ def state_to_dict(state) -> dict:
                      "flush_lag_bytes": b.flush_lag_bytes, "consumer_lag": b.consumer_lag}
                     for b in state.brokers],
         "producers": [{"name": p.name, "http": p.key, "up": p.up, "error": p.error,
-                       "excluded": p.excluded, "cap": (p.fuse or {}).get("cap")}
+                       "excluded": p.excluded, "cap": p.counts.cap}
                       for p in state.producers],
         "alerts": [a.message for a in state.active_alerts],
     }

@@ -146,6 +146,5 @@ class Poller:
 
 def _doc_time(samples) -> float:
     """Replays run on the recording's clock, so their pictures never change."""
-    times = [float(s.doc["time"]) for s in samples
-             if s.doc is not None and isinstance(s.doc.get("time"), int | float)]
+    times = [s.stats.time for s in samples if s.stats is not None and s.stats.time is not None]
     return max(times, default=0.0)

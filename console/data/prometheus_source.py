@@ -18,6 +18,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from broker_core.observe.stats_doc import BrokerStats, OpWindow
 from console.data.sources import _reason
 from console.data.state import BrokerSample
 
@@ -42,6 +43,10 @@ def queries(window: str) -> dict[str, str]:
         "consumer_lag": "sum by (broker) (floodgate_consumer_lag)",
         "last_scrape": "max by (broker) (timestamp(floodgate_messages_in_total))",
     }
+
+
+def _int(v: float | None) -> int | None:
+    return None if v is None else int(v)
 
 
 def _value(v: Any) -> float | None:
@@ -87,15 +92,18 @@ class PrometheusBrokers:
         if last is None or now - last > STALE_S:
             age = "never" if last is None else f"{now - last:.0f} s ago"
             return BrokerSample(f"prom/{name}", name, None, f"not scraped since {age}")
-        send = {k: f[k].get(name) for k in ("mean", "p50", "p99", "p999", "max")}
-        send.update(msgs_per_s=f["in"].get(name), over_20ms=f["over_20ms"].get(name),
-                    errors=f["errors"].get(name))
-        doc = {"broker": name, "time": last, "source": "prometheus",
-               "ops": {"send": {"10s": send}, "pull": {"10s": {"msgs_per_s": f["out"].get(name)}}},
-               "disk": {"used_ratio": f["disk"].get(name)},
-               "flush_lag_bytes": f["flush_lag"].get(name),
-               "consumer_lag": {"all": f["consumer_lag"].get(name) or 0}}
-        return BrokerSample(f"prom/{name}", name, doc)
+        # the broker table reads the 10 s window; here it spans the query's `window`
+        send = OpWindow(**{k: f[k].get(name) for k in ("mean", "p50", "p99", "p999", "max")},
+                        msgs_per_s=f["in"].get(name), over_20ms=_int(f["over_20ms"].get(name)),
+                        errors=_int(f["errors"].get(name)))
+        ratio = f["disk"].get(name)
+        stats = BrokerStats(
+            broker=name, time=last,
+            ops={"send": {"10s": send}, "pull": {"10s": OpWindow(msgs_per_s=f["out"].get(name))}},
+            disk={} if ratio is None else {"used_ratio": ratio},
+            flush_lag_bytes=_int(f["flush_lag"].get(name)),
+            consumer_lag={"all": int(f["consumer_lag"].get(name) or 0)})
+        return BrokerSample(f"prom/{name}", name, stats)
 
     def close(self) -> None:
         pass

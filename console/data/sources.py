@@ -1,7 +1,9 @@
 """Where the console's figures come from: brokers' and producers' /stats over
 HTTP, a directory of recorded /stats files (tests, the benchmark), or the
-host itself. Every fetch returns samples; a source that does not answer
-becomes a sample with an error string, never an exception.
+host itself. Every fetch returns samples, each answer decoded once into
+`BrokerStats` / `ProducerStats` (leniently: a newer broker's extra fields are
+ignored); a source that does not answer becomes a sample with an error
+string, never an exception.
 
 Each broker is asked only for the seconds of history it has not sent yet
 (`/stats?history=N`), so a refresh of 200 brokers moves a few KB each, not
@@ -19,7 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from console.data.state import HISTORY_S, BrokerSample, ProducerSample
+from broker_core.observe.stats_doc import BrokerStats, ProducerStats
+from console.data.histories import HISTORY_S
+from console.data.state import BrokerSample, ProducerSample
+
+SHOWN_HISTORY = ("send",)  # the only per-second histograms the console draws
 
 
 def fetch_json(addr: str, path: str, timeout: float) -> tuple[Mapping[str, Any] | None, str | None]:
@@ -55,6 +61,11 @@ def decode(body: bytes | str) -> tuple[Mapping[str, Any] | None, str | None]:
     return doc, None
 
 
+def producer_sample(key: str, doc: Mapping[str, Any] | None, error: str | None
+                    ) -> ProducerSample:
+    return ProducerSample(key, None if doc is None else ProducerStats.from_dict(doc), error)
+
+
 class HttpBrokers:
     """GET /stats of every broker, in parallel, each with the history it lacks."""
 
@@ -73,9 +84,10 @@ class HttpBrokers:
         last = self._last_ok.get(http)
         history = HISTORY_S if last is None else min(HISTORY_S, int(self._clock() - last) + 3)
         doc, error = fetch_json(http, f"/stats?history={history}", self.timeout)
-        if doc is not None:
-            self._last_ok[http] = self._clock()
-        return BrokerSample(http, name, doc, error)
+        if doc is None:
+            return BrokerSample(http, name, None, error)
+        self._last_ok[http] = self._clock()
+        return BrokerSample(http, name, BrokerStats.from_dict(doc, SHOWN_HISTORY))
 
     def fetch(self) -> list[BrokerSample]:
         return list(self._pool.map(lambda b: self._one(*b), self.brokers))
@@ -89,7 +101,7 @@ class HttpProducers:
         self.addrs, self.timeout = list(addrs), timeout
 
     def fetch(self) -> list[ProducerSample]:
-        return [ProducerSample(a, *fetch_json(a, "/stats", self.timeout)) for a in self.addrs]
+        return [producer_sample(a, *fetch_json(a, "/stats", self.timeout)) for a in self.addrs]
 
     def close(self) -> None:
         pass
@@ -98,8 +110,9 @@ class HttpProducers:
 class ReplayDir:
     """Recorded /stats files: DIR/brokers/*.json, DIR/producers/*.json, DIR/host.json.
 
-    Every fetch serves the same documents through the same decoding as HTTP,
-    each broker's history cut to what a live poll would have asked for.
+    Every fetch serves the same documents through the same decoding as HTTP
+    (JSON, then `from_dict`), each broker's history cut to what a live poll
+    would have asked for.
     """
 
     def __init__(self, root: Path, copies: int = 1) -> None:
@@ -134,11 +147,18 @@ class ReplayDir:
                 body = self._bodies[key, again] = json.dumps({**doc, "history": history}).encode()
             self._seen.add(key)
             parsed, error = decode(body)
-            out.append(BrokerSample(key, doc["broker"], parsed, error))
+            stats = None if parsed is None else self.decode_stats(parsed)
+            out.append(BrokerSample(key, doc["broker"], stats, error))
         return out
 
+    def decode_stats(self, doc: Mapping[str, Any]) -> BrokerStats:
+        """A fresh document (what JSON gave) to BrokerStats; the benchmark changes
+        the figures here, before decoding, as a live cluster's would change."""
+        return BrokerStats.from_dict(doc, SHOWN_HISTORY)
+
     def fetch_producers(self) -> list[ProducerSample]:
-        return [ProducerSample(f"replay/{stem}", *decode(body)) for stem, body in self.producers]
+        return [producer_sample(f"replay/{stem}", *decode(body))
+                for stem, body in self.producers]
 
     def host(self) -> Mapping[str, Any] | None:
         path = self.root / "host.json"

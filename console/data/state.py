@@ -1,11 +1,13 @@
 """ClusterState: what the console and `floodgate status` show, built purely
-from brokers' and producers' /stats JSON.
+from brokers' and producers' /stats, decoded once by the sources into
+`BrokerStats` / `ProducerStats`.
 
 `build_state(samples, producers, prev, now)` is a pure function: the previous
 state carries what needs memory (consecutive failed polls, the last 5 minutes
 of send histograms, the alert log, availability counters), so a replay of
-recorded /stats files gives the same picture every time. Nothing here trusts
-the JSON: missing or malformed fields become None, never an exception.
+recorded /stats files gives the same picture every time. The typed stats are
+lenient already (a missing or malformed figure is None); only the producers'
+fuse snapshot is still a mapping, read defensively by `fuse_counts`.
 
 Broker states, worst first: DOWN (no answer for `down_after` polls in a row),
 ISOLATED (a producer's fuse excludes it), SLOW (send p99 or max over the SLA
@@ -14,16 +16,16 @@ in the last 10 s), UP.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from broker_core.observe.stats_doc import BrokerStats, HistorySecond, OpWindow, ProducerStats
 from console.data.alerts import Alert, AlertLog, evaluate_alerts
-from heatmap import LatencyHistogram
+from console.data.histories import merge_histograms, merge_history
 from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 
-HISTORY_S = 300
 STATES = ("DOWN", "ISOLATED", "SLOW", "UP")  # worst first
 MAX_EVENTS = 300
 
@@ -38,18 +40,18 @@ class Sla:
 
 @dataclass(frozen=True)
 class BrokerSample:
-    """One poll of one broker: its /stats document or why there was none."""
+    """One poll of one broker: its decoded /stats or why there was none."""
 
     key: str  # HTTP address: stable even before the broker told us its name
     name: str
-    doc: Mapping[str, Any] | None
+    stats: BrokerStats | None
     error: str | None = None
 
 
 @dataclass(frozen=True)
 class ProducerSample:
     key: str
-    doc: Mapping[str, Any] | None
+    stats: ProducerStats | None
     error: str | None = None
 
 
@@ -74,12 +76,12 @@ class BrokerView:
     flush_lag_bytes: int | None = None
     consumer_lag: int | None = None
     fault: Mapping[str, Any] | None = None
-    doc: Mapping[str, Any] | None = None  # the latest /stats answer, for the broker screen
-    history: tuple[Mapping[str, Any], ...] = ()  # send histograms per second, oldest first
+    stats: BrokerStats | None = None  # the latest /stats answer, for the broker screen
+    history: tuple[HistorySecond, ...] = ()  # send histograms per second, oldest first
 
     @property
     def answering(self) -> bool:
-        return self.failures == 0 and self.doc is not None
+        return self.failures == 0 and self.stats is not None
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,28 @@ class FuseCounts:
 
     def entry(self, broker: str) -> Mapping[str, Any]:
         return next((i for i in self.isolated if i.get("broker") == broker), {})
+
+
+# --- the fuse snapshot (a mapping inside ProducerStats) -------------------------
+
+
+def _get(doc: Any, key: str) -> Any:
+    return doc.get(key) if isinstance(doc, Mapping) else None
+
+
+def _int(doc: Any, key: str) -> int | None:
+    value = _get(doc, key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return int(value)
+    except (OverflowError, ValueError):  # an infinity or NaN
+        return None
+
+
+def _list(doc: Any, key: str) -> list:
+    value = _get(doc, key)
+    return value if isinstance(value, list) else []
 
 
 def fuse_counts(fuse: Any) -> FuseCounts:
@@ -195,105 +219,6 @@ class ClusterState:
         return self.alerts.active
 
 
-# --- defensive readers ---------------------------------------------------------
-
-
-def _get(doc: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(doc, Mapping):
-            return None
-        doc = doc.get(key)
-    return doc
-
-
-def num(doc: Any, *path: str) -> float | None:
-    value = _get(doc, *path)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _int(doc: Any, *path: str) -> int | None:
-    value = num(doc, *path)
-    return None if value is None else int(value)
-
-
-def _list(doc: Any, *path: str) -> list:
-    value = _get(doc, *path)
-    return value if isinstance(value, list) else []
-
-
-# --- histograms ------------------------------------------------------------------
-
-
-def merge_hist_dicts(dicts: Iterable[Mapping[str, Any]]) -> LatencyHistogram:
-    """One histogram from many to_dict() forms (bad ones are skipped).
-
-    The hot loop of a refresh (200 brokers x 10 s): plain dict access, and the
-    bucket keys are usually ints already (merge_history parsed them once).
-    """
-    buckets: dict[int, int] = {}
-    get = buckets.get
-    count, total, lo, hi, schema = 0, 0.0, None, None, None
-    for d in dicts:
-        try:
-            raw = d["buckets"]
-            if not d["count"] or not raw:
-                continue
-            if schema is None:
-                schema = d.get("schema", 3)
-            elif d.get("schema", 3) != schema:
-                continue
-            items = raw.items()
-            if type(next(iter(raw))) is not int:
-                items = [(int(k), int(v)) for k, v in items]
-            n = 0
-            for k, v in items:
-                buckets[k] = get(k, 0) + v
-                n += v
-            dmin, dmax = d.get("min"), d.get("max")
-            total += float(d.get("sum") or 0.0)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            continue
-        count += n
-        if isinstance(dmin, int | float) and (lo is None or dmin < lo):
-            lo = dmin
-        if isinstance(dmax, int | float) and (hi is None or dmax > hi):
-            hi = dmax
-    if not count:
-        return LatencyHistogram()
-    try:
-        return LatencyHistogram.from_dict({"schema": schema, "count": count, "sum": total,
-                                           "min": lo, "max": hi, "buckets": buckets})
-    except ValueError:
-        return LatencyHistogram()
-
-
-def _normalized(h: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Bucket keys as ints, once, so every later merge skips the parsing."""
-    raw = h.get("buckets")
-    if not isinstance(raw, Mapping):
-        return h
-    try:
-        return {**h, "buckets": {int(k): int(v) for k, v in raw.items()}}
-    except (TypeError, ValueError):
-        return {**h, "buckets": {}, "count": 0}
-
-
-def merge_history(old: Sequence[Mapping[str, Any]], new: Iterable[Any], keep_s: int = HISTORY_S
-                  ) -> tuple[Mapping[str, Any], ...]:
-    """Per-second histograms by `ts`, newest answer wins, last `keep_s` seconds."""
-    by_ts = {int(h["ts"]): h for h in old}
-    for h in new:
-        ts = _get(h, "ts")
-        if isinstance(ts, int | float) and not isinstance(ts, bool):
-            by_ts[int(ts)] = _normalized(h)
-    if not by_ts:
-        return ()
-    newest = max(by_ts)
-    return tuple(by_ts[t] for t in sorted(by_ts) if t > newest - keep_s)
-
-
 # --- the state -----------------------------------------------------------------
 
 
@@ -306,8 +231,8 @@ def _isolation(producers: Sequence[ProducerView]) -> dict[str, str]:
     return out
 
 
-def _judge(send10: Any, sla_max_s: float) -> str:
-    p99, mx = num(send10, "p99"), num(send10, "max")
+def _judge(send10: OpWindow, sla_max_s: float) -> str:
+    p99, mx = send10.p99, send10.max
     worst = max((v for v in (p99, mx) if v is not None), default=None)
     if worst is not None and worst > sla_max_s:
         which = "p99" if p99 is not None and p99 > sla_max_s else "max"
@@ -317,21 +242,17 @@ def _judge(send10: Any, sla_max_s: float) -> str:
 
 def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping[str, str],
                 now: float, down_after: int, sla_max_s: float) -> BrokerView:
-    doc = sample.doc if isinstance(sample.doc, Mapping) else None
-    if doc is None:
+    stats = sample.stats
+    if stats is None:
         failures = (prev.failures if prev else 0) + 1
         reason = sample.error or "no answer"
-        if prev is None or prev.doc is None or failures >= down_after:
+        if prev is None or prev.stats is None or failures >= down_after:
             base = prev or BrokerView(sample.key, sample.name, "DOWN")
             return replace(base, state="DOWN", reason=reason, failures=failures)
         # one missed poll: keep the last picture, say it is stale
         return replace(prev, failures=failures, reason=f"stale (last poll: {reason})")
-    name = str(doc.get("broker") or sample.name)
-    send10 = _get(doc, "ops", "send", "10s")
-    pull10 = _get(doc, "ops", "pull", "10s")
-    lag = _get(doc, "consumer_lag")
-    lag_total = sum(int(v) for v in lag.values() if isinstance(v, int | float)) \
-        if isinstance(lag, Mapping) else None
+    name = stats.broker or sample.name
+    send10, pull10 = stats.window("send", "10s"), stats.window("pull", "10s")
     slow = _judge(send10, sla_max_s)
     if name in isolated:
         state, reason = "ISOLATED", isolated[name] + (f"; {slow}" if slow else "")
@@ -339,28 +260,23 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
         state, reason = "SLOW", slow
     else:
         state, reason = "UP", ""
-    faults = _get(doc, "faults")
-    history = merge_history(prev.history if prev else (), _list(doc, "history", "send"))
     return BrokerView(
         key=sample.key, name=name, state=state, reason=reason, failures=0,
-        last_seen=num(doc, "time") or now,
-        in_per_s=num(send10, "msgs_per_s"), out_per_s=num(pull10, "msgs_per_s"),
-        mean=num(send10, "mean"), p50=num(send10, "p50"), p99=num(send10, "p99"),
-        p999=num(send10, "p999"), max=num(send10, "max"),
-        over_20ms=_int(send10, "over_20ms"), errors=_int(send10, "errors"),
-        disk_used_ratio=num(doc, "disk", "used_ratio"),
-        flush_lag_bytes=_int(doc, "flush_lag_bytes"), consumer_lag=lag_total,
-        fault=faults if isinstance(faults, Mapping) and faults.get("active") else None,
-        doc=doc, history=history)
+        last_seen=stats.time or now, in_per_s=send10.msgs_per_s, out_per_s=pull10.msgs_per_s,
+        mean=send10.mean, p50=send10.p50, p99=send10.p99, p999=send10.p999, max=send10.max,
+        over_20ms=send10.over_20ms, errors=send10.errors,
+        disk_used_ratio=stats.disk.get("used_ratio"), flush_lag_bytes=stats.flush_lag_bytes,
+        consumer_lag=sum(stats.consumer_lag.values()),
+        fault=stats.faults if stats.fault_active else None, stats=stats,
+        history=merge_history(prev.history if prev else (), stats.history.get("send", ())))
 
 
 def producer_view(sample: ProducerSample) -> ProducerView:
-    doc = sample.doc if isinstance(sample.doc, Mapping) else None
-    if doc is None:
+    stats = sample.stats
+    if stats is None:
         return ProducerView(sample.key, sample.key, False, sample.error or "no answer")
-    fuse = doc.get("fuse") if isinstance(doc.get("fuse"), Mapping) else None
-    load = doc.get("load") if isinstance(doc.get("load"), Mapping) else None
-    return ProducerView(sample.key, str(doc.get("producer") or sample.key), True, None, fuse, load)
+    return ProducerView(sample.key, stats.producer or sample.key, True, None, stats.fuse,
+                        stats.load)
 
 
 def summarize(brokers: Sequence[BrokerView], producers: Sequence[ProducerView],
@@ -369,8 +285,7 @@ def summarize(brokers: Sequence[BrokerView], producers: Sequence[ProducerView],
     for b in brokers:
         by_state[b.state] = by_state.get(b.state, 0) + 1
     live = [b for b in brokers if b.state != "DOWN"]
-    recent = [h for b in live for h in b.history[-10:]]
-    merged = merge_hist_dicts(recent)
+    merged = merge_histograms(h for b in live for _, h in b.history[-10:])
     if merged.count:
         p99, mx, mean = merged.quantile(0.99), merged.max, merged.mean
     else:  # no histograms (e.g. the Prometheus source): the worst broker stands in

@@ -14,7 +14,7 @@ from textual.widgets._toast import Toast
 
 from console.config import ConsoleConfig
 from console.tui.app import FloodgateApp
-from console.tui.panels.heatmap import FittedHeatmap, series
+from console.tui.panels.heatmap import FittedHeatmap
 from console.tui.screens import BrokerScreen, ClusterScreen, FuseScreen
 from console.tui.widgets import PanelView
 
@@ -125,11 +125,13 @@ def test_start_toast_stays_off_the_alerts_panel(size):
 def test_fitted_heatmap_keeps_the_slow_rows_in_any_height():
     import json
 
+    from broker_core.observe.stats_doc import BrokerStats
     from console.data.state import BrokerSample, build_state
 
     doc = json.loads((DATA / "brokers" / "broker-2.json").read_text())
-    broker = build_state([BrokerSample("b2", "broker-2", doc)], now=1).brokers[0]
-    heatmap = FittedHeatmap(series(broker.history), "broker-2")
+    stats = BrokerStats.from_dict(doc)
+    broker = build_state([BrokerSample("b2", "broker-2", stats)], now=1).brokers[0]
+    heatmap = FittedHeatmap(list(broker.history), "broker-2")
     console = Console(width=120, file=None)
     natural = console.render_lines(heatmap, console.options, pad=False)
     for height in (40, 30, 20, 12, 8, 5):

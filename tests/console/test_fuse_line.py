@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from broker_core.observe.stats_doc import BrokerStats, ProducerStats
 from console.data.state import BrokerSample, ProducerSample, build_state, fuse_counts, producer_view
 from console.tui.panels import render_panel
 from console.tui.panels.fuse_line import fuse_sentence
@@ -35,7 +36,8 @@ def fuse(*entries, cap=1, dry_run=False, **extra):
 
 
 def producer(doc_fuse, name="demo", key=None):
-    return ProducerSample(key or f"http/{name}", {"producer": name, "fuse": doc_fuse})
+    return ProducerSample(key or f"http/{name}",
+                          ProducerStats.from_dict({"producer": name, "fuse": doc_fuse}))
 
 
 def sentence(*producers):
@@ -80,7 +82,7 @@ def test_no_producer_or_one_not_answering_or_without_fuse():
     assert sentence() == "fuse: no producer to ask (--producers HTTP_ADDR)"
     assert sentence(ProducerSample("127.0.0.1:9", None, "connection refused")) == \
         "fuse of 127.0.0.1:9: producer not answering (connection refused)"
-    assert sentence(ProducerSample("p", {"producer": "bench", "fuse": None})) == \
+    assert sentence(ProducerSample("p", ProducerStats("bench"))) == \
         "fuse of bench: off"
 
 
@@ -129,7 +131,7 @@ def test_one_count_in_header_fuse_screen_and_cap_alert():
 def test_union_of_producers_in_the_header():
     f1 = fuse(entry("broker-1", overflow=True), entry("broker-2"))
     f2 = fuse(entry("broker-3"))
-    docs = [BrokerSample(f"h{b}", b, {"broker": b}) for b in BROKERS]
+    docs = [BrokerSample(f"h{b}", b, BrokerStats(broker=b)) for b in BROKERS]
     s = build_state(docs, [producer(f1, "a"), producer(f2, "b")], now=1).summary
     assert (s.isolated, s.overflow) == (2, 1)  # broker-2 and broker-3 excluded; broker-1 serves
     s = build_state(docs, [producer(f1, "a"), producer(fuse(entry("broker-1")), "b")],

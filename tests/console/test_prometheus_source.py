@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 def test_unreachable_prometheus_is_state_not_an_exception():
     port = free_base_port(1)
     samples = PrometheusBrokers(f"127.0.0.1:{port}", timeout=0.5).fetch()
-    assert len(samples) == 1 and samples[0].doc is None
+    assert len(samples) == 1 and samples[0].stats is None
     assert samples[0].error == "prometheus: connection refused"
     assert build_state(samples, now=1).brokers[0].state == "DOWN"
 
@@ -45,7 +45,7 @@ def test_figures_per_broker_from_prometheus(cluster3, tmp_path):
             for _ in range(30):
                 producer.send("prom", b"x")
             samples = source.fetch()
-            if len(samples) == 3 and all(s.doc and s.doc["ops"]["send"]["10s"]["p99"]
+            if len(samples) == 3 and all(s.stats and s.stats.window("send", "10s").p99
                                          for s in samples):
                 break
             time.sleep(0.5)

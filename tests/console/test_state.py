@@ -1,21 +1,18 @@
-"""ClusterState from /stats documents: states, DOWN after two misses, the fuse's
+"""ClusterState from decoded /stats: states, DOWN after two misses, the fuse's
 ISOLATED, SLA alerts as edges, history kept for 5 minutes, bad data survived."""
 
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from console.data.state import (
-    BrokerSample,
-    ProducerSample,
-    build_state,
-    merge_hist_dicts,
-    merge_history,
-)
+from broker_core.observe.stats_doc import BrokerStats, ProducerStats
+from console.data.histories import merge_histograms, merge_history
+from console.data.state import BrokerSample, ProducerSample, build_state
 from heatmap import LatencyHistogram
 
 DATA = Path(__file__).parent / "data" / "demo"
@@ -36,7 +33,13 @@ def doc(name="broker-1", p99=0.0004, mx=0.002, mean=0.0001, ts=1000, hist_ts=())
 
 
 def sample(d=None, error=None, key="h1", name="broker-1"):
-    return BrokerSample(key, name, d, error)
+    """What a source hands over: a JSON object decoded once, anything else no answer."""
+    return BrokerSample(key, name, BrokerStats.from_dict(d) if isinstance(d, Mapping) else None,
+                        error)
+
+
+def producer(doc):
+    return ProducerSample("p", ProducerStats.from_dict(doc))
 
 
 def test_up_slow_from_p99_or_max_over_sla():
@@ -73,7 +76,7 @@ def test_isolated_when_a_producer_fuse_excludes_it():
     fuse = {"cap": 1, "excluded": ["broker-1"], "overflow": [],
             "isolated": [{"broker": "broker-1", "reason": "slow", "left_s": 30}]}
     s = build_state([sample(doc()), sample(doc("broker-2"), key="h2")],
-                    [ProducerSample("p", {"producer": "bench", "fuse": fuse})], now=1)
+                    [producer({"producer": "bench", "fuse": fuse})], now=1)
     assert [b.state for b in s.brokers] == ["ISOLATED", "UP"]
     assert s.brokers[0].reason == "fuse of bench: slow"
     assert s.summary.isolated == 1 and s.summary.cap == 1
@@ -82,7 +85,7 @@ def test_isolated_when_a_producer_fuse_excludes_it():
 
 def test_down_beats_isolated():
     fuse = {"cap": 1, "excluded": ["broker-1"], "isolated": []}
-    s = build_state([sample(None, "refused")], [ProducerSample("p", {"fuse": fuse})], now=1)
+    s = build_state([sample(None, "refused")], [producer({"fuse": fuse})], now=1)
     assert s.brokers[0].state == "DOWN"
 
 
@@ -99,9 +102,12 @@ def test_sla_alerts_raise_once_and_clear():
 @pytest.mark.parametrize("bad", [
     None, [], "x", {"broker": 3, "ops": "nope"}, {"ops": {"send": {"10s": {"p99": "slow"}}}},
     {"history": {"send": [{"ts": "x"}, 5, {"ts": 1, "buckets": "?"}]}, "consumer_lag": [1]},
+    {"ops": {"send": {"10s": {"p50": float("inf"), "over_20ms": float("inf"),
+                              "errors": float("nan")}}},
+     "history": {"send": [{"ts": 1, "count": 1, "buckets": {"3": 1}, "min": [], "max": 1}]}},
 ])
 def test_malformed_documents_do_not_raise(bad):
-    s = build_state([BrokerSample("h1", "broker-1", bad, None if bad else "empty")], now=1)
+    s = build_state([sample(bad, None if bad else "empty")], now=1)
     assert s.brokers[0].state in ("UP", "DOWN")
     from console.tui.panels import PANELS
 
@@ -112,18 +118,26 @@ def test_malformed_documents_do_not_raise(bad):
 def test_history_is_merged_by_second_and_kept_five_minutes():
     s = build_state([sample(doc(hist_ts=range(0, 200)))], now=1)
     s = build_state([sample(doc(hist_ts=range(198, 400)))], prev=s, now=2)
-    ts = [h["ts"] for h in s.brokers[0].history]
+    ts = [t for t, _ in s.brokers[0].history]
     assert ts == list(range(100, 400))
-    assert merge_history((), [{"ts": 5}, {"ts": 5, "count": 2}])[0]["count"] == 2
+    h1, h2 = LatencyHistogram(), LatencyHistogram()
+    h2.record_many([0.001, 0.002])
+    assert merge_history((), [(5, h1), (5, h2)]) == ((5, h2),)  # the newest answer wins
+    assert merge_history(((4, h1), (5, h1)), [(5, h2), (6, h1)], keep_s=2) == ((5, h2), (6, h1))
 
 
 def test_cluster_percentiles_merge_histograms_of_the_last_10_s():
     a, b = recorded("broker-1"), recorded("broker-3")
     s = build_state([sample(a, key="a"), sample(b, key="b", name="broker-3")], now=1)
-    merged = merge_hist_dicts(a["history"]["send"][-10:] + b["history"]["send"][-10:])
-    assert s.summary.p99 == merged.quantile(0.99)
-    assert s.summary.max == max(h["max"] for h in a["history"]["send"][-10:] +
-                                b["history"]["send"][-10:] if h["count"])
+    last = a["history"]["send"][-10:] + b["history"]["send"][-10:]
+    merged = LatencyHistogram()
+    for h in last:
+        merged.merge(LatencyHistogram.from_dict(h))
+    assert merged.count and s.summary.p99 == merged.quantile(0.99)
+    assert s.summary.max == max(h["max"] for h in last if h["count"])
+    assert s.summary.mean == merged.mean
+    assert merge_histograms(LatencyHistogram.from_dict(h) for h in last) == merged
+    assert merge_histograms([]) == LatencyHistogram()
 
 
 def test_recorded_demo_replays_to_the_same_state():
@@ -138,14 +152,15 @@ def test_recorded_demo_replays_to_the_same_state():
     assert isolated == excluded and excluded  # what the producer's fuse excludes
     stalled = states[0].broker("broker-2")  # 800 ms stalls every 3 s, then cleared
     assert len(stalled.history) > 100
-    assert max(h["max"] for h in stalled.history if h["count"]) > 0.2
+    assert max(h.max for _, h in stalled.history if h.count) > 0.2
 
 
 def test_state_is_not_mutated_by_the_next_build():
     s1 = build_state([sample(doc(hist_ts=range(5)))], now=1)
     frozen = copy.deepcopy(s1.brokers[0].history)
-    build_state([sample(doc(hist_ts=range(3, 9)))], prev=s1, now=2)
+    s2 = build_state([sample(doc(hist_ts=range(3, 9)))], prev=s1, now=2)
     assert s1.brokers[0].history == frozen
+    assert s2.summary.p99 is not None and s1.brokers[0].history == frozen  # merged copies
 
 
 def test_alert_log_is_bounded_but_counts_every_edge():

@@ -8,17 +8,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
 from rich.text import Text
 
-from heatmap import HeatmapMatrix, LatencyHistogram, TerminalHeatmap, bucket_upper, build_heatmap
-
-
-def series(history):
-    out = []
-    for h in history:
-        try:
-            out.append((int(h["ts"]), LatencyHistogram.from_dict(h)))
-        except (KeyError, TypeError, ValueError):
-            continue  # one bad second is a gap, not a crash
-    return out
+from heatmap import HeatmapMatrix, TerminalHeatmap, bucket_upper, build_heatmap
 
 
 class FittedHeatmap:
@@ -75,7 +65,7 @@ def render(state, focus=None):
     broker = state.broker(focus) if focus else None
     if broker is None:
         return Text("pick a broker (Enter on the cluster table)", style="dim")
-    pairs = series(broker.history)
+    pairs = list(broker.history)  # (second, LatencyHistogram), decoded by the source
     if not pairs:
         return Text(f"{broker.name}: no send history yet", style="dim")
     return FittedHeatmap(pairs, f"{broker.name} send latency, last "

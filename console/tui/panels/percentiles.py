@@ -8,7 +8,6 @@ from rich.table import Table
 from rich.text import Text
 
 from console.tui.format import ms, sparkline
-from console.tui.panels.heatmap import series
 
 WIDTH = 60
 LABELS = 5 + 1 + 9  # "p99  " and " 1,234 ms"
@@ -36,8 +35,8 @@ def render(state, focus=None):
     broker = state.broker(focus) if focus else None
     if broker is None:
         return Text("no broker", style="dim")
-    pairs = series(broker.history[-WIDTH:])
+    hists = [h for _, h in broker.history[-WIDTH:]]
     return Sparklines([(label, [(h.max if q is None else h.quantile(q)) if h.count else None
-                                for _, h in pairs])
+                                for h in hists])
                        for label, q in (("p50", 0.5), ("p99", 0.99), ("max", None))],
                       state.sla.max_s)
