@@ -29,7 +29,7 @@ from console.data.poller import Poller  # noqa: E402
 from console.data.sources import ReplayDir  # noqa: E402
 from console.tui.app import FloodgateApp  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "console" / "data" / "demo"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "console" / "recorded" / "demo"
 
 
 class ChangingReplay(ReplayDir):

@@ -1,6 +1,6 @@
 """Record the replay data of the console's snapshot tests, once, from a real demo.
 
-    .venv/bin/python tests/console/record_stats.py [--after 35] [--out tests/console/data/demo]
+    .venv/bin/python tests/console/record_stats.py [--after 35] [--out tests/console/recorded/demo]
 
 Starts `floodgate demo` (6 brokers, fault script) headless, waits until the
 stalls of broker-2 have been isolated, and saves every broker's
@@ -28,7 +28,7 @@ def get(addr: str, path: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--after", type=float, default=35.0)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "data" / "demo")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "recorded" / "demo")
     ap.add_argument("--base-port", type=int, default=22400)
     args = ap.parse_args()
     demo = Demo(DemoOptions(brokers=6, rate=1000, base_port=args.base_port)).start()

@@ -15,7 +15,7 @@ from console.data.histories import merge_histograms, merge_history
 from console.data.state import BrokerSample, ProducerSample, build_state
 from heatmap import LatencyHistogram
 
-DATA = Path(__file__).parent / "data" / "demo"
+DATA = Path(__file__).parents[1] / "recorded" / "demo"
 
 
 def recorded(name: str) -> dict:

@@ -15,7 +15,7 @@ from console.demo.runner import port_free
 from tests.console.conftest import free_base_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_headless_demo_summary(tmp_path):

@@ -18,7 +18,7 @@ from console.tui.panels.heatmap import FittedHeatmap
 from console.tui.screens import BrokerScreen, ClusterScreen, FuseScreen
 from console.tui.widgets import PanelView
 
-DATA = Path(__file__).parent / "data" / "demo"
+DATA = Path(__file__).parents[1] / "recorded" / "demo"
 HINT = ("faults start at 6 s (broker-2 stalls, then broker-4 errors). In another terminal: "
         "floodgate status --cluster /tmp/floodgate-demo/cluster.toml --producers 127.0.0.1:34567")
 

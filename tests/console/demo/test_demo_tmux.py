@@ -17,7 +17,7 @@ from console.demo.runner import port_free
 from tests.console.conftest import free_base_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BROKERS = 6
 # pytest's own COLUMNS/LINES (80x24) would reach the pane through tmux's
 # environment and win over the pane's real size in get_terminal_size
@@ -66,7 +66,7 @@ def test_demo_in_tmux_isolates_a_broker(tmp_path):
 def test_console_command_in_tmux_quits_on_q():
     session = f"floodgate-console-{free_base_port(1)}"
     floodgate = Path(sys.executable).with_name("floodgate")
-    data = ROOT / "tests" / "console" / "data" / "demo"
+    data = ROOT / "tests" / "console" / "recorded" / "demo"
     cmd = f"{UNSIZED}{shlex.quote(str(floodgate))} console --replay {shlex.quote(str(data))} --refresh 60"
     assert tmux("new-session", "-d", "-s", session, "-x", "150", "-y", "40", cmd).returncode == 0
     try:

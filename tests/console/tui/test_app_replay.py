@@ -12,7 +12,7 @@ from console.tui.panels.brokers import COLUMNS
 from console.tui.screens import AlertsScreen, BrokerScreen, FuseScreen, HelpScreen, HostScreen
 from console.tui.widgets import BrokerTable, PanelView
 
-DATA = Path(__file__).parent / "data" / "demo"
+DATA = Path(__file__).parents[1] / "recorded" / "demo"
 
 
 def replay_app() -> FloodgateApp:

@@ -14,7 +14,7 @@ from console.cli import main
 from console.config import config_from_args
 from console.errors import UsageError
 
-DATA = Path(__file__).parent / "data" / "demo"
+DATA = Path(__file__).parents[1] / "recorded" / "demo"
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ from console.data.state import BrokerSample, ProducerSample, build_state, fuse_c
 from console.tui.panels import render_panel
 from console.tui.panels.fuse_line import fuse_sentence
 
-DATA = Path(__file__).parent / "data" / "demo"
+DATA = Path(__file__).parents[1] / "recorded" / "demo"
 BROKERS = [f"broker-{i}" for i in range(1, 7)]
 T0 = datetime(2025, 11, 11, tzinfo=UTC).timestamp()  # the console's clock shows UTC
 

@@ -1,5 +1,5 @@
 """Snapshot tests of every screen at a fixed size, from recorded /stats files
-(tests/console/data/demo: a real demo, broker-2 stalled and isolated).
+(tests/console/recorded/demo: a real demo, broker-2 stalled and isolated).
 
 Review a changed picture (`pytest --snapshot-report`) before accepting it
 with `--snapshot-update`.
@@ -14,7 +14,7 @@ import pytest
 from console.config import ConsoleConfig
 from console.tui.app import FloodgateApp
 
-DATA = Path(__file__).parent / "data" / "demo"
+DATA = Path(__file__).parents[1] / "recorded" / "demo"
 SIZE = (150, 44)
 
 
