@@ -164,6 +164,15 @@ def _launch_quiet_gateway(conf, show_progress: bool):
     return gateway
 
 
+def local_driver_memory() -> str:
+    """A quarter of the machine's memory, 1 to 4 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "1g"
+    return f"{max(1, min(4, total // 4 // 2**30))}g"
+
+
 def get_session(
     master: str | None = None,
     app_name: str = "floodgate-report",
@@ -195,6 +204,8 @@ def get_session(
         .set("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .set("spark.ui.showConsoleProgress", "true" if progress else "false")
         .set("spark.ui.enabled", "false")
+        # Parquet we write (compact's latency_1m) in the contract's type, not legacy INT96.
+        .set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         # Hadoop applies its own umask (022) to the files it writes, not ours.
         .set("spark.hadoop.fs.permissions.umask-mode", f"{current_umask():03o}")
     )
@@ -203,6 +214,10 @@ def get_session(
     if master and master.startswith("local"):
         # 200 shuffle partitions is for clusters; a laptop wants a few per core.
         conf.set("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 2)))
+        # local mode runs everything in the driver: Spark's 1 GiB default spills the
+        # jobs' cached frames to disk on a day of 100 brokers. A heap is a ceiling, not taken.
+        conf.set("spark.driver.memory", os.environ.get("FLOODGATE_SPARK_DRIVER_MEMORY")
+                 or local_driver_memory())  # fmt: skip
     if not (debug or submitted or SparkContext._active_spark_context):
         SparkContext(conf=conf, gateway=_launch_quiet_gateway(conf, progress))
     session = SparkSession.builder.config(conf=conf).getOrCreate()

@@ -1,7 +1,8 @@
 """`floodgate report ...`: Spark jobs over a metrics log (one function per report).
 
     floodgate report heatmap --input DIR --out DIR [--from T] [--to T] [--broker B] [--op send]
-                             [--window 1m] [--master URL]
+                             [--window 1m] [--static] [--master URL]
+    floodgate report compact --input DIR [--force] [--master URL]
 
 To add a report: a `_register_<name>(rsub)` that builds its parser and sets
 `func=run_<name>`, called from `register`.
@@ -20,6 +21,7 @@ def register(sub) -> None:
     from console.commands.report_capacity import add_capacity_parser
 
     add_capacity_parser(rsub)
+    _register_compact(rsub)
 
 
 def _add_spark_options(p) -> None:
@@ -61,6 +63,11 @@ def _register_heatmap(rsub) -> None:
     p.add_argument(
         "--window", help="window per heatmap column: 1s, 10s, 1m, 5m ... (default: from the range)"
     )
+    p.add_argument(
+        "--static",
+        action="store_true",
+        help="PNG pictures (print, e-mail) instead of interactive charts",
+    )
     _add_spark_options(p)
     p.set_defaults(func=run_heatmap)
 
@@ -93,4 +100,42 @@ def run_heatmap(args) -> int:
         )
         for name, path in summary["outputs"].items():
             print(f"  {name:<12} {path}")
+    return 0
+
+
+# --- report compact ------------------------------------------------------------
+
+
+def _register_compact(rsub) -> None:
+    p = add_subparser(
+        rsub,
+        "compact",
+        "build latency_1m (minute rollups) for the days of a metrics log that lack it",
+        epilog="Reports read latency_1m for whole-minute windows; brokers and `floodgate gen` "
+        "write it themselves, this is for older logs. Rows that break a quarantine rule are "
+        "left out and counted.",
+    )
+    p.add_argument("--input", required=True, metavar="DIR", help="metrics log (path or URI)")
+    p.add_argument("--force", action="store_true", help="rebuild days that already have it")
+    _add_spark_options(p)
+    p.set_defaults(func=run_compact)
+
+
+def run_compact(args) -> int:
+    from spark_reports.jobs.compact import CompactOptions, run_compact
+
+    opts = CompactOptions(input=args.input, force=args.force, master=args.master,
+                          progress=not args.json, debug=bool(getattr(args, "debug", False)))  # fmt: skip
+    with spark_failures():
+        summary = run_compact(opts)
+    if args.json:
+        print_json(summary)
+        return 0
+    if not summary["days"]:
+        print(f"nothing to do: every day has latency_1m ({', '.join(summary['kept'])}); --force rebuilds")
+        return 0
+    print(
+        f"rolled up {', '.join(summary['days'])}: {summary['rows']:,} rows -> "
+        f"{summary['minute_rows']:,} minute rows; {summary['quarantined']:,} quarantined rows left out"
+    )
     return 0

@@ -21,16 +21,21 @@ def _div(num, den):
     return F.try_divide(num.cast("double"), den.cast("double"))
 
 
+def with_reason(latency: DataFrame) -> DataFrame:
+    """The rows with a `reason` column: the first metrics-log rule each breaks, or null."""
+    reason = spark_quarantine_reason(has_partition_date=PARTITION_COLUMN in latency.columns)
+    return latency.withColumn("reason", reason)
+
+
 def split_quarantine(latency: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(good rows, bad rows with a `reason` column) by the metrics-log rules."""
-    reason = spark_quarantine_reason(has_partition_date=PARTITION_COLUMN in latency.columns)
-    tagged = latency.withColumn("reason", reason)
+    tagged = with_reason(latency)
     good = tagged.filter(F.col("reason").isNull()).drop("reason")
     return good, tagged.filter(F.col("reason").isNotNull())
 
 
 def broker_second_rates(latency: DataFrame, op: str = "send") -> DataFrame:
-    """Per (ts, broker): msgs and bytes in that second (rows are per second)."""
+    """Per (ts, broker): msgs, bytes, calls and the slowest call in that second."""
     return (
         latency.filter(F.col("op") == op)
         .groupBy("ts", "broker")
@@ -38,7 +43,43 @@ def broker_second_rates(latency: DataFrame, op: str = "send") -> DataFrame:
             F.sum("msgs").alias("msgs"),
             F.sum("bytes").alias("bytes"),
             F.sum("count").alias("ops"),
+            F.max(F.when(F.col("count") > 0, F.col("max_us"))).alias("max_us"),
         )
+    )
+
+
+def checked_second_rates(checked: DataFrame, op: str = "send") -> DataFrame:
+    """One pass over 1 s rows carrying a quarantine `reason`: per (ts, broker, reason)
+    the rows, and for the good rows of `op` broker_second_rates' figures.
+
+    Good rows of other ops are dropped before the shuffle; bad rows of any op
+    stay, so quarantined rows are counted from the same pass (`reason` set).
+    """
+    good_op = F.col("reason").isNull() & (F.col("op") == op)
+    kept = checked.filter(good_op | F.col("reason").isNotNull())
+    return kept.groupBy("ts", "broker", "reason").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum("msgs").alias("msgs"),
+        F.sum("bytes").alias("bytes"),
+        F.sum("count").alias("ops"),
+        F.max(F.when(F.col("count") > 0, F.col("max_us"))).alias("max_us"),
+    )
+
+
+def spike_seconds_of_rates(
+    broker_rates: DataFrame, threshold_us: int = SLA_MAX_US
+) -> DataFrame:
+    """spike_seconds from broker_second_rates (already one row per second and broker)."""
+    return (
+        broker_rates.filter(F.col("max_us") > threshold_us)
+        .groupBy("broker")
+        .agg(
+            F.count(F.lit(1)).alias("spike_seconds"),
+            F.max("max_us").alias("worst_max_us"),
+            F.min("ts").alias("first_spike"),
+            F.max("ts").alias("last_spike"),
+        )
+        .orderBy(F.desc("spike_seconds"), "broker")
     )
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from heatmap.layout import bucket_index, bucket_lower
 from heatmap.sla import SLA_MAX_MS, SLA_MAX_S, SLA_MEAN_MS, SLA_MEAN_S
 from spark_reports import report_kit as kit
-from spark_reports.heatmap_report import charts
+from spark_reports.heatmap_report import charts, interactive
 
 TOP_N = 10
 MAX_TEXT = f"{SLA_MAX_MS:g} ms"  # "20 ms", as the page says it
@@ -39,6 +39,10 @@ class ReportData:
     spike_total: int
     cells_window_s: int = 0  # window of `cells` (coarser than window_s on long ranges); 0: window_s
     verdict: dict | None = None  # from heatmap_verdict: the report's first line
+    table: str = "latency"  # the metrics-log table the report read (latency_1m: minute rollups)
+    drills: list[tuple[str, int]] = field(default_factory=list)  # (broker, window start), worst first
+    drill_cells: pd.DataFrame | None = None  # t, broker, bucket, count: 1 s cells of `drills`
+    static: bool = False  # PNG pictures (print, e-mail) instead of interactive charts
     generated: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -51,6 +55,7 @@ h1{font-size:26px;margin:0 0 4px} h2{font-size:19px;margin:28px 0 8px;color:#9fd
 .bad b{color:#ff6b6b} .ok b{color:#7bd88f}
 .verdict{font-size:19px;font-weight:600;margin:8px 0} .verdict.bad{color:#ff6b6b} .verdict.ok{color:#7bd88f}
 img{background:#fff;border-radius:6px} .grid{display:grid;grid-template-columns:1fr 1fr;gap:12px}
+.chart{min-height:380px} select{background:#1b222c;color:#e6e6e6;border:1px solid #2a3340;padding:4px}
 td,th{border-bottom:1px solid #2a3340} th{color:#9fd3ff} .scroll{max-height:420px;overflow:auto}
 """
 
@@ -118,15 +123,16 @@ def render_report(d: ReportData) -> str:
     brokers = d.ranking[d.ranking["broker"] != "ALL"]
     c = cluster.iloc[0] if not cluster.empty else None
     epochs = _window_epochs(d)
-    lo_s, hi_s = charts.bucket_range(d.cells)
-    all_cells = d.cells[d.cells["broker"] == "ALL"]
     quarantined = sum(d.quarantined.values())
+    pictures = _static_pictures(d, epochs) if d.static else interactive.charts_html(d, epochs)
+    read = ("1-minute rollups (latency_1m)" if d.table == "latency_1m" else "1-second rows (latency)")
 
     parts = [
         f"<h1>{html.escape(d.title)}</h1>",
         _verdict_html(d.verdict),
         f'<div class="meta">{html.escape(d.source)} · {d.first:%Y-%m-%d %H:%M:%S} – {d.last:%Y-%m-%d %H:%M:%S} UTC'
-        f" · window {d.window_s} s · {d.rows:,} rows · generated {d.generated:%Y-%m-%d %H:%M} UTC</div>",
+        f" · window {d.window_s} s · {d.rows:,} rows of {read}"
+        f" · generated {d.generated:%Y-%m-%d %H:%M} UTC</div>",
         '<div class="tiles">',
     ]
     if c is not None:
@@ -152,23 +158,12 @@ def render_report(d: ReportData) -> str:
         _tile(f"{quarantined:,}", "rows quarantined", "ok" if quarantined == 0 else "bad"),
         "</div>",
         f"<h2>Cluster heatmap ({html.escape(d.op)}, all brokers)</h2>",
-        kit.img(
-            charts.heatmap_png(all_cells, epochs, f"cluster · {d.op}", lo_s, hi_s),
-            "cluster heatmap",
-        ),
+        pictures["cluster"],
         "<h2>Percentiles over time</h2>",
-        kit.img(
-            charts.percentile_png(d.curves, f"cluster {d.op} latency per {d.window_s} s window"),
-            "percentiles",
-        ),
-        "<h2>Worst brokers by p99.9</h2><div class=grid>",
+        pictures["curves"],
+        "<h2>Worst brokers by p99.9</h2>",
+        pictures["brokers"],
     ]
-    for b in d.worst_brokers:
-        cells = d.cells[d.cells["broker"] == b]
-        parts.append(
-            kit.img(charts.heatmap_png(cells, epochs, f"{b} · {d.op}", lo_s, hi_s), f"heatmap {b}")
-        )
-    parts.append("</div>")
 
     cols = {
         "broker": lambda r: str(r["broker"]),
@@ -201,6 +196,8 @@ def render_report(d: ReportData) -> str:
         if len(d.spikes)
         else "<p>None.</p>"
     )
+    if "drill" in pictures:
+        parts += ["<h2>Spike windows, second by second</h2>", pictures["drill"]]
     parts.append(f"<h2>Quarantined rows ({quarantined:,})</h2>")
     if d.quarantined:
         q = pd.DataFrame(sorted(d.quarantined.items()), columns=["reason", "rows"])
@@ -210,7 +207,26 @@ def render_report(d: ReportData) -> str:
         parts.append("<p class=meta>The rows themselves are in quarantine/ with their reason.</p>")
     else:
         parts.append("<p>None: every row passed the schema checks.</p>")
+    parts.append(pictures.get("script", ""))
     return kit.page(d.title, THEME_CSS, parts)
+
+
+def _static_pictures(d: ReportData, epochs: np.ndarray) -> dict[str, str]:
+    """The PNG charts (`--static`: for print and e-mail, no script)."""
+    lo_s, hi_s = charts.bucket_range(d.cells)
+    all_cells = d.cells[d.cells["broker"] == "ALL"]
+    brokers = [
+        kit.img(charts.heatmap_png(d.cells[d.cells["broker"] == b], epochs, f"{b} · {d.op}",
+                                   lo_s, hi_s), f"heatmap {b}")
+        for b in d.worst_brokers
+    ]  # fmt: skip
+    curves = charts.percentile_png(d.curves, f"cluster {d.op} latency per {d.window_s} s window")
+    return {
+        "cluster": kit.img(charts.heatmap_png(all_cells, epochs, f"cluster · {d.op}", lo_s, hi_s),
+                           "cluster heatmap"),
+        "curves": kit.img(curves, "percentiles"),
+        "brokers": f"<div class=grid>{''.join(brokers)}</div>",
+    }  # fmt: skip
 
 
 def _verdict_html(verdict: dict | None) -> str:

@@ -139,45 +139,75 @@ def read_percentiles(spark, heatmap_dir: str):
 def collect_measured(
     spark, root: str, opts, op: str = "send", heatmap_dir: str | None = None
 ) -> tuple[dict, list[dict]]:
-    """Run the Spark steps and collect the small results the plan needs."""
-    from spark_reports.capacity_report import frames as cf
+    """Run the Spark steps and collect the small results the plan needs, in three actions.
 
-    latency = read_table(spark, root, "latency", required=True)
-    checked, _ = cf.split_quarantine(latency)
-    # The quarantine rules (higher-order functions over every bucket map) are the
-    # costliest step: evaluate them once and cache the good rows for every figure.
-    good_rows = checked.cache()
-    quarantined = latency.count() - good_rows.count()  # Parquet metadata count minus good rows
-    broker_rates = cf.broker_second_rates(good_rows, op).cache()
-    cluster_rates = cf.cluster_second_rates(broker_rates).cache()
-    days = _rows(cf.daily_peaks(cluster_rates))
-    if not days:
-        raise EmptyInput(f"no '{op}' rows in {root}/latency (after quarantine)")
+    Seconds matter for rates (the peak second, each broker's busiest second,
+    spike seconds): one pass over the 1 s table evaluates the quarantine rules
+    and reduces it to per-second figures of `op`, cached (no bucket maps in it).
+    Latency (totals, merged buckets, the per-minute series) comes from the
+    minute rollups when they cover the log, else from minutes rolled up from
+    the same 1 s rows. Everything small is then gathered in one action.
+    """
+    from pyspark.sql import functions as F
+
+    from spark_reports import sources
+    from spark_reports.capacity_report import frames as cf
+    from spark_reports.gather import gather
+    from spark_reports.jobs.compact import minute_rollup
+    from spark_reports.schema import LATENCY_1M_TABLE, LATENCY_TABLE
+
+    seconds = cf.with_reason(read_table(spark, root, LATENCY_TABLE, required=True))
+    per_second = cf.checked_second_rates(seconds, op).cache()
+    bad = F.col("reason").isNotNull()
+    reasons = {r["reason"]: r["rows"] for r in
+               per_second.filter(bad).groupBy("reason").agg(F.sum("rows").alias("rows")).collect()}  # fmt: skip
+    broker_rates = per_second.filter(~bad).drop("reason", "rows")
+    cluster_rates = cf.cluster_second_rates(broker_rates)
+
+    days = sources.list_days(spark, sources.table_path(root, LATENCY_TABLE))
+    have = sources.list_days(spark, sources.table_path(root, LATENCY_1M_TABLE))
+    if days and days <= have:  # the job's one validated minute frame, cached
+        cached = cf.with_reason(read_table(spark, root, LATENCY_1M_TABLE, required=True)).cache()
+        bad_minutes = cached.filter(bad).groupBy("reason").agg(F.count(F.lit(1)).alias("rows"))
+        for r in bad_minutes.collect():  # fills the cache too
+            reasons[r["reason"]] = reasons.get(r["reason"], 0) + r["rows"]
+        minutes = cached.filter(~bad).drop("reason")
+    else:  # no rollups: minutes from the 1 s rows (a second pass over their maps)
+        cached = minutes = minute_rollup(seconds.filter(~bad)).cache()
+
     capacity = opts.per_broker_rate
     if capacity is None and opts.load_test is not None:
         from spark_reports.capacity_report.plan import per_broker_capacity
 
         capacity = per_broker_capacity(opts, [])[0]
-    measured = {
-        "days": days,
-        "brokers": _rows(cf.broker_load(broker_rates, capacity)),
-        "latency_totals": _rows(cf.latency_totals(good_rows, op)),
-        "latency_buckets": _rows(cf.latency_buckets(good_rows, op)),
-        "spikes": _rows(
-            cf.spikes_from_heatmap(read_percentiles(spark, heatmap_dir), op)
-            if heatmap_dir
-            else cf.spike_seconds(good_rows, op)
-        ),
-        "quarantined": quarantined,
-        "disk": [],
+    frames = {
+        "days": cf.daily_peaks(cluster_rates),
+        "brokers": cf.broker_load(broker_rates, capacity),
+        "latency_totals": cf.latency_totals(minutes, op),
+        "latency_buckets": cf.latency_buckets(minutes, op),
+        "spikes": cf.spikes_from_heatmap(read_percentiles(spark, heatmap_dir), op)
+        if heatmap_dir
+        else cf.spike_seconds_of_rates(broker_rates),
+        "minutes": cf.minute_series(cluster_rates, minutes, op),
     }
     stats = read_table(spark, root, "broker_stats", required=False)
     if stats is not None:
-        measured["disk"] = _rows(cf.disk_growth(stats))
-    minutes = _rows(cf.minute_series(cluster_rates, good_rows, op))
-    for frame in (cluster_rates, broker_rates, good_rows):
+        frames["disk"] = cf.disk_growth(stats)
+    got = gather(frames)
+    for frame in (per_second, cached):
         frame.unpersist()
-    return measured, minutes
+    if not got["days"]:
+        raise EmptyInput(f"no '{op}' rows in {root}/latency (after quarantine)")
+    order = {"days": ("day",), "brokers": ("broker",), "latency_totals": ("broker",),
+             "latency_buckets": ("broker", "bucket"), "disk": ("broker",), "minutes": ("minute",)}  # fmt: skip
+    for name, keys in order.items():
+        got.get(name, []).sort(key=lambda r, keys=keys: tuple(r[k] for k in keys))
+    spike_key = "spike_windows" if heatmap_dir else "spike_seconds"
+    got["spikes"].sort(key=lambda r: (-r[spike_key], r["broker"]))
+    measured = {name: got[name] for name in ("days", "brokers", "latency_totals", "latency_buckets", "spikes")}
+    measured["quarantined"] = sum(reasons.values())
+    measured["disk"] = got.get("disk", [])
+    return measured, got["minutes"]
 
 
 def versions() -> dict:

@@ -24,9 +24,7 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script
 from spark_reports.errors import EmptyInput, ReportError  # noqa: E402
 
 OUTPUTS = ["heatmap", "percentiles", "quarantine", "report.html"]
-WORST_BROKERS = 4  # per-broker heatmaps in the report
-MAX_DRAWN_COLUMNS = 1200  # heatmap PNG columns; finer windows are merged for drawing
-SPIKES_LISTED = 1000  # spike rows listed in the report (all are in percentiles/)
+MAX_DRAWN_COLUMNS = 1200  # heatmap columns drawn; finer windows are merged for drawing
 
 
 @dataclass
@@ -40,6 +38,7 @@ class HeatmapOptions:
     ops: list[str] = field(default_factory=list)
     window_s: int | None = None
     master: str | None = None
+    static: bool = False  # PNG pictures (print, e-mail) instead of interactive charts
     progress: bool = True
     debug: bool = False  # the JVM's stderr and Spark's warnings to ours (else to a log)
 
@@ -58,15 +57,19 @@ class HeatmapOptions:
             ops=split_list(a.op),
             window_s=parse_window(a.window) if a.window else None,
             master=a.master,
+            static=bool(getattr(a, "static", False)),
             progress=progress,
             debug=bool(getattr(a, "debug", False)),
         )
 
 
 def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
-    """Run the job; returns a summary (paths, rows, window, quarantine count)."""
-    from spark_reports import output, schema
+    """Run the job; returns a summary (paths, rows, window, table read, quarantine count)."""
+    from spark_reports import output, sources
+    from spark_reports.heatmap_report import collect
     from spark_reports.heatmap_report import frames as hf
+    from spark_reports.heatmap_report.page import ReportData, heatmap_verdict, render_report
+    from spark_reports.schema import LATENCY_TABLE, conform_spark_frame
     from spark_reports.session import get_session
 
     if opts.start and opts.end and opts.start >= opts.end:
@@ -76,76 +79,63 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     spark = spark or get_session(
         opts.master, "floodgate-report-heatmap", opts.progress, debug=opts.debug
     )
-    latency_path = f"{opts.input.rstrip('/')}/{schema.LATENCY_TABLE}"
-    raw = _read(spark, latency_path)
-    raw = schema.conform_spark_frame(raw)
-    selected = hf.select_rows(raw, opts.start, opts.end, opts.cluster, opts.brokers, opts.ops)
-    per_op = _rows_per_op(selected)
-    if not per_op:
-        raise EmptyInput(f"no latency rows in {latency_path}{_filters_text(opts)}")
+    source = sources.pick_source(spark, opts.input, opts.start, opts.end, opts.window_s)
+    checked, per_op, reasons = _validated(spark, source, opts)
     first = min(r["first"] for r in per_op.values())
     last = max(r["last"] for r in per_op.values())
     span_s = ((opts.end or last) - (opts.start or first)).total_seconds() + (0 if opts.end else 1)
     window_s = opts.window_s or hf.choose_window_s(span_s)
+    if source.rollup and window_s % sources.MINUTE_S:  # the range wants seconds after all
+        checked.unpersist()
+        source = sources.LatencySource(LATENCY_TABLE, source.seconds_path, source.seconds_path)
+        checked, per_op, reasons = _validated(spark, source, opts)
 
     staged = output.StagedOutput(spark, opts.out)
+    agg = None
     try:
-        checked = hf.with_quarantine_reason(selected)
         hf.bad_rows(checked).write.parquet(staged.path("quarantine"))
-        reasons = {
-            r["reason"]: r["n"]
-            for r in spark.read.parquet(staged.path("quarantine"))
-            .groupBy("reason")
-            .agg(_count().alias("n"))
-            .collect()
-        }
-        good = hf.good_rows(selected)
         # Per broker and "ALL" in one job: the rollup reuses the aggregation's shuffle.
-        hf.with_cluster_rows(hf.window_aggregate(good, window_s)).write.parquet(
-            staged.path("_aggregate")
-        )
-        agg = spark.read.parquet(staged.path("_aggregate"))
+        agg = hf.with_cluster_rows(hf.window_aggregate(hf.good_rows(checked), window_s)).cache()
         hf.buckets_of(agg).write.parquet(staged.path("heatmap"))
+        hf.percentiles(hf.buckets_of(agg), hf.stats_of(agg)).write.parquet(staged.path("percentiles"))
         buckets = spark.read.parquet(staged.path("heatmap"))
-        stats = hf.stats_of(agg)
-        hf.percentiles(buckets, stats).write.parquet(staged.path("percentiles"))
         pcts = spark.read.parquet(staged.path("percentiles"))
         report_op = _report_op(opts.ops, per_op)
         # Pictures need at most ~1,200 columns: coarser windows for them only.
-        n_windows = span_s / window_s
-        draw_s = window_s * max(1, math.ceil(n_windows / MAX_DRAWN_COLUMNS))
-        data = _collect_report_data(spark, buckets, stats, pcts, report_op, draw_s)
-        from spark_reports.heatmap_report.page import ReportData, heatmap_verdict, render_report
-
+        draw_s = window_s * max(1, math.ceil(span_s / window_s / MAX_DRAWN_COLUMNS))
+        data = collect.report_data(buckets, hf.stats_of(agg), pcts, report_op, draw_s)
         verdict = heatmap_verdict(
             report_op, data.pop("worst_window"), window_s, data["spike_total"],
             data.pop("spike_brokers"), data.pop("brokers"), data.pop("calls_over"),
         )  # fmt: skip
-
+        drills = []
+        if not opts.static and window_s > 1 and source.seconds_path:
+            drills = collect.drill_windows(data["spikes"])
+            seconds = conform_spark_frame(_read(spark, source.seconds_path))
+            data["drill_cells"] = collect.drill_cells(seconds, drills, window_s, report_op)
         total_rows = sum(r["rows"] for r in per_op.values())
         html = render_report(
             ReportData(
                 title=f"Latency report: {opts.cluster or 'all clusters'}, op {report_op}",
-                source=opts.input,
-                first=first,
-                last=last,
-                window_s=window_s,
-                rows=total_rows,
-                quarantined=reasons,
-                op=report_op,
-                verdict=verdict,
-                **data,
+                source=opts.input, first=first, last=last, window_s=window_s, rows=total_rows,
+                quarantined=reasons, op=report_op, verdict=verdict, table=source.table,
+                drills=drills, static=opts.static, **data,
             )
-        )
+        )  # fmt: skip
         staged.write_bytes("report.html", html.encode("utf-8"))
         staged.promote(OUTPUTS)
     except BaseException:
         staged.discard()
         raise
+    finally:
+        checked.unpersist()
+        if agg is not None:
+            agg.unpersist()
     return {
         "out": opts.out,
         "outputs": {name: f"{opts.out.rstrip('/')}/{name}" for name in OUTPUTS},
         "rows": total_rows,
+        "table": source.table,
         "quarantined": sum(reasons.values()),
         "quarantine_reasons": reasons,
         "window_s": window_s,
@@ -154,14 +144,50 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         "ops": sorted(per_op),
         "report_op": report_op,
         "spikes": data["spike_total"],
+        "drills": len(drills),
         "verdict": verdict,
     }
 
 
-def _count():
+def _validated(spark, source, opts: HeatmapOptions):
+    """The job's one validated frame (quarantine reason per row, cached) and, in one
+    action over it: rows and time range per op, quarantined rows per reason."""
     from pyspark.sql import functions as F
 
-    return F.count(F.lit(1))
+    from spark_reports.heatmap_report import frames as hf
+    from spark_reports.schema import conform_spark_frame
+
+    raw = conform_spark_frame(_read(spark, source.path))
+    selected = hf.select_rows(raw, opts.start, opts.end, opts.cluster, opts.brokers, opts.ops)
+    checked = hf.with_quarantine_reason(selected).cache()
+    overview = (
+        checked.groupBy("op", "reason")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.unix_seconds(F.min("ts")).alias("first"),
+            F.unix_seconds(F.max("ts")).alias("last"),
+        )
+        .collect()
+    )
+    # A minute row's ts is its first second; the minute runs 59 s more.
+    tail = 59 if source.rollup else 0
+    per_op, reasons = {}, {}
+    for r in overview:
+        if r["reason"] is not None:
+            reasons[r["reason"]] = reasons.get(r["reason"], 0) + r["rows"]
+        if r["first"] is None:
+            continue
+        op = r["op"] if r["op"] is not None else "(null)"
+        seen = per_op.setdefault(op, {"rows": 0, "first": r["first"], "last": r["last"]})
+        seen["rows"] += r["rows"]
+        seen["first"], seen["last"] = min(seen["first"], r["first"]), max(seen["last"], r["last"])
+    if not per_op:
+        checked.unpersist()
+        raise EmptyInput(f"no latency rows in {source.path}{_filters_text(opts)}")
+    for seen in per_op.values():
+        seen["first"] = datetime.fromtimestamp(seen["first"], tz=UTC)
+        seen["last"] = datetime.fromtimestamp(seen["last"] + tail, tz=UTC)
+    return checked, per_op, reasons
 
 
 def _read(spark, path: str):
@@ -177,26 +203,6 @@ def _read(spark, path: str):
         if "UNABLE_TO_INFER_SCHEMA" in str(exc) or "Unable to infer schema" in str(exc):
             raise EmptyInput(f"no Parquet files under {path}") from None
         raise ReportError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
-
-
-def _rows_per_op(selected) -> dict:
-    """One cheap pass over ts and op only: rows and time range per op."""
-    from pyspark.sql import functions as F
-
-    rows = selected.groupBy("op").agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.unix_seconds(F.min("ts")).alias("first"),
-        F.unix_seconds(F.max("ts")).alias("last"),
-    )
-    out = {}
-    for r in rows.collect():
-        if r["first"] is not None:
-            out[r["op"] if r["op"] is not None else "(null)"] = {
-                "rows": r["rows"],
-                "first": datetime.fromtimestamp(r["first"], tz=UTC),
-                "last": datetime.fromtimestamp(r["last"], tz=UTC),
-            }
-    return out
 
 
 def _report_op(asked: list[str], per_op: dict) -> str:
@@ -223,65 +229,6 @@ def _filters_text(opts: HeatmapOptions) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _collect_report_data(spark, buckets, stats, pcts, op: str, draw_s: int) -> dict:
-    """The small pieces the HTML report draws, collected to the driver."""
-    from pyspark.sql import functions as F
-
-    from heatmap.sla import SLA_MAX_S
-    from spark_reports.heatmap_report import frames as hf
-
-    of_op = F.col("op") == op
-    epoch = F.unix_seconds("window_start").alias("t")  # epochs: no time-zone guessing in pandas
-    spike_windows = (
-        pcts.filter(of_op)
-        .groupBy("broker")
-        .agg(F.sum((F.col("max") > F.lit(SLA_MAX_S)).cast("long")).alias("spike_windows"))
-    )
-    ranking = (
-        hf.broker_ranking(buckets.filter(of_op), stats.filter(of_op))
-        .join(spike_windows, "broker", "left")
-        .fillna(0, subset=["spike_windows"])
-        .toPandas()
-    )
-    brokers = ranking[ranking["broker"] != hf.ALL_BROKERS]
-    worst = (
-        brokers.sort_values(["p999", "max"], ascending=False).head(WORST_BROKERS)["broker"].tolist()
-    )
-    wanted = [hf.ALL_BROKERS, *worst]
-    secs = F.unix_seconds("window_start")
-    cells = (
-        buckets.filter(of_op & F.col("broker").isin(*wanted))
-        .groupBy((secs - F.pmod(secs, F.lit(draw_s))).alias("t"), "broker", "bucket")
-        .agg(F.sum("count").alias("count"))
-    )
-    curves = pcts.filter(of_op & (F.col("broker") == hf.ALL_BROKERS)).select(
-        epoch, "count", "mean", "p50", "p99", "p999", "max"
-    )
-    spikes = hf.spikes(pcts.filter(of_op))
-    worst_window = (
-        pcts.filter(of_op & (F.col("broker") != hf.ALL_BROKERS))
-        .orderBy(F.col("max").desc(), "window_start", "broker")
-        .select(epoch, "broker", "max")
-        .limit(1)
-        .collect()
-    )
-    return {
-        "cells": cells.toPandas(),
-        "cells_window_s": draw_s,
-        "worst_brokers": worst,
-        "curves": curves.orderBy("t").toPandas(),
-        "ranking": ranking,
-        "spikes": spikes.limit(SPIKES_LISTED)
-        .select(epoch, "broker", "max", "p999", "count")
-        .toPandas(),
-        "spike_total": int(brokers["spike_windows"].sum()),
-        "worst_window": worst_window[0].asDict() if worst_window else None,
-        "spike_brokers": int((brokers["spike_windows"] > 0).sum()),
-        "brokers": len(brokers),
-        "calls_over": int(ranking.loc[ranking["broker"] == hf.ALL_BROKERS, "over_20ms"].sum()),
-    }
-
-
 def parse_args(argv: list[str] | None = None) -> HeatmapOptions:
     """Arguments as spark-submit passes them (the same names as the CLI)."""
 
@@ -295,6 +242,7 @@ def parse_args(argv: list[str] | None = None) -> HeatmapOptions:
     p.add_argument("--op", action="append", default=[], help="repeat or comma-separate")
     p.add_argument("--window", help="1s, 10s, 1m, 5m ... (default: from the time range)")
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
+    p.add_argument("--static", action="store_true", help="PNG pictures instead of interactive charts")
     return HeatmapOptions.from_args(p.parse_args(argv))
 
 

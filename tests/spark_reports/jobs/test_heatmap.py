@@ -3,10 +3,9 @@ cross-checked against pyarrow + heatmap.LatencyHistogram on the same Parquet."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
-import shutil
-import subprocess
 from collections import defaultdict
 from datetime import UTC, date, datetime
 
@@ -22,6 +21,8 @@ from spark_reports import schema
 from spark_reports.errors import EmptyInput, SchemaMismatch
 from spark_reports.generator import Double11Config, generate_double11
 from spark_reports.jobs.heatmap import HeatmapOptions, run_heatmap
+from tests.spark_reports import browser
+from tests.spark_reports.browser import CHROMIUM
 
 START = datetime(2026, 11, 10, 23, 58, tzinfo=UTC)
 WINDOW_S = 60
@@ -46,7 +47,10 @@ def job(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("heatmap_job")
     log, out = root / "log", root / "out"
     generate_double11(Double11Config(brokers=3, hours=0.1, start=START, seed=5), log)
+    # The same bad rows in both tables: the job reads the minute rollups (1 min windows),
+    # the reference below the seconds, and the quarantine rules hold for both.
     pq.write_table(bad_rows(), log / "latency" / "date=2026-11-11" / "part-bad.parquet")
+    pq.write_table(bad_rows(), log / "latency_1m" / "date=2026-11-11" / "part-bad.parquet")
     summary = run_heatmap(
         HeatmapOptions(input=str(log), out=str(out), window_s=WINDOW_S), spark=spark
     )
@@ -120,14 +124,21 @@ def test_bad_rows_are_quarantined_with_their_reason_and_counted(job):
     assert "Quarantined rows (4)" in html and "unknown op" in html
 
 
+def markup(page: str) -> str:
+    """The page without the contents of its script elements (plotly.js names URLs)."""
+    return re.sub(r"(<script[^>]*>).*?(</script>)", r"\1\2", page, flags=re.S)
+
+
 def test_report_is_self_contained_and_outputs_were_moved_into_place(job):
     _, out, summary = job
-    html = (out / "report.html").read_text()
-    images = re.findall(r'<img[^>]+src="([^"]+)"', html)
-    assert len(images) >= 3
-    assert all(src.startswith("data:image/png;base64,") for src in images)
-    assert not re.search(r'(src|href)="(https?:|//)', html)
-    assert "Top 10 brokers by p99.9" in html and "Spikes" in html
+    page = (out / "report.html").read_text()
+    tags = markup(page)
+    assert not re.search(r'(src|href)="(https?:|//)', tags)
+    assert "<img" not in tags and "<link" not in tags
+    scripts = re.findall(r"<script([^>]*)>", tags)
+    assert scripts and not any("src=" in attrs for attrs in scripts)  # every script inline
+    assert "Plotly.newPlot" in page and len(page) > 3_000_000  # plotly.js itself is in the file
+    assert "Top 10 brokers by p99.9" in page and "Spikes" in page
     assert sorted(p.name for p in out.iterdir()) == [
         "heatmap",
         "percentiles",
@@ -135,6 +146,42 @@ def test_report_is_self_contained_and_outputs_were_moved_into_place(job):
         "report.html",
     ]
     assert summary["window_s"] == WINDOW_S and summary["report_op"] == "send"
+    assert summary["table"] == schema.LATENCY_1M_TABLE  # whole minutes: the rollups serve
+
+
+def test_embedded_data_is_the_heatmap_and_the_worst_spikes_second_by_second(job):
+    from spark_reports.heatmap_report.interactive import DATA_ID
+
+    log, out, summary = job
+    page = (out / "report.html").read_text()
+    blob = re.search(rf'<script type="application/json" id="{DATA_ID}">(.*?)</script>', page, re.S)
+    data = json.loads(blob.group(1))
+    cluster = next(h for h in data["heatmaps"] if h["name"] == "ALL")["cells"]
+    got = {(data["t0"] + c * data["step"], data["lo"] + r): n
+           for c, r, n in zip(cluster[::3], cluster[1::3], cluster[2::3], strict=True)}  # fmt: skip
+    want = {
+        (key[0], bucket): count
+        for key, h in reference(log).items()
+        if key[1] == "ALL" and key[2] == "send"
+        for bucket, count in h.buckets.items()
+    }
+    assert got == want
+    assert [s["name"] for s in data["sla"]] == ["3 ms average", "20 ms max"]
+    # Drill-downs: 1-second cells of the spike windows, equal to the 1 s rows merged.
+    assert data["drills"] and len(data["drills"]) == summary["drills"] == summary["spikes"]
+    seconds = defaultdict(LatencyHistogram)
+    for table, reasons in fragments(log):
+        for r, reason in zip(table.to_pylist(), reasons, strict=True):
+            if reason is None and r["op"] == "send":
+                seconds[(r["broker"], int(r["ts"].timestamp()))].merge(histogram_from_row(r))
+    for d in data["drills"]:
+        cells = d["cells"]
+        got = {(d["t0"] + c, data["lo"] + r): n
+               for c, r, n in zip(cells[::3], cells[1::3], cells[2::3], strict=True)}  # fmt: skip
+        want = {(t, b): n for (broker, t), h in seconds.items()
+                if broker == d["broker"] and d["t0"] <= t < d["t0"] + WINDOW_S
+                for b, n in h.buckets.items()}  # fmt: skip
+        assert got == want and d["max_ms"] > 20
 
 
 def test_verdict_names_the_worst_broker_window_like_the_reference(job):
@@ -155,7 +202,6 @@ def test_verdict_names_the_worst_broker_window_like_the_reference(job):
 
 
 def test_cli_prints_the_verdict_first_and_outputs_follow_the_umask(spark, job, tmp_path, capsys):
-    import json
     import os
     import stat
 
@@ -181,8 +227,12 @@ def test_cli_prints_the_verdict_first_and_outputs_follow_the_umask(spark, job, t
     assert {m for p, m in modes.items() if (tmp_path / "text" / p).is_dir()} == {0o755}
     assert {m for p, m in modes.items() if (tmp_path / "text" / p).is_file()} == {0o644}
 
-    code, io, root_mode, modes = run("private", 0o077, "--json")
+    code, io, root_mode, modes = run("private", 0o077, "--json", "--static")
     assert code == 0 and json.loads(io.out)["verdict"] == summary["verdict"]
+    static = (tmp_path / "private" / "report.html").read_text()
+    images = re.findall(r'<img[^>]+src="([^"]+)"', static)
+    assert len(images) >= 3 and all(i.startswith("data:image/png;base64,") for i in images)
+    assert "<script" not in static  # the print/e-mail page: pictures only
     assert root_mode == 0o700
     assert {m for p, m in modes.items() if (tmp_path / "private" / p).is_dir()} == {0o700}
     assert {m for p, m in modes.items() if (tmp_path / "private" / p).is_file()} == {0o600}
@@ -262,32 +312,47 @@ def test_empty_input_is_a_clear_error(spark, tmp_path, job, capsys):
     assert not (tmp_path / "o").exists()
 
 
-CHROMIUM = next(
-    (
-        shutil.which(n)
-        for n in ("chromium-headless-shell", "chromium", "google-chrome")
-        if shutil.which(n)
-    ),
-    None,
-)
-
-
 @pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium: run scripts/setup.sh")
-def test_headless_chromium_renders_the_report_with_its_images(job, tmp_path):
-    import matplotlib.image as mpimg
+def test_headless_chromium_draws_the_report_and_hovers_a_cell(job):
+    """The page loads offline with no console error, fetches nothing, and hovering
+    the cluster heatmap's busiest cell shows its time, bucket and count."""
+    from spark_reports.heatmap_report.interactive import DATA_ID, bucket_labels
 
     _, out, _ = job
-    shot = tmp_path / "shot.png"
-    subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         f"--screenshot={shot}", "--window-size=1200,1800", (out / "report.html").as_uri()],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
-    pixels = mpimg.imread(shot)[:, :, :3]
-    assert pixels.shape[:2] == (1800, 1200)
-    # The page is dark; the embedded PNGs have white backgrounds and the heatmap's
-    # bright inferno cells: both show only if the images were decoded and drawn.
-    white = (pixels > 0.95).all(axis=2)
-    hot = (pixels[:, :, 0] > 0.9) & (pixels[:, :, 1] > 0.6) & (pixels[:, :, 2] < 0.5)
-    assert white.sum() > 100_000
-    assert hot.sum() > 500
+    report = out / "report.html"
+    data = json.loads(re.search(rf'id="{DATA_ID}">(.*?)</script>', report.read_text(), re.S)[1])
+    cells = next(h for h in data["heatmaps"] if h["name"] == "ALL")["cells"]
+    k = max(range(0, len(cells), 3), key=lambda i: cells[i + 2])
+    col, row, count = cells[k : k + 3]
+
+    async def check(page):
+        await page.wait_for("document.querySelectorAll('.main-svg').length >= 6")  # every chart
+        return {
+            "drill": await page.eval("document.getElementById('fg-drill').data[0].type"),
+            "hover": await hover(page, "fg-heatmap-0", col, row),
+            "errors": page.errors(),
+            "requests": page.requests(),
+        }
+
+    seen = browser.run(report, check)
+    assert seen["errors"] == []
+    assert {u.split(":", 1)[0] for u in seen["requests"]} <= {"file", "data"}
+    assert seen["drill"] == "heatmap"
+    when = datetime.fromtimestamp(data["t0"] + col * data["step"], UTC)
+    assert f"{when:%Y-%m-%d %H:%M:%S} UTC" in seen["hover"]
+    assert data["labels"][row] in seen["hover"] and f"{count:,} calls" in seen["hover"]
+    assert data["labels"][row] == bucket_labels(data["lo"] + row, data["lo"] + row)[0]
+
+
+async def hover(page, element_id: str, col: int, row: int) -> str:
+    """Move the mouse over heatmap cell (col, row) of a chart; the hover label's text."""
+    where = await page.eval(f"""(() => {{
+        const gd = document.getElementById('{element_id}'); gd.scrollIntoView();
+        const L = gd._fullLayout, box = gd.getBoundingClientRect(), t = gd.data[0];
+        return [box.left + L._size.l + L.xaxis.d2p(t.x[{col}]),
+                box.top + L._size.t + L.yaxis.d2p(t.y[{row}])];
+    }})()""")  # fmt: skip
+    await page.send("Input.dispatchMouseEvent", type="mouseMoved", x=where[0], y=where[1])
+    return await page.wait_for(
+        "Array.from(document.querySelectorAll('.hoverlayer .hovertext')).map(e => e.textContent).join(' ')"
+    )
