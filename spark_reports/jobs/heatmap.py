@@ -79,6 +79,8 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     spark = spark or get_session(
         opts.master, "floodgate-report-heatmap", opts.progress, debug=opts.debug
     )
+    # Timestamps as the contract stores them (UTC micros), whoever made the session.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     source = sources.pick_source(spark, opts.input, opts.start, opts.end, opts.window_s)
     checked, per_op, reasons = _validated(spark, source, opts)
     first = min(r["first"] for r in per_op.values())
