@@ -22,6 +22,7 @@ import heapq
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -33,6 +34,7 @@ from broker_core.store import MessageStore
 log = logging.getLogger("floodgate.ha")
 
 JOIN_LAG_S = 0.5  # a slave this close behind joins the in-sync set
+SWEEP_S = 0.05  # parked sends past the timeout are answered this often
 MAX_APPEND_MARKS = 200_000  # (end offset, time) pairs kept for lag in seconds
 
 
@@ -63,7 +65,8 @@ class ReplicationMaster:
         self.links: dict[str, SlaveLink] = {}
         self.in_sync: set[str] = set()  # slaves (not the master itself)
         self.acked: dict[str, int] = {}  # slave -> offset it holds, kept across its links
-        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap by end offset
+        self._deadlines: deque[tuple[float, asyncio.Future]] = deque()  # oldest first
         self._seq = itertools.count()
         self._marks_end: list[int] = []  # end offsets of recent appends ...
         self._marks_t: list[float] = []  # ... and when they were appended
@@ -87,9 +90,12 @@ class ReplicationMaster:
         """The offset every in-sync slave holds (-1: no slave in sync)."""
         return min((self.acked.get(n, -1) for n in self.in_sync), default=-1)
 
-    async def wait(self, end: int) -> Code:
-        """OK once every in-sync slave holds `end`; SLAVE_NOT_AVAILABLE at once when
-        no slave is in sync; FLUSH_SLAVE_TIMEOUT after `timeout_s`."""
+    def park(self, end: int) -> Code | asyncio.Future:
+        """A code now (OK: the in-sync slaves hold `end` already; SLAVE_NOT_AVAILABLE:
+        no slave is in sync), or a future of it: OK once they all hold it,
+        FLUSH_SLAVE_TIMEOUT after `timeout_s`, NOT_MASTER if demoted meanwhile.
+        No task and no timer per send: acks release futures in offset order and a
+        sweep every SWEEP_S times out the old ones."""
         if not self.in_sync:
             self.counters["slave_not_available"] += 1
             return Code.SLAVE_NOT_AVAILABLE
@@ -97,12 +103,27 @@ class ReplicationMaster:
             return Code.OK
         fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (end, next(self._seq), fut))
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
-        except TimeoutError:
-            self.counters["slave_timeouts"] += 1
+        self._deadlines.append((self._clock() + self.timeout_s, fut))
+        return fut
+
+    async def wait(self, end: int) -> Code:
+        parked = self.park(end)
+        return parked if isinstance(parked, Code) else await parked
+
+    def _sweep(self) -> None:
+        now, deadlines = self._clock(), self._deadlines
+        timed_out = 0
+        while deadlines and deadlines[0][0] <= now:
+            _d, fut = deadlines.popleft()
+            if not fut.done():
+                fut.set_result(Code.FLUSH_SLAVE_TIMEOUT)
+                timed_out += 1
+        if timed_out:
+            self.counters["slave_timeouts"] += timed_out
             self._isr_wake.set()  # a slave that let a send time out is no longer in sync
-            return Code.FLUSH_SLAVE_TIMEOUT
+        if len(self._waiters) > 4 * len(deadlines) + 1024:  # drop answered ones
+            self._waiters = [w for w in self._waiters if not w[2].done()]
+            heapq.heapify(self._waiters)
 
     def _release(self) -> None:
         if not self.in_sync:
@@ -116,6 +137,7 @@ class ReplicationMaster:
 
     def _fail_waiters(self, code: Code) -> None:
         waiters, self._waiters = self._waiters, []
+        self._deadlines.clear()
         for _e, _s, fut in waiters:
             if not fut.done():
                 fut.set_result(code)
@@ -327,10 +349,11 @@ class ReplicationMaster:
         """Move the in-sync set towards the slaves that keep up, one change at a time."""
         while True:
             try:
-                await asyncio.wait_for(self._isr_wake.wait(), 0.25)
+                await asyncio.wait_for(self._isr_wake.wait(), SWEEP_S)
             except TimeoutError:
                 pass
             self._isr_wake.clear()
+            self._sweep()
             self._prune_marks()
             want = self._desired()
             for name in sorted(want - self.in_sync):

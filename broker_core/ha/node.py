@@ -110,9 +110,14 @@ class HaNode:
         self.master.appended(end)
 
     async def wait_replicated(self, end: int) -> Code:
+        parked = self.park(end)
+        return parked if isinstance(parked, Code) else await parked
+
+    def park(self, end: int) -> Code | asyncio.Future:
+        """How a send ending at `end` is answered: now, or when the future completes."""
         if self.role is not Role.MASTER:
             return Code.NOT_MASTER
-        return await self.master.wait(end) if self.sync else Code.OK
+        return self.master.park(end) if self.sync else Code.OK
 
     # -- role changes -----------------------------------------------------------------
     async def become_master(self, epoch: int, in_sync: frozenset[str] = frozenset()) -> None:

@@ -118,11 +118,13 @@ class Broker:
             if not fut.done():
                 fut.set_result(None)
 
-    def send_now(self, body: bytes) -> tuple[int, bytes] | None:
-        """SEND answered without the event loop: the common case (async flush, no
-        drill fault, nothing queued in the write path) needs no await at all,
-        so the server skips creating a task. None: take the async path."""
-        if not self.write_path.direct:
+    def send_now(self, body: bytes) -> tuple[int, bytes] | asyncio.Future | None:
+        """SEND answered without a task: the common case (async flush, no drill
+        fault, nothing queued in the write path) needs no await at all; with sync
+        replication the answer is parked on a future the slaves' acks complete
+        (still no task, no timer). None: take the async path."""
+        wp = self.write_path
+        if not wp.direct and not wp.parkable:
             return None
         t0 = perf_counter()
         try:
@@ -132,13 +134,35 @@ class Broker:
             return self._bad(str(exc))
         if code == Code.OK:
             qid = answer
-            result = self.store.put(topic, qid, msg.body, msg.tags or None, msg.keys or None,
-                                    msg.properties or None, wait=False)
-            if self.ha is not None and result.status is PutStatus.PUT_OK:
-                self.ha.appended(result.end_offset)
-            code, answer = self._send_answer(PUT_CODES[result.status], result, topic, qid)
+
+            def put():
+                return self.store.put(topic, qid, msg.body, msg.tags or None, msg.keys or None,
+                                      msg.properties or None, wait=False)
+
+            if wp.direct:
+                result = put()
+                if self.ha is not None and result.status is PutStatus.PUT_OK:
+                    self.ha.appended(result.end_offset)
+                code, answer = self._send_answer(PUT_CODES[result.status], result, topic, qid)
+            else:
+                outcome = wp.write_parked(put)
+                if isinstance(outcome, asyncio.Future):
+                    return self._answer_when(outcome, topic, qid, t0, len(msg.body))
+                code, answer = self._send_answer(*outcome, topic, qid)
         self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code == Code.OK)
         return code, answer
+
+    def _answer_when(self, parked: asyncio.Future, topic: str, qid: int, t0: float,
+                     nbytes: int) -> asyncio.Future:
+        answer = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            code, out = self._send_answer(*f.result(), topic, qid)
+            self.recorder.record("send", perf_counter() - t0, 1, nbytes, code == Code.OK)
+            answer.set_result((code, out))
+
+        parked.add_done_callback(done)
+        return answer
 
     async def _send(self, body: bytes) -> tuple[int, bytes]:
         t0 = perf_counter()

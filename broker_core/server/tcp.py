@@ -30,7 +30,7 @@ class BrokerProtocol(asyncio.Protocol):
         self.decoder = p.FrameDecoder()
         self.transport: asyncio.Transport | None = None
         self.partial_since: float | None = None
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Future] = set()  # requests in progress (tasks, parked sends)
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -56,6 +56,11 @@ class BrokerProtocol(asyncio.Protocol):
                 return
             if header.op == p.Op.SEND:
                 answered = broker.send_now(body)
+                if isinstance(answered, asyncio.Future):  # parked until the slaves ack
+                    self.tasks.add(answered)
+                    answered.add_done_callback(
+                        lambda f, h=header, r=received: self._answer_parked(h, f, r))
+                    continue
                 if answered is not None:
                     if not header.oneway:
                         self._answer(header, *answered, received)
@@ -73,6 +78,12 @@ class BrokerProtocol(asyncio.Protocol):
         if header.oneway or self.transport is None or self.transport.is_closing():
             return
         self._answer(header, code, answer, received)
+
+    def _answer_parked(self, header: p.Header, fut: asyncio.Future, received: float) -> None:
+        self.tasks.discard(fut)
+        if header.oneway or self.transport is None or self.transport.is_closing():
+            return
+        self._answer(header, *fut.result(), received)
 
     def _answer(self, header: p.Header, code: int, answer: bytes, received: float) -> None:
         if header.op in _TIMED_OPS and code in _STORED:

@@ -49,6 +49,40 @@ class WritePath:
         return (not self.sync_flush and not self.faults.any and not self._inflight
                 and (self.replication is None or not self.replication.sync))
 
+    @property
+    def parkable(self) -> bool:
+        """May a put go straight through and its answer wait only for the slaves'
+        acks (no fault, no flush wait)? See `write_parked`."""
+        return not self.sync_flush and not self.faults.any
+
+    def write_parked(self, put: Callable[[], object]) -> tuple[int, object] | asyncio.Future:
+        """Admission and the put now; with sync replication the outcome, (code,
+        result), comes on a future the slaves' acks complete. The parked write
+        counts as in flight (SYSTEM_BUSY applies) until then."""
+        now = perf_counter()
+        refused = self.refusal(now)
+        if refused:
+            self.busy_refusals += 1
+            return Code.SYSTEM_BUSY, refused
+        result = put()
+        ha = self.replication
+        if ha is None or result.status is not PutStatus.PUT_OK:
+            return PUT_CODES[result.status], result
+        ha.appended(result.end_offset)
+        parked = ha.park(result.end_offset)
+        if not isinstance(parked, asyncio.Future):
+            return _replicated(parked, result)
+        token = object()
+        self._inflight[token] = now
+        out = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            del self._inflight[token]
+            out.set_result(_replicated(f.result(), result))
+
+        parked.add_done_callback(done)
+        return out
+
     def refusal(self, now: float) -> str | None:
         """Why a new write is refused right now (SYSTEM_BUSY), or None."""
         if not self._inflight:
@@ -86,10 +120,13 @@ class WritePath:
                 except TimeoutError:
                     return Code.FLUSH_DISK_TIMEOUT, result
             if ha is not None and ha.sync and result.status is PutStatus.PUT_OK:
-                code = await ha.wait_replicated(result.end_offset)
-                if code == Code.NOT_MASTER:  # demoted while parked: never acknowledged
-                    return code, "no longer master: not acknowledged, send again"
-                return code, result
+                return _replicated(await ha.wait_replicated(result.end_offset), result)
             return PUT_CODES[result.status], result
         finally:
             del self._inflight[token]
+
+
+def _replicated(code: int, result) -> tuple[int, object]:
+    if code == Code.NOT_MASTER:  # demoted while parked: never acknowledged
+        return code, "no longer master: not acknowledged, send again"
+    return code, result

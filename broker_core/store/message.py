@@ -245,3 +245,39 @@ def decode_record(buf, pos: int, physical_offset: int, limit: int) -> Message:
         properties=props,
         reconsume_times=h[12],
     )
+
+
+_TAGS_KEY = (PROP_TAGS + _NAME_VALUE).encode()
+
+
+def index_record(buf, pos: int, physical_offset: int, limit: int) -> tuple[str, int, int, int, int]:
+    """Verify the record at ``buf[pos:]`` as `decode_record` does (lengths, CRC) and
+    return only what a ConsumeQueue unit needs: (topic, queue id, queue offset,
+    tag hash, store timestamp). A slave indexes every record it receives: no body
+    copy, no Message, properties parsed only for their TAGS."""
+    h = read_record_header(buf, pos, physical_offset, limit)
+    size, body_len = h[0], h[14]
+    start = pos + HEADER_SIZE
+    view = memoryview(buf)
+    if zlib.crc32(view[start : start + body_len]) != h[2]:
+        raise CorruptRecord("body CRC mismatch")
+    p = start + body_len
+    topic_len = buf[p]
+    props_at = p + 1 + topic_len
+    if props_at + 2 > pos + size:
+        raise CorruptRecord("topic runs past the record end")
+    props_len = int.from_bytes(buf[props_at : props_at + 2], "big")
+    if HEADER_SIZE + body_len + 3 + topic_len + props_len != size:
+        raise CorruptRecord("length fields do not add up to the total size")
+    try:
+        topic = bytes(view[p + 1 : props_at]).decode("ascii")
+        tags = None
+        if props_len:
+            raw = bytes(view[props_at + 2 : props_at + 2 + props_len])
+            at = raw.find(_TAGS_KEY)
+            if at == 0 or (at > 0 and raw[at - 1] == 2):
+                end = raw.find(b"\x02", at)
+                tags = raw[at + len(_TAGS_KEY) : end if end >= 0 else len(raw)].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptRecord("topic or properties are not valid text") from exc
+    return topic, h[3], h[5], tag_hash(tags), h[10]

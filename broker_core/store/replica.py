@@ -23,7 +23,7 @@ from collections.abc import Callable
 from broker_core.errors import StoreCorruptError
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.consume_queue import ConsumeQueueTable
-from broker_core.store.message import BLANK, BLANK_MAGIC, CorruptRecord, decode_record, tag_hash
+from broker_core.store.message import BLANK, BLANK_MAGIC, CorruptRecord, index_record
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +83,13 @@ class ReplicaLog:
         cl = self.commitlog
         pos, end = cl.write_offset, self.received
         touched: set[tuple[str, int]] = set()
+        queues = self.queues.queues
+        seg = None
         while end - pos >= BLANK.size:
-            seg = cl.segment_for(pos)
-            if seg is None:
-                break
+            if seg is None or not seg.start_offset <= pos < seg.end_offset:
+                seg = cl.segment_for(pos)
+                if seg is None:
+                    break
             local = pos - seg.start_offset
             size, magic = BLANK.unpack_from(seg.mm, local)
             if magic == BLANK_MAGIC:
@@ -100,14 +103,20 @@ class ReplicaLog:
             if pos + size > end:
                 break  # the rest of this record is still on its way
             try:
-                msg = decode_record(seg.mm, local, pos, seg.size)
+                topic, qid, qoff, th, stored = index_record(seg.mm, local, pos, seg.size)
             except CorruptRecord as exc:
                 raise StoreCorruptError(f"replicated record at {pos} does not verify: {exc}") \
                     from None
-            cq = self.queues.get_or_create(msg.topic, msg.queue_id)
-            cq.put_unit(msg.queue_offset, pos, size, tag_hash(msg.tags))
-            seg.max_store_timestamp = max(seg.max_store_timestamp, msg.store_timestamp)
-            touched.add((msg.topic, msg.queue_id))
+            key = (topic, qid)
+            cq = queues.get(key) or self.queues.get_or_create(topic, qid)
+            if qoff == cq.max_offset:
+                cq.ensure_capacity(1)
+                cq.append_unit(pos, size, th)
+            else:
+                cq.put_unit(qoff, pos, size, th)
+            if stored > seg.max_store_timestamp:
+                seg.max_store_timestamp = stored
+            touched.add(key)
             pos += size
             self.records += 1
         cl.advance(pos)

@@ -109,3 +109,15 @@ def test_truncate_cuts_tail_and_reopens_clean(tmp_path, small_config):
         assert again.get("t1", 1, 0, 100).messages[-1].body == b"after"
     finally:
         again.close()
+
+
+def test_queue_units_carry_the_same_tag_hashes(pair):
+    master, slave = pair
+    for i, (tags, keys, props) in enumerate([("paid", None, None), (None, "k1", None),
+                                             ("a||b", "k2", {"x": "TAGS"}), (None, None, None),
+                                             ("t", None, {"TAGSX": "1"})]):
+        assert master.put("tagged", 0, b"m%d" % i, tags=tags, keys=keys, properties=props).ok
+    stream(master, slave, 10_000)
+    units = [list(s.queue_table.get_or_create("tagged", 0).units(0, 10)) for s in pair]
+    assert units[0] == units[1] and len(units[0]) == 5
+    assert slave.get("tagged", 0, 0, 10, tag="paid").messages[0].body == b"m0"
