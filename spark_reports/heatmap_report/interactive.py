@@ -67,9 +67,11 @@ def row_of(seconds: float, lo: int) -> float:
 
 
 def sparse(cells: pd.DataFrame, t0: int, step: int, lo: int) -> list[int]:
-    """Flat [column, row, count, ...] of cells with columns t, bucket, count."""
+    """Flat [column, row, count, ...] of cells with columns t, bucket, count, in
+    (column, row) order: the page is the same bytes whatever order Spark returned."""
     if cells.empty:
         return []
+    cells = cells.sort_values(["t", "bucket"], kind="stable")
     col = (cells["t"].to_numpy(np.int64) - t0) // step
     row = cells["bucket"].to_numpy(np.int64) - lo
     n = cells["count"].to_numpy(np.int64)

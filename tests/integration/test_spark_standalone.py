@@ -1,0 +1,127 @@
+"""Scale-out shown, not claimed: a Spark standalone master and one worker, started
+with PySpark's own daemon script on loopback, run `floodgate report heatmap
+--master spark://...`, and its output equals the local[2] run's."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import free_base_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+MASTER = "org.apache.spark.deploy.master.Master"
+WORKER = "org.apache.spark.deploy.worker.Worker"
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def wait_until(check, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise TimeoutError(f"{what} not within {timeout_s} s")
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def alive_workers(ui_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
+            return int(json.load(r).get("aliveworkers", 0))
+    except OSError:
+        return 0
+
+
+@pytest.fixture
+def standalone(tmp_path):
+    """spark://127.0.0.1:PORT with one worker (1 core, 2 GiB); stopped at teardown."""
+    if not os.path.exists(spark_home() / "sbin" / "spark-daemon.sh"):
+        pytest.skip("this PySpark has no sbin/spark-daemon.sh")
+    base = free_base_port(3)
+    port, ui, worker_ui = base, base + 1, base + 2
+    env = dict(
+        os.environ, SPARK_HOME=str(spark_home()), SPARK_LOG_DIR=str(tmp_path / "logs"),
+        SPARK_PID_DIR=str(tmp_path / "pids"), SPARK_IDENT_STRING=f"floodgate-test-{base}",
+        SPARK_LOCAL_IP="127.0.0.1", SPARK_WORKER_DIR=str(tmp_path / "work"),
+    )  # fmt: skip
+    daemon = str(spark_home() / "sbin" / "spark-daemon.sh")
+    url = f"spark://127.0.0.1:{port}"
+    started = []
+
+    def start(cls: str, *args: str) -> None:
+        subprocess.run([daemon, "start", cls, "1", *args], env=env, check=True,
+                       capture_output=True, timeout=60)  # fmt: skip
+        started.append(cls)
+
+    try:
+        start(MASTER, "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui))
+        wait_until(lambda: listening(port), 60, "the master")
+        start(WORKER, "--host", "127.0.0.1", "--cores", "1", "--memory", "2g",
+              "--webui-port", str(worker_ui), url)  # fmt: skip
+        wait_until(lambda: alive_workers(ui) >= 1, 60, "the worker's registration")
+        yield url, env
+    finally:
+        for cls in reversed(started):
+            subprocess.run([daemon, "stop", cls, "1"], env=env, capture_output=True, timeout=60)
+
+
+def report(env, log: Path, out: Path, master: str) -> dict:
+    cmd = [sys.executable, "-m", "console.cli", "report", "heatmap", "--input", str(log),
+           "--out", str(out), "--window", "1m", "--master", master, "--json"]  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def table(path: Path, keys: tuple[str, ...]) -> list[dict]:
+    return sorted(pq.read_table(path).to_pylist(), key=lambda r: tuple(r[k] for k in keys))
+
+
+def embedded(out: Path) -> dict:
+    page = (out / "report.html").read_text()
+    return json.loads(re.search(r'id="floodgate-data">(.*?)</script>', page, re.S)[1])
+
+
+def test_report_on_a_standalone_cluster_equals_the_local_run(standalone, tmp_path):
+    from spark_reports.generator import Double11Config, generate_double11
+
+    url, env = standalone
+    log = tmp_path / "log"
+    start = datetime(2026, 11, 10, 23, 58, tzinfo=UTC)
+    generate_double11(Double11Config(brokers=4, hours=0.1, start=start, seed=3), log)
+    on_cluster = report(env, log, tmp_path / "cluster", url)
+    local = report(env, log, tmp_path / "local", "local[2]")
+    for summary in (on_cluster, local):
+        summary.pop("out")
+        summary.pop("outputs")
+    assert on_cluster == local and local["table"] == "latency_1m"
+    keys = ("window_start", "broker", "op")
+    for name, k in (("heatmap", (*keys, "bucket")), ("percentiles", keys)):
+        assert table(tmp_path / "cluster" / name, k) == table(tmp_path / "local" / name, k)
+    assert embedded(tmp_path / "cluster") == embedded(tmp_path / "local")
+    # the work ran on the worker: its executor left a directory behind
+    assert any((tmp_path / "work").iterdir())
