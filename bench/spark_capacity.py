@@ -9,9 +9,11 @@ latency totals and merged buckets, 20 ms spikes, disk growth, per-minute
 series) with `collect_measured` on Spark local[2], and the same figures with
 DuckDB (2 threads, the heatmap bench's validation view). Checks both agree
 (daily peaks, calls, spike seconds), prints wall times (median of --runs),
-the ratio and the peak RSS of the process tree (JVM included). Goal: Spark
-within 3x of DuckDB (the job runs ~10 small collect queries; each pays
-Spark's per-query scheduling, which DuckDB does not have).
+the ratio and the peak RSS of the process tree (JVM included). Both engines
+do the same work: rates and spike seconds from the validated 1 s rows, latency
+totals, merged buckets and the per-minute latency from the validated minute
+rollups (``latency_1m``) when the log has them. Goal (issue 19): Spark within
+3x of DuckDB.
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ DUCKDB_FIGURES = {
         SELECT broker, max(msgs), avg(msgs), count(*), sum(msgs) FROM s GROUP BY broker ORDER BY broker""",
     "totals": """
         SELECT coalesce(broker, 'ALL') AS broker, sum(count) AS calls, sum(sum_us), max(max_us)
-        FROM good WHERE op = 'send' GROUP BY GROUPING SETS ((broker), ()) ORDER BY broker""",
+        FROM good_1m WHERE op = 'send' GROUP BY GROUPING SETS ((broker), ()) ORDER BY broker""",
     "buckets": """
         WITH e AS (SELECT broker, unnest(map_keys(buckets)) AS b, unnest(map_values(buckets)) AS n
-                   FROM good WHERE op = 'send')
+                   FROM good_1m WHERE op = 'send')
         SELECT coalesce(broker, 'ALL'), b, sum(n) FROM e GROUP BY GROUPING SETS ((broker, b), (b))""",
     "spikes": """
         SELECT broker, count(DISTINCT ts) AS spike_seconds, max(max_us) FROM good
@@ -53,8 +55,12 @@ DUCKDB_FIGURES = {
         SELECT broker, arg_min(disk_used_bytes, ts), arg_max(disk_used_bytes, ts), max(disk_total_bytes)
         FROM read_parquet('{log}/broker_stats/*/*.parquet', hive_partitioning = true) GROUP BY broker""",
     "minutes": """
-        WITH s AS (SELECT ts, sum(msgs) AS msgs FROM good WHERE op = 'send' GROUP BY ts)
-        SELECT date_trunc('minute', ts) AS m, max(msgs), avg(msgs) FROM s GROUP BY m ORDER BY m""",
+        WITH s AS (SELECT ts, sum(msgs) AS msgs FROM good WHERE op = 'send' GROUP BY ts),
+             r AS (SELECT date_trunc('minute', ts) AS m, max(msgs) AS peak, avg(msgs) AS mean
+                   FROM s GROUP BY m),
+             l AS (SELECT date_trunc('minute', ts) AS m, sum(sum_us) / sum(count) AS mean_us,
+                          max(max_us) AS max_us FROM good_1m WHERE op = 'send' GROUP BY m)
+        SELECT * FROM r LEFT JOIN l USING (m) ORDER BY m""",
 }
 
 
@@ -73,10 +79,12 @@ def run_duckdb(log: Path) -> dict:
     first = DUCKDB_SQL.split("COPY (")[0]
     where = first[first.index("WHERE") :].strip().rstrip(";")
     where = where.format(ops=ops, zero=ZERO_INDEX, top=MAX_INDEX)
-    con.execute(
-        "CREATE OR REPLACE VIEW good AS SELECT * FROM "
-        f"read_parquet('{log}/latency/*/*.parquet', hive_partitioning = true) {where}"
-    )
+    minutes = "latency_1m" if (log / "latency_1m").exists() else "latency"
+    for view, table in (("good", "latency"), ("good_1m", minutes)):
+        con.execute(
+            f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM "
+            f"read_parquet('{log}/{table}/*/*.parquet', hive_partitioning = true) {where}"
+        )
     out = {
         name: con.execute(sql.format(log=log, sla_max_us=SLA_MAX_US)).fetchall()
         for name, sql in DUCKDB_FIGURES.items()
