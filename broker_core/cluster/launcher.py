@@ -191,6 +191,12 @@ class Cluster:
         self.controllers[name] = proc
         return proc
 
+    def _controllers_alive(self) -> None:
+        for name, proc in self.controllers.items():
+            if proc.poll() is not None:
+                raise BrokerError(f"controller {name} exited with {proc.returncode} "
+                                  f"(see {self.log_dir / (name + '.log')})")
+
     def up(self, timeout: float = 30.0) -> ClusterFile:
         self.data.mkdir(parents=True, exist_ok=True)
         try:
@@ -206,7 +212,7 @@ class Cluster:
             if self.file.replicated:
                 from broker_core.cluster.roles import wait_masters
 
-                wait_masters(self.file, timeout)
+                wait_masters(self.file, timeout, check=self._controllers_alive)
         except BaseException:
             self.down()
             raise

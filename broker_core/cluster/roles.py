@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from broker_core.cluster.cluster_file import ClusterFile
@@ -34,7 +35,7 @@ def group_records(spec: ClusterFile, zk=None) -> dict[str, GroupRecord | None]:
         with zk_client(spec.zk) as client:
             return group_records(spec, client)
     paths = Paths(spec.name)
-    return {group: read_record(zk, paths, group)[0] for group in spec.groups}
+    return {group: zk.retry(read_record, zk, paths, group)[0] for group in spec.groups}
 
 
 def failover_events(spec: ClusterFile, last: int = 50) -> list[dict]:
@@ -57,13 +58,16 @@ def broker_role(addr: str, timeout: float = 1.0) -> dict:
         conn.close()
 
 
-def wait_masters(spec: ClusterFile, timeout: float = 30.0,
-                 in_sync: bool = True) -> dict[str, GroupRecord]:
+def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,
+                 check: Callable[[], None] | None = None) -> dict[str, GroupRecord]:
     """Block until every group's record names a master that says it is master (and,
-    with `in_sync`, lists every broker of the group as in sync)."""
+    with `in_sync`, lists every broker of the group as in sync). `check` raises when
+    waiting is pointless (e.g. the controller exited)."""
     deadline = time.monotonic() + timeout
     with zk_client(spec.zk) as zk:
         while True:
+            if check is not None:
+                check()
             records = group_records(spec, zk)
             ready = {}
             for group, rec in records.items():

@@ -117,7 +117,8 @@ class Controller:
         self.paths = Paths(cluster)
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.zk = KazooClient(hosts=zk_hosts, timeout=session_s,
-                              connection_retry=KazooRetry(max_tries=-1, max_delay=0.5))
+                              connection_retry=KazooRetry(max_tries=-1, max_delay=0.5),
+                              command_retry=KazooRetry(max_tries=5, delay=0.05, max_delay=0.5))
         self.broker_session_s = broker_session_s
         self._clock = clock
         self._stop = threading.Event()
@@ -138,10 +139,10 @@ class Controller:
             self.zk.start(timeout=15)
         except Exception as exc:  # kazoo's timeout is a bare Exception subclass
             raise RecordError(f"ZooKeeper unreachable: {exc}") from None
-        self.zk.ensure_path(self.paths.groups)
         election = self.zk.Election(self.paths.election, self.name)
         while not self._stop.is_set():
             try:
+                self.zk.retry(self.zk.ensure_path, self.paths.groups)
                 election.run(self._lead)
             except KazooException as exc:  # session trouble: stand again
                 if not self._stop.is_set():
@@ -199,8 +200,8 @@ class Controller:
     def _watch(self, group: str) -> None:
         if group in self._watched:
             return
+        self.zk.retry(self.zk.ensure_path, self.paths.brokers(group))
         self._watched.add(group)
-        self.zk.ensure_path(self.paths.brokers(group))
         self.zk.ChildrenWatch(self.paths.brokers(group), lambda _c: self._dirty.set())
         self.zk.DataWatch(self.paths.record(group), lambda *_a: self._dirty.set())
 
@@ -211,21 +212,22 @@ class Controller:
         if self._clock() < self._grace_until:
             return []
         made = []
-        for group in sorted(self.zk.get_children(self.paths.groups)):
+        zk, retry = self.zk, self.zk.retry  # a dropped connection (not a lost session) retries
+        for group in sorted(retry(zk.get_children, self.paths.groups)):
             self._watch(group)
             alive = {}
             try:
-                names = self.zk.get_children(self.paths.brokers(group))
+                names = retry(zk.get_children, self.paths.brokers(group))
             except NoNodeError:
                 names = []
             for name in names:
                 try:
-                    reg = Registration.from_json(self.zk.get(self.paths.broker(group, name))[0])
+                    reg = Registration.from_json(retry(zk.get, self.paths.broker(group, name))[0])
                 except (NoNodeError, RecordError):
                     continue
                 if reg is not None:
                     alive[name] = reg
-            record, version = read_record(self.zk, self.paths, group)
+            record, version = retry(read_record, zk, self.paths, group)
             now = self._clock()
             first = self._first_seen.setdefault(group, now) if alive else now
             decision = decide(record, alive, lambda n, a=alive: probe_offsets(
@@ -235,7 +237,8 @@ class Controller:
                 continue
             if self._clock() < self._grace_until or self._lost.is_set():
                 return made  # the link went down while we looked: decide nothing
-            if write_record(self.zk, self.paths, group, decision.record, version):
+            # a retried write that had landed fails its version check: read again next round
+            if retry(write_record, zk, self.paths, group, decision.record, version):
                 made.append(decision)
                 self._announce(group, decision, record)
         self.decisions.extend(made)

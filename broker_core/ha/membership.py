@@ -41,7 +41,7 @@ class Membership:
         self.node, self.paths = node, Paths(cluster)
         self.zk = KazooClient(hosts=zk_hosts, timeout=session_s,
                               connection_retry=KazooRetry(max_tries=-1, max_delay=0.5),
-                              command_retry=KazooRetry(max_tries=3, max_delay=0.5))
+                              command_retry=KazooRetry(max_tries=5, delay=0.05, max_delay=0.5))
         self.hosts = zk_hosts
         self.http_addr = http_addr
         self.state = "NEW"
@@ -92,17 +92,18 @@ class Membership:
         from kazoo.exceptions import NodeExistsError
 
         path = self.paths.broker(self.node.group, self.node.name)
-        self.zk.ensure_path(self.paths.brokers(self.node.group))
+        retry = self.zk.retry  # a dropped connection (not a lost session) is retried
+        retry(self.zk.ensure_path, self.paths.brokers(self.node.group))
         data = self.registration().to_json()
         deadline = time.monotonic() + 120
         while not self._closed.is_set():
             try:
-                self.zk.create(path, data, ephemeral=True)
+                retry(self.zk.create, path, data, ephemeral=True)
                 self.sessions += 1
                 log.info("registered %s (session 0x%x)", path, self.zk.client_id[0])
                 return
             except NodeExistsError:
-                stat = self.zk.exists(path)
+                stat = retry(self.zk.exists, path)
                 if stat is not None and stat.ephemeralOwner == self.zk.client_id[0]:
                     return
                 if time.monotonic() > deadline:
@@ -169,13 +170,16 @@ class Membership:
         me, epoch = node.name, node.epoch
 
         def write() -> bool:
-            record, version = read_record(self.zk, self.paths, node.group)
+            retry = self.zk.retry
+            record, version = retry(read_record, self.zk, self.paths, node.group)
             if record is None or record.master != me or record.epoch != epoch:
                 return False
             if set(record.in_sync) == set(in_sync) | {me}:
                 return True
-            return write_record(self.zk, self.paths, node.group,
-                                record.with_in_sync(in_sync | {me}), version)
+            # a retried write that had landed fails its version check: False, and the
+            # ISR loop tries again from a fresh read
+            return retry(write_record, self.zk, self.paths, node.group,
+                         record.with_in_sync(in_sync | {me}), version)
 
         loop = self._loop or asyncio.get_running_loop()
         return await loop.run_in_executor(None, write)
