@@ -60,8 +60,8 @@ def decide(record: GroupRecord | None, alive: dict[str, Registration],
            first_seen: float, expected: int = 0) -> Decision | None:
     """What to write for one group, or None. Pure, apart from asking offsets."""
     if record is None:
-        if not alive or (now - first_seen < BOOTSTRAP_S and len(alive) < max(expected, 1)):
-            return None
+        if not alive or (now - first_seen < BOOTSTRAP_S and not 0 < expected <= len(alive)):
+            return None  # let the group's other brokers register: the longest log wins
         chosen = _longest(sorted(alive), offsets)
         epoch = max(r.epoch for r in alive.values()) + 1
         reg = alive[chosen]

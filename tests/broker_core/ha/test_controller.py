@@ -1,0 +1,90 @@
+"""The controller's decision for one group (pure: records and registrations in,
+the record to write out), and a controller against a real ZooKeeper."""
+
+import threading
+import time
+
+from broker_core.ha.controller import BOOTSTRAP_S, Controller, decide
+from broker_core.ha.records import GroupRecord, Paths, Registration, read_record
+
+
+def reg(name, epoch=0):
+    return Registration(name, "g", f"127.0.0.1:{1000 + ord(name[-1])}", "", f"h-{name}",
+                        epoch=epoch)
+
+
+def offsets(table):
+    return lambda names: {n: table[n] for n in names if n in table}
+
+
+def test_bootstrap_waits_briefly_then_takes_the_longest_log():
+    alive = {"a": reg("a"), "b": reg("b", epoch=3)}
+    assert decide(None, {"a": reg("a")}, offsets({}), 0.1, 0.0, expected=2) is None
+    d = decide(None, alive, offsets({"a": 10, "b": 99}), BOOTSTRAP_S, 0.0)
+    assert d.kind == "create" and d.record.master == "b" and d.record.epoch == 4
+    assert d.record.in_sync == ("b",) and d.record.master_ha == "h-b"
+
+
+def test_live_master_means_nothing_to_do_unless_it_moved():
+    rec = GroupRecord("a", 2, ("a", "b"), reg("a").addr, "h-a")
+    assert decide(rec, {"a": reg("a"), "b": reg("b")}, offsets({}), 9, 0) is None
+    moved = Registration("a", "g", "127.0.0.1:5", "", "h-a2")
+    d = decide(rec, {"a": moved}, offsets({}), 9, 0)
+    assert d.kind == "update" and d.record.epoch == 2 and d.record.master_addr == "127.0.0.1:5"
+
+
+def test_failover_promotes_the_in_sync_slave_with_the_longest_log():
+    rec = GroupRecord("a", 2, ("a", "b", "c"), "x", "y")
+    alive = {"b": reg("b"), "c": reg("c"), "d": reg("d")}
+    d = decide(rec, alive, offsets({"b": 500, "c": 700, "d": 9999}), 9, 0)
+    assert d.kind == "failover" and d.old_master == "a"
+    assert (d.record.master, d.record.epoch, d.record.in_sync) == ("c", 3, ("c",))
+
+
+def test_no_in_sync_slave_alive_promotes_nobody():
+    rec = GroupRecord("a", 2, ("a", "b"), "x", "y")
+    assert decide(rec, {"c": reg("c")}, offsets({"c": 10**9}), 9, 0) is None
+
+
+def test_controller_on_zookeeper_creates_and_fails_over(zookeeper, zk_root):
+    from kazoo.client import KazooClient
+
+    cluster = zk_root.strip("/").replace("/", "_")
+    paths = Paths(cluster)
+    zk = KazooClient(hosts=zookeeper.addr, timeout=1.0)
+    zk.start(timeout=10)
+    broker_a = KazooClient(hosts=zookeeper.addr, timeout=0.5)  # a's own session
+    broker_a.start(timeout=10)
+    controller = Controller(zookeeper.addr, cluster, session_s=1.0, broker_session_s=0.5)
+    runner = threading.Thread(target=controller.run, daemon=True)
+    try:
+        runner.start()
+        broker_a.create(paths.broker("g", "a"), reg("a").to_json(), ephemeral=True,
+                        makepath=True)
+        zk.create(paths.broker("g", "b"), reg("b").to_json(), ephemeral=True, makepath=True)
+        record = _wait(lambda: read_record(zk, paths, "g")[0])
+        assert (record.epoch, record.master) == (1, "a")  # equal logs: the first name
+        # the master records b in sync, then its session ends
+        rec, version = read_record(zk, paths, "g")
+        zk.set(paths.record("g"), rec.with_in_sync({"b"}).to_json(), version=version)
+        broker_a.stop()
+        new = _wait(lambda: (r := read_record(zk, paths, "g")[0]).epoch == 2 and r)
+        assert new.master == "b" and new.reason.startswith("failover")
+        _wait(lambda: len(controller.decisions) == 2)  # noted just after the write
+        assert [d.kind for d in controller.decisions] == ["create", "failover"]
+    finally:
+        controller.stop()
+        runner.join(10)
+        broker_a.close()
+        zk.stop()
+        zk.close()
+
+
+def _wait(cond, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("not in time")
