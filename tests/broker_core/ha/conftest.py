@@ -31,14 +31,16 @@ class Member:
 
 
 async def member(data_dir, name: str, replication: str = "sync", group: str = "g",
-                 sync_timeout_s: float = 1.0, segment_bytes: int = 64 * 1024) -> Member:
+                 sync_timeout_s: float = 1.0, segment_bytes: int = 64 * 1024,
+                 persist_isr=None) -> Member:
     base = free_base_port(3)
     config = BrokerConfig(name=name, data_dir=data_dir / name, port=base, http_port=base + 1,
                           segment_bytes=segment_bytes,
                           store_extra={"max_message_bytes": 8 * 1024,
                                        "preallocate_next": False})
     broker = Broker(config)
-    node = HaNode(broker, HaSettings(group, base + 2, replication, sync_timeout_s)).attach()
+    node = HaNode(broker, HaSettings(group, base + 2, replication, sync_timeout_s),
+                  persist_isr=persist_isr).attach()
     await node.start()
     tcp = await start_tcp(broker)
     broker.serving = True

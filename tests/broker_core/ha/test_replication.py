@@ -162,3 +162,50 @@ def test_lag_and_roles_on_stats_and_metrics(tmp_path):
             await m.close()
 
     asyncio.run(main())
+
+
+def test_unrecorded_shrink_keeps_waiting_for_the_slave(tmp_path):
+    """ZooKeeper away: the master cannot record that its slave left, so the slave
+    may still be promoted; sends must not be answered OK without it."""
+    recorded = {"ok": True}
+
+    async def persist(in_sync):
+        return recorded["ok"]
+
+    async def main():
+        m = await member(tmp_path, "m", sync_timeout_s=0.3, persist_isr=persist)
+        s = await member(tmp_path, "s")
+        await m.node.become_master(1, frozenset({"m"}))
+        await s.node.become_slave(m.info(1), m.addr)
+        await until(lambda: "s" in m.node.master.in_sync)
+        try:
+            recorded["ok"] = False
+            await s.close()
+            results = await produce(m.addr, 5)
+            assert {r.status for r in results} == {"FLUSH_SLAVE_TIMEOUT"}
+            assert m.node.master.in_sync == {"s"}
+            recorded["ok"] = True  # back: the shrink is recorded, then applied
+            await until(lambda: not m.node.master.in_sync)
+            assert {r.status for r in await produce(m.addr, 3)} == {"SLAVE_NOT_AVAILABLE"}
+        finally:
+            await m.close()
+
+    asyncio.run(main())
+
+
+def test_demoted_master_answers_parked_sends_not_master(tmp_path):
+    async def main():
+        m, s = await pair(tmp_path)
+        try:
+            await s.node.step_down("paused for the test")  # no acks from now on
+            sends = asyncio.ensure_future(produce(m.addr, 3))
+            await asyncio.sleep(0.1)
+            await m.node.become_slave(s.info(2), s.addr)  # epoch 2 elsewhere
+            with pytest.raises(SendFailed) as err:
+                await sends
+            assert err.value.code == Code.NOT_MASTER  # parked, then never acknowledged
+        finally:
+            await s.close()
+            await m.close()
+
+    asyncio.run(main())
