@@ -1,5 +1,6 @@
 """`floodgate tune ...` end to end against fake root trees (console/commands/tune_cmd.py)."""
 
+import ctypes
 import json
 import os
 import shutil
@@ -93,12 +94,28 @@ def test_small_host_refuses_the_seed_values_without_force(capsys, tmp_path, make
     assert code == 0 and "vm.min_free_kbytes: 67584 -> 3145728" in out
 
 
-def run_as_nobody(argv: list[str]) -> tuple[int, str]:
-    """`main(argv)` in a forked child that dropped to uid/gid 65534: exit code, stderr.
+PR_SET_KEEPCAPS = 8
+CAP_DAC_READ_SEARCH = 2
+CAPABILITY_VERSION_3 = 0x20080522
 
-    In-process after fork rather than a new interpreter: everything is imported
-    already, so the unprivileged child needs no access to the checkout or its
-    venv (a checkout under a root-only directory made the old subprocess fail)."""
+
+def _keep_only_read_search() -> None:
+    """After a uid change with PR_SET_KEEPCAPS: keep only CAP_DAC_READ_SEARCH, so
+    the child reads the checkout wherever it lives (a `mktemp -d` is 0700) but
+    writes like any unprivileged user. Through libc: the stdlib has no capset."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)(1 << CAP_DAC_READ_SEARCH, 1 << CAP_DAC_READ_SEARCH, 0, 0, 0, 0)
+    if libc.capset(header, data) != 0:  # (effective, permitted, inheritable) x 2 words
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def run_as_nobody(argv: list[str]) -> tuple[int, str]:
+    """`main(argv)` in a forked child running as uid/gid 65534: exit code, stderr.
+
+    In-process after fork rather than a new interpreter started as nobody, which
+    could not even read the checkout's venv when the checkout sat in a directory
+    only root can enter."""
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: never returns into pytest
@@ -107,11 +124,16 @@ def run_as_nobody(argv: list[str]) -> tuple[int, str]:
             os.close(rfd)
             os.dup2(wfd, 2)
             sys.stderr = os.fdopen(2, "w", closefd=False)
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0)
             os.setgroups([])
             os.setresgid(65534, 65534, 65534)
             os.setresuid(65534, 65534, 65534)
+            _keep_only_read_search()
             code = main(argv)
             sys.stderr.flush()
+        except BaseException as exc:  # noqa: BLE001 - reported through the pipe
+            print(f"child failed: {exc!r}", file=sys.stderr, flush=True)
         finally:
             os._exit(code if isinstance(code, int) else 98)
     os.close(wfd)
@@ -130,7 +152,6 @@ def test_not_root_names_the_settings_that_need_root(capsys, make_tree):
         for dirpath, _subdirs, _files in os.walk(top):
             os.chmod(dirpath, 0o755)  # readable by nobody, writable by root only
         argv = ["tune", "apply", "--root", str(tree.root), "--profile", "base"]
-        run(capsys, *argv, "--dry-run")  # as root: imports everything the apply needs
         code, err = run_as_nobody(argv)
         assert code == 1, err
         assert "need root to change: vm.max_map_count, thp.enabled" in err
