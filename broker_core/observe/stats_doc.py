@@ -99,6 +99,60 @@ def _history(doc: Any, ops: Collection[str] | None) -> dict[str, tuple[HistorySe
 
 
 @dataclass(frozen=True)
+class SlaveLag:
+    name: str
+    lag_bytes: int | None = None
+    lag_s: float | None = None
+    in_sync: bool = False
+
+
+@dataclass(frozen=True)
+class HaFigures:
+    """A replicated group's broker (`ha` in /stats): role, epoch, and as master its
+    in-sync slaves and their lag; as slave how far behind its master it is."""
+
+    group: str = ""
+    role: str = ""  # MASTER | SLAVE | NONE
+    epoch: int | None = None
+    master: str = ""
+    replication: str = ""
+    in_sync: tuple[str, ...] = ()  # a master's in-sync slaves
+    slaves: tuple[SlaveLag, ...] = ()
+    lag_bytes: int | None = None  # a slave's, as it sees its master's end
+    events: tuple[Mapping[str, Any], ...] = ()  # role changes and truncations, oldest first
+    doc: Mapping[str, Any] = field(default_factory=dict)  # everything, as sent
+
+    @property
+    def worst_lag_s(self) -> float | None:
+        return max((s.lag_s for s in self.slaves if s.lag_s is not None), default=None)
+
+    @property
+    def worst_lag_bytes(self) -> int | None:
+        if self.role == "SLAVE":
+            return self.lag_bytes
+        return max((s.lag_bytes for s in self.slaves if s.lag_bytes is not None), default=None)
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> HaFigures | None:
+        doc = _map(doc)
+        if not doc.get("group"):
+            return None
+        slaves = tuple(SlaveLag(str(_map(x).get("name") or ""),
+                                _num(_map(x).get("lag_bytes"), int), _num(_map(x).get("lag_s")),
+                                _map(x).get("in_sync") is True)
+                       for x in doc.get("slaves") or () if isinstance(x, Mapping))
+        following = _map(doc.get("following"))
+        in_sync = doc.get("in_sync")
+        events = doc.get("events")
+        return cls(str(doc.get("group")), str(doc.get("role") or ""), _num(doc.get("epoch"), int),
+                   str(doc.get("master") or ""), str(doc.get("replication") or ""),
+                   tuple(str(n) for n in in_sync) if isinstance(in_sync, list) else (),
+                   slaves, _num(following.get("lag_bytes"), int),
+                   tuple(e for e in events if isinstance(e, Mapping))
+                   if isinstance(events, list) else (), dict(doc))
+
+
+@dataclass(frozen=True)
 class BrokerStats:
     broker: str = ""
     cluster: str = ""
@@ -120,6 +174,7 @@ class BrokerStats:
     faults: Mapping[str, Any] = field(default_factory=dict)
     inflight_writes: int | None = None
     loop_lag: Mapping[str, float] = field(default_factory=dict)
+    ha: HaFigures | None = None  # a replicated group's broker
 
     def window(self, op: str, window: str = "10s") -> OpWindow:
         return self.ops.get(op, {}).get(window) or OpWindow()
@@ -143,7 +198,7 @@ class BrokerStats:
             flush_lag_bytes=snap.flush_lag_bytes, disk=dict(snap.disk),
             consumer_lag=dict(snap.consumer_lag), topics=dict(snap.topics),
             faults=dict(snap.faults), inflight_writes=snap.inflight_writes,
-            loop_lag=dict(snap.loop_lag))
+            loop_lag=dict(snap.loop_lag), ha=HaFigures.from_dict(snap.ha))
 
     def to_dict(self) -> dict[str, Any]:
         """The /stats document (JSON-ready)."""
@@ -160,6 +215,7 @@ class BrokerStats:
             "consumer_lag": dict(self.consumer_lag), "topics": dict(self.topics),
             "faults": dict(self.faults), "inflight_writes": self.inflight_writes,
             "loop_lag": dict(self.loop_lag),
+            **({"ha": dict(self.ha.doc)} if self.ha is not None else {}),
         }
 
     @classmethod
@@ -187,7 +243,8 @@ class BrokerStats:
             topics=_figures(doc.get("topics"), int),
             faults=dict(_map(doc.get("faults"))),
             inflight_writes=_num(doc.get("inflight_writes"), int),
-            loop_lag=_figures(doc.get("loop_lag"), float))
+            loop_lag=_figures(doc.get("loop_lag"), float),
+            ha=HaFigures.from_dict(doc.get("ha")))
 
 
 @dataclass(frozen=True)

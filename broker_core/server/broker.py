@@ -358,11 +358,7 @@ class Broker:
     def stats(self, history_s: int = 300) -> dict:
         """The /stats document: the tick's snapshot with its last `history_s` seconds
         (and, in a replicated group, `ha`: role, epoch, in-sync set, lag per slave)."""
-        snap = self.snapshot()
-        doc = stats_document(snap, history_s)
-        if snap.ha is not None:
-            doc["ha"] = dict(snap.ha)
-        return doc
+        return stats_document(self.snapshot(), history_s)
 
     def close(self) -> None:
         self.offsets.save()

@@ -140,6 +140,7 @@ def test_lag_and_roles_on_stats_and_metrics(tmp_path):
     from prometheus_client import generate_latest
 
     from broker_core.observe.prometheus import broker_registry
+    from broker_core.observe.stats_doc import BrokerStats
     from broker_core.observe.snapshot import take_snapshot
 
     async def main():
@@ -150,6 +151,11 @@ def test_lag_and_roles_on_stats_and_metrics(tmp_path):
             assert doc["role"] == "MASTER" and doc["epoch"] == 1 and doc["in_sync"] == ["s"]
             assert doc["slaves"][0]["name"] == "s" and doc["slaves"][0]["lag_bytes"] == 0
             assert s.broker.stats(0)["ha"]["following"]["master"] == "m"
+            typed = BrokerStats.from_dict(m.broker.stats(0)).ha
+            assert (typed.role, typed.epoch, typed.in_sync) == ("MASTER", 1, ("s",))
+            assert typed.slaves[0].name == "s" and typed.worst_lag_bytes == 0
+            assert BrokerStats.from_dict({"ha": {"group": "g", "slaves": [1, {"lag_s": "x"}],
+                                                 "epoch": "nan"}}).ha.epoch is None
             text = generate_latest(broker_registry(lambda: take_snapshot(m.broker))).decode()
             assert 'floodgate_replication_lag_bytes{broker="m",group="g",slave="s"} 0.0' in text
             assert 'floodgate_ha_in_sync_slaves{broker="m",group="g"} 1.0' in text
