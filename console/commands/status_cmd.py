@@ -47,7 +47,10 @@ def state_to_dict(state) -> dict:
                      "in_per_s": b.in_per_s, "out_per_s": b.out_per_s, "mean_s": b.mean,
                      "p50_s": b.p50, "p99_s": b.p99, "p999_s": b.p999, "max_s": b.max,
                      "over_20ms": b.over_20ms, "disk_used_ratio": b.disk_used_ratio,
-                     "flush_lag_bytes": b.flush_lag_bytes, "consumer_lag": b.consumer_lag}
+                     "flush_lag_bytes": b.flush_lag_bytes, "consumer_lag": b.consumer_lag,
+                     **({"group": b.group, "role": b.role, "epoch": b.epoch,
+                         "in_sync_slaves": b.in_sync, "repl_lag_bytes": b.repl_lag_bytes,
+                         "repl_lag_s": b.repl_lag_s} if b.group else {})}
                     for b in state.brokers],
         "producers": [{"name": p.name, "http": p.key, "up": p.up, "error": p.error,
                        "excluded": p.excluded, "cap": p.counts.cap}

@@ -1,5 +1,7 @@
 """SLA alerts (seed 000): send average over 3 ms, max over 20 ms, send
-errors, a broker down, a fuse's excluded brokers at its cap.
+errors, a broker down, a fuse's excluded brokers at its cap; and for
+replicated groups: a failover in the last minute, a group without a master,
+a master without a slave in sync, a slave lagging by more than a second.
 
 `evaluate_alerts` says which conditions hold now; `AlertLog.update` turns
 that into edges (raised / cleared) kept in a bounded, immutable list, so the
@@ -85,13 +87,19 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
+FAILOVER_SHOWN_S = 60.0  # a failover stays an alert this long
+REPL_LAG_S = 1.0
+
+
 def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s: float,
-                    sla_mean_s: float) -> dict[str, Alert]:
+                    sla_mean_s: float, now: float | None = None) -> dict[str, Alert]:
     """Conditions that hold now, keyed by what they are about."""
     out: dict[str, Alert] = {}
 
     def add(key: str, severity: str, message: str, value=None, unit: str = "") -> None:
         out[key] = Alert(key, severity, message, value=value, unit=unit)
+
+    _group_alerts(brokers, now, add)
 
     for b in brokers:
         if b.state == "DOWN":
@@ -119,3 +127,32 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
         if not p.up:
             add(f"producer:{p.key}", "warning", f"producer {p.key} not answering: {p.error}")
     return out
+
+
+def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
+    """Replicated groups: who is master, whether a slave is in sync, how far behind."""
+    groups: dict[str, list[Any]] = {}
+    for b in brokers:
+        if getattr(b, "group", None) and b.state != "DOWN":
+            groups.setdefault(b.group, []).append(b)
+    for group, members in sorted(groups.items()):
+        masters = [b for b in members if b.role == "MASTER"]
+        if not masters:
+            add(f"no-master:{group}", "critical",
+                f"{group} has no master ({', '.join(f'{b.name} {b.role}' for b in members)})")
+        for m in masters:
+            if m.in_sync == 0:
+                sync = m.replication == "sync"
+                add(f"no-slave:{group}", "critical" if sync else "warning",
+                    f"{group}: master {m.name} has no slave in sync: one copy only"
+                    + (" (sends answer SLAVE_NOT_AVAILABLE)" if sync else ""))
+            if now is not None and m.role_since is not None and (m.epoch or 0) > 1 \
+                    and 0 <= now - m.role_since < FAILOVER_SHOWN_S:
+                add(f"failover:{group}", "warning",
+                    f"{group} failed over: {m.name} master at epoch {m.epoch}, "
+                    f"{now - m.role_since:.0f} s ago")
+        for b in members:
+            if b.repl_lag_s is not None and b.repl_lag_s > REPL_LAG_S:
+                add(f"repl-lag:{b.name}", "warning",
+                    f"{b.name}: a slave is {b.repl_lag_s:.1f} s behind", b.repl_lag_s * 1000,
+                    "ms")

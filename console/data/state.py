@@ -76,6 +76,15 @@ class BrokerView:
     flush_lag_bytes: int | None = None
     consumer_lag: int | None = None
     fault: Mapping[str, Any] | None = None
+    # a replicated group's broker: its role, epoch, and the replication lag it sees
+    group: str | None = None
+    role: str | None = None  # MASTER | SLAVE | NONE
+    epoch: int | None = None
+    in_sync: int | None = None  # a master's slaves in sync (0: one copy only)
+    repl_lag_bytes: int | None = None  # a master's worst slave, or a slave's own
+    repl_lag_s: float | None = None  # a master's worst slave
+    replication: str = ""
+    role_since: float | None = None  # wall clock of its last role change
     stats: BrokerStats | None = None  # the latest /stats answer, for the broker screen
     history: tuple[HistorySecond, ...] = ()  # send histograms per second, oldest first
 
@@ -260,8 +269,15 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
         state, reason = "SLOW", slow
     else:
         state, reason = "UP", ""
+    ha = stats.ha
     return BrokerView(
         key=sample.key, name=name, state=state, reason=reason, failures=0,
+        group=ha.group if ha else None, role=ha.role if ha else None,
+        epoch=ha.epoch if ha else None, replication=ha.replication if ha else "",
+        in_sync=len(ha.in_sync) if ha and ha.role == "MASTER" else None,
+        repl_lag_bytes=ha.worst_lag_bytes if ha else None,
+        repl_lag_s=ha.worst_lag_s if ha else None,
+        role_since=_since(ha) if ha else None,
         last_seen=stats.time or now, in_per_s=send10.msgs_per_s, out_per_s=pull10.msgs_per_s,
         mean=send10.mean, p50=send10.p50, p99=send10.p99, p999=send10.p999, max=send10.max,
         over_20ms=send10.over_20ms, errors=send10.errors,
@@ -269,6 +285,12 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
         consumer_lag=sum(stats.consumer_lag.values()),
         fault=stats.faults if stats.fault_active else None, stats=stats,
         history=merge_history(prev.history if prev else (), stats.history.get("send", ())))
+
+
+def _since(ha) -> float | None:
+    value = ha.doc.get("since")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
 
 
 def producer_view(sample: ProducerSample) -> ProducerView:
@@ -314,6 +336,13 @@ def _events(prev: ClusterState | None, brokers: Sequence[BrokerView], now: float
             was = old.state if old else "start"
             events.append(Event(now, b.name, f"{was} → {b.state}" + (f": {b.reason}" if
                                                                     b.reason else "")))
+        if old is not None and old.role and b.role and \
+                (old.role, old.epoch) != (b.role, b.epoch):
+            if b.role == "MASTER" and old.role != "MASTER":
+                text = f"failover: master of {b.group} at epoch {b.epoch} (was {old.role})"
+            else:
+                text = f"{old.role} → {b.role} of {b.group} (epoch {old.epoch} → {b.epoch})"
+            events.append(Event(now, b.name, text))
     return tuple(events[-MAX_EVENTS:])
 
 
@@ -331,7 +360,7 @@ def build_state(samples: Sequence[BrokerSample], producers: Sequence[ProducerSam
     asked = (prev.asked if prev else 0) + len(brokers)
     summary = summarize(brokers, pviews, answered, asked)
     alerts = (prev.alerts if prev else AlertLog()).update(
-        evaluate_alerts(brokers, pviews, sla_max_s, sla_mean_s), now)
+        evaluate_alerts(brokers, pviews, sla_max_s, sla_mean_s, now), now)
     return ClusterState(now=now, brokers=brokers, producers=pviews, summary=summary,
                         alerts=alerts, events=_events(prev, brokers, now),
                         polls=(prev.polls if prev else 0) + 1, answered=answered, asked=asked,

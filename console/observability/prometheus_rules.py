@@ -13,7 +13,9 @@ runbook line each):
 - any send over 20 ms (the broker's exact counter, not a bucket estimate);
 - a broker down (its scrape fails);
 - a producer's fuse with as many brokers isolated as the cap allows (naming them);
-- a data disk over 75 % full.
+- a data disk over 75 % full;
+and for replicated groups (`floodgate.ha`): a slave lagging over a second, a
+master with no slave in sync (one copy only), a failover in the last 5 minutes.
 """
 
 from __future__ import annotations
@@ -179,6 +181,54 @@ def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
     ]
 
 
+REPL_LAG_S = 1.0
+
+
+def ha_alerts() -> list[Alert]:
+    """Replicated groups: what the masters export (floodgate_ha_*, replication lag)."""
+    return [
+        Alert(
+            "FloodgateReplicationLag",
+            f"floodgate_replication_lag_seconds > {REPL_LAG_S:g}",
+            "30s",
+            "warning",
+            "Slave {{ $labels.slave }} of {{ $labels.group }} is behind its master",
+            "Slave {{ $labels.slave }} has not acknowledged what master {{ $labels.broker }}"
+            " ({{ $labels.instance }}, group {{ $labels.group }}) appended"
+            " {{ $value | humanizeDuration }} ago, for 30 s. Sync sends wait for it; after"
+            " --sync-timeout it leaves the in-sync set.",
+            "Runbook: check the slave's host (disk, CPU) and its log; `floodgate status` shows"
+            " its lag; a slave restarted from empty catches up at the network's pace, so a"
+            " large lag right after a restart is expected.",
+        ),
+        Alert(
+            "FloodgateNoSlaveInSync",
+            "floodgate_ha_in_sync_slaves == 0",
+            "15s",
+            "page",
+            "Group {{ $labels.group }} has no slave in sync",
+            "Master {{ $labels.broker }} ({{ $labels.instance }}) of group {{ $labels.group }}"
+            " has had no slave in its in-sync set for 15 s: its messages are on one copy,"
+            " sync sends answer SLAVE_NOT_AVAILABLE and a failover now could not happen.",
+            "Runbook: bring the group's slave back (`floodgate cluster up --restart` restarts"
+            " it; it rejoins as slave and catches up); until then the group is single-copy.",
+        ),
+        Alert(
+            "FloodgateFailover",
+            'changes(floodgate_ha_epoch[5m]) > 0 and on (instance) '
+            'floodgate_ha_role{role="MASTER"} == 1',
+            None,
+            "warning",
+            "Group {{ $labels.group }} failed over to {{ $labels.broker }}",
+            "Broker {{ $labels.broker }} ({{ $labels.instance }}) became master of group"
+            " {{ $labels.group }} in the last 5 minutes (its epoch changed).",
+            "Runbook: find why the old master's ZooKeeper session ended (its log; `floodgate"
+            " status` shows who is master now); restart it: it rejoins as slave and cuts any"
+            " tail the new master never had (logged). Check the group has a slave in sync.",
+        ),
+    ]
+
+
 def rules_file(window: str = RATE_WINDOW) -> dict:
     """The floodgate.rules.yml document."""
     return {
@@ -186,5 +236,6 @@ def rules_file(window: str = RATE_WINDOW) -> dict:
             {"name": "floodgate.latency", "rules": [r.to_dict() for r in latency_rules(window)]},
             {"name": "floodgate.rates", "rules": [r.to_dict() for r in rate_rules(window)]},
             {"name": "floodgate.sla", "rules": [a.to_dict() for a in sla_alerts(window)]},
+            {"name": "floodgate.ha", "rules": [a.to_dict() for a in ha_alerts()]},
         ]
     }

@@ -63,8 +63,47 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 
-def sort_brokers(brokers, column: int, reverse: bool = False) -> list:
-    col = COLUMNS[column]
+def _role(b) -> str:
+    if not b.role:
+        return ""
+    return f"{b.role.lower()} e{b.epoch}" if b.epoch is not None else b.role.lower()
+
+
+def _role_style(b) -> str:
+    if b.role == "MASTER":
+        return "bold red" if b.in_sync == 0 and b.replication == "sync" else "bold"
+    return "yellow" if b.role == "NONE" else ""
+
+
+def _lag_cell(b, sla: Sla) -> Text:
+    text = "" if b.repl_lag_bytes is None else size(b.repl_lag_bytes)
+    if b.repl_lag_s:
+        text += f" {b.repl_lag_s * 1000:,.0f}ms"
+    late = b.repl_lag_s is not None and b.repl_lag_s > 1.0
+    return Text(text, style="red" if late else "", justify="right")
+
+
+# Replicated clusters only: the group, the role with its epoch, replication lag
+# (a master's slowest slave, or a slave's own distance to its master).
+HA_COLUMNS: tuple[Column, ...] = (
+    Column("group", lambda b: b.group, lambda b, sla: Text(b.group or ""), numeric=False,
+           width=9),
+    Column("role", lambda b: (b.role or "", b.epoch or 0),
+           lambda b, sla: Text(_role(b), style=_role_style(b)), numeric=False, width=10),
+    Column("repl lag", lambda b: b.repl_lag_bytes, _lag_cell, width=14),
+)
+
+
+def columns_for(brokers) -> tuple[Column, ...]:
+    """The table's columns: with the HA ones after the state when any broker is in a group."""
+    if any(getattr(b, "role", None) for b in brokers):
+        return COLUMNS[:2] + HA_COLUMNS + COLUMNS[2:]
+    return COLUMNS
+
+
+def sort_brokers(brokers, column: int, reverse: bool = False,
+                 columns: tuple[Column, ...] = COLUMNS) -> list:
+    col = columns[column]
     present = [b for b in brokers if col.key(b) is not None]
     missing = [b for b in brokers if col.key(b) is None]
     return sorted(present, key=col.key, reverse=reverse) + missing
@@ -79,9 +118,10 @@ def matches(broker, needle: str) -> bool:
 def render(state, focus=None) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.title = "send latency over the last 10 s"
-    for col in COLUMNS:
+    columns = columns_for(state.brokers)
+    for col in columns:
         table.add_column(col.label, justify="right" if col.numeric else "left", no_wrap=True)
     table.add_column("why", style="dim", overflow="fold")
     for b in state.brokers:
-        table.add_row(*(col.cell(b, state.sla) for col in COLUMNS), b.reason)
+        table.add_row(*(col.cell(b, state.sla) for col in columns), b.reason)
     return table

@@ -6,7 +6,6 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Footer, Header, Input, Static
 
-from console.tui.panels.brokers import COLUMNS
 from console.tui.screens.base import StateScreen
 from console.tui.widgets import BrokerChosen, BrokerTable, PanelView
 
@@ -46,14 +45,14 @@ class ClusterScreen(StateScreen):
     def _describe_view(self) -> None:
         t = self.table
         sort = "cluster order" if t.sort_column is None else \
-            f"sorted by {COLUMNS[t.sort_column].label} {'▼' if t.sort_reverse else '▲'}"
+            f"sorted by {t.columns[t.sort_column].label} {'▼' if t.sort_reverse else '▲'}"
         filt = f" · filter {t.filter_text!r}" if t.filter_text else ""
         self.query_one("#view-line", Static).update(
             f"[dim]{sort}{filt} · Enter: broker heatmap · s/r: sort · /: filter[/dim]")
 
     def action_sort_next(self) -> None:
         t = self.table
-        nxt = 0 if t.sort_column is None else (t.sort_column + 1) % len(COLUMNS)
+        nxt = 0 if t.sort_column is None else (t.sort_column + 1) % len(t.columns)
         t.set_view(nxt, False)
         self._describe_view()
 

@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.tui.panels.brokers import COLUMNS, matches, sort_brokers
+from console.tui.panels.brokers import COLUMNS, columns_for, matches, sort_brokers
 
 GAP = 2
 CURSOR = Style(bgcolor="#2d4f67", bold=True)
@@ -56,6 +56,7 @@ class BrokerTable(ScrollView, can_focus=True):
         self._state = None
         self._cells: dict[str, list[Text]] = {}
         self._strips: dict[tuple[str, bool, bool, int], Strip] = {}
+        self.columns = COLUMNS  # with the HA columns once a broker reports a role
         self._widths = [c.width or len(c.label) for c in COLUMNS]
 
     # --- data ------------------------------------------------------------------------
@@ -74,21 +75,28 @@ class BrokerTable(ScrollView, can_focus=True):
         current = self.cursor_key
         if state is not self._state:
             self._state = state
+            columns = columns_for(state.brokers)
+            if columns != self.columns:
+                self.columns = columns
+                self.sort_column = None
+                self._cells.clear()
+                self._strips.clear()
+                self._widths = [c.width or len(c.label) for c in columns]
             for b in state.brokers:
-                cells = [col.cell(b, state.sla) for col in COLUMNS] + [Text(b.reason, style="dim")]
+                cells = [col.cell(b, state.sla) for col in columns] + [Text(b.reason, style="dim")]
                 if cells != self._cells.get(b.key) or _styles(cells) != _styles(
                         self._cells.get(b.key, ())):
                     self._cells[b.key] = cells
                     self._forget(b.key)
             widths = [max(w, *(len(self._cells[b.key][i].plain) for b in state.brokers))
-                      if COLUMNS[i].width is None else w
+                      if columns[i].width is None else w
                       for i, w in enumerate(self._widths)] if state.brokers else self._widths
             if widths != self._widths:
                 self._widths = widths
                 self._strips.clear()
         brokers = [b for b in state.brokers if matches(b, self.filter_text)]
         if self.sort_column is not None:
-            brokers = sort_brokers(brokers, self.sort_column, self.sort_reverse)
+            brokers = sort_brokers(brokers, self.sort_column, self.sort_reverse, self.columns)
         self.visible_keys = [b.key for b in brokers]
         if current in self.visible_keys:
             self.cursor_row = self.visible_keys.index(current)
@@ -116,19 +124,19 @@ class BrokerTable(ScrollView, can_focus=True):
 
     def _line(self, cells: list[Text], bold: bool = False) -> Text:
         line = Text(" ", end="", no_wrap=True)
-        for i, cell in enumerate(cells[:len(COLUMNS)]):
+        for i, cell in enumerate(cells[:len(self.columns)]):
             width = self._widths[i]
             cell = cell.copy()
             cell.truncate(width)
             pad = " " * (width - cell.cell_len)
-            if COLUMNS[i].numeric:
+            if self.columns[i].numeric:
                 line.append(pad)
                 line.append_text(cell)
             else:
                 line.append_text(cell)
                 line.append(pad)
             line.append(" " * GAP)
-        for extra in cells[len(COLUMNS):]:
+        for extra in cells[len(self.columns):]:
             line.append_text(extra)
         if bold:
             line.stylize(HEADER)
@@ -137,7 +145,7 @@ class BrokerTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y == 0:
-            labels = [Text(c.label) for c in COLUMNS] + [Text("why")]
+            labels = [Text(c.label) for c in self.columns] + [Text("why")]
             return self._render(("#header", False, False, width), labels, True)
         row = self.scroll_offset.y + y - 1
         if row >= len(self.visible_keys):

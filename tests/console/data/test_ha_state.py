@@ -1,0 +1,70 @@
+"""Replicated groups in the console: role and epoch per broker, replication lag,
+failovers as events and alerts, a master without a slave in sync, a group with
+no master; the broker table grows its HA columns only for such clusters."""
+
+from __future__ import annotations
+
+from broker_core.observe.stats_doc import BrokerStats
+from console.data.state import BrokerSample, build_state
+from console.tui.panels.brokers import COLUMNS, columns_for, render
+
+
+def doc(name, group, role, epoch, since=0.0, in_sync=("b",), lag_s=0.0, lag_bytes=0,
+        replication="sync"):
+    ha = {"group": group, "role": role, "epoch": epoch, "since": since,
+          "replication": replication, "master": name if role == "MASTER" else "x"}
+    if role == "MASTER":
+        ha["in_sync"] = list(in_sync)
+        ha["slaves"] = [{"name": n, "lag_bytes": lag_bytes, "lag_s": lag_s, "in_sync": True}
+                        for n in in_sync]
+    else:
+        ha["following"] = {"lag_bytes": lag_bytes}
+    send10 = {"count": 10, "msgs_per_s": 1.0, "p99": 0.001, "max": 0.002, "mean": 0.0005}
+    return {"broker": name, "time": 1000, "ops": {"send": {"10s": send10}}, "ha": ha}
+
+
+def sample(d, key):
+    return BrokerSample(key, d["broker"], BrokerStats.from_dict(d))
+
+
+def test_roles_lag_and_a_failover_seen_as_event_and_alert():
+    s1 = build_state([sample(doc("g1-a", "g1", "MASTER", 1), "a"),
+                      sample(doc("g1-b", "g1", "SLAVE", 1, lag_bytes=300), "b")], now=100)
+    a, b = s1.brokers
+    assert (a.role, a.epoch, a.in_sync, b.role, b.repl_lag_bytes) == ("MASTER", 1, 1, "SLAVE",
+                                                                     300)
+    assert not s1.active_alerts
+    # a dies; b is promoted at epoch 2 with nobody in sync
+    s2 = build_state([BrokerSample("a", "g1-a", None, "refused"),
+                      sample(doc("g1-b", "g1", "MASTER", 2, since=101, in_sync=()), "b")],
+                     prev=s1, now=102)
+    texts = [e.text for e in s2.events]
+    assert "failover: master of g1 at epoch 2 (was SLAVE)" in texts
+    keys = {al.key for al in s2.active_alerts}
+    assert {"failover:g1", "no-slave:g1"} <= keys
+    assert next(al for al in s2.active_alerts if al.key == "no-slave:g1").severity == "critical"
+    later = build_state([BrokerSample("a", "g1-a", None, "refused"),
+                         sample(doc("g1-b", "g1", "MASTER", 2, since=101, in_sync=()), "b")],
+                        prev=s2, now=200)
+    assert "failover:g1" not in {al.key for al in later.active_alerts}  # a minute on
+
+
+def test_no_master_and_slow_slave_alerts():
+    s = build_state([sample(doc("g1-a", "g1", "SLAVE", 3), "a"),
+                     sample(doc("g1-b", "g1", "NONE", 3), "b"),
+                     sample(doc("g2-a", "g2", "MASTER", 1, lag_s=2.5, lag_bytes=10 << 20), "c")],
+                    now=5)
+    keys = {al.key for al in s.active_alerts}
+    assert "no-master:g1" in keys and "repl-lag:g2-a" in keys
+
+
+def test_ha_columns_only_for_replicated_clusters():
+    plain = build_state([BrokerSample("h", "b1", BrokerStats.from_dict({"broker": "b1"}))],
+                        now=1)
+    assert columns_for(plain.brokers) == COLUMNS
+    ha = build_state([sample(doc("g1-a", "g1", "MASTER", 4), "a")], now=1)
+    labels = [c.label for c in columns_for(ha.brokers)]
+    assert labels[:5] == ["broker", "state", "group", "role", "repl lag"]
+    row = [c.cell(ha.brokers[0], ha.sla).plain for c in columns_for(ha.brokers)]
+    assert row[2:4] == ["g1", "master e4"]
+    assert render(ha).columns[3].header == "role"
