@@ -30,6 +30,8 @@ from broker_core.store import GetStatus, MessageStore, PutStatus, StoreConfig
 __all__ = ["Broker", "BrokerConfig"]
 
 OPS = ("send", "pull", "flush")
+# Not a send error: stored, and the group's lack of a slave is an alert of its own
+_ANSWERED_OK = (Code.OK, Code.SLAVE_NOT_AVAILABLE)
 _PULL_STATUS = {
     GetStatus.FOUND: "FOUND",
     GetStatus.NO_NEW_MSG: "NO_NEW_MSG",
@@ -149,7 +151,7 @@ class Broker:
                 if isinstance(outcome, asyncio.Future):
                     return self._answer_when(outcome, topic, qid, t0, len(msg.body))
                 code, answer = self._send_answer(*outcome, topic, qid)
-        self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code == Code.OK)
+        self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code in _ANSWERED_OK)
         return code, answer
 
     def _answer_when(self, parked: asyncio.Future, topic: str, qid: int, t0: float,
@@ -158,7 +160,7 @@ class Broker:
 
         def done(f: asyncio.Future) -> None:
             code, out = self._send_answer(*f.result(), topic, qid)
-            self.recorder.record("send", perf_counter() - t0, 1, nbytes, code == Code.OK)
+            self.recorder.record("send", perf_counter() - t0, 1, nbytes, code in _ANSWERED_OK)
             answer.set_result((code, out))
 
         parked.add_done_callback(done)
@@ -175,7 +177,7 @@ class Broker:
                 lambda: self.store.put(topic, qid, msg.body, msg.tags or None, msg.keys or None,
                                        msg.properties or None, wait=False))
             code, answer = self._send_answer(code, result, topic, qid)
-        self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code == Code.OK)
+        self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code in _ANSWERED_OK)
         return code, answer
 
     def _check_send(self, topic: str, qid: int, nbytes: int) -> tuple[int, object]:
@@ -210,7 +212,7 @@ class Broker:
         topic, qid, msgs = p.decode_send_batch(body)
         nbytes = sum(len(m.body) for m in msgs)
         code, answer = await self._send_batch_inner(topic, qid, msgs, nbytes)
-        self.recorder.record("send", perf_counter() - t0, len(msgs), nbytes, code == Code.OK)
+        self.recorder.record("send", perf_counter() - t0, len(msgs), nbytes, code in _ANSWERED_OK)
         return code, answer
 
     async def _send_batch_inner(self, topic, qid, msgs, nbytes) -> tuple[int, bytes]:
