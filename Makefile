@@ -8,7 +8,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	$(BIN)/floodgate demo
+	$(BIN)/floodgate demo --groups 3
 
 lint: setup
 	$(BIN)/ruff check .

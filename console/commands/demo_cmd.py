@@ -25,6 +25,10 @@ def register(sub) -> None:
     parser = add_subparser(sub, "demo", "a local cluster under load with injected faults, "
                                         "watched in the console")
     parser.add_argument("--brokers", type=int, default=6, help="brokers to start (6: fuse cap 1)")
+    parser.add_argument("--groups", type=int, default=0, metavar="G",
+                        help="replicated instead: G groups of master + slave, sync replication, "
+                             "a controller and ZooKeeper; act 3 kills group-1's master "
+                             "(make demo: 3)")
     parser.add_argument("--rate", type=float, default=5000, help="messages per second (5000)")
     parser.add_argument("--no-faults", action="store_true", help="no fault script")
     parser.add_argument("--headless", type=float, metavar="SECONDS",
@@ -52,7 +56,10 @@ def _check(args) -> None:
         raise UsageError("--json needs --headless SECONDS (the TUI is not JSON)")
     if args.with_tui and args.headless is None:
         raise UsageError("--with-tui needs --headless SECONDS (without it the TUI runs anyway)")
-    if not 1024 <= args.base_port <= 65535 - 2 * args.brokers - 1:
+    if not 0 <= args.groups <= 16:
+        raise UsageError("--groups must be between 1 and 16 (0: single-copy brokers)")
+    ports = 3 * 2 * args.groups + 2 if args.groups else 2 * args.brokers + 1
+    if not 1024 <= args.base_port <= 65535 - ports:
         raise UsageError("--base-port must leave room for every broker below 65536")
 
 
@@ -62,13 +69,16 @@ def run(args) -> int:
     from console.demo.runner import Demo, DemoOptions
 
     _check(args)
-    opts = DemoOptions(args.brokers, args.rate, not args.no_faults, args.data, args.base_port)
+    opts = DemoOptions(args.brokers, args.rate, not args.no_faults, args.data, args.base_port,
+                       groups=args.groups)
     demo = Demo(opts)
     stop = threading.Event()
     if args.headless is None:
         # Textual owns the terminal: logs go to a file, not over the screen.
         logging.basicConfig(level=logging.INFO, filename=str(_log_path(args)), force=True)
-    print(f"starting {args.brokers} brokers on ports {args.base_port}.. and a producer at "
+    what = (f"{args.groups} groups of master + slave (sync replication), a controller and "
+            f"ZooKeeper" if args.groups else f"{args.brokers} brokers")
+    print(f"starting {what} on ports {args.base_port}.. and a producer at "
           f"{args.rate:g} msgs/s …", file=sys.stderr)
     demo.start()
     try:
@@ -79,9 +89,13 @@ def run(args) -> int:
         from console.tui.app import FloodgateApp
 
         cluster_file = demo.data_dir / "cluster.toml"
+        acts = ("faults start at 6 s: group-2's master stalls, at 45 s group-3's errors, at "
+                "95 s group-1's master is killed (its slave takes over: role column, events, "
+                "alerts)" if args.groups else
+                "faults start at 6 s: broker-2 stalls (isolated at once), at 45 s broker-4 "
+                "errors while the cap is full (rule 4)")
         app = FloodgateApp(demo.console_config(), hint=(
-            f"faults start at 6 s: broker-2 stalls (isolated at once), at 45 s broker-4 "
-            f"errors while the cap is full (rule 4). In another "
+            f"{acts}. In another "
             f"terminal: floodgate status --cluster {cluster_file} --producers {demo.http.addr}"))
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, lambda *_: app.exit())

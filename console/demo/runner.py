@@ -11,6 +11,13 @@ Pieces, all stopped by `Demo.stop()` in reverse order:
   (1 of 6) is taken, so seed rule 4 puts broker #2, isolated earliest and
   healthy again, back in service as overflow. Then #4 clears too.
 Only a data directory the demo created itself is removed at the end.
+
+With `groups` (`make demo`: 3), the cluster is replicated: each group a master
+and a slave with sync replication, a controller and an embedded ZooKeeper;
+the producer sends to masters through the routes, the fuse judges groups, the
+two acts fault group-2's and group-3's masters, and act 3 SIGKILLs group-1's
+master: the controller promotes its slave (the console shows the failover)
+and the supervisor brings the killed broker back as the new slave.
 """
 
 from __future__ import annotations
@@ -37,6 +44,14 @@ FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
 )
 CYCLE_S = 150.0
 DEMO_TOPIC = "demo"
+# Replicated demo: the same acts on groups 2 and 3 (their masters), then a kill.
+KILL = {"kill": True}
+HA_FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
+    *FAULT_SCRIPT[:2],
+    (45.0, 3, ERRORS),
+    (75.0, 3, None),
+    (95.0, 1, KILL),  # act 3: group-1's master dies; its slave takes over within seconds
+)
 
 
 @dataclass
@@ -47,6 +62,7 @@ class DemoOptions:
     data: Path | None = None  # kept; None = a temporary directory removed at the end
     base_port: int = 20900
     size: int = 128
+    groups: int = 0  # > 0: replicated groups of master + slave (sync) instead of `brokers`
 
 
 @dataclass
@@ -60,6 +76,8 @@ class FaultAction:
 def fault_kind(body: dict | None) -> str:
     if body is None:
         return "clear"
+    if body.get("kill"):
+        return "kill"
     return "stall" if body.get("stall_ms") else "errors" if body.get("error_rate") else "other"
 
 
@@ -89,9 +107,12 @@ class Demo:
         self.cluster = self.producer = self.gen = self.http = None
         self._threads: list[threading.Thread] = []
         self._transitions: dict[tuple, dict] = {}
+        self.routes = None  # replicated demo: who is master of each group
 
     @property
     def producer_port(self) -> int:
+        if self.opts.groups:  # 3 ports per broker, then the embedded ZooKeeper
+            return self.opts.base_port + 3 * 2 * self.opts.groups + 1
         return self.opts.base_port + 2 * self.opts.brokers
 
     # --- start ---------------------------------------------------------------------
@@ -113,10 +134,23 @@ class Demo:
         if data is None:
             data = self._made_data = Path(tempfile.mkdtemp(prefix="floodgate-demo-"))
         try:
-            self.cluster = Cluster(o.brokers, o.base_port, data, name="demo")
-            self.cluster.up()
-            ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
-            self.producer = Producer(self.cluster.file.addrs, timeout=3.0)
+            if o.groups:
+                from broker_core.ha.routes import routes_for
+
+                self.cluster = Cluster(0, o.base_port, data, name="demo", groups=o.groups,
+                                       replicas=2, replication="sync")
+                self.cluster.up()
+                self.routes = routes_for(self.cluster.file)
+                ensure_topic(self.routes.wait(), DEMO_TOPIC)
+                self.producer = Producer(routes=self.routes, timeout=3.0)
+                # a killed broker comes back, and rejoins its group as slave
+                self._spawn(lambda: self.cluster.supervise(self._stop.is_set, restart=True),
+                            "supervisor")
+            else:
+                self.cluster = Cluster(o.brokers, o.base_port, data, name="demo")
+                self.cluster.up()
+                ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
+                self.producer = Producer(self.cluster.file.addrs, timeout=3.0)
             self.gen = LoadGenerator(self.producer, LoadSpec(
                 topic=DEMO_TOPIC, size=o.size, duration=10 ** 9, rate=o.rate, concurrency=64))
             self.http = ProducerHttp(self.producer.fuse, "demo", self.producer_port,
@@ -147,25 +181,52 @@ class Demo:
                              title="floodgate demo").validate()
 
     # --- faults --------------------------------------------------------------------
+    def _target(self, number: int) -> tuple[str, object]:
+        """(the name the fuse knows, the broker entry) of a script's target: broker
+        number N, or in a replicated demo group-N (its master now)."""
+        if not self.opts.groups:
+            entry = self.cluster.file.brokers[number - 1]
+            return entry.name, entry
+        group = f"group-{min(number, self.opts.groups)}"
+        record = self.routes.records.get(group)
+        return group, self.cluster.file.broker(record.master) if record else \
+            self.cluster.file.groups[group][0]
+
     def _fault(self, number: int, body: dict | None) -> None:
         from broker_core.client.admin import fault
 
-        entry = self.cluster.file.brokers[number - 1]
+        name, entry = self._target(number)
         text = "clear" if body is None else ", ".join(f"{k}={v}" for k, v in body.items())
         asked = time.time()
         try:
-            fault(entry.http, "DELETE" if body is None else "POST", body)
+            if body is not None and body.get("kill"):
+                text = self._kill(entry)
+            else:
+                fault(entry.http, "DELETE" if body is None else "POST", body)
+                if self.opts.groups:
+                    text += f" on master {entry.name}"
         except Exception as exc:  # noqa: BLE001 - a dead broker must not end the demo
             text += f" (failed: {exc})"
-        self.actions.append(FaultAction(asked, entry.name, text, fault_kind(body)))
-        log.info("fault broker=%s %s", entry.name, text)
+        self.actions.append(FaultAction(asked, name, text, fault_kind(body)))
+        log.info("fault broker=%s %s", name, text)
+
+    def _kill(self, entry) -> str:
+        proc = self.cluster.procs.get(entry.name)
+        if proc is None or proc.poll() is not None:
+            return f"master {entry.name} already down"
+        proc.kill()
+        return (f"SIGKILL master {entry.name} (pid {proc.pid}): its slave takes over, "
+                "the supervisor brings it back as slave")
 
     def _fault_loop(self) -> None:
         targets = script_targets(self.opts.brokers)
+        script = HA_FAULT_SCRIPT if self.opts.groups else FAULT_SCRIPT
+        if self.opts.groups:
+            targets = {n: n for _at, n, _b in script}
         start = time.monotonic()
         cycle = 0
         while not self._stop.is_set():
-            for at, number, body in FAULT_SCRIPT:
+            for at, number, body in script:
                 due = start + cycle * CYCLE_S + at
                 if self._stop.wait(max(0.0, due - time.monotonic())):
                     return
@@ -209,6 +270,8 @@ class Demo:
             self.producer.close()
         if self.http is not None:
             self.http.close()
+        if self.routes is not None:
+            self.routes.close()
         if self.cluster is not None:
             self.cluster.down()
         if self._made_data is not None:

@@ -1,0 +1,41 @@
+"""The replicated demo (`make demo` = `floodgate demo --groups 3`): masters only get
+the load, act 3's kill hands group-1 to its slave and the supervisor brings the
+killed broker back as the new slave, with the load going on."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from broker_core.cluster.roles import broker_role
+from console.demo.runner import KILL, Demo, DemoOptions
+from tests.conftest import free_base_port
+
+pytestmark = pytest.mark.integration
+
+
+def test_replicated_demo_kill_act(tmp_path):
+    demo = Demo(DemoOptions(rate=300, faults=False, data=tmp_path / "demo",
+                            base_port=free_base_port(3 * 4 + 2), groups=2)).start()
+    try:
+        old = demo.routes.records["group-1"]
+        time.sleep(1.0)
+        acked = demo.load_totals()["acked"]
+        assert acked > 0
+        demo._fault(1, KILL)
+        assert demo.actions[-1].kind == "kill" and demo.actions[-1].broker == "group-1"
+        deadline = time.monotonic() + 30
+        while True:
+            rec = demo.routes.records["group-1"]
+            back = broker_role(demo.cluster.file.broker(old.master).addr)
+            if rec.epoch > old.epoch and back.get("role") == "SLAVE":
+                break
+            assert time.monotonic() < deadline, (rec, back)
+            time.sleep(0.2)
+        assert rec.master != old.master
+        time.sleep(1.0)
+        totals = demo.load_totals()
+        assert totals["acked"] > acked and totals["errors"] == 0, totals
+    finally:
+        demo.stop()
