@@ -38,12 +38,14 @@ from broker_core.ha.routes import routes_for  # noqa: E402
 
 
 def free_base_port(n_ports: int) -> int:
-    """A base port with `n_ports` consecutive free loopback ports."""
+    """A base port with `n_ports` consecutive free loopback ports, below the ephemeral
+    range (32768-): a restarted broker must find its port free, not taken as the
+    local end of some client's connection meanwhile."""
     import random
     import socket
 
     for _ in range(200):
-        base = random.randrange(20000, 60000 - n_ports)
+        base = random.randrange(20000, 32000 - n_ports)
         socks = []
         try:
             for port in range(base, base + n_ports):
