@@ -96,7 +96,7 @@ class LoadGenerator:
 
         spec, base = self.spec, self.producer
         aio = AsyncProducer(base.brokers, fuse=base.fuse or False, timeout=base.timeout,
-                            retries=base.retries)
+                            retries=base.retries, routes=base.routes)
         body = b"x" * spec.size
         window = asyncio.Semaphore(spec.concurrency)
         pending: set[asyncio.Task] = set()

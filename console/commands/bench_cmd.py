@@ -45,6 +45,21 @@ def brokers_from(args) -> dict[str, str]:
         raise UsageError(str(exc)) from None
 
 
+def _routes(args):
+    """A replicated cluster's routes (sends go to each group's master), or None."""
+    from broker_core.cluster.cluster_file import load_cluster
+    from broker_core.ha.routes import routes_for
+
+    if not getattr(args, "cluster", None):
+        return None
+    spec = load_cluster(args.cluster)
+    if not spec.replicated:
+        return None
+    routes = routes_for(spec)
+    routes.wait()
+    return routes
+
+
 def run_produce(args) -> int:
     from broker_core.client.loadgen import LoadGenerator, LoadSpec
     from broker_core.client.producer import Producer
@@ -56,8 +71,10 @@ def run_produce(args) -> int:
             raise UsageError(f"--{name} must be positive")
     if args.duration is not None and args.duration <= 0 or args.rate is not None and args.rate <= 0:
         raise UsageError("--duration and --rate must be positive")
-    brokers = brokers_from(args)
-    producer = Producer(brokers, fuse=False if args.no_fuse else None, timeout=args.timeout)
+    routes = _routes(args)
+    brokers = routes.masters() if routes is not None else brokers_from(args)
+    producer = Producer(brokers, fuse=False if args.no_fuse else None, timeout=args.timeout,
+                        routes=routes)
     gen = LoadGenerator(producer, LoadSpec(args.topic, args.size, args.count, args.duration,
                                            args.rate, args.batch, args.concurrency))
     http = None
@@ -74,6 +91,8 @@ def run_produce(args) -> int:
         producer.close()
         if http:
             http.close()
+        if routes is not None:
+            routes.close()
     result["brokers"] = sorted(brokers)
     if args.json:
         print_json(result)

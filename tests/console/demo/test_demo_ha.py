@@ -44,7 +44,10 @@ def test_replicated_demo_kill_act(tmp_path):
             assert time.monotonic() < deadline, (rec, back)
             time.sleep(0.2)
         assert rec.master != old.master
-        time.sleep(1.0)
+        new = demo.cluster.file.broker(rec.master).addr
+        before = broker_role(new)["offset"]
+        time.sleep(1.5)
+        assert broker_role(new)["offset"] > before  # the load follows group-1 to its new master
         totals = demo.load_totals()
         assert totals["acked"] > acked and totals["errors"] == 0, totals
     finally:
