@@ -37,6 +37,10 @@ from broker_core.cluster.roles import broker_role, group_records  # noqa: E402
 from broker_core.ha.routes import routes_for  # noqa: E402
 
 
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def free_base_port(n_ports: int) -> int:
     """A base port with `n_ports` consecutive free loopback ports, below the ephemeral
     range (32768-): a restarted broker must find its port free, not taken as the
@@ -92,9 +96,9 @@ def drills(data: Path, n: int, rate: float) -> dict:
             r = run_drill(c.file, DrillSpec(group="group-1", rate=rate, duration=8.0,
                                             kill_after=3.0, ready_timeout=60))
             runs.append(r.to_dict())
-            print(f"  drill {i + 1}: {r.old_master} -> {r.new_master} failover "
-                  f"{r.failover_s:.3f} s, acked {r.acked}, lost {r.lost}, dup {r.duplicates}, "
-                  f"errors {r.send_errors}", flush=True)
+            fo = f"{r.failover_s:.3f} s" if r.failover_s is not None else "never"
+            say(f"  drill {i + 1}: {r.old_master} -> {r.new_master} failover {fo}, acked "
+                f"{r.acked}, lost {r.lost}, dup {r.duplicates}, errors {r.send_errors}")
         rss = broker_rss_mib(c)
     finally:
         stop.set()
@@ -210,19 +214,18 @@ def main() -> int:
         result: dict = {"load_before": load}
         goals = {}
         if "drills" in parts:
-            print(f"drills ({args.drills} at {args.rate:g} msgs/s, 8 s each, kill at 3 s)",
-                  flush=True)
+            say(f"drills ({args.drills} at {args.rate:g} msgs/s, 8 s each, kill at 3 s)")
             d = result["drills"] = drills(data / "drills", args.drills, args.rate)
             goals["no acked message lost"] = d["lost"] == 0
             goals["median failover <= 2 s"] = (d["failover_median_s"] is not None
                                                and d["failover_median_s"] <= 2.0)
             goals["send errors 0"] = d["send_errors"] == 0
         if "throughput" in parts:
-            print("throughput (closed loop, 256 in flight, 128 B)", flush=True)
+            say("throughput (closed loop, 256 in flight, 128 B)")
             t = result["throughput"] = throughput(data / "tput", args.rounds, args.seconds)
             goals["sync >= 70 % of single-copy throughput"] = t["ratio"] >= 0.70
         if "lag" in parts:
-            print("slave lag (async replication, 5,000 msgs/s, 10 s)", flush=True)
+            say("slave lag (async replication, 5,000 msgs/s, 10 s)")
             lg = result["lag"] = lag(data / "lag", 5000.0, 10.0)
             goals["async slave lag p99 < 10 ms at 5,000/s"] = (lg["lag_p99_s"] is not None
                                                                and lg["lag_p99_s"] < 0.010)
