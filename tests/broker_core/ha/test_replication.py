@@ -140,8 +140,8 @@ def test_lag_and_roles_on_stats_and_metrics(tmp_path):
     from prometheus_client import generate_latest
 
     from broker_core.observe.prometheus import broker_registry
-    from broker_core.observe.stats_doc import BrokerStats
     from broker_core.observe.snapshot import take_snapshot
+    from broker_core.observe.stats_doc import BrokerStats
 
     async def main():
         m, s = await pair(tmp_path)
