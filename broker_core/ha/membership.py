@@ -151,7 +151,12 @@ class Membership:
     async def _apply_latest(self) -> None:
         while self._latest is not None and self._latest != self.record:
             record = self._latest
-            await self.apply(record)
+            try:
+                await self.apply(record)
+            except Exception:  # noqa: BLE001 - e.g. a full disk while cutting a tail: retry
+                log.exception("applying the group record failed; trying again in 1 s")
+                await asyncio.sleep(1.0)
+                continue
             self.record = record
 
     async def apply(self, record: GroupRecord) -> None:
