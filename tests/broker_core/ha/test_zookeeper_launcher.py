@@ -4,8 +4,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from broker_core.cluster.zookeeper import ZooKeeperServer, four_letter
+from broker_core.cluster.zookeeper import available as zk_missing
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(bool(zk_missing()), reason=zk_missing() or "")]
 
 
 def test_shared_server_answers_kazoo(zookeeper, zk_root):

@@ -10,9 +10,11 @@ import time
 import pytest
 
 from broker_core.cluster.roles import broker_role
+from broker_core.cluster.zookeeper import available as zk_missing
 from console.demo.runner import KILL, Demo, DemoOptions, port_free
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(bool(zk_missing()), reason=zk_missing() or "")]
 
 
 def restartable_base_port(n: int) -> int:
