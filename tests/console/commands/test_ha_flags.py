@@ -1,0 +1,31 @@
+"""The HA flags of `broker serve`, `cluster up` and `controller`: refused by name, exit 2,
+before anything starts."""
+
+import pytest
+
+from console.cli import main
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["broker", "serve", "--name", "b", "--data", "D", "--group", "g"],
+     "--group needs --zk HOST:PORT and --ha-port"),
+    (["broker", "serve", "--name", "b", "--data", "D", "--zk", "h:1"], "--zk need --group"),
+    (["broker", "serve", "--name", "b", "--data", "D", "--group", "g", "--zk", "nohost",
+      "--ha-port", "9"], "bad ZooKeeper address"),
+    (["broker", "serve", "--name", "b", "--data", "D", "--group", "g", "--zk", "h:1",
+      "--ha-port", "10911"], "--ha-port 10911 must be a free port other than"),
+    (["cluster", "up", "--groups", "2", "--brokers", "3"], "exclude each other"),
+    (["cluster", "up", "--zk", "h:1"], "--zk needs --groups"),
+    (["cluster", "up", "--groups", "2", "--replicas", "9"], "--replicas must be between 1 and 5"),
+    (["controller", "--zk", "h:1", "--session-timeout", "0.01"],
+     "--session-timeout must be within [0.2, 60]"),
+    (["controller", "--zk", "h:x"], "bad ZooKeeper address"),
+])
+def test_refused_by_name(capsys, tmp_path, argv, message):
+    argv = [str(tmp_path) if a == "D" else a for a in argv]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err
