@@ -139,7 +139,12 @@ def _duckdb(report: str, log: Path, work: Path) -> tuple[float, float]:
         from spark_reports.heatmap_report.frames import choose_window_s
 
         window = choose_window_s(_span_s(log))
-        seconds, rss, _ = in_process(lambda: spark_heatmap.run_duckdb(log, work / "duck", window))
+        # the table the job reads for this window: the minute rollups when the log has them
+        table = "latency_1m" if window % 60 == 0 and (log / "latency_1m").exists() else "latency"
+        seconds, rss, _ = in_process(
+            lambda: spark_heatmap.run_duckdb(log, work / "duck", window, table)
+        )
+        print(f"  (DuckDB read {table})")
     else:
         import spark_capacity
 

@@ -46,6 +46,7 @@ __all__ = [  # the contract, re-exported for readers, and the Spark side
     "PARTITION_COLUMN", "REASONS", "SCHEMAS", "TIME_OUT_OF_RANGE", "TS_TYPE", "UNKNOWN_OP",
     "check_arrow_schema", "conform_spark_frame", "partition_dir", "quarantine_reasons",
     "spark_quarantine_reason", "spark_row_is_good", "spark_rules", "spark_schema",
+    "with_quarantine_reason",
 ]  # fmt: skip
 
 
@@ -151,26 +152,43 @@ def conform_spark_frame(df, table: str = LATENCY_TABLE):
     return df.withColumns(casts) if casts else df
 
 
-def spark_rules(has_partition_date: bool = True) -> list:
+BUCKET_SUM = "_bucket_sum"  # helper column of with_quarantine_reason, dropped after
+
+
+def bucket_sum():
+    """A Column: the sum of a row's bucket counts; null when any count is null.
+
+    The one higher-order function of the rules (Spark interprets it row by
+    row): computed once per row, it answers both "a null entry" and
+    "count != sum(buckets)". An empty map sums to 0.
+    """
+    from pyspark.sql import functions as F
+
+    return F.aggregate(F.map_values("buckets"), F.lit(0).cast("bigint"), lambda acc, v: acc + v)
+
+
+def spark_rules(has_partition_date: bool = True, sum_column: str | None = None) -> list:
     """[(Column true when the row breaks the rule, reason)] in REASONS order.
 
     Pure SQL expressions, so checks run in the JVM without Python workers;
-    built-in array functions where one exists (they compile to Java code), the
-    sum of the bucket counts is the one higher-order function. Every condition
-    is null-safe (never null), so "good" and "quarantined" split the rows exactly.
+    built-in array functions where one exists (they compile to Java code).
+    ``sum_column`` names a column holding :func:`bucket_sum` (so it is computed
+    once, see :func:`with_quarantine_reason`); without it the sum is inline.
+    Every condition is null-safe (never null), so "good" and "quarantined"
+    split the rows exactly.
     """
     from pyspark.sql import functions as F
 
     values = F.map_values("buckets")
     keys = F.map_keys("buckets")
+    total = F.col(sum_column) if sum_column else bucket_sum()
     null = F.lit(False)
     for name in KEY_COLUMNS:
         null = null | F.col(name).isNull()
-    null = null | F.coalesce(F.size(F.array_compact(values)) < F.size(values), F.lit(False))
+    null = null | total.isNull()  # buckets itself is not null here: a null count inside
     negative = F.coalesce(F.array_min(values) < 0, F.lit(False))
     for name in NON_NEGATIVE:
         negative = negative | (F.coalesce(F.col(name), F.lit(0)) < 0)
-    bucket_sum = F.aggregate(values, F.lit(0).cast("bigint"), lambda acc, v: acc + v)
     out_of_range = (F.col("ts") < F.lit(EARLIEST_TS)) | (F.col("ts") >= F.lit(LATEST_TS))
     if has_partition_date:
         out_of_range = out_of_range | (F.to_date("ts") != F.col(PARTITION_COLUMN))
@@ -178,7 +196,7 @@ def spark_rules(has_partition_date: bool = True) -> list:
     rules = [
         (null, NULL_FIELD),
         (negative, NEGATIVE),
-        (bucket_sum != F.col("count"), COUNT_MISMATCH),
+        (total != F.col("count"), COUNT_MISMATCH),
         (~F.col("op").isin(*KNOWN_OPS), UNKNOWN_OP),
         (out_of_range, TIME_OUT_OF_RANGE),
         (bad_bucket, BAD_BUCKET),
@@ -187,11 +205,25 @@ def spark_rules(has_partition_date: bool = True) -> list:
     return [(F.coalesce(cond, F.lit(False)), name) for cond, name in rules]
 
 
-def spark_quarantine_reason(has_partition_date: bool = True):
+def with_quarantine_reason(df):
+    """``df`` with a ``reason`` column (:func:`spark_quarantine_reason`), the bucket sum
+    computed once per row in a projection of its own (Spark keeps a costly
+    expression from being inlined into each of its uses)."""
+    from pyspark.sql import functions as F
+
+    has_date = PARTITION_COLUMN in df.columns
+    summed = df.withColumn(BUCKET_SUM, bucket_sum())
+    reason = spark_quarantine_reason(has_date, sum_column=BUCKET_SUM)
+    return summed.withColumn("reason", reason).drop(BUCKET_SUM).select(
+        *df.columns, F.col("reason")
+    )
+
+
+def spark_quarantine_reason(has_partition_date: bool = True, sum_column: str | None = None):
     """A Column: the first rule a latency row breaks (see REASONS), or null."""
     from pyspark.sql import functions as F
 
-    rules = spark_rules(has_partition_date)
+    rules = spark_rules(has_partition_date, sum_column)
     reason = F.when(rules[0][0], F.lit(rules[0][1]))
     for cond, name in rules[1:]:
         reason = reason.when(cond, F.lit(name))

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from heatmap.sla import SLA_MAX_US
-from spark_reports.schema import PARTITION_COLUMN, spark_quarantine_reason
+from spark_reports.schema import with_quarantine_reason
 
 ALL_BROKERS = "ALL"
 
@@ -23,8 +23,7 @@ def _div(num, den):
 
 def with_reason(latency: DataFrame) -> DataFrame:
     """The rows with a `reason` column: the first metrics-log rule each breaks, or null."""
-    reason = spark_quarantine_reason(has_partition_date=PARTITION_COLUMN in latency.columns)
-    return latency.withColumn("reason", reason)
+    return with_quarantine_reason(latency)
 
 
 def split_quarantine(latency: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -48,38 +47,81 @@ def broker_second_rates(latency: DataFrame, op: str = "send") -> DataFrame:
     )
 
 
-def checked_second_rates(checked: DataFrame, op: str = "send") -> DataFrame:
-    """One pass over 1 s rows carrying a quarantine `reason`: per (ts, broker, reason)
-    the rows, and for the good rows of `op` broker_second_rates' figures.
+def second_rollups(checked: DataFrame, op: str = "send", threshold_us: int = SLA_MAX_US) -> DataFrame:
+    """One aggregation over 1 s rows carrying a quarantine `reason`, in three grouping
+    sets: per second (`set` "ts": the cluster's msgs, bytes and brokers reporting),
+    per broker (`set` "broker": busiest and mean second, seconds, totals, seconds
+    over `threshold_us`) and per reason (`set` "reason": quarantined rows).
 
-    Good rows of other ops are dropped before the shuffle; bad rows of any op
-    stay, so quarantined rows are counted from the same pass (`reason` set).
+    By the contract a broker writes one row per (second, op), so a good row of
+    `op` is a broker-second. Rows of other ops are dropped before the
+    aggregation unless quarantined; partial aggregation keeps the shuffle small
+    (no per-broker-second frame is materialized).
     """
-    good_op = F.col("reason").isNull() & (F.col("op") == op)
-    kept = checked.filter(good_op | F.col("reason").isNotNull())
-    return kept.groupBy("ts", "broker", "reason").agg(
-        F.count(F.lit(1)).alias("rows"),
+    good = F.col("reason").isNull() & (F.col("op") == op)
+    spike = good & (F.col("count") > 0) & (F.col("max_us") > threshold_us)
+    kept = checked.filter(good | F.col("reason").isNotNull()).select(
+        "ts", "broker", "reason",
+        F.when(good, F.col("msgs")).alias("msgs"),
+        F.when(good, F.col("bytes")).alias("bytes"),
+        F.when(good, F.col("count")).alias("ops"),
+        F.when(spike, F.col("max_us")).alias("spike_us"),
+        F.when(spike, F.col("ts")).alias("spike_ts"),
+    )  # fmt: skip
+    grouped = kept.groupingSets([["ts"], ["broker"], ["reason"]], "ts", "broker", "reason").agg(
+        F.grouping("ts").alias("g_ts"),
+        F.grouping("broker").alias("g_broker"),
         F.sum("msgs").alias("msgs"),
         F.sum("bytes").alias("bytes"),
-        F.sum("count").alias("ops"),
-        F.max(F.when(F.col("count") > 0, F.col("max_us"))).alias("max_us"),
+        F.sum("ops").alias("ops"),
+        F.max("msgs").alias("peak_msgs"),
+        F.avg("msgs").alias("mean_msgs"),
+        F.count("msgs").alias("seconds"),  # good rows: brokers reporting, or seconds seen
+        F.count(F.lit(1)).alias("rows"),
+        F.count("spike_us").alias("spike_seconds"),
+        F.max("spike_us").alias("worst_max_us"),
+        F.min("spike_ts").alias("first_spike"),
+        F.max("spike_ts").alias("last_spike"),
+    )
+    which = F.when(F.col("g_ts") == 0, "ts").when(F.col("g_broker") == 0, "broker")
+    return grouped.withColumn("set", which.otherwise("reason")).drop("g_ts", "g_broker")
+
+
+def rollup_cluster_rates(rollups: DataFrame) -> DataFrame:
+    """cluster_second_rates' frame (ts, msgs, bytes, brokers) from second_rollups."""
+    return rollups.filter((F.col("set") == "ts") & (F.col("seconds") > 0)).select(
+        "ts", "msgs", "bytes", F.col("seconds").alias("brokers")
     )
 
 
-def spike_seconds_of_rates(
-    broker_rates: DataFrame, threshold_us: int = SLA_MAX_US
-) -> DataFrame:
-    """spike_seconds from broker_second_rates (already one row per second and broker)."""
+def rollup_broker_load(rollups: DataFrame, per_broker_capacity: float | None) -> DataFrame:
+    """broker_load's frame from second_rollups."""
+    capacity = F.lit(per_broker_capacity).cast("double")
     return (
-        broker_rates.filter(F.col("max_us") > threshold_us)
-        .groupBy("broker")
-        .agg(
-            F.count(F.lit(1)).alias("spike_seconds"),
-            F.max("max_us").alias("worst_max_us"),
-            F.min("ts").alias("first_spike"),
-            F.max("ts").alias("last_spike"),
+        rollups.filter((F.col("set") == "broker") & (F.col("seconds") > 0))
+        .select(
+            "broker",
+            F.col("peak_msgs").alias("peak_msgs_per_s"),
+            F.col("mean_msgs").alias("mean_msgs_per_s"),
+            "seconds",
+            F.col("msgs").alias("total_msgs"),
+            F.col("bytes").alias("total_bytes"),
         )
-        .orderBy(F.desc("spike_seconds"), "broker")
+        .withColumn("utilisation", _div(F.col("peak_msgs_per_s"), capacity))
+    )
+
+
+def rollup_spike_seconds(rollups: DataFrame) -> DataFrame:
+    """spike_seconds' frame from second_rollups."""
+    return rollups.filter((F.col("set") == "broker") & (F.col("spike_seconds") > 0)).select(
+        "broker", "spike_seconds", "worst_max_us", "first_spike", "last_spike"
+    )
+
+
+def rollup_reasons(rollups: DataFrame) -> DataFrame:
+    """reason, rows: quarantined rows per reason, from second_rollups."""
+    return rollups.filter((F.col("set") == "reason") & F.col("reason").isNotNull()).select(
+        "reason", "rows"
     )
 
 

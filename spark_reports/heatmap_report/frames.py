@@ -102,8 +102,7 @@ def select_rows(
 
 
 def with_quarantine_reason(df: DataFrame) -> DataFrame:
-    has_date = schema.PARTITION_COLUMN in df.columns
-    return df.withColumn("reason", schema.spark_quarantine_reason(has_date))
+    return schema.with_quarantine_reason(df)
 
 
 def good_rows(df: DataFrame) -> DataFrame:

@@ -97,7 +97,10 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     try:
         hf.bad_rows(checked).write.parquet(staged.path("quarantine"))
         # Per broker and "ALL" in one job: the rollup reuses the aggregation's shuffle.
-        agg = hf.with_cluster_rows(hf.window_aggregate(hf.good_rows(checked), window_s)).cache()
+        # Kept by a local checkpoint: the outputs and the report each read it, and a
+        # cached plan was not always matched (the capacity job measured a pass per reader).
+        agg = hf.with_cluster_rows(hf.window_aggregate(hf.good_rows(checked), window_s))
+        agg = agg.localCheckpoint()
         hf.buckets_of(agg).write.parquet(staged.path("heatmap"))
         hf.percentiles(hf.buckets_of(agg), hf.stats_of(agg)).write.parquet(staged.path("percentiles"))
         buckets = spark.read.parquet(staged.path("heatmap"))

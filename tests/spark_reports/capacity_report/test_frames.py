@@ -98,3 +98,29 @@ def test_spikes_from_the_heatmap_jobs_percentiles(spark):
     cols = "window_start timestamp, broker string, op string, count long, mean double, p50 double, p99 double, p999 double, max double"
     got = cf.spikes_from_heatmap(spark.createDataFrame(rows, cols)).collect()
     assert [(r.broker, r.spike_windows, r.worst_max_us) for r in got] == [("b0", 2, 500_000)]
+
+
+def test_one_pass_rollups_equal_the_per_second_frames(spark, metrics_log):
+    """second_rollups (the job's single pass) gives what the per-broker-second frames
+    give, and counts the quarantined row by its reason."""
+    from spark_reports.capacity_report import frames as cf
+    from spark_reports.schema import COUNT_MISMATCH, conform_spark_frame
+
+    root, _ = metrics_log
+    raw = conform_spark_frame(spark.read.parquet(str(root / "latency")), "latency")
+    rollups = cf.second_rollups(cf.with_reason(raw)).cache()
+    good, _ = cf.split_quarantine(raw)
+    rates = cf.broker_second_rates(good)
+
+    def rows(df, key):
+        return sorted((r.asDict() for r in df.collect()), key=lambda r: r[key])
+
+    assert rows(cf.rollup_cluster_rates(rollups), "ts") == rows(cf.cluster_second_rates(rates), "ts")
+    assert rows(cf.rollup_broker_load(rollups, 2000.0), "broker") == rows(
+        cf.broker_load(rates, 2000.0), "broker"
+    )
+    assert rows(cf.rollup_spike_seconds(rollups), "broker") == rows(cf.spike_seconds(good), "broker")
+    assert [r.asDict() for r in cf.rollup_reasons(rollups).collect()] == [
+        {"reason": COUNT_MISMATCH, "rows": 1}
+    ]
+    rollups.unpersist()
