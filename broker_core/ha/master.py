@@ -73,6 +73,7 @@ class ReplicationMaster:
         self._marks_floor = store.commitlog.write_offset  # no marks below: appended long ago
         self._isr_wake = asyncio.Event()
         self._isr_task: asyncio.Task | None = None
+        self._isr_gen = 0
         self.counters = {"slave_timeouts": 0, "slave_not_available": 0, "isr_changes": 0,
                          "truncations_ordered": 0, "links_refused": 0}
 
@@ -320,11 +321,16 @@ class ReplicationMaster:
         self.in_sync = set(in_sync)
         self._marks_end.clear(), self._marks_t.clear()
         self._marks_floor = self.store.commitlog.write_offset
-        if self._isr_task is None or self._isr_task.done():
-            self._isr_task = asyncio.ensure_future(self._isr_loop())
+        self._isr_gen += 1  # a loop of an earlier term that outlived its cancel exits
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        self._isr_task = asyncio.ensure_future(self._isr_loop(self._isr_gen))
         self._isr_wake.set()
 
     def stop(self) -> None:
+        # the flag, not only the cancel: 3.11's wait_for may swallow a cancel that
+        # arrives as the event it waits on is set
+        self._isr_gen += 1
         if self._isr_task is not None:
             self._isr_task.cancel()
             self._isr_task = None
@@ -345,24 +351,31 @@ class ReplicationMaster:
                 want.add(name)
         return want
 
-    async def _isr_loop(self) -> None:
+    async def _isr_loop(self, gen: int) -> None:
         """Move the in-sync set towards the slaves that keep up, one change at a time."""
-        while True:
+        while self._isr_gen == gen:
             try:
                 await asyncio.wait_for(self._isr_wake.wait(), SWEEP_S)
             except TimeoutError:
                 pass
             self._isr_wake.clear()
+            if self._isr_gen != gen:
+                return
             self._sweep()
             self._prune_marks()
             want = self._desired()
             for name in sorted(want - self.in_sync):
                 self.in_sync.add(name)  # stricter first, then recorded
-                if not await self._save(frozenset(self.in_sync)):
+                saved = await self._save(frozenset(self.in_sync))
+                if self._isr_gen != gen:
+                    return  # demoted meanwhile: a new term has its own set
+                if not saved:
                     self.in_sync.discard(name)
             for name in sorted(self.in_sync - want):
-                smaller = frozenset(self.in_sync - {name})
-                if await self._save(smaller):  # recorded first, then looser
+                saved = await self._save(frozenset(self.in_sync - {name}))
+                if self._isr_gen != gen:
+                    return
+                if saved:  # recorded first, then looser
                     self.in_sync.discard(name)
                     log.warning("slave left the in-sync set group=%s slave=%s", self.group,
                                 name)

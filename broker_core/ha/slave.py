@@ -55,11 +55,16 @@ class ReplicaClient:
         self.frames = 0
         self._task: asyncio.Task | None = None
         self._writer: asyncio.StreamWriter | None = None
+        # Checked by every loop: Python 3.11's wait_for can swallow a cancel that
+        # arrives as its read completes (the closed link), and the task would go on.
+        self._stopped = False
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
+        """Stop following; once this returns no byte of the master is written."""
+        self._stopped = True
         task, self._task = self._task, None
         if self._writer is not None:
             self._writer.close()
@@ -73,7 +78,7 @@ class ReplicaClient:
         return max(0, self.master_end - self.replica.offset)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             try:
                 await self._follow()
             except (wire.LinkError, OSError, ConnectionError, TimeoutError) as exc:
@@ -91,12 +96,15 @@ class ReplicaClient:
                 if self._writer is not None:
                     self._writer.close()
                     self._writer = None
-            await asyncio.sleep(RETRY_S)
+            if not self._stopped:
+                await asyncio.sleep(RETRY_S)
 
     async def _follow(self) -> None:
         host, _, port = self.master.ha_addr.rpartition(":")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 2.0)
         self._writer = writer
+        if self._stopped:
+            return
         replica = self.replica
         offset = replica.offset  # a partly received record is sent again from its start
         writer.write(wire.json_frame(wire.HELLO, {
@@ -123,8 +131,10 @@ class ReplicaClient:
         self.last_error = ""
         log.info("following master=%s group=%s from offset=%d", self.master.name, self.group,
                  offset)
-        while True:
+        while not self._stopped:
             kind, body = await asyncio.wait_for(wire.read_frame(reader), 4 * wire.HEARTBEAT_S)
+            if self._stopped:
+                return
             self.frames += 1
             self.last_frame = time.monotonic()
             if kind == wire.META:

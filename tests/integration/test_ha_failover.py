@@ -19,7 +19,7 @@ from broker_core.cluster.roles import broker_role, failover_events, group_record
 from broker_core.protocol import Code, Op, OutMessage, encode_send
 from tests.conftest import free_base_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ from broker_core.client.attempts import SendFailed
 from broker_core.protocol import Code
 from tests.broker_core.ha.conftest import log_bytes, member
 
+pytestmark = pytest.mark.timeout(60)  # a hang fails in a minute, not five
+
 
 async def until(cond, timeout=10.0):
     loop = asyncio.get_running_loop()
