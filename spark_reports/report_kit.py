@@ -1,8 +1,9 @@
 """What both HTML reports are made of: a matplotlib figure, its PNG bytes, the
 bytes as an embedded image, an escaped table, and the page around them.
 
-A report is one self-contained file: images as data: URIs, no scripts, no
-external assets. The page's CSS is `BASE_CSS` (tables, images) plus the
+A report is one self-contained file with no external assets: images as data:
+URIs; interactive charts as plotly.js inlined from the plotly package (installed
+with floodgate) plus the figures' data in an inert JSON script element. The page's CSS is `BASE_CSS` (tables, images) plus the
 report's own theme. matplotlib is imported when a figure is made, on the Agg
 backend, so rendering needs no display.
 """
@@ -10,8 +11,10 @@ backend, so rendering needs no display.
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
+import json
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -82,3 +85,20 @@ def page(title: str, css: str, parts: Iterable[str]) -> str:
         f"<title>{html.escape(title)}</title><style>{BASE_CSS}{css}</style></head><body>"
     )
     return "\n".join([head, *parts, "</body></html>"])
+
+
+@functools.cache
+def plotly_js() -> str:
+    """plotly.js as shipped inside the plotly package, to inline in a <script>."""
+    from plotly.offline import get_plotlyjs
+
+    js = get_plotlyjs()
+    if "</script" in js.lower():  # pragma: no cover - would end our <script> early
+        raise RuntimeError("plotly.js contains </script>: cannot inline it")
+    return js
+
+
+def json_block(element_id: str, data) -> str:
+    """``data`` as an inert JSON script element ("</" escaped so it cannot close it)."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return f'<script type="application/json" id="{element_id}">{text}</script>'

@@ -1,7 +1,8 @@
 """The capacity report's page: one self-contained file (spark_reports.report_kit).
 
 Reads only the plan dict (capacity.json) plus the per-minute series, so the
-page shows exactly the figures in the JSON.
+page shows exactly the figures in the JSON. Charts are interactive (plotly.js
+inlined, see capacity_report.interactive) or, with ``static``, PNG pictures.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ h1{margin-bottom:0}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-to
 table{margin:.5em 0}td,th{border:1px solid #ddd;padding:.25em .6em}th{background:#f4f4f4}
 .pass{color:#fff;background:#2a7d2a;padding:.1em .5em;border-radius:3px}
 .fail{color:#fff;background:#b22;padding:.1em .5em;border-radius:3px}
-.big{font-size:1.3em}.muted{color:#666}code{background:#f4f4f4}
+.big{font-size:1.3em}.muted{color:#666}code{background:#f4f4f4}.chart{min-height:380px}
 """
 
 FORMULAS = [
@@ -58,8 +59,7 @@ def forecast_chart(plan: dict) -> str:
 def usl_chart(plan: dict, points: tuple[list[float], list[float]] | None) -> str:
     usl = plan.get("usl")
     if not usl or not points:
-        return "<p class=muted>No load test given (--load-test): per-broker capacity from " + html.escape(
-            plan["inputs"]["per_broker_capacity_source"]) + ".</p>"  # fmt: skip
+        return _no_load_test(plan)
     import numpy as np
 
     n, x = points
@@ -158,8 +158,28 @@ def _days_and_disk(plan: dict) -> str:
     return days + table + note
 
 
-def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | None = None) -> str:
+def _no_load_test(plan: dict) -> str:
+    return "<p class=muted>No load test given (--load-test): per-broker capacity from " + html.escape(
+        plan["inputs"]["per_broker_capacity_source"]) + ".</p>"  # fmt: skip
+
+
+def _charts(plan: dict, minutes: list[dict], load_test, static: bool) -> dict[str, str]:
+    if static:
+        return {"forecast": forecast_chart(plan), "usl": usl_chart(plan, load_test),
+                "traffic": traffic_chart(plan, minutes), "script": ""}  # fmt: skip
+    from spark_reports.capacity_report.interactive import charts_html
+
+    charts = charts_html(plan, minutes, load_test)
+    charts["usl"] = charts["usl"] or _no_load_test(plan)
+    return charts
+
+
+def render(
+    plan: dict, minutes: list[dict], load_test=None, versions: dict | None = None,
+    static: bool = False,
+) -> str:  # fmt: skip
     v, inp = plan["verdict"], plan["inputs"]
+    charts = _charts(plan, minutes, load_test, static)
     fp, need, bind = v["forecast_peak_msgs_per_s"], v["brokers_needed"], v["binding_constraint"]
     parts = [f"<h1>Capacity plan for {html.escape(inp['target_date'])} {_badge(v['pass'])}</h1>"]
     parts.append(
@@ -192,20 +212,20 @@ def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | Non
     ]  # fmt: skip
     parts.append(_table([dict(zip(("what", "value", "source"), r, strict=True)) for r in rows],
                         [("what", "input"), ("value", "value"), ("source", "source")]))  # fmt: skip
-    parts.append("<h2>Forecast</h2>" + forecast_chart(plan))
+    parts.append("<h2>Forecast</h2>" + charts["forecast"])
     hf = plan["forecast"]["history_forecast"]
     parts.append(f"<p>History fitted on {hf['fitted_years']}: x{hf['growth_per_year']:.2f} a year; "
                  f"{hf['horizon_years']} year(s) beyond {hf['last_year']}. The cluster's measured peak "
                  f"is scaled by the band's growth from {plan['forecast']['measured_year']} to "
                  f"{plan['forecast']['target_year']}.</p>")  # fmt: skip
-    parts.append("<h2>Scalability (load test)</h2>" + usl_chart(plan, load_test))
+    parts.append("<h2>Scalability (load test)</h2>" + charts["usl"])
     if plan.get("usl"):
         u = plan["usl"]
         parts.append(f"<p>sigma {u['sigma']:.4g}, kappa {u['kappa']:.4g}, lambda {u['lambda']:,.1f}; "
                      f"peak concurrency {_peak(u['peak_concurrency'])}; max throughput "
                      f"{_rate(u['max_throughput'] or 0)} msgs/s; R² {u['r_squared']:.4f}, "
                      f"MAPE {u['mape']:.2%}.</p>")  # fmt: skip
-    parts.append("<h2>Measured traffic and latency</h2>" + traffic_chart(plan, minutes))
+    parts.append("<h2>Measured traffic and latency</h2>" + charts["traffic"])
     parts.append(_days_and_disk(plan))
     ms = {
         k: (lambda x: f"{x:.3f}")
@@ -262,4 +282,5 @@ def render(plan: dict, minutes: list[dict], load_test=None, versions: dict | Non
             [("what", "model"), ("value", "formula")],
         )
     )
+    parts.append(charts["script"])
     return kit.page(f"floodgate capacity plan {inp['target_date']}", THEME_CSS, parts)

@@ -13,9 +13,7 @@ a spike window (or click one in a broker's heatmap) to see its 1-second heatmap.
 
 from __future__ import annotations
 
-import functools
 import html
-import json
 import math
 
 import numpy as np
@@ -23,25 +21,12 @@ import pandas as pd
 
 from heatmap.layout import bucket_lower, bucket_upper
 from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
+from spark_reports.report_kit import json_block, plotly_js
+
+__all__ = ["DATA_ID", "bucket_labels", "charts_html", "json_block", "plotly_js", "row_of", "sparse"]
 
 DATA_ID = "floodgate-data"
 DRILL_CELL_BUDGET = 200_000  # 1-second cells carried for drill-downs (~3 MB of JSON)
-
-
-@functools.cache
-def plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
-
-    js = get_plotlyjs()
-    if "</script" in js.lower():  # pragma: no cover - would end our <script> early
-        raise RuntimeError("plotly.js contains </script>: cannot inline it")
-    return js
-
-
-def json_block(element_id: str, data) -> str:
-    """``data`` as an inert JSON script element ("</" escaped so it cannot close it)."""
-    text = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
-    return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 
 def _ms(seconds: float) -> str:

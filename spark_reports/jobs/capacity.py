@@ -50,6 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--disk-tb", type=float, default=None, help="disk per broker (default: measured)"
     )
+    p.add_argument("--static", action="store_true",
+                   help="PNG pictures (print, e-mail) instead of interactive charts")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print capacity.json's verdict as JSON")
 
 
@@ -254,7 +256,8 @@ def run(args, spark=None) -> dict:
     plan["inputs"]["versions"] = versions()
     text = json.dumps(plan, indent=2, default=str) + "\n"
     write_atomic(out / "capacity.json", text.encode("utf-8"))
-    html = render(plan, minutes, load_test=opts.load_test, versions=plan["inputs"]["versions"])
+    html = render(plan, minutes, load_test=opts.load_test, versions=plan["inputs"]["versions"],
+                  static=bool(getattr(args, "static", False)))  # fmt: skip
     write_atomic(out / "report.html", html.encode("utf-8"))
     return plan
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
+import json
+import re
 import subprocess
 from datetime import date, datetime, timedelta
 
@@ -14,11 +15,8 @@ from capacity.usl import usl_throughput
 from heatmap import LatencyHistogram
 from spark_reports.capacity_report.page import render
 from spark_reports.capacity_report.plan import Options, build_plan
-
-CHROMIUM = next(
-    (shutil.which(n) for n in ("chromium-headless-shell", "chromium", "google-chrome") if shutil.which(n)),
-    None,
-)
+from tests.spark_reports import browser
+from tests.spark_reports.browser import CHROMIUM
 
 
 def _plan_and_minutes():
@@ -47,9 +45,9 @@ def _plan_and_minutes():
     return plan, minutes, points
 
 
-def test_page_is_self_contained_and_puts_the_verdict_first():
+def test_static_page_is_self_contained_and_puts_the_verdict_first():
     plan, minutes, points = _plan_and_minutes()
-    page = render(plan, minutes, load_test=points)
+    page = render(plan, minutes, load_test=points, static=True)
     assert page.count("data:image/png;base64,") == 3  # forecast, USL, traffic
     for external in ("http://", "https://", "<script", "<link"):
         assert external not in page
@@ -68,7 +66,7 @@ def test_headless_chromium_renders_the_report_with_its_charts(tmp_path):
 
     plan, minutes, points = _plan_and_minutes()
     page = tmp_path / "report.html"
-    page.write_text(render(plan, minutes, load_test=points), encoding="utf-8")
+    page.write_text(render(plan, minutes, load_test=points, static=True), encoding="utf-8")
     shot = tmp_path / "shot.png"
     subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
@@ -81,3 +79,34 @@ def test_headless_chromium_renders_the_report_with_its_charts(tmp_path):
     blue = (pixels[:, :, 2] > 0.7) & (pixels[:, :, 0] < 0.3) & (pixels[:, :, 1] < 0.5)
     red = (pixels[:, :, 0] > 0.6) & (pixels[:, :, 1] < 0.3) & (pixels[:, :, 2] < 0.3)
     assert blue.sum() > 500 and red.sum() > 100
+
+
+def test_interactive_page_carries_its_charts_and_no_external_reference():
+    from spark_reports.capacity_report.interactive import DATA_ID
+
+    plan, minutes, points = _plan_and_minutes()
+    page = render(plan, minutes, load_test=points)
+    markup = re.sub(r"(<script[^>]*>).*?(</script>)", r"\1\2", page, flags=re.S)
+    assert "<img" not in markup and not re.search(r'(src|href)="(https?:|//)', markup)
+    assert not any("src=" in a for a in re.findall(r"<script([^>]*)>", markup))
+    figures = json.loads(re.search(rf'id="{DATA_ID}">(.*?)</script>', page, re.S)[1])
+    assert sorted(figures) == ["fc-forecast", "fc-traffic-0", "fc-traffic-1", "fc-usl"]
+    latency = figures["fc-traffic-1"]
+    assert latency["data"][0]["y"][61] == 304.0  # the 300 ms stall in minute 61, in ms
+    assert [a["text"] for a in latency["layout"]["annotations"]] == ["20 ms max", "3 ms average"]
+    assert page.index("Capacity plan for 2027-11-11") < page.index("<h2>Forecast")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium: run scripts/setup.sh")
+def test_headless_chromium_draws_the_interactive_charts_offline(tmp_path):
+    plan, minutes, points = _plan_and_minutes()
+    page = tmp_path / "report.html"
+    page.write_text(render(plan, minutes, load_test=points), encoding="utf-8")
+
+    async def check(p):
+        drawn = await p.wait_for("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 8")
+        return drawn, p.errors(), p.requests()
+
+    drawn, errors, requests = browser.run(page, check)
+    assert drawn and errors == []
+    assert {u.split(":", 1)[0] for u in requests} <= {"file", "data"}
