@@ -173,8 +173,11 @@ class Connection:
         if link is None:
             return
         try:
-            ready, _, _ = select.select([link.sock], [], [], timeout)
-            if not ready:
+            # poll, not select: select() fails for an fd over 1023, which a busy
+            # process (many brokers, ZooKeeper clients) reaches
+            poller = select.poll()
+            poller.register(link.sock, select.POLLIN)
+            if not poller.poll(max(0.0, timeout) * 1000.0):
                 return
             chunk = link.sock.recv(1 << 18)
         except (OSError, ValueError) as exc:  # ValueError: closed under us
