@@ -97,6 +97,23 @@ class MeasuredRecovery:
         return asdict(self)
 
 
+def read_drills(path: str) -> MeasuredRecovery:
+    """The MTTR measured by the drill results in a JSON file: one result, a list, or
+    `bench/ha_failover.py --json`'s document (its `drills`)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise CapacityError(f"--from-drill {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise CapacityError(f"--from-drill {path}: not JSON") from None
+    if isinstance(doc, dict) and isinstance(doc.get("drills"), list):
+        doc = doc["drills"]
+    return mttr_from_drills(doc if isinstance(doc, list) else [doc])
+
+
 def mttr_from_drills(docs: list[dict]) -> MeasuredRecovery:
     """The median failover of drill results (dicts with `failover_s`, `lost`).
 

@@ -129,20 +129,13 @@ def run_availability(args) -> int:
 
 def _drills(path: str):
     """The drill results in a JSON file, as the capacity model's MeasuredRecovery."""
-    import json
-
-    from capacity.availability import mttr_from_drills
+    from capacity.availability import read_drills
+    from capacity.errors import CapacityError
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except OSError as exc:
-        raise UsageError(f"--from-drill {path}: {exc.strerror or exc}") from None
-    except ValueError:
-        raise UsageError(f"--from-drill {path}: not JSON") from None
-    if isinstance(doc, dict) and isinstance(doc.get("drills"), list):
-        doc = doc["drills"]
-    return mttr_from_drills(doc if isinstance(doc, list) else [doc])
+        return read_drills(path)
+    except CapacityError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _int_list(text: str, flag: str) -> list[int]:

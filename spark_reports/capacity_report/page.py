@@ -266,7 +266,11 @@ def render(
                  ("loss_probability", "loss probability"), ("masters", "masters"),
                  ("cluster_reliability", "whole cluster"), ("recovery_hours", "rebuild h")], pct))  # fmt: skip
     a = plan["availability"]
-    parts.append(f"<p>Availability with MTBF {a['mtbf_s']:,.0f} s and MTTR {a['mttr_s']:g} s: "
+    drills = a.get("measured")
+    how = (f"measured: median failover of {drills['drills']} drill(s), "
+           f"{drills['lost']} acknowledged message(s) lost" if drills else "seed 000's assumption")
+    parts.append(f"<p>{a.get('replicas', '?')} copies of each message. "
+                 f"Availability with MTBF {a['mtbf_s']:,.0f} s and MTTR {a['mttr_s']:g} s ({how}): "
                  f"{a['availability'] * 100:.4f} % ({a['nines']:.2f} nines); target {a['target'] * 100:g} % "
                  f"allows {a['budget_s_per_period']:.2f} s a day.</p>")  # fmt: skip
     parts.append("<h2>What if (±20 %)</h2>")

@@ -46,7 +46,8 @@ class Options:
     disk_mtbf_hours: float = reliability_model.SEED_DISK_MTBF_HOURS
     rebuild_mbps: float = 100.0
     mtbf_s: float = 86_399.0  # seed 000: one failure a day ...
-    mttr_s: float = 1.0  # ... recovered in one second
+    mttr_s: float = 1.0  # ... recovered in one second (or what failover drills measured)
+    drills: dict | None = None  # capacity.availability.MeasuredRecovery.to_dict()
     sources: dict = field(default_factory=dict)
 
 
@@ -237,7 +238,8 @@ def build_plan(measured: dict, opts: Options) -> dict:
         "spikes": measured.get("spikes", []),
         "at_risk": brokers_at_risk(measured, opts),
         "reliability": [r.to_dict() for r in reliability],
-        "availability": availability.to_dict(),
+        "availability": {**availability.to_dict(), "replicas": opts.replicas,
+                         "measured": opts.drills},
     })  # fmt: skip
 
 

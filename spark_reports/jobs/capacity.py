@@ -50,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--disk-tb", type=float, default=None, help="disk per broker (default: measured)"
     )
+    p.add_argument("--from-drill", default=None, metavar="FILE",
+                   help="MTTR from failover drills (`floodgate drill failover --json` output "
+                   "or bench/ha_failover.py --json) instead of seed 000's 1 s")  # fmt: skip
     p.add_argument("--static", action="store_true",
                    help="PNG pictures (print, e-mail) instead of interactive charts")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print capacity.json's verdict as JSON")
@@ -74,9 +77,23 @@ _RANGES = (
 )
 
 
+def measured_recovery(args):
+    """The drills' MeasuredRecovery, or None without --from-drill; ReportError if bad."""
+    if not getattr(args, "from_drill", None):
+        return None
+    from capacity.availability import read_drills
+    from capacity.errors import CapacityError
+
+    try:
+        return read_drills(args.from_drill)
+    except CapacityError as exc:
+        raise ReportError(str(exc)) from None
+
+
 def check_arguments(args) -> None:
     """ReportError naming the first bad option value."""
     parse_date(args.target_date)
+    measured_recovery(args)
     for flag, dest, ok, words in _RANGES:
         value = getattr(args, dest, None)
         if value is not None and not (math.isfinite(value) and ok(value)):
@@ -90,6 +107,7 @@ def options_from_args(args):
 
     check_arguments(args)
     history = read_history(args.history)
+    drills = measured_recovery(args)
     return Options(
         target_date=parse_date(args.target_date),
         history=history,
@@ -100,10 +118,12 @@ def options_from_args(args):
         failure_domains=args.domains,
         target_utilisation=args.utilisation,
         disk_tb=args.disk_tb,
+        **({"mttr_s": drills.mttr_s, "drills": drills.to_dict()} if drills else {}),
         sources={
             "input": str(args.input),
             "history": str(args.history or seed_history_path()),
             "load_test": args.load_test,
+            "drills": args.from_drill if drills else None,
         },
     )
 

@@ -19,7 +19,7 @@ from tests.spark_reports import browser
 from tests.spark_reports.browser import CHROMIUM
 
 
-def _plan_and_minutes():
+def _plan_and_minutes(**options):
     h = LatencyHistogram()
     h.record_many(np.random.default_rng(5).lognormal(np.log(0.001), 0.5, 2000))
     total = {"broker": "ALL", "count": h.count, "sum_us": round(h.sum * 1e6),
@@ -36,7 +36,8 @@ def _plan_and_minutes():
     }  # fmt: skip
     n = [1, 2, 4, 8, 16, 32, 64]
     points = (n, [float(usl_throughput(k, 0.03, 0.0004, 30_000.0)) for k in n])
-    opts = Options(target_date=date(2027, 11, 11), history=read_history(), load_test=points)
+    opts = Options(target_date=date(2027, 11, 11), history=read_history(), load_test=points,
+                   **options)
     plan = build_plan(measured, opts)
     t0 = datetime(2026, 11, 10, 23, 0)
     minutes = [{"minute": t0 + timedelta(minutes=i), "peak_msgs_per_s": 1e5 * (1 + (i == 60) * 7),
@@ -110,3 +111,32 @@ def test_headless_chromium_draws_the_interactive_charts_offline(tmp_path):
     drawn, errors, requests = browser.run(page, check)
     assert drawn and errors == []
     assert {u.split(":", 1)[0] for u in requests} <= {"file", "data"}
+
+
+def test_measured_failover_from_drills_sets_the_mttr_the_page_shows(tmp_path):
+    import argparse
+
+    from spark_reports.errors import ReportError
+    from spark_reports.jobs.capacity import add_arguments, measured_recovery
+
+    drills = tmp_path / "drills.json"
+    drills.write_text('{"drills": [{"failover_s": 0.8, "lost": 0},'
+                      ' {"failover_s": 1.2, "lost": 0}, {"failover_s": 0.9, "lost": 0}]}')
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--input", "x", "--out", "y", "--target-date", "2027-11-11",
+                              "--from-drill", str(drills)])
+    measured = measured_recovery(args)
+    assert (measured.mttr_s, measured.drills) == (0.9, 3)
+    plan, minutes, points = _plan_and_minutes(mttr_s=measured.mttr_s, drills=measured.to_dict())
+    a = plan["availability"]
+    assert a["mttr_s"] == 0.9 and a["measured"]["failover_s"] == [0.8, 1.2, 0.9]
+    assert a["availability"] == pytest.approx(86_399 / 86_399.9)
+    page = render(plan, minutes, load_test=points, static=True)
+    assert "2 copies of each message" in page
+    assert "MTTR 0.9 s (measured: median failover of 3 drill(s), 0 acknowledged" in page
+    default, *_ = _plan_and_minutes()
+    assert "MTTR 1 s (seed 000's assumption)" in render(default, minutes, static=True)
+    drills.write_text('{"failover_s": null}')
+    with pytest.raises(ReportError, match="never saw its group recover"):
+        measured_recovery(args)
