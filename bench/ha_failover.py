@@ -33,6 +33,7 @@ from bench._util import peak_rss_mib  # noqa: E402
 from broker_core.client.aio_producer import AsyncProducer  # noqa: E402
 from broker_core.cluster.drill import DrillSpec, run_drill  # noqa: E402
 from broker_core.cluster.launcher import Cluster  # noqa: E402
+from broker_core.cluster.ports import free_port_range  # noqa: E402
 from broker_core.cluster.roles import broker_role, group_records  # noqa: E402
 from broker_core.ha.routes import routes_for  # noqa: E402
 
@@ -41,33 +42,11 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def free_base_port(n_ports: int) -> int:
-    """A base port with `n_ports` consecutive free loopback ports, below the ephemeral
-    range (32768-): a restarted broker must find its port free, not taken as the
-    local end of some client's connection meanwhile."""
-    import random
-    import socket
-
-    for _ in range(200):
-        base = random.randrange(20000, 32000 - n_ports)
-        socks = []
-        try:
-            for port in range(base, base + n_ports):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise SystemExit("no free port range")
 
 
 def cluster(data: Path, **kw) -> Cluster:
     n = kw.get("groups", 0) * kw.get("replicas", 1) or kw.get("n", 2)
-    c = Cluster(kw.pop("n", 0), free_base_port(3 * n + 1), data, segment_size="64M",
+    c = Cluster(kw.pop("n", 0), free_port_range(3 * n + 1), data, segment_size="64M",
                 name=f"bench-{os.getpid()}", **kw)
     c.up(timeout=60)
     return c

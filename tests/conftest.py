@@ -13,6 +13,8 @@ import shutil
 
 import pytest
 
+from broker_core.cluster.ports import free_port_range
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -43,27 +45,6 @@ def spark():
     session.stop()
 
 
-def free_base_port(n_ports: int) -> int:
-    """A base port with `n_ports` consecutive free TCP ports on loopback."""
-    import random
-    import socket
-
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 60000 - n_ports)
-        socks = []
-        try:
-            for port in range(base, base + n_ports):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range found")
 
 
 @pytest.fixture
@@ -77,7 +58,7 @@ def cluster_factory(tmp_path):
     clusters = []
 
     def make(n: int = 3, flush: str = "async", segment_size: str = "8M", **kwargs):
-        base = free_base_port(2 * n)
+        base = free_port_range(2 * n)
         cluster = Cluster(n, base, tmp_path / f"cluster-{len(clusters)}", flush=flush,
                           segment_size=segment_size, **kwargs)
         clusters.append(cluster)

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import logging
 import shutil
-import socket
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from broker_core.cluster.ports import port_free
 
 log = logging.getLogger("floodgate.demo")
 
@@ -81,14 +82,6 @@ def fault_kind(body: dict | None) -> str:
     return "stall" if body.get("stall_ms") else "errors" if body.get("error_rate") else "other"
 
 
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def script_targets(n: int) -> dict[int, int]:

@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from console.demo.runner import port_free
-
-
-def free_base_port(count: int) -> int:
-    for _ in range(200):
-        base = random.randrange(23000, 39000, 2)
-        if all(port_free(p) for p in range(base, base + count)):
-            return base
-    raise RuntimeError("no free port range")
+from broker_core.cluster.ports import free_port_range
 
 
 @pytest.fixture(scope="session")
@@ -22,7 +12,7 @@ def cluster3(tmp_path_factory):
     from broker_core.client.producer import Producer
     from broker_core.cluster.launcher import Cluster
 
-    cluster = Cluster(3, free_base_port(6), tmp_path_factory.mktemp("cluster3"))
+    cluster = Cluster(3, free_port_range(6), tmp_path_factory.mktemp("cluster3"))
     cluster.up()
     producer = Producer(cluster.file.addrs, fuse=False)
     try:

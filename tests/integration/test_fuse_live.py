@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.console.conftest import free_base_port
+from broker_core.cluster.ports import free_port_range
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ def test_live_fuse_isolates_the_stalled_broker_and_no_healthy_one(tmp_path):
     floodgate = Path(sys.executable).with_name("floodgate")
     proc = subprocess.run(
         [str(floodgate), "demo", "--headless", "60", "--json", "--with-tui",
-         "--base-port", str(free_base_port(13))],
+         "--base-port", str(free_port_range(13))],
         capture_output=True, text=True, timeout=240, cwd=ROOT,
         env={**os.environ, "TMPDIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr

@@ -15,9 +15,9 @@ import pytest
 from broker_core.client.connection import Connection
 from broker_core.cluster.drill import DrillSpec, run_drill
 from broker_core.cluster.launcher import Cluster
+from broker_core.cluster.ports import free_port_range
 from broker_core.cluster.roles import broker_role, failover_events, group_records
 from broker_core.protocol import Code, Op, OutMessage, encode_send
-from tests.conftest import free_base_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -30,7 +30,7 @@ def ha_cluster(tmp_path, zookeeper):
 
     def make(groups=1, replicas=2, replication="sync", zk="shared", **kw):
         n = groups * replicas
-        cluster = Cluster(0, free_base_port(3 * n + 1), tmp_path / f"c{len(clusters)}",
+        cluster = Cluster(0, free_port_range(3 * n + 1), tmp_path / f"c{len(clusters)}",
                           segment_size="8M", name=f"t{uuid.uuid4().hex[:8]}", groups=groups,
                           replicas=replicas, replication=replication,
                           zk=zookeeper.addr if zk == "shared" else zk, **kw)

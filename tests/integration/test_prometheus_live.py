@@ -28,6 +28,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker_core.cluster.launcher import Cluster
+from broker_core.cluster.ports import free_port_range
 from broker_core.observe.prometheus import ha_families
 from console.cli import main
 from console.commands.fault_cmd import call as fault_call
@@ -42,13 +43,6 @@ pytestmark = [
 ]
 
 
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def free_port() -> int:
@@ -57,13 +51,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def free_base_port(n: int) -> int:
-    """A base with the n consecutive ports the cluster launcher needs all free."""
-    for _ in range(100):
-        base = free_port()
-        if base + n < 65535 and all(port_free(base + i) for i in range(n)):
-            return base
-    raise RuntimeError("no run of free ports")
 
 
 def get_json(url: str, timeout: float = 3.0):
@@ -122,7 +109,7 @@ def stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("prom-live")
-    cluster = Cluster(2, free_base_port(4), tmp / "data")
+    cluster = Cluster(2, free_port_range(4), tmp / "data")
     procs: list[subprocess.Popen] = []
     try:
         cluster.up()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import free_base_port
+from broker_core.cluster.ports import free_port_range
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -60,7 +60,7 @@ def standalone(tmp_path):
     """spark://127.0.0.1:PORT with one worker (1 core, 2 GiB); stopped at teardown."""
     if not os.path.exists(spark_home() / "sbin" / "spark-daemon.sh"):
         pytest.skip("this PySpark has no sbin/spark-daemon.sh")
-    base = free_base_port(3)
+    base = free_port_range(3)
     port, ui, worker_ui = base, base + 1, base + 2
     env = dict(
         os.environ, SPARK_HOME=str(spark_home()), SPARK_LOG_DIR=str(tmp_path / "logs"),

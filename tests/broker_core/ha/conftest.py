@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker_core.cluster.ports import free_port_range
 from broker_core.ha.node import HaNode, HaSettings
 from broker_core.ha.slave import MasterInfo
 from broker_core.server.broker import Broker, BrokerConfig
 from broker_core.server.tcp import start_tcp
-from tests.conftest import free_base_port
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Member:
 async def member(data_dir, name: str, replication: str = "sync", group: str = "g",
                  sync_timeout_s: float = 1.0, segment_bytes: int = 64 * 1024,
                  persist_isr=None) -> Member:
-    base = free_base_port(3)
+    base = free_port_range(3)
     config = BrokerConfig(name=name, data_dir=data_dir / name, port=base, http_port=base + 1,
                           segment_bytes=segment_bytes,
                           store_extra={"max_message_bytes": 8 * 1024,

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
+from broker_core.cluster.ports import free_port_range
 from console.cli import main
 from console.commands.fault_cmd import describe, duration
-from tests.console.conftest import free_base_port
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,7 @@ def test_out_of_range_flags_are_refused_before_calling_the_broker(capsys, extra,
 def broker(tmp_path_factory):
     from broker_core.cluster.launcher import Cluster
 
-    cluster = Cluster(1, free_base_port(2), tmp_path_factory.mktemp("fault"))
+    cluster = Cluster(1, free_port_range(2), tmp_path_factory.mktemp("fault"))
     cluster.up()
     yield cluster.file.brokers[0].http
     cluster.down(grace=3)

@@ -10,15 +10,15 @@ import urllib.request
 import pytest
 
 from broker_core.client.producer import Producer
+from broker_core.cluster.ports import free_port_range
 from console.data.prometheus_source import PrometheusBrokers
 from console.data.state import build_state
-from tests.console.conftest import free_base_port
 
 pytestmark = pytest.mark.integration
 
 
 def test_unreachable_prometheus_is_state_not_an_exception():
-    port = free_base_port(1)
+    port = free_port_range(1)
     samples = PrometheusBrokers(f"127.0.0.1:{port}", timeout=0.5).fetch()
     assert len(samples) == 1 and samples[0].stats is None
     assert samples[0].error == "prometheus: connection refused"
@@ -31,7 +31,7 @@ def test_figures_per_broker_from_prometheus(cluster3, tmp_path):
     (tmp_path / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s}\n"
         f"scrape_configs:\n  - job_name: floodgate\n    static_configs: [{{targets: [{targets}]}}]\n")
-    port = free_base_port(1)
+    port = free_port_range(1)
     proc = subprocess.Popen(
         ["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
          f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],

@@ -4,32 +4,24 @@ killed broker back as the new slave, with the load going on."""
 
 from __future__ import annotations
 
-import random
 import time
 
 import pytest
 
+from broker_core.cluster.ports import free_port_range
 from broker_core.cluster.roles import broker_role
 from broker_core.cluster.zookeeper import available as zk_missing
-from console.demo.runner import KILL, Demo, DemoOptions, port_free
+from console.demo.runner import KILL, Demo, DemoOptions
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(bool(zk_missing()), reason=zk_missing() or "")]
 
 
-def restartable_base_port(n: int) -> int:
-    """Free ports below the ephemeral range (32768-): the killed broker is started again
-    on its port, which a client's connection must not have taken meanwhile."""
-    for _ in range(200):
-        base = random.randrange(20000, 32000 - n)
-        if all(port_free(p) for p in range(base, base + n)):
-            return base
-    raise RuntimeError("no free port range below 32000")
 
 
 def test_replicated_demo_kill_act(tmp_path):
     demo = Demo(DemoOptions(rate=300, faults=False, data=tmp_path / "demo",
-                            base_port=restartable_base_port(3 * 4 + 2), groups=2)).start()
+                            base_port=free_port_range(3 * 4 + 2), groups=2)).start()
     try:
         old = demo.routes.records["group-1"]
         time.sleep(1.0)

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from console.demo.runner import port_free
-from tests.console.conftest import free_base_port
+from broker_core.cluster.ports import free_port_range, port_free
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_headless_demo_summary(tmp_path):
-    base = free_base_port(13)
+    base = free_port_range(13)
     floodgate = Path(sys.executable).with_name("floodgate")
     proc = subprocess.run(
         [str(floodgate), "demo", "--headless", "10", "--json", "--rate", "400",

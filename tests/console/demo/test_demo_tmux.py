@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from console.demo.runner import port_free
-from tests.console.conftest import free_base_port
+from broker_core.cluster.ports import free_port_range, port_free
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
@@ -30,7 +29,7 @@ def tmux(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 def test_demo_in_tmux_isolates_a_broker(tmp_path):
-    base = free_base_port(2 * BROKERS + 1)
+    base = free_port_range(2 * BROKERS + 1)
     session = f"floodgate-test-{base}"
     floodgate = Path(sys.executable).with_name("floodgate")
     cmd = (f"{UNSIZED}cd {shlex.quote(str(ROOT))} && {shlex.quote(str(floodgate))} demo "
@@ -64,7 +63,7 @@ def test_demo_in_tmux_isolates_a_broker(tmp_path):
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 def test_console_command_in_tmux_quits_on_q():
-    session = f"floodgate-console-{free_base_port(1)}"
+    session = f"floodgate-console-{free_port_range(1)}"
     floodgate = Path(sys.executable).with_name("floodgate")
     data = ROOT / "tests" / "console" / "recorded" / "demo"
     cmd = f"{UNSIZED}{shlex.quote(str(floodgate))} console --replay {shlex.quote(str(data))} --refresh 60"
