@@ -20,6 +20,7 @@ ProtocolError, which the server answers with BAD_REQUEST.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -33,6 +34,8 @@ HEADER = struct.Struct(">IHBBBBHI")
 HEADER_SIZE = HEADER.size  # 16
 LENGTH_SIZE = 4
 MAX_FRAME = 8 * 1024 * 1024  # a 4 MiB message plus a batch's worth of headroom
+
+PRODUCER_GROUP = "PGROUP"  # the message property naming the producer group (RocketMQ's too)
 
 FLAG_RESPONSE = 0x01
 FLAG_ONEWAY = 0x02
@@ -65,6 +68,7 @@ class Code(IntEnum):
     TOPIC_NOT_EXIST = 17
     MESSAGE_ILLEGAL = 18
     PULL_NOT_FOUND = 19  # body still carries offsets (NO_NEW_MSG, OFFSET_* ...)
+    FLOW_CONTROL = 20  # over a topic's or group's quota: nothing stored; body has retry-after
 
 
 class ProtocolError(BrokerError):
@@ -269,6 +273,23 @@ def decode_send_batch(body: bytes) -> tuple[str, int, list[OutMessage]]:
     msgs = [_decode_message(r) for _ in range(count)]
     r.done()
     return topic, queue_id, msgs
+
+
+_RETRY_AFTER = struct.Struct(">I")  # FLOW_CONTROL answers: retry after, µs
+
+
+def encode_flow_control(retry_after_s: float, reason: str) -> bytes:
+    """A FLOW_CONTROL answer: when the refused messages' tokens are back, and why."""
+    us = min(0xFFFFFFFF, max(0, math.ceil(retry_after_s * 1e6)))
+    return _RETRY_AFTER.pack(us) + reason.encode("utf-8")
+
+
+def decode_flow_control(body: bytes) -> tuple[float, str]:
+    """(retry after, s; the broker's reason) of a FLOW_CONTROL answer."""
+    if len(body) < _RETRY_AFTER.size:
+        raise ProtocolError("FLOW_CONTROL answer without its retry-after")
+    (us,) = _RETRY_AFTER.unpack_from(body)
+    return us / 1e6, bytes(body[_RETRY_AFTER.size:]).decode("utf-8", "replace")
 
 
 def encode_send_response(

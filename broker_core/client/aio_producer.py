@@ -17,7 +17,15 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from broker_core.client.attempts import SendPlan, SendResult, default_fuse, normalize_brokers
+from broker_core.client.attempts import (
+    FLOW_RETRIES,
+    SendCounters,
+    SendOptions,
+    SendPlan,
+    SendResult,
+    producer_brokers,
+    with_group,
+)
 from broker_core.client.connection import BrokerUnavailable, parse_addr
 from broker_core.client.producer import encode_many, encode_one
 from broker_core.protocol import (
@@ -91,20 +99,21 @@ HEARTBEAT_S = 0.005
 class AsyncProducer:
     """`routes` (a replicated cluster, e.g. `ha.routes.ZkRoutes`): brokers are its
     groups, each reached at its current master; a failover is picked up at the next
-    send and the group's fuse state starts afresh (a new broker answers for it)."""
+    send and the group's fuse state starts afresh (a new broker answers for it).
+    `group`, `flow_retries`, `backoff`: as `Producer`'s (`client.attempts.SendOptions`);
+    `counters`: share a producer's throttling figures (the load generator does)."""
 
     def __init__(self, brokers: Sequence[str] | Mapping[str, str] | str | None = None,
                  fuse=None, timeout: float = 3.0, retries: int = 2,
-                 clock: Callable[[], float] = time.monotonic, routes=None) -> None:
+                 clock: Callable[[], float] = time.monotonic, routes=None, group: str = "",
+                 flow_retries: int = FLOW_RETRIES, backoff: Sequence[float] = (),
+                 counters: SendCounters | None = None) -> None:
         self.routes = routes
         self._routes_version = routes.version if routes is not None else 0
-        if routes is not None:
-            brokers = routes.masters()
-        self.brokers = normalize_brokers(brokers)
-        if fuse is None:
-            fuse = default_fuse(self.brokers, clock)
-        self.fuse = fuse or None
-        self.timeout, self.retries = timeout, retries
+        self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
+        self.timeout = timeout
+        self.options = SendOptions(retries, flow_retries, tuple(backoff), group)
+        self.counters = counters if counters is not None else SendCounters()
         self._names = list(self.brokers)
         self._rr = itertools.count()
         self._conns: dict[str, _AioConnection] = {}
@@ -160,7 +169,7 @@ class AsyncProducer:
             self._beat()
         if self.routes is not None and self.routes.version != self._routes_version:
             self._reroute()
-        plan = SendPlan(self.fuse, self._names, self.retries, op, self._rr)
+        plan = SendPlan(self.fuse, self._names, self.options, op, self._rr, self.counters)
         while True:
             broker = plan.next()
             code = body = None
@@ -183,14 +192,17 @@ class AsyncProducer:
                 return value
             if kind == "fail":
                 raise value
+            if kind == "backoff":
+                await asyncio.sleep(value)
 
     async def send(self, topic: str, body: bytes, tags: str | None = None,
                    keys: str | None = None, properties: dict[str, str] | None = None
                    ) -> SendResult:
-        return await self._call(Op.SEND, encode_one(topic, body, tags, keys, properties))
+        return await self._call(Op.SEND, encode_one(
+            topic, body, tags, keys, with_group(properties, self.options.group)))
 
     async def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:
-        return await self._call(Op.SEND_BATCH, encode_many(topic, bodies))
+        return await self._call(Op.SEND_BATCH, encode_many(topic, bodies, self.options.group))
 
     async def close(self) -> None:
         self._closing = True

@@ -8,18 +8,35 @@ a fuse call: `next()` chooses through the fuse and begins the call, `answer()`
 ends it, with the broker's own service time when its answer carries one. A
 broker that answered with the caller's own error (too large, bad request) is
 healthy; one that timed out, refused or failed to flush is not.
+
+Send backoff (seed 002: "three compensations, each after a set interval"): a
+FLOW_CONTROL answer is the broker protecting its capacity, not a fault: the
+fuse hears a healthy call, and the send waits the broker's retry-after hint
+(at least the next `backoff` interval, at most `MAX_BACKOFF_S`) before trying
+again, up to `flow_retries` times. `backoff` intervals also space the retries
+after a failed attempt (default none: the fuse already sends it elsewhere).
 """
 
 from __future__ import annotations
 
 import itertools
+import random
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from broker_core.client.connection import is_local
 from broker_core.errors import BrokerError
-from broker_core.protocol import Code, Op, decode_batch_response, decode_send_response
+from broker_core.protocol import (
+    PRODUCER_GROUP,
+    Code,
+    Op,
+    ProtocolError,
+    decode_batch_response,
+    decode_flow_control,
+    decode_send_response,
+)
 
 # Codes after which another broker may succeed; the others are the caller's fault.
 RETRYABLE = frozenset({Code.SYSTEM_BUSY, Code.SYSTEM_ERROR, Code.SERVICE_NOT_AVAILABLE,
@@ -27,6 +44,44 @@ RETRYABLE = frozenset({Code.SYSTEM_BUSY, Code.SYSTEM_ERROR, Code.SERVICE_NOT_AVA
 # Stored: OK, or stored but short of a promise (not on disk, not on a slave in time).
 # The latter are not sent again (that would store a duplicate) and count against the broker.
 STORED = (Code.OK, Code.FLUSH_DISK_TIMEOUT, Code.FLUSH_SLAVE_TIMEOUT, Code.SLAVE_NOT_AVAILABLE)
+FLOW_RETRIES = 3  # seed 002's three compensations
+MAX_BACKOFF_S = 1.0  # a hint longer than this is the broker's guess, not a promise
+DEFAULT_HINT_S = 0.05  # a FLOW_CONTROL answer without a readable hint
+
+
+@dataclass(frozen=True, slots=True)
+class SendOptions:
+    """How a producer retries: `retries` after failed attempts (each on another
+    broker), `flow_retries` after FLOW_CONTROL, and the `backoff` intervals (s)
+    before the 1st, 2nd, ... retry; `group` is the producer group brokers' quotas
+    see (the message property PGROUP)."""
+
+    retries: int = 2
+    flow_retries: int = FLOW_RETRIES
+    backoff: tuple[float, ...] = ()
+    group: str = ""
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or self.flow_retries < 0:
+            raise ValueError("retries and flow_retries must be >= 0")
+        if any(not 0 <= b <= 60 for b in self.backoff):
+            raise ValueError("backoff intervals must be between 0 and 60 s")
+
+
+class SendCounters:
+    """A producer's throttling figures (its /metrics): thread-safe, off the fast path."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.values = {"flow_control": 0, "flow_control_gave_up": 0, "backoff_s": 0.0}
+
+    def add(self, name: str, n: float = 1) -> None:
+        with self._lock:
+            self.values[name] += n
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.values)
 
 
 class SendFailed(BrokerError):
@@ -70,24 +125,47 @@ def default_fuse(brokers: Mapping[str, str], clock: Callable[[], float] = time.m
                 colocated=[b for b, addr in brokers.items() if addr and is_local(addr)])
 
 
+def producer_brokers(brokers, routes, fuse, clock) -> tuple[dict[str, str], object | None]:
+    """Both producers' start: (name -> address, the fuse or None). With `routes` the
+    brokers are its groups at their masters; `fuse=None` gets the default fuse,
+    `fuse=False` none (plain round robin)."""
+    if routes is not None:
+        brokers = routes.masters()
+    brokers = normalize_brokers(brokers)
+    if fuse is None:
+        fuse = default_fuse(brokers, clock)
+    return brokers, fuse or None
+
+
+def with_group(properties: dict[str, str] | None, group: str) -> dict[str, str] | None:
+    """The message's properties with its producer group (what brokers' quotas see)."""
+    if not group:
+        return properties
+    return {**properties, PRODUCER_GROUP: group} if properties else {PRODUCER_GROUP: group}
+
+
 class SendPlan:
     """The attempts of one send. Drive it as::
 
-        plan = SendPlan(fuse, names, retries, op, rr)
+        plan = SendPlan(fuse, names, options, op, rr)
         while True:
             broker = plan.next()
             ... send to broker: (code, body) or a reason it got no answer ...
             kind, value = plan.answer(code, body, reason)
-            if kind != "retry": return value (a SendResult) or raise value (SendFailed)
+            "backoff": wait `value` seconds, then go on; "retry": go on at once;
+            otherwise return value (a SendResult) or raise value (SendFailed)
     """
 
-    __slots__ = ("fuse", "names", "retries", "op", "rr", "tried", "attempt", "broker", "token")
+    __slots__ = ("fuse", "names", "options", "op", "rr", "tried", "attempt", "broker", "token",
+                 "throttled", "counters")
 
-    def __init__(self, fuse, names: Sequence[str], retries: int, op: Op,
-                 rr: itertools.count) -> None:
-        self.fuse, self.names, self.retries, self.op, self.rr = fuse, names, retries, op, rr
+    def __init__(self, fuse, names: Sequence[str], options: SendOptions, op: Op,
+                 rr: itertools.count, counters: SendCounters | None = None) -> None:
+        self.fuse, self.names, self.options, self.op, self.rr = fuse, names, options, op, rr
+        self.counters = counters
         self.tried: list[str] = []
         self.attempt = 0
+        self.throttled = 0  # attempts answered FLOW_CONTROL
         self.broker = ""
         self.token = None
 
@@ -106,6 +184,8 @@ class SendPlan:
                closing: bool = False) -> tuple[str, object]:
         """The attempt's outcome: ("ok", SendResult), ("fail", SendFailed) or
         ("retry", why); reports the call to the fuse."""
+        if code == Code.FLOW_CONTROL:
+            return self._throttled(body, closing)
         broker, broker_ok = self.broker, code is not None and code not in RETRYABLE
         broker_ok = broker_ok and (code == Code.OK or code not in STORED)
         if code in STORED:
@@ -121,11 +201,41 @@ class SendPlan:
             message = body.decode("utf-8", "replace") if body else code.name
             return "fail", SendFailed(f"{broker}: {code.name}: {message}", code)
         why = reason or f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
-        if self.attempt > self.retries or closing:
+        if self.attempt - self.throttled > self.options.retries or closing:
             return "fail", SendFailed(
                 f"send failed after {self.attempt} attempt(s); last from {broker}: {why}", code)
         self.tried.append(broker)
-        return "retry", why
+        wait = self._interval(self.attempt - self.throttled)
+        return ("backoff", wait) if wait else ("retry", why)
+
+    def _interval(self, retry: int) -> float:
+        """The configured interval before the `retry`-th retry (1-based); 0 if none."""
+        backoff = self.options.backoff
+        return backoff[min(retry, len(backoff)) - 1] if backoff else 0.0
+
+    def _throttled(self, body: bytes | None, closing: bool) -> tuple[str, object]:
+        """FLOW_CONTROL: the broker is well and protecting its capacity; wait, then again."""
+        self._end(True)
+        self.throttled += 1
+        try:
+            hint, why = decode_flow_control(body or b"")
+        except ProtocolError:
+            hint, why = DEFAULT_HINT_S, "over quota"
+        counters = self.counters
+        if counters is not None:
+            counters.add("flow_control")
+        if self.throttled > self.options.flow_retries or closing:
+            if counters is not None:
+                counters.add("flow_control_gave_up")
+            return "fail", SendFailed(f"{self.broker}: FLOW_CONTROL: {why} (gave up after "
+                                      f"{self.throttled} throttled attempt(s))", Code.FLOW_CONTROL)
+        # up to twice the hint, at random: the sends refused together must not all come
+        # back in the same millisecond for the same few tokens
+        wait = min(MAX_BACKOFF_S, max(hint * (1.0 + random.random()),
+                                      self._interval(self.throttled)))
+        if counters is not None:
+            counters.add("backoff_s", wait)
+        return "backoff", wait
 
     def _result(self, code: Code, body: bytes | None) -> SendResult:
         status = "SEND_OK" if code == Code.OK else code.name

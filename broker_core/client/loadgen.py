@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_core.client.attempts import MAX_BACKOFF_S
 from broker_core.client.producer import Producer, SendFailed
 from heatmap import LatencyHistogram
 
@@ -95,8 +96,11 @@ class LoadGenerator:
         from broker_core.client.aio_producer import AsyncProducer
 
         spec, base = self.spec, self.producer
+        opts = base.options
         aio = AsyncProducer(base.brokers, fuse=base.fuse or False, timeout=base.timeout,
-                            retries=base.retries, routes=base.routes)
+                            retries=opts.retries, routes=base.routes, group=opts.group,
+                            flow_retries=opts.flow_retries, backoff=opts.backoff,
+                            counters=base.counters)
         body = b"x" * spec.size
         window = asyncio.Semaphore(spec.concurrency)
         pending: set[asyncio.Task] = set()
@@ -138,7 +142,8 @@ class LoadGenerator:
             if sent % 32 == 0:
                 await asyncio.sleep(0)  # let answers in while catching up with the schedule
         if pending:
-            await asyncio.wait(pending, timeout=base.timeout * (base.retries + 2))
+            await asyncio.wait(pending, timeout=base.timeout * (opts.retries + 2)
+                               + opts.flow_retries * MAX_BACKOFF_S)
         await aio.close()
         self.result.seconds = time.perf_counter() - start
         return self.result

@@ -4,11 +4,14 @@ asyncio services use `AsyncProducer`, which needs no thread hand-off).
 
 It switches broker on every send (seed 003) through a `fuse.Fuse` (on by
 default) and retries a failed send on another broker; the attempts follow
-`client.attempts.SendPlan`, shared with the asyncio producer.
+`client.attempts.SendPlan`, shared with the asyncio producer: retries,
+FLOW_CONTROL backoff and the producer group brokers' quotas see
+(`client.attempts.SendOptions`).
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
 import time
@@ -16,11 +19,15 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 
 from broker_core.client.attempts import (
+    FLOW_RETRIES,
+    SendCounters,
     SendFailed,
+    SendOptions,
     SendPlan,
     SendResult,
-    default_fuse,
     normalize_brokers,
+    producer_brokers,
+    with_group,
 )
 from broker_core.client.connection import BrokerUnavailable, Connection, ConnectionPool
 from broker_core.protocol import Code, Op, OutMessage, encode_send, encode_send_batch
@@ -34,14 +41,18 @@ def encode_one(topic: str, body: bytes, tags, keys, properties) -> bytes:
     return encode_send(topic, -1, OutMessage(body, tags or "", keys or "", properties or {}))
 
 
-def encode_many(topic: str, bodies: Sequence[bytes | OutMessage]) -> bytes:
+def encode_many(topic: str, bodies: Sequence[bytes | OutMessage], group: str = "") -> bytes:
     msgs = [b if isinstance(b, OutMessage) else OutMessage(b) for b in bodies]
+    if group:
+        msgs = [OutMessage(m.body, m.tags, m.keys, with_group(m.properties, group)) for m in msgs]
     return encode_send_batch(topic, -1, msgs)
 
 
 class Producer:
     """`routes` (a replicated cluster, e.g. `ha.routes.ZkRoutes`): brokers are its
-    groups, each reached at its current master (see AsyncProducer)."""
+    groups, each reached at its current master (see AsyncProducer). `group`: the
+    producer group brokers' quotas see; `flow_retries` and `backoff`: see
+    `client.attempts.SendOptions`."""
 
     def __init__(
         self,
@@ -51,17 +62,18 @@ class Producer:
         retries: int = 2,
         clock: Callable[[], float] = time.monotonic,
         routes=None,
+        group: str = "",
+        flow_retries: int = FLOW_RETRIES,
+        backoff: Sequence[float] = (),
     ) -> None:
         self.routes = routes
         self._routes_version = routes.version if routes is not None else 0
-        if routes is not None:
-            brokers = routes.masters()
-        self.brokers = normalize_brokers(brokers)
-        if fuse is None:
-            fuse = default_fuse(self.brokers, clock)
-        self.fuse = fuse or None  # fuse=False: plain round robin
+        self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
         self.timeout = timeout
-        self.retries = retries
+        self.options = SendOptions(retries, flow_retries, tuple(backoff), group)
+        self.counters = SendCounters()
+        self._later: list[tuple[float, int, SendPlan, bytes, Future]] = []  # backoffs, a heap
+        self._later_ids = itertools.count()
         self._clock = clock
         self._pool = ConnectionPool(self.brokers)
         self._rr = itertools.count()
@@ -75,31 +87,38 @@ class Producer:
     def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | None = None,
              properties: dict[str, str] | None = None) -> SendResult:
         """Send one message, retrying on other brokers; raises SendFailed."""
-        return self._call(Op.SEND, encode_one(topic, body, tags, keys, properties))
+        return self._call(Op.SEND, self._encode(topic, body, tags, keys, properties))
+
+    def _encode(self, topic, body, tags, keys, properties) -> bytes:
+        return encode_one(topic, body, tags, keys, with_group(properties, self.options.group))
 
     def send_async(self, topic: str, body: bytes, tags: str | None = None,
                    keys: str | None = None, properties: dict[str, str] | None = None) -> Future:
         """As send, without blocking: a Future of the SendResult."""
-        return self._start(Op.SEND, encode_one(topic, body, tags, keys, properties))
+        return self._start(Op.SEND, self._encode(topic, body, tags, keys, properties))
 
     def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:
-        return self._call(Op.SEND_BATCH, encode_many(topic, bodies))
+        return self._call(Op.SEND_BATCH, encode_many(topic, bodies, self.options.group))
 
     def send_batch_async(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> Future:
-        return self._start(Op.SEND_BATCH, encode_many(topic, bodies))
+        return self._start(Op.SEND_BATCH, encode_many(topic, bodies, self.options.group))
 
     def send_oneway(self, topic: str, body: bytes, tags: str | None = None) -> None:
         """Fire and forget: no answer, no retry, nothing reported to the fuse."""
         broker = self._choose(self._names)
         try:
             self._pool.get(broker).request(
-                Op.SEND, encode_send(topic, -1, OutMessage(body, tags or "")), oneway=True
-            )
+                Op.SEND, self._encode(topic, body, tags, None, None), oneway=True)
         except BrokerUnavailable:
             pass
 
     def close(self) -> None:
         self._closed.set()
+        with self._dl_lock:
+            waiting, self._later = self._later, []
+        for *_, outer in waiting:  # backing off when the producer closed: never sent again
+            if not outer.done():
+                outer.set_exception(SendFailed("producer closed while backing off", Code.FLOW_CONTROL))
         self._pool.close()
 
     def __enter__(self) -> Producer:
@@ -136,7 +155,7 @@ class Producer:
             self._start_sweeper()
         if self.routes is not None and self.routes.version != self._routes_version:
             self._reroute()
-        return SendPlan(self.fuse, self._names, self.retries, op, self._rr)
+        return SendPlan(self.fuse, self._names, self.options, op, self._rr, self.counters)
 
     def _start(self, op: Op, payload: bytes) -> Future:
         outer: Future = Future()
@@ -173,6 +192,10 @@ class Producer:
             outer.set_result(value)
         elif kind == "fail":
             outer.set_exception(value)
+        elif kind == "backoff":  # the sweeper sends it again when its wait is over
+            with self._dl_lock:
+                heapq.heappush(self._later, (self._clock() + value, next(self._later_ids),
+                                             plan, payload, outer))
         else:
             self._attempt(plan, payload, outer)
 
@@ -194,6 +217,8 @@ class Producer:
                 return value
             if kind == "fail":
                 raise value
+            if kind == "backoff":
+                time.sleep(value)
 
     def _sweep(self) -> None:
         """Fail requests past their deadline and tick the fuse (one thread for all).
@@ -213,6 +238,11 @@ class Producer:
                 late = [(f, c) for f, (d, c) in self._deadlines.items() if d <= now]
                 for f, _ in late:
                     del self._deadlines[f]
+                due = []
+                while self._later and self._later[0][0] <= now:
+                    due.append(heapq.heappop(self._later))
+            for _at, _id, plan, payload, outer in due:
+                self._attempt(plan, payload, outer)
             for fut, conn in late:
                 conn.forget(fut)
                 if not fut.done():

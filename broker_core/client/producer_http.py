@@ -47,6 +47,24 @@ class FuseCollector(Collector):
             yield metric
 
 
+class SendCountersCollector(Collector):
+    """The producer's throttling figures (client.attempts.SendCounters)."""
+
+    HELP = {"flow_control": "Send attempts answered FLOW_CONTROL (a broker's quota)",
+            "flow_control_gave_up": "Sends failed after their FLOW_CONTROL backoffs ran out",
+            "backoff_s": "Seconds sends spent backing off after FLOW_CONTROL"}
+
+    def __init__(self, counters, producer: str) -> None:
+        self.counters, self.producer = counters, producer
+
+    def collect(self):
+        for key, value in self.counters.snapshot().items():
+            metric = CounterMetricFamily(f"floodgate_producer_{key}", self.HELP[key],
+                                         labels=["producer"])
+            metric.add_metric([self.producer], float(value))
+            yield metric
+
+
 class ProducerHttp:
     def __init__(
         self,
@@ -55,10 +73,13 @@ class ProducerHttp:
         port: int,
         bind: str = "127.0.0.1",
         extra_stats: Callable[[], dict] | None = None,
+        counters=None,
     ) -> None:
         registry = CollectorRegistry(auto_describe=False)
         if fuse is not None:
             registry.register(FuseCollector(fuse, name))
+        if counters is not None:
+            registry.register(SendCountersCollector(counters, name))
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
@@ -70,6 +91,7 @@ class ProducerHttp:
                         "producer": name,
                         "time": time.time(),
                         "fuse": fuse_stats(fuse) if fuse is not None else None,
+                        **({"sends": counters.snapshot()} if counters is not None else {}),
                         **(extra_stats() if extra_stats else {}),
                     }
                     self._send(200, json.dumps(body, default=str).encode(), "application/json")

@@ -102,8 +102,47 @@ class BrokerCollector(Collector):
         for group, value in sorted(snap.consumer_lag.items()):
             lag.add_metric([name, group], value)
         yield lag
+        yield from consumer_families(name, snap.consumers)
+        yield from flow_families(name, snap.flow)
         if snap.ha is not None:
             yield from ha_families(name, snap.ha)
+
+
+STATUS_VALUES = {"OK": 0.0, "WARNING": 1.0, "STALLED": 2.0, "STOPPED": 3.0}
+
+
+def consumer_families(name: str, consumers) -> list:
+    """Each consumer group's verdict (observe.backlog) and its lag per queue."""
+    status = GaugeMetricFamily("floodgate_consumer_group_status", "Backlog verdict per group: "
+                               "0 OK, 1 WARNING (lag growing), 2 STALLED, 3 STOPPED",
+                               labels=["broker", "group"])
+    drain = GaugeMetricFamily("floodgate_consumer_group_drain_seconds", "Time to work off the "
+                              "group's lag at its net rate (absent: not catching up)",
+                              labels=["broker", "group"])
+    queue_lag = GaugeMetricFamily("floodgate_consumer_queue_lag", "Messages a group has not "
+                                  "consumed, per queue", labels=["broker", "group", "topic",
+                                                                 "queue"])
+    for group, g in sorted(consumers.items()):
+        status.add_metric([name, group], STATUS_VALUES.get(g["status"], 0.0))
+        if g.get("drain_s") is not None:
+            drain.add_metric([name, group], float(g["drain_s"]))
+        for q in g["queues"]:
+            queue_lag.add_metric([name, group, q["topic"], str(q["queue"])], float(q["lag"]))
+    return [status, drain, queue_lag]
+
+
+def flow_families(name: str, flow) -> list:
+    """Flow control: sends refused per topic and producer group, and the quotas set."""
+    refused = CounterMetricFamily("floodgate_flow_control_throttled", "Sends answered "
+                                  "FLOW_CONTROL (over a topic's or group's quota)",
+                                  labels=["broker", "topic", "group"])
+    for t in flow.get("throttled", []):
+        refused.add_metric([name, t["topic"], t["group"]], float(t["count"]))
+    quota = GaugeMetricFamily("floodgate_flow_control_quota", "A quota in force, messages/s",
+                              labels=["broker", "kind", "target"])
+    for q in flow.get("quotas", []):
+        quota.add_metric([name, q["kind"], q["target"]], float(q["rate"]))
+    return [refused, quota]
 
 
 def ha_families(name: str, ha) -> list:

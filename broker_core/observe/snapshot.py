@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker_core.observe.recorder import WINDOWS_S, ClosedSecond, summarize
@@ -43,6 +43,9 @@ class BrokerSnapshot:
     cumulative: Mapping[str, LatencyHistogram]  # per op since start, copies
     # a replicated group's broker: role, epoch, in-sync set, per-slave lag (ha.node figures)
     ha: Mapping[str, Any] | None = None
+    # consumer groups judged by observe.backlog (empty on a slave: its master judges them)
+    consumers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    flow: Mapping[str, Any] = field(default_factory=dict)  # quotas in force, throttled sends
 
     @property
     def flush_lag_bytes(self) -> int:
@@ -72,7 +75,8 @@ def take_snapshot(broker) -> BrokerSnapshot:
         "messages_in": rec.msgs_total["send"], "messages_out": rec.msgs_total["pull"],
         "bytes_in": rec.bytes_total["send"], "bytes_out": rec.bytes_total["pull"],
         "send_over_20ms": rec.over_sla_total["send"],
-        "system_busy": broker.write_path.busy_refusals, **broker.counters,
+        "system_busy": broker.write_path.busy_refusals,
+        "flow_control": sum(broker.flow.throttled.values()), **broker.counters,
     }
     return BrokerSnapshot(
         name=cfg.name, cluster=cfg.cluster, addr=cfg.addr, http=cfg.http_addr, pid=os.getpid(),
@@ -88,4 +92,7 @@ def take_snapshot(broker) -> BrokerSnapshot:
                   "late_total": broker.loop_lag.late_total},
         history=tuple(rec.history), cumulative={op: h.copy() for op, h in rec.total.items()},
         ha=broker.ha.figures() if broker.ha is not None else None,
+        consumers={} if broker.ha is not None and broker.ha.role.value == "SLAVE"
+        else broker.backlog.report(),
+        flow=broker.flow.describe(),
     )

@@ -153,6 +153,66 @@ class HaFigures:
 
 
 @dataclass(frozen=True)
+class ConsumerGroup:
+    """One consumer group as a broker judges it (observe.backlog): OK, WARNING,
+    STALLED or STOPPED, its lag and rates, and per queue the same."""
+
+    status: str = "OK"
+    lag: int = 0
+    trend_per_s: float = 0.0
+    consume_per_s: float = 0.0
+    produce_per_s: float = 0.0
+    drain_s: float | None = None
+    idle_s: float | None = None
+    topics: tuple[str, ...] = ()
+    queues: tuple[Mapping[str, Any], ...] = ()  # {topic, queue, committed, end, lag, status}
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> ConsumerGroup:
+        get = _map(doc).get
+        status = get("status")
+        queues = get("queues")
+        topics = get("topics")
+        return cls(status if status in ("OK", "WARNING", "STALLED", "STOPPED") else "OK",
+                   _num(get("lag"), int) or 0, _num(get("trend_per_s")) or 0.0,
+                   _num(get("consume_per_s")) or 0.0, _num(get("produce_per_s")) or 0.0,
+                   _num(get("drain_s")), _num(get("idle_s")),
+                   tuple(str(t) for t in topics) if isinstance(topics, list) else (),
+                   tuple(q for q in queues if isinstance(q, Mapping))
+                   if isinstance(queues, list) else ())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
+                for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class FlowFigures:
+    """A broker's flow control (server.flow_control): quotas in force and the sends
+    refused, per topic and producer group."""
+
+    quotas: tuple[Mapping[str, Any], ...] = ()  # {kind, target, rate, burst, warmup_s, buckets}
+    throttled: tuple[Mapping[str, Any], ...] = ()  # {topic, group, count}
+    throttled_total: int = 0
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> FlowFigures:
+        get = _map(doc).get
+
+        def rows(value: Any) -> tuple[Mapping[str, Any], ...]:
+            return tuple(r for r in value if isinstance(r, Mapping)) \
+                if isinstance(value, list) else ()
+
+        return cls(rows(get("quotas")), rows(get("throttled")),
+                   _num(get("throttled_total"), int) or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"quotas": [dict(q) for q in self.quotas],
+                "throttled": [dict(t) for t in self.throttled],
+                "throttled_total": self.throttled_total}
+
+
+@dataclass(frozen=True)
 class BrokerStats:
     broker: str = ""
     cluster: str = ""
@@ -175,6 +235,8 @@ class BrokerStats:
     inflight_writes: int | None = None
     loop_lag: Mapping[str, float] = field(default_factory=dict)
     ha: HaFigures | None = None  # a replicated group's broker
+    consumers: Mapping[str, ConsumerGroup] = field(default_factory=dict)  # group -> verdict
+    flow: FlowFigures = field(default_factory=FlowFigures)
 
     def window(self, op: str, window: str = "10s") -> OpWindow:
         return self.ops.get(op, {}).get(window) or OpWindow()
@@ -198,7 +260,9 @@ class BrokerStats:
             flush_lag_bytes=snap.flush_lag_bytes, disk=dict(snap.disk),
             consumer_lag=dict(snap.consumer_lag), topics=dict(snap.topics),
             faults=dict(snap.faults), inflight_writes=snap.inflight_writes,
-            loop_lag=dict(snap.loop_lag), ha=HaFigures.from_dict(snap.ha))
+            loop_lag=dict(snap.loop_lag), ha=HaFigures.from_dict(snap.ha),
+            consumers={g: ConsumerGroup.from_dict(d) for g, d in snap.consumers.items()},
+            flow=FlowFigures.from_dict(snap.flow))
 
     def to_dict(self) -> dict[str, Any]:
         """The /stats document (JSON-ready)."""
@@ -215,6 +279,8 @@ class BrokerStats:
             "consumer_lag": dict(self.consumer_lag), "topics": dict(self.topics),
             "faults": dict(self.faults), "inflight_writes": self.inflight_writes,
             "loop_lag": dict(self.loop_lag),
+            "consumers": {g: c.to_dict() for g, c in self.consumers.items()},
+            "flow": self.flow.to_dict(),
             **({"ha": dict(self.ha.doc)} if self.ha is not None else {}),
         }
 
@@ -244,7 +310,10 @@ class BrokerStats:
             faults=dict(_map(doc.get("faults"))),
             inflight_writes=_num(doc.get("inflight_writes"), int),
             loop_lag=_figures(doc.get("loop_lag"), float),
-            ha=HaFigures.from_dict(doc.get("ha")))
+            ha=HaFigures.from_dict(doc.get("ha")),
+            consumers={str(g): ConsumerGroup.from_dict(d)
+                       for g, d in _map(doc.get("consumers")).items()},
+            flow=FlowFigures.from_dict(doc.get("flow")))
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from time import perf_counter
 
 from broker_core import protocol as p
+from broker_core.observe.backlog import BacklogEvaluator
 from broker_core.observe.loop_lag import LoopLag
 from broker_core.observe.recorder import OpRecorder
 from broker_core.observe.snapshot import BrokerSnapshot, take_snapshot
@@ -23,6 +24,7 @@ from broker_core.observe.stats_doc import stats_document
 from broker_core.protocol import Code, Op
 from broker_core.server.config import BrokerConfig
 from broker_core.server.faults import Faults
+from broker_core.server.flow_control import FlowControl
 from broker_core.server.group_state import GroupMembers, OffsetTable, TopicError, TopicTable
 from broker_core.server.write_path import PUT_CODES, WritePath
 from broker_core.store import GetStatus, MessageStore, PutStatus, StoreConfig
@@ -62,7 +64,9 @@ class Broker:
             data / "topics.json", config.default_queues, config.auto_create_topics
         )
         self.offsets = OffsetTable(data / "offsets.json")
+        self.flow = FlowControl(data / "quotas.json")
         self.members = GroupMembers(time.monotonic)
+        self.backlog = BacklogEvaluator(time.monotonic)
         self.recorder = OpRecorder(OPS, clock)
         self.faults = Faults(time.monotonic)
         self.write_path = WritePath(self.store, self.faults, config.flush == "sync",
@@ -131,9 +135,11 @@ class Broker:
         t0 = perf_counter()
         try:
             topic, qid, msg = p.decode_send(body)
-            code, answer = self._check_send(topic, qid, len(msg.body))
+            code, answer = self._check_send(topic, qid, len(msg.body), msg.properties)
         except (p.ProtocolError, TopicError, ValueError) as exc:
             return self._bad(str(exc))
+        if code == Code.FLOW_CONTROL:
+            return code, answer  # refused before any work: not a send the broker timed
         if code == Code.OK:
             qid = answer
 
@@ -170,7 +176,9 @@ class Broker:
         t0 = perf_counter()
         topic, qid, msg = p.decode_send(body)
         await self._paused()
-        code, answer = self._check_send(topic, qid, len(msg.body))
+        code, answer = self._check_send(topic, qid, len(msg.body), msg.properties)
+        if code == Code.FLOW_CONTROL:
+            return code, answer
         if code == Code.OK:
             qid = answer
             code, result = await self.write_path.write(
@@ -180,11 +188,18 @@ class Broker:
         self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code in _ANSWERED_OK)
         return code, answer
 
-    def _check_send(self, topic: str, qid: int, nbytes: int) -> tuple[int, object]:
+    def _check_send(self, topic: str, qid: int, nbytes: int, props: dict, n: int = 1
+                    ) -> tuple[int, object]:
         """(OK, queue id) or an error answer, before anything is written."""
         if self.ha is not None and (refused := self.ha.refusal()) is not None:
             self.counters["send_errors"] += 1
             return refused
+        if self.flow.quotas:
+            group = props.get(p.PRODUCER_GROUP, "") if props else ""
+            wait = self.flow.admit(topic, group, n)
+            if wait:
+                return Code.FLOW_CONTROL, p.encode_flow_control(
+                    wait, self.flow.reason())
         limit = self.store.config.max_message_bytes
         if nbytes > limit:
             self.counters["send_errors"] += 1
@@ -212,6 +227,8 @@ class Broker:
         topic, qid, msgs = p.decode_send_batch(body)
         nbytes = sum(len(m.body) for m in msgs)
         code, answer = await self._send_batch_inner(topic, qid, msgs, nbytes)
+        if code == Code.FLOW_CONTROL:
+            return code, answer
         self.recorder.record("send", perf_counter() - t0, len(msgs), nbytes, code in _ANSWERED_OK)
         return code, answer
 
@@ -221,7 +238,7 @@ class Broker:
         if any(m.tags != first.tags or m.keys != first.keys or m.properties != first.properties
                for m in msgs):
             return self._bad("a batch's messages must share tags, keys and properties")
-        code, answer = self._check_send(topic, qid, nbytes)
+        code, answer = self._check_send(topic, qid, nbytes, first.properties, len(msgs))
         if code != Code.OK:
             return code, answer
         qid = answer
@@ -296,11 +313,14 @@ class Broker:
             )
         except KeyError as exc:
             return self._bad(f"missing field {exc}")
+        self.backlog.heard(str(req["group"]))
         return Code.OK, b"{}"
 
     async def _heartbeat(self, body: bytes) -> tuple[int, bytes]:
         req = p.decode_json(body)
         group, topic = str(req.get("group", "")), str(req.get("topic", ""))
+        if not req.get("leave"):
+            self.backlog.heard(group)
         members = self.members.heartbeat(
             group, topic, str(req.get("client_id", "")), bool(req.get("leave"))
         )
@@ -339,6 +359,7 @@ class Broker:
         if flush is not None and flush.count:
             self.recorder.add_histogram("flush", flush)
         self.offsets.save()
+        self.backlog.sample(self.offsets.offsets, lambda t, q: self.store.queue_offsets(t, q)[1])
         closed = self.recorder.roll()
         self.latest = take_snapshot(self)
         return closed

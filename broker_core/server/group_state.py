@@ -42,7 +42,7 @@ def write_json_atomic(path: Path, data: object) -> None:
     fsync_path(path.parent)  # the rename itself must survive a power cut
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     if not path.exists():
         return {}
     try:
@@ -61,7 +61,7 @@ class TopicTable:
         self.path = path
         self.default_queues = default_queues
         self.auto_create = auto_create
-        self.queues: dict[str, int] = {k: int(v) for k, v in _read_json(path).items()}
+        self.queues: dict[str, int] = {k: int(v) for k, v in read_json(path).items()}
 
     def get(self, topic: str, create: bool) -> int | None:
         n = self.queues.get(topic)
@@ -90,7 +90,7 @@ class OffsetTable:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        raw = _read_json(path)
+        raw = read_json(path)
         self.offsets: dict[tuple[str, str, int], int] = {}
         for group, topics in raw.items():
             for topic, queues in topics.items():

@@ -1,6 +1,6 @@
 """HTTP side of the broker (aiohttp, on the broker's own event loop, so it reads
-the broker's state without locks): /healthz, /metrics, /stats and the drill
-endpoints under /admin/fault.
+the broker's state without locks): /healthz, /metrics, /stats, the drill
+endpoints under /admin/fault and the flow-control quotas under /admin/quota.
 
 The admin endpoints change behaviour, so they answer only loopback peers, or
 anyone presenting `Authorization: Bearer <admin token>` when a token is set.
@@ -16,8 +16,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from broker_core.observe.prometheus import broker_registry
 from broker_core.server.faults import FaultSpec
+from broker_core.server.flow_control import KINDS, Quota, QuotaError
 
 FAULT_FIELDS = set(FaultSpec.__dataclass_fields__)
+QUOTA_FIELDS = {"kind", "target", "rate", "burst", "warmup_s"}
 
 
 def _is_loopback(remote: str | None) -> bool:
@@ -86,6 +88,41 @@ def build_app(broker) -> web.Application:
         broker.faults.clear()
         return web.json_response(broker.faults.describe())
 
+    async def quota_get(_request: web.Request) -> web.Response:
+        return web.json_response(broker.flow.describe())
+
+    async def quota_set(request: web.Request) -> web.Response:
+        """Body: {kind: topic|group, target, rate, burst?, warmup_s?}; kept in the data dir."""
+        if not _authorized(request):
+            return _error(403, "admin endpoints answer loopback or a valid admin token only")
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        if not isinstance(body, dict):
+            return _error(400, "body must be a JSON object {kind, target, rate, burst, warmup_s}")
+        unknown = set(body) - QUOTA_FIELDS
+        if unknown:
+            return _error(400, f"unknown quota fields: {', '.join(sorted(unknown))}; "
+                               f"valid: {', '.join(sorted(QUOTA_FIELDS))}")
+        try:
+            quota = Quota.make(body.get("kind", "topic"), body.get("target"), body.get("rate"),
+                               body.get("burst"), body.get("warmup_s", 0.0))
+        except QuotaError as exc:
+            return _error(400, str(exc))
+        broker.flow.set(quota)
+        return web.json_response(broker.flow.describe())
+
+    async def quota_clear(request: web.Request) -> web.Response:
+        """Query: kind and target narrow what is cleared (none: every quota)."""
+        if not _authorized(request):
+            return _error(403, "admin endpoints answer loopback or a valid admin token only")
+        kind = request.query.get("kind")
+        if kind is not None and kind not in KINDS:
+            return _error(400, f"kind must be topic or group, not {kind!r}")
+        removed = broker.flow.clear(kind, request.query.get("target"))
+        return web.json_response({**broker.flow.describe(), "removed": removed})
+
     app.add_routes(
         [
             web.get("/healthz", healthz),
@@ -94,6 +131,9 @@ def build_app(broker) -> web.Application:
             web.get("/admin/fault", fault_get),
             web.post("/admin/fault", fault_set),
             web.delete("/admin/fault", fault_clear),
+            web.get("/admin/quota", quota_get),
+            web.post("/admin/quota", quota_set),
+            web.delete("/admin/quota", quota_clear),
         ]
     )
     return app

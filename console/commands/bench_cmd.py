@@ -27,6 +27,12 @@ def register(sub) -> None:
     prod.add_argument("--topic", default="bench")
     prod.add_argument("--timeout", type=float, default=3.0, help="per-request timeout, s")
     prod.add_argument("--no-fuse", action="store_true", help="plain round robin, no fuse")
+    prod.add_argument("--group", default="", help="producer group (what brokers' quotas see)")
+    prod.add_argument("--flow-retries", type=int, default=3, metavar="N",
+                      help="tries again after FLOW_CONTROL, each after the broker's hint (3)")
+    prod.add_argument("--backoff", default="", metavar="S[,S…]",
+                      help="seconds to wait before the 1st, 2nd, … retry (seed 002's send "
+                           "backoff; default: retry at once on another broker)")
     prod.add_argument("--http-port", type=int,
                       help="serve this producer's /metrics and /stats (fuse state) on this port")
     prod.add_argument("--json", action="store_true")
@@ -71,15 +77,23 @@ def run_produce(args) -> int:
             raise UsageError(f"--{name} must be positive")
     if args.duration is not None and args.duration <= 0 or args.rate is not None and args.rate <= 0:
         raise UsageError("--duration and --rate must be positive")
+    try:
+        backoff = tuple(float(x) for x in args.backoff.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"--backoff takes seconds separated by commas, not {args.backoff!r}")\
+            from None
+    if args.flow_retries < 0 or any(not 0 <= b <= 60 for b in backoff):
+        raise UsageError("--flow-retries must be >= 0 and --backoff intervals within 0..60 s")
     routes = _routes(args)
     brokers = routes.masters() if routes is not None else brokers_from(args)
     producer = Producer(brokers, fuse=False if args.no_fuse else None, timeout=args.timeout,
-                        routes=routes)
+                        routes=routes, group=args.group, flow_retries=args.flow_retries,
+                        backoff=backoff)
     gen = LoadGenerator(producer, LoadSpec(args.topic, args.size, args.count, args.duration,
                                            args.rate, args.batch, args.concurrency))
     http = None
     if args.http_port:
-        http = ProducerHttp(producer.fuse, "bench", args.http_port,
+        http = ProducerHttp(producer.fuse, "bench", args.http_port, counters=producer.counters,
                             extra_stats=lambda: {"load": gen.recent_summary()}).start()
     signal.signal(signal.SIGTERM, lambda *_: gen.stop())
     try:
@@ -94,6 +108,7 @@ def run_produce(args) -> int:
         if routes is not None:
             routes.close()
     result["brokers"] = sorted(brokers)
+    result["flow_control"] = producer.counters.snapshot()
     if args.json:
         print_json(result)
     else:
@@ -106,6 +121,10 @@ def run_produce(args) -> int:
               f"p999 {ms(result['p999_s'])}  max {ms(result['max_s'])}")
         for reason, n in result["error_reasons"].items():
             print(f"  errors {reason}: {n:,}")
+        flow = result["flow_control"]
+        if flow["flow_control"]:
+            print(f"throttled {flow['flow_control']:,.0f} attempt(s) (FLOW_CONTROL), backed off "
+                  f"{flow['backoff_s']:.1f} s in all, gave up on {flow['flow_control_gave_up']:,.0f}")
     if result["acked"] == 0:
         raise CommandFailed("no message was acknowledged")
     return 0

@@ -1,0 +1,158 @@
+"""Consumer backlog (堆积) judged per group, in LinkedIn Burrow's spirit.
+
+Seed 001's problem: a consumer group that falls behind must be seen before
+its backlog hurts anyone, and told apart from one that is merely busy. Each
+tick the broker samples, per (group, topic, queue), the group's committed
+offset and the queue's end; a queue's last `window` samples are judged:
+
+- OK: no lag, or lag that is not growing;
+- WARNING: the group moves, but its lag grew over the window (it consumes
+  slower than producers write: the trend is up and the lag ends higher);
+- STALLED: the group is alive (heartbeats or commits) but its offset has not
+  moved for `stall_polls` samples while there is lag;
+- STOPPED: lag, and nothing from the group (no commit, no heartbeat) for
+  `stopped_after_s`: its consumers are gone.
+
+Burrow has only offsets to go on and so needs a full window to call a stall;
+the broker also sees heartbeats, so "alive but stuck" (STALLED) and "gone"
+(STOPPED) are told apart within `stall_polls` samples. A group's status is
+its worst queue's; its time to drain is its lag over (consume rate - write
+rate) when it is catching up, None when it is not.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+STATUSES = ("OK", "WARNING", "STALLED", "STOPPED")  # worse to the right
+SEVERITY = {s: i for i, s in enumerate(STATUSES)}
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    t: float  # seconds (the evaluator's clock)
+    committed: int  # the group's next offset to consume
+    end: int  # the queue's end offset (next to be written)
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - self.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    status: str
+    lag: int
+    trend_per_s: float  # lag change per second over the window (> 0: growing)
+    consume_per_s: float
+    produce_per_s: float
+    drain_s: float | None  # None: not catching up (or no lag: 0.0)
+
+
+def judge(samples: Iterable[Sample], alive: bool, stall_polls: int = 2) -> Verdict:
+    """One queue's verdict from its samples, oldest first (`alive`: the group was
+    heard from within the stopped threshold)."""
+    s = list(samples)
+    if not s:
+        return Verdict("OK", 0, 0.0, 0.0, 0.0, 0.0)
+    last, first = s[-1], s[0]
+    span = last.t - first.t
+    consume = (last.committed - first.committed) / span if span > 0 else 0.0
+    produce = (last.end - first.end) / span if span > 0 else 0.0
+    trend = _slope([(x.t, x.lag) for x in s])
+    lag = last.lag
+    drain = 0.0 if lag == 0 else (lag / (consume - produce) if consume > produce else None)
+    if lag == 0:
+        status = "OK"
+    elif not alive:
+        status = "STOPPED"
+    elif len(s) > stall_polls and len({x.committed for x in s[-stall_polls - 1:]}) == 1:
+        status = "STALLED"
+    elif len(s) >= 3 and trend > 0 and last.lag > first.lag:
+        status = "WARNING"
+    else:
+        status = "OK"
+    return Verdict(status, lag, trend, consume, produce, drain)
+
+
+def _slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope; 0 for fewer than two distinct times."""
+    n = len(points)
+    if n < 2:
+        return 0.0
+    mt = sum(t for t, _ in points) / n
+    my = sum(y for _, y in points) / n
+    den = sum((t - mt) ** 2 for t, _ in points)
+    return sum((t - mt) * (y - my) for t, y in points) / den if den else 0.0
+
+
+class BacklogEvaluator:
+    """Per (group, topic, queue) sample windows and the verdicts over them."""
+
+    def __init__(self, clock: Callable[[], float], window: int = 10, stall_polls: int = 2,
+                 stopped_after_s: float = 10.0) -> None:
+        self.clock = clock
+        self.window, self.stall_polls, self.stopped_after_s = window, stall_polls, stopped_after_s
+        self._samples: dict[tuple[str, str, int], deque[Sample]] = {}
+        self._heard: dict[str, float] = {}  # group -> when last heard (commit or heartbeat)
+
+    def heard(self, group: str) -> None:
+        self._heard[group] = self.clock()
+
+    def sample(self, committed: Mapping[tuple[str, str, int], int],
+               end_of: Callable[[str, int], int]) -> None:
+        """Take one sample of every queue a group has committed on."""
+        now = self.clock()
+        for key, offset in committed.items():
+            group, topic, qid = key
+            window = self._samples.get(key)
+            if window is None:
+                window = self._samples[key] = deque(maxlen=self.window)
+                self._heard.setdefault(group, now)  # known from its offsets: heard now
+            window.append(Sample(now, offset, end_of(topic, qid)))
+        for key in [k for k in self._samples if k not in committed]:
+            del self._samples[key]
+
+    def report(self) -> dict[str, dict]:
+        """group -> {status, lag, trend_per_s, consume_per_s, produce_per_s, drain_s,
+        topics, queues: [{topic, queue, committed, end, lag, status}]} (JSON-ready)."""
+        now = self.clock()
+        groups: dict[str, dict] = {}
+        for (group, topic, qid), window in sorted(self._samples.items()):
+            alive = now - self._heard.get(group, now) <= self.stopped_after_s
+            v = judge(window, alive, self.stall_polls)
+            g = groups.setdefault(group, {"status": "OK", "lag": 0, "trend_per_s": 0.0,
+                                          "consume_per_s": 0.0, "produce_per_s": 0.0,
+                                          "topics": [], "queues": []})
+            if SEVERITY[v.status] > SEVERITY[g["status"]]:
+                g["status"] = v.status
+            g["lag"] += v.lag
+            g["trend_per_s"] += v.trend_per_s
+            g["consume_per_s"] += v.consume_per_s
+            g["produce_per_s"] += v.produce_per_s
+            if topic not in g["topics"]:
+                g["topics"].append(topic)
+            g["queues"].append({"topic": topic, "queue": qid, "committed": window[-1].committed,
+                                "end": window[-1].end, "lag": v.lag, "status": v.status,
+                                "drain_s": _round(v.drain_s)})
+        for g in groups.values():
+            g["drain_s"] = drain_time(g["lag"], g["consume_per_s"], g["produce_per_s"])
+            for k in ("trend_per_s", "consume_per_s", "produce_per_s"):
+                g[k] = round(g[k], 3)
+        for group, g in groups.items():
+            heard = self._heard.get(group)
+            g["idle_s"] = round(now - heard, 3) if heard is not None else None
+        return groups
+
+
+def drain_time(lag: int, consume_per_s: float, produce_per_s: float) -> float | None:
+    """Seconds to work off `lag` at the net rate; 0 with no lag, None when not catching up."""
+    if lag <= 0:
+        return 0.0
+    return _round(lag / (consume_per_s - produce_per_s)) if consume_per_s > produce_per_s else None
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)

@@ -1,0 +1,90 @@
+"""Consumer backlog verdicts on recorded offset series (observe.backlog)."""
+
+import pytest
+
+from broker_core.observe.backlog import BacklogEvaluator, Sample, drain_time, judge
+from tests.clock import ManualClock
+
+
+def series(committed, end, t0=0.0, dt=1.0):
+    return [Sample(t0 + i * dt, c, e) for i, (c, e) in enumerate(zip(committed, end, strict=True))]
+
+
+def test_a_group_keeping_up_is_ok_even_with_some_lag():
+    s = series([100, 200, 300, 400, 500], [130, 230, 320, 430, 520])
+    v = judge(s, alive=True)
+    assert v.status == "OK" and v.lag == 20
+    assert v.consume_per_s == pytest.approx(100) and v.produce_per_s == pytest.approx(97.5)
+
+
+def test_growing_lag_while_moving_is_a_warning_with_no_drain_time():
+    s = series([0, 50, 100, 150, 200, 250], [100, 200, 300, 400, 500, 600])
+    v = judge(s, alive=True)
+    assert v.status == "WARNING" and v.trend_per_s == pytest.approx(50)
+    assert v.drain_s is None
+
+
+def test_a_sawtooth_is_ok_and_drain_time_is_lag_over_the_net_rate():
+    s = series([0, 90, 90, 300, 300, 500], [200, 300, 400, 500, 600, 700])
+    v = judge(s, alive=True)
+    assert v.status == "OK" and v.lag == 200
+    assert v.drain_s is None  # consumes exactly as fast as producers write: never drains
+    s = series([0, 150, 300, 450, 600], [600, 700, 800, 900, 1000])
+    v = judge(s, alive=True)
+    assert v.status == "OK" and v.drain_s == pytest.approx(400 / (150 - 100))
+
+
+def test_stuck_offsets_with_lag_are_stalled_within_two_polls():
+    moving = [0, 100, 200, 300]
+    ends = [100, 200, 300, 400, 500, 600]
+    # the group stops at offset 300 after the 4th sample
+    s = series(moving + [300, 300], ends)
+    assert judge(s[:5], alive=True).status != "STALLED"  # one poll without movement
+    assert judge(s, alive=True).status == "STALLED"  # the second poll
+
+
+def test_no_lag_is_ok_even_when_offsets_do_not_move():
+    s = series([500] * 6, [500] * 6)
+    assert judge(s, alive=True).status == "OK"
+    assert judge(s, alive=False).status == "OK"
+
+
+def test_a_group_not_heard_from_with_lag_is_stopped():
+    s = series([100, 100, 100], [150, 160, 170])
+    assert judge(s, alive=False).status == "STOPPED"
+
+
+def test_drain_time_edge_cases():
+    assert drain_time(0, 0, 10) == 0.0
+    assert drain_time(100, 10, 20) is None
+    assert drain_time(100, 30, 10) == pytest.approx(5.0)
+
+
+def test_evaluator_samples_per_queue_and_reports_the_worst_queue_per_group():
+    clock = ManualClock(0.0)
+    ev = BacklogEvaluator(clock, window=10, stall_polls=2, stopped_after_s=10.0)
+    ends = {("t", 0): 0, ("t", 1): 0}
+    committed = {("billing", "t", 0): 0, ("billing", "t", 1): 0, ("warehouse", "t", 0): 0}
+    for step in range(1, 7):
+        clock.advance(1.0)
+        ends = {k: v + 100 for k, v in ends.items()}
+        committed[("billing", "t", 0)] = ends[("t", 0)]
+        committed[("billing", "t", 1)] = ends[("t", 1)]
+        if step <= 3:
+            committed[("warehouse", "t", 0)] = ends[("t", 0)] - 10
+        ev.heard("billing")
+        ev.heard("warehouse")
+        ev.sample(committed, lambda topic, q: ends[(topic, q)])
+    report = ev.report()
+    assert report["billing"]["status"] == "OK" and report["billing"]["lag"] == 0
+    w = report["warehouse"]
+    assert w["status"] == "STALLED" and w["lag"] == 310
+    assert w["queues"] == [{"topic": "t", "queue": 0, "committed": 290, "end": 600, "lag": 310,
+                            "status": "STALLED", "drain_s": None}]
+    # its consumers go away: nothing heard for the stopped threshold
+    for _ in range(11):
+        clock.advance(1.0)
+        ev.heard("billing")
+        ev.sample(committed, lambda topic, q: ends[(topic, q)])
+    assert ev.report()["warehouse"]["status"] == "STOPPED"
+    assert ev.report()["warehouse"]["idle_s"] == pytest.approx(11.0)
