@@ -1,12 +1,13 @@
 """Admin calls a console or a drill makes to brokers: create a topic ahead of
 the load (ROUTE with create), inject, show and clear drill faults
-(`/admin/fault`). Failures raise `AdminError` with one line naming the broker.
+(`/admin/fault`), set, show and clear flow-control quotas (`/admin/quota`). Failures raise `AdminError` with one line naming the broker.
 """
 
 from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,7 +44,22 @@ def fault(http_addr: str, method: str = "GET", body: dict | None = None,
           token: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
     """GET (show), POST (inject `body`) or DELETE (clear) a broker's drill fault;
     the broker's description of the fault now."""
-    url = f"http://{http_addr}/admin/fault"
+    return admin_call(http_addr, "/admin/fault", method, body, token, timeout)
+
+
+def quota(http_addr: str, method: str = "GET", body: dict | None = None,
+          token: str | None = None, query: Mapping[str, str] | None = None,
+          timeout: float = 5.0) -> dict[str, Any]:
+    """GET (show), POST (set `body`: kind, target, rate, burst, warmup_s) or DELETE
+    (clear; `query` kind and target narrow it) a broker's flow-control quotas; the
+    broker's quotas and throttled counts now."""
+    path = "/admin/quota" + (f"?{urllib.parse.urlencode(dict(query))}" if query else "")
+    return admin_call(http_addr, path, method, body, token, timeout)
+
+
+def admin_call(http_addr: str, path: str, method: str, body: dict | None,
+               token: str | None, timeout: float) -> dict[str, Any]:
+    url = f"http://{http_addr}{path}"
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"})

@@ -15,6 +15,7 @@ from datetime import date
 from capacity import availability as availability_model
 from capacity import forecast as forecast_model
 from capacity import reliability as reliability_model
+from capacity.quotas import plan_quotas
 from capacity.sizing import SizingInputs, size
 from capacity.usl import fit_usl
 from heatmap import LatencyHistogram
@@ -48,6 +49,9 @@ class Options:
     mtbf_s: float = 86_399.0  # seed 000: one failure a day ...
     mttr_s: float = 1.0  # ... recovered in one second (or what failover drills measured)
     drills: dict | None = None  # capacity.availability.MeasuredRecovery.to_dict()
+    topic_shares: dict | None = None  # topic -> share of the peak (None: one '*' quota)
+    quota_headroom: float = 0.2
+    quota_warmup_s: float = 0.0
     sources: dict = field(default_factory=dict)
 
 
@@ -228,6 +232,14 @@ def build_plan(measured: dict, opts: Options) -> dict:
             "curve": forecast_curve(opts.history, target_year),
         },
         "usl": usl,
+        "quotas": {
+            "basis": "forecast peak (high band) per topic, with headroom; `floodgate quota "
+                     "apply` divides each by the brokers left when the fuse holds its share out",
+            "fuse_reserve": opts.fuse_reserve,
+            "topics": [q.to_dict() for q in plan_quotas(
+                forecast_peak["high"], opts.topic_shares, opts.quota_headroom,
+                warmup_s=opts.quota_warmup_s)],
+        },
         "sizing": {k: p.to_dict() for k, p in plans.items()},
         "sizing_sla_rate": sla_plan.to_dict(),
         "what_if": what_if,

@@ -53,6 +53,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from-drill", default=None, metavar="FILE",
                    help="MTTR from failover drills (`floodgate drill failover --json` output "
                    "or bench/ha_failover.py --json) instead of seed 000's 1 s")  # fmt: skip
+    p.add_argument("--topic-share", default=None, metavar="TOPIC=SHARE[,…]",
+                   help="how the peak splits over topics, for the plan's flow-control quotas "
+                   "(default: one quota '*', every topic up to the whole peak)")  # fmt: skip
+    p.add_argument("--quota-headroom", type=float, default=0.2, metavar="SHARE",
+                   help="quotas admit this much over the planned peak (0.2)")  # fmt: skip
+    p.add_argument("--quota-warmup", type=float, default=0.0, metavar="SECONDS",
+                   help="quotas ease traffic in over this long after a cold start (0: off)")  # fmt: skip
     p.add_argument("--static", action="store_true",
                    help="PNG pictures (print, e-mail) instead of interactive charts")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print capacity.json's verdict as JSON")
@@ -74,7 +81,22 @@ _RANGES = (
     ("--domains", "domains", lambda v: v >= 1, ">= 1"),
     ("--utilisation", "utilisation", lambda v: 0 < v <= 1, "within (0, 1]"),
     ("--disk-tb", "disk_tb", lambda v: v > 0, "> 0"),
+    ("--quota-headroom", "quota_headroom", lambda v: 0 <= v <= 10, "within [0, 10]"),
+    ("--quota-warmup", "quota_warmup", lambda v: 0 <= v <= 3600, "within [0, 3600]"),
 )
+
+
+def topic_shares(args) -> dict[str, float] | None:
+    """--topic-share as {topic: share}, or None; ReportError if malformed."""
+    text = getattr(args, "topic_share", None)
+    if not text:
+        return None
+    from capacity.quotas import QuotaPlanError, parse_shares
+
+    try:
+        return parse_shares(text)
+    except QuotaPlanError as exc:
+        raise ReportError(f"--topic-share: {exc}") from None
 
 
 def measured_recovery(args):
@@ -94,6 +116,7 @@ def check_arguments(args) -> None:
     """ReportError naming the first bad option value."""
     parse_date(args.target_date)
     measured_recovery(args)
+    topic_shares(args)
     for flag, dest, ok, words in _RANGES:
         value = getattr(args, dest, None)
         if value is not None and not (math.isfinite(value) and ok(value)):
@@ -118,6 +141,9 @@ def options_from_args(args):
         failure_domains=args.domains,
         target_utilisation=args.utilisation,
         disk_tb=args.disk_tb,
+        topic_shares=topic_shares(args),
+        quota_headroom=getattr(args, "quota_headroom", 0.2),
+        quota_warmup_s=getattr(args, "quota_warmup", 0.0),
         **({"mttr_s": drills.mttr_s, "drills": drills.to_dict()} if drills else {}),
         sources={
             "input": str(args.input),

@@ -74,7 +74,7 @@ def test_evaluator_samples_per_queue_and_reports_the_worst_queue_per_group():
             committed[("warehouse", "t", 0)] = ends[("t", 0)] - 10
         ev.heard("billing")
         ev.heard("warehouse")
-        ev.sample(committed, lambda topic, q: ends[(topic, q)])
+        ev.sample(committed, lambda topic, q, ends=ends: ends[(topic, q)])
     report = ev.report()
     assert report["billing"]["status"] == "OK" and report["billing"]["lag"] == 0
     w = report["warehouse"]
@@ -85,6 +85,6 @@ def test_evaluator_samples_per_queue_and_reports_the_worst_queue_per_group():
     for _ in range(11):
         clock.advance(1.0)
         ev.heard("billing")
-        ev.sample(committed, lambda topic, q: ends[(topic, q)])
+        ev.sample(committed, lambda topic, q, ends=ends: ends[(topic, q)])
     assert ev.report()["warehouse"]["status"] == "STOPPED"
     assert ev.report()["warehouse"]["idle_s"] == pytest.approx(11.0)

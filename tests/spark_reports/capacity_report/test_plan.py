@@ -118,3 +118,15 @@ def test_bad_inputs():
         build_plan(dict(measured(), days=[]), options(per_broker_rate=1.0))
     with pytest.raises(ReportError, match="before"):
         build_plan(measured(), Options(target_date=date(2025, 1, 1), history=read_history()))
+
+
+def test_quotas_are_each_topics_share_of_the_high_forecast_with_headroom():
+    plan = build_plan(measured(), options(per_broker_rate=1e6, topic_shares={"orders": 0.6,
+                                                                             "pay*": 0.4}))
+    high = plan["verdict"]["forecast_peak_msgs_per_s"]["high"]
+    topics = {q["topic"]: q for q in plan["quotas"]["topics"]}
+    assert topics["orders"]["planned_peak_msgs_per_s"] == pytest.approx(0.6 * high)
+    assert topics["pay*"]["cluster_rate"] == pytest.approx(0.4 * high * 1.2)
+    assert plan["quotas"]["fuse_reserve"] == 0.3
+    bare = build_plan(measured(), options(per_broker_rate=1e6))
+    assert [q["topic"] for q in bare["quotas"]["topics"]] == ["*"]
