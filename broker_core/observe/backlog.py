@@ -6,8 +6,8 @@ tick the broker samples, per (group, topic, queue), the group's committed
 offset and the queue's end; a queue's last `window` samples are judged:
 
 - OK: no lag, or lag that is not growing;
-- WARNING: the group moves, but its lag grew over the window (it consumes
-  slower than producers write: the trend is up and the lag ends higher);
+- WARNING: the group moves, but its lag grew in every interval of the window
+  (at least `WARN_SAMPLES` samples): it consumes slower than producers write;
 - STALLED: the group is alive (heartbeats or commits) but its offset has not
   moved for `stall_polls` samples while there is lag;
 - STOPPED: lag, and nothing from the group (no commit, no heartbeat) for
@@ -25,9 +25,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 
 STATUSES = ("OK", "WARNING", "STALLED", "STOPPED")  # worse to the right
 SEVERITY = {s: i for i, s in enumerate(STATUSES)}
+WARN_SAMPLES = 5  # growing lag needs this many samples (5 s at one a second) to be a trend
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +72,9 @@ def judge(samples: Iterable[Sample], alive: bool, stall_polls: int = 2) -> Verdi
         status = "STOPPED"
     elif len(s) > stall_polls and len({x.committed for x in s[-stall_polls - 1:]}) == 1:
         status = "STALLED"
-    elif len(s) >= 3 and trend > 0 and last.lag > first.lag:
-        status = "WARNING"
+    elif (len(s) >= WARN_SAMPLES and last.lag > first.lag
+          and all(b.lag >= a.lag for a, b in pairwise(s))):
+        status = "WARNING"  # Burrow's rule: lag up in every interval, not a sawtooth's noise
     else:
         status = "OK"
     return Verdict(status, lag, trend, consume, produce, drain)

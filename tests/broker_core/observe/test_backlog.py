@@ -24,6 +24,12 @@ def test_growing_lag_while_moving_is_a_warning_with_no_drain_time():
     assert v.drain_s is None
 
 
+def test_lag_that_grows_with_a_dip_is_not_a_warning():
+    s = series([0, 50, 100, 190, 200, 250], [100, 200, 300, 380, 500, 600])
+    assert judge(s, alive=True).status == "OK"  # lags 100 150 200 190 300 350
+    assert judge(s[:4], alive=True).status == "OK"  # too few samples for a trend
+
+
 def test_a_sawtooth_is_ok_and_drain_time_is_lag_over_the_net_rate():
     s = series([0, 90, 90, 300, 300, 500], [200, 300, 400, 500, 600, 700])
     v = judge(s, alive=True)
