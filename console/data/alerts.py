@@ -1,7 +1,10 @@
 """SLA alerts (seed 000): send average over 3 ms, max over 20 ms, send
 errors, a broker down, a fuse's excluded brokers at its cap; and for
 replicated groups: a failover in the last minute, a group without a master,
-a master without a slave in sync, a slave lagging by more than a second.
+a master without a slave in sync, a slave lagging by more than a second;
+consumer groups STALLED or STOPPED (critical) or falling behind (WARNING),
+and sends refused by flow control (info: a quota doing its job, but the
+producer group named waits for it).
 
 `evaluate_alerts` says which conditions hold now; `AlertLog.update` turns
 that into edges (raised / cleared) kept in a bounded, immutable list, so the
@@ -22,7 +25,7 @@ MAX_ALERTS = 500
 @dataclass(frozen=True)
 class Alert:
     key: str  # what the condition is about, e.g. "max:broker-2"
-    severity: str  # critical | warning
+    severity: str  # critical | warning | info
     message: str  # the condition with its latest figure
     time: float = 0.0  # when it was raised (or cleared)
     cleared: bool = False
@@ -92,7 +95,8 @@ REPL_LAG_S = 1.0
 
 
 def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s: float,
-                    sla_mean_s: float, now: float | None = None) -> dict[str, Alert]:
+                    sla_mean_s: float, now: float | None = None, groups: Sequence[Any] = (),
+                    flow: Any = None) -> dict[str, Alert]:
     """Conditions that hold now, keyed by what they are about."""
     out: dict[str, Alert] = {}
 
@@ -100,6 +104,9 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
         out[key] = Alert(key, severity, message, value=value, unit=unit)
 
     _group_alerts(brokers, now, add)
+    _consumer_alerts(groups, add)
+    if flow is not None:
+        _flow_alerts(flow, add)
 
     for b in brokers:
         if b.state == "DOWN":
@@ -156,3 +163,38 @@ def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
                 add(f"repl-lag:{b.name}", "warning",
                     f"{b.name}: a slave is {b.repl_lag_s:.1f} s behind", b.repl_lag_s * 1000,
                     "ms")
+
+
+CONSUMER_SEVERITY = {"STALLED": "critical", "STOPPED": "critical", "WARNING": "warning"}
+
+
+def _consumer_alerts(groups: Sequence[Any], add) -> None:
+    """A group judged other than OK, with where its lag is (the worst queues' topics)."""
+    for g in groups:
+        severity = CONSUMER_SEVERITY.get(g.status)
+        if severity is None:
+            continue
+        where = list(dict.fromkeys(f"{q.topic}@{q.broker}" for q in g.queues_not_ok()))
+        why = {"STALLED": "offsets not moving", "STOPPED": "nothing heard from its consumers",
+               "WARNING": "lag growing"}[g.status]
+        drain = "" if g.drain_s is None or g.status != "WARNING" else \
+            f", drains in {g.drain_s:,.0f} s"
+        add(f"consumer:{g.name}", severity,
+            f"consumer group {g.name} {g.status} ({why}): lag {g.lag:,}{drain}"
+            + (f" on {', '.join(where[:3])}" + (" …" if len(where) > 3 else "") if where else ""),
+            g.lag, "msgs")
+
+
+def _flow_alerts(flow, add) -> None:
+    """Sends refused by a quota in the last poll, one line per topic and group."""
+    brokers: dict[tuple[str, str], list[str]] = {}
+    for t in flow.throttled:
+        if t.per_s:
+            brokers.setdefault((t.topic, t.group), []).append(t.broker)
+    for topic, group, total, per_s in flow.by_topic():
+        if not per_s:
+            continue
+        add(f"throttled:{topic}:{group}", "info",
+            f"flow control: topic {topic} from group {group} throttled {per_s:,.0f}/s "
+            f"({total:,} refused) on {', '.join(sorted(brokers[topic, group]))}", per_s,
+            "msgs/s")

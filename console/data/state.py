@@ -4,7 +4,8 @@ from brokers' and producers' /stats, decoded once by the sources into
 
 `build_state(samples, producers, prev, now)` is a pure function: the previous
 state carries what needs memory (consecutive failed polls, the last 5 minutes
-of send histograms, the alert log, availability counters), so a replay of
+of send histograms, the alert log, availability counters, consumer groups'
+lag history, the refusal counts flow-control rates are taken from), so a replay of
 recorded /stats files gives the same picture every time. The typed stats are
 lenient already (a missing or malformed figure is None); only the producers'
 fuse snapshot is still a mapping, read defensively by `fuse_counts`.
@@ -23,6 +24,8 @@ from typing import Any
 
 from broker_core.observe.stats_doc import BrokerStats, HistorySecond, OpWindow, ProducerStats
 from console.data.alerts import Alert, AlertLog, evaluate_alerts
+from console.data.consumers import GroupView, merge_groups
+from console.data.flow_control import FlowView, merge_flow
 from console.data.histories import merge_histograms, merge_history
 from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 
@@ -216,6 +219,11 @@ class ClusterState:
     asked: int = 0
     host: Mapping[str, Any] | None = None
     sla: Sla = Sla()
+    consumers: tuple[GroupView, ...] = ()  # consumer groups, worst first
+    flow: FlowView = field(default_factory=FlowView)
+
+    def group(self, name: str) -> GroupView | None:
+        return next((g for g in self.consumers if g.name == name), None)
 
     def broker(self, key_or_name: str) -> BrokerView | None:
         for b in self.brokers:
@@ -359,10 +367,12 @@ def build_state(samples: Sequence[BrokerSample], producers: Sequence[ProducerSam
     answered = (prev.answered if prev else 0) + sum(1 for b in brokers if b.answering)
     asked = (prev.asked if prev else 0) + len(brokers)
     summary = summarize(brokers, pviews, answered, asked)
+    groups = merge_groups(brokers, prev.consumers if prev else (), now)
+    flow = merge_flow(brokers, prev.flow if prev else None)
     alerts = (prev.alerts if prev else AlertLog()).update(
-        evaluate_alerts(brokers, pviews, sla_max_s, sla_mean_s, now), now)
+        evaluate_alerts(brokers, pviews, sla_max_s, sla_mean_s, now, groups, flow), now)
     return ClusterState(now=now, brokers=brokers, producers=pviews, summary=summary,
                         alerts=alerts, events=_events(prev, brokers, now),
                         polls=(prev.polls if prev else 0) + 1, answered=answered, asked=asked,
                         host=host if host is not None else (prev.host if prev else None),
-                        sla=Sla(sla_mean_s, sla_max_s))
+                        sla=Sla(sla_mean_s, sla_max_s), consumers=groups, flow=flow)
