@@ -2,7 +2,8 @@
 
 It owns the Poller (console/data/poller.py) and the latest ClusterState; polling
 threads hand states over as messages, and the App passes each to the screen
-on top. Screens: cluster (default), a broker (Enter), fuse, host, alerts.
+on top. Screens: cluster (default), a broker (Enter), consumer groups (and one
+group's queues), fuse, host, alerts.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from textual.message import Message
 
 from console.config import ConsoleConfig
 from console.data.poller import Poller
-from console.tui.screens import AlertsScreen, ClusterScreen, FuseScreen, HelpScreen, HostScreen
+from console.tui.screens import (
+    AlertsScreen,
+    ClusterScreen,
+    ConsumersScreen,
+    FuseScreen,
+    HelpScreen,
+    HostScreen,
+)
 
 
 class StateUpdated(Message):
@@ -25,12 +33,13 @@ class StateUpdated(Message):
 class FloodgateApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "floodgate"
-    MODES = {"cluster": ClusterScreen, "fuse": FuseScreen, "host": HostScreen,
-             "alerts": AlertsScreen}
+    MODES = {"cluster": ClusterScreen, "consumers": ConsumersScreen, "fuse": FuseScreen,
+             "host": HostScreen, "alerts": AlertsScreen}
     DEFAULT_MODE = "cluster"
     HINT_S = 20  # how long the start hint stays
     BINDINGS = [
         Binding("c", "cluster", "Cluster"),
+        Binding("g", "switch_mode('consumers')", "Groups"),
         Binding("f", "switch_mode('fuse')", "Fuse"),
         Binding("h", "switch_mode('host')", "Host"),
         Binding("a", "switch_mode('alerts')", "Alerts"),
@@ -81,7 +90,9 @@ class FloodgateApp(App):
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
-        for mode, text in (("cluster", "the broker table"), ("fuse", "producers' fuses"),
+        for mode, text in (("cluster", "the broker table"),
+                           ("consumers", "consumer groups' lag, flow control"),
+                           ("fuse", "producers' fuses"),
                            ("host", "tuning and host figures"), ("alerts", "SLA alerts")):
             yield SystemCommand(f"Show {mode}", text, self.action_cluster if mode == "cluster"
                                 else lambda m=mode: self.switch_mode(m))

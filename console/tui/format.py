@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 STATE_STYLE = {"UP": "green", "SLOW": "yellow", "ISOLATED": "magenta", "DOWN": "bold red"}
+# consumer groups (broker_core.observe.backlog): STOPPED is as bad as STALLED, told apart
+# by its word (its consumers are gone rather than stuck)
+GROUP_STYLE = {"OK": "green", "WARNING": "yellow", "STALLED": "bold red", "STOPPED": "bold red"}
 
 
 def ms(seconds: float | None) -> str:
@@ -40,6 +43,18 @@ def size(n: float | None) -> str:
 
 def count(n: int | float | None) -> str:
     return "-" if n is None else f"{int(n):,}"
+
+
+def duration(seconds: float | None, never: str = "-") -> str:
+    """4.2 s, 3m20s, 2h05m; `never` for None (a drain time that is not coming)."""
+    if seconds is None:
+        return never
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes}m{int(seconds % 60):02d}s"
+    return f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 def clock(epoch: float | None) -> str:

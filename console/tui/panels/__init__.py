@@ -1,7 +1,8 @@
 """Panels: one module each, all the same shape — `render(state, focus) ->
 Rich renderable` — registered in PANELS. Screens name the panels they show;
 `widgets.PanelView` draws one. `focus` is the broker a screen is about (or
-None), so the same panel serves the cluster and a single broker.
+None), so the same panel serves the cluster and a single broker; for the
+consumer-group panels it is the group.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 from console.tui.panels import (
     alerts,
     brokers,
+    consumer_queues,
+    consumers,
     disk,
     events,
     fuse_line,
@@ -22,6 +25,7 @@ from console.tui.panels import (
     host_tuning,
     percentiles,
     summary,
+    throttling,
     throughput,
 )
 
@@ -42,6 +46,10 @@ PANELS: dict[str, Render] = {
     "host_figures": host_figures.render,
     "alerts": alerts.render,
     "recent_alerts": alerts.render_recent,
+    "consumers": consumers.render,
+    "consumers_line": consumers.render_line,
+    "consumer_queues": consumer_queues.render,
+    "throttling": throttling.render,
 }
 
 

@@ -7,7 +7,7 @@ from rich.text import Text
 
 from console.tui.format import clock
 
-SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow"}
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def render(state, focus=None, limit: int = 200):

@@ -1,13 +1,14 @@
 """The cluster header: total rate, cluster p99 and max, availability, the
 fuse's count (excluded against the cap, overflow apart), and on a second line
-what the fuse is doing."""
+what the fuse is doing; a third, when there are any, sums up consumer groups
+and flow control."""
 
 from __future__ import annotations
 
 from rich.text import Text
 
 from console.tui.format import STATE_STYLE, clock, ms, pct, rate
-from console.tui.panels import fuse_line
+from console.tui.panels import consumers, fuse_line
 
 
 def render(state, focus=None):
@@ -33,4 +34,8 @@ def render(state, focus=None):
         text.append(f" +{s.overflow} overflow", style="yellow")
     text.append("\n")
     text.append_text(fuse_line.render(state))
+    groups = consumers.cluster_line(state)
+    if groups is not None:
+        text.append("\n")
+        text.append_text(groups)
     return text

@@ -1,12 +1,15 @@
-"""Screens: the cluster table, one broker, the fuse, the host, alerts, help."""
+"""Screens: the cluster table, one broker, consumer groups and one group, the
+fuse, the host, alerts, help."""
 
 from console.tui.screens.alerts import AlertsScreen
 from console.tui.screens.base import StateScreen
 from console.tui.screens.broker import BrokerScreen
 from console.tui.screens.cluster import ClusterScreen
+from console.tui.screens.consumer_group import ConsumerGroupScreen
+from console.tui.screens.consumers import ConsumersScreen
 from console.tui.screens.fuse import FuseScreen
 from console.tui.screens.help import HelpScreen
 from console.tui.screens.host import HostScreen
 
-__all__ = ["AlertsScreen", "BrokerScreen", "ClusterScreen", "FuseScreen", "HelpScreen",
-           "HostScreen", "StateScreen"]
+__all__ = ["AlertsScreen", "BrokerScreen", "ClusterScreen", "ConsumerGroupScreen",
+           "ConsumersScreen", "FuseScreen", "HelpScreen", "HostScreen", "StateScreen"]

@@ -8,8 +8,8 @@ from textual.widgets import Static
 
 HELP = """[b]floodgate console[/b]
 
-[b]c[/b] cluster   [b]f[/b] fuse   [b]h[/b] host   [b]a[/b] alerts   [b]?[/b] help   [b]q[/b] quit
-[b]Enter[/b] open the broker under the cursor (heatmap)   [b]Esc[/b] back   [b][ ][/b] prev/next
+[b]c[/b] cluster  [b]g[/b] groups  [b]f[/b] fuse  [b]h[/b] host  [b]a[/b] alerts  [b]?[/b] help  [b]q[/b] quit
+[b]Enter[/b] open the broker (heatmap) or group (queues)   [b]Esc[/b] back   [b][ ][/b] prev/next
 [b]s[/b] sort by the next column   [b]r[/b] reverse   [b]/[/b] filter   [b]ctrl+p[/b] commands
 
 [b]States[/b]
@@ -19,10 +19,12 @@ HELP = """[b]floodgate console[/b]
 [red]DOWN[/red]      no answer for two refreshes (the reason is shown)
 A [b]?[/b] after a state: the last poll failed, the row is stale.
 
+[b]Groups[/b] [green]OK[/green]; [yellow]WARNING[/yellow] lag growing over 10 s; [red]STALLED[/red] alive, offsets
+not moving with lag; [red]STOPPED[/red] lag and no consumer heard from for 10 s.
 [b]Fuse[/b] excluded n/cap: isolated, not serving (cap: 30 % of the brokers);
 overflow: isolated too, serving again by rule 4 (earliest isolated, cap full).
 [b]Alerts[/b] send average over 3 ms, max over 20 ms (latest and worst figure),
-send errors, a broker down, a fuse at its cap.
+send errors, a broker down, a fuse at its cap; a group not OK; throttling.
 
 Press any key to close."""
 
