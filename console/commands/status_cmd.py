@@ -2,7 +2,11 @@
 
 Exit 0 when every broker is UP, 1 when any is SLOW, ISOLATED or DOWN. One
 poll, so a broker that does not answer is DOWN at once (the console waits
-for two refreshes).
+for two refreshes). Consumer groups (one line each: status, lag, drain time)
+and flow control (quotas, throttled sends) are reported, and a group that is
+not OK is an alert, but they do not change the exit code: it says whether
+the brokers serve. One poll has no earlier count to take a rate from, so
+throttling is shown as totals since each broker started.
 """
 
 from __future__ import annotations
@@ -55,8 +59,44 @@ def state_to_dict(state) -> dict:
         "producers": [{"name": p.name, "http": p.key, "up": p.up, "error": p.error,
                        "excluded": p.excluded, "cap": p.counts.cap}
                       for p in state.producers],
+        "consumers": [{"group": g.name, "status": g.status, "lag": g.lag,
+                       "trend_per_s": g.trend_per_s, "consume_per_s": g.consume_per_s,
+                       "produce_per_s": g.produce_per_s, "drain_s": g.drain_s,
+                       "idle_s": g.idle_s, "brokers": list(g.brokers), "topics": list(g.topics),
+                       "queues": [{"broker": q.broker, "topic": q.topic, "queue": q.queue,
+                                   "committed": q.committed, "end": q.end, "lag": q.lag,
+                                   "status": q.status} for q in g.queues]}
+                      for g in state.consumers],
+        "flow_control": {
+            "quotas": [{"broker": q.broker, "kind": q.kind, "target": q.target,
+                        "rate": q.rate, "burst": q.burst, "warmup_s": q.warmup_s}
+                       for q in state.flow.quotas],
+            "throttled": [{"broker": t.broker, "topic": t.topic, "group": t.group,
+                           "total": t.total} for t in state.flow.throttled],
+            "throttled_total": state.flow.total},
         "alerts": [a.message for a in state.active_alerts],
     }
+
+
+def print_consumers(console, state) -> None:
+    """One line per consumer group, then flow control's summary and throttled topics."""
+    from rich.text import Text
+
+    from console.tui.format import GROUP_STYLE, count, duration
+    from console.tui.panels.throttling import summary
+
+    width = max((len(g.name) for g in state.consumers), default=0)
+    for g in state.consumers:
+        line = Text(f"group {g.name:<{width}}  ")
+        line.append(f"{g.status:<7}", style=GROUP_STYLE.get(g.status, ""))
+        drain = "not draining" if g.lag and g.drain_s is None else \
+            f"drains in {duration(g.drain_s)}"
+        line.append(f"  lag {count(g.lag)}  {drain}  ({', '.join(g.topics)})")
+        console.print(line)
+    if state.flow.active:
+        console.print(summary(state.flow))
+        for topic, group, total, _ in state.flow.by_topic():
+            console.print(f"  throttled topic {topic} from group {group}: {count(total)}")
 
 
 def run(args) -> int:
@@ -83,6 +123,8 @@ def run(args) -> int:
             console = Console(width=160)  # a pipe or a file: do not squeeze the table
         console.print(render_panel("summary", state))
         console.print(render_panel("brokers", state))
+        print_consumers(console, state)
         for alert in state.active_alerts:
-            console.print(f"[red]alert[/red] {alert.message}")
+            word = "[cyan]info[/cyan]" if alert.severity == "info" else "[red]alert[/red]"
+            console.print(f"{word} {alert.message}")
     return 0 if state.summary.healthy else 1
