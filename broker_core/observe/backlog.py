@@ -15,9 +15,10 @@ offset and the queue's end; a queue's last `window` samples are judged:
 
 Burrow has only offsets to go on and so needs a full window to call a stall;
 the broker also sees heartbeats, so "alive but stuck" (STALLED) and "gone"
-(STOPPED) are told apart within `stall_polls` samples. A group's status is
-its worst queue's; its time to drain is its lag over (consume rate - write
-rate) when it is catching up, None when it is not.
+(STOPPED) are told apart within `stall_polls` samples. A group is judged the
+same way on its offsets summed over its queues (its queues are shown each
+with its own verdict); its time to drain is its lag over (consume rate -
+write rate) when it is catching up, None when it is not.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class BacklogEvaluator:
         self.clock = clock
         self.window, self.stall_polls, self.stopped_after_s = window, stall_polls, stopped_after_s
         self._samples: dict[tuple[str, str, int], deque[Sample]] = {}
+        self._groups: dict[str, deque[Sample]] = {}  # group -> its offsets summed per sample
         self._heard: dict[str, float] = {}  # group -> when last heard (commit or heartbeat)
 
     def heard(self, group: str) -> None:
@@ -108,45 +110,52 @@ class BacklogEvaluator:
                end_of: Callable[[str, int], int]) -> None:
         """Take one sample of every queue a group has committed on."""
         now = self.clock()
+        sums: dict[str, list[int]] = {}
         for key, offset in committed.items():
             group, topic, qid = key
             window = self._samples.get(key)
             if window is None:
                 window = self._samples[key] = deque(maxlen=self.window)
                 self._heard.setdefault(group, now)  # known from its offsets: heard now
-            window.append(Sample(now, offset, end_of(topic, qid)))
+            end = end_of(topic, qid)
+            window.append(Sample(now, offset, end))
+            total = sums.setdefault(group, [0, 0])
+            total[0] += offset
+            total[1] += end
         for key in [k for k in self._samples if k not in committed]:
             del self._samples[key]
+        for group, (c, e) in sums.items():
+            self._groups.setdefault(group, deque(maxlen=self.window)).append(Sample(now, c, e))
+        for group in [g for g in self._groups if g not in sums]:
+            del self._groups[group]
 
     def report(self) -> dict[str, dict]:
-        """group -> {status, lag, trend_per_s, consume_per_s, produce_per_s, drain_s,
-        topics, queues: [{topic, queue, committed, end, lag, status}]} (JSON-ready)."""
+        """group -> {status, lag, trend_per_s, consume_per_s, produce_per_s, drain_s, idle_s,
+        topics, queues: [{topic, queue, committed, end, lag, status, drain_s}]} (JSON-ready).
+
+        The group's verdict is judged on its summed offsets: a slow consumer visits each
+        of its queues in turn, so one queue may sit still for seconds while the group
+        moves; that queue's row says STALLED, the group WARNING (or OK)."""
         now = self.clock()
         groups: dict[str, dict] = {}
+        for group, window in sorted(self._groups.items()):
+            heard = self._heard.get(group, now)
+            v = judge(window, now - heard <= self.stopped_after_s, self.stall_polls)
+            groups[group] = {"status": v.status, "lag": v.lag,
+                             "trend_per_s": round(v.trend_per_s, 3),
+                             "consume_per_s": round(v.consume_per_s, 3),
+                             "produce_per_s": round(v.produce_per_s, 3),
+                             "drain_s": _round(v.drain_s), "idle_s": round(now - heard, 3),
+                             "topics": [], "queues": []}
         for (group, topic, qid), window in sorted(self._samples.items()):
-            alive = now - self._heard.get(group, now) <= self.stopped_after_s
-            v = judge(window, alive, self.stall_polls)
-            g = groups.setdefault(group, {"status": "OK", "lag": 0, "trend_per_s": 0.0,
-                                          "consume_per_s": 0.0, "produce_per_s": 0.0,
-                                          "topics": [], "queues": []})
-            if SEVERITY[v.status] > SEVERITY[g["status"]]:
-                g["status"] = v.status
-            g["lag"] += v.lag
-            g["trend_per_s"] += v.trend_per_s
-            g["consume_per_s"] += v.consume_per_s
-            g["produce_per_s"] += v.produce_per_s
+            g = groups[group]
+            v = judge(window, now - self._heard.get(group, now) <= self.stopped_after_s,
+                      self.stall_polls)
             if topic not in g["topics"]:
                 g["topics"].append(topic)
             g["queues"].append({"topic": topic, "queue": qid, "committed": window[-1].committed,
                                 "end": window[-1].end, "lag": v.lag, "status": v.status,
                                 "drain_s": _round(v.drain_s)})
-        for g in groups.values():
-            g["drain_s"] = drain_time(g["lag"], g["consume_per_s"], g["produce_per_s"])
-            for k in ("trend_per_s", "consume_per_s", "produce_per_s"):
-                g[k] = round(g[k], 3)
-        for group, g in groups.items():
-            heard = self._heard.get(group)
-            g["idle_s"] = round(now - heard, 3) if heard is not None else None
         return groups
 
 

@@ -31,6 +31,8 @@ def register(sub) -> None:
                              "(make demo: 3)")
     parser.add_argument("--rate", type=float, default=5000, help="messages per second (5000)")
     parser.add_argument("--no-faults", action="store_true", help="no fault script")
+    parser.add_argument("--no-clients", action="store_true",
+                        help="no consumer groups and no throttled batch producer")
     parser.add_argument("--headless", type=float, metavar="SECONDS",
                         help="run this long without the TUI, then print a summary")
     parser.add_argument("--json", action="store_true", help="with --headless: JSON summary")
@@ -70,7 +72,7 @@ def run(args) -> int:
 
     _check(args)
     opts = DemoOptions(args.brokers, args.rate, not args.no_faults, args.data, args.base_port,
-                       groups=args.groups)
+                       groups=args.groups, clients=not args.no_clients)
     demo = Demo(opts)
     stop = threading.Event()
     if args.headless is None:

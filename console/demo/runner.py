@@ -4,6 +4,9 @@ Pieces, all stopped by `Demo.stop()` in reverse order:
 - the cluster: `broker_core.cluster.launcher.Cluster`, one process per broker;
 - a fuse-enabled producer driven by a `LoadGenerator` thread, serving its own
   /stats and /metrics (`ProducerHttp`) so the console's Fuse screen has data;
+- two consumer groups (one healthy, one that slows, hangs and recovers) and a
+  producer group flooding past its quota, in a process of their own
+  (`console.demo.clients`), so the console shows backlog and throttling;
 - the fault script (`FAULT_SCRIPT`, repeated every `CYCLE_S`), in two acts so the
   fuse's story reads plainly: first broker #2 stalls like a PageCache stall
   (seed 000's heatmap) and is isolated at once; its stalls end, and while it is
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -45,6 +50,7 @@ FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
 )
 CYCLE_S = 150.0
 DEMO_TOPIC = "demo"
+DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
 # Replicated demo: the same acts on groups 2 and 3 (their masters), then a kill.
 KILL = {"kill": True}
 HA_FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
@@ -64,6 +70,7 @@ class DemoOptions:
     base_port: int = 20900
     size: int = 128
     groups: int = 0  # > 0: replicated groups of master + slave (sync) instead of `brokers`
+    clients: bool = True  # consumer groups and a throttled producer (console.demo.clients)
 
 
 @dataclass
@@ -97,7 +104,7 @@ class Demo:
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._made_data: Path | None = None
-        self.cluster = self.producer = self.gen = self.http = None
+        self.cluster = self.producer = self.gen = self.http = self.clients = None
         self._threads: list[threading.Thread] = []
         self._transitions: dict[tuple, dict] = {}
         self.routes = None  # replicated demo: who is master of each group
@@ -135,7 +142,7 @@ class Demo:
                 self.cluster.up()
                 self.routes = routes_for(self.cluster.file)
                 ensure_topic(self.routes.wait(), DEMO_TOPIC)
-                self.producer = Producer(routes=self.routes, timeout=3.0)
+                self.producer = Producer(routes=self.routes, timeout=3.0, group=DEMO_GROUP)
                 # a killed broker comes back, and rejoins its group as slave
                 self._spawn(lambda: self.cluster.supervise(self._stop.is_set, restart=True),
                             "supervisor")
@@ -143,19 +150,34 @@ class Demo:
                 self.cluster = Cluster(o.brokers, o.base_port, data, name="demo")
                 self.cluster.up()
                 ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
-                self.producer = Producer(self.cluster.file.addrs, timeout=3.0)
+                self.producer = Producer(self.cluster.file.addrs, timeout=3.0,
+                                         group=DEMO_GROUP)
             self.gen = LoadGenerator(self.producer, LoadSpec(
                 topic=DEMO_TOPIC, size=o.size, duration=10 ** 9, rate=o.rate, concurrency=64))
             self.http = ProducerHttp(self.producer.fuse, "demo", self.producer_port,
+                                     counters=self.producer.counters,
                                      extra_stats=lambda: {"load": self.gen.recent_summary()})
             self.http.start()
             self._spawn(self.gen.run, "load")
+            if o.clients:
+                self.clients = self._start_clients()
             if o.faults:
                 self._spawn(self._fault_loop, "faults")
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_clients(self) -> subprocess.Popen:
+        """Consumer groups and the throttled batch producer (console.demo.clients), in
+        their own process: they cost the demo's producer no GIL time."""
+        log_file = open(self.cluster.data / "clients.log", "ab")  # noqa: SIM115 - the child's
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", "console.demo.clients", str(self.cluster.path)],
+                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            log_file.close()
 
     def _spawn(self, fn, name: str) -> None:
         t = threading.Thread(target=fn, name=f"floodgate-demo-{name}", daemon=True)
@@ -255,6 +277,8 @@ class Demo:
     # --- stop ------------------------------------------------------------------------
     def stop(self) -> None:
         self._stop.set()
+        if self.clients is not None:
+            self.clients.terminate()  # it commits what it consumed, then exits
         if self.gen is not None:
             self.gen.stop()
         for t in self._threads:
@@ -265,6 +289,12 @@ class Demo:
             self.http.close()
         if self.routes is not None:
             self.routes.close()
+        if self.clients is not None:
+            try:
+                self.clients.wait(10)
+            except subprocess.TimeoutExpired:
+                self.clients.kill()
+            self.clients = None
         if self.cluster is not None:
             self.cluster.down()
         if self._made_data is not None:

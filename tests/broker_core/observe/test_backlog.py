@@ -94,3 +94,20 @@ def test_evaluator_samples_per_queue_and_reports_the_worst_queue_per_group():
         ev.sample(committed, lambda topic, q, ends=ends: ends[(topic, q)])
     assert ev.report()["warehouse"]["status"] == "STOPPED"
     assert ev.report()["warehouse"]["idle_s"] == pytest.approx(11.0)
+
+
+def test_a_slow_group_visiting_its_queues_in_turn_is_a_warning_not_a_stall():
+    clock = ManualClock(0.0)
+    ev = BacklogEvaluator(clock, window=10, stall_polls=2)
+    committed = {("slow", "t", q): 0 for q in range(3)}
+    ends = {("t", q): 0 for q in range(3)}
+    for step in range(8):
+        clock.advance(1.0)
+        ends = {k: v + 100 for k, v in ends.items()}  # 300 msgs/s written
+        committed[("slow", "t", step % 3)] += 150  # 150 consumed, one queue at a time
+        ev.heard("slow")
+        ev.sample(committed, lambda topic, q, ends=ends: ends[(topic, q)])
+    g = ev.report()["slow"]
+    assert g["status"] == "WARNING" and g["drain_s"] is None
+    assert "STALLED" in {q["status"] for q in g["queues"]}  # a queue left for 3 polls
+    assert g["consume_per_s"] == pytest.approx(150) and g["produce_per_s"] == pytest.approx(300)

@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.integration,
 
 def test_replicated_demo_kill_act(tmp_path):
     demo = Demo(DemoOptions(rate=300, faults=False, data=tmp_path / "demo",
-                            base_port=free_port_range(3 * 4 + 2), groups=2)).start()
+                            base_port=free_port_range(3 * 4 + 2), groups=2,
+                            clients=False)).start()
     try:
         old = demo.routes.records["group-1"]
         time.sleep(1.0)

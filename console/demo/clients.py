@@ -1,0 +1,143 @@
+"""The demo's other clients, in a process of their own (so they cost the demo's
+producer, and its fuse, no GIL time): two consumer groups on the demo topic
+and a flooding producer group held back by a quota.
+
+- `billing` consumes at full speed the whole time;
+- `warehouse` follows `WAREHOUSE_SCRIPT` every cycle: it slows down (its lag
+  grows: WARNING), then hangs while still heartbeating (STALLED), then
+  recovers and drains its backlog while `billing` never falls behind (seed
+  001: one group's backlog must not delay another's);
+- `demo-batch` offers `BATCH_RATE` msgs/s against a quota of `BATCH_QUOTA`
+  per broker, so brokers answer FLOW_CONTROL and the producer backs off.
+
+Run by `console.demo.runner` as `python -m console.demo.clients CLUSTER_FILE`;
+it stops on SIGTERM, committing what it consumed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger("floodgate.demo.clients")
+
+TOPIC = "demo"
+BATCH_TOPIC = "demo-batch"
+BATCH_GROUP = "demo-batch"
+BATCH_RATE = 600.0  # offered, msgs/s
+BATCH_QUOTA = {"kind": "group", "target": BATCH_GROUP, "rate": 100.0, "burst": 10.0}
+NICE = 5
+COMMIT_S = 0.5  # the brokers judge offsets every second: commit more often than that
+CYCLE_S = 150.0  # the fault script's cycle (console.demo.runner.CYCLE_S)
+# (seconds into the cycle, per-message processing time in s, or None: hang)
+WAREHOUSE_SCRIPT: tuple[tuple[float, float | None], ...] = (
+    (0.0, 0.0),
+    (20.0, 0.0006),  # slows to ~1,600 msgs/s: its lag grows (WARNING)
+    (50.0, None),  # hangs, still heartbeating: STALLED
+    (62.0, 0.0),  # recovers: drains its backlog
+)
+
+
+def processing_time(script, at: float) -> float | None:
+    """The warehouse group's per-message time `at` seconds into the cycle."""
+    current = script[0][1]
+    for start, value in script:
+        if at >= start:
+            current = value
+    return current
+
+
+def consume(consumer, stop: threading.Event, script=None, started: float = 0.0) -> None:
+    """Poll, 'process', commit every COMMIT_S until `stop`; follow `script` if given."""
+    last_commit = time.monotonic()
+    while not stop.is_set():
+        per_msg = processing_time(script, (time.monotonic() - started) % CYCLE_S) \
+            if script else 0.0
+        if per_msg is None:  # hung: alive (heartbeats) but not moving
+            consumer.heartbeat()
+            stop.wait(1.0)
+            continue
+        msgs = consumer.poll(256, timeout=0.5)
+        if msgs and per_msg:
+            stop.wait(per_msg * len(msgs))
+        if time.monotonic() - last_commit >= COMMIT_S:
+            consumer.commit()
+            last_commit = time.monotonic()
+    consumer.close()
+
+
+def flood(producer, stop: threading.Event) -> None:
+    """Offer BATCH_RATE msgs/s without waiting for answers; throttled sends back off."""
+    interval, sent = 1.0 / BATCH_RATE, 0
+    start = time.monotonic()
+    while not stop.is_set():
+        due = start + sent * interval
+        wait = due - time.monotonic()
+        if wait > 0:
+            stop.wait(wait)
+            continue
+        producer.send_async(BATCH_TOPIC, b"b" * 128).add_done_callback(_ignore)
+        sent += 1
+    producer.close()
+
+
+def _ignore(fut) -> None:
+    fut.exception()  # a send out of backoffs is counted by the producer; nothing to do here
+
+
+def run(cluster_path: Path, stop: threading.Event) -> None:
+    from broker_core.client.admin import ensure_topic, quota
+    from broker_core.client.consumer import Consumer
+    from broker_core.client.producer import Producer
+    from broker_core.cluster.cluster_file import load_cluster
+
+    spec = load_cluster(cluster_path)
+    routes = None
+    if spec.replicated:
+        from broker_core.ha.routes import routes_for
+
+        routes = routes_for(spec)
+        ensure_topic(routes.wait(), BATCH_TOPIC)
+    else:
+        ensure_topic(spec.addrs, BATCH_TOPIC)
+    for b in spec.brokers:  # every broker: a slave promoted later enforces it too
+        quota(b.http, "POST", BATCH_QUOTA)
+    brokers = None if routes is not None else spec.addrs
+    started = time.monotonic()
+    workers = [
+        (consume, Consumer("billing", TOPIC, brokers, routes=routes), None),
+        (consume, Consumer("warehouse", TOPIC, brokers, routes=routes), WAREHOUSE_SCRIPT),
+        (flood, Producer(brokers, routes=routes, group=BATCH_GROUP), None),
+    ]
+    threads = []
+    for fn, client, script in workers:
+        args = (client, stop) if fn is flood else (client, stop, script, started)
+        t = threading.Thread(target=fn, args=args, daemon=True, name=f"demo-{fn.__name__}")
+        t.start()
+        threads.append(t)
+    stop.wait()
+    for t in threads:
+        t.join(5)
+    if routes is not None:
+        routes.close()
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.WARNING)
+    # the demo's producer and brokers come first on a small host: these clients show
+    # backlog and throttling, and a late producer would blur the fuse's story
+    os.nice(NICE)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    run(Path(argv[0]), stop)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
