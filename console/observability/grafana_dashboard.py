@@ -160,6 +160,31 @@ def consumer_lag_panel():
                         "Messages not yet consumed, per broker and consumer group.", width=8)
 
 
+def consumer_status_panel():
+    expr = f"max by (broker, group) (floodgate_consumer_group_status{{{BROKER}}})"
+    return (series_panel("Consumer group status", "short", [query(expr, "{{broker}} {{group}}")],
+                         "The broker's verdict per group: 0 OK, 1 WARNING (lag growing),"
+                         " 2 STALLED (alive, offsets not moving), 3 STOPPED (no consumer heard"
+                         " from). Red line: the stall alert.", width=8, sla=2)
+            .min(0).max(3))
+
+
+def drain_panel():
+    expr = f"max by (broker, group) (floodgate_consumer_group_drain_seconds{{{BROKER}}})"
+    return series_panel("Consumer time to drain", "s", [query(expr, "{{broker}} {{group}}")],
+                        "Lag over the net consume rate; a gap: not catching up (or no data).",
+                        width=8)
+
+
+def throttled_panel():
+    expr = (f"sum by (broker, topic, group) "
+            f"(rate(floodgate_flow_control_throttled_total{{{BROKER}}}[{RATE}]))")
+    return series_panel("Sends throttled by flow control", "short",
+                        [query(expr, "{{broker}} {{topic}} from {{group}}")],
+                        "Sends per second answered FLOW_CONTROL (over a topic's or producer"
+                        " group's quota), per broker, topic and group.", width=8)
+
+
 def isolated_brokers_panel():
     expr = f"max by (broker, reason) (floodgate_fuse_broker_isolated{{{BROKER}}})"
     return (series_panel("Isolated brokers", "short", [query(expr, "{{broker}} ({{reason}})")],
@@ -224,7 +249,10 @@ def build_dashboard(datasource: str = DEFAULT_DATASOURCE) -> dict:
                .with_row(dash.Row("Fuse")).with_panel(fuse_panel())
                .with_panel(isolated_brokers_panel())
                .with_row(dash.Row("Storage and consumers")).with_panel(disk_panel())
-               .with_panel(flush_lag_panel()).with_panel(consumer_lag_panel()))
+               .with_panel(flush_lag_panel()).with_panel(consumer_lag_panel())
+               .with_row(dash.Row("Consumer groups and flow control"))
+               .with_panel(consumer_status_panel()).with_panel(drain_panel())
+               .with_panel(throttled_panel()))
     return json.loads(json.dumps(builder.build(), cls=JSONEncoder))
 
 

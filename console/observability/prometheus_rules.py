@@ -15,7 +15,10 @@ runbook line each):
 - a producer's fuse with as many brokers isolated as the cap allows (naming them);
 - a data disk over 75 % full;
 and for replicated groups (`floodgate.ha`): a slave lagging over a second, a
-master with no slave in sync (one copy only), a failover in the last 5 minutes.
+master with no slave in sync (one copy only), a failover in the last 5 minutes;
+for consumers and flow control (`floodgate.consumers`): a group STALLED or
+STOPPED, a group whose lag keeps growing, sends throttled by a quota for 5
+minutes.
 """
 
 from __future__ import annotations
@@ -229,6 +232,66 @@ def ha_alerts() -> list[Alert]:
     ]
 
 
+# A group's lag per topic on the broker an alert is about, named in its description.
+GROUP_LAG = (
+    ' {{ range query (printf "sum by (topic) (floodgate_consumer_queue_lag{instance=%q,group=%q})"'
+    " $labels.instance $labels.group) }} {{ .Labels.topic }} {{ .Value | printf \"%.0f\" }}"
+    "{{ end }}"
+)
+
+
+def consumer_alerts(window: str = RATE_WINDOW) -> list[Alert]:
+    """Consumer groups as the brokers judge them (floodgate_consumer_group_status: 0 OK,
+    1 WARNING, 2 STALLED, 3 STOPPED), and sends refused by flow control."""
+    return [
+        Alert(
+            "FloodgateConsumerStalled",
+            "floodgate_consumer_group_status >= 2",
+            # the broker calls a stall within 2 s; 30 s lets a rebalance or a consumer's
+            # restart pass without paging anyone
+            "30s",
+            "page",
+            "Consumer group {{ $labels.group }} is not consuming on {{ $labels.broker }}",
+            "Consumer group {{ $labels.group }} has lag on broker {{ $labels.broker }}"
+            " ({{ $labels.instance }}) and its offsets have not moved for 30 s (status"
+            " {{ $value }}: 2 STALLED, its consumers are alive but stuck; 3 STOPPED, none"
+            f" heard from). Lag by topic:{GROUP_LAG}.",
+            "Runbook: `floodgate status` (or the console's g screen) shows the group's queues;"
+            " STALLED: look at its consumers' logs for a message they fail on or a blocked"
+            " downstream; STOPPED: restart its consumers. Other groups are not delayed by"
+            " its backlog (each group reads at its own offset).",
+        ),
+        Alert(
+            "FloodgateConsumerLagGrowing",
+            "floodgate_consumer_group_status == 1",
+            "2m",
+            "warning",
+            "Consumer group {{ $labels.group }} falls behind on {{ $labels.broker }}",
+            "Consumer group {{ $labels.group }} consumes slower than producers write on broker"
+            " {{ $labels.broker }} ({{ $labels.instance }}): its lag has grown for 2 minutes."
+            f" Lag by topic:{GROUP_LAG}.",
+            "Runbook: compare the group's consume and write rates (`floodgate status`); add"
+            " consumers (up to one per queue) or speed up their processing; a peak that ends"
+            " soon drains by itself (the console shows the time to drain).",
+        ),
+        Alert(
+            "FloodgateFlowControlThrottling",
+            f"rate(floodgate_flow_control_throttled_total[{window}]) > 0",
+            "5m",
+            "info",
+            "Topic {{ $labels.topic }} from {{ $labels.group }} throttled on {{ $labels.broker }}",
+            "Broker {{ $labels.broker }} ({{ $labels.instance }}) has refused sends of topic"
+            " {{ $labels.topic }} from producer group {{ $labels.group }} with FLOW_CONTROL for"
+            ' 5 minutes, {{ $value | printf "%.1f" }} a second now: a quota holds them back'
+            " and the producers back off and retry.",
+            "Runbook: `floodgate quota show --cluster FILE` lists the quotas; if this is planned"
+            " peak traffic, raise the quota (`floodgate quota set`, or re-plan with `floodgate"
+            " report capacity` and `floodgate quota apply`); if a producer runs away, the quota"
+            " is doing its job: find it by its group.",
+        ),
+    ]
+
+
 def rules_file(window: str = RATE_WINDOW) -> dict:
     """The floodgate.rules.yml document."""
     return {
@@ -237,5 +300,7 @@ def rules_file(window: str = RATE_WINDOW) -> dict:
             {"name": "floodgate.rates", "rules": [r.to_dict() for r in rate_rules(window)]},
             {"name": "floodgate.sla", "rules": [a.to_dict() for a in sla_alerts(window)]},
             {"name": "floodgate.ha", "rules": [a.to_dict() for a in ha_alerts()]},
+            {"name": "floodgate.consumers",
+             "rules": [a.to_dict() for a in consumer_alerts(window)]},
         ]
     }
