@@ -46,7 +46,8 @@ RETRYABLE = frozenset({Code.SYSTEM_BUSY, Code.SYSTEM_ERROR, Code.SERVICE_NOT_AVA
 STORED = (Code.OK, Code.FLUSH_DISK_TIMEOUT, Code.FLUSH_SLAVE_TIMEOUT, Code.SLAVE_NOT_AVAILABLE)
 FLOW_RETRIES = 3  # seed 002's three compensations
 MAX_BACKOFF_S = 1.0  # a hint longer than this is the broker's guess, not a promise
-DEFAULT_HINT_S = 0.05  # a FLOW_CONTROL answer without a readable hint
+DEFAULT_HINT_S = 0.05
+FLOW_BACKOFF_FLOOR_S = 0.01  # the first wait after FLOW_CONTROL; doubles each time  # a FLOW_CONTROL answer without a readable hint
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +232,10 @@ class SendPlan:
                                       f"{self.throttled} throttled attempt(s))", Code.FLOW_CONTROL)
         # up to twice the hint, at random: the sends refused together must not all come
         # back in the same millisecond for the same few tokens
-        wait = min(MAX_BACKOFF_S, max(hint * (1.0 + random.random()),
+        # and at least a floor that doubles with each refusal of the same send: a flood
+        # of refused sends must not turn into a storm of retries at the broker
+        floor = FLOW_BACKOFF_FLOOR_S * 2 ** (self.throttled - 1)
+        wait = min(MAX_BACKOFF_S, max(hint * (1.0 + random.random()), floor,
                                       self._interval(self.throttled)))
         if counters is not None:
             counters.add("backoff_s", wait)

@@ -17,8 +17,7 @@ def admitted_over(bucket: TokenBucket, clock: ManualClock, seconds: float, offer
     n, step = 0, 1.0 / offered
     end = clock.t + seconds
     while clock.t < end:
-        if bucket.wait(1, clock.t) == 0:
-            bucket.take(1, clock.t)
+        if bucket.take(1, clock.t) == 0:
             n += 1
         clock.advance(step)
     return n
@@ -35,12 +34,11 @@ def test_burst_passes_at_once_then_the_hint_says_when_the_next_token_comes():
     clock = ManualClock(0.0)
     b = TokenBucket(Quota.make("topic", "t", 100, burst=10), clock.t)
     for _ in range(10):
-        assert b.wait(1, clock.t) == 0
-        b.take(1, clock.t)
-    assert b.wait(1, clock.t) == pytest.approx(0.01)
-    assert b.wait(5, clock.t) == pytest.approx(0.05)
+        assert b.take(1, clock.t) == 0
+    assert b.take(1, clock.t) == pytest.approx(0.01)
+    assert b.take(5, clock.t) == pytest.approx(0.05)  # the refusal took nothing
     clock.advance(0.01)
-    assert b.wait(1, clock.t) == 0
+    assert b.take(1, clock.t) == 0
 
 
 def test_warmup_starts_at_a_third_and_reaches_the_rate_after_warmup_s():
@@ -59,9 +57,8 @@ def test_warmup_starts_at_a_third_and_reaches_the_rate_after_warmup_s():
 def test_a_batch_bigger_than_the_bucket_passes_when_full_and_is_paid_back():
     clock = ManualClock(0.0)
     b = TokenBucket(Quota.make("topic", "t", 100, burst=10), clock.t)
-    assert b.wait(40, clock.t) == 0
-    b.take(40, clock.t)
-    assert b.wait(1, clock.t) == pytest.approx(0.31)  # 30 owed, then one more
+    assert b.take(40, clock.t) == 0
+    assert b.take(1, clock.t) == pytest.approx(0.31)  # 30 owed, then one more
 
 
 @pytest.mark.parametrize(("args", "message"), [
