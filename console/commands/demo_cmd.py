@@ -119,6 +119,14 @@ def _log_path(args) -> Path:
 def _headless(demo, args, stop: threading.Event) -> int:
     from console.demo.summary import summarize_run
 
+    seen: dict[str, list[str]] = {}  # consumer group -> the statuses it went through
+
+    def track(state) -> None:
+        for g in state.consumers if state else ():
+            statuses = seen.setdefault(g.name, [])
+            if not statuses or statuses[-1] != g.status:
+                statuses.append(g.status)
+
     def record(state) -> dict:
         """The run as it stands: taken at the end of the window, before the console
         (or poller) is torn down, so the summary covers exactly the N seconds."""
@@ -127,11 +135,16 @@ def _headless(demo, args, stop: threading.Event) -> int:
                 **summarize_run(state.brokers if state else (), demo.actions, transitions,
                                 demo.fuse_snapshot(), time.time()),
                 "fuse_transitions": transitions,
+                "consumer_groups": {g.name: {"status": g.status, "lag": g.lag,
+                                             "drain_s": g.drain_s,
+                                             "statuses": seen.get(g.name, [g.status])}
+                                    for g in (state.consumers if state else ())},
+                "throttled_total": state.flow.total if state else 0,
                 "faults": [{"time": a.time, "broker": a.broker, "action": a.action}
                            for a in demo.actions]}
 
     summary = (_run_with_tui if args.with_tui else _run_polling)(demo, args.headless, stop,
-                                                                 record)
+                                                                 record, track)
     if args.json:
         print_json(summary)
     else:
@@ -141,7 +154,7 @@ def _headless(demo, args, stop: threading.Event) -> int:
     return 0
 
 
-def _run_polling(demo, seconds: float, stop: threading.Event, record) -> dict:
+def _run_polling(demo, seconds: float, stop: threading.Event, record, track) -> dict:
     """The console's poller alone; the record of the run at its end."""
     from console.data.poller import Poller
     from console.data.sources import HttpBrokers, HttpProducers
@@ -153,6 +166,7 @@ def _run_polling(demo, seconds: float, stop: threading.Event, record) -> dict:
     try:
         while not stop.wait(min(1.0, max(0.0, end - time.monotonic()))):
             demo.collect_transitions()
+            track(poller.state)
             if time.monotonic() >= end:
                 break
     except KeyboardInterrupt:
@@ -168,7 +182,7 @@ TUI_KEYS = ("enter", "c", "f", "c", "down", "enter", "c", "a", "c")
 TUI_KEY_EVERY_S = 4.0
 
 
-def _run_with_tui(demo, seconds: float, stop: threading.Event, record) -> dict:
+def _run_with_tui(demo, seconds: float, stop: threading.Event, record, track) -> dict:
     """The real console, headless in this process, stepping through its screens;
     the record of the run at its end."""
     from console.tui.app import FloodgateApp
@@ -183,6 +197,7 @@ def _run_with_tui(demo, seconds: float, stop: threading.Event, record) -> dict:
         while time.monotonic() < end and not stop.is_set():
             await pilot.pause(min(1.0, max(0.0, end - time.monotonic())))
             demo.collect_transitions()
+            track(app.state)
             if time.monotonic() >= next_key:
                 await pilot.press(TUI_KEYS[step % len(TUI_KEYS)])
                 step += 1
@@ -210,3 +225,8 @@ def _print_summary(summary: dict) -> None:
     isolations = [t for t in summary["fuse_transitions"] if t["event"] == "isolate"]
     print(f"fuse: {len(summary['fuse_transitions'])} transitions, {len(isolations)} isolations, "
           f"{summary['false_isolations']} of brokers without a fault")
+    for name, g in summary["consumer_groups"].items():
+        print(f"  consumer group {name}: {g['status']}, lag {g['lag']:,} "
+              f"(went {' -> '.join(g['statuses'])})")
+    if summary["throttled_total"]:
+        print(f"flow control: {summary['throttled_total']:,} sends throttled")

@@ -38,5 +38,9 @@ def test_headless_demo_summary(tmp_path):
     for t in summary["fuse_transitions"]:
         assert set(t) == {"time", "broker", "event", "reason"}
         assert t["event"] in ("isolate", "release", "overflow", "reexclude")
+    # the demo's clients: two consumer groups judged by the brokers, a throttled flood
+    assert set(summary["consumer_groups"]) == {"billing", "warehouse"}
+    assert summary["consumer_groups"]["billing"]["status"] in ("OK", "WARNING")
+    assert summary["throttled_total"] > 0
     assert not list(tmp_path.glob("floodgate-demo-*"))  # its own temporary data dir: gone
     assert all(port_free(p) for p in range(base, base + 13))
