@@ -59,22 +59,29 @@ def build_app(broker) -> web.Application:
     async def fault_get(request: web.Request) -> web.Response:
         return web.json_response(broker.faults.describe())
 
-    async def fault_set(request: web.Request) -> web.Response:
+    async def admin_body(request: web.Request, what: str, valid: set[str]
+                         ) -> tuple[dict | None, web.Response | None]:
+        """An admin POST's JSON object of `valid` fields: (body, None) or (None, the
+        answer refusing it: 403 for a caller not allowed, 400 for a bad body)."""
         if not _authorized(request):
-            return _error(403, "admin endpoints answer loopback or a valid admin token only")
+            return None, _error(403, "admin endpoints answer loopback or a valid admin token "
+                                     "only")
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "body must be a JSON object of fault fields")
+            body = None
         if not isinstance(body, dict):
-            return _error(400, "body must be a JSON object of fault fields")
-        unknown = set(body) - FAULT_FIELDS
+            return None, _error(400, f"body must be a JSON object of {what} fields")
+        unknown = set(body) - valid
         if unknown:
-            return _error(
-                400,
-                f"unknown fault fields: {', '.join(sorted(unknown))}; "
-                f"valid: {', '.join(sorted(FAULT_FIELDS))}",
-            )
+            return None, _error(400, f"unknown {what} fields: {', '.join(sorted(unknown))}; "
+                                     f"valid: {', '.join(sorted(valid))}")
+        return body, None
+
+    async def fault_set(request: web.Request) -> web.Response:
+        body, refused = await admin_body(request, "fault", FAULT_FIELDS)
+        if refused is not None:
+            return refused
         try:
             spec = FaultSpec(**body)
             broker.faults.inject(spec)
@@ -93,18 +100,9 @@ def build_app(broker) -> web.Application:
 
     async def quota_set(request: web.Request) -> web.Response:
         """Body: {kind: topic|group, target, rate, burst?, warmup_s?}; kept in the data dir."""
-        if not _authorized(request):
-            return _error(403, "admin endpoints answer loopback or a valid admin token only")
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            body = None
-        if not isinstance(body, dict):
-            return _error(400, "body must be a JSON object {kind, target, rate, burst, warmup_s}")
-        unknown = set(body) - QUOTA_FIELDS
-        if unknown:
-            return _error(400, f"unknown quota fields: {', '.join(sorted(unknown))}; "
-                               f"valid: {', '.join(sorted(QUOTA_FIELDS))}")
+        body, refused = await admin_body(request, "quota", QUOTA_FIELDS)
+        if refused is not None:
+            return refused
         try:
             quota = Quota.make(body.get("kind", "topic"), body.get("target"), body.get("rate"),
                                body.get("burst"), body.get("warmup_s", 0.0))

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from broker_core.client import admin
 from broker_core.client.producer import Producer, SendFailed
 from capacity.quotas import plan_quotas
 from console.cli import main
@@ -26,6 +27,12 @@ def test_quota_commands_and_a_throttled_group_that_backs_off(cluster_factory, ca
     code, _out, err = floodgate(capsys, "quota", "set", "--cluster", path, "--topic", "a[b",
                                 "--rate", "5")
     assert code == 2 and err.count("\n") == 1 and "unknown topic pattern" in err
+    http = cluster.file.brokers[0].http  # the admin API refuses what the command would not
+    for body, words in (({"target": "t", "rate": -1}, "rate must be a positive"),
+                        ({"target": "t", "rate": 1, "colour": "red"}, "unknown quota fields"),
+                        ([1, 2], "must be a JSON object")):
+        with pytest.raises(admin.AdminError, match=words):
+            admin.quota(http, "POST", body)
     code, out, _ = floodgate(capsys, "quota", "set", "--cluster", path, "--group", "flood",
                              "--rate", "200", "--burst", "20")
     assert code == 0 and out.count("group flood") == 2  # both brokers
