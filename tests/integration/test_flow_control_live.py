@@ -76,3 +76,23 @@ def test_quota_commands_and_a_throttled_group_that_backs_off(cluster_factory, ca
     bad.write_text("{}")
     code, _out, err = floodgate(capsys, "quota", "apply", "--cluster", path, "--plan", str(bad))
     assert code == 2 and "no quotas in it" in err
+
+
+def test_the_asyncio_producer_backs_off_and_is_counted(cluster_factory):
+    import asyncio
+
+    from broker_core.client.aio_producer import AsyncProducer
+
+    cluster = cluster_factory(1)
+    admin.quota(cluster.file.brokers[0].http, "POST",
+                {"kind": "topic", "target": "orders", "rate": 500, "burst": 10})
+
+    async def flood() -> tuple[list, dict, object]:
+        async with AsyncProducer(cluster.file.addrs, group="app", flow_retries=6) as p:
+            results = await asyncio.gather(*(p.send("orders", b"x") for _ in range(60)))
+            return results, p.counters.snapshot(), p.fuse.snapshot()
+
+    results, counters, fuse = asyncio.run(flood())
+    assert all(r.status == "SEND_OK" for r in results)
+    assert counters["flow_control"] > 0 and counters["backoff_s"] > 0
+    assert not fuse.isolated
