@@ -89,8 +89,9 @@ def print_consumers(console, state) -> None:
     for g in state.consumers:
         line = Text(f"group {g.name:<{width}}  ")
         line.append(f"{g.status:<7}", style=GROUP_STYLE.get(g.status, ""))
-        drain = "not draining" if g.lag and g.drain_s is None else \
-            f"drains in {duration(g.drain_s)}"
+        # no net progress: a steady lag when judged OK, else it is falling behind
+        drain = f"drains in {duration(g.drain_s)}" if g.drain_s is not None else \
+            "keeping up" if g.status == "OK" else "not draining"
         line.append(f"  lag {count(g.lag)}  {drain}  ({', '.join(g.topics)})")
         console.print(line)
     if state.flow.active:

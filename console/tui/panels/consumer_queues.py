@@ -10,7 +10,7 @@ from rich.text import Text
 from broker_core.observe.backlog import SEVERITY
 from console.data.consumers import trend_arrow
 from console.tui.format import GROUP_STYLE, Sparkline, count, duration, rate
-from console.tui.panels.consumers import drain_cell
+from console.tui.panels.consumers import drain_cell, drain_text
 
 
 def _head(g) -> Text:
@@ -37,11 +37,10 @@ def render(state, focus=None):
     rows = sorted(g.queues, key=lambda q: (-SEVERITY.get(q.status, 0), -q.lag, q.topic,
                                            q.broker, q.queue))
     for q in rows:
-        never = "never" if q.lag else "-"
         table.add_row(q.broker, q.topic, str(q.queue), count(q.committed), count(q.end),
                       Text(count(q.lag), style="bold" if q.lag else ""),
                       Text(q.status, style=GROUP_STYLE.get(q.status, "")),
-                      duration(q.drain_s, never))
+                      drain_text(q.lag, q.drain_s, q.status))
     lags = [float(lag) for _, lag in g.history]
     return Group(_head(g), Text("lag, last minutes (one point per refresh):", style="dim"),
                  Sparkline(lags, style="cyan"), Text(""), table)

@@ -32,10 +32,16 @@ def _trend(g: GroupView) -> Text:
     return text
 
 
+def drain_text(lag: int, drain_s: float | None, status: str) -> Text:
+    """The time to drain; with lag and no net progress, either "keeping up" (judged OK:
+    a steady lag, consumed as fast as written) or "never" (it is falling behind)."""
+    if lag and drain_s is None:
+        return Text("keeping up", style="dim") if status == "OK" else Text("never", style="red")
+    return Text(duration(drain_s))
+
+
 def drain_cell(g: GroupView) -> Text:
-    if g.lag and g.drain_s is None:  # lag, and not catching up
-        return Text("never", style="red" if g.status != "OK" else "yellow")
-    return Text(duration(g.drain_s))
+    return drain_text(g.lag, g.drain_s, g.status)
 
 
 COLUMNS: tuple[Column, ...] = (

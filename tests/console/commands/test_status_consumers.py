@@ -51,3 +51,12 @@ def test_status_without_groups_prints_no_group_lines(tmp_path, capsys):
     rc = main(["status", "--replay", recording(tmp_path, {"broker": "b", "time": 1.0})])
     out = capsys.readouterr().out
     assert rc == 0 and "group " not in out and "flow control" not in out
+
+
+def test_a_steady_lag_judged_ok_is_keeping_up(tmp_path, capsys):
+    from tests.console.tui.test_consumers_screen import group, queue
+
+    steady = {"broker": "b", "time": 1.0,
+              "consumers": {"billing": group("OK", 5, [queue("orders", 0, 95, 100)])}}
+    assert main(["status", "--replay", recording(tmp_path, steady)]) == 0
+    assert "group billing  OK       lag 5  keeping up  (orders)" in capsys.readouterr().out
