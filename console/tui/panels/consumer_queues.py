@@ -20,7 +20,8 @@ def _head(g) -> Text:
     text.append(f"  lag {count(g.lag)} {trend_arrow(g)} {g.trend_per_s:+,.1f}/s  "
                 f"in {rate(g.produce_per_s)}  out {rate(g.consume_per_s)}  drain ")
     text.append_text(drain_cell(g))
-    text.append(f"  idle {duration(g.idle_s)}  on {', '.join(g.brokers)}")
+    on = ", ".join(g.brokers) if len(g.brokers) <= 3 else f"{len(g.brokers)} brokers"
+    text.append(f"  idle {duration(g.idle_s)}  on {on}")
     return text
 
 

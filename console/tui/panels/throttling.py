@@ -25,17 +25,28 @@ def summary(flow) -> Text:
     return text
 
 
-def _quota_table(flow) -> Table:
+def _brokers(names: list[str], every: int) -> str:
+    if len(names) == every > 1:
+        return f"all {every}"
+    return ", ".join(names) if len(names) <= 3 else f"{len(names)} brokers"
+
+
+def _quota_table(flow, brokers: int) -> Table:
+    """One row per quota, with the brokers that enforce it: `quota apply` sets the same
+    quota on every broker, and six identical rows would hide a broker that lacks it."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for label, right in (("broker", False), ("kind", False), ("target", False),
-                         ("rate", True), ("burst", True), ("warm-up", True),
-                         ("warming", False)):
+    for label, right in (("kind", False), ("target", False), ("rate", True), ("burst", True),
+                         ("warm-up", True), ("on", False), ("warming", False)):
         table.add_column(label, justify="right" if right else "left", no_wrap=True)
-    for q in sorted(flow.quotas, key=lambda q: (q.kind, q.target, q.broker)):
-        warming = ", ".join(f"{name} {rate(r)}" for name, r in q.rate_now)
-        table.add_row(q.broker, q.kind, q.target, rate(q.rate),
-                      "-" if q.burst is None else f"{q.burst:,.0f}",
-                      duration(q.warmup_s) if q.warmup_s else "-",
+    same: dict[tuple, list] = {}
+    for q in flow.quotas:
+        same.setdefault((q.kind, q.target, q.rate, q.burst, q.warmup_s), []).append(q)
+    for (kind, target, per_s, burst, warmup_s), rows in sorted(
+            same.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0.0)):
+        warming = ", ".join(f"{q.broker}: {name} {rate(r)}" for q in rows for name, r in q.rate_now)
+        table.add_row(kind, target, rate(per_s), "-" if burst is None else f"{burst:,.0f}",
+                      duration(warmup_s) if warmup_s else "-",
+                      _brokers(sorted(q.broker for q in rows), brokers),
                       Text(warming, style="yellow"))
     return table
 
@@ -60,7 +71,8 @@ def render(state, focus=None):
     parts = [summary(flow)]
     # headings as lines of their own: a table's title wraps to the table's width
     if flow.quotas:
-        parts += [Text("quotas in force", style="bold underline"), _quota_table(flow)]
+        brokers = sum(1 for b in state.brokers if b.state != "DOWN" and b.stats is not None)
+        parts += [Text("quotas in force", style="bold underline"), _quota_table(flow, brokers)]
     if flow.throttled:
         parts += [Text("sends throttled (answered FLOW_CONTROL), per broker", style="bold "
                        "underline"), _throttled_table(flow)]

@@ -143,3 +143,26 @@ def test_snapshot_of_the_groups_screen(tmp_path, snap_compare):
         await pilot.pause()
 
     assert snap_compare(replay_app(tmp_path), terminal_size=(150, 44), run_before=before)
+
+
+def test_one_quota_row_per_quota_with_the_brokers_enforcing_it():
+    from rich.console import Console
+
+    from broker_core.observe.stats_doc import BrokerStats
+    from console.data.state import BrokerSample, build_state
+    from console.tui.panels import render_panel
+
+    quota = BROKER_1["flow"]["quotas"][0]
+    docs = [{"broker": f"broker-{i}", "time": 1.0, "flow": {"quotas": [quota]}}
+            for i in (1, 2, 3)]
+    docs[2]["flow"] = {}  # broker-3 lacks it: the row must say who has it
+
+    def shown(docs) -> str:
+        state = build_state([BrokerSample(d["broker"], d["broker"], BrokerStats.from_dict(d))
+                             for d in docs], now=1)
+        console = Console(width=150, record=True)
+        console.print(render_panel("throttling", state))
+        return console.export_text()
+
+    assert "topic  orders  500/s     50        -  broker-1, broker-2" in shown(docs)
+    assert "topic  orders  500/s     50        -  all 2" in shown(docs[:2])
