@@ -319,12 +319,14 @@ class BrokerStats:
 @dataclass(frozen=True)
 class ProducerStats:
     """A producer's /stats: its fuse snapshot (`fuse.FuseSnapshot.to_dict()` plus
-    wall-clock times) and, for a load generator, its recent sends."""
+    wall-clock times), its throttling figures (`sends`: FLOW_CONTROL answers,
+    give-ups, seconds backed off) and, for a load generator, its recent sends."""
 
     producer: str = ""
     time: float | None = None
     fuse: Mapping[str, Any] | None = None
     load: Mapping[str, Any] | None = None
+    sends: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, doc: Any) -> ProducerStats:
@@ -332,11 +334,13 @@ class ProducerStats:
         fuse, load = doc.get("fuse"), doc.get("load")
         return cls(producer=str(doc.get("producer") or ""), time=_num(doc.get("time")),
                    fuse=fuse if isinstance(fuse, Mapping) else None,
-                   load=load if isinstance(load, Mapping) else None)
+                   load=load if isinstance(load, Mapping) else None,
+                   sends=_figures(doc.get("sends"), float))
 
     def to_dict(self) -> dict[str, Any]:
         return {"producer": self.producer, "time": self.time, "fuse": self.fuse,
-                **({"load": self.load} if self.load is not None else {})}
+                **({"load": self.load} if self.load is not None else {}),
+                **({"sends": dict(self.sends)} if self.sends else {})}
 
 
 def stats_document(snap: BrokerSnapshot, history_s: int = 0) -> dict[str, Any]:

@@ -104,6 +104,7 @@ class ProducerView:
     error: str | None = None
     fuse: Mapping[str, Any] | None = None
     load: Mapping[str, Any] | None = None
+    sends: Mapping[str, float] = field(default_factory=dict)  # its FLOW_CONTROL figures
 
     @property
     def excluded(self) -> list[str]:
@@ -306,7 +307,7 @@ def producer_view(sample: ProducerSample) -> ProducerView:
     if stats is None:
         return ProducerView(sample.key, sample.key, False, sample.error or "no answer")
     return ProducerView(sample.key, stats.producer or sample.key, True, None, stats.fuse,
-                        stats.load)
+                        stats.load, stats.sends)
 
 
 def summarize(brokers: Sequence[BrokerView], producers: Sequence[ProducerView],

@@ -201,6 +201,8 @@ def live_names(live) -> set[str]:
     for addr in (live.cluster.file.brokers[0].http, live.producer_http):
         for family in text_string_to_metric_families(get_text(f"http://{addr}/metrics")):
             names.add(family.name)
+            if family.type == "counter":  # declared, if with no sample yet (nothing throttled)
+                names.add(family.name + "_total")
             names.update(s.name for s in family.samples)
     return names
 

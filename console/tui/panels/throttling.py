@@ -76,4 +76,14 @@ def render(state, focus=None):
     if flow.throttled:
         parts += [Text("sends throttled (answered FLOW_CONTROL), per broker", style="bold "
                        "underline"), _throttled_table(flow)]
+    parts += [_producer_line(p) for p in state.producers if p.sends.get("flow_control")]
     return Group(*parts)
+
+
+def _producer_line(producer) -> Text:
+    """What a watched producer saw of flow control: its attempts refused, its sends
+    that ran out of backoffs, the time it waited."""
+    s = producer.sends
+    return Text(f"producer {producer.name}: {count(int(s['flow_control']))} attempts throttled, "
+                f"{count(int(s.get('flow_control_gave_up', 0)))} sends gave up, "
+                f"{duration(s.get('backoff_s', 0.0))} backed off")

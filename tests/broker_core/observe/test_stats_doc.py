@@ -44,7 +44,8 @@ def test_broker_stats_round_trip_through_json():
 
 def test_producer_stats_round_trip():
     full = ProducerStats("bench", 1.5, {"cap": 1, "excluded": ["broker-2"]},
-                         {"sends": 10, "window_s": 10})
+                         {"sends": 10, "window_s": 10},
+                         {"flow_control": 12.0, "flow_control_gave_up": 1.0, "backoff_s": 0.4})
     assert ProducerStats.from_dict(json.loads(json.dumps(full.to_dict()))) == full
     bare = ProducerStats("bench", 1.5)  # no fuse, no load generator
     assert ProducerStats.from_dict(bare.to_dict()) == bare and "load" not in bare.to_dict()

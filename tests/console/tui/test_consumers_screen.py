@@ -166,3 +166,22 @@ def test_one_quota_row_per_quota_with_the_brokers_enforcing_it():
 
     assert "topic  orders  500/s     50        -  broker-1, broker-2" in shown(docs)
     assert "topic  orders  500/s     50        -  all 2" in shown(docs[:2])
+
+
+def test_a_watched_producers_throttling_is_shown_under_the_brokers():
+    from rich.console import Console
+
+    from broker_core.observe.stats_doc import BrokerStats, ProducerStats
+    from console.data.state import BrokerSample, ProducerSample, build_state
+    from console.tui.panels import render_panel
+
+    quota = BROKER_1["flow"]["quotas"][0]
+    broker = {"broker": "broker-1", "time": 1.0, "flow": {"quotas": [quota]}}
+    producer = ProducerStats.from_dict({"producer": "orders-app", "sends": {
+        "flow_control": 1234, "flow_control_gave_up": 5, "backoff_s": 12.5}})
+    state = build_state([BrokerSample("broker-1", "broker-1", BrokerStats.from_dict(broker))],
+                        [ProducerSample("p", producer)], now=1)
+    console = Console(width=150, record=True)
+    console.print(render_panel("throttling", state))
+    assert "producer orders-app: 1,234 attempts throttled, 5 sends gave up" in \
+        console.export_text()
