@@ -8,7 +8,7 @@ and a flooding producer group held back by a quota.
   recovers and drains its backlog while `billing` never falls behind (seed
   001: one group's backlog must not delay another's);
 - `demo-batch` offers `BATCH_RATE` msgs/s against a quota of `BATCH_QUOTA`
-  per broker, so brokers answer FLOW_CONTROL and the producer backs off.
+  per broker, so brokers answer FLOW_CONTROL and the producer backs off once.
 
 Run by `console.demo.runner` as `python -m console.demo.clients CLUSTER_FILE`;
 it stops on SIGTERM, committing what it consumed.
@@ -29,8 +29,11 @@ log = logging.getLogger("floodgate.demo.clients")
 TOPIC = "demo"
 BATCH_TOPIC = "demo-batch"
 BATCH_GROUP = "demo-batch"
-BATCH_RATE = 600.0  # offered, msgs/s
-BATCH_QUOTA = {"kind": "group", "target": BATCH_GROUP, "rate": 100.0, "burst": 10.0}
+BATCH_RATE = 300.0  # offered, msgs/s
+BATCH_QUOTA = {"kind": "group", "target": BATCH_GROUP, "rate": 40.0, "burst": 4.0}
+BATCH_FLOW_RETRIES = 1  # one backoff, then give up: the demo shows refusals, not a retry storm
+FEW = 64  # a poll that brought fewer waits PAUSE_S: bigger pulls, fewer of them (2 cores)
+PAUSE_S = 0.05
 NICE = 5
 COMMIT_S = 0.5  # the brokers judge offsets every second: commit more often than that
 CYCLE_S = 150.0  # the fault script's cycle (console.demo.runner.CYCLE_S)
@@ -65,6 +68,8 @@ def consume(consumer, stop: threading.Event, script=None, started: float = 0.0) 
         msgs = consumer.poll(256, timeout=0.5)
         if msgs and per_msg:
             stop.wait(per_msg * len(msgs))
+        elif len(msgs) < FEW:
+            stop.wait(PAUSE_S)
         if time.monotonic() - last_commit >= COMMIT_S:
             consumer.commit()
             last_commit = time.monotonic()
@@ -112,7 +117,8 @@ def run(cluster_path: Path, stop: threading.Event) -> None:
     workers = [
         (consume, Consumer("billing", TOPIC, brokers, routes=routes), None),
         (consume, Consumer("warehouse", TOPIC, brokers, routes=routes), WAREHOUSE_SCRIPT),
-        (flood, Producer(brokers, routes=routes, group=BATCH_GROUP), None),
+        (flood, Producer(brokers, routes=routes, group=BATCH_GROUP,
+                         flow_retries=BATCH_FLOW_RETRIES), None),
     ]
     threads = []
     for fn, client, script in workers:

@@ -51,6 +51,7 @@ FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
 CYCLE_S = 150.0
 DEMO_TOPIC = "demo"
 DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
+CLIENTS_AFTER_S = 4.0  # consumers and the batch producer start this long after the load
 # Replicated demo: the same acts on groups 2 and 3 (their masters), then a kill.
 KILL = {"kill": True}
 HA_FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
@@ -159,14 +160,18 @@ class Demo:
                                      extra_stats=lambda: {"load": self.gen.recent_summary()})
             self.http.start()
             self._spawn(self.gen.run, "load")
-            if o.clients:
-                self.clients = self._start_clients()
+            if o.clients:  # once the slaves are in sync: a cold start is busy enough
+                self._spawn(self._clients_later, "clients")
             if o.faults:
                 self._spawn(self._fault_loop, "faults")
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _clients_later(self) -> None:
+        if not self._stop.wait(CLIENTS_AFTER_S):
+            self.clients = self._start_clients()
 
     def _start_clients(self) -> subprocess.Popen:
         """Consumer groups and the throttled batch producer (console.demo.clients), in
@@ -290,6 +295,7 @@ class Demo:
         if self.routes is not None:
             self.routes.close()
         if self.clients is not None:
+            self.clients.terminate()  # again: it may have started while the rest stopped
             try:
                 self.clients.wait(10)
             except subprocess.TimeoutExpired:
