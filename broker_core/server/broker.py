@@ -194,19 +194,20 @@ class Broker:
         if self.ha is not None and (refused := self.ha.refusal()) is not None:
             self.counters["send_errors"] += 1
             return refused
-        if self.flow.quotas:
-            group = props.get(p.PRODUCER_GROUP, "") if props else ""
-            wait = self.flow.admit(topic, group, n)
-            if wait:
-                return Code.FLOW_CONTROL, p.encode_flow_control(
-                    wait, self.flow.reason())
         limit = self.store.config.max_message_bytes
         if nbytes > limit:
             self.counters["send_errors"] += 1
             return Code.MESSAGE_TOO_LARGE, (f"body of {nbytes} bytes is over the "
                                             f"{limit}-byte limit").encode()
         qid, err = self._queue_for(topic, qid)
-        return err if err else (Code.OK, qid)
+        if err:
+            return err
+        if self.flow.quotas:  # last: only a send that would be stored takes tokens
+            group = props.get(p.PRODUCER_GROUP, "") if props else ""
+            wait = self.flow.admit(topic, group, n)
+            if wait:
+                return Code.FLOW_CONTROL, p.encode_flow_control(wait, self.flow.reason())
+        return Code.OK, qid
 
     def _send_answer(self, code: int, result, topic: str, qid: int, batch: bool = False
                      ) -> tuple[int, bytes]:

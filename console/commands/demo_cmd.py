@@ -11,6 +11,8 @@ work `make demo` adds to the producer's process.
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import sys
 import threading
@@ -66,8 +68,6 @@ def _check(args) -> None:
 
 
 def run(args) -> int:
-    import logging
-
     from console.demo.runner import Demo, DemoOptions
 
     _check(args)
@@ -99,12 +99,25 @@ def run(args) -> int:
         app = FloodgateApp(demo.console_config(), hint=(
             f"{acts}. In another "
             f"terminal: floodgate status --cluster {cluster_file} --producers {demo.http.addr}"))
+        def quit_(*_) -> None:
+            app.exit()
+            # a console whose terminal went away (tmux killed, ssh dropped) may never get
+            # to exit: the cluster must not outlive it
+            threading.Thread(target=_exit_later, args=(demo,), daemon=True).start()
+
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, lambda *_: app.exit())
+            signal.signal(sig, quit_)
         app.run()
         return 0
     finally:
         demo.stop()
+
+
+def _exit_later(demo, grace_s: float = 5.0) -> None:
+    time.sleep(grace_s)
+    logging.getLogger("floodgate.demo").warning("the console did not exit: stopping the demo")
+    demo.stop()
+    os._exit(1)
 
 
 def _log_path(args) -> Path:

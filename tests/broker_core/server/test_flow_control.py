@@ -152,3 +152,10 @@ def test_quotas_survive_a_broker_restart(tmp_path):
         assert _send(b)[0] == Code.FLOW_CONTROL
     finally:
         b.close()
+
+
+def test_a_send_refused_for_another_reason_takes_no_token(broker):
+    broker.flow.set(Quota.make("topic", "t", 1, burst=1))
+    out_of_range = p.encode_send("t", 99, p.OutMessage(b"x"))
+    assert broker.send_now(out_of_range)[0] == Code.BAD_REQUEST
+    assert _send(broker)[0] == Code.OK  # the token was still there
