@@ -208,8 +208,19 @@ def _bytes32(b: bytes) -> bytes:
     return _U32.pack(len(b)) + b
 
 
+_PROPS_TEXT: dict[tuple, str] = {}  # properties -> their JSON: most messages repeat a few
+
+
 def encode_props(props: dict[str, str] | None) -> str:
-    return json.dumps(props, separators=(",", ":")) if props else ""
+    if not props:
+        return ""
+    key = tuple(props.items())
+    text = _PROPS_TEXT.get(key)
+    if text is None:
+        text = json.dumps(props, separators=(",", ":"))
+        if len(_PROPS_TEXT) < 1024:
+            _PROPS_TEXT[key] = text
+    return text
 
 
 def decode_props(text: str) -> dict[str, str]:
