@@ -32,8 +32,11 @@ BATCH_GROUP = "demo-batch"
 BATCH_RATE = 100.0  # offered, msgs/s
 BATCH_QUOTA = {"kind": "group", "target": BATCH_GROUP, "rate": 20.0, "burst": 2.0}
 BATCH_FLOW_RETRIES = 1  # one backoff, then give up: the demo shows refusals, not a retry storm
-FEW = 64  # a poll that brought fewer waits PAUSE_S: bigger pulls, fewer of them (2 cores)
-PAUSE_S = 0.05
+# RocketMQ's pull batch (seed 002): a broker answers a pull on the loop its sends wait
+# on, and 256 messages at a time held them for milliseconds
+PULL_BATCH = 32
+FEW = 16  # a poll that brought fewer waits PAUSE_S: fuller pulls, fewer of them (2 cores)
+PAUSE_S = 0.02
 NICE = 5
 COMMIT_S = 0.5  # the brokers judge offsets every second: commit more often than that
 CYCLE_S = 150.0  # the fault script's cycle (console.demo.runner.CYCLE_S)
@@ -65,7 +68,7 @@ def consume(consumer, stop: threading.Event, script=None, started: float = 0.0) 
             consumer.heartbeat()
             stop.wait(1.0)
             continue
-        msgs = consumer.poll(256, timeout=0.5)
+        msgs = consumer.poll(PULL_BATCH, timeout=0.5)
         if msgs and per_msg:
             stop.wait(per_msg * len(msgs))
         elif len(msgs) < FEW:
