@@ -148,6 +148,40 @@ def window_aggregate(good: DataFrame, window_s: int) -> DataFrame:
     )
 
 
+def window_entries(checked: DataFrame, window_s: int) -> DataFrame:
+    """The job's one pass over rows carrying a quarantine ``reason``, for the driver
+    (spark_reports.heatmap_report.merge) to finish.
+
+    Rows of (window_start, broker, op, reason, bucket, count, s_count, s_sum_us,
+    s_min_us, s_max_us, rows, first, last): good rows' buckets merged per
+    window, broker and op, their stats riding on each row's first entry as in
+    `window_aggregate`; a quarantined row is one entry (bucket null) under its
+    reason. ``rows`` counts input rows, ``first``/``last`` are their earliest and
+    latest ts (epoch s), so the overview needs no pass of its own. Nothing
+    filters on ``reason``: Spark would push such a filter below the projection
+    that computes it and run the rules again inside the filter.
+    """
+    good = F.col("reason").isNull()
+    entries = checked.select(
+        window_start(window_s).alias("window_start"), "broker", "op", "reason", "count",
+        "sum_us", "min_us", "max_us", F.unix_seconds("ts").alias("t"),
+        F.posexplode_outer(F.when(good, F.col("buckets"))).alias("pos", "bucket", "n"),
+    )  # fmt: skip
+    first = F.col("pos").isNull() | (F.col("pos") == 0)
+    stats = first & good
+    nonempty = stats & (F.col("count") > 0)
+    return entries.groupBy(*KEYS, "reason", "bucket").agg(
+        F.sum("n").alias("count"),
+        F.sum(F.when(stats, F.col("count"))).alias("s_count"),
+        F.sum(F.when(stats, F.col("sum_us"))).alias("s_sum_us"),
+        F.min(F.when(nonempty, F.col("min_us"))).alias("s_min_us"),
+        F.max(F.when(nonempty, F.col("max_us"))).alias("s_max_us"),
+        F.count(F.when(first, F.lit(1))).alias("rows"),
+        F.min(F.when(first, F.col("t"))).alias("first"),
+        F.max(F.when(first, F.col("t"))).alias("last"),
+    )
+
+
 def with_cluster_rows(agg: DataFrame) -> DataFrame:
     """Add broker = "ALL" rows to a window_aggregate frame.
 
