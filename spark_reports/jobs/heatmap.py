@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -109,7 +110,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
 
     staged = output.StagedOutput(spark, opts.out)
     try:
-        pcts = write_tables(spark, staged, checked, entries, merged)
+        pcts = merge.percentiles(merged.groups)
         report_op = _report_op(opts.ops, per_op)
         # Pictures need at most ~1,200 columns: coarser windows for them only.
         draw_s = window_s * max(1, math.ceil(span_s / window_s / MAX_DRAWN_COLUMNS))
@@ -119,10 +120,18 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
             data.pop("spike_brokers"), data.pop("brokers"), data.pop("calls_over"),
         )  # fmt: skip
         drills = []
-        if not opts.static and window_s > 1 and source.seconds_path:
-            drills = collect.drill_windows(data["spikes"])
-            seconds = conform_spark_frame(_read(spark, source.seconds_path))
-            data["drill_cells"] = collect.drill_cells(seconds, drills, window_s, report_op)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # The drill-downs' read of the 1 s table runs while the outputs are
+            # written: two Spark jobs at once keep both cores busy through each
+            # one's planning and single-task stages.
+            cells = None
+            if not opts.static and window_s > 1 and source.seconds_path:
+                drills = collect.drill_windows(data["spikes"])
+                seconds = conform_spark_frame(_read(spark, source.seconds_path))
+                cells = pool.submit(collect.drill_cells, seconds, drills, window_s, report_op)
+            write_tables(spark, staged, checked, entries, merged, pcts)
+            if cells is not None:
+                data["drill_cells"] = cells.result()
         total_rows = sum(r["rows"] for r in per_op.values())
         html = render_report(
             ReportData(
@@ -157,8 +166,8 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     }
 
 
-def write_tables(spark, staged, checked, entries, merged) -> dict:
-    """quarantine/, heatmap/ and percentiles/ under ``staged``; the percentiles (numpy).
+def write_tables(spark, staged, checked, entries, merged, pcts: dict) -> None:
+    """quarantine/, heatmap/ and percentiles/ under ``staged``.
 
     heatmap/ is the brokers' rows of ``entries`` (frames.window_entries, kept)
     and the cluster's from the driver; percentiles/ comes from the driver. The
@@ -177,11 +186,9 @@ def write_tables(spark, staged, checked, entries, merged) -> dict:
     columns = ["window_start", "broker", "op", "bucket", "count"]
     cluster = spark.createDataFrame(merge.heatmap_table(merged, brokers=False))
     brokers.select(*columns).unionByName(cluster).write.parquet(staged.path("heatmap"))
-    pcts = merge.percentiles(merged.groups)
     spark.createDataFrame(merge.percentiles_table(merged, pcts)).write.parquet(
         staged.path("percentiles")
     )
-    return pcts
 
 
 def _checked(spark, source, opts: HeatmapOptions):
