@@ -129,6 +129,9 @@ def reduce_groups(key, count, sum_us, min_us, max_us, bucket, n) -> Groups:
     """Rows of (key, stats, bucket, n) -> Groups: stats summed / min / max per key,
     bucket counts added per (key, bucket). A bucket below ZERO_INDEX marks a row
     without an entry (an empty histogram, or a row's stats alone)."""
+    if not len(key):  # every row quarantined, or none of an op
+        empty = np.zeros(0, np.int64)
+        return Groups(empty, empty, empty, empty, empty, empty, np.zeros(0, np.int32), empty)
     entry = bucket >= ZERO_INDEX
     # One sort by (key, bucket), the rows without an entry first within their key.
     cell = key * (_SPAN + 1) + np.where(entry, bucket - ZERO_INDEX + 1, 0)

@@ -103,3 +103,18 @@ def test_quarantined_rows_are_counted_not_merged(spark):
     calls = {r["broker"]: r["count"] for r in merge.percentiles_table(
         merged, merge.percentiles(merged.groups)).to_pylist()}  # fmt: skip
     assert calls == {"b1": 6, "b2": 0, "ALL": 6}
+
+
+def test_every_row_quarantined_leaves_empty_tables_and_a_report_with_no_data(spark):
+    from spark_reports import schema
+    from spark_reports.heatmap_report import frames as hf
+    from spark_reports.heatmap_report import merge
+
+    bad = [dict(r, op="sendd") for r in rows()]
+    df = spark.createDataFrame(bad, schema.spark_schema())
+    merged = merge.from_arrow(hf.window_entries(schema.with_quarantine_reason(df), 60).toArrow(), 60)
+    assert merged.reasons == {schema.UNKNOWN_OP: 3} and merged.per_op["sendd"]["rows"] == 3
+    pcts = merge.percentiles(merged.groups)
+    assert merge.heatmap_table(merged).num_rows == merge.percentiles_table(merged, pcts).num_rows == 0
+    data = merge.report_data(merged, pcts, "sendd", 60)
+    assert data["worst_window"] is None and data["brokers"] == 0 and data["cells"].empty
