@@ -5,8 +5,9 @@
 
 Generates a Double-11 metrics log (timed: the generator's speed), then on
 each latency table (``latency_1m``, the minute rollups the job reads for 5 min
-windows, and the 1 s ``latency``) runs the job's hot path on local[2] (rules on
-one cached frame, quarantine, merged heatmap and percentiles written as Parquet)
+windows, and the 1 s ``latency``) runs the job's hot path on local[2] (one pass
+of rules and merge brought back as Arrow, the driver's roll-up and percentiles,
+quarantine, heatmap and percentiles written as Parquet)
 and DuckDB with 2 threads computing the same validated heatmap and percentiles
 from the same files; then the whole job (report included). Prints wall times
 (median of --runs), ratios, rows per second and the peak RSS of the process tree
@@ -144,22 +145,35 @@ def run_duckdb(log: Path, out: Path, window_s: int, table: str = "latency") -> i
     return int(total)
 
 
+class _Out:
+    """The job's staged output, as write_tables sees it: a folder per output."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, name: str) -> str:
+        return str(self.root / name)
+
+
 def run_spark_aggregation(spark, log: Path, out: Path, window_s: int, table: str = "latency") -> int:
-    """The job's hot path alone, as run_heatmap does it: the rules once on a cached
-    frame, quarantine, merged heatmap and percentiles written as Parquet."""
+    """The job's hot path alone, as run_heatmap does it: one pass (rules and merge)
+    kept by a local checkpoint and brought back as Arrow, the driver's finish
+    (cluster roll-up, percentiles), quarantine, heatmap and percentiles written as
+    Parquet."""
     from spark_reports import schema
     from spark_reports.heatmap_report import frames as hf
+    from spark_reports.heatmap_report import merge
+    from spark_reports.jobs.heatmap import write_tables
 
     shutil.rmtree(out, ignore_errors=True)
     raw = schema.conform_spark_frame(spark.read.parquet(str(log / table)))
-    checked = hf.with_quarantine_reason(raw).cache()
-    hf.bad_rows(checked).write.parquet(str(out / "quarantine"))
-    agg = hf.with_cluster_rows(hf.window_aggregate(hf.good_rows(checked), window_s)).cache()
-    hf.buckets_of(agg).write.parquet(str(out / "heatmap"))
-    hf.percentiles(hf.buckets_of(agg), hf.stats_of(agg)).write.parquet(str(out / "percentiles"))
+    checked = hf.with_quarantine_reason(raw)
+    entries = hf.window_entries(checked, window_s).localCheckpoint()
+    merged = merge.from_arrow(entries.toArrow(), window_s, 59 if table == "latency_1m" else 0)
+    pcts = merge.percentiles(merged.groups)
+    write_tables(spark, _Out(out), checked, entries, merged, pcts)
     total = int(spark.read.parquet(str(out / "heatmap")).agg({"count": "sum"}).collect()[0][0])
-    checked.unpersist()
-    agg.unpersist()
+    entries.unpersist()
     return total
 
 

@@ -54,13 +54,16 @@ def second_rollups(checked: DataFrame, op: str = "send", threshold_us: int = SLA
     over `threshold_us`) and per reason (`set` "reason": quarantined rows).
 
     By the contract a broker writes one row per (second, op), so a good row of
-    `op` is a broker-second. Rows of other ops are dropped before the
-    aggregation unless quarantined; partial aggregation keeps the shuffle small
+    `op` is a broker-second. Rows of other ops carry nulls into the sums (no
+    filter: Spark pushes a filter on `reason` below the projection that computes
+    it, inlining the rules and their bucket sum twice more per row, which took
+    half of the pass on a day); groups of theirs alone have `seconds` 0 and are
+    left out by the readers below. Partial aggregation keeps the shuffle small
     (no per-broker-second frame is materialized).
     """
     good = F.col("reason").isNull() & (F.col("op") == op)
     spike = good & (F.col("count") > 0) & (F.col("max_us") > threshold_us)
-    kept = checked.filter(good | F.col("reason").isNotNull()).select(
+    kept = checked.select(
         "ts", "broker", "reason",
         F.when(good, F.col("msgs")).alias("msgs"),
         F.when(good, F.col("bytes")).alias("bytes"),

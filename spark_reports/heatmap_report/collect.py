@@ -1,8 +1,9 @@
-"""The small pieces the heatmap report draws, gathered from the job's outputs in
-four actions: the broker ranking (with each broker's spike windows and worst
-window), the cluster curves with every spike window, the heatmap cells of the
-cluster and the worst brokers, and the 1-second cells of the worst spike
-windows (read from the 1 s table, only those brokers and minutes)."""
+"""The small pieces the heatmap report draws: the broker ranking (with each
+broker's spike windows and worst window), the cluster curves with every spike
+window and the heatmap cells of the cluster and the worst brokers, from the
+merged aggregate on the driver (heatmap_report.merge); and the 1-second cells
+of the worst spike windows, read from the 1 s table (only those brokers and
+minutes) in one Spark action."""
 
 from __future__ import annotations
 
@@ -12,80 +13,20 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from heatmap.sla import SLA_MAX_S
 from spark_reports import schema
 from spark_reports.heatmap_report import frames as hf
+from spark_reports.heatmap_report import merge
 
 WORST_BROKERS = 4  # per-broker heatmaps in the report
 SPIKES_LISTED = 1000  # spike rows listed in the report (all are in percentiles/)
 DRILLS = 40  # spike windows, worst first, carried with their 1-second heatmap
 
 
-def report_data(
-    buckets: DataFrame, stats: DataFrame, pcts: DataFrame, op: str, draw_s: int
-) -> dict:
-    """Ranking, curves, spikes, cells and the verdict's figures (three actions)."""
-    of_op = F.col("op") == op
-    secs = F.unix_seconds("window_start")
-    per_broker = (
-        pcts.filter(of_op & (F.col("broker") != hf.ALL_BROKERS))
-        .groupBy("broker")
-        .agg(
-            F.sum((F.col("max") > F.lit(SLA_MAX_S)).cast("long")).alias("spike_windows"),
-            # the worst window; of equal maxima the earliest
-            F.max_by(secs, F.struct(F.col("max"), -secs)).alias("worst_t"),
-        )
-    )
-    ranking = (
-        hf.broker_ranking(buckets.filter(of_op), stats.filter(of_op))
-        .join(per_broker, "broker", "left")
-        .fillna(0, subset=["spike_windows"])
-        .toPandas()
-    )
-    brokers = ranking[ranking["broker"] != hf.ALL_BROKERS]
-    worst = brokers.sort_values(["p999", "max"], ascending=False).head(WORST_BROKERS)
-    wanted = [hf.ALL_BROKERS, *worst["broker"].tolist()]
-    windows = (
-        pcts.filter(
-            of_op & ((F.col("broker") == hf.ALL_BROKERS) | (F.col("max") > F.lit(SLA_MAX_S)))
-        )
-        .select(secs.alias("t"), "broker", "count", "mean", "p50", "p99", "p999", "max")
-        .toPandas()
-    )
-    curves = windows[windows["broker"] == hf.ALL_BROKERS].sort_values("t").drop(columns="broker")
-    spikes = windows[windows["broker"] != hf.ALL_BROKERS].sort_values(
-        ["t", "max"], ascending=[True, False]
-    )
-    cells = (
-        buckets.filter(of_op & F.col("broker").isin(*wanted))
-        .groupBy((secs - F.pmod(secs, F.lit(draw_s))).alias("t"), "broker", "bucket")
-        .agg(F.sum("count").alias("count"))
-        .toPandas()
-    )
-    timed = brokers.dropna(subset=["max"])
-    top = timed.sort_values(["max", "worst_t", "broker"], ascending=[False, True, True]).head(1)
-    worst_window = (
-        {
-            "t": int(top.iloc[0]["worst_t"]),
-            "broker": top.iloc[0]["broker"],
-            "max": float(top.iloc[0]["max"]),
-        }
-        if len(top)
-        else None
-    )
-    return {
-        "cells": cells,
-        "cells_window_s": draw_s,
-        "worst_brokers": worst["broker"].tolist(),
-        "curves": curves.reset_index(drop=True),
-        "ranking": ranking,
-        "spikes": spikes.head(SPIKES_LISTED).reset_index(drop=True),
-        "spike_total": int(brokers["spike_windows"].sum()),
-        "worst_window": worst_window,
-        "spike_brokers": int((brokers["spike_windows"] > 0).sum()),
-        "brokers": len(brokers),
-        "calls_over": int(ranking.loc[ranking["broker"] == hf.ALL_BROKERS, "over_20ms"].sum()),
-    }
+def report_data(merged: merge.Merged, pcts: dict, op: str, draw_s: int) -> dict:
+    """Ranking, curves, spikes, cells and the verdict's figures (no Spark action)."""
+    data = merge.report_data(merged, pcts, op, draw_s, WORST_BROKERS)
+    data["spikes"] = data["spikes"].head(SPIKES_LISTED).reset_index(drop=True)
+    return data
 
 
 def drill_windows(spikes: pd.DataFrame, n: int = DRILLS) -> list[tuple[str, int]]:

@@ -38,7 +38,7 @@ def minute_rollup(good):
 
     One shuffle merges bucket counts per (minute, broker, op, bucket); each
     row's scalars ride on its first exploded entry (as in the heatmap's
-    window_aggregate), then a second, small grouping gathers a minute's buckets
+    window_entries), then a second, small grouping gathers a minute's buckets
     into its map in index order. Pure DataFrame functions: no Python runs on
     executors.
     """

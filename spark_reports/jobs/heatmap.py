@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,9 +65,17 @@ class HeatmapOptions:
 
 
 def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
-    """Run the job; returns a summary (paths, rows, window, table read, quarantine count)."""
+    """Run the job; returns a summary (paths, rows, window, table read, quarantine count).
+
+    Spark reads the log once: the rules and the merge per (window, broker, op,
+    bucket) in one pass, brought back in one action (Arrow); the driver adds the
+    cluster roll-up and the percentiles (heatmap_report.merge) and Spark writes
+    the outputs. A second pass reads the quarantined rows when there are any, a
+    small one finds the time range when the window is not given, and the
+    drill-downs read a few minutes of the 1 s table.
+    """
     from spark_reports import output, sources
-    from spark_reports.heatmap_report import collect
+    from spark_reports.heatmap_report import collect, merge
     from spark_reports.heatmap_report import frames as hf
     from spark_reports.heatmap_report.page import ReportData, heatmap_verdict, render_report
     from spark_reports.schema import LATENCY_TABLE, conform_spark_frame
@@ -82,42 +91,47 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     # Timestamps as the contract stores them (UTC micros), whoever made the session.
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     source = sources.pick_source(spark, opts.input, opts.start, opts.end, opts.window_s)
-    checked, per_op, reasons = _validated(spark, source, opts)
+    window_s = opts.window_s
+    if window_s is None:
+        window_s = hf.choose_window_s(_span_s(opts, *_time_range(spark, source, opts)))
+        if source.rollup and window_s % sources.MINUTE_S:  # the range wants seconds after all
+            source = sources.LatencySource(LATENCY_TABLE, source.seconds_path, source.seconds_path)
+    checked = _checked(spark, source, opts)
+    # The pass, kept by a local checkpoint: the driver reads it (Arrow) and Spark
+    # writes heatmap/ from it (shipping 2.5 M rows back from Python took 5-9 s a day).
+    entries = hf.window_entries(checked, window_s).localCheckpoint()
+    merged = merge.from_arrow(entries.toArrow(), window_s, 59 if source.rollup else 0)
+    per_op, reasons = merged.per_op, merged.reasons
+    if not per_op:
+        raise EmptyInput(f"no latency rows in {source.path}{_filters_text(opts)}")
     first = min(r["first"] for r in per_op.values())
     last = max(r["last"] for r in per_op.values())
-    span_s = ((opts.end or last) - (opts.start or first)).total_seconds() + (0 if opts.end else 1)
-    window_s = opts.window_s or hf.choose_window_s(span_s)
-    if source.rollup and window_s % sources.MINUTE_S:  # the range wants seconds after all
-        checked.unpersist()
-        source = sources.LatencySource(LATENCY_TABLE, source.seconds_path, source.seconds_path)
-        checked, per_op, reasons = _validated(spark, source, opts)
+    span_s = _span_s(opts, first, last)
 
     staged = output.StagedOutput(spark, opts.out)
-    agg = None
     try:
-        hf.bad_rows(checked).write.parquet(staged.path("quarantine"))
-        # Per broker and "ALL" in one job: the rollup reuses the aggregation's shuffle.
-        # Kept by a local checkpoint: the outputs and the report each read it, and a
-        # cached plan was not always matched (the capacity job measured a pass per reader).
-        agg = hf.with_cluster_rows(hf.window_aggregate(hf.good_rows(checked), window_s))
-        agg = agg.localCheckpoint()
-        hf.buckets_of(agg).write.parquet(staged.path("heatmap"))
-        hf.percentiles(hf.buckets_of(agg), hf.stats_of(agg)).write.parquet(staged.path("percentiles"))
-        buckets = spark.read.parquet(staged.path("heatmap"))
-        pcts = spark.read.parquet(staged.path("percentiles"))
+        pcts = merge.percentiles(merged.groups)
         report_op = _report_op(opts.ops, per_op)
         # Pictures need at most ~1,200 columns: coarser windows for them only.
         draw_s = window_s * max(1, math.ceil(span_s / window_s / MAX_DRAWN_COLUMNS))
-        data = collect.report_data(buckets, hf.stats_of(agg), pcts, report_op, draw_s)
+        data = collect.report_data(merged, pcts, report_op, draw_s)
         verdict = heatmap_verdict(
             report_op, data.pop("worst_window"), window_s, data["spike_total"],
             data.pop("spike_brokers"), data.pop("brokers"), data.pop("calls_over"),
         )  # fmt: skip
         drills = []
-        if not opts.static and window_s > 1 and source.seconds_path:
-            drills = collect.drill_windows(data["spikes"])
-            seconds = conform_spark_frame(_read(spark, source.seconds_path))
-            data["drill_cells"] = collect.drill_cells(seconds, drills, window_s, report_op)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # The drill-downs' read of the 1 s table runs while the outputs are
+            # written: two Spark jobs at once keep both cores busy through each
+            # one's planning and single-task stages.
+            cells = None
+            if not opts.static and window_s > 1 and source.seconds_path:
+                drills = collect.drill_windows(data["spikes"])
+                seconds = conform_spark_frame(_read(spark, source.seconds_path))
+                cells = pool.submit(collect.drill_cells, seconds, drills, window_s, report_op)
+            write_tables(spark, staged, checked, entries, merged, pcts)
+            if cells is not None:
+                data["drill_cells"] = cells.result()
         total_rows = sum(r["rows"] for r in per_op.values())
         html = render_report(
             ReportData(
@@ -133,9 +147,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         staged.discard()
         raise
     finally:
-        checked.unpersist()
-        if agg is not None:
-            agg.unpersist()
+        entries.unpersist()
     return {
         "out": opts.out,
         "outputs": {name: f"{opts.out.rstrip('/')}/{name}" for name in OUTPUTS},
@@ -154,9 +166,44 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     }
 
 
-def _validated(spark, source, opts: HeatmapOptions):
-    """The job's one validated frame (quarantine reason per row, cached) and, in one
-    action over it: rows and time range per op, quarantined rows per reason."""
+def write_tables(spark, staged, checked, entries, merged, pcts: dict) -> None:
+    """quarantine/, heatmap/ and percentiles/ under ``staged``.
+
+    heatmap/ is the brokers' rows of ``entries`` (frames.window_entries, kept)
+    and the cluster's from the driver; percentiles/ comes from the driver. The
+    quarantined rows are read again only when the pass counted some.
+    """
+    from pyspark.sql import functions as F
+
+    from spark_reports.heatmap_report import frames as hf
+    from spark_reports.heatmap_report import merge
+
+    bad = hf.bad_rows(checked)
+    if not merged.reasons:  # commonly: an empty output of the same columns, no pass
+        bad = spark.createDataFrame([], bad.schema)
+    bad.write.parquet(staged.path("quarantine"))
+    brokers = entries.filter(F.col("reason").isNull() & F.col("bucket").isNotNull())
+    columns = ["window_start", "broker", "op", "bucket", "count"]
+    cluster = spark.createDataFrame(merge.heatmap_table(merged, brokers=False))
+    brokers.select(*columns).unionByName(cluster).write.parquet(staged.path("heatmap"))
+    spark.createDataFrame(merge.percentiles_table(merged, pcts)).write.parquet(
+        staged.path("percentiles")
+    )
+
+
+def _checked(spark, source, opts: HeatmapOptions):
+    """The selected rows with their quarantine ``reason`` (a plan: nothing runs yet)."""
+    from spark_reports.heatmap_report import frames as hf
+    from spark_reports.schema import conform_spark_frame
+
+    raw = conform_spark_frame(_read(spark, source.path))
+    selected = hf.select_rows(raw, opts.start, opts.end, opts.cluster, opts.brokers, opts.ops)
+    return hf.with_quarantine_reason(selected)
+
+
+def _time_range(spark, source, opts: HeatmapOptions) -> tuple[datetime, datetime]:
+    """First and last time of the selected rows (any rule broken), from their ts
+    alone: Parquet reads that column only, and the window follows from it."""
     from pyspark.sql import functions as F
 
     from spark_reports.heatmap_report import frames as hf
@@ -164,35 +211,15 @@ def _validated(spark, source, opts: HeatmapOptions):
 
     raw = conform_spark_frame(_read(spark, source.path))
     selected = hf.select_rows(raw, opts.start, opts.end, opts.cluster, opts.brokers, opts.ops)
-    checked = hf.with_quarantine_reason(selected).cache()
-    overview = (
-        checked.groupBy("op", "reason")
-        .agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.unix_seconds(F.min("ts")).alias("first"),
-            F.unix_seconds(F.max("ts")).alias("last"),
-        )
-        .collect()
-    )
-    # A minute row's ts is its first second; the minute runs 59 s more.
-    tail = 59 if source.rollup else 0
-    per_op, reasons = {}, {}
-    for r in overview:
-        if r["reason"] is not None:
-            reasons[r["reason"]] = reasons.get(r["reason"], 0) + r["rows"]
-        if r["first"] is None:
-            continue
-        op = r["op"] if r["op"] is not None else "(null)"
-        seen = per_op.setdefault(op, {"rows": 0, "first": r["first"], "last": r["last"]})
-        seen["rows"] += r["rows"]
-        seen["first"], seen["last"] = min(seen["first"], r["first"]), max(seen["last"], r["last"])
-    if not per_op:
-        checked.unpersist()
+    got = selected.agg(F.unix_seconds(F.min("ts")), F.unix_seconds(F.max("ts"))).first()
+    if got[0] is None:
         raise EmptyInput(f"no latency rows in {source.path}{_filters_text(opts)}")
-    for seen in per_op.values():
-        seen["first"] = datetime.fromtimestamp(seen["first"], tz=UTC)
-        seen["last"] = datetime.fromtimestamp(seen["last"] + tail, tz=UTC)
-    return checked, per_op, reasons
+    tail = 59 if source.rollup else 0  # a minute row's ts is its first second
+    return datetime.fromtimestamp(got[0], tz=UTC), datetime.fromtimestamp(got[1] + tail, tz=UTC)
+
+
+def _span_s(opts: HeatmapOptions, first: datetime, last: datetime) -> float:
+    return ((opts.end or last) - (opts.start or first)).total_seconds() + (0 if opts.end else 1)
 
 
 def _read(spark, path: str):

@@ -52,15 +52,16 @@ def rows():
 
 
 def test_percentile_rule_on_hand_built_rows(spark):
+    """Spark's pass (window_entries) and the driver's finish (merge) on rows whose
+    answer heatmap.LatencyHistogram gives."""
     from spark_reports import schema
     from spark_reports.heatmap_report import frames as hf
+    from spark_reports.heatmap_report import merge
 
-    df = spark.createDataFrame(rows(), schema.spark_schema())
-    agg = hf.with_cluster_rows(hf.window_aggregate(df, 60)).cache()
-    got = {
-        r["broker"]: r.asDict()
-        for r in hf.percentiles(hf.buckets_of(agg), hf.stats_of(agg)).collect()
-    }
+    df = schema.with_quarantine_reason(spark.createDataFrame(rows(), schema.spark_schema()))
+    merged = merge.from_arrow(hf.window_entries(df, 60).toArrow(), 60)
+    pcts = merge.percentiles(merged.groups)
+    got = {r["broker"]: r for r in merge.percentiles_table(merged, pcts).to_pylist()}
     assert set(got) == {"b1", "b2", "ALL"}
     h = LatencyHistogram.from_dict(
         {
@@ -83,24 +84,37 @@ def test_percentile_rule_on_hand_built_rows(spark):
         assert r["mean"] == pytest.approx(0.00595 / 6)
     assert got["ALL"]["p50"] == bucket_upper(-160) == 2**-20  # rank 3 of 6: the zero bucket
     assert got["b2"]["count"] == 0 and got["b2"]["p50"] is None and got["b2"]["mean"] is None
-    heat = {(r["broker"], r["bucket"]): r["count"] for r in hf.buckets_of(agg).collect()}
+    heat = {(r["broker"], r["bucket"]): r["count"] for r in merge.heatmap_table(merged).to_pylist()}
     assert heat == {("b1", -160): 3, ("b1", -80): 1, ("b1", -70): 1, ("b1", -66): 1,
                     ("ALL", -160): 3, ("ALL", -80): 1, ("ALL", -70): 1, ("ALL", -66): 1}  # fmt: skip
-    agg.unpersist()
+    assert merged.per_op["send"]["rows"] == 3 and merged.reasons == {}
 
 
-def test_spark_bucket_bounds_are_heatmaps_for_every_index(spark):
-    from pyspark.sql import functions as F
-
-    from heatmap import MAX_INDEX, ZERO_INDEX, bucket_lower, bucket_upper
+def test_quarantined_rows_are_counted_not_merged(spark):
+    from spark_reports import schema
     from spark_reports.heatmap_report import frames as hf
+    from spark_reports.heatmap_report import merge
 
-    df = spark.range(ZERO_INDEX, MAX_INDEX + 1).select(F.col("id").cast("int").alias("b"))
-    got = {
-        r.b: (r.lower, r.upper)
-        for r in df.select(
-            "b", hf.bucket_lower(F.col("b")).alias("lower"), hf.bucket_upper(F.col("b")).alias("upper")
-        ).collect()
-    }
-    want = {i: (bucket_lower(i), bucket_upper(i)) for i in range(ZERO_INDEX, MAX_INDEX + 1)}
-    assert got == want  # the very floats, not close ones
+    bad = dict(rows()[0], count=5)  # count != sum(buckets)
+    df = spark.createDataFrame([*rows(), bad], schema.spark_schema())
+    merged = merge.from_arrow(hf.window_entries(schema.with_quarantine_reason(df), 60).toArrow(), 60)
+    assert merged.reasons == {schema.COUNT_MISMATCH: 1}
+    assert merged.per_op["send"]["rows"] == 4  # every row read, as the report says
+    calls = {r["broker"]: r["count"] for r in merge.percentiles_table(
+        merged, merge.percentiles(merged.groups)).to_pylist()}  # fmt: skip
+    assert calls == {"b1": 6, "b2": 0, "ALL": 6}
+
+
+def test_every_row_quarantined_leaves_empty_tables_and_a_report_with_no_data(spark):
+    from spark_reports import schema
+    from spark_reports.heatmap_report import frames as hf
+    from spark_reports.heatmap_report import merge
+
+    bad = [dict(r, op="sendd") for r in rows()]
+    df = spark.createDataFrame(bad, schema.spark_schema())
+    merged = merge.from_arrow(hf.window_entries(schema.with_quarantine_reason(df), 60).toArrow(), 60)
+    assert merged.reasons == {schema.UNKNOWN_OP: 3} and merged.per_op["sendd"]["rows"] == 3
+    pcts = merge.percentiles(merged.groups)
+    assert merge.heatmap_table(merged).num_rows == merge.percentiles_table(merged, pcts).num_rows == 0
+    data = merge.report_data(merged, pcts, "sendd", 60)
+    assert data["worst_window"] is None and data["brokers"] == 0 and data["cells"].empty
