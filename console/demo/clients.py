@@ -7,8 +7,8 @@ and a flooding producer group held back by a quota.
   grows: WARNING), then hangs while still heartbeating (STALLED), then
   recovers and drains its backlog while `billing` never falls behind (seed
   001: one group's backlog must not delay another's);
-- `demo-batch` offers `BATCH_RATE` msgs/s against a quota of `BATCH_QUOTA`
-  per broker, so brokers answer FLOW_CONTROL and the producer backs off once.
+- `demo-batch` offers `BATCH_RATE` msgs/s against quotas that admit half of it
+  (`batch_quota`), so brokers answer FLOW_CONTROL and the producer backs off once.
 
 Run by `console.demo.runner` as `python -m console.demo.clients CLUSTER_FILE`;
 it stops on SIGTERM, committing what it consumed.
@@ -30,7 +30,7 @@ TOPIC = "demo"
 BATCH_TOPIC = "demo-batch"
 BATCH_GROUP = "demo-batch"
 BATCH_RATE = 100.0  # offered, msgs/s
-BATCH_QUOTA = {"kind": "group", "target": BATCH_GROUP, "rate": 20.0, "burst": 2.0}
+BATCH_ADMITTED = 0.5  # of BATCH_RATE, over all the brokers that take sends
 BATCH_FLOW_RETRIES = 1  # one backoff, then give up: the demo shows refusals, not a retry storm
 # RocketMQ's pull batch (seed 002): a broker answers a pull on the loop its sends wait
 # on, and 256 messages at a time held them for milliseconds
@@ -98,6 +98,14 @@ def _ignore(fut) -> None:
     fut.exception()  # a send out of backoffs is counted by the producer; nothing to do here
 
 
+def batch_quota(spec) -> dict:
+    """Each broker's share of what the batch group may send: sends go to every broker
+    (or, replicated, every group's master), so the quota is split over those."""
+    carriers = len(spec.groups) if spec.replicated else len(spec.brokers)
+    rate = BATCH_RATE * BATCH_ADMITTED / max(1, carriers)
+    return {"kind": "group", "target": BATCH_GROUP, "rate": rate, "burst": max(1.0, rate / 10)}
+
+
 def run(cluster_path: Path, stop: threading.Event) -> None:
     from broker_core.client.admin import ensure_topic, quota
     from broker_core.client.consumer import Consumer
@@ -114,7 +122,7 @@ def run(cluster_path: Path, stop: threading.Event) -> None:
     else:
         ensure_topic(spec.addrs, BATCH_TOPIC)
     for b in spec.brokers:  # every broker: a slave promoted later enforces it too
-        quota(b.http, "POST", BATCH_QUOTA)
+        quota(b.http, "POST", batch_quota(spec))
     brokers = None if routes is not None else spec.addrs
     started = time.monotonic()
     workers = [
