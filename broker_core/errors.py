@@ -37,3 +37,7 @@ class MessageTooLargeError(MessageIllegalError):
 
 class DiskFullError(BrokerError):
     """No room for a new segment or queue file (ENOSPC or over the full ratio)."""
+
+
+class MessageNotFoundError(BrokerError):
+    """No message at a physical offset (expired, not written yet, or not a record's start)."""

@@ -39,6 +39,11 @@ class StoreConfig:
     warm_mapped_file: bool = False
     mlock: bool = False
     store_host: str = "127.0.0.1:10911"
+    # the key index (store/index_file.py): hash slots and entries per file, and the time
+    # one file covers at most; a file takes 64 + 4 x slots + 20 x entries bytes
+    index_slots: int = 131_072
+    index_entries: int = 1_000_000
+    index_span_s: float = 3600.0
     # False: no flush/retention threads (tests drive run_once); group commit still runs.
     background_services: bool = True
 
@@ -66,5 +71,11 @@ class StoreConfig:
             raise StoreConfigError("need 0 < disk_max_used_ratio <= disk_full_ratio <= 1")
         if self.retention_hours <= 0:
             raise StoreConfigError("retention_hours must be positive")
+        for name in ("index_slots", "index_entries"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not 1 <= value < 2**31:
+                raise StoreConfigError(f"{name} must be an int in [1, 2**31)")
+        if not 0 < self.index_span_s <= 40 * 86400:
+            raise StoreConfigError("index_span_s must be in (0, 40 days]")
         if self.sync_flush_timeout_s <= 0:
             raise StoreConfigError("sync_flush_timeout_s must be positive")

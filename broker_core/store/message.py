@@ -60,6 +60,14 @@ class Message:
     size: int
     properties: dict[str, str]
     reconsume_times: int = 0
+    store_host: str = ""  # 'ip:port' of the broker that stored it (a slave keeps its master's)
+
+    @property
+    def msg_id(self) -> str:
+        """The id a send returned: the storing broker and the physical offset."""
+        from broker_core.message_id import encode_id
+
+        return encode_id(self.store_host, self.physical_offset)
 
 
 def pack_host(host: str) -> bytes:
@@ -244,17 +252,30 @@ def decode_record(buf, pos: int, physical_offset: int, limit: int) -> Message:
         size=size,
         properties=props,
         reconsume_times=h[12],
+        store_host=unpack_host(h[11]),
     )
 
 
 _TAGS_KEY = (PROP_TAGS + _NAME_VALUE).encode()
+_KEYS_KEY = (PROP_KEYS + _NAME_VALUE).encode()
 
 
-def index_record(buf, pos: int, physical_offset: int, limit: int) -> tuple[str, int, int, int, int]:
+def _prop(raw: bytes, name: bytes) -> str | None:
+    at = raw.find(name)
+    while at > 0 and raw[at - 1] != 2:  # inside another property's value: look further
+        at = raw.find(name, at + 1)
+    if at < 0:
+        return None
+    end = raw.find(b"\x02", at)
+    return raw[at + len(name) : end if end >= 0 else len(raw)].decode("utf-8")
+
+
+def index_record(buf, pos: int, physical_offset: int, limit: int
+                 ) -> tuple[str, int, int, int, int, str | None]:
     """Verify the record at ``buf[pos:]`` as `decode_record` does (lengths, CRC) and
-    return only what a ConsumeQueue unit needs: (topic, queue id, queue offset,
-    tag hash, store timestamp). A slave indexes every record it receives: no body
-    copy, no Message, properties parsed only for their TAGS."""
+    return only what a ConsumeQueue unit and the key index need: (topic, queue id,
+    queue offset, tag hash, store timestamp, keys). A slave indexes every record it
+    receives: no body copy, no Message, properties parsed only for TAGS and KEYS."""
     h = read_record_header(buf, pos, physical_offset, limit)
     size, body_len = h[0], h[14]
     start = pos + HEADER_SIZE
@@ -271,13 +292,10 @@ def index_record(buf, pos: int, physical_offset: int, limit: int) -> tuple[str, 
         raise CorruptRecord("length fields do not add up to the total size")
     try:
         topic = bytes(view[p + 1 : props_at]).decode("ascii")
-        tags = None
+        tags = keys = None
         if props_len:
             raw = bytes(view[props_at + 2 : props_at + 2 + props_len])
-            at = raw.find(_TAGS_KEY)
-            if at == 0 or (at > 0 and raw[at - 1] == 2):
-                end = raw.find(b"\x02", at)
-                tags = raw[at + len(_TAGS_KEY) : end if end >= 0 else len(raw)].decode("utf-8")
+            tags, keys = _prop(raw, _TAGS_KEY), _prop(raw, _KEYS_KEY)
     except UnicodeDecodeError as exc:
         raise CorruptRecord("topic or properties are not valid text") from exc
-    return topic, h[3], h[5], tag_hash(tags), h[10]
+    return topic, h[3], h[5], tag_hash(tags), h[10], keys

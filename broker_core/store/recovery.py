@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.consume_queue import ConsumeQueue
+from broker_core.store.index_service import IndexService, split_keys
 from broker_core.store.message import (
     BLANK,
     BLANK_MAGIC,
@@ -40,6 +41,7 @@ class RecoveryReport:
     queue_units_removed: int
     stop_reason: str
     seconds: float
+    index_entries_removed: int = 0  # key index entries at or after the replay start (re-added)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -51,6 +53,7 @@ def recover(
     queue_for: Callable[[str, int], ConsumeQueue],
     checkpoint: Checkpoint | None,
     crashed: bool,
+    index: IndexService | None = None,
 ) -> RecoveryReport:
     t0 = time.perf_counter()
     lo = commitlog.min_offset
@@ -59,6 +62,9 @@ def recover(
     if not lo <= start <= hi or not _is_boundary(commitlog, start):
         start = lo  # a stale or wrong checkpoint: scan everything there is
     removed = sum(cq.truncate_from_phys(start) for cq in list(queues))
+    # the key index is cut at the same place and rebuilt with the queue units: an entry
+    # must never outlive the record it points at
+    index_cut = index.truncate_from(start) if index is not None else 0
 
     replayed = 0
 
@@ -68,6 +74,8 @@ def recover(
         cq.put_unit(msg.queue_offset, msg.physical_offset, msg.size, tag_hash(msg.tags))
         seg = commitlog.segment_for(msg.physical_offset)
         seg.max_store_timestamp = max(seg.max_store_timestamp, msg.store_timestamp)
+        if index is not None and msg.keys:
+            index.add(split_keys(msg.keys), msg.physical_offset, msg.store_timestamp)
         replayed += 1
 
     # After a crash, re-verify the whole segment holding the safe offset too
@@ -81,6 +89,8 @@ def recover(
     )
     if end < start:  # corruption below the safe offset: queue units past it go as well
         removed += sum(cq.truncate_from_phys(end) for cq in list(queues))
+        if index is not None:
+            index_cut += index.truncate_from(end)
     cut = commitlog.truncate(end)
     for seg in commitlog.segments:
         if seg.end_offset > start:
@@ -95,6 +105,7 @@ def recover(
         queue_units_removed=removed,
         stop_reason=reason,
         seconds=time.perf_counter() - t0,
+        index_entries_removed=index_cut,
     )
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from broker_core.errors import StoreCorruptError
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.consume_queue import ConsumeQueueTable
+from broker_core.store.index_service import IndexService, split_keys
 from broker_core.store.message import BLANK, BLANK_MAGIC, CorruptRecord, index_record
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,9 @@ class ReplicaGapError(StoreCorruptError):
 
 class ReplicaLog:
     def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, lock: threading.Lock,
-                 checkpoint: Callable[[], object]) -> None:
+                 checkpoint: Callable[[], object], index: IndexService | None = None) -> None:
         self.commitlog = commitlog
+        self.index = index
         self.queues = queues
         self._lock = lock  # the store's put lock: one writer of the log at a time
         self._checkpoint = checkpoint
@@ -103,7 +105,7 @@ class ReplicaLog:
             if pos + size > end:
                 break  # the rest of this record is still on its way
             try:
-                topic, qid, qoff, th, stored = index_record(seg.mm, local, pos, seg.size)
+                topic, qid, qoff, th, stored, keys = index_record(seg.mm, local, pos, seg.size)
             except CorruptRecord as exc:
                 raise StoreCorruptError(f"replicated record at {pos} does not verify: {exc}") \
                     from None
@@ -114,6 +116,8 @@ class ReplicaLog:
                 cq.append_unit(pos, size, th)
             else:
                 cq.put_unit(qoff, pos, size, th)
+            if keys and self.index is not None:
+                self.index.add(split_keys(keys), pos, stored)
             if stored > seg.max_store_timestamp:
                 seg.max_store_timestamp = stored
             touched.add(key)
@@ -134,6 +138,8 @@ class ReplicaLog:
             cl.flush()  # what stays below the cut must be durable before the checkpoint says so
             for cq in self.queues.all():
                 cq.truncate_from_phys(offset)
+            if self.index is not None:
+                self.index.truncate_from(offset)
             cut = cl.truncate(offset)
             self.received = offset
         self._checkpoint()

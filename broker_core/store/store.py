@@ -30,13 +30,22 @@ from broker_core.store.commitlog import CommitLog
 from broker_core.store.config import StoreConfig
 from broker_core.store.consume_queue import ConsumeQueueTable
 from broker_core.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
+from broker_core.store.index_service import IndexService, split_keys
 from broker_core.store.latency import LatencyRecorder, summarize
 from broker_core.store.lockfile import take_lock
+from broker_core.store.lookup import (
+    FOREVER_MS,
+    KeyQueryResult,
+    message_at,
+    messages_between,
+    query_by_key,
+)
 from broker_core.store.message import (
     BLANK_MIN,
     HEADER,
     HEADER_SIZE,
     MESSAGE_MAGIC,
+    Message,
     pack_host,
     prepare,
 )
@@ -100,20 +109,24 @@ class MessageStore:
         self.commitlog = CommitLog(allocator.directory, allocator)
         self.commitlog.load()
         self.queue_table.load()
+        self.index = IndexService(os.path.join(self.path, "index"), config.index_slots,
+                                  config.index_entries, int(config.index_span_s * 1000))
+        self.index.load()
         self.recovery = recover(
             self.commitlog,
             list(self._queues.values()),
             self.queue_table.get_or_create,
             Checkpoint.load(self._checkpoint_path),
             crashed,
+            self.index,
         )
-        for cq in self._queues.values():
-            cq.delete_below(self.commitlog.min_offset)
+        for derived in self._derived():
+            derived.delete_below(self.commitlog.min_offset)
         open(abort_path, "wb").close()
 
         self.cq_flush = ConsumeQueueFlushService(
             self.commitlog,
-            self.queue_table.all,
+            self._derived,
             self._checkpoint_path,
             self._clock,
             interval_s=config.cq_flush_interval_s,
@@ -135,7 +148,7 @@ class MessageStore:
             )
         self.retention = RetentionService(
             self.commitlog,
-            self.queue_table.all,
+            self._derived,
             retention_hours=config.retention_hours,
             disk_max_used_ratio=config.disk_max_used_ratio,
             wall_clock=self._clock,
@@ -154,6 +167,11 @@ class MessageStore:
         if active is not None:
             self.commitlog.allocator.prepare(active.end_offset)
 
+    def _derived(self) -> list:
+        """What is built from the CommitLog and follows it (flush before the checkpoint,
+        delete_below after retention): the ConsumeQueues and the key index."""
+        return [*self.queue_table.all(), self.index]
+
     def _set_disk_ratio(self, ratio: float) -> None:
         self.disk_used_ratio = ratio
         self.disk_full = ratio > self.config.disk_full_ratio
@@ -171,7 +189,7 @@ class MessageStore:
             p = prepare(topic, queue_id, body, tags, keys, properties, self._max_body)
         except (MessageIllegalError, TypeError) as exc:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
-        result = self._append(topic, queue_id, [p], born_timestamp, wait)
+        result = self._append(topic, queue_id, [p], born_timestamp, wait, split_keys(keys))
         if self._time_put:
             self.latency_recorder.record("put", perf_counter() - t0)
         return result
@@ -204,7 +222,7 @@ class MessageStore:
                 )
         except (MessageIllegalError, TypeError) as exc:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
-        result = self._append(topic, queue_id, prepared, born_timestamp, wait)
+        result = self._append(topic, queue_id, prepared, born_timestamp, wait, split_keys(keys))
         if self._time_batch:
             self.latency_recorder.record("put_batch", perf_counter() - t0)
         return result
@@ -214,7 +232,7 @@ class MessageStore:
             self.counters["put_failures"] += 1
         return PutResult(status, reason=reason)
 
-    def _append(self, topic, queue_id, prepared, born_ts, wait) -> PutResult:
+    def _append(self, topic, queue_id, prepared, born_ts, wait, keys) -> PutResult:
         """Write prepared records as one contiguous block of one segment (all or nothing)."""
         if self.disk_full:
             return self._failed(
@@ -263,6 +281,8 @@ class MessageStore:
                 # The queue unit first: the checkpoint may count a record as
                 # durable as soon as write_offset passes it.
                 cq.append_unit(first_phys, size, th)
+                if keys:
+                    self.index.add(keys, first_phys, now_ms)
             else:
                 parts, units = [], []
                 phys, qo = first_phys, first_qo
@@ -279,6 +299,8 @@ class MessageStore:
                 mm[local : local + total] = b"".join(parts)
                 for unit in units:
                     cq.append_unit(*unit)
+                    if keys:
+                        self.index.add(keys, unit[0], now_ms)
             end = cl.write_offset = first_phys + total
             seg.max_store_timestamp = now_ms
             c["puts"] += 1
@@ -330,7 +352,7 @@ class MessageStore:
         """The slave's writer of replicated bytes (and the log's truncation), made once."""
         if self._replica is None:
             self._replica = ReplicaLog(self.commitlog, self.queue_table, self._put_lock,
-                                       lambda: self.cq_flush.run_once(force=True))
+                                       lambda: self.cq_flush.run_once(force=True), self.index)
         return self._replica
 
     # -- reading ------------------------------------------------------------
@@ -372,6 +394,30 @@ class MessageStore:
         if offset < cq.min_offset:  # retention moved the floor while we scanned
             return GetResult(GetStatus.OFFSET_TOO_SMALL, [], cq.min_offset, cq.min_offset, hi)
         return GetResult(GetStatus.NO_MATCHED_MESSAGE, [], next_offset, lo, hi)
+
+    # -- finding messages (store/lookup.py) -----------------------------------------
+    def message_at(self, phys: int) -> Message:
+        """The message at a physical offset (a message id's); MessageNotFoundError if none."""
+        if self._closed:
+            raise StoreClosedError("store is closed")
+        return message_at(self.commitlog, phys)
+
+    def query_by_key(self, key: str, topic: str | None = None, begin_ms: int = 0,
+                     end_ms: int = FOREVER_MS, limit: int = 64) -> KeyQueryResult:
+        """Messages whose KEYS hold ``key``, newest first, stored in [begin_ms, end_ms]."""
+        if self._closed:
+            raise StoreClosedError("store is closed")
+        if not isinstance(key, str) or not key or key != key.strip() or " " in key:
+            raise MessageIllegalError(f"a key is one non-empty word, got {key!r}")
+        if type(limit) is not int or limit < 1:
+            raise MessageIllegalError(f"limit must be a positive int, got {limit!r}")
+        return query_by_key(self.commitlog, self.index, key, topic, begin_ms, end_ms, limit)
+
+    def messages_between(self, topic: str, begin_ms: int, end_ms: int,
+                         limit: int = 64) -> list[Message]:
+        """Messages of ``topic`` stored in [begin_ms, end_ms], oldest first."""
+        queues = [cq for (t, _q), cq in sorted(self._queues.items()) if t == topic]
+        return messages_between(self.commitlog, queues, begin_ms, end_ms, limit)
 
     def queue_offsets(self, topic: str, queue_id: int) -> tuple[int, int]:
         """(min_offset, max_offset) of a queue; (0, 0) if it never got a message."""
@@ -438,6 +484,7 @@ class MessageStore:
             self.commitlog.close()
             for cq in self._queues.values():
                 cq.close()
+            self.index.close()
             if clean:
                 os.unlink(os.path.join(self.path, "abort"))
             os.close(self._lock_fd)

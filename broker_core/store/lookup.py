@@ -1,0 +1,105 @@
+"""Finding messages other than by queue and offset: at a physical offset (a message
+id), by key through the key index, and by store time within a topic.
+
+Every hit is read back and verified (magic, lengths, position, body CRC) and,
+for a key, checked to carry that key: the index only narrows the search, so a
+hash collision or an entry left from an older life of an offset never shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker_core.errors import MessageNotFoundError
+from broker_core.store.commitlog import CommitLog
+from broker_core.store.index_service import IndexService
+from broker_core.store.message import HEADER, CorruptRecord, Message, decode_record
+
+FOREVER_MS = 2**62
+
+
+@dataclass
+class KeyQueryResult:
+    messages: list[Message] = field(default_factory=list)  # newest first
+    more: bool = False  # the limit was reached: older matches may exist
+    candidates: int = 0  # index entries read (collisions included)
+
+
+def message_at(commitlog: CommitLog, phys: int) -> Message:
+    """The verified record starting at ``phys``; MessageNotFoundError saying why not."""
+    lo, hi = commitlog.min_offset, commitlog.write_offset
+    if phys < lo:
+        raise MessageNotFoundError(f"offset {phys} is below the commitlog's first kept offset "
+                                   f"{lo}: expired by retention")
+    if phys >= hi:
+        raise MessageNotFoundError(f"offset {phys} is at or past the commitlog's end {hi}: "
+                                   "never written here")
+    seg = commitlog.segment_for(phys)
+    if seg is None:
+        raise MessageNotFoundError(f"offset {phys}: its segment was just removed")
+    try:
+        return decode_record(seg.mm, phys - seg.start_offset, phys, seg.size)
+    except CorruptRecord as exc:
+        raise MessageNotFoundError(f"no message starts at offset {phys} ({exc})") from None
+    except ValueError:  # the segment was unmapped by retention meanwhile
+        raise MessageNotFoundError(f"offset {phys}: expired by retention") from None
+
+
+def query_by_key(commitlog: CommitLog, index: IndexService, key: str, topic: str | None,
+                 begin_ms: int, end_ms: int, limit: int) -> KeyQueryResult:
+    """Messages carrying ``key`` (of ``topic`` if given) stored in [begin_ms, end_ms]."""
+    cap = 2 * limit + 16  # collisions and other topics' messages take their share
+    hits = index.lookup(key, begin_ms, end_ms, cap)
+    out = KeyQueryResult(candidates=len(hits), more=len(hits) >= cap)
+    seen: set[int] = set()
+    for phys, _ts in hits:
+        if phys in seen:
+            continue
+        seen.add(phys)
+        try:
+            msg = message_at(commitlog, phys)
+        except MessageNotFoundError:
+            continue  # expired, or cut by recovery after the entry was written
+        if topic and msg.topic != topic or key not in (msg.keys or "").split():
+            continue
+        out.messages.append(msg)
+        if len(out.messages) >= limit:
+            out.more = True
+            break
+    return out
+
+
+def _store_ts(commitlog: CommitLog, phys: int) -> int | None:
+    seg = commitlog.segment_for(phys)
+    if seg is None:
+        return None
+    try:
+        return HEADER.unpack_from(seg.mm, phys - seg.start_offset)[10]
+    except (ValueError, IndexError):
+        return None
+
+
+def messages_between(commitlog: CommitLog, queues, begin_ms: int, end_ms: int,
+                     limit: int) -> list[Message]:
+    """Up to ``limit`` messages of the given ConsumeQueues stored in [begin_ms, end_ms],
+    oldest first: a binary search on store time per queue, then a walk."""
+    found: list[Message] = []
+    for cq in queues:
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:  # first queue offset stored at or after begin_ms
+            mid = (lo + hi) // 2
+            ts = _store_ts(commitlog, cq.unit(mid)[0])
+            if ts is not None and ts < begin_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        for _qo, phys, _size, _th in cq.units(lo, limit):
+            try:
+                msg = message_at(commitlog, phys)
+            except MessageNotFoundError:
+                continue
+            if msg.store_timestamp > end_ms:
+                break
+            found.append(msg)
+    found.sort(key=lambda m: m.store_timestamp)
+    return found[:limit]
