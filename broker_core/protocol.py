@@ -51,6 +51,9 @@ class Op(IntEnum):
     STATS = 7
     ROUTE = 8  # topic -> number of queues on this broker
     HA_STATE = 9  # role, epoch, log end: what the controller asks before a promotion
+    QUERY_BY_KEY = 10  # messages carrying a key (key index), within a time range
+    VIEW_BY_ID = 11  # the message at a message id's physical offset
+    QUERY_BY_TIME = 12  # a topic's messages stored within a time range (trace samples)
 
 
 class Code(IntEnum):
@@ -69,6 +72,7 @@ class Code(IntEnum):
     MESSAGE_ILLEGAL = 18
     PULL_NOT_FOUND = 19  # body still carries offsets (NO_NEW_MSG, OFFSET_* ...)
     FLOW_CONTROL = 20  # over a topic's or group's quota: nothing stored; body has retry-after
+    MESSAGE_NOT_FOUND = 21  # VIEW_BY_ID: no message at that offset (expired, never written)
 
 
 class ProtocolError(BrokerError):
@@ -192,6 +196,7 @@ _SEND_RESP = struct.Struct(">iqqq")  # queue id, queue offset, physical offset, 
 _BATCH_HEAD = struct.Struct(">iI")  # queue id, message count
 _BATCH_RESP = struct.Struct(">iqI")  # queue id, first queue offset, count
 _SERVICE = struct.Struct(">I")  # optional trailer of SEND/SEND_BATCH answers: broker time, µs
+_HOST = struct.Struct(">4si")  # optional field of SEND answers: the store host (message id)
 _PULL_REQ = struct.Struct(">iqHI")  # queue id, offset, max msgs, timeout ms
 _PULL_RESP = struct.Struct(">BqqqI")  # pull status, next, min, max offset, count
 _PULL_MSG = struct.Struct(">qq")  # queue offset, store ts ms
@@ -304,9 +309,13 @@ def decode_flow_control(body: bytes) -> tuple[float, str]:
 
 
 def encode_send_response(
-    queue_id: int, queue_offset: int, physical_offset: int, store_ts_ms: int
+    queue_id: int, queue_offset: int, physical_offset: int, store_ts_ms: int,
+    store_host: bytes | None = None,
 ) -> bytes:
-    return _SEND_RESP.pack(queue_id, queue_offset, physical_offset, store_ts_ms)
+    """``store_host``: the broker's 8-byte store host (IPv4, port), from which and the
+    physical offset a client makes the message id."""
+    out = _SEND_RESP.pack(queue_id, queue_offset, physical_offset, store_ts_ms)
+    return out + store_host if store_host is not None else out
 
 
 def with_service_time(answer: bytes, seconds: float) -> bytes:
@@ -324,11 +333,20 @@ def _service_time(r: Reader) -> float | None:
 
 def decode_send_response(body: bytes) -> tuple[int, int, int, int, float | None]:
     """(queue id, queue offset, physical offset, store ms, broker service s or None)."""
+    return decode_send_answer(body)[:5]
+
+
+def decode_send_answer(body: bytes) -> tuple[int, int, int, int, float | None, str | None]:
+    """decode_send_response plus the store host 'ip:port' (None from an older broker)."""
     r = Reader(body)
     out = r.unpack(_SEND_RESP)
+    host = None
+    if len(r.data) - r.pos in (_HOST.size, _HOST.size + _SERVICE.size):
+        ip, port = r.unpack(_HOST)
+        host = f"{'.'.join(str(b) for b in ip)}:{port}"
     service = _service_time(r)
     r.done()
-    return (*out, service)
+    return (*out, service, host)
 
 
 def encode_batch_response(queue_id: int, first_offset: int, count: int) -> bytes:
@@ -389,6 +407,11 @@ class PulledMessage:
     tags: str = ""
     keys: str = ""
     properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def msg_id(self) -> str | None:
+        """Its message id, when the broker sent it (traced messages carry MSG_ID)."""
+        return self.properties.get("MSG_ID")
 
 
 # pull status byte: mirrors the store's GetStatus names

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "console.commands.demo_cmd",
     "console.commands.console_cmd",
     "console.commands.status_cmd",
+    "console.commands.trace_cmd",
     # running and drilling brokers
     "console.commands.broker_cmd",
     "console.commands.cluster_cmd",

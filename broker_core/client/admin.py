@@ -82,3 +82,42 @@ def admin_call(http_addr: str, path: str, method: str, body: dict | None,
 def fault_all(http_addrs: Sequence[str], method: str, body: dict | None = None,
               token: str | None = None) -> list[dict[str, Any]]:
     return [fault(addr, method, body, token) for addr in http_addrs]
+
+
+# -- finding messages (QUERY_BY_KEY, VIEW_BY_ID, QUERY_BY_TIME) -----------------------
+
+def _lookup(addr: str, op: Op, req: dict, timeout: float) -> tuple[int, bytes]:
+    conn = Connection(addr)
+    try:
+        return conn.call(op, encode_json(req), timeout)
+    finally:
+        conn.close()
+
+
+def query_by_key(addr: str, key: str, topic: str | None = None, begin_ms: int = 0,
+                 end_ms: int | None = None, limit: int = 64, timeout: float = 5.0) -> dict:
+    """The broker's answer: {messages: [...], more, candidates, broker}."""
+    req = {"key": key, "topic": topic, "begin_ms": begin_ms, "end_ms": end_ms, "limit": limit}
+    code, body = _lookup(addr, Op.QUERY_BY_KEY, req, timeout)
+    if code != Code.OK:
+        raise AdminError(f"{addr}: {Code(code).name}: {body.decode('utf-8', 'replace')}")
+    return decode_json(body)
+
+
+def view_by_id(addr: str, msg_id: str, timeout: float = 5.0) -> tuple[dict | None, str]:
+    """(the message document, "") or (None, why the broker has none)."""
+    code, body = _lookup(addr, Op.VIEW_BY_ID, {"id": msg_id}, timeout)
+    if code == Code.MESSAGE_NOT_FOUND:
+        return None, body.decode("utf-8", "replace")
+    if code != Code.OK:
+        raise AdminError(f"{addr}: {Code(code).name}: {body.decode('utf-8', 'replace')}")
+    return decode_json(body)["message"], ""
+
+
+def query_by_time(addr: str, topic: str, begin_ms: int, end_ms: int, limit: int = 64,
+                  timeout: float = 5.0) -> dict:
+    req = {"topic": topic, "begin_ms": begin_ms, "end_ms": end_ms, "limit": limit}
+    code, body = _lookup(addr, Op.QUERY_BY_TIME, req, timeout)
+    if code != Code.OK:
+        raise AdminError(f"{addr}: {Code(code).name}: {body.decode('utf-8', 'replace')}")
+    return decode_json(body)

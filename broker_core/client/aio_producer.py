@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from broker_core.client.attempts import (
     FLOW_RETRIES,
     SendCounters,
+    SendFailed,
     SendOptions,
     SendPlan,
     SendResult,
@@ -28,6 +29,7 @@ from broker_core.client.attempts import (
 )
 from broker_core.client.connection import BrokerUnavailable, parse_addr
 from broker_core.client.producer import encode_many, encode_one
+from broker_core.client.tracing import traced_properties
 from broker_core.protocol import (
     FLAG_RESPONSE,
     Code,
@@ -37,6 +39,7 @@ from broker_core.protocol import (
     ProtocolError,
     encode_frame,
 )
+from broker_core.trace.records import now_ms
 
 
 class _AioConnection(asyncio.Protocol):
@@ -101,14 +104,17 @@ class AsyncProducer:
     groups, each reached at its current master; a failover is picked up at the next
     send and the group's fuse state starts afresh (a new broker answers for it).
     `group`, `flow_retries`, `backoff`: as `Producer`'s (`client.attempts.SendOptions`);
-    `counters`: share a producer's throttling figures (the load generator does)."""
+    `counters`: share a producer's throttling figures (the load generator does).
+    `tracer`: a `client.tracing.SendTracer` (e.g. a `Producer`'s) that samples sends
+    for the trace, as `Producer(trace_rate=...)` does."""
 
     def __init__(self, brokers: Sequence[str] | Mapping[str, str] | str | None = None,
                  fuse=None, timeout: float = 3.0, retries: int = 2,
                  clock: Callable[[], float] = time.monotonic, routes=None, group: str = "",
                  flow_retries: int = FLOW_RETRIES, backoff: Sequence[float] = (),
-                 counters: SendCounters | None = None) -> None:
+                 counters: SendCounters | None = None, tracer=None) -> None:
         self.routes = routes
+        self.tracer = tracer
         self._routes_version = routes.version if routes is not None else 0
         self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
         self.timeout = timeout
@@ -198,8 +204,20 @@ class AsyncProducer:
     async def send(self, topic: str, body: bytes, tags: str | None = None,
                    keys: str | None = None, properties: dict[str, str] | None = None
                    ) -> SendResult:
-        return await self._call(Op.SEND, encode_one(
-            topic, body, tags, keys, with_group(properties, self.options.group)))
+        tr = self.tracer
+        if tr is None or not tr.sampler.sample():
+            return await self._call(Op.SEND, encode_one(
+                topic, body, tags, keys, with_group(properties, self.options.group)))
+        born, t0 = now_ms(), time.perf_counter()
+        payload = encode_one(topic, body, tags, keys, with_group(traced_properties(properties),
+                                                             self.options.group))
+        try:
+            result = await self._call(Op.SEND, payload)
+        except SendFailed as exc:
+            tr.record(topic, tags, keys, len(body), born, time.perf_counter() - t0, exc=exc)
+            raise
+        tr.record(topic, tags, keys, len(body), born, time.perf_counter() - t0, result)
+        return result
 
     async def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:
         return await self._call(Op.SEND_BATCH, encode_many(topic, bodies, self.options.group))

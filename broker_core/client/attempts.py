@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from broker_core.client.connection import is_local
 from broker_core.errors import BrokerError
+from broker_core.message_id import encode_id
 from broker_core.protocol import (
     PRODUCER_GROUP,
     Code,
@@ -35,7 +36,7 @@ from broker_core.protocol import (
     ProtocolError,
     decode_batch_response,
     decode_flow_control,
-    decode_send_response,
+    decode_send_answer,
 )
 
 # Codes after which another broker may succeed; the others are the caller's fault.
@@ -88,9 +89,11 @@ class SendCounters:
 class SendFailed(BrokerError):
     """Every attempt failed; `code` is the last broker answer (None: no answer)."""
 
-    def __init__(self, message: str, code: Code | None = None) -> None:
+    def __init__(self, message: str, code: Code | None = None,
+                 retries: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.code = code
+        self.retries = retries  # why each earlier attempt was given up ("broker: reason")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,9 @@ class SendResult:
     count: int = 1
     attempts: int = 1
     broker_s: float | None = None  # the broker's own service time, when it reports one
+    msg_id: str | None = None  # SEND: the message id (broker_core.message_id), None for a batch
+    retries: tuple[str, ...] = ()  # why each earlier attempt was given up ("broker: reason")
+    store_ms: int = 0  # SEND: the broker's store time
 
 
 def normalize_brokers(brokers: Sequence[str] | Mapping[str, str] | str) -> dict[str, str]:
@@ -158,13 +164,14 @@ class SendPlan:
     """
 
     __slots__ = ("fuse", "names", "options", "op", "rr", "tried", "attempt", "broker", "token",
-                 "throttled", "counters")
+                 "throttled", "counters", "why")
 
     def __init__(self, fuse, names: Sequence[str], options: SendOptions, op: Op,
                  rr: itertools.count, counters: SendCounters | None = None) -> None:
         self.fuse, self.names, self.options, self.op, self.rr = fuse, names, options, op, rr
         self.counters = counters
         self.tried: list[str] = []
+        self.why: list[str] = []  # per failed attempt, for the trace
         self.attempt = 0
         self.throttled = 0  # attempts answered FLOW_CONTROL
         self.broker = ""
@@ -200,11 +207,14 @@ class SendPlan:
         self._end(broker_ok)
         if code is not None and code not in RETRYABLE:
             message = body.decode("utf-8", "replace") if body else code.name
-            return "fail", SendFailed(f"{broker}: {code.name}: {message}", code)
+            return "fail", SendFailed(f"{broker}: {code.name}: {message}", code,
+                                      tuple(self.why))
         why = reason or f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
+        self.why.append(f"{broker}: {why}")
         if self.attempt - self.throttled > self.options.retries or closing:
             return "fail", SendFailed(
-                f"send failed after {self.attempt} attempt(s); last from {broker}: {why}", code)
+                f"send failed after {self.attempt} attempt(s); last from {broker}: {why}", code,
+                tuple(self.why))
         self.tried.append(broker)
         wait = self._interval(self.attempt - self.throttled)
         return ("backoff", wait) if wait else ("retry", why)
@@ -244,10 +254,12 @@ class SendPlan:
     def _result(self, code: Code, body: bytes | None) -> SendResult:
         status = "SEND_OK" if code == Code.OK else code.name
         if self.op == Op.SEND:
-            qid, qoff, _phys, _ts, broker_s = decode_send_response(body)
-            return SendResult(status, self.broker, qid, qoff, 1, self.attempt, broker_s)
+            qid, qoff, phys, ts, broker_s, host = decode_send_answer(body)
+            return SendResult(status, self.broker, qid, qoff, 1, self.attempt, broker_s,
+                              encode_id(host, phys) if host else None, tuple(self.why), ts)
         qid, first, count, broker_s = decode_batch_response(body)
-        return SendResult(status, self.broker, qid, first, count, self.attempt, broker_s)
+        return SendResult(status, self.broker, qid, first, count, self.attempt, broker_s,
+                          None, tuple(self.why))
 
     def _end(self, ok: bool, broker_s: float | None = None) -> None:
         if self.token is not None:

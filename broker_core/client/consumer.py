@@ -50,7 +50,11 @@ def allocate(
 class Consumer:
     """`routes` (a replicated cluster, e.g. `ha.routes.ZkRoutes`): queues are per group,
     read from the group's master, or from a slave while the master does not answer
-    (offsets then live on that slave: they come from the master once a second)."""
+    (offsets then live on that slave: they come from the master once a second).
+
+    `trace_rate` (0..1, default off): the share of traced messages (those a producer
+    sampled) whose delivery this consumer reports to the trace, with the time of the
+    commit that covers it (broker_core.client.tracing.DeliveryTracer)."""
 
     def __init__(
         self,
@@ -61,6 +65,8 @@ class Consumer:
         timeout: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
         routes=None,
+        trace_rate: float = 0.0,
+        trace=None,
     ) -> None:
         self.group, self.topic = group, topic
         self.routes = routes
@@ -78,6 +84,15 @@ class Consumer:
         self._members: tuple[str, ...] = ()
         self._next_heartbeat = 0.0
         self._rr = 0
+        self.tracer = self._own_trace = None
+        if trace_rate > 0:
+            from broker_core.client.tracing import DeliveryTracer
+            from broker_core.trace.dispatcher import TraceDispatcher
+
+            if trace is None:
+                trace = self._own_trace = TraceDispatcher.for_brokers(
+                    None if routes is not None else dict(self.brokers), routes=routes)
+            self.tracer = DeliveryTracer(trace, trace_rate, group, self.client_id)
 
     # -- plumbing -----------------------------------------------------------
     def _call(self, broker: str, op: Op, body: bytes, timeout: float | None = None):
@@ -200,6 +215,8 @@ class Consumer:
         if status == "OFFSET_TOO_SMALL":  # retention removed them: jump to the oldest kept
             next_offset = max(next_offset, min_offset)
         self._offsets[queue] = next_offset
+        if msgs and self.tracer is not None:
+            self.tracer.polled(broker, msgs)
         return msgs
 
     def commit(self) -> None:
@@ -215,6 +232,8 @@ class Consumer:
                     {"group": self.group, "topic": self.topic, "queue_id": qid, "offset": offset},
                 )
                 self._committed[queue] = offset
+                if self.tracer is not None:
+                    self.tracer.committed(queue, offset)
             except (BrokerUnavailable, BrokerError):
                 pass  # at-least-once: committed again next time
 
@@ -224,6 +243,10 @@ class Consumer:
             self.heartbeat(leave=True)
         finally:
             self._pool.close()
+            if self.tracer is not None:
+                self.tracer.release_all()
+            if self._own_trace is not None:
+                self._own_trace.close()
 
     def __enter__(self) -> Consumer:
         return self

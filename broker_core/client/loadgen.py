@@ -34,6 +34,7 @@ class LoadSpec:
     rate: float | None = None  # messages per second; None = as fast as possible
     batch: int = 1
     concurrency: int = 64
+    key_prefix: str = ""  # each message keyed f"{key_prefix}{n}" (the key index), n from 1
 
 
 @dataclass
@@ -100,17 +101,19 @@ class LoadGenerator:
         aio = AsyncProducer(base.brokers, fuse=base.fuse or False, timeout=base.timeout,
                             retries=opts.retries, routes=base.routes, group=opts.group,
                             flow_retries=opts.flow_retries, backoff=opts.backoff,
-                            counters=base.counters)
+                            counters=base.counters, tracer=getattr(base, "tracer", None))
         body = b"x" * spec.size
         window = asyncio.Semaphore(spec.concurrency)
         pending: set[asyncio.Task] = set()
 
-        async def one(n: int) -> None:
+        prefix = spec.key_prefix
+
+        async def one(n: int, seq: int) -> None:
             t0 = time.perf_counter()
             exc = None
             try:
                 if n == 1:
-                    await aio.send(spec.topic, body)
+                    await aio.send(spec.topic, body, keys=f"{prefix}{seq}" if prefix else None)
                 else:
                     await aio.send_batch(spec.topic, [body] * n)
             except Exception as e:  # noqa: BLE001 - counted by reason
@@ -135,7 +138,7 @@ class LoadGenerator:
                     continue
             await window.acquire()
             n = spec.batch if spec.count is None else min(spec.batch, spec.count - sent)
-            task = asyncio.ensure_future(one(n))
+            task = asyncio.ensure_future(one(n, sent + 1))
             pending.add(task)
             task.add_done_callback(pending.discard)
             sent += n

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 
@@ -30,7 +33,9 @@ from broker_core.client.attempts import (
     with_group,
 )
 from broker_core.client.connection import BrokerUnavailable, Connection, ConnectionPool
+from broker_core.client.tracing import SendTracer, traced_properties
 from broker_core.protocol import Code, Op, OutMessage, encode_send, encode_send_batch
+from broker_core.trace.records import now_ms
 
 __all__ = ["Producer", "SendFailed", "SendResult", "normalize_brokers"]
 
@@ -48,11 +53,20 @@ def encode_many(topic: str, bodies: Sequence[bytes | OutMessage], group: str = "
     return encode_send_batch(topic, -1, msgs)
 
 
+def client_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
 class Producer:
     """`routes` (a replicated cluster, e.g. `ha.routes.ZkRoutes`): brokers are its
     groups, each reached at its current master (see AsyncProducer). `group`: the
     producer group brokers' quotas see; `flow_retries` and `backoff`: see
-    `client.attempts.SendOptions`."""
+    `client.attempts.SendOptions`.
+
+    `trace_rate` (0..1, default off): the share of `send`s traced (broker_core.trace):
+    they carry the TRACE property and their outcome goes to the trace topic, through
+    `trace` (a TraceDispatcher) or one of the producer's own. Batches are not traced.
+    """
 
     def __init__(
         self,
@@ -65,8 +79,12 @@ class Producer:
         group: str = "",
         flow_retries: int = FLOW_RETRIES,
         backoff: Sequence[float] = (),
+        trace_rate: float = 0.0,
+        trace=None,
+        client: str | None = None,
     ) -> None:
         self.routes = routes
+        self.client_id = client or client_id()
         self._routes_version = routes.version if routes is not None else 0
         self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
         self.timeout = timeout
@@ -82,12 +100,33 @@ class Producer:
         self._dl_lock = threading.Lock()
         self._closed = threading.Event()
         self._sweeper: threading.Thread | None = None  # started by the first send
+        self.tracer: SendTracer | None = None
+        self._own_trace = None
+        if trace_rate > 0:
+            if trace is None:
+                from broker_core.trace.dispatcher import TraceDispatcher
+
+                trace = self._own_trace = TraceDispatcher.for_brokers(
+                    None if routes is not None else dict(self.brokers), routes=routes)
+            self.tracer = SendTracer(trace, trace_rate, self.client_id, self.brokers, self.fuse)
 
     # -- public API ---------------------------------------------------------
     def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | None = None,
              properties: dict[str, str] | None = None) -> SendResult:
-        """Send one message, retrying on other brokers; raises SendFailed."""
-        return self._call(Op.SEND, self._encode(topic, body, tags, keys, properties))
+        """Send one message, retrying on other brokers; raises SendFailed. The
+        result's `msg_id` finds the message again (VIEW_BY_ID, `floodgate trace`)."""
+        tr = self.tracer
+        if tr is None or not tr.sampler.sample():
+            return self._call(Op.SEND, self._encode(topic, body, tags, keys, properties))
+        born, t0 = now_ms(), time.perf_counter()
+        payload = self._encode(topic, body, tags, keys, traced_properties(properties))
+        try:
+            result = self._call(Op.SEND, payload)
+        except SendFailed as exc:
+            tr.record(topic, tags, keys, len(body), born, time.perf_counter() - t0, exc=exc)
+            raise
+        tr.record(topic, tags, keys, len(body), born, time.perf_counter() - t0, result)
+        return result
 
     def _encode(self, topic, body, tags, keys, properties) -> bytes:
         return encode_one(topic, body, tags, keys, with_group(properties, self.options.group))
@@ -95,7 +134,20 @@ class Producer:
     def send_async(self, topic: str, body: bytes, tags: str | None = None,
                    keys: str | None = None, properties: dict[str, str] | None = None) -> Future:
         """As send, without blocking: a Future of the SendResult."""
-        return self._start(Op.SEND, self._encode(topic, body, tags, keys, properties))
+        tr = self.tracer
+        if tr is None or not tr.sampler.sample():
+            return self._start(Op.SEND, self._encode(topic, body, tags, keys, properties))
+        born, t0 = now_ms(), time.perf_counter()
+        fut = self._start(Op.SEND, self._encode(topic, body, tags, keys,
+                                                traced_properties(properties)))
+
+        def done(f: Future) -> None:
+            exc = f.exception()
+            tr.record(topic, tags, keys, len(body), born, time.perf_counter() - t0,
+                      None if exc else f.result(), exc)
+
+        fut.add_done_callback(done)
+        return fut
 
     def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:
         return self._call(Op.SEND_BATCH, encode_many(topic, bodies, self.options.group))
@@ -120,6 +172,8 @@ class Producer:
             if not outer.done():
                 outer.set_exception(SendFailed("producer closed while backing off", Code.FLOW_CONTROL))
         self._pool.close()
+        if self._own_trace is not None:
+            self._own_trace.close()
 
     def __enter__(self) -> Producer:
         return self

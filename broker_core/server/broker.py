@@ -22,12 +22,16 @@ from broker_core.observe.recorder import OpRecorder
 from broker_core.observe.snapshot import BrokerSnapshot, take_snapshot
 from broker_core.observe.stats_doc import stats_document
 from broker_core.protocol import Code, Op
+from broker_core.server import lookup_ops
 from broker_core.server.config import BrokerConfig
 from broker_core.server.faults import Faults
 from broker_core.server.flow_control import FlowControl
 from broker_core.server.group_state import GroupMembers, OffsetTable, TopicError, TopicTable
+from broker_core.server.trace_store import StoreTracer
 from broker_core.server.write_path import PUT_CODES, WritePath
 from broker_core.store import GetStatus, MessageStore, PutStatus, StoreConfig
+from broker_core.store.message import pack_host
+from broker_core.trace.records import PROP_MSG_ID, PROP_TRACE
 
 __all__ = ["Broker", "BrokerConfig"]
 
@@ -73,6 +77,11 @@ class Broker:
                                     config.busy_after_ms, config.max_inflight_writes)
         self.loop_lag = LoopLag()
         self.ha = None  # an ha.node.HaNode when the broker is in a replicated group
+        self._host = pack_host(config.addr)  # in SEND answers: the message id's broker
+        self.trace_store = StoreTracer(
+            self.store, config.name, config.addr, config.flush,
+            lambda: "none" if self.ha is None else config.replication,
+            lambda end: self.ha.appended(end) if self.ha is not None else None)
         self.started = clock()
         self.serving = False
         self.latest: BrokerSnapshot | None = None  # taken each tick (runner) or on demand
@@ -143,6 +152,8 @@ class Broker:
         if code == Code.OK:
             qid = answer
 
+            traced = PROP_TRACE in msg.properties
+
             def put():
                 return self.store.put(topic, qid, msg.body, msg.tags or None, msg.keys or None,
                                       msg.properties or None, wait=False)
@@ -151,21 +162,22 @@ class Broker:
                 result = put()
                 if self.ha is not None and result.status is PutStatus.PUT_OK:
                     self.ha.appended(result.end_offset)
-                code, answer = self._send_answer(PUT_CODES[result.status], result, topic, qid)
+                code, answer = self._send_answer(PUT_CODES[result.status], result, topic, qid,
+                                                 traced=traced)
             else:
                 outcome = wp.write_parked(put)
                 if isinstance(outcome, asyncio.Future):
-                    return self._answer_when(outcome, topic, qid, t0, len(msg.body))
-                code, answer = self._send_answer(*outcome, topic, qid)
+                    return self._answer_when(outcome, topic, qid, t0, len(msg.body), traced)
+                code, answer = self._send_answer(*outcome, topic, qid, traced=traced)
         self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code in _ANSWERED_OK)
         return code, answer
 
     def _answer_when(self, parked: asyncio.Future, topic: str, qid: int, t0: float,
-                     nbytes: int) -> asyncio.Future:
+                     nbytes: int, traced: bool) -> asyncio.Future:
         answer = asyncio.get_running_loop().create_future()
 
         def done(f: asyncio.Future) -> None:
-            code, out = self._send_answer(*f.result(), topic, qid)
+            code, out = self._send_answer(*f.result(), topic, qid, traced=traced)
             self.recorder.record("send", perf_counter() - t0, 1, nbytes, code in _ANSWERED_OK)
             answer.set_result((code, out))
 
@@ -184,7 +196,8 @@ class Broker:
             code, result = await self.write_path.write(
                 lambda: self.store.put(topic, qid, msg.body, msg.tags or None, msg.keys or None,
                                        msg.properties or None, wait=False))
-            code, answer = self._send_answer(code, result, topic, qid)
+            code, answer = self._send_answer(code, result, topic, qid,
+                                             traced=PROP_TRACE in msg.properties)
         self.recorder.record("send", perf_counter() - t0, 1, len(msg.body), code in _ANSWERED_OK)
         return code, answer
 
@@ -209,8 +222,8 @@ class Broker:
                 return Code.FLOW_CONTROL, p.encode_flow_control(wait, self.flow.reason())
         return Code.OK, qid
 
-    def _send_answer(self, code: int, result, topic: str, qid: int, batch: bool = False
-                     ) -> tuple[int, bytes]:
+    def _send_answer(self, code: int, result, topic: str, qid: int, batch: bool = False,
+                     traced: bool = False) -> tuple[int, bytes]:
         if isinstance(result, str):  # refused by the write path
             self.counters["send_errors"] += 1
             return code, result.encode()
@@ -220,8 +233,10 @@ class Broker:
         self._wake(topic, qid)
         if batch:
             return code, p.encode_batch_response(qid, result.queue_offset, result.count)
+        if traced:
+            self.trace_store.add(result, topic, qid, code)
         return code, p.encode_send_response(qid, result.queue_offset, result.physical_offset,
-                                            result.store_timestamp)
+                                            result.store_timestamp, self._host)
 
     async def _send_batch(self, body: bytes) -> tuple[int, bytes]:
         t0 = perf_counter()
@@ -276,7 +291,9 @@ class Broker:
                 m.body,
                 m.tags or "",
                 m.keys or "",
-                m.properties,
+                # a traced message tells its consumer its id, for the delivery record
+                {**m.properties, PROP_MSG_ID: m.msg_id} if PROP_TRACE in m.properties
+                else m.properties,
             )
             for m in got.messages
         ]
@@ -350,6 +367,9 @@ class Broker:
         Op.HEARTBEAT: _heartbeat,
         Op.STATS: _stats,
         Op.HA_STATE: _ha_state,
+        Op.QUERY_BY_KEY: lookup_ops.query_by_key,
+        Op.VIEW_BY_ID: lookup_ops.view_by_id,
+        Op.QUERY_BY_TIME: lookup_ops.query_by_time,
     }
 
     # -- housekeeping, once a second ---------------------------------------------
@@ -361,6 +381,7 @@ class Broker:
             self.recorder.add_histogram("flush", flush)
         self.offsets.save()
         self.backlog.sample(self.offsets.offsets, lambda t, q: self.store.queue_offsets(t, q)[1])
+        self.trace_store.flush()
         closed = self.recorder.roll()
         self.latest = take_snapshot(self)
         return closed
@@ -386,4 +407,5 @@ class Broker:
 
     def close(self) -> None:
         self.offsets.save()
+        self.trace_store.flush()
         self.store.close()

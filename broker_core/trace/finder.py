@@ -1,0 +1,169 @@
+"""Finding a message and its trace records across a cluster (what `floodgate trace` and
+the console's trace screen ask).
+
+By key: every broker's key index (QUERY_BY_KEY), the same message seen on a master
+and its slave counted once (its id names the broker that stored it). By id: the
+broker the id names, then the other members of its group. Then, per message, the
+trace topic of every broker by the message id (trace records go to any broker).
+A broker that does not answer is noted, never fatal: the timeline says what could
+not be asked.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from broker_core.client import admin
+from broker_core.client.connection import BrokerUnavailable
+from broker_core.cluster.cluster_file import ClusterFile
+from broker_core.errors import BrokerError
+from broker_core.message_id import decode_id
+from broker_core.trace.records import TRACE_TOPIC, decode_batch
+from broker_core.trace.timeline import Timeline, build_timeline
+
+TRACE_RECORDS_LIMIT = 200  # trace messages read per message id and broker
+
+
+@dataclass
+class TraceResult:
+    timelines: list[Timeline] = field(default_factory=list)
+    failed_sends: list[dict] = field(default_factory=list)  # sends that never got an id
+    unreachable: dict[str, str] = field(default_factory=dict)  # broker -> why
+    more: bool = False  # more messages matched than were traced
+    not_found: str = ""  # by id: why no broker had it
+
+
+class TraceFinder:
+    def __init__(self, cluster: ClusterFile, timeout: float = 3.0, workers: int = 8) -> None:
+        self.cluster, self.timeout = cluster, timeout
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trace-find")
+        self.unreachable: dict[str, str] = {}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+    def _each(self, fn) -> list[tuple[object, dict]]:
+        """fn(broker entry) on every broker at once: [(entry, answer)] of those that answered."""
+        entries = list(self.cluster.brokers)
+        futures = [self._pool.submit(fn, b) for b in entries]
+        out = []
+        for b, fut in zip(entries, futures, strict=True):
+            try:
+                out.append((b, fut.result()))
+            except (BrokerUnavailable, TimeoutError, BrokerError, OSError) as exc:
+                self.unreachable[b.name] = str(exc)
+        return out
+
+    def _name_of(self, addr: str) -> str:
+        for b in self.cluster.brokers:
+            if b.addr == addr:
+                return b.name
+        return addr
+
+    # -- finding messages ------------------------------------------------------------
+    def by_key(self, key: str, topic: str | None, begin_ms: int, end_ms: int | None,
+               limit: int) -> TraceResult:
+        answers = self._each(lambda b: admin.query_by_key(
+            b.addr, key, topic, begin_ms, end_ms, limit, self.timeout))
+        docs: dict[str, dict] = {}
+        more = False
+        for b, answer in answers:
+            more |= bool(answer.get("more"))
+            for doc in answer.get("messages", []):
+                if doc["topic"] == TRACE_TOPIC and topic != TRACE_TOPIC:
+                    continue
+                # the copy on the broker that stored it knows the groups' offsets first-hand
+                if doc["id"] not in docs or b.addr == doc["store_host"]:
+                    docs[doc["id"]] = doc
+        ordered = sorted(docs.values(), key=lambda d: d["store_ms"], reverse=True)
+        result = TraceResult(more=more or len(ordered) > limit)
+        result.timelines = [self._timeline(doc) for doc in ordered[:limit]]
+        result.failed_sends = self._failed_sends(key, topic, begin_ms, end_ms)
+        result.unreachable = dict(self.unreachable)
+        return result
+
+    def by_id(self, msg_id: str) -> TraceResult:
+        addr, _phys = decode_id(msg_id)  # MessageIdError: bad usage, raised as it is
+        result = TraceResult()
+        reasons = []
+        for b in self._replicas_of(addr):
+            try:
+                doc, why = admin.view_by_id(b.addr, msg_id, self.timeout)
+            except (BrokerUnavailable, TimeoutError, BrokerError, OSError) as exc:
+                self.unreachable[b.name] = str(exc)
+                continue
+            if doc is not None:
+                result.timelines.append(self._timeline(doc))
+                break
+            reasons.append(f"{b.name}: {why}")
+        else:
+            known = self._replicas_of(addr)
+            result.not_found = ("; ".join(reasons) if reasons else
+                                f"no broker at {addr} in cluster {self.cluster.name}"
+                                if not known else "no broker of its group answered")
+        result.unreachable = dict(self.unreachable)
+        return result
+
+    def _replicas_of(self, addr: str) -> list:
+        """The broker at ``addr`` and the other members of its group (same log)."""
+        first = [b for b in self.cluster.brokers if b.addr == addr]
+        group = first[0].group if first and first[0].group else None
+        peers = [b for b in self.cluster.brokers if group and b.group == group and b not in first]
+        return first + peers
+
+    # -- trace records ---------------------------------------------------------------
+    def records_for(self, msg_id: str) -> list[dict]:
+        """Every trace record about ``msg_id``, from every broker, each trace message once."""
+        answers = self._each(lambda b: admin.query_by_key(
+            b.addr, msg_id, TRACE_TOPIC, 0, None, TRACE_RECORDS_LIMIT, self.timeout))
+        seen, records = set(), []
+        for _b, answer in answers:
+            for doc in answer.get("messages", []):
+                if doc["id"] in seen or doc.get("body") is None:
+                    continue
+                seen.add(doc["id"])
+                records.extend(r for r in decode_batch(doc["body"].encode("utf-8"))
+                               if r.get("id") == msg_id)
+        return records
+
+    def _failed_sends(self, key: str, topic: str | None, begin_ms: int,
+                      end_ms: int | None) -> list[dict]:
+        answers = self._each(lambda b: admin.query_by_key(
+            b.addr, key, TRACE_TOPIC, begin_ms, end_ms, TRACE_RECORDS_LIMIT, self.timeout))
+        seen, out = set(), []
+        for _b, answer in answers:
+            for doc in answer.get("messages", []):
+                if doc["id"] in seen or doc.get("body") is None:
+                    continue
+                seen.add(doc["id"])
+                out.extend(r for r in decode_batch(doc["body"].encode("utf-8"))
+                           if r.get("type") == "send" and not r.get("id")
+                           and key in str(r.get("keys", "")).split()
+                           and (not topic or r.get("topic") == topic))
+        return sorted(out, key=lambda r: r.get("born_ms", 0))
+
+    def _timeline(self, doc: dict) -> Timeline:
+        return build_timeline(doc, self.records_for(doc["id"]), self._name_of)
+
+    # -- samples for a time window (the console's jump from a spike) -----------------------
+    def sample_sends(self, broker: str | None, begin_ms: int, end_ms: int,
+                     limit: int = 20) -> list[dict]:
+        """The slowest traced sends in [begin_ms, end_ms] (to ``broker`` if given)."""
+        answers = self._each(lambda b: admin.query_by_time(
+            b.addr, TRACE_TOPIC, begin_ms - 5_000, end_ms + 5_000, 500, self.timeout))
+        seen, sends = set(), {}
+        for _b, answer in answers:
+            for doc in answer.get("messages", []):
+                if doc["id"] in seen or doc.get("body") is None:
+                    continue
+                seen.add(doc["id"])
+                for r in decode_batch(doc["body"].encode("utf-8")):
+                    if r.get("type") != "send" or not r.get("id"):
+                        continue
+                    if not begin_ms <= r.get("born_ms", 0) <= end_ms:
+                        continue
+                    if broker and broker not in (r.get("broker"), self._name_of(r.get("addr"))):
+                        continue
+                    sends[r["id"]] = r
+        return sorted(sends.values(), key=lambda r: -r.get("rt_ms", 0))[:limit]

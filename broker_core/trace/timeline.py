@@ -1,0 +1,100 @@
+"""A message's timeline from its stored record and its trace records: sent (by whom,
+to which broker, RT, attempts, why it retried, the fuse's view), stored (queue,
+offset, answer code, durable now), delivered to each group (when, by which client,
+end-to-end delay, committed), and what is missing, said in words: "stored, never
+delivered to group billing: its offset on queue 2 is 1,203 behind".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Delivery:
+    group: str
+    client: str
+    pulled_ms: int
+    committed_ms: int | None
+    delay_ms: int  # pulled - born (end to end)
+    broker: str = ""
+
+
+@dataclass
+class Timeline:
+    id: str
+    topic: str
+    keys: str
+    tags: str
+    broker: str  # where it is stored (the broker the id names)
+    queue_id: int
+    queue_offset: int
+    born_ms: int
+    store_ms: int
+    durable: bool
+    body_bytes: int
+    send: dict | None = None  # the producer's record
+    store: dict | None = None  # the broker's record
+    deliveries: dict[str, list[Delivery]] = field(default_factory=dict)  # group -> in order
+    groups: dict[str, int] = field(default_factory=dict)  # group -> offset on the queue
+    missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def delay_ms(self, group: str) -> int | None:
+        got = self.deliveries.get(group)
+        return got[0].delay_ms if got else None
+
+
+def build_timeline(doc: dict, records: list[dict],
+                   name_of: Callable[[str], str] = lambda a: a) -> Timeline:
+    """``doc``: a broker's message document (lookup_ops.message_doc); ``records``:
+    the trace records about its id."""
+    sends = sorted((r for r in records if r.get("type") == "send"), key=lambda r: r["born_ms"])
+    stores = [r for r in records if r.get("type") == "store"]
+    t = Timeline(
+        id=doc["id"], topic=doc["topic"], keys=doc.get("keys") or "", tags=doc.get("tags") or "",
+        broker=name_of(doc["store_host"]), queue_id=doc["queue_id"],
+        queue_offset=doc["queue_offset"], born_ms=doc["born_ms"], store_ms=doc["store_ms"],
+        durable=bool(doc.get("durable")), body_bytes=doc.get("body_bytes", 0),
+        send=sends[0] if sends else None, store=stores[0] if stores else None,
+        groups=dict(doc.get("groups") or {}))
+    born = t.send["born_ms"] if t.send else t.born_ms
+    for r in sorted((r for r in records if r.get("type") == "deliver"),
+                    key=lambda r: r.get("pulled_ms", 0)):
+        t.deliveries.setdefault(r["group"], []).append(Delivery(
+            r["group"], r.get("client", ""), r["pulled_ms"], r.get("committed_ms"),
+            r["pulled_ms"] - born, r.get("broker", "")))
+    traced = "TRACE" in (doc.get("properties") or {})
+    if t.send is None:
+        t.missing.append("no send record: the producer does not trace this message"
+                         if not traced else "no send record yet: the producer's trace "
+                         "batch is not written (or was lost)")
+    if t.store is None and traced:
+        t.missing.append("no store record yet: the broker writes them once a second")
+    if not t.durable:
+        t.notes.append("not yet flushed to disk on the broker asked")
+    for group, got in t.deliveries.items():
+        if len(got) > 1:
+            t.notes.append(f"group {group}: delivered {len(got)} times "
+                           f"({len(got) - 1} redelivery)")
+        if all(d.committed_ms is None for d in got):
+            offset = t.groups.get(group)
+            if offset is None or offset <= t.queue_offset:
+                t.missing.append(f"delivered to group {group}, not committed yet")
+    for group, offset in sorted(t.groups.items()):
+        if group in t.deliveries:
+            continue
+        if offset > t.queue_offset:
+            t.notes.append(f"group {group} consumed it (its offset {offset:,} is past it) "
+                           "without a delivery record: that consumer does not trace")
+        else:
+            behind = t.queue_offset - offset + 1
+            t.missing.append(f"stored, never delivered to group {group}: its offset on "
+                             f"queue {t.queue_id} is {behind:,} behind")
+    if traced and not t.groups and not t.deliveries:
+        t.missing.append("no consumer group has read this queue yet")
+    return t
