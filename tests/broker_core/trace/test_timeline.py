@@ -1,0 +1,36 @@
+"""A timeline from a message document and trace records: delays per group,
+redeliveries, and what is missing said in words."""
+
+from broker_core.trace.timeline import build_timeline
+
+
+def doc(**kw):
+    d = {"id": "ID1", "topic": "orders", "keys": "order-42", "tags": "", "store_host": "h:1",
+         "queue_id": 2, "queue_offset": 5000, "born_ms": 1000, "store_ms": 1002,
+         "durable": True, "body_bytes": 10, "properties": {"TRACE": "1"},
+         "groups": {"billing": 5001, "warehouse": 3798, "audit": 6000}}
+    d.update(kw)
+    return d
+
+
+def test_delays_redeliveries_and_the_missing():
+    records = [
+        {"type": "send", "id": "ID1", "born_ms": 990, "client": "c1", "broker": "b1"},
+        {"type": "store", "id": "ID1", "code": "OK"},
+        {"type": "deliver", "id": "ID1", "group": "billing", "client": "x", "pulled_ms": 1100,
+         "committed_ms": 1150},
+        {"type": "deliver", "id": "ID1", "group": "billing", "client": "y", "pulled_ms": 1300,
+         "committed_ms": None},
+    ]
+    t = build_timeline(doc(), records, {"h:1": "broker-1"}.get)
+    assert t.broker == "broker-1" and t.delay_ms("billing") == 110
+    assert [d.client for d in t.deliveries["billing"]] == ["x", "y"]
+    assert "group billing: delivered 2 times (1 redelivery)" in t.notes
+    assert ("stored, never delivered to group warehouse: its offset on queue 2 is 1,203 behind"
+            in t.missing)
+    assert any("audit consumed it" in n for n in t.notes)  # past it, but does not trace
+
+
+def test_no_records_at_all():
+    t = build_timeline(doc(properties={}, groups={}), [])
+    assert t.missing == ["no send record: the producer does not trace this message"]
