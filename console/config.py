@@ -32,6 +32,7 @@ class ConsoleConfig:
     sla_max_s: float = SLA_MAX_S
     sla_mean_s: float = SLA_MEAN_S
     title: str = "floodgate"
+    cluster: Path | None = None  # the cluster file: the trace screen asks its brokers
 
     def validate(self) -> ConsoleConfig:
         if self.refresh <= 0:
@@ -83,6 +84,9 @@ def config_from_args(args, env: Mapping[str, str] | None = None) -> ConsoleConfi
         cfg.brokers = brokers_from_cluster(Path(cluster))
     elif not cfg.prometheus and not cfg.replay and Path("cluster.toml").exists():
         cfg.brokers = brokers_from_cluster(Path("cluster.toml"))
+        cfg.cluster = Path("cluster.toml")
+    if cluster:
+        cfg.cluster = Path(cluster)
     producers = pick("producers", "FLOODGATE_PRODUCERS")
     if producers:
         cfg.producers = [p.strip() for p in producers.split(",") if p.strip()]

@@ -21,6 +21,7 @@ from console.tui.screens import (
     FuseScreen,
     HelpScreen,
     HostScreen,
+    TraceScreen,
 )
 
 
@@ -34,7 +35,8 @@ class FloodgateApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "floodgate"
     MODES = {"cluster": ClusterScreen, "consumers": ConsumersScreen, "fuse": FuseScreen,
-             "host": HostScreen, "alerts": AlertsScreen}
+             "host": HostScreen, "alerts": AlertsScreen,
+             "trace": TraceScreen}
     DEFAULT_MODE = "cluster"
     HINT_S = 20  # how long the start hint stays
     BINDINGS = [
@@ -43,6 +45,7 @@ class FloodgateApp(App):
         Binding("f", "switch_mode('fuse')", "Fuse"),
         Binding("h", "switch_mode('host')", "Host"),
         Binding("a", "switch_mode('alerts')", "Alerts"),
+        Binding("t", "switch_mode('trace')", "Trace"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -93,6 +96,7 @@ class FloodgateApp(App):
         for mode, text in (("cluster", "the broker table"),
                            ("consumers", "consumer groups' lag, flow control"),
                            ("fuse", "producers' fuses"),
-                           ("host", "tuning and host figures"), ("alerts", "SLA alerts")):
+                           ("host", "tuning and host figures"), ("alerts", "SLA alerts"),
+                           ("trace", "message trace by key or id")):
             yield SystemCommand(f"Show {mode}", text, self.action_cluster if mode == "cluster"
                                 else lambda m=mode: self.switch_mode(m))

@@ -1,5 +1,5 @@
 """Screens: the cluster table, one broker, consumer groups and one group, the
-fuse, the host, alerts, help."""
+fuse, the host, alerts, help, message trace."""
 
 from console.tui.screens.alerts import AlertsScreen
 from console.tui.screens.base import StateScreen
@@ -10,6 +10,8 @@ from console.tui.screens.consumers import ConsumersScreen
 from console.tui.screens.fuse import FuseScreen
 from console.tui.screens.help import HelpScreen
 from console.tui.screens.host import HostScreen
+from console.tui.screens.trace import TraceScreen
 
 __all__ = ["AlertsScreen", "BrokerScreen", "ClusterScreen", "ConsumerGroupScreen",
-           "ConsumersScreen", "FuseScreen", "HelpScreen", "HostScreen", "StateScreen"]
+           "ConsumersScreen", "FuseScreen", "HelpScreen", "HostScreen", "StateScreen",
+           "TraceScreen"]

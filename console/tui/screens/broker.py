@@ -14,7 +14,8 @@ from console.tui.widgets import PanelView
 class BrokerScreen(StateScreen):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
                 Binding("left_square_bracket", "step(-1)", "Prev broker"),
-                Binding("right_square_bracket", "step(1)", "Next broker")]
+                Binding("right_square_bracket", "step(1)", "Next broker"),
+                Binding("t", "spike_traces", "Traces in spike")]
 
     # a short terminal (80x24) keeps the heatmap, p50/p99/max and events, full width
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
@@ -55,3 +56,17 @@ class BrokerScreen(StateScreen):
             view.focus = self.key
         self.sub_title = state.broker(self.key).name
         self.update_state(state)
+
+    def action_spike_traces(self) -> None:
+        """`t`: the slowest traced sends of this broker's worst second (its spike)."""
+        from console.data.traces import spike_window
+        from console.tui.screens.trace import TraceScreen
+
+        state = getattr(self.app, "state", None)
+        broker = state.broker(self.key) if state else None
+        window = spike_window(broker) if broker is not None else None
+        if window is None:
+            self.notify("no send latency history for this broker yet", severity="warning")
+            return
+        name = broker.group or broker.name  # a producer knows a replicated broker by group
+        self.app.push_screen(TraceScreen(window, name))
