@@ -33,6 +33,9 @@ def register(sub) -> None:
                              "(make demo: 3)")
     parser.add_argument("--rate", type=float, default=5000, help="messages per second (5000)")
     parser.add_argument("--no-faults", action="store_true", help="no fault script")
+    parser.add_argument("--trace-rate", type=float, default=1.0, metavar="R",
+                        help="share of messages traced, 0..1 (1: every message, keyed "
+                             "order-N: `floodgate trace --key order-N` or the console's t)")
     parser.add_argument("--no-clients", action="store_true",
                         help="no consumer groups and no throttled batch producer")
     parser.add_argument("--headless", type=float, metavar="SECONDS",
@@ -54,6 +57,8 @@ def _check(args) -> None:
         raise UsageError("--brokers must be at least 1")
     if args.rate <= 0:
         raise UsageError("--rate must be positive")
+    if not 0 <= args.trace_rate <= 1:
+        raise UsageError("--trace-rate must be within [0, 1]")
     if args.headless is not None and args.headless <= 0:
         raise UsageError("--headless must be a positive number of seconds")
     if args.json and args.headless is None:
@@ -72,7 +77,8 @@ def run(args) -> int:
 
     _check(args)
     opts = DemoOptions(args.brokers, args.rate, not args.no_faults, args.data, args.base_port,
-                       groups=args.groups, clients=not args.no_clients)
+                       groups=args.groups, clients=not args.no_clients,
+                       trace_rate=args.trace_rate)
     demo = Demo(opts)
     stop = threading.Event()
     if args.headless is None:

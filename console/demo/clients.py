@@ -10,7 +10,10 @@ and a flooding producer group held back by a quota.
 - `demo-batch` offers `BATCH_RATE` msgs/s against quotas that admit half of it
   (`batch_quota`), so brokers answer FLOW_CONTROL and the producer backs off once.
 
-Run by `console.demo.runner` as `python -m console.demo.clients CLUSTER_FILE`;
+Both groups report their deliveries to the message trace at `--trace-rate`.
+
+Run by `console.demo.runner` as `python -m console.demo.clients CLUSTER_FILE
+[--trace-rate=R]`;
 it stops on SIGTERM, committing what it consumed.
 """
 
@@ -106,7 +109,7 @@ def batch_quota(spec) -> dict:
     return {"kind": "group", "target": BATCH_GROUP, "rate": rate, "burst": max(1.0, rate / 10)}
 
 
-def run(cluster_path: Path, stop: threading.Event) -> None:
+def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0) -> None:
     from broker_core.client.admin import ensure_topic, quota
     from broker_core.client.consumer import Consumer
     from broker_core.client.producer import Producer
@@ -126,8 +129,10 @@ def run(cluster_path: Path, stop: threading.Event) -> None:
     brokers = None if routes is not None else spec.addrs
     started = time.monotonic()
     workers = [
-        (consume, Consumer("billing", TOPIC, brokers, routes=routes), None),
-        (consume, Consumer("warehouse", TOPIC, brokers, routes=routes), WAREHOUSE_SCRIPT),
+        (consume, Consumer("billing", TOPIC, brokers, routes=routes, trace_rate=trace_rate),
+         None),
+        (consume, Consumer("warehouse", TOPIC, brokers, routes=routes, trace_rate=trace_rate),
+         WAREHOUSE_SCRIPT),
         (flood, Producer(brokers, routes=routes, group=BATCH_GROUP,
                          flow_retries=BATCH_FLOW_RETRIES), None),
     ]
@@ -152,7 +157,9 @@ def main(argv: list[str]) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run(Path(argv[0]), stop)
+    rate = next((float(a.split("=", 1)[1]) for a in argv[1:] if a.startswith("--trace-rate=")),
+                0.0)
+    run(Path(argv[0]), stop, rate)
     return 0
 
 

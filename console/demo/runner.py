@@ -52,6 +52,7 @@ CYCLE_S = 150.0
 DEMO_TOPIC = "demo"
 DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
 CLIENTS_AFTER_S = 4.0  # consumers and the batch producer start this long after the load
+KEY_PREFIX = "order-"  # the demo's n-th message is keyed order-n (`floodgate trace --key`)
 # Replicated demo: the same acts on groups 2 and 3 (their masters), then a kill.
 KILL = {"kill": True}
 HA_FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
@@ -72,6 +73,9 @@ class DemoOptions:
     size: int = 128
     groups: int = 0  # > 0: replicated groups of master + slave (sync) instead of `brokers`
     clients: bool = True  # consumer groups and a throttled producer (console.demo.clients)
+    # share of the demo's sends traced (and of deliveries the consumer groups report):
+    # every message, so any key order-N can be looked up in the console's trace screen
+    trace_rate: float = 1.0
 
 
 @dataclass
@@ -143,7 +147,8 @@ class Demo:
                 self.cluster.up()
                 self.routes = routes_for(self.cluster.file)
                 ensure_topic(self.routes.wait(), DEMO_TOPIC)
-                self.producer = Producer(routes=self.routes, timeout=3.0, group=DEMO_GROUP)
+                self.producer = Producer(routes=self.routes, timeout=3.0, group=DEMO_GROUP,
+                                         trace_rate=o.trace_rate)
                 # a killed broker comes back, and rejoins its group as slave
                 self._spawn(lambda: self.cluster.supervise(self._stop.is_set, restart=True),
                             "supervisor")
@@ -152,9 +157,10 @@ class Demo:
                 self.cluster.up()
                 ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
                 self.producer = Producer(self.cluster.file.addrs, timeout=3.0,
-                                         group=DEMO_GROUP)
+                                         group=DEMO_GROUP, trace_rate=o.trace_rate)
             self.gen = LoadGenerator(self.producer, LoadSpec(
-                topic=DEMO_TOPIC, size=o.size, duration=10 ** 9, rate=o.rate, concurrency=64))
+                topic=DEMO_TOPIC, size=o.size, duration=10 ** 9, rate=o.rate, concurrency=64,
+                key_prefix=KEY_PREFIX))
             self.http = ProducerHttp(self.producer.fuse, "demo", self.producer_port,
                                      counters=self.producer.counters,
                                      extra_stats=lambda: {"load": self.gen.recent_summary()})
@@ -179,7 +185,8 @@ class Demo:
         log_file = open(self.cluster.data / "clients.log", "ab")  # noqa: SIM115 - the child's
         try:
             return subprocess.Popen(
-                [sys.executable, "-m", "console.demo.clients", str(self.cluster.path)],
+                [sys.executable, "-m", "console.demo.clients", str(self.cluster.path),
+                 f"--trace-rate={self.opts.trace_rate:g}"],
                 stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
             log_file.close()
@@ -198,7 +205,7 @@ class Demo:
 
         brokers = [(b.name, b.http) for b in self.cluster.file.brokers]
         return ConsoleConfig(brokers=brokers, producers=[self.http.addr],
-                             title="floodgate demo").validate()
+                             title="floodgate demo", cluster=self.cluster.path).validate()
 
     # --- faults --------------------------------------------------------------------
     def _target(self, number: int) -> tuple[str, object]:

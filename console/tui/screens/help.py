@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 HELP = """[b]floodgate console[/b]
 
-[b]c[/b] cluster  [b]g[/b] groups  [b]f[/b] fuse  [b]h[/b] host  [b]a[/b] alerts  [b]?[/b] help  [b]q[/b] quit
+[b]c[/b] cluster  [b]g[/b] groups  [b]f[/b] fuse  [b]h[/b] host  [b]a[/b] alerts  [b]t[/b] trace  [b]?[/b] help  [b]q[/b] quit
 [b]Enter[/b] open the broker (heatmap) or group (queues)   [b]Esc[/b] back   [b][ ][/b] prev/next
 [b]s[/b] sort by the next column   [b]r[/b] reverse   [b]/[/b] filter   [b]ctrl+p[/b] commands
 
@@ -25,6 +25,8 @@ not moving with lag; [red]STOPPED[/red] lag and no consumer heard from for 10 s.
 overflow: isolated too, serving again by rule 4 (earliest isolated, cap full).
 [b]Alerts[/b] send average over 3 ms, max over 20 ms (latest and worst figure),
 send errors, a broker down, a fuse at its cap; a group not OK; throttling.
+[b]Trace[/b] a key or message id: sent, stored, delivered per group, what is missing;
+[b]t[/b] on a broker: the slowest traced sends of its spike second.
 
 Press any key to close."""
 

@@ -14,7 +14,7 @@ from console.data import traces
 
 
 class TraceScreen(Screen):
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
+    BINDINGS = [Binding("escape", "back", "Back"),
                 Binding("slash", "focus_search", "Search")]
 
     def __init__(self, window: tuple[int, int] | None = None, broker: str | None = None,
@@ -47,6 +47,13 @@ class TraceScreen(Screen):
             self.run_worker(lambda: self._load_samples(begin, end), thread=True)
         else:
             self.query_one("#trace-query", Input).focus()
+
+    async def action_back(self) -> None:
+        """Back to the broker it was opened from, or (as a mode of its own) the cluster."""
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
+        else:
+            await self.app.action_cluster()
 
     def action_focus_search(self) -> None:
         self.query_one("#trace-query", Input).focus()
@@ -83,6 +90,7 @@ class TraceScreen(Screen):
         if found:
             self._show([f"{len(found)} traced sends in the window, slowest first: "
                         "Enter on one shows its timeline"])
+            samples.highlighted = 0
             samples.focus()
         else:
             self._show(["no traced send in that window (is tracing on? try a search)"])
