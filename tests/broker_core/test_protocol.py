@@ -127,3 +127,16 @@ def test_brokers_on_this_host_are_told_apart_from_remote_ones():
     assert is_local("127.0.0.1:10911") and is_local("localhost:1") and is_local("[::1]:2")
     assert not is_local("203.0.113.7:10911")  # TEST-NET-3: never this host
     assert not is_local("broker-a.example:10911")  # names are not resolved
+
+
+def test_send_answer_carries_the_store_host_for_the_message_id():
+    from broker_core.store.message import pack_host
+
+    answer = p.encode_send_response(1, 42, 4096, 1_700_000_000_000, pack_host("10.0.0.7:10911"))
+    assert p.decode_send_answer(answer) == (1, 42, 4096, 1_700_000_000_000, None,
+                                            "10.0.0.7:10911")
+    timed = p.with_service_time(answer, 0.002)
+    assert p.decode_send_answer(timed)[4:] == (0.002, "10.0.0.7:10911")
+    assert p.decode_send_response(timed) == (1, 42, 4096, 1_700_000_000_000, 0.002)
+    old = p.encode_send_response(1, 42, 4096, 1_700_000_000_000)
+    assert p.decode_send_answer(old)[5] is None  # an older broker: no id
