@@ -81,7 +81,8 @@ class Broker:
         self.trace_store = StoreTracer(
             self.store, config.name, config.addr, config.flush,
             lambda: "none" if self.ha is None else config.replication,
-            lambda end: self.ha.appended(end) if self.ha is not None else None)
+            lambda end: self.ha.appended(end) if self.ha is not None else None,
+            lambda: self.ha is None or self.ha.refusal() is None)
         self.started = clock()
         self.serving = False
         self.latest: BrokerSnapshot | None = None  # taken each tick (runner) or on demand

@@ -21,11 +21,14 @@ BATCH = 200  # records per trace message; a fuller buffer is written at once
 class StoreTracer:
     def __init__(self, store: MessageStore, name: str, addr: str, flush_mode: str,
                  replication: Callable[[], str],
-                 on_appended: Callable[[int], None] | None = None) -> None:
+                 on_appended: Callable[[int], None] | None = None,
+                 writable: Callable[[], bool] = lambda: True) -> None:
         self.store, self.name, self.addr = store, name, addr
         self.flush_mode = flush_mode
         self.replication = replication  # "none" | "async" | "sync", read when a record is made
         self.on_appended = on_appended  # a master tells its replication about its own writes
+        # a broker demoted to slave must not write its own records into its master's log
+        self.writable = writable
         self._pending: list[dict] = []
         self.counters = {"records": 0, "messages": 0, "dropped": 0}
 
@@ -45,6 +48,9 @@ class StoreTracer:
     def flush(self) -> int:
         """Write what is pending (the broker's tick calls it every second)."""
         pending, self._pending = self._pending, []
+        if pending and not self.writable():
+            self.counters["dropped"] += len(pending)
+            return 0
         for i in range(0, len(pending), MAX_RECORDS):
             records = pending[i : i + MAX_RECORDS]
             body, keys = encode_batch(records)
