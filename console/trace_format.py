@@ -50,7 +50,9 @@ def timeline_lines(t) -> list[str]:
         retry = f", retried: {'; '.join(s.get('retries') or [])}" if s.get("retries") else ""
         fuse = s.get("fuse") or {}
         fuse_txt = ""
-        if fuse:
+        if isinstance(fuse, str):
+            fuse_txt = f", fuse: {fuse}"
+        elif fuse:
             ex = fuse.get("excluded") or []
             fuse_txt = f", fuse: {fuse.get('broker')}" + (f" (isolated: {', '.join(ex)})"
                                                           if ex else "")

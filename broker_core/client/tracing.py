@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from broker_core.trace.dispatcher import TraceDispatcher
 from broker_core.trace.records import PROP_MSG_ID, PROP_TRACE, Sampler, now_ms
 
+TRACE_ONLY = {PROP_TRACE: "1"}  # never mutated (protocol.encode_props caches its JSON)
+
 
 def traced_properties(properties: dict | None) -> dict:
-    return {**properties, PROP_TRACE: "1"} if properties else {PROP_TRACE: "1"}
+    return {**properties, PROP_TRACE: "1"} if properties else TRACE_ONLY
 
 
 class SendTracer:
@@ -25,33 +27,36 @@ class SendTracer:
         self.dispatcher, self.sampler = dispatcher, Sampler(rate)
         self.client_id, self.addrs, self.fuse = client_id, addrs, fuse
 
-    def _fuse_view(self, broker: str) -> dict | None:
+    def _fuse_view(self, broker: str):
         if self.fuse is None:
             return None
         excluded = self.fuse.excluded
+        if not excluded:
+            return "usable"
         # a broker the fuse excludes was chosen only as overflow (every candidate excluded)
         return {"broker": "overflow" if broker in excluded else "usable",
                 "excluded": sorted(excluded)}
 
     def record(self, topic: str, tags, keys, nbytes: int, born_ms: int, rt_s: float,
                result=None, exc: BaseException | None = None) -> None:
-        rec = {"type": "send", "topic": topic, "tags": tags or "",
-               "keys": keys if isinstance(keys, str) or keys is None else " ".join(keys),
-               "client": self.client_id, "born_ms": born_ms, "rt_ms": round(rt_s * 1000, 3),
-               "bytes": nbytes}
+        """A `send` record, as a records.FIELDS["send"] tuple (the hot path)."""
+        if keys is not None and not isinstance(keys, str):
+            keys = " ".join(keys)
         if result is not None:
-            rec.update(id=result.msg_id, status=result.status, broker=result.broker,
-                       addr=self.addrs.get(result.broker, ""), attempts=result.attempts,
-                       retries=list(result.retries), queue_id=result.queue_id,
-                       queue_offset=result.queue_offset, store_ms=result.store_ms,
-                       broker_ms=None if result.broker_s is None else
-                       round(result.broker_s * 1000, 3),
-                       fuse=self._fuse_view(result.broker))
+            b = result.broker
+            self.dispatcher.add((
+                "send", result.msg_id, topic, tags, keys, self.client_id, born_ms,
+                round(rt_s * 1000, 3), nbytes, result.status, b, self.addrs.get(b, ""),
+                result.attempts, result.retries, result.queue_id, result.queue_offset,
+                result.store_ms,
+                None if result.broker_s is None else round(result.broker_s * 1000, 3),
+                self._fuse_view(b), None))
         else:
-            retries = list(getattr(exc, "retries", ()))
-            rec.update(id=None, status="FAILED", error=str(exc), attempts=len(retries) + 1,
-                       retries=retries)
-        self.dispatcher.add(rec)
+            retries = tuple(getattr(exc, "retries", ()))
+            self.dispatcher.add((
+                "send", None, topic, tags, keys, self.client_id, born_ms,
+                round(rt_s * 1000, 3), nbytes, "FAILED", None, None, len(retries) + 1,
+                retries, None, None, None, None, None, str(exc)))
 
 
 class DeliveryTracer:

@@ -16,6 +16,7 @@ from broker_core.trace.records import MAX_RECORDS, TRACE_TOPIC, encode_batch
 
 log = logging.getLogger(__name__)
 BATCH = 200  # records per trace message; a fuller buffer is written at once
+_CODE_NAMES = {int(c): c.name for c in Code}
 
 
 class StoreTracer:
@@ -34,13 +35,11 @@ class StoreTracer:
 
     def add(self, result, topic: str, queue_id: int, code: int) -> None:
         """One traced message stored (a PutResult), answered with ``code``."""
-        self._pending.append({
-            "type": "store", "id": encode_id(self.addr, result.physical_offset),
-            "broker": self.name, "addr": self.addr, "topic": topic,
-            "queue_id": queue_id,
-            "queue_offset": result.queue_offset, "store_ms": result.store_timestamp,
-            "code": Code(code).name, "flush": self.flush_mode,
-            "replication": self.replication()})
+        # a records.FIELDS["store"] tuple; the id is made when the batch is written
+        self._pending.append(("store", result.physical_offset, self.name, self.addr, topic,
+                              queue_id, result.queue_offset, result.store_timestamp,
+                              _CODE_NAMES.get(code) or Code(code).name, self.flush_mode,
+                              self.replication()))
         self.counters["records"] += 1
         if len(self._pending) >= BATCH:
             self.flush()
@@ -51,6 +50,8 @@ class StoreTracer:
         if pending and not self.writable():
             self.counters["dropped"] += len(pending)
             return 0
+        addr = self.addr
+        pending = [(r[0], encode_id(addr, r[1]), *r[2:]) for r in pending]
         for i in range(0, len(pending), MAX_RECORDS):
             records = pending[i : i + MAX_RECORDS]
             body, keys = encode_batch(records)

@@ -50,16 +50,34 @@ class Sampler:
         return self.rate >= 1.0 or (self.rate > 0.0 and self._random() < self.rate)
 
 
-def encode_batch(records: list[dict]) -> tuple[bytes, str]:
-    """(body, keys) of one trace message holding ``records``: keyed by their message
-    ids, and a failed send (no id) by its message's own keys, so `trace --key` finds it."""
+# Hot records (one per traced send, at the producer and at the broker) are tuples,
+# (type, *values) in these orders, and travel as JSON arrays: building and encoding a
+# tuple costs a third of a dict with its names (bench/trace_cost.py). Others are dicts.
+FIELDS = {
+    "send": ("id", "topic", "tags", "keys", "client", "born_ms", "rt_ms", "bytes", "status",
+             "broker", "addr", "attempts", "retries", "queue_id", "queue_offset", "store_ms",
+             "broker_ms", "fuse", "error"),
+    "store": ("id", "broker", "addr", "topic", "queue_id", "queue_offset", "store_ms", "code",
+              "flush", "replication"),
+}
+_KEYS_AT = FIELDS["send"].index("keys") + 1
+
+
+def encode_batch(records: list) -> tuple[bytes, str]:
+    """(body, keys) of one trace message holding ``records`` (dicts or FIELDS tuples):
+    keyed by their message ids, and a failed send (no id) by its message's own keys,
+    so `trace --key` finds it."""
     body = json.dumps({"v": VERSION, "records": records}, separators=(",", ":"))
     keys: dict[str, None] = {}
     for r in records:
-        if r.get("id"):
-            keys[r["id"]] = None
-        elif r.get("keys"):
-            keys.update(dict.fromkeys(str(r["keys"]).split()))
+        if isinstance(r, dict):
+            rid, rkeys = r.get("id"), r.get("keys")
+        else:
+            rid, rkeys = r[1], r[_KEYS_AT] if r[0] == "send" else None
+        if rid:
+            keys[rid] = None
+        elif rkeys:
+            keys.update(dict.fromkeys(str(rkeys).split()))
     return body.encode("utf-8"), " ".join(keys)
 
 
@@ -71,4 +89,12 @@ def decode_batch(body: bytes) -> list[dict]:
         return []
     if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
         return []
-    return [r for r in doc["records"] if isinstance(r, dict) and r.get("type")]
+    out = []
+    for r in doc["records"]:
+        if isinstance(r, list) and r and r[0] in FIELDS:
+            names = FIELDS[r[0]]
+            if len(r) == len(names) + 1:
+                out.append({"type": r[0], **dict(zip(names, r[1:], strict=True))})
+        elif isinstance(r, dict) and r.get("type"):
+            out.append(r)
+    return out
