@@ -90,7 +90,7 @@ def main() -> int:
               f"(cost {1 - on / off:.1%}; goal <= 15 %)")
         print("peak RSS MiB: " + ", ".join(f"{k} {v:,.0f}" for k, v in
                                            out["peak_rss_mib"].items()))
-    return 0
+    return 0 if out["goal_met"] else 1
 
 
 if __name__ == "__main__":
