@@ -156,8 +156,9 @@ async def _produce(routes, drill: DrillSpec, result: DrillResult,
         tasks = []
         start = loop.time()
         seq = 0
+        total = int(drill.duration * drill.rate)
         while (now := loop.time()) < start + drill.duration:
-            due = min(int((now - start) * drill.rate) + 1, int(drill.duration * drill.rate))
+            due = min(int((now - start) * drill.rate) + 1, total)
             while seq < due:
                 tasks.append(asyncio.ensure_future(one(seq, producer)))
                 seq += 1
@@ -166,6 +167,9 @@ async def _produce(routes, drill: DrillSpec, result: DrillResult,
                 kill_at.append(loop.time())
                 log.warning("killed master %s (pid %d) of %s", result.old_master, pid, group)
             await asyncio.sleep(0.002)
+        while seq < total:  # the loop woke past the end before the last one was due
+            tasks.append(asyncio.ensure_future(one(seq, producer)))
+            seq += 1
         await asyncio.gather(*tasks)
         result.seconds = loop.time() - start
         watcher.cancel()
