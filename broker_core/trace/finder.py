@@ -115,32 +115,28 @@ class TraceFinder:
     # -- trace records ---------------------------------------------------------------
     def records_for(self, msg_id: str) -> list[dict]:
         """Every trace record about ``msg_id``, from every broker, each trace message once."""
+        return [r for r in self._trace_records(msg_id, 0, None) if r.get("id") == msg_id]
+
+    def _trace_records(self, key: str, begin_ms: int, end_ms: int | None) -> list[dict]:
+        """The records of every %TRACE% message indexed under ``key`` on any broker, each
+        message once (a master and its slaves hold the same ones)."""
         answers = self._each(lambda b: admin.query_by_key(
-            b.addr, msg_id, TRACE_TOPIC, 0, None, TRACE_RECORDS_LIMIT, self.timeout))
+            b.addr, key, TRACE_TOPIC, begin_ms, end_ms, TRACE_RECORDS_LIMIT, self.timeout))
         seen, records = set(), []
         for _b, answer in answers:
             for doc in answer.get("messages", []):
                 if doc["id"] in seen or doc.get("body") is None:
                     continue
                 seen.add(doc["id"])
-                records.extend(r for r in decode_batch(doc["body"].encode("utf-8"))
-                               if r.get("id") == msg_id)
+                records.extend(decode_batch(doc["body"].encode("utf-8")))
         return records
 
     def _failed_sends(self, key: str, topic: str | None, begin_ms: int,
                       end_ms: int | None) -> list[dict]:
-        answers = self._each(lambda b: admin.query_by_key(
-            b.addr, key, TRACE_TOPIC, begin_ms, end_ms, TRACE_RECORDS_LIMIT, self.timeout))
-        seen, out = set(), []
-        for _b, answer in answers:
-            for doc in answer.get("messages", []):
-                if doc["id"] in seen or doc.get("body") is None:
-                    continue
-                seen.add(doc["id"])
-                out.extend(r for r in decode_batch(doc["body"].encode("utf-8"))
-                           if r.get("type") == "send" and not r.get("id")
-                           and key in str(r.get("keys", "")).split()
-                           and (not topic or r.get("topic") == topic))
+        out = [r for r in self._trace_records(key, begin_ms, end_ms)
+               if r.get("type") == "send" and not r.get("id")
+               and key in str(r.get("keys", "")).split()
+               and (not topic or r.get("topic") == topic)]
         return sorted(out, key=lambda r: r.get("born_ms", 0))
 
     def _timeline(self, doc: dict) -> Timeline:

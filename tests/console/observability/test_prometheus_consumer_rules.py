@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from console.observability.prometheus_rules import consumer_alerts
 from tests.console.observability.test_prometheus_rules import (
     PROMTOOL,
     check,
-    render,
+    firing,
     run_promtool,
     series,
 )
@@ -19,14 +18,6 @@ pytestmark = pytest.mark.skipif(not PROMTOOL, reason="promtool missing: scripts/
 
 BROKER = {"cluster": "fg", "broker": "broker-1", "instance": "127.0.0.1:10912",
           "job": "floodgate-broker"}
-ALERTS = {a.name: a for a in consumer_alerts()}
-
-
-def firing(alert: str, labels: dict, value: str, listed: str = "") -> dict:
-    a = ALERTS[alert]
-    return {"exp_labels": {**labels, "severity": a.severity},
-            "exp_annotations": {k: render(getattr(a, k), labels, value, listed)
-                                for k in ("summary", "description", "runbook")}}
 
 
 def lag(group: str, queue: int, values: str, topic: str = "orders", **labels) -> dict:

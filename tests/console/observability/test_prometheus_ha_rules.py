@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from console.observability.prometheus_rules import ha_alerts
 from tests.console.observability.test_prometheus_rules import (
     PROMTOOL,
     check,
-    render,
+    firing,
     run_promtool,
     series,
 )
@@ -17,14 +16,6 @@ pytestmark = pytest.mark.skipif(not PROMTOOL, reason="promtool missing: scripts/
 
 MASTER = {"cluster": "fg", "broker": "group-1-b", "instance": "127.0.0.1:10915",
           "job": "floodgate-broker", "group": "group-1"}
-ALERTS = {a.name: a for a in ha_alerts()}
-
-
-def firing(alert: str, labels: dict, value: str) -> dict:
-    a = ALERTS[alert]
-    return {"exp_labels": {**labels, "severity": a.severity},
-            "exp_annotations": {k: render(getattr(a, k), labels, value)
-                                for k in ("summary", "description", "runbook")}}
 
 
 def test_slave_lag_over_a_second_for_30_s(tmp_path):

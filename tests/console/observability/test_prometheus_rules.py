@@ -14,7 +14,12 @@ import pytest
 import yaml
 
 from console.observability.prometheus_config import RULES_FILE, dump_yaml
-from console.observability.prometheus_rules import rules_file, sla_alerts
+from console.observability.prometheus_rules import (
+    consumer_alerts,
+    ha_alerts,
+    rules_file,
+    sla_alerts,
+)
 
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(not PROMTOOL, reason="promtool missing: scripts/setup.sh")
@@ -23,7 +28,7 @@ BROKER = {"cluster": "fg", "broker": "broker-1", "instance": "127.0.0.1:10912",
           "job": "floodgate-broker"}
 PRODUCER = {"cluster": "fg", "producer": "bench", "instance": "127.0.0.1:9500",
             "job": "floodgate-producer"}
-ANNOTATIONS = {a.name: a for a in sla_alerts()}
+ANNOTATIONS = {a.name: a for a in (*sla_alerts(), *ha_alerts(), *consumer_alerts())}
 
 
 def series(name: str, labels: dict, values: str) -> dict:
