@@ -228,16 +228,25 @@ def encode_props(props: dict[str, str] | None) -> str:
     return text
 
 
+_PROPS_DICT: dict[str, dict[str, str]] = {}  # and back: a broker sees the same few too
+
+
 def decode_props(text: str) -> dict[str, str]:
     if not text:
         return {}
+    props = _PROPS_DICT.get(text)
+    if props is not None:
+        return dict(props)  # a copy: callers may add to it
     try:
         value = json.loads(text)
     except ValueError:
         raise ProtocolError("properties are not JSON") from None
     if not isinstance(value, dict):
         raise ProtocolError("properties must be a JSON object")
-    return {str(k): str(v) for k, v in value.items()}
+    props = {str(k): str(v) for k, v in value.items()}
+    if len(_PROPS_DICT) < 1024:
+        _PROPS_DICT[text] = props
+    return dict(props)
 
 
 @dataclass(slots=True)

@@ -123,19 +123,36 @@ def encode_properties(
             keys = " ".join(_check_prop(k, "keys") for k in keys)
         parts.append(f"{PROP_KEYS}{_NAME_VALUE}{_check_prop(keys, 'keys')}{_PROP_SEP}")
     if properties:
-        for name, value in properties.items():
-            if name in (PROP_TAGS, PROP_KEYS):
-                raise MessageIllegalError(f"property {name!r} is reserved; use tags= / keys=")
-            parts.append(
-                f"{_check_prop(name, 'property name')}{_NAME_VALUE}"
-                f"{_check_prop(str(value), 'property value')}{_PROP_SEP}"
-            )
+        parts.append(_properties_text(properties))
     raw = "".join(parts).encode("utf-8")
     if len(raw) > MAX_PROPERTIES_BYTES:
         raise MessageIllegalError(
             f"properties take {len(raw)} bytes, more than {MAX_PROPERTIES_BYTES}"
         )
     return raw
+
+
+_PROPS_TEXT: dict[tuple, str] = {}  # most messages carry one of a few property sets
+
+
+def _properties_text(properties: dict) -> str:
+    try:
+        key = tuple(properties.items())
+        text = _PROPS_TEXT.get(key)
+    except TypeError:  # an unhashable value: str() of it, as below, without the cache
+        key, text = None, None
+    if text is not None:
+        return text
+    parts = []
+    for name, value in properties.items():
+        if name in (PROP_TAGS, PROP_KEYS):
+            raise MessageIllegalError(f"property {name!r} is reserved; use tags= / keys=")
+        parts.append(f"{_check_prop(name, 'property name')}{_NAME_VALUE}"
+                     f"{_check_prop(str(value), 'property value')}{_PROP_SEP}")
+    text = "".join(parts)
+    if key is not None and len(_PROPS_TEXT) < 1024:
+        _PROPS_TEXT[key] = text
+    return text
 
 
 def decode_properties(raw: bytes) -> dict[str, str]:
