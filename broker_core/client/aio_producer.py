@@ -39,7 +39,7 @@ from broker_core.protocol import (
     ProtocolError,
     encode_frame,
 )
-from broker_core.trace.records import now_ms
+from broker_core.trace.records import TRACE_TOPIC, now_ms
 
 
 class _AioConnection(asyncio.Protocol):
@@ -126,6 +126,7 @@ class AsyncProducer:
         self._connecting: dict[str, asyncio.Lock] = {}
         self._closing = False
         self._heartbeat: asyncio.TimerHandle | None = None
+        self._trace_sender: AsyncProducer | None = None  # the tracer's, on this loop
 
     def _beat(self) -> None:
         """The loop ran: tell the fuse (its lateness excuses the brokers) and let it
@@ -208,6 +209,8 @@ class AsyncProducer:
         if tr is None or not tr.sampler.sample():
             return await self._call(Op.SEND, encode_one(
                 topic, body, tags, keys, with_group(properties, self.options.group)))
+        if self._trace_sender is None:
+            self._attach_trace()
         born, t0 = now_ms(), time.perf_counter()
         payload = encode_one(topic, body, tags, keys, with_group(traced_properties(properties),
                                                              self.options.group))
@@ -222,7 +225,20 @@ class AsyncProducer:
     async def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:
         return await self._call(Op.SEND_BATCH, encode_many(topic, bodies, self.options.group))
 
+    def _attach_trace(self) -> None:
+        """Send the tracer's batches from this loop, through a producer of their own
+        (no fuse: a trace batch's RT must not judge a broker), not from its thread."""
+        sender = self._trace_sender = AsyncProducer(
+            dict(self.brokers) if self.routes is None else None, fuse=False, timeout=self.timeout,
+            routes=self.routes)
+        self.tracer.dispatcher.attach(
+            lambda body, keys: sender.send(TRACE_TOPIC, body, keys=keys))
+
     async def close(self) -> None:
+        if self._trace_sender is not None:
+            await self.tracer.dispatcher.detach(self.timeout)
+            await self._trace_sender.close()
+            self._trace_sender = None
         self._closing = True
         if self._heartbeat is not None:
             self._heartbeat.cancel()

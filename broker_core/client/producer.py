@@ -108,7 +108,7 @@ class Producer:
 
                 trace = self._own_trace = TraceDispatcher.for_brokers(
                     None if routes is not None else dict(self.brokers), routes=routes)
-            self.tracer = SendTracer(trace, trace_rate, self.client_id, self.brokers, self.fuse)
+            self.tracer = SendTracer(trace, trace_rate, self.client_id, self.fuse)
 
     # -- public API ---------------------------------------------------------
     def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | None = None,

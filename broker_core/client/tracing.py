@@ -8,11 +8,18 @@ commit time) or for `hold_s` at most, then handed to the dispatcher.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Mapping
 
 from broker_core.trace.dispatcher import TraceDispatcher
-from broker_core.trace.records import PROP_MSG_ID, PROP_TRACE, Sampler, now_ms
+from broker_core.trace.records import (
+    PROP_MSG_ID,
+    PROP_TRACE,
+    TRACE_KEY_CHARS,
+    Sampler,
+    json_str,
+    now_ms,
+)
 
 TRACE_ONLY = {PROP_TRACE: "1"}  # never mutated (protocol.encode_props caches its JSON)
 
@@ -23,40 +30,51 @@ def traced_properties(properties: dict | None) -> dict:
 
 class SendTracer:
     def __init__(self, dispatcher: TraceDispatcher, rate: float, client_id: str,
-                 addrs: Mapping[str, str], fuse=None) -> None:
+                 fuse=None) -> None:
         self.dispatcher, self.sampler = dispatcher, Sampler(rate)
-        self.client_id, self.addrs, self.fuse = client_id, addrs, fuse
+        self.client_id, self.fuse = client_id, fuse
+        self._client = json_str(client_id)
+        self._names: dict[str, str] = {}  # broker name -> its JSON text
 
-    def _fuse_view(self, broker: str):
+    def _fuse_view(self, broker: str) -> str:
+        """The fuse's view of the send, as JSON text."""
         if self.fuse is None:
-            return None
+            return "null"
         excluded = self.fuse.excluded
         if not excluded:
-            return "usable"
+            return '"usable"'
         # a broker the fuse excludes was chosen only as overflow (every candidate excluded)
-        return {"broker": "overflow" if broker in excluded else "usable",
-                "excluded": sorted(excluded)}
+        return json.dumps({"broker": "overflow" if broker in excluded else "usable",
+                           "excluded": sorted(excluded)})
 
     def record(self, topic: str, tags, keys, nbytes: int, born_ms: int, rt_s: float,
                result=None, exc: BaseException | None = None) -> None:
-        """A `send` record, as a records.FIELDS["send"] tuple (the hot path)."""
+        """A `send` record: records.FIELDS["send"] for a stored message (the hot path;
+        the message holds the rest), a dict of everything for a failed one."""
         if keys is not None and not isinstance(keys, str):
             keys = " ".join(keys)
-        if result is not None:
-            b = result.broker
-            self.dispatcher.add((
-                "send", result.msg_id, topic, tags, keys, self.client_id, born_ms,
-                round(rt_s * 1000, 3), nbytes, result.status, b, self.addrs.get(b, ""),
-                result.attempts, result.retries, result.queue_id, result.queue_offset,
-                result.store_ms,
-                None if result.broker_s is None else round(result.broker_s * 1000, 3),
-                self._fuse_view(b), None))
-        else:
-            retries = tuple(getattr(exc, "retries", ()))
-            self.dispatcher.add((
-                "send", None, topic, tags, keys, self.client_id, born_ms,
-                round(rt_s * 1000, 3), nbytes, "FAILED", None, None, len(retries) + 1,
-                retries, None, None, None, None, None, str(exc)))
+        if result is not None and result.msg_id:
+            b, msg_id = result.broker, result.msg_id
+            name = self._names.get(b)
+            if name is None:
+                name = self._names[b] = json_str(b)
+            broker_s = result.broker_s
+            # records.FIELDS["send"], formatted here: see records.py on why not json.dumps
+            self.dispatcher.add((msg_id[:TRACE_KEY_CHARS], (
+                f'["send","{msg_id}",{json_str(keys)},{self._client},{born_ms},'
+                f'{rt_s * 1000:.3f},"{result.status}",{name},{result.attempts},'
+                f'{json.dumps(result.retries) if result.retries else "[]"},'
+                f'{"null" if broker_s is None else f"{broker_s * 1000:.3f}"},'
+                f'{self._fuse_view(b) if self.fuse is not None else "null"}]')))
+        else:  # failed (or stored by a broker that does not say its id): by the keys
+            retries = list(result.retries if result else getattr(exc, "retries", ()))
+            self.dispatcher.add({
+                "type": "send", "id": None, "topic": topic, "tags": tags, "keys": keys,
+                "client": self.client_id, "born_ms": born_ms, "rt_ms": round(rt_s * 1000, 3),
+                "bytes": nbytes, "status": result.status if result else "FAILED",
+                "broker": result.broker if result else None,
+                "attempts": result.attempts if result else len(retries) + 1,
+                "retries": retries, "error": None if result else str(exc)})
 
 
 class DeliveryTracer:

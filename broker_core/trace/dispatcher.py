@@ -9,11 +9,13 @@ and counted too.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 
 from broker_core.trace.records import MAX_RECORDS, TRACE_TOPIC, encode_batch
 
@@ -21,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class TraceDispatcher:
-    def __init__(self, send: Callable[[bytes, str], object], *, batch: int = 200,
+    def __init__(self, send: Callable[[bytes, str], object], *, batch: int = 500,
                  interval_s: float = 0.1, max_pending: int = 50_000,
                  close: Callable[[], object] | None = None) -> None:
         """``send(body, keys)`` delivers one trace message (and raises if it cannot)."""
@@ -36,6 +38,11 @@ class TraceDispatcher:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.counters = {"records": 0, "sent": 0, "dropped": 0, "messages": 0, "failed": 0}
+        # (loop, send coroutine function, loop thread id) while attached (`attach`)
+        self._attached: tuple | None = None
+        self._flush_soon = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._inflight: set[asyncio.Task] = set()
 
     @classmethod
     def for_brokers(cls, brokers=None, routes=None, **kwargs) -> TraceDispatcher:
@@ -54,10 +61,17 @@ class TraceDispatcher:
             c["dropped"] += 1
             return
         self._pending.append(record)
+        att = self._attached
+        if att is not None:  # the loop flushes: at once when a batch is full, else on a timer
+            if (len(self._pending) >= self.batch and not self._flush_soon
+                    and att[2] == threading.get_ident()):
+                self._flush_soon = True
+                att[0].call_soon(self._flush_on_loop, False)
+            return
         if self._thread is None:
             self._start()
-        elif len(self._pending) >= self.batch:
-            self._wake.set()
+        elif len(self._pending) >= self.batch and not self._wake.is_set():
+            self._wake.set()  # once: the thread may take a while to get the GIL
 
     def _start(self) -> None:
         with self._lock:
@@ -70,15 +84,76 @@ class TraceDispatcher:
         while not self._stopped.is_set():
             self._wake.wait(self.interval_s)
             self._wake.clear()
-            self.flush()
+            if self._attached is None:
+                self.flush()
+
+    # -- flushing on an event loop instead (AsyncProducer) ----------------------------
+    MAX_INFLIGHT = 4  # trace messages on their way from a loop; more waits (or drops)
+
+    def attach(self, send_async: Callable[[bytes, str], Awaitable[object]]) -> None:
+        """Flush on the running event loop through ``send_async(body, keys)`` until
+        `detach`. The loop's thread makes the records; a second thread taking the GIL
+        from it to send them cost the sends more than the sending (bench/trace_cost.py).
+        Records added from other threads meanwhile go out on the loop's timer."""
+        loop = asyncio.get_running_loop()
+        self._attached = (loop, send_async, threading.get_ident())
+        self._timer = loop.call_later(self.interval_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._flush_on_loop(True)
+        if self._attached is not None:
+            self._timer = self._attached[0].call_later(self.interval_s, self._on_timer)
+
+    def _flush_on_loop(self, everything: bool) -> None:
+        self._flush_soon = False
+        att = self._attached
+        if att is None:
+            return
+        pending, take = self._pending, self._pending.popleft
+        while (pending and (everything or len(pending) >= self.batch)
+               and len(self._inflight) < self.MAX_INFLIGHT):
+            records = [take() for _ in range(min(len(pending), self.batch))]
+            task = att[0].create_task(att[1](*encode_batch(records)))
+            self._inflight.add(task)
+            task.add_done_callback(partial(self._sent_from_loop, n=len(records)))
+
+    def _sent_from_loop(self, task: asyncio.Task, n: int) -> None:
+        self._inflight.discard(task)
+        exc = "cancelled" if task.cancelled() else task.exception()
+        if exc is not None:
+            self.counters["failed"] += 1
+            self.counters["dropped"] += n
+            log.debug("trace batch of %d records not sent: %s", n, exc)
+        else:
+            self.counters["messages"] += 1
+            self.counters["sent"] += n
+
+    async def detach(self, timeout: float = 5.0) -> None:
+        """Stop flushing on the loop: send what is queued, wait for what is in flight
+        (up to ``timeout``); anything left goes back to the thread."""
+        if self._attached is None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        deadline = time.monotonic() + timeout
+        while self._pending or self._inflight:
+            self._flush_on_loop(True)
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._inflight:
+                break
+            await asyncio.wait(set(self._inflight), timeout=left,
+                               return_when=asyncio.FIRST_COMPLETED)
+        self._attached = None
+        if self._pending:
+            self._start()
+            self._wake.set()
 
     def flush(self) -> int:
         """Send everything queued now, a batch per message; returns records sent."""
         sent = 0
-        while self._pending:
-            records = []
-            while self._pending and len(records) < self.batch:
-                records.append(self._pending.popleft())
+        pending, take = self._pending, self._pending.popleft
+        while pending:
+            records = [take() for _ in range(min(len(pending), self.batch))]
             body, keys = encode_batch(records)
             try:
                 self._send(body, keys)

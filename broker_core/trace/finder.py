@@ -19,7 +19,14 @@ from broker_core.client.connection import BrokerUnavailable
 from broker_core.cluster.cluster_file import ClusterFile
 from broker_core.errors import BrokerError
 from broker_core.message_id import decode_id
-from broker_core.trace.records import TRACE_TOPIC, decode_batch
+from broker_core.store.index_file import CLOCK_SLACK_MS
+from broker_core.trace.records import (
+    PROP_TRACE,
+    TRACE_TOPIC,
+    decode_batch,
+    stored_key,
+    trace_key,
+)
 from broker_core.trace.timeline import Timeline, build_timeline
 
 TRACE_RECORDS_LIMIT = 200  # trace messages read per message id and broker
@@ -114,14 +121,21 @@ class TraceFinder:
 
     # -- trace records ---------------------------------------------------------------
     def records_for(self, msg_id: str) -> list[dict]:
-        """Every trace record about ``msg_id``, from every broker, each trace message once."""
-        return [r for r in self._trace_records(msg_id, 0, None) if r.get("id") == msg_id]
+        """Every trace record about ``msg_id``, from every broker, each trace message once
+        (under its stretch's `trace_key`; under the id itself, as before VERSION 2)."""
+        return [r for r in self._trace_records((trace_key(msg_id), msg_id), 0, None)
+                if r.get("id") == msg_id]
 
-    def _trace_records(self, key: str, begin_ms: int, end_ms: int | None) -> list[dict]:
-        """The records of every %TRACE% message indexed under ``key`` on any broker, each
-        message once (a master and its slaves hold the same ones)."""
-        answers = self._each(lambda b: admin.query_by_key(
-            b.addr, key, TRACE_TOPIC, begin_ms, end_ms, TRACE_RECORDS_LIMIT, self.timeout))
+    def _trace_records(self, keys, begin_ms: int, end_ms: int | None) -> list[dict]:
+        """The records of every %TRACE% message indexed under any of ``keys`` on any
+        broker, each message once (a master and its slaves hold the same ones)."""
+        if isinstance(keys, str):
+            keys = (keys,)
+        answers = []
+        for key in dict.fromkeys(keys):
+            answers += self._each(lambda b, key=key: admin.query_by_key(
+                b.addr, key, TRACE_TOPIC, begin_ms, end_ms, TRACE_RECORDS_LIMIT,
+                self.timeout))
         seen, records = set(), []
         for _b, answer in answers:
             for doc in answer.get("messages", []):
@@ -140,7 +154,22 @@ class TraceFinder:
         return sorted(out, key=lambda r: r.get("born_ms", 0))
 
     def _timeline(self, doc: dict) -> Timeline:
-        return build_timeline(doc, self.records_for(doc["id"]), self._name_of)
+        records = self.records_for(doc["id"])
+        traced = PROP_TRACE in (doc.get("properties") or {})
+        if traced and not any(r.get("type") == "store" for r in records):
+            records += self._stored_summary(doc)
+        return build_timeline(doc, records, self._name_of)
+
+    def _stored_summary(self, doc: dict) -> list[dict]:
+        """The storing broker's ``stored`` summary whose window holds the message (a
+        traced message answered OK has no store record of its own: trace_store)."""
+        addr, phys, ms = doc["store_host"], doc["phys"], doc["store_ms"]
+        # written within a second or two after the message, by the same broker's clock
+        for r in self._trace_records(stored_key(addr, ms), ms - CLOCK_SLACK_MS, None):
+            if (r.get("type") == "stored" and r.get("addr") == addr
+                    and r["from_phys"] <= phys <= r["to_phys"]):
+                return [r]
+        return []
 
     # -- samples for a time window (the console's jump from a spike) -----------------------
     def sample_sends(self, broker: str | None, begin_ms: int, end_ms: int,

@@ -53,8 +53,15 @@ def build_timeline(doc: dict, records: list[dict],
                    name_of: Callable[[str], str] = lambda a: a) -> Timeline:
     """``doc``: a broker's message document (lookup_ops.message_doc); ``records``:
     the trace records about its id."""
-    sends = sorted((r for r in records if r.get("type") == "send"), key=lambda r: r["born_ms"])
-    stores = [r for r in records if r.get("type") == "store"]
+    # what the message itself holds, a send or `stored` record leaves out (records.FIELDS)
+    held = {"topic": doc["topic"], "tags": doc.get("tags") or "", "addr": doc["store_host"],
+            "bytes": doc.get("body_bytes", 0), "queue_id": doc["queue_id"],
+            "queue_offset": doc["queue_offset"], "store_ms": doc["store_ms"]}
+    sends = sorted(({**held, **r} for r in records if r.get("type") == "send"),
+                   key=lambda r: r["born_ms"])
+    stores = [r for r in records if r.get("type") == "store"] or [
+        {**r, **held, "type": "store", "id": doc["id"]} for r in records
+        if r.get("type") == "stored"]
     t = Timeline(
         id=doc["id"], topic=doc["topic"], keys=doc.get("keys") or "", tags=doc.get("tags") or "",
         broker=name_of(doc["store_host"]), queue_id=doc["queue_id"],

@@ -1,12 +1,13 @@
 """QUERY_BY_KEY, VIEW_BY_ID, QUERY_BY_TIME in-process: answers, the id a send answer
-carries, the store record a traced send leaves, and one clear line for bad input."""
+carries, what the broker writes to the trace about a traced send, and one clear line
+for bad input."""
 
 import asyncio
 
 from broker_core import protocol as p
 from broker_core.message_id import decode_id, encode_id
 from broker_core.protocol import Code, Op
-from broker_core.trace.records import PROP_TRACE, TRACE_TOPIC, decode_batch
+from broker_core.trace.records import PROP_TRACE, TRACE_TOPIC, decode_batch, stored_key, trace_key
 
 
 def call(broker, op, body=b""):
@@ -38,19 +39,43 @@ def test_lookups_answer_documents_and_the_send_answer_names_the_id(broker):
     assert len(doc["messages"]) == 3 and doc["more"]
 
 
-def test_a_traced_send_leaves_a_store_record_in_the_trace_topic(broker):
-    msg_id, qid, qoff = send(broker, "order-7", traced=True)
-    send(broker, "order-8")  # not traced: no record
+def test_traced_sends_answered_ok_are_summed_up_once_a_second(broker):
+    sent = [send(broker, f"order-{i}", traced=True) for i in range(3)]
+    send(broker, "order-8")  # not traced: not counted
     broker.tick()
-    code, body = call(broker, Op.QUERY_BY_KEY, p.encode_json({"key": msg_id,
+    first, last = (decode_id(sent[i][0])[1] for i in (0, -1))
+    docs = {}
+    for msg_id, *_ in sent:  # no record of its own: the message is its own store record
+        code, body = call(broker, Op.QUERY_BY_KEY, p.encode_json({"key": trace_key(msg_id),
+                                                                  "topic": TRACE_TOPIC}))
+        assert p.decode_json(body)["messages"] == []
+        code, body = call(broker, Op.VIEW_BY_ID, p.encode_json({"id": msg_id}))
+        docs[msg_id] = p.decode_json(body)["message"]
+    key = stored_key(broker.config.addr, docs[sent[1][0]]["store_ms"])
+    code, body = call(broker, Op.QUERY_BY_KEY, p.encode_json({"key": key,
                                                               "topic": TRACE_TOPIC}))
     [trace] = p.decode_json(body)["messages"]
     [rec] = decode_batch(trace["body"].encode())
-    assert rec["type"] == "store" and rec["id"] == msg_id and rec["code"] == "OK"
-    assert (rec["queue_id"], rec["queue_offset"], rec["broker"]) == (qid, qoff, "b1")
+    assert rec["type"] == "stored" and rec["code"] == "OK" and rec["count"] == 3
+    assert (rec["from_phys"], rec["to_phys"], rec["addr"]) == (first, last, broker.config.addr)
+    assert rec["flush"] == "async" and rec["replication"] == "none"
+    msg_id, qid, qoff = sent[0]
     pulled = call(broker, Op.PULL, p.encode_pull(p.PullRequest("g", "orders", qid, qoff)))[1]
-    first = p.decode_pull_response(pulled, "orders", qid)[-1][0]
-    assert first.msg_id == msg_id  # a traced message tells its consumer its id
+    first_pulled = p.decode_pull_response(pulled, "orders", qid)[-1][0]
+    assert first_pulled.msg_id == msg_id  # a traced message tells its consumer its id
+
+
+def test_a_traced_send_answered_otherwise_gets_a_store_record_of_its_own(broker):
+    result = broker.store.put("orders", 1, b"late", keys="order-9", wait=False)
+    broker.trace_store.add(result, "orders", 1, Code.FLUSH_DISK_TIMEOUT)
+    broker.tick()
+    msg_id = encode_id(broker.config.addr, result.physical_offset)
+    code, body = call(broker, Op.QUERY_BY_KEY, p.encode_json({"key": trace_key(msg_id),
+                                                              "topic": TRACE_TOPIC}))
+    [trace] = p.decode_json(body)["messages"]
+    [rec] = decode_batch(trace["body"].encode())
+    assert rec["type"] == "store" and rec["id"] == msg_id
+    assert rec["code"] == "FLUSH_DISK_TIMEOUT" and rec["queue_offset"] == result.queue_offset
 
 
 def test_bad_ids_and_keys_are_one_line_answers(broker):

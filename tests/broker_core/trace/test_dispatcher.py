@@ -1,8 +1,15 @@
 """The trace dispatcher batches records into messages keyed by message id, and never
-blocks or raises: a full buffer or a failed send drops and counts."""
+blocks or raises: a full buffer or a failed send drops and counts. On an event loop it
+sends from the loop; the send record's hand-made JSON reads back field for field."""
 
+import asyncio
+import json
+import threading
+
+from broker_core.client.attempts import SendResult
+from broker_core.client.tracing import SendTracer
 from broker_core.trace.dispatcher import TraceDispatcher
-from broker_core.trace.records import Sampler, decode_batch, encode_batch
+from broker_core.trace.records import Sampler, decode_batch, encode_batch, trace_key
 
 
 def test_batches_keyed_by_ids_and_failed_sends_by_their_keys():
@@ -39,3 +46,78 @@ def test_sampler_rates():
     assert all(Sampler(1.0).sample() for _ in range(100))
     tenth = Sampler(0.1, seed=1)
     assert 50 < sum(tenth.sample() for _ in range(1000)) < 150
+
+
+def test_a_send_record_is_formatted_as_json_its_fields_in_order():
+    d = TraceDispatcher(lambda body, keys: None)
+    d._thread = object()
+    tracer = SendTracer(d, 1.0, "host-1-abc")
+    msg_id = "7F0000010000232900000000001ABCDE"
+    for keys in ('order-1 user-2', 'quote " and \\ slash', "naïve\n"):
+        d._pending.clear()
+        tracer.record("orders", None, keys, 10, 1000, 0.00123,
+                      SendResult("SEND_OK", "broker-1", 2, 7, attempts=2, broker_s=0.0004,
+                                 msg_id=msg_id, retries=("broker-2: busy",)))
+        body, index_keys = encode_batch(list(d._pending))
+        [rec] = decode_batch(body)
+        assert rec == {"type": "send", "id": msg_id, "keys": keys, "client": "host-1-abc",
+                       "born_ms": 1000, "rt_ms": 1.23, "status": "SEND_OK",
+                       "broker": "broker-1", "attempts": 2, "retries": ["broker-2: busy"],
+                       "broker_ms": 0.4, "fuse": None}
+        assert index_keys == trace_key(msg_id) == msg_id[:29]
+
+
+def test_a_version_1_batch_is_still_read():
+    body = json.dumps({"v": 1, "records": [
+        ["send", "ID1", "orders", "", "k", "c", 5, 1.0, 10, "SEND_OK", "b1", "h:1", 1, [],
+         2, 7, 6, 0.1, "usable", None],
+        ["store", "ID1", "b1", "h:1", "orders", 2, 7, 6, "OK", "async", "none"]]}).encode()
+    send, store = decode_batch(body)
+    assert (send["queue_offset"], send["addr"], store["code"]) == (7, "h:1", "OK")
+
+
+def test_on_an_event_loop_batches_go_out_from_the_loop_and_detach_waits_for_them():
+    sent, threads = [], set()
+
+    async def send(body, keys):
+        threads.add(threading.get_ident())
+        await asyncio.sleep(0.01)
+        if b"boom" in body:
+            raise OSError("broker down")
+        sent.append(keys)
+
+    async def run():
+        d = TraceDispatcher(lambda body, keys: None, batch=2, interval_s=0.05)
+        d.attach(send)
+        for i in range(5):  # two full batches at once; the fifth waits
+            d.add({"type": "send", "id": f"id{i}"})
+        await asyncio.sleep(0)
+        assert len(d._inflight) == 2 and len(d._pending) == 1
+        d.add({"type": "send", "id": "boom"})  # a full batch with the fifth: it fails
+        await d.detach()
+        return d
+
+    d = asyncio.run(run())
+    assert sorted(sent) == ["id0 id1", "id2 id3"]
+    assert threads == {threading.get_ident()} and d._thread is None  # no thread started
+    assert (d.counters["sent"], d.counters["dropped"], d.counters["failed"]) == (4, 2, 1)
+
+
+def test_on_an_event_loop_a_partial_batch_goes_out_on_the_timer():
+    sent = []
+
+    async def send(body, keys):
+        sent.append(keys)
+
+    async def run():
+        d = TraceDispatcher(lambda body, keys: None, batch=10, interval_s=0.02)
+        d.attach(send)
+        d.add({"type": "send", "id": "only"})
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if sent:
+                break
+        await d.detach()
+
+    asyncio.run(run())
+    assert sent == ["only"]

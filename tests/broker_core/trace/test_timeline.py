@@ -34,3 +34,19 @@ def test_delays_redeliveries_and_the_missing():
 def test_no_records_at_all():
     t = build_timeline(doc(properties={}, groups={}), [])
     assert t.missing == ["no send record: the producer does not trace this message"]
+
+
+def test_a_stored_summary_stands_for_the_store_record_and_the_message_fills_the_send():
+    records = [
+        {"type": "send", "id": "ID1", "born_ms": 990, "client": "c1", "broker": "b1",
+         "status": "SEND_OK", "rt_ms": 1.5},
+        {"type": "stored", "addr": "h:1", "count": 40, "from_phys": 0, "to_phys": 9000,
+         "code": "OK", "flush": "async", "replication": "sync"},
+    ]
+    t = build_timeline(doc(), records)
+    assert (t.store["code"], t.store["replication"], t.store["queue_offset"]) == ("OK", "sync",
+                                                                                 5000)
+    assert (t.send["topic"], t.send["queue_id"], t.send["addr"]) == ("orders", 2, "h:1")
+    assert not any("store record" in m for m in t.missing)
+    t = build_timeline(doc(), records[:1])
+    assert "no store record yet: the broker writes them once a second" in t.missing
