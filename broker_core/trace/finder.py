@@ -11,6 +11,7 @@ not be asked.
 
 from __future__ import annotations
 
+import base64
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -30,6 +31,14 @@ from broker_core.trace.records import (
 from broker_core.trace.timeline import Timeline, build_timeline
 
 TRACE_RECORDS_LIMIT = 200  # trace messages read per message id and broker
+
+
+def body_of(doc: dict) -> bytes:
+    """A message document's body (text, or base64 when it is not UTF-8: a compressed
+    trace batch)."""
+    if doc.get("body") is not None:
+        return doc["body"].encode("utf-8")
+    return base64.b64decode(doc.get("body_b64") or "")
 
 
 @dataclass
@@ -139,10 +148,10 @@ class TraceFinder:
         seen, records = set(), []
         for _b, answer in answers:
             for doc in answer.get("messages", []):
-                if doc["id"] in seen or doc.get("body") is None:
+                if doc["id"] in seen:
                     continue
                 seen.add(doc["id"])
-                records.extend(decode_batch(doc["body"].encode("utf-8")))
+                records.extend(decode_batch(body_of(doc)))
         return records
 
     def _failed_sends(self, key: str, topic: str | None, begin_ms: int,
@@ -180,10 +189,10 @@ class TraceFinder:
         seen, sends = set(), {}
         for _b, answer in answers:
             for doc in answer.get("messages", []):
-                if doc["id"] in seen or doc.get("body") is None:
+                if doc["id"] in seen:
                     continue
                 seen.add(doc["id"])
-                for r in decode_batch(doc["body"].encode("utf-8")):
+                for r in decode_batch(body_of(doc)):
                     if r.get("type") != "send" or not r.get("id"):
                         continue
                     if not begin_ms <= r.get("born_ms", 0) <= end_ms:

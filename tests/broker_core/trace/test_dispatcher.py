@@ -3,12 +3,14 @@ blocks or raises: a full buffer or a failed send drops and counts. On an event l
 sends from the loop; the send record's hand-made JSON reads back field for field."""
 
 import asyncio
+import base64
 import json
 import threading
 
 from broker_core.client.attempts import SendResult
 from broker_core.client.tracing import SendTracer
 from broker_core.trace.dispatcher import TraceDispatcher
+from broker_core.trace.finder import body_of
 from broker_core.trace.records import Sampler, decode_batch, encode_batch, trace_key
 
 
@@ -121,3 +123,15 @@ def test_on_an_event_loop_a_partial_batch_goes_out_on_the_timer():
 
     asyncio.run(run())
     assert sent == ["only"]
+
+
+def test_a_big_batch_is_compressed_and_read_back_also_from_a_base64_document():
+    records = [{"type": "deliver", "id": f"7F000001000023290000000000{i:06X}",
+                "group": "billing", "pulled_ms": 1000 + i} for i in range(200)]
+    body, keys = encode_batch(records)
+    assert body[:1] != b"{" and len(body) < 4096  # zlib: 200 records in a few KiB
+    assert decode_batch(body) == records
+    doc = {"body": None, "body_b64": base64.b64encode(body).decode()}  # as lookup_ops sends it
+    assert decode_batch(body_of(doc)) == records
+    assert decode_batch(b"\x78 not zlib") == []
+    assert len(keys.split()) == len({trace_key(r["id"]) for r in records}) < 10
