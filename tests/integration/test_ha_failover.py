@@ -18,6 +18,7 @@ from broker_core.cluster.launcher import Cluster
 from broker_core.cluster.ports import free_port_range
 from broker_core.cluster.roles import broker_role, failover_events, group_records
 from broker_core.protocol import Code, Op, OutMessage, encode_send
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -41,16 +42,6 @@ def ha_cluster(tmp_path, zookeeper):
     yield make
     for cluster in clusters:
         cluster.down(grace=5.0)
-
-
-def wait_for(cond, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} not met in {timeout:g} s"
-        time.sleep(0.05)
 
 
 def record(cluster, group="group-1"):
@@ -120,7 +111,10 @@ def test_controller_killed_while_a_failover_is_due(ha_cluster):
     new = wait_for(lambda: (r := record(cluster)).epoch > old.epoch and r, 20,
                    "failover by the other controller")
     assert new.epoch == old.epoch + 1 and new.master != old.master
-    time.sleep(1.0)
+    # the promoted broker serves as master of that epoch: the failover is over
+    addr = cluster.file.broker(new.master).addr
+    wait_for(lambda: (s := broker_role(addr)).get("role") == "MASTER"
+             and s.get("epoch") == new.epoch, 10, "the new master serving")
     assert record(cluster).epoch == new.epoch  # promoted once
 
 
@@ -138,7 +132,8 @@ def test_zookeeper_away_for_seconds_promotes_nobody(ha_cluster):
                 assert Code(code) == Code.OK
     finally:
         cluster.zookeeper.resume()
-    time.sleep(3.0)  # sessions that expired with the outage are renewed meanwhile
+    # sessions that expired with the outage are renewed: every broker registered again
+    wait_for(lambda: _all_registered(cluster), 20, "every broker registered again")
     after = group_records(cluster.file)
     assert {g: (r.master, r.epoch) for g, r in after.items()} == \
            {g: (r.master, r.epoch) for g, r in before.items()}
@@ -148,6 +143,16 @@ def test_zookeeper_away_for_seconds_promotes_nobody(ha_cluster):
                                 else "SLAVE")
     for conn in conns.values():
         conn.close()
+
+
+def _all_registered(cluster) -> bool:
+    from broker_core.cluster.roles import zk_client
+    from broker_core.ha.records import Paths
+
+    paths = Paths(cluster.file.name)
+    with zk_client(cluster.file.zk) as zk:
+        registered = {n for g in cluster.file.groups for n in zk.get_children(paths.brokers(g))}
+    return registered == {b.name for b in cluster.file.brokers}
 
 
 def _leader(cluster) -> str | None:

@@ -35,6 +35,7 @@ from console.commands.fault_cmd import call as fault_call
 from console.observability.grafana_dashboard import build_dashboard, queries
 from console.observability.prometheus_rules import rules_file
 from console.observability.promql import metric_names
+from tests import waiting
 
 pytestmark = [
     pytest.mark.integration,
@@ -64,18 +65,7 @@ def get_text(url: str) -> str:
 
 
 def wait_for(what: str, check, timeout: float, every: float = 0.25):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except OSError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"{what}: not after {timeout:g} s (last: {last!r})")
+    return waiting.wait_for(check, timeout, what, every=every, ignore=(OSError,))
 
 
 @dataclass
@@ -149,7 +139,6 @@ def test_recording_rule_p99_within_one_bucket_of_broker_stats(live):
     rule = "broker:floodgate_send_latency_seconds:p99_rate1m"
     wait_for("p99 recorded for both brokers",
              lambda: len([r for r in live.query(rule) if r["value"][1] != "NaN"]) == 2, 20)
-    time.sleep(3)  # a few more seconds of scrapes under load
 
     def compare():
         prom = {r["metric"]["broker"]: float(r["value"][1]) for r in live.query(rule)}
@@ -162,12 +151,11 @@ def test_recording_rule_p99_within_one_bucket_of_broker_stats(live):
                 mismatches.append((b.name, own, prom[b.name]))
         return mismatches
 
-    # the two windows are read a moment apart: allow a couple of fresh reads
-    for _ in range(3):
-        mismatches = compare()
-        if not mismatches:
-            break
-        time.sleep(1)
+    # the rule's 1 m rate starts from a few scrapes, and the two windows are read a
+    # moment apart: wait for them to agree
+    deadline = time.monotonic() + 20
+    while (mismatches := compare()) and time.monotonic() < deadline:
+        time.sleep(0.25)
     assert not mismatches, f"(broker, /stats p99, Prometheus p99): {mismatches}"
 
 

@@ -56,8 +56,12 @@ def test_histogram_quantile_matches_broker_p99(cluster_factory, tmp_path):
                     time.sleep(0.2)
             for f in futs:
                 f.result(30)
-        time.sleep(1.5)  # the broker closes its last second, Prometheus scrapes it
-        ours = _get(f"http://{entry.http}/stats?history=0")["ops"]["send"]["60s"]
+        # the broker counts a second's sends once it closes that second (its tick)
+        deadline = time.monotonic() + 10
+        while (ours := _get(f"http://{entry.http}/stats?history=0")["ops"]["send"]["60s"]
+               )["count"] < 6000:
+            assert time.monotonic() < deadline, ours
+            time.sleep(0.1)
         query = "histogram_quantile(0.99, floodgate_send_latency_seconds_bucket)"
         deadline = time.monotonic() + 30
         theirs = None

@@ -2,10 +2,10 @@
 the record to write out), and a controller against a real ZooKeeper."""
 
 import threading
-import time
 
 from broker_core.ha.controller import BOOTSTRAP_S, Controller, decide
 from broker_core.ha.records import GroupRecord, Paths, Registration, read_record
+from tests.waiting import wait_for
 
 
 def reg(name, epoch=0):
@@ -62,15 +62,15 @@ def test_controller_on_zookeeper_creates_and_fails_over(zookeeper, zk_root):
         broker_a.create(paths.broker("g", "a"), reg("a").to_json(), ephemeral=True,
                         makepath=True)
         zk.create(paths.broker("g", "b"), reg("b").to_json(), ephemeral=True, makepath=True)
-        record = _wait(lambda: read_record(zk, paths, "g")[0])
+        record = wait_for(lambda: read_record(zk, paths, "g")[0], 15)
         assert (record.epoch, record.master) == (1, "a")  # equal logs: the first name
         # the master records b in sync, then its session ends
         rec, version = read_record(zk, paths, "g")
         zk.set(paths.record("g"), rec.with_in_sync({"b"}).to_json(), version=version)
         broker_a.stop()
-        new = _wait(lambda: (r := read_record(zk, paths, "g")[0]).epoch == 2 and r)
+        new = wait_for(lambda: (r := read_record(zk, paths, "g")[0]).epoch == 2 and r, 15)
         assert new.master == "b" and new.reason.startswith("failover")
-        _wait(lambda: len(controller.decisions) == 2)  # noted just after the write
+        wait_for(lambda: len(controller.decisions) == 2, 15)  # noted just after the write
         assert [d.kind for d in controller.decisions] == ["create", "failover"]
     finally:
         controller.stop()
@@ -79,12 +79,3 @@ def test_controller_on_zookeeper_creates_and_fails_over(zookeeper, zk_root):
         zk.stop()
         zk.close()
 
-
-def _wait(cond, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("not in time")

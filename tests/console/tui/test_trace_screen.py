@@ -9,6 +9,7 @@ import time
 import pytest
 
 from broker_core.client.producer import Producer
+from broker_core.trace.finder import TraceFinder
 from console.config import ConsoleConfig
 from console.tui.app import FloodgateApp
 from console.tui.screens import BrokerScreen, TraceScreen
@@ -29,7 +30,15 @@ def test_search_by_key_and_samples_from_a_broker_spike(cluster_factory):
     cluster = cluster_factory(1)
     with Producer(cluster.file.addrs, trace_rate=1.0) as producer:
         sent = [producer.send("orders", b"paid", keys=f"order-{i}") for i in range(30)]
-    time.sleep(1.2)  # the broker writes its store records on its one-second tick
+    # the broker writes its store summary on its one-second tick: wait for it
+    finder = TraceFinder(cluster.file)
+    try:
+        deadline = time.monotonic() + 10
+        while finder.by_id(sent[7].msg_id).timelines[0].store is None:
+            assert time.monotonic() < deadline, "no store record after 10 s"
+            time.sleep(0.1)
+    finally:
+        finder.close()
     brokers = [(b.name, b.http) for b in cluster.file.brokers]
     cfg = ConsoleConfig(brokers=brokers, refresh=0.25, timeout=0.5,
                         cluster=cluster.path).validate()
