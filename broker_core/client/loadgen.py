@@ -24,6 +24,8 @@ from broker_core.client.attempts import MAX_BACKOFF_S
 from broker_core.client.producer import Producer, SendFailed
 from heatmap import LatencyHistogram
 
+MIN_SLEEP_S = 0.001
+
 
 @dataclass
 class LoadSpec:
@@ -134,7 +136,10 @@ class LoadGenerator:
             if interval:
                 due = start + (sent / spec.batch) * interval
                 if due > now:
-                    await asyncio.sleep(min(due - now, 0.05))
+                    # uvloop's timers count whole milliseconds: a shorter sleep returns at
+                    # once and the loop spins a core; wake at most every ms and send what
+                    # fell due meanwhile
+                    await asyncio.sleep(min(max(due - now, MIN_SLEEP_S), 0.05))
                     continue
             await window.acquire()
             n = spec.batch if spec.count is None else min(spec.batch, spec.count - sent)

@@ -33,6 +33,8 @@ def register(sub) -> None:
     prod.add_argument("--backoff", default="", metavar="S[,S…]",
                       help="seconds to wait before the 1st, 2nd, … retry (seed 002's send "
                            "backoff; default: retry at once on another broker)")
+    prod.add_argument("--trace-rate", type=float, default=0.0, metavar="R",
+                      help="share of sends traced, 0..1 (default 0: none)")
     prod.add_argument("--http-port", type=int,
                       help="serve this producer's /metrics and /stats (fuse state) on this port")
     prod.add_argument("--json", action="store_true")
@@ -82,13 +84,15 @@ def run_produce(args) -> int:
     except ValueError:
         raise UsageError(f"--backoff takes seconds separated by commas, not {args.backoff!r}")\
             from None
+    if not 0 <= args.trace_rate <= 1:
+        raise UsageError(f"--trace-rate must be within 0..1, got {args.trace_rate:g}")
     if args.flow_retries < 0 or any(not 0 <= b <= 60 for b in backoff):
         raise UsageError("--flow-retries must be >= 0 and --backoff intervals within 0..60 s")
     routes = _routes(args)
     brokers = routes.masters() if routes is not None else brokers_from(args)
     producer = Producer(brokers, fuse=False if args.no_fuse else None, timeout=args.timeout,
                         routes=routes, group=args.group, flow_retries=args.flow_retries,
-                        backoff=backoff)
+                        backoff=backoff, trace_rate=args.trace_rate)
     gen = LoadGenerator(producer, LoadSpec(args.topic, args.size, args.count, args.duration,
                                            args.rate, args.batch, args.concurrency))
     http = None

@@ -1,0 +1,457 @@
+"""CPU per message (user + system, from /proc) of every process a message passes, in one run.
+
+What `make demo` costs on two cores is CPU per message times messages per second, so
+this is the figure the broker's hot paths are judged by (issue 24). Scenarios, each
+measured over the same window after a warm-up:
+
+- floor: a bare uvloop server (written here) answering the same paced SEND frames
+  with a canned OK, the least any Python server on an event loop can spend;
+- single: one single-copy broker (flush async), paced, then flat out (64 in flight);
+- sync pair: a master and its slave with sync replication (ZooKeeper, a controller);
+- + consumers: the same with two consumer groups reading everything (a process of
+  their own, measured too);
+- + trace: the same with every message traced (no consumers);
+- demo: `floodgate demo` as `make demo` runs it, headless: every process per
+  message acknowledged, and the total cores.
+
+Messages are counted by the broker (its put counter) where there is one; the client
+is `floodgate bench produce` in its own process. Ratios against the floor and
+against the single broker are the figures to trust on a shared machine.
+
+    .venv/bin/python bench/cpu_per_message.py [--rate 2000] [--seconds 15] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _util import peak_rss_mib  # noqa: E402
+
+from broker_core.cluster.launcher import Cluster  # noqa: E402
+from broker_core.cluster.ports import free_port_range  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+FLOODGATE = [sys.executable, "-m", "console.cli"]
+GOALS = {  # issue 24
+    "single paced / floor": 2.0,
+    "sync master / single paced": 1.5,
+    "slave / floor": 1.0,
+    "consumer group on the master (us/msg)": 15.0,
+    "demo consumer process (us/msg consumed)": 20.0,
+    "trace cost on the master": 1.15,
+}
+
+
+# -- /proc ---------------------------------------------------------------------------
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def peak_rss(pid: int) -> float:
+    """VmHWM of a process, MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        for c in children(todo.pop()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+# -- the floor: a bare uvloop server -----------------------------------------------------
+
+def echo_server(port: int) -> None:
+    """Answer every SEND frame with a fixed SEND OK answer (what a broker's answer holds)."""
+    import uvloop
+
+    from broker_core import protocol as p
+
+    answer = p.encode_send_response(0, 0, 0, 0, b"\x7f\0\0\x01\0\0\0\0")
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.t, self.buf = transport, bytearray()
+
+        def data_received(self, data):
+            buf = self.buf
+            buf += data
+            out = []
+            pos = 0
+            while len(buf) - pos >= p.HEADER_SIZE:
+                length, _m, _v, op, _f, _r, _c, rid = p.HEADER.unpack_from(buf, pos)
+                end = pos + 4 + length
+                if end > len(buf):
+                    break
+                out.append(p.encode_frame(op, rid, answer, flags=p.FLAG_RESPONSE))
+                pos = end
+            del buf[:pos]
+            if out:
+                self.t.write(b"".join(out))
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(Echo, "127.0.0.1", port)
+        stop = asyncio.Event()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        async with server:
+            await stop.wait()
+
+    uvloop.run(main())
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+@dataclass
+class Window:
+    """CPU seconds per process over a window, and what the window carried."""
+    cpu: dict[str, float] = field(default_factory=dict)
+    rss: dict[str, float] = field(default_factory=dict)
+    msgs: int = 0
+    consumed: int = 0
+    seconds: float = 0.0
+
+    def us_per_msg(self, who: str, per: int | None = None) -> float:
+        n = self.msgs if per is None else per
+        return self.cpu[who] / n * 1e6 if n else float("nan")
+
+
+def measure(procs: dict[str, int], seconds: float, count=None, consumed=None) -> Window:
+    """CPU of each named pid over `seconds`; `count()`/`consumed()` give running totals.
+
+    Brokers count messages when they close a second (just after each wall-clock second):
+    the window starts and ends half-way through a second, so both ends lag alike."""
+    time.sleep((0.5 - time.time() % 1.0) % 1.0)
+    seconds = round(seconds)
+    c0 = {n: cpu_seconds(p) for n, p in procs.items()}
+    m0, k0 = (count() if count else 0), (consumed() if consumed else 0)
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    w = Window(seconds=time.monotonic() - t0)
+    w.cpu = {n: cpu_seconds(p) - c0[n] for n, p in procs.items()}
+    w.rss = {n: peak_rss(p) for n, p in procs.items()}
+    w.msgs = (count() if count else 0) - m0
+    w.consumed = (consumed() if consumed else 0) - k0
+    return w
+
+
+def http_json(addr: str, path: str) -> dict:
+    with urllib.request.urlopen(f"http://{addr}{path}", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def stored_msgs(http: str) -> int:
+    return int(http_json(http, "/stats?history=0")["totals"]["messages_in"])
+
+
+def producer(target: list[str], seconds: float, rate: float | None, topic: str = "cpu",
+             extra: tuple[str, ...] = ()) -> subprocess.Popen:
+    argv = [*FLOODGATE, "bench", "produce", *target, "--duration", str(seconds),
+            "--topic", topic, "--size", "128", "--no-fuse", "--json", *extra]
+    if rate:
+        argv += ["--rate", str(rate)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def finish(proc: subprocess.Popen) -> dict:
+    out, _ = proc.communicate(timeout=120)
+    try:
+        return json.loads(out)
+    except ValueError:
+        return {}
+
+
+@contextmanager
+def cluster(tmp: Path, **kw):
+    c = Cluster(kw.pop("n", 1), free_port_range(32), tmp / f"c{time.monotonic_ns()}",
+                segment_size="256M", **kw)
+    c.up(timeout=60)
+    try:
+        yield c
+    finally:
+        c.down(grace=5)
+
+
+# -- scenarios ------------------------------------------------------------------------------
+
+def run_floor(tmp: Path, rate: float, seconds: float, warm: float) -> Window:
+    port = free_port_range(1)
+    server = subprocess.Popen([sys.executable, __file__, "--echo-server", str(port)])
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        prod = producer(["--brokers", f"127.0.0.1:{port}"], warm + seconds + 1, rate)
+        time.sleep(warm)
+        w = measure({"floor": server.pid, "producer": prod.pid}, seconds)
+        w.msgs = round(rate * w.seconds)
+        finish(prod)
+        return w
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def run_single(tmp: Path, rate: float | None, seconds: float, warm: float) -> Window:
+    with cluster(tmp) as c:
+        b = c.file.brokers[0]
+        prod = producer(["--cluster", str(c.path)], warm + seconds + 1, rate)
+        time.sleep(warm)
+        w = measure({"broker": c.procs[b.name].pid, "producer": prod.pid}, seconds,
+                    lambda: stored_msgs(b.http))
+        finish(prod)
+        return w
+
+
+def consumer_main(cluster_file: str, groups: str) -> None:
+    """Consume everything of topic `cpu` in each group (threads), print the count on exit."""
+    import threading
+
+    from broker_core.client.consumer import Consumer
+    from broker_core.cluster.cluster_file import load_cluster
+    from broker_core.ha.routes import routes_for
+
+    spec = load_cluster(cluster_file)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    counts = {}
+
+    def run(group: str) -> None:
+        routes = routes_for(spec) if spec.replicated else None
+        with Consumer(group, "cpu", None if routes else spec.addrs, routes=routes) as c:
+            n = 0
+            while not stop.is_set():
+                n += len(c.poll(32, timeout=0.5))
+                counts[group] = n
+                c.commit() if n % 1024 < 32 else None
+
+    threads = [threading.Thread(target=run, args=(g,), daemon=True) for g in groups.split(",")]
+    for t in threads:
+        t.start()
+    while not stop.wait(0.2):
+        Path(cluster_file + ".consumed").write_text(str(sum(counts.values())))
+    Path(cluster_file + ".consumed").write_text(str(sum(counts.values())))
+
+
+def run_pair(tmp: Path, rate: float, seconds: float, warm: float, consumers: bool = False,
+             trace: bool = False) -> Window:
+    with cluster(tmp, n=0, groups=1, replicas=2, replication="sync") as c:
+        from broker_core.cluster.roles import group_records
+
+        master = group_records(c.file)["group-1"].master
+        slave = next(b.name for b in c.file.brokers if b.name != master)
+        mentry = c.file.broker(master)
+        subprocess.run([*FLOODGATE, "bench", "produce", "--cluster", str(c.path), "--count",
+                        "10", "--topic", "cpu"], capture_output=True, timeout=60)
+        procs = {"master": c.procs[master].pid, "slave": c.procs[slave].pid}
+        cons = None
+        if consumers:
+            cons = subprocess.Popen([sys.executable, __file__, "--consume", str(c.path),
+                                     "billing,warehouse"])
+            procs["consumers"] = cons.pid
+        prod = producer(["--cluster", str(c.path)], warm + seconds + 1, rate,
+                        extra=("--trace-rate", "1") if trace else ())
+        procs["producer"] = prod.pid
+        time.sleep(warm)
+        consumed_file = Path(str(c.path) + ".consumed")
+
+        def consumed() -> int:
+            try:
+                return int(consumed_file.read_text() or 0)
+            except (OSError, ValueError):
+                return 0
+
+        w = measure(procs, seconds, lambda: stored_msgs(mentry.http), consumed)
+        finish(prod)
+        if cons is not None:
+            cons.terminate()
+            cons.wait(10)
+        return w
+
+
+def run_demo(tmp: Path, seconds: float, warm: float, groups: int) -> tuple[Window, dict]:
+    """`floodgate demo --groups G --headless` as make demo runs it (with the TUI)."""
+    base = free_port_range(3 * 2 * groups + 2)
+    proc = subprocess.Popen([*FLOODGATE, "demo", "--groups", str(groups), "--headless",
+                             str(warm + seconds + 3), "--json", "--with-tui", "--base-port",
+                             str(base)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env={**os.environ, "TMPDIR": str(tmp)})
+    time.sleep(warm)
+    procs = {}
+    for pid in [proc.pid, *descendants(proc.pid)]:
+        line = cmdline(pid)
+        if "broker serve" in line:
+            name = line.split("--name ")[1].split()[0]
+            procs[name] = pid
+        elif "console.demo.clients" in line:
+            procs["clients"] = pid
+        elif "controller" in line and "console.cli" in line:
+            procs["controller"] = pid
+        elif "zookeeper" in line.lower():
+            procs["zookeeper"] = pid
+        elif pid == proc.pid:
+            procs["demo (producer + TUI)"] = pid
+    from broker_core.cluster.cluster_file import load_cluster
+
+    spec = load_cluster(next(tmp.glob("floodgate-demo-*/cluster.toml")))
+
+    def stored() -> int:  # by every master: the load, the batch producer, trace batches
+        total = 0
+        for b in spec.brokers:
+            try:
+                total += stored_msgs(b.http)
+            except OSError:
+                pass
+        return total
+
+    w = measure(procs, seconds, stored)
+    out, _ = proc.communicate(timeout=120)
+    summary = json.loads(out) if out.strip() else {}
+    return w, summary
+
+
+# -- report ---------------------------------------------------------------------------------
+
+def row(label: str, w: Window, who: str, per: int | None = None) -> str:
+    return (f"| {label} | {w.us_per_msg(who, per):,.1f} µs | {w.cpu[who] / w.seconds:.0%} "
+            f"| {w.rss.get(who, 0):,.0f} MiB |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", type=float, default=2000.0)
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--warm", type=float, default=4.0)
+    ap.add_argument("--groups", type=int, default=4, help="demo groups (make demo's)")
+    ap.add_argument("--only", help="comma-separated: floor,single,flat,pair,consumers,trace,demo")
+    ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--consume", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.echo_server:
+        echo_server(args.echo_server)
+        return 0
+    if args.consume:
+        consumer_main(*args.consume)
+        return 0
+    only = set((args.only or "floor,single,flat,pair,consumers,trace,demo").split(","))
+    tmp = Path(tempfile.mkdtemp(prefix="fg-cpu-"))
+    r, s, wu = args.rate, args.seconds, args.warm
+    lines = ["| what | CPU / message | cores | peak RSS |", "|---|---:|---:|---:|"]
+    got: dict[str, Window] = {}
+    try:
+        if "floor" in only:
+            got["floor"] = w = run_floor(tmp, r, s, wu)
+            lines.append(row(f"floor: bare uvloop server, paced {r:g}/s", w, "floor"))
+        if "single" in only:
+            got["single"] = w = run_single(tmp, r, s, wu)
+            lines.append(row(f"single-copy broker, paced {r:g}/s", w, "broker"))
+            lines.append(row("  its producer (bench produce)", w, "producer"))
+        if "flat" in only:
+            got["flat"] = w = run_single(tmp, None, s, wu)
+            lines.append(row(f"single-copy broker, flat out ({w.msgs / w.seconds:,.0f}/s)",
+                             w, "broker"))
+        if "pair" in only:
+            got["pair"] = w = run_pair(tmp, r, s, wu)
+            lines.append(row(f"master, sync replication, paced {r:g}/s", w, "master"))
+            lines.append(row("  its slave", w, "slave"))
+        if "consumers" in only:
+            got["consumers"] = w = run_pair(tmp, r, s, wu, consumers=True)
+            lines.append(row("master + 2 consumer groups reading everything", w, "master"))
+            lines.append(row("  the consumer process (per message consumed)", w, "consumers",
+                             w.consumed))
+        if "trace" in only:
+            got["trace"] = w = run_pair(tmp, r, s, wu, trace=True)
+            lines.append(row("master, every message traced", w, "master"))
+            lines.append(row("  its producer", w, "producer"))
+        if "demo" in only:
+            w, summary = run_demo(tmp, s * 2, wu * 3, args.groups)
+            got["demo"] = w
+            total = sum(w.cpu.values()) / w.seconds
+            lines.append(f"| **demo** ({args.groups} groups, headless with the TUI): "
+                         f"{w.msgs / w.seconds:,.0f} msgs/s stored, CPU per message stored "
+                         f"| {sum(w.cpu.values()) / w.msgs * 1e6:,.0f} µs "
+                         f"| **{total:.2f}** | |")
+            for who in sorted(w.cpu):
+                lines.append(row(f"  {who}", w, who))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("\n".join(lines))
+    ratios = {}
+    f, one = got.get("floor"), got.get("single")
+    if f and one:
+        ratios["single paced / floor"] = one.us_per_msg("broker") / f.us_per_msg("floor")
+    if one and got.get("pair"):
+        ratios["sync master / single paced"] = (got["pair"].us_per_msg("master")
+                                                / one.us_per_msg("broker"))
+    if f and got.get("pair"):
+        ratios["slave / floor"] = got["pair"].us_per_msg("slave") / f.us_per_msg("floor")
+    if got.get("pair") and got.get("consumers"):
+        ratios["consumer group on the master (us/msg)"] = (
+            got["consumers"].us_per_msg("master") - got["pair"].us_per_msg("master")) / 2
+        ratios["demo consumer process (us/msg consumed)"] = got["consumers"].us_per_msg(
+            "consumers", got["consumers"].consumed)
+    if got.get("pair") and got.get("trace"):
+        ratios["trace cost on the master"] = (got["trace"].us_per_msg("master")
+                                              / got["pair"].us_per_msg("master"))
+    missed = 0
+    print()
+    for name, value in ratios.items():
+        ok = value <= GOALS[name]
+        missed += not ok
+        print(f"{name}: {value:.2f} (goal <= {GOALS[name]:g}) {'ok' if ok else 'MISSED'}")
+    print(f"bench process peak RSS {peak_rss_mib():.0f} MiB")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
