@@ -127,9 +127,11 @@ class Connection:
             fut.set_result((0, b""))
         return fut
 
-    def request(self, op: int, body: bytes = b"", oneway: bool = False) -> Future:
-        """Send a request; the future resolves to (code, body) of the response."""
-        return self._send(op, body, oneway, watched=False)
+    def request(self, op: int, body: bytes = b"", oneway: bool = False,
+                watched: bool = False) -> Future:
+        """Send a request; the future resolves to (code, body) of the response.
+        `watched`: the caller reads the answer itself (`serve_any`), no pump thread."""
+        return self._send(op, body, oneway, watched=watched)
 
     def call(self, op: int, body: bytes = b"", timeout: float = 3.0) -> tuple[int, bytes]:
         """Send and wait for the answer, reading the socket ourselves when we can.
@@ -155,6 +157,19 @@ class Connection:
                 except TimeoutError:
                     pass
         return fut.result(0)
+
+    def fileno(self) -> int:
+        """The socket's descriptor (-1 when not connected): for `serve_any`."""
+        link = self._link
+        return link.sock.fileno() if link is not None else -1
+
+    def serve(self) -> None:
+        """Read what has arrived, unless another thread is reading (`serve_any`)."""
+        if self._read_lock.acquire(blocking=False):
+            try:
+                self._read_once(0)
+            finally:
+                self._read_lock.release()
 
     def forget(self, fut: Future) -> None:
         """Stop waiting for a request (it timed out); a late answer is dropped."""
@@ -253,6 +268,23 @@ class Connection:
                 except OSError:
                     pass
                 self._fail_all(link, f"{self.addr}: connection closed")
+
+
+def serve_any(conns: list[Connection], timeout: float) -> None:
+    """Wait up to `timeout` for any of `conns` to have an answer, and read those that do:
+    one thread serving its own watched requests on several brokers, no pump threads."""
+    poller = select.poll()
+    by_fd = {}
+    for conn in conns:
+        fd = conn.fileno()
+        if fd >= 0:
+            by_fd[fd] = conn
+            poller.register(fd, select.POLLIN)
+    if not by_fd:
+        time.sleep(min(timeout, 0.05))
+        return
+    for fd, _ev in poller.poll(max(0.0, timeout) * 1000.0):
+        by_fd[fd].serve()
 
 
 class ConnectionPool:

@@ -6,31 +6,65 @@ allocation), so every queue has exactly one owner once heartbeats agree.
 Offsets live on the brokers: `commit()` writes them, a new owner reads them.
 Delivery is at-least-once: what was polled but not committed comes again
 after a rebalance or a restart.
+
+Pulls are pipelined, as RocketMQ's push consumer keeps pulls outstanding: each
+broker has one long-poll PULL in flight for all the queues this consumer owns
+there (the broker holds it until messages arrive in one of them), answers are
+read by the thread that polls (no reader thread), and what they bring waits in
+a buffer (at most BUFFER_PER_QUEUE a queue before it is pulled again) until
+`poll` hands it out. A pull's records are verified here (CRC), as the broker
+serves them as stored.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 
 from broker_core.client.attempts import normalize_brokers
-from broker_core.client.connection import BrokerUnavailable, ConnectionPool
+from broker_core.client.connection import BrokerUnavailable, ConnectionPool, serve_any
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
+    MAX_PULL_MSGS,
     Code,
     Op,
-    PulledMessage,
+    ProtocolError,
     PullRequest,
+    QueueState,
     decode_json,
-    decode_pull_response,
+    decode_pull_head,
     encode_json,
     encode_pull,
 )
+from broker_core.store.message import CorruptRecord, Message, decode_records
+
+log = logging.getLogger("floodgate.consumer")
 
 HEARTBEAT_S = 2.0
+PULL_WAIT_MS = 2000  # how long a broker holds a pull on a caught-up queue
+PULL_BATCH = 32  # messages a pull asks for, per queue it names (RocketMQ's pullBatchSize)
+BUFFER_PER_QUEUE = 256  # messages fetched and not yet handed out, before a queue's next pull
+DOWN_S = 1.0  # a broker that failed a pull is not asked again for this long (its slave is)
+ANSWER_S = 0.02  # a poll that sent pulls waits at least this long for their answers
+
+
+def read_pull_answer(body: bytes) -> list[tuple[QueueState, list[Message], int]]:
+    """A PULL answer, per queue it names: (its state, its messages verified and decoded,
+    corrupt records skipped). ProtocolError or CorruptRecord when it cannot be read."""
+    states, pos = decode_pull_head(body)
+    out = []
+    for state in states:
+        msgs, corrupt, pos = decode_records(body, pos, state.count)
+        out.append((state, msgs, corrupt))
+    if pos != len(body):
+        raise ProtocolError(f"{len(body) - pos} unexpected bytes after a pull's records")
+    return out
 
 
 def allocate(
@@ -80,10 +114,16 @@ class Consumer:
         self._pool = ConnectionPool({} if routes is not None else self.brokers)
         self._owned: list[tuple[str, int]] = []
         self._offsets: dict[tuple[str, int], int] = {}  # next offset to pull
+        self._delivered: dict[tuple[str, int], int] = {}  # past the last one handed out
         self._committed: dict[tuple[str, int], int] = {}
+        self._inflight: dict[str, tuple[str, Future, float]] = {}  # broker -> its pull
+        self._turn = 0
+        self._ready: deque[tuple[tuple[str, int], list[Message], int]] = deque()
+        self._buffered: dict[tuple[str, int], int] = {}
+        self._down: dict[str, float] = {}  # address -> not pulled from until then
+        self.corrupt = 0  # records that failed their CRC, skipped
         self._members: tuple[str, ...] = ()
         self._next_heartbeat = 0.0
-        self._rr = 0
         self.tracer = self._own_trace = None
         if trace_rate > 0:
             from broker_core.client.tracing import DeliveryTracer
@@ -149,7 +189,7 @@ class Consumer:
         if owned != self._owned:
             self.commit()
             self._owned = owned
-            self._offsets = {q: self._offsets[q] for q in owned if q in self._offsets}
+            self._forget_queues(owned)
         self._members = tuple(sorted(members))
 
     @property
@@ -168,60 +208,160 @@ class Consumer:
         offset = int(answer.get("offset", -1))
         if offset < 0:  # no committed offset: consume from the first message kept
             offset = int(answer.get("min_offset", 0))
-        self._committed[queue] = offset
+        self._committed[queue] = self._delivered[queue] = offset
         return offset
 
     # -- consuming ----------------------------------------------------------
-    def poll(self, max_msgs: int = 32, timeout: float = 1.0) -> list[PulledMessage]:
-        """Up to ``max_msgs`` messages from the owned queues, waiting up to ``timeout``."""
+    def poll(self, max_msgs: int = 32, timeout: float = 1.0) -> list[Message]:
+        """Up to ``max_msgs`` messages from the owned queues, waiting up to ``timeout``
+        (at least ANSWER_S for the answers to pulls it sent: poll(timeout=0) still
+        returns what the brokers hold)."""
         deadline = self._clock() + timeout
         while True:
             if self._clock() >= self._next_heartbeat:
                 self.heartbeat()
-            owned = self._owned
-            if owned:
-                # one quick pass over every queue, then a long poll on the next one
-                for _ in range(len(owned)):
-                    msgs = self._pull(owned[self._rr % len(owned)], max_msgs, 0)
-                    self._rr += 1
-                    if msgs:
-                        return msgs
+            if self._fill():
+                deadline = max(deadline, self._clock() + ANSWER_S)
+            self._serve(0.0)
+            if self._ready:
+                return self._take(max_msgs)
             left = deadline - self._clock()
             if left <= 0:
                 return []
-            if owned:
-                wait_ms = int(min(left, 0.2) * 1000)
-                msgs = self._pull(owned[self._rr % len(owned)], max_msgs, wait_ms)
-                self._rr += 1
-                if msgs:
-                    return msgs
-            else:
-                time.sleep(min(left, 0.1))
+            self._serve(min(left, 0.1))
+            if self._ready:
+                return self._take(max_msgs)
 
-    def _pull(self, queue: tuple[str, int], max_msgs: int, wait_ms: int) -> list[PulledMessage]:
-        broker, qid = queue
+    def _serve(self, timeout: float) -> None:
+        """Read the answers that arrive within `timeout`, and take them in."""
+        if self._inflight:
+            serve_any([self._pool.get(a) for a, _f, _t in self._inflight.values()], timeout)
+            self._collect()
+        elif timeout:
+            time.sleep(min(timeout, 0.1))
+
+    def _fill(self) -> bool:
+        """A pull in flight on every broker where an owned queue has room in the buffer;
+        whether any was sent."""
+        sent = False
+        wanted: dict[str, list[tuple[str, int]]] = {}
+        for queue in self._owned:
+            if self._buffered.get(queue, 0) < BUFFER_PER_QUEUE:
+                wanted.setdefault(queue[0], []).append(queue)
+        for broker, queues in wanted.items():
+            if broker in self._inflight:
+                continue
+            addr = self._pull_addr(broker)
+            if addr is None:
+                continue
+            try:
+                for queue in queues:
+                    if queue not in self._offsets:
+                        self._offsets[queue] = self._start_offset(queue)
+                turn = self._turn = self._turn + 1  # rotate: no queue always last
+                k = turn % len(queues)
+                queues = queues[k:] + queues[:k]
+                req = PullRequest(self.group, self.topic,
+                                  [(q, self._offsets[(broker, q)]) for _b, q in queues],
+                                  min(MAX_PULL_MSGS, PULL_BATCH * len(queues)), PULL_WAIT_MS)
+                fut = self._pool.get(addr).request(Op.PULL, encode_pull(req), watched=True)
+            except (BrokerUnavailable, BrokerError):
+                self._down[addr] = self._clock() + DOWN_S
+                continue
+            self._inflight[broker] = (addr, fut, self._clock())
+            sent = True
+        return sent
+
+    def _pull_addr(self, broker: str) -> str | None:
+        """Where a queue of `broker` is pulled from: the broker, or with routes its
+        group's master, or a slave while the master fails pulls."""
+        if self.routes is None:
+            return broker
+        now = self._clock()
+        for addr in self.routes.replicas(broker):  # the master first, then its slaves
+            self._pool.addrs.setdefault(addr, addr)
+            if self._down.get(addr, 0.0) <= now:
+                return addr
+        return None
+
+    def _collect(self) -> None:
+        """Take in the answers that arrived (and drop pulls that never will)."""
+        now = self._clock()
+        for broker, (addr, fut, sent) in list(self._inflight.items()):
+            if not fut.done():
+                if now - sent > self.timeout + PULL_WAIT_MS / 1000:
+                    self._pool.get(addr).forget(fut)
+                    del self._inflight[broker]
+                    self._down[addr] = now + DOWN_S
+                continue
+            del self._inflight[broker]
+            self._answered(broker, addr, fut)
+
+    def _answered(self, broker: str, addr: str, fut: Future) -> None:
         try:
-            if queue not in self._offsets:
-                self._offsets[queue] = self._start_offset(queue)
-            req = PullRequest(self.group, self.topic, qid, self._offsets[queue], max_msgs, wait_ms)
-            code, body = self._call(
-                broker, Op.PULL, encode_pull(req), self.timeout + wait_ms / 1000
-            )
-        except (BrokerUnavailable, BrokerError):
-            return []
+            code, body = fut.result()
+        except BrokerUnavailable:
+            self._down[addr] = self._clock() + DOWN_S
+            return
         if code not in (Code.OK, Code.PULL_NOT_FOUND):
-            return []
-        status, next_offset, min_offset, _max, msgs = decode_pull_response(body, self.topic, qid)
-        if status == "OFFSET_TOO_SMALL":  # retention removed them: jump to the oldest kept
-            next_offset = max(next_offset, min_offset)
-        self._offsets[queue] = next_offset
-        if msgs and self.tracer is not None:
-            self.tracer.polled(broker, msgs)
-        return msgs
+            return  # refused (a topic not there yet): asked again next time
+        try:
+            queues = read_pull_answer(body)
+        except (ProtocolError, CorruptRecord) as exc:
+            log.warning("%s: bad pull answer for %s: %s", addr, self.topic, exc)
+            self._down[addr] = self._clock() + DOWN_S
+            return
+        owned = set(self._owned)
+        for state, msgs, corrupt in queues:
+            queue = (broker, state.queue_id)
+            if queue not in owned or state.status == "NOT_READ":
+                continue  # rebalanced away meanwhile, or not read this time
+            if corrupt:
+                self.corrupt += corrupt
+                log.warning("%s: %d records of %s queue %d failed their CRC: skipped", addr,
+                            corrupt, self.topic, state.queue_id)
+            next_offset = state.next_offset
+            if state.status == "OFFSET_TOO_SMALL":  # retention removed them: the oldest kept
+                next_offset = max(next_offset, state.min_offset)
+            self._offsets[queue] = next_offset
+            if msgs:
+                self._ready.append((queue, msgs, next_offset))
+                self._buffered[queue] = self._buffered.get(queue, 0) + len(msgs)
+            elif not self._buffered.get(queue):
+                self._delivered[queue] = next_offset  # nothing in between: skipped ahead
+
+    def _take(self, max_msgs: int) -> list[Message]:
+        out: list[Message] = []
+        while self._ready and len(out) < max_msgs:
+            queue, msgs, next_offset = self._ready[0]
+            room = max_msgs - len(out)
+            part, rest = msgs[:room], msgs[room:]
+            out.extend(part)
+            self._buffered[queue] -= len(part)
+            if rest:
+                self._ready[0] = (queue, rest, next_offset)
+                self._delivered[queue] = rest[0].queue_offset
+            else:
+                self._ready.popleft()
+                self._delivered[queue] = next_offset
+            if self.tracer is not None:
+                self.tracer.polled(queue[0], part)
+        return out
+
+    def _forget_queues(self, keep: list[tuple[str, int]]) -> None:
+        """Rebalanced: what was fetched and not handed out is dropped (and fetched again
+        from the offset past the last message handed out, if the queue stays ours)."""
+        self._ready.clear()
+        for addr, fut, _sent in self._inflight.values():
+            self._pool.get(addr).forget(fut)
+        self._inflight.clear()
+        self._buffered.clear()
+        self._offsets = {q: self._delivered[q] for q in keep if q in self._delivered}
+        self._delivered = dict(self._offsets)
 
     def commit(self) -> None:
         """Store the offsets of everything polled so far on the brokers."""
-        for queue, offset in list(self._offsets.items()):
+        for queue, offset in list(self._delivered.items()):
             if self._committed.get(queue) == offset:
                 continue
             broker, qid = queue

@@ -13,7 +13,6 @@ import time
 
 from broker_core.trace.dispatcher import TraceDispatcher
 from broker_core.trace.records import (
-    PROP_MSG_ID,
     PROP_TRACE,
     TRACE_KEY_CHARS,
     Sampler,
@@ -91,7 +90,7 @@ class DeliveryTracer:
             props = m.properties
             if PROP_TRACE not in props or not self.sampler.sample():
                 continue
-            rec = {"type": "deliver", "id": props.get(PROP_MSG_ID), "group": self.group,
+            rec = {"type": "deliver", "id": m.msg_id, "group": self.group,
                    "client": self.client_id, "broker": broker, "topic": m.topic,
                    "queue_id": m.queue_id, "queue_offset": m.queue_offset,
                    "store_ms": m.store_timestamp, "pulled_ms": pulled, "committed_ms": None}

@@ -8,13 +8,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from broker_core.client.connection import BrokerUnavailable, Connection
+from broker_core.client.consumer import read_pull_answer
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     Code,
     Op,
     PullRequest,
     decode_json,
-    decode_pull_response,
     encode_json,
     encode_pull,
 )
@@ -24,17 +24,18 @@ def read_queue_bodies(conn: Connection, topic: str, queue_id: int,
                       timeout: float = 5.0) -> Iterable[bytes]:
     offset = 0
     while True:
-        req = PullRequest("floodgate-readback", topic, queue_id, offset, 1024, 0)
+        req = PullRequest("floodgate-readback", topic, [(queue_id, offset)], 1024, 0)
         code, body = conn.call(Op.PULL, encode_pull(req), timeout)
         if code not in (Code.OK, Code.PULL_NOT_FOUND):
             raise BrokerError(f"{conn.addr}: pull answered {Code(code).name}: "
                               f"{body.decode('utf-8', 'replace')}")
-        status, next_offset, min_offset, _max, msgs = decode_pull_response(body, topic, queue_id)
+        ((state, msgs, _corrupt),) = read_pull_answer(body)
+        status, next_offset, min_offset = state.status, state.next_offset, state.min_offset
         for m in msgs:
             yield m.body
         if status == "OFFSET_TOO_SMALL":
             next_offset = max(next_offset, min_offset)
-        elif not msgs:
+        elif not msgs and next_offset == offset:
             return
         offset = next_offset
 

@@ -1,10 +1,10 @@
 """The master's side of replication: stream the CommitLog to slaves, count their acks.
 
-Runs on the broker's event loop. Each slave link pushes the bytes from the
-slave's offset to the log's end, then waits for the next append (a heartbeat
-every HEARTBEAT_S when idle). A send in sync mode parks its answer on a
-waiter (a future keyed by the record's end offset) that the acks release:
-no thread and no loop turn blocks on a slave.
+Runs on the broker's event loop. Each slave link (`ha.master_link.SlaveLink`)
+streams what accumulated since its last transfer and reads the slave's acks. A
+send in sync mode parks its answer: a callback keyed by the record's end offset
+that the acks release (or a sweep every SWEEP_S times out): no task, no future
+and no loop turn blocks on a slave.
 
 The in-sync set: the slaves whose acks a sync send waits for, all of them
 (Kafka's acks=all over its ISR). Any slave in the set therefore holds every
@@ -24,10 +24,10 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 from broker_core.ha import wire
 from broker_core.ha.epochs import EpochHistory, consistent_end
+from broker_core.ha.master_link import SlaveLink
 from broker_core.protocol import Code
 from broker_core.store import MessageStore
 
@@ -36,18 +36,6 @@ log = logging.getLogger("floodgate.ha")
 JOIN_LAG_S = 0.5  # a slave this close behind joins the in-sync set
 SWEEP_S = 0.05  # parked sends past the timeout are answered this often
 MAX_APPEND_MARKS = 200_000  # (end offset, time) pairs kept for lag in seconds
-
-
-@dataclass
-class SlaveLink:
-    name: str
-    addr: str
-    acked: int
-    connected_at: float
-    writer: asyncio.StreamWriter | None = None
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    last_ack: float = 0.0
-    open: bool = True
 
 
 class ReplicationMaster:
@@ -65,8 +53,10 @@ class ReplicationMaster:
         self.links: dict[str, SlaveLink] = {}
         self.in_sync: set[str] = set()  # slaves (not the master itself)
         self.acked: dict[str, int] = {}  # slave -> offset it holds, kept across its links
-        self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap by end offset
-        self._deadlines: deque[tuple[float, asyncio.Future]] = deque()  # oldest first
+        # parked sends: a heap of (end offset, seq, waiter) and their deadlines, oldest
+        # first; a waiter is [callback], emptied ([None]) once answered
+        self._waiters: list[tuple[int, int, list]] = []
+        self._deadlines: deque[tuple[float, list]] = deque()
         self._seq = itertools.count()
         self._marks_end: list[int] = []  # end offsets of recent appends ...
         self._marks_t: list[float] = []  # ... and when they were appended
@@ -85,45 +75,47 @@ class ReplicationMaster:
         if len(self._marks_end) > MAX_APPEND_MARKS:
             self._cut_marks(MAX_APPEND_MARKS // 2)
         for link in self.links.values():
-            link.wake.set()
+            link.kick()
 
     def _target(self) -> int:
         """The offset every in-sync slave holds (-1: no slave in sync)."""
         return min((self.acked.get(n, -1) for n in self.in_sync), default=-1)
 
-    def park(self, end: int) -> Code | asyncio.Future:
+    def park(self, end: int, done: Callable[[Code], None]) -> Code | None:
         """A code now (OK: the in-sync slaves hold `end` already; SLAVE_NOT_AVAILABLE:
-        no slave is in sync), or a future of it: OK once they all hold it,
-        FLUSH_SLAVE_TIMEOUT after `timeout_s`, NOT_MASTER if demoted meanwhile.
-        No task and no timer per send: acks release futures in offset order and a
-        sweep every SWEEP_S times out the old ones."""
+        no slave is in sync), or None and `done(code)` later: OK once they all hold
+        it, FLUSH_SLAVE_TIMEOUT after `timeout_s`, NOT_MASTER if demoted meanwhile.
+        Acks release waiters in offset order; a sweep every SWEEP_S times out the old."""
         if not self.in_sync:
             self.counters["slave_not_available"] += 1
             return Code.SLAVE_NOT_AVAILABLE
         if self._target() >= end:
             return Code.OK
-        fut = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (end, next(self._seq), fut))
-        self._deadlines.append((self._clock() + self.timeout_s, fut))
-        return fut
+        waiter = [done]
+        heapq.heappush(self._waiters, (end, next(self._seq), waiter))
+        self._deadlines.append((self._clock() + self.timeout_s, waiter))
+        return None
 
     async def wait(self, end: int) -> Code:
-        parked = self.park(end)
-        return parked if isinstance(parked, Code) else await parked
+        fut = asyncio.get_running_loop().create_future()
+        code = self.park(end, lambda c: fut.done() or fut.set_result(c))
+        return code if code is not None else await fut
 
     def _sweep(self) -> None:
         now, deadlines = self._clock(), self._deadlines
         timed_out = 0
-        while deadlines and deadlines[0][0] <= now:
-            _d, fut = deadlines.popleft()
-            if not fut.done():
-                fut.set_result(Code.FLUSH_SLAVE_TIMEOUT)
+        while deadlines and (deadlines[0][0] <= now or deadlines[0][1][0] is None):
+            _d, waiter = deadlines.popleft()
+            done = waiter[0]
+            if done is not None:
+                waiter[0] = None
+                done(Code.FLUSH_SLAVE_TIMEOUT)
                 timed_out += 1
         if timed_out:
             self.counters["slave_timeouts"] += timed_out
             self._isr_wake.set()  # a slave that let a send time out is no longer in sync
         if len(self._waiters) > 4 * len(deadlines) + 1024:  # drop answered ones
-            self._waiters = [w for w in self._waiters if not w[2].done()]
+            self._waiters = [w for w in self._waiters if w[2][0] is not None]
             heapq.heapify(self._waiters)
 
     def _release(self) -> None:
@@ -131,17 +123,22 @@ class ReplicationMaster:
             self._fail_waiters(Code.SLAVE_NOT_AVAILABLE)
             return
         target = self._target()
-        while self._waiters and self._waiters[0][0] <= target:
-            _end, _s, fut = heapq.heappop(self._waiters)
-            if not fut.done():
-                fut.set_result(Code.OK)
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= target:
+            waiter = heapq.heappop(waiters)[2]
+            done = waiter[0]
+            if done is not None:
+                waiter[0] = None
+                done(Code.OK)
 
     def _fail_waiters(self, code: Code) -> None:
         waiters, self._waiters = self._waiters, []
         self._deadlines.clear()
-        for _e, _s, fut in waiters:
-            if not fut.done():
-                fut.set_result(code)
+        for _e, _s, waiter in waiters:
+            done = waiter[0]
+            if done is not None:
+                waiter[0] = None
+                done(code)
 
     # -- lag ------------------------------------------------------------------------
     def lag(self, link: SlaveLink, now: float | None = None) -> tuple[int, float]:
@@ -174,35 +171,31 @@ class ReplicationMaster:
             self._cut_marks(i)
 
     # -- links ------------------------------------------------------------------------
-    async def serve_link(self, reader: asyncio.StreamReader,
-                         writer: asyncio.StreamWriter) -> None:
-        """The HA server's connection handler: handshake, then stream until closed."""
-        link = None
-        try:
-            link = await self._handshake(reader, writer)
-            if link is None:
-                return
-            acks = asyncio.ensure_future(self._read_acks(link, reader))
-            try:
-                await self._push(link)
-            finally:
-                acks.cancel()
-        except (wire.LinkError, OSError, ConnectionError) as exc:
-            log.info("replication link closed group=%s slave=%s: %s", self.group,
-                     link.name if link else "?", exc)
-        finally:
-            if link is not None:
-                self._drop(link)
-            writer.close()
+    def link_factory(self) -> SlaveLink:
+        """The HA server's protocol factory: one SlaveLink per connection."""
+        return SlaveLink(self)
 
-    async def _handshake(self, reader, writer) -> SlaveLink | None:
-        kind, body = await asyncio.wait_for(wire.read_frame(reader), 5.0)
-        hello = wire.decode_json(body) if kind == wire.HELLO else {}
+    def now(self) -> float:
+        return self._clock()
+
+    def wall_ms(self) -> int:
+        return int(self._wall() * 1000)
+
+    def epoch(self) -> int:
+        return self._epoch()
+
+    def is_master(self) -> bool:
+        return self._is_master()
+
+    def meta(self) -> dict:
+        return self._meta()
+
+    def welcome(self, link: SlaveLink, hello: dict) -> bool:
+        """A slave's HELLO: start streaming to it (True), or refuse it or tell it to cut
+        its log, and close (False)."""
         cl = self.store.commitlog
         refusal = None
-        if kind != wire.HELLO:
-            refusal = "expected HELLO"
-        elif not self._is_master():
+        if not self._is_master():
             refusal = f"not the master of group {self.group}"
         elif hello.get("group") != self.group:
             refusal = f"slave of group {hello.get('group')!r} at the master of {self.group!r}"
@@ -213,9 +206,8 @@ class ReplicationMaster:
             refusal = f"slave knows epoch {hello.get('epoch')}, this master has {self._epoch()}"
         if refusal:
             self.counters["links_refused"] += 1
-            writer.write(wire.json_frame(wire.REFUSE, {"reason": refusal}))
-            await writer.drain()
-            return None
+            link.refuse(wire.json_frame(wire.REFUSE, {"reason": refusal}))
+            return False
         name, offset = str(hello.get("name")), int(hello.get("offset", 0))
         theirs = EpochHistory.from_list(hello.get("history", []))
         mine, end = self._history(), cl.write_offset
@@ -224,95 +216,46 @@ class ReplicationMaster:
             self.counters["truncations_ordered"] += 1
             log.warning("slave %s of group %s must cut its log from %d to %d", name,
                         self.group, offset, agreed)
-            writer.write(wire.json_frame(wire.TRUNCATE, {"offset": agreed,
-                                                         "epoch": self._epoch()}))
-            await writer.drain()
-            return None
+            link.refuse(wire.json_frame(wire.TRUNCATE, {"offset": agreed,
+                                                        "epoch": self._epoch()}))
+            return False
         if offset < cl.min_offset:
-            writer.write(wire.json_frame(wire.REFUSE, {
+            link.refuse(wire.json_frame(wire.REFUSE, {
                 "reason": f"slave at {offset} is below the master's oldest kept offset "
                           f"{cl.min_offset}: copy a recent store to it"}))
-            await writer.drain()
-            return None
+            return False
         old = self.links.get(name)
         if old is not None:
-            self._drop(old)
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        link = SlaveLink(name, f"{peer[0]}:{peer[1]}", offset, self._clock(), writer)
+            old.close("the slave linked again")
+        link.name = name
         self.links[name] = link
         self.acked[name] = offset
-        writer.write(wire.json_frame(wire.WELCOME, {"epoch": self._epoch(), "offset": offset,
-                                                    "history": mine.to_list()}))
-        writer.write(wire.json_frame(wire.META, self._meta()))
-        await writer.drain()
+        link.start(offset, [wire.json_frame(wire.WELCOME, {
+            "epoch": self._epoch(), "offset": offset, "history": mine.to_list()}),
+            wire.json_frame(wire.META, self._meta())])
         log.info("slave linked group=%s slave=%s from offset=%d (master at %d)", self.group,
                  name, offset, end)
         self._isr_wake.set()
-        return link
+        link.kick()
+        return True
 
-    async def _push(self, link: SlaveLink) -> None:
-        cl = self.store.commitlog
-        writer = link.writer
-        pos = link.acked
-        next_meta = self._clock() + 1.0
-        while link.open and self._is_master():
-            if self._clock() >= next_meta:
-                writer.write(wire.json_frame(wire.META, self._meta()))
-                next_meta = self._clock() + 1.0
-            end = cl.write_offset
-            if pos < end:
-                seg = cl.segment_for(pos)
-                if seg is None:
-                    raise wire.LinkError(f"offset {pos} is no longer in the log")
-                n = min(end, seg.end_offset, pos + wire.CHUNK) - pos
-                data = cl.read(pos, n)
-                if data is None:
-                    raise wire.LinkError(f"offset {pos} is no longer in the log")
-                writer.write(wire.data_frame(pos, end, int(self._wall() * 1000),
-                                             self._epoch(), data))
-                pos += n
-                await writer.drain()
-                continue
-            link.wake.clear()
-            if cl.write_offset == pos:
-                try:
-                    await asyncio.wait_for(link.wake.wait(), wire.HEARTBEAT_S)
-                except TimeoutError:
-                    writer.write(wire.data_frame(pos, pos, int(self._wall() * 1000),
-                                                 self._epoch()))
-            await writer.drain()
+    def on_ack(self, link: SlaveLink) -> None:
+        """A slave acked up to `link.acked`."""
+        self.acked[link.name] = link.acked
+        self._release()
+        if link.name not in self.in_sync:
+            self._isr_wake.set()
 
-    async def _read_acks(self, link: SlaveLink, reader: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                kind, body = await wire.read_frame(reader)
-                if kind != wire.ACK:
-                    raise wire.LinkError(f"unexpected {wire.KIND_NAMES[kind]} from a slave")
-                link.acked = max(link.acked, wire.decode_ack(body))
-                self.acked[link.name] = link.acked
-                link.last_ack = self._clock()
-                self._release()
-                if link.name not in self.in_sync:
-                    self._isr_wake.set()
-        except (wire.LinkError, OSError, ConnectionError):
-            link.open = False
-            link.wake.set()
-            if link.writer is not None:
-                link.writer.close()
-
-    def _drop(self, link: SlaveLink) -> None:
-        link.open = False
-        link.wake.set()
-        if self.links.get(link.name) is link:
+    def dropped(self, link: SlaveLink) -> None:
+        """A link closed (either side)."""
+        if link.name and self.links.get(link.name) is link:
             del self.links[link.name]
             self._isr_wake.set()
-        if link.writer is not None:
-            link.writer.close()
 
     def close_links(self) -> None:
         """Stop streaming (this broker is no longer master); answer parked sends."""
         for link in list(self.links.values()):
-            self._drop(link)
+            link.close()
         self._fail_waiters(Code.NOT_MASTER)
 
     # -- the in-sync set -------------------------------------------------------------

@@ -83,8 +83,8 @@ class HaNode:
         return f"{self.broker.config.bind}:{self.settings.ha_port}"
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self.master.serve_link, self.broker.config.bind, self.settings.ha_port,
+        self._server = await asyncio.get_running_loop().create_server(
+            self.master.link_factory, self.broker.config.bind, self.settings.ha_port,
             reuse_address=True)
 
     async def close(self) -> None:
@@ -110,14 +110,16 @@ class HaNode:
         self.master.appended(end)
 
     async def wait_replicated(self, end: int) -> Code:
-        parked = self.park(end)
-        return parked if isinstance(parked, Code) else await parked
-
-    def park(self, end: int) -> Code | asyncio.Future:
-        """How a send ending at `end` is answered: now, or when the future completes."""
         if self.role is not Role.MASTER:
             return Code.NOT_MASTER
-        return self.master.park(end) if self.sync else Code.OK
+        return await self.master.wait(end) if self.sync else Code.OK
+
+    def park(self, end: int, done: Callable[[Code], None]) -> Code | None:
+        """How a send ending at `end` is answered: a code now, or None and `done(code)`
+        once the in-sync slaves hold it (or time out, or this broker is demoted)."""
+        if self.role is not Role.MASTER:
+            return Code.NOT_MASTER
+        return self.master.park(end, done) if self.sync else Code.OK
 
     # -- role changes -----------------------------------------------------------------
     async def become_master(self, epoch: int, in_sync: frozenset[str] = frozenset()) -> None:
@@ -188,7 +190,7 @@ class HaNode:
         if new:
             broker.topics.merge(new)
         for topic, qid in touched:
-            broker._wake(topic, qid)
+            broker.pulls.arrived(topic, qid)
 
     def _on_meta(self, doc: dict) -> None:
         topics, offsets = doc.get("topics"), doc.get("offsets")

@@ -3,10 +3,11 @@
 Connects to the master's HA port and says where its log ends and which
 epochs wrote it. The master answers where to start, or that this log holds
 bytes the master never had (TRUNCATE: cut them, logging how many, then
-reconnect). Every DATA frame is written at its physical offset and acked
-with the offset of the last complete record. A frame from an epoch older
-than the newest this broker knows is a fenced master talking: the link is
-dropped. Reconnects every RETRY_S until stopped.
+reconnect). DATA frames are written at their physical offsets; each read off
+the link (one or many frames) is acked once, with the offset of the last
+complete record. A frame from an epoch older than the newest this broker
+knows is a fenced master talking: the link is dropped. A master silent for
+4 heartbeats is taken for gone. Reconnects every RETRY_S until stopped.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from broker_core.store import MessageStore
 log = logging.getLogger("floodgate.ha")
 
 RETRY_S = 0.2
+HELLO_ANSWER_S = 5.0
 
 
 @dataclass
@@ -54,7 +56,7 @@ class ReplicaClient:
         self.last_error = ""
         self.frames = 0
         self._task: asyncio.Task | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._writer: asyncio.Transport | None = None
         # Checked by every loop: Python 3.11's wait_for can swallow a cancel that
         # arrives as its read completes (the closed link), and the task would go on.
         self._stopped = False
@@ -101,18 +103,22 @@ class ReplicaClient:
 
     async def _follow(self) -> None:
         host, _, port = self.master.ha_addr.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 2.0)
-        self._writer = writer
+        loop = asyncio.get_running_loop()
+        transport, link = await asyncio.wait_for(
+            loop.create_connection(lambda: _Follower(self), host, int(port)), 2.0)
+        self._writer = transport
         if self._stopped:
             return
-        replica = self.replica
-        offset = replica.offset  # a partly received record is sent again from its start
-        writer.write(wire.json_frame(wire.HELLO, {
+        transport.write(wire.json_frame(wire.HELLO, {
             "name": self.name, "group": self.group, "epoch": self._known_epoch(),
-            "offset": offset, "segment_bytes": self.store.commitlog.allocator.size,
+            # a partly received record is sent again from its start
+            "offset": self.replica.offset, "segment_bytes": self.store.commitlog.allocator.size,
             "history": self.epochs.history.to_list()}))
-        await writer.drain()
-        kind, body = await asyncio.wait_for(wire.read_frame(reader), 5.0)
+        await link.done
+
+    def _welcomed(self, kind: int, body: bytes) -> None:
+        """The master's answer to HELLO; raises LinkError unless it is WELCOME."""
+        replica = self.replica
         doc = wire.decode_json(body) if kind != wire.DATA else {}
         if kind == wire.REFUSE:
             raise wire.LinkError(f"master refused: {doc.get('reason')}")
@@ -121,7 +127,7 @@ class ReplicaClient:
             cut = replica.truncate(cut_at)
             self._on_truncate(cut_at, cut)
             raise wire.LinkError(f"cut the log at {cut_at} ({cut} bytes) as the master asked")
-        if kind != wire.WELCOME or int(doc.get("offset", -1)) != offset:
+        if kind != wire.WELCOME or int(doc.get("offset", -1)) != replica.offset:
             raise wire.LinkError(f"unexpected answer to HELLO: {wire.KIND_NAMES.get(kind)}")
         if int(doc.get("epoch", 0)) < self._known_epoch():
             raise wire.LinkError(f"master at epoch {doc.get('epoch')} is fenced "
@@ -130,13 +136,16 @@ class ReplicaClient:
         self.connected = True
         self.last_error = ""
         log.info("following master=%s group=%s from offset=%d", self.master.name, self.group,
-                 offset)
-        while not self._stopped:
-            kind, body = await asyncio.wait_for(wire.read_frame(reader), 4 * wire.HEARTBEAT_S)
+                 replica.offset)
+
+    def _frames(self, frames: list[tuple[int, bytes]], transport) -> None:
+        """DATA and META frames of one read: written, indexed, then acked once."""
+        touched: set[tuple[str, int]] = set()
+        wrote = False
+        for kind, body in frames:
             if self._stopped:
                 return
             self.frames += 1
-            self.last_frame = time.monotonic()
             if kind == wire.META:
                 self._on_meta(wire.decode_json(body))
                 continue
@@ -148,15 +157,83 @@ class ReplicaClient:
                                      f"{self._known_epoch()} began: the master is fenced")
             self.master_end, self.master_ms = end, ms
             if data:
-                touched = replica.append(at, data)
-                writer.write(wire.ack_frame(replica.offset))
-                if self._sync_flush:  # acked from the page cache, as RocketMQ's slaves do
-                    self.store.flushed_future(replica.offset)
-                if touched:
-                    self._on_records(touched)
+                touched |= self.replica.append(at, data)
+                wrote = True
+        if wrote:
+            transport.write(wire.ack_frame(self.replica.offset))
+            if self._sync_flush:  # acked from the page cache, as RocketMQ's slaves do
+                self.store.flushed_future(self.replica.offset)
+            if touched:
+                self._on_records(touched)
 
     def figures(self) -> dict:
         return {"master": self.master.name, "master_ha": self.master.ha_addr,
                 "connected": self.connected, "offset": self.replica.offset,
                 "master_end": self.master_end, "lag_bytes": self.lag_bytes,
                 "last_error": self.last_error}
+
+
+class _Follower(asyncio.Protocol):
+    """The slave's end of the link: the answer to HELLO, then the stream."""
+
+    def __init__(self, client: ReplicaClient) -> None:
+        self.client = client
+        loop = asyncio.get_running_loop()
+        self.done: asyncio.Future = loop.create_future()  # the link's end (or why)
+        self.transport = None
+        self._buf = bytearray()
+        self._welcomed = False
+        self._last = time.monotonic()
+        self._watch = loop.call_later(wire.HEARTBEAT_S, self._watchdog)
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        self._end(exc or wire.LinkError("replication link closed by peer"))
+
+    def _end(self, exc: BaseException) -> None:
+        self._watch.cancel()
+        if not self.done.done():
+            self.done.set_exception(exc)
+        if self.transport is not None:
+            self.transport.close()
+
+    def _watchdog(self) -> None:
+        silent = time.monotonic() - self._last
+        limit = 4 * wire.HEARTBEAT_S if self._welcomed else HELLO_ANSWER_S
+        if silent > limit:
+            self._end(TimeoutError(f"master silent for {silent:.1f} s"))
+            return
+        self._watch = asyncio.get_running_loop().call_later(wire.HEARTBEAT_S, self._watchdog)
+
+    def data_received(self, data: bytes) -> None:
+        c = self.client
+        if c._stopped or self.done.done():
+            return  # once stop() returns no byte of the master is written
+        self._last = now = time.monotonic()
+        c.last_frame = now
+        buf = self._buf
+        buf += data
+        frames: list[tuple[int, bytes]] = []
+        pos, size = 0, len(buf)
+        try:
+            while size - pos >= wire.FRAME.size:
+                length, kind = wire.FRAME.unpack_from(buf, pos)
+                if length > wire.MAX_BODY or kind not in wire.KIND_NAMES:
+                    raise wire.LinkError(f"bad replication frame: kind {kind}, {length} bytes")
+                end = pos + wire.FRAME.size + length
+                if end > size:
+                    break
+                body = bytes(buf[pos + wire.FRAME.size : end])
+                pos = end
+                if not self._welcomed:
+                    c._welcomed(kind, body)
+                    self._welcomed = True
+                else:
+                    frames.append((kind, body))
+            del buf[:pos]
+            if frames:
+                c._frames(frames, self.transport)
+        except Exception as exc:  # noqa: BLE001 - the link ends; _run logs why, reconnects
+            self._end(exc)

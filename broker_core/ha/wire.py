@@ -47,8 +47,17 @@ def json_frame(kind: int, doc: dict[str, Any]) -> bytes:
 
 def data_frame(offset: int, master_end: int, master_ms: int, epoch: int,
                data: bytes | memoryview = b"") -> bytes:
-    head = DATA_HEAD.pack(offset, master_end, master_ms, epoch)
-    return FRAME.pack(len(head) + len(data), DATA) + head + bytes(data)
+    return b"".join(data_frame_parts(offset, master_end, master_ms, epoch, data))
+
+
+_DATA_FRAME_HEAD = struct.Struct(">IB" + DATA_HEAD.format.lstrip(">"))
+
+
+def data_frame_parts(offset: int, master_end: int, master_ms: int, epoch: int,
+                     data: bytes | memoryview) -> tuple[bytes, bytes | memoryview]:
+    """A DATA frame as (head, data), for a gather write without copying the data."""
+    return _DATA_FRAME_HEAD.pack(DATA_HEAD.size + len(data), DATA, offset, master_end,
+                                 master_ms, epoch), data
 
 
 def ack_frame(offset: int) -> bytes:

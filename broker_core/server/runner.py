@@ -47,6 +47,18 @@ async def _tick(broker: Broker, writer: MetricsLogWriter) -> None:
             rolling = loop.run_in_executor(None, writer.roll, writer.take())
 
 
+async def _finish_requests(broker: Broker, timeout: float) -> None:
+    """Answer what is in flight before closing: held pulls now (with what there is),
+    control requests and writes waiting on a flush, a fault or the slaves' acks."""
+    broker.pulls.answer_all()
+    deadline = time.monotonic() + timeout
+    tasks = [t for conn in broker.connections for t in conn.tasks]
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout)
+    while broker.write_path.inflight and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
 async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -98,10 +110,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         if ha is not None:
             await ha.close()
         tcp.close()
+        await _finish_requests(broker, 5.0)
         for conn in list(broker.connections):
-            pending = list(conn.tasks)
-            if pending:
-                await asyncio.wait(pending, timeout=5.0)
             if conn.transport is not None:
                 conn.transport.close()
         for task in tasks:

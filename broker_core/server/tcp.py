@@ -1,4 +1,8 @@
-"""TCP side of the broker: asyncio Protocol framing, one task per request.
+"""TCP side of the broker: asyncio Protocol framing.
+
+SEND, SEND_BATCH and PULL are answered from `data_received` itself (`send_ops`,
+`pull_ops`): at once when they can be, later through `reply` when they must wait
+(the slaves' acks, a sync flush, a held pull); the other ops, rare, get a task.
 
 Bad input never takes the server down: a frame with a wrong magic, a bad
 length or an oversized body is answered BAD_REQUEST and the connection is
@@ -18,10 +22,10 @@ from broker_core import protocol as p
 from broker_core.server.broker import Broker
 
 log = logging.getLogger("floodgate.broker")
-# answers that carry the broker's service time (PROTOCOL.md)
-_TIMED_OPS = (p.Op.SEND, p.Op.SEND_BATCH)
-_STORED = (p.Code.OK, p.Code.FLUSH_DISK_TIMEOUT, p.Code.FLUSH_SLAVE_TIMEOUT,
-           p.Code.SLAVE_NOT_AVAILABLE)
+
+
+def _dropped(_answer) -> None:
+    """The reply of a ONEWAY request: nobody reads it."""
 
 
 class BrokerProtocol(asyncio.Protocol):
@@ -30,7 +34,7 @@ class BrokerProtocol(asyncio.Protocol):
         self.decoder = p.FrameDecoder()
         self.transport: asyncio.Transport | None = None
         self.partial_since: float | None = None
-        self.tasks: set[asyncio.Future] = set()  # requests in progress (tasks, parked sends)
+        self.tasks: set[asyncio.Future] = set()  # control requests in progress
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -40,6 +44,7 @@ class BrokerProtocol(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.broker.counters["connections"] -= 1
         self.broker.connections.discard(self)
+        self.transport = None
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -50,47 +55,50 @@ class BrokerProtocol(asyncio.Protocol):
         received = perf_counter()  # the broker's part of a send's RT starts here
         self.partial_since = time.monotonic() if self.decoder.pending else None
         broker = self.broker
+        out: list[bytes] = []
         for header, body in frames:
-            if header.is_response:
+            if header.flags & p.FLAG_RESPONSE:
                 self._reject("a response frame sent to the broker")
                 return
-            if header.op == p.Op.SEND:
-                answered = broker.send_now(body)
-                if isinstance(answered, asyncio.Future):  # parked until the slaves ack
-                    self.tasks.add(answered)
-                    answered.add_done_callback(
-                        lambda f, h=header, r=received: self._answer_parked(h, f, r))
-                    continue
-                if answered is not None:
-                    if not header.oneway:
-                        self._answer(header, *answered, received)
-                    continue
-            task = asyncio.ensure_future(self._serve(header, body, received))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            op, oneway = header.op, header.flags & p.FLAG_ONEWAY
+            reply = _dropped if oneway else self.reply
+            if op == p.Op.SEND:
+                answer = broker.sends.send(header.request_id, body, received, reply)
+            elif op == p.Op.PULL:
+                answer = broker.pulls.pull(header.request_id, body, received, reply)
+            elif op == p.Op.SEND_BATCH:
+                answer = broker.sends.send_batch(header.request_id, body, received, reply)
+            else:
+                task = asyncio.ensure_future(self._serve(header, body))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+                continue
+            if answer is not None and not oneway:
+                if type(answer) is list:
+                    out.extend(answer)
+                else:
+                    out.append(answer)
+        if out and self.transport is not None:
+            self.transport.writelines(out) if len(out) > 1 else self.transport.write(out[0])
 
-    async def _serve(self, header: p.Header, body: bytes, received: float) -> None:
+    def reply(self, answer: bytes | list[bytes]) -> None:
+        """An answer that had to wait (the slaves' acks, a held pull, a fault's delay)."""
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        if type(answer) is list:
+            t.writelines(answer)
+        else:
+            t.write(answer)
+
+    async def _serve(self, header: p.Header, body: bytes) -> None:
         try:
             code, answer = await self.broker.handle(header, body)
         except Exception:  # noqa: BLE001 - a bug must not kill the connection's peers
             log.exception("request op=%s failed", header.op)
             code, answer = p.Code.SYSTEM_ERROR, b"internal error (see broker log)"
-        if header.oneway or self.transport is None or self.transport.is_closing():
-            return
-        self._answer(header, code, answer, received)
-
-    def _answer_parked(self, header: p.Header, fut: asyncio.Future, received: float) -> None:
-        self.tasks.discard(fut)
-        if header.oneway or self.transport is None or self.transport.is_closing():
-            return
-        self._answer(header, *fut.result(), received)
-
-    def _answer(self, header: p.Header, code: int, answer: bytes, received: float) -> None:
-        if header.op in _TIMED_OPS and code in _STORED:
-            answer = p.with_service_time(answer, perf_counter() - received)
-        self.transport.write(
-            p.encode_frame(header.op, header.request_id, answer, flags=p.FLAG_RESPONSE, code=code)
-        )
+        if not header.oneway:
+            self.reply(p.encode_answer(header.op, header.request_id, code, answer))
 
     def _reject(self, reason: str) -> None:
         self.broker.counters["bad_requests"] += 1

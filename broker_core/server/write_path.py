@@ -1,12 +1,16 @@
-"""The broker's write path: admission, drill faults, the flush wait.
+"""The broker's write path: admission, drill faults, the flush and replication waits.
 
 Fast failure (seed 000, RocketMQ's "PageCache busy"): when the write path is
 backed up — too many writes in flight, or the oldest one waiting longer than
 `busy_after_ms` — a send is answered SYSTEM_BUSY at once instead of queueing,
 so the producer's fuse can route around the sick broker. Runs on the loop
 thread; the put itself is a memcpy into an mmap'd segment, cheap enough to
-run inline, and in sync-flush mode the write awaits the group commit without
-blocking the loop.
+run inline.
+
+`write` is the one entry: with no fault and no sync flush (the common case) the
+put runs at once and, unless the slaves must ack it, so does the answer; with sync
+replication the answer waits on the slaves' acks through a callback (no task, no
+future); a drill fault or a sync flush takes a coroutine.
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ PUT_CODES = {
     PutStatus.SERVICE_NOT_AVAILABLE: Code.SERVICE_NOT_AVAILABLE,
 }
 
+Done = Callable[[int, object], None]  # (code, a PutResult or, when refused, the reason)
+
 
 class WritePath:
     def __init__(self, store: MessageStore, faults: Faults, sync_flush: bool,
-                 busy_after_ms: float, max_inflight: int) -> None:
+                 busy_after_ms: float, max_inflight: int,
+                 pause: Callable[[], object] | None = None) -> None:
         self.store, self.faults = store, faults
         self.sync_flush = sync_flush
         self.busy_after_s = busy_after_ms / 1000.0
@@ -38,50 +45,11 @@ class WritePath:
         self._inflight: dict[object, float] = {}  # token -> start, oldest first
         self.busy_refusals = 0
         self.replication = None  # an ha.node.HaNode when the broker is in a group
+        self._pause = pause  # awaited before a write while a drill pauses the broker
 
     @property
     def inflight(self) -> int:
         return len(self._inflight)
-
-    @property
-    def direct(self) -> bool:
-        """May a put go straight through (no fault, nothing queued, no flush wait)?"""
-        return (not self.sync_flush and not self.faults.any and not self._inflight
-                and (self.replication is None or not self.replication.sync))
-
-    @property
-    def parkable(self) -> bool:
-        """May a put go straight through and its answer wait only for the slaves'
-        acks (no fault, no flush wait)? See `write_parked`."""
-        return not self.sync_flush and not self.faults.any
-
-    def write_parked(self, put: Callable[[], object]) -> tuple[int, object] | asyncio.Future:
-        """Admission and the put now; with sync replication the outcome, (code,
-        result), comes on a future the slaves' acks complete. The parked write
-        counts as in flight (SYSTEM_BUSY applies) until then."""
-        now = perf_counter()
-        refused = self.refusal(now)
-        if refused:
-            self.busy_refusals += 1
-            return Code.SYSTEM_BUSY, refused
-        result = put()
-        ha = self.replication
-        if ha is None or result.status is not PutStatus.PUT_OK:
-            return PUT_CODES[result.status], result
-        ha.appended(result.end_offset)
-        parked = ha.park(result.end_offset)
-        if not isinstance(parked, asyncio.Future):
-            return _replicated(parked, result)
-        token = object()
-        self._inflight[token] = now
-        out = asyncio.get_running_loop().create_future()
-
-        def done(f: asyncio.Future) -> None:
-            del self._inflight[token]
-            out.set_result(_replicated(f.result(), result))
-
-        parked.add_done_callback(done)
-        return out
 
     def refusal(self, now: float) -> str | None:
         """Why a new write is refused right now (SYSTEM_BUSY), or None."""
@@ -93,37 +61,67 @@ class WritePath:
                     f"oldest {(now - oldest) * 1000:.0f} ms")
         return None
 
-    async def write(self, put: Callable[[], object]) -> tuple[int, object]:
-        """Run a put through admission, faults and the flush wait: (code, result),
-        the result a PutResult or, when refused, the reason as text."""
-        now = perf_counter()
-        refused = self.refusal(now)
-        if refused:
-            self.busy_refusals += 1
-            return Code.SYSTEM_BUSY, refused
-        token = object()
-        self._inflight[token] = now
-        try:
-            if self.faults.should_error():
-                return Code.SYSTEM_ERROR, "injected error"
-            delay = self.faults.write_delay()
-            if delay:
-                await asyncio.sleep(delay)
-            result = put()
-            ha = self.replication
-            if ha is not None and result.status is PutStatus.PUT_OK:
-                ha.appended(result.end_offset)  # slaves may copy it while we flush
-            if result.status is PutStatus.PUT_OK and self.sync_flush:
-                fut = asyncio.wrap_future(self.store.flushed_future(result.end_offset))
-                try:
-                    await asyncio.wait_for(fut, self.store.config.sync_flush_timeout_s)
-                except TimeoutError:
-                    return Code.FLUSH_DISK_TIMEOUT, result
-            if ha is not None and ha.sync and result.status is PutStatus.PUT_OK:
-                return _replicated(await ha.wait_replicated(result.end_offset), result)
+    def write(self, put: Callable[[], object], done: Done) -> tuple[int, object] | None:
+        """Run a put through admission, faults and the waits it needs: (code, result)
+        now, or None when `done(code, result)` will be called later."""
+        if self._inflight:
+            refused = self.refusal(perf_counter())
+            if refused:
+                self.busy_refusals += 1
+                return Code.SYSTEM_BUSY, refused
+        if self.faults.any or self.sync_flush:
+            token = object()
+            self._inflight[token] = perf_counter()
+            asyncio.ensure_future(self._slow(put, done, token))
+            return None
+        result = put()
+        ha = self.replication
+        if ha is None or result.status is not PutStatus.PUT_OK:
             return PUT_CODES[result.status], result
+        ha.appended(result.end_offset)
+        if not ha.sync:
+            return Code.OK, result
+        token = object()
+        self._inflight[token] = perf_counter()
+
+        def acked(code: int) -> None:
+            del self._inflight[token]
+            done(*_replicated(code, result))
+
+        code = ha.park(result.end_offset, acked)
+        if code is None:
+            return None
+        del self._inflight[token]
+        return _replicated(code, result)
+
+    async def _slow(self, put, done: Done, token: object) -> None:
+        try:
+            if self._pause is not None:
+                await self._pause()
+            code, result = await self._write_waiting(put)
         finally:
             del self._inflight[token]
+        done(code, result)
+
+    async def _write_waiting(self, put) -> tuple[int, object]:
+        if self.faults.should_error():
+            return Code.SYSTEM_ERROR, "injected error"
+        delay = self.faults.write_delay()
+        if delay:
+            await asyncio.sleep(delay)
+        result = put()
+        ha = self.replication
+        if ha is not None and result.status is PutStatus.PUT_OK:
+            ha.appended(result.end_offset)  # slaves may copy it while we flush
+        if result.status is PutStatus.PUT_OK and self.sync_flush:
+            fut = asyncio.wrap_future(self.store.flushed_future(result.end_offset))
+            try:
+                await asyncio.wait_for(fut, self.store.config.sync_flush_timeout_s)
+            except TimeoutError:
+                return Code.FLUSH_DISK_TIMEOUT, result
+        if ha is not None and ha.sync and result.status is PutStatus.PUT_OK:
+            return _replicated(await ha.wait_replicated(result.end_offset), result)
+        return PUT_CODES[result.status], result
 
 
 def _replicated(code: int, result) -> tuple[int, object]:

@@ -17,9 +17,19 @@ import threading
 from broker_core.errors import StoreCorruptError
 from broker_core.store.allocate import SegmentAllocator
 from broker_core.store.mapped_file import MappedFile, parse_file_name
-from broker_core.store.message import BLANK, BLANK_MAGIC, BLANK_MIN, Message, decode_record
+from broker_core.store.message import (
+    BLANK,
+    BLANK_MAGIC,
+    BLANK_MIN,
+    HEADER,
+    HEADER_SIZE,
+    MESSAGE_MAGIC,
+    Message,
+    decode_record,
+)
 
 _CHUNK = 1 << 20
+_COPY_ONCE_ABOVE = 1024  # body bytes from which three copies beat one concatenation
 
 
 class CommitLog:
@@ -109,6 +119,61 @@ class CommitLog:
             self._set_segments(self.segments + (new,))
         self.allocator.prepare(start + self.allocator.size)
         return new
+
+    def write_records(self, prepared, queue_id: int, first_queue_offset: int, born_ms: int,
+                      store_ms: int, host: bytes) -> int:
+        """Write prepared records (`message.prepare`) as one block at write_offset, in
+        the active segment (the caller made sure they fit: `fits`, else `roll`);
+        returns the first one's physical offset. write_offset does not move: the
+        caller writes the records' queue units, then `commit`s (the checkpoint may
+        count a record durable as soon as write_offset passes it)."""
+        seg = self.active
+        first = self.write_offset
+        local = first - seg.start_offset
+        mm = seg.mm
+        if len(prepared) == 1:
+            size, crc, body, suffix, _th = prepared[0]
+            header = HEADER.pack(size, MESSAGE_MAGIC, crc, queue_id, 0, first_queue_offset,
+                                 first, 0, born_ms, host, store_ms, host, 0, 0, len(body))
+            if len(body) < _COPY_ONCE_ABOVE:
+                mm[local : local + size] = b"".join((header, body, suffix))
+            else:  # big body: copy it once, straight into the mapping
+                at = local + HEADER_SIZE + len(body)
+                mm[local : local + HEADER_SIZE] = header
+                mm[local + HEADER_SIZE : at] = body
+                mm[at : local + size] = suffix
+        else:
+            parts = []
+            phys, qo = first, first_queue_offset
+            for size, crc, body, suffix, _th in prepared:
+                parts.append(HEADER.pack(size, MESSAGE_MAGIC, crc, queue_id, 0, qo, phys, 0,
+                                         born_ms, host, store_ms, host, 0, 0, len(body)))
+                parts.append(body)
+                parts.append(suffix)
+                phys += size
+                qo += 1
+            mm[local : phys - seg.start_offset] = b"".join(parts)
+        seg.max_store_timestamp = store_ms
+        return first
+
+    def commit(self, end: int) -> None:
+        """Records below ``end`` are complete, their queue units written."""
+        self.write_offset = end
+
+    def write_at(self, offset: int, data: bytes | memoryview) -> int:
+        """Replica path: copy a master's bytes to the same offsets, adding the segments
+        they reach; returns the offset past them (write_offset does not move)."""
+        pos, view = offset, memoryview(data)
+        while view:
+            seg = self.segment_for(pos)
+            if seg is None:
+                seg = self.add_segment(pos - pos % self.allocator.size)
+            local = pos - seg.start_offset
+            n = min(len(view), seg.size - local)
+            seg.mm[local:local + n] = view[:n]
+            pos += n
+            view = view[n:]
+        return pos
 
     def add_segment(self, start: int) -> MappedFile:
         """Replica path: the segment starting at ``start`` joins the log (a slave mirrors

@@ -60,14 +60,19 @@ class Message:
     size: int
     properties: dict[str, str]
     reconsume_times: int = 0
-    store_host: str = ""  # 'ip:port' of the broker that stored it (a slave keeps its master's)
+    # the broker that stored it (a slave keeps its master's), as the record holds it
+    store_host_raw: bytes = b""
+
+    @property
+    def store_host(self) -> str:
+        """'ip:port' of the broker that stored it."""
+        return unpack_host(self.store_host_raw) if self.store_host_raw else ""
 
     @property
     def msg_id(self) -> str:
-        """The id a send returned: the storing broker and the physical offset."""
-        from broker_core.message_id import encode_id
-
-        return encode_id(self.store_host, self.physical_offset)
+        """The id a send returned: the storing broker and the physical offset
+        (message_id.encode_id's layout, made from the record's bytes)."""
+        return (self.store_host_raw + self.physical_offset.to_bytes(8, "big")).hex().upper()
 
 
 def pack_host(host: str) -> bytes:
@@ -95,7 +100,7 @@ def tag_hash(tags: str | None) -> int:
 
 
 @lru_cache(maxsize=1024)
-def _topic_field(topic: str) -> bytes:
+def topic_field(topic: str) -> bytes:
     """The topic length byte and the topic, validated."""
     if not isinstance(topic, str) or not _TOPIC_RE.match(topic):
         raise MessageIllegalError(
@@ -191,10 +196,10 @@ def prepare(
         raise MessageIllegalError(f"queue id must be an int in [0, 2**31), got {queue_id!r}")
     if tags or keys or properties:
         props = encode_properties(tags, keys, properties)
-        suffix = b"".join((_topic_field(topic), len(props).to_bytes(2, "big"), props))
+        suffix = b"".join((topic_field(topic), len(props).to_bytes(2, "big"), props))
         th = tag_hash(tags)
     else:
-        suffix = _topic_field(topic) + b"\0\0"
+        suffix = topic_field(topic) + b"\0\0"
         th = 0
     return HEADER_SIZE + body_len + len(suffix), zlib.crc32(body), body, suffix, th
 
@@ -269,8 +274,74 @@ def decode_record(buf, pos: int, physical_offset: int, limit: int) -> Message:
         size=size,
         properties=props,
         reconsume_times=h[12],
-        store_host=unpack_host(h[11]),
+        store_host_raw=h[11],
     )
+
+
+def check_record(buf, pos: int, physical_offset: int, limit: int, queue_id: int,
+                 queue_offset: int, topic_bytes: bytes) -> int:
+    """The size of the record at ``buf[pos:]`` if it is the one a queue unit points
+    at (header sane, its queue, offset and topic): what a broker checks before it
+    serves the bytes to a consumer, which verifies the CRC (`decode_records`).
+    Raises CorruptRecord otherwise."""
+    h = read_record_header(buf, pos, physical_offset, limit)
+    if h[3] != queue_id or h[5] != queue_offset:
+        raise CorruptRecord("the record is not the one the queue unit points at")
+    at = pos + HEADER_SIZE + h[14]
+    if buf[at : at + len(topic_bytes)] != topic_bytes:
+        raise CorruptRecord("the record belongs to another topic")
+    return h[0]
+
+
+_PULLED_PROPS: dict[bytes, dict[str, str]] = {}  # most messages repeat a few property sets
+
+
+def decode_records(buf: bytes, pos: int, count: int) -> tuple[list[Message], int, int]:
+    """``count`` records laid end to end from ``buf[pos:]`` (a PULL answer), each
+    verified (lengths, CRC): (messages, corrupt records skipped, the offset past the
+    last). A record whose CRC or lengths fail is skipped; one whose size cannot be
+    trusted ends the answer (CorruptRecord): nothing after it can be framed."""
+    out: list[Message] = []
+    corrupt = 0
+    limit = len(buf)
+    unpack = HEADER.unpack_from
+    crc32 = zlib.crc32
+    cache = _PULLED_PROPS
+    for _ in range(count):
+        if pos + HEADER_SIZE > limit:
+            raise CorruptRecord("pulled records truncated")
+        h = unpack(buf, pos)
+        size, body_len = h[0], h[14]
+        if h[1] != MESSAGE_MAGIC or size < FIXED_SIZE or pos + size > limit:
+            raise CorruptRecord(f"pulled record of size {size} with magic {h[1]:#010x}")
+        start = pos + HEADER_SIZE
+        p = start + body_len
+        end = pos + size
+        pos = end
+        if body_len < 0 or p + 3 > end:
+            corrupt += 1
+            continue
+        body = buf[start:p]
+        topic_len = buf[p]
+        props_at = p + 1 + topic_len
+        props_len = int.from_bytes(buf[props_at : props_at + 2], "big")
+        if props_at + 2 + props_len != end or crc32(body) != h[2]:
+            corrupt += 1
+            continue
+        raw = buf[props_at + 2 : end]
+        props = cache.get(raw)
+        try:
+            if props is None:
+                props = decode_properties(raw)
+                if len(cache) < 1024 and PROP_KEYS not in props:  # keys rarely repeat
+                    cache[raw] = props
+            topic = buf[p + 1 : props_at].decode("ascii")
+        except UnicodeDecodeError:
+            corrupt += 1
+            continue
+        out.append(Message(topic, h[3], h[5], body, props.get(PROP_TAGS), props.get(PROP_KEYS),
+                           h[10], h[8], h[6], size, dict(props), h[12], h[11]))
+    return out, corrupt, pos
 
 
 _TAGS_KEY = (PROP_TAGS + _NAME_VALUE).encode()

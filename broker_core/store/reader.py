@@ -11,10 +11,18 @@ from __future__ import annotations
 
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.consume_queue import ConsumeQueue
-from broker_core.store.message import CorruptRecord, Message
+from broker_core.store.message import (
+    PROP_TAGS,
+    CorruptRecord,
+    Message,
+    check_record,
+    decode_record,
+    topic_field,
+)
 from broker_core.store.tags import TagFilter
 
 MAX_SCAN_UNITS = 4096
+MAX_READ_BYTES = 6 << 20  # a PULL answer's records stay within a frame (8 MiB)
 
 
 def read_queue(
@@ -49,3 +57,50 @@ def read_queue(
         if len(messages) >= max_msgs:
             break
     return messages, next_offset, corrupt
+
+
+def read_queue_records(
+    commitlog: CommitLog,
+    cq: ConsumeQueue,
+    offset: int,
+    max_msgs: int,
+    filt: TagFilter | None,
+) -> tuple[list[bytes], int, int]:
+    """read_queue's stored bytes instead of decoded messages (what PULL answers carry):
+    (records, next queue offset, corrupt records skipped). Each record's header is
+    checked (and that it is the queue's); its CRC is the consumer's to verify."""
+    floor = commitlog.min_offset
+    records: list[bytes] = []
+    next_offset = offset
+    corrupt = 0
+    tf = topic_field(cq.topic)
+    qid = cq.queue_id
+    seg = None
+    nbytes = 0
+    for qo, phys, size, th in cq.units(offset, max(max_msgs, MAX_SCAN_UNITS)):
+        next_offset = qo + 1
+        if phys < floor or (filt and not filt.hash_matches(th)):
+            continue
+        if seg is None or not seg.start_offset <= phys < seg.end_offset:
+            seg = commitlog.segment_for(phys)
+            if seg is None:
+                continue  # removed by retention while we read
+        local = phys - seg.start_offset
+        try:
+            check_record(seg.mm, local, phys, seg.size, qid, qo, tf)
+            raw = seg.mm[local : local + size]
+        except CorruptRecord:
+            corrupt += 1
+            continue  # never serve a record that does not verify
+        except ValueError:
+            continue  # the segment was removed meanwhile
+        if filt and not filt.matches(decode_record(raw, 0, phys, size).properties.get(PROP_TAGS)):
+            continue  # a tag hash collision
+        nbytes += size
+        if records and nbytes > MAX_READ_BYTES:
+            next_offset = qo
+            break
+        records.append(raw)
+        if len(records) >= max_msgs:
+            break
+    return records, next_offset, corrupt

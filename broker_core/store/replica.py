@@ -66,17 +66,7 @@ class ReplicaLog:
             if offset < cl.write_offset:  # already indexed (a resend): skip that part
                 data = memoryview(data)[cl.write_offset - offset:]
                 offset = cl.write_offset
-            pos, view = offset, memoryview(data)
-            while view:
-                seg = cl.segment_for(pos)
-                if seg is None:
-                    size = cl.allocator.size
-                    seg = cl.add_segment(pos - pos % size)
-                local = pos - seg.start_offset
-                n = min(len(view), seg.size - local)
-                seg.mm[local:local + n] = view[:n]
-                pos += n
-                view = view[n:]
+            pos = cl.write_at(offset, data)
             self.received = max(self.received, pos)
             return self._index()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -41,10 +41,10 @@ class PutResult(NamedTuple):
         return self.status is PutStatus.PUT_OK
 
 
-@dataclass(frozen=True, slots=True)
-class GetResult:
+class GetResult(NamedTuple):
     status: GetStatus
-    messages: list[Message] = field(default_factory=list)
+    # Message objects from get(); the records' stored bytes from get_records()
+    messages: Sequence[Message] | Sequence[bytes] = ()
     next_offset: int = 0  # where the next get of this queue should start
     min_offset: int = 0
     max_offset: int = 0

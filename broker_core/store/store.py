@@ -40,16 +40,8 @@ from broker_core.store.lookup import (
     messages_between,
     query_by_key,
 )
-from broker_core.store.message import (
-    BLANK_MIN,
-    HEADER,
-    HEADER_SIZE,
-    MESSAGE_MAGIC,
-    Message,
-    pack_host,
-    prepare,
-)
-from broker_core.store.reader import read_queue
+from broker_core.store.message import BLANK_MIN, Message, pack_host, prepare
+from broker_core.store.reader import read_queue, read_queue_records
 from broker_core.store.recovery import recover
 from broker_core.store.replica import ReplicaLog
 from broker_core.store.results import GetResult, GetStatus, PutResult, PutStatus
@@ -57,7 +49,6 @@ from broker_core.store.retention import RetentionService
 from broker_core.store.tags import TagFilter
 
 log = logging.getLogger(__name__)
-_COPY_ONCE_ABOVE = 1024  # body bytes from which three copies beat one concatenation
 
 
 class MessageStore:
@@ -232,6 +223,12 @@ class MessageStore:
             self.counters["put_failures"] += 1
         return PutResult(status, reason=reason)
 
+    def put_prepared(self, topic: str, queue_id: int, prepared: list, keys: list[str], *,
+                     wait: bool = False) -> PutResult:
+        """Append records the caller prepared and validated (`message.prepare_raw`, the
+        broker's send path: it keeps each property set encoded once)."""
+        return self._append(topic, queue_id, prepared, None, wait, keys)
+
     def _append(self, topic, queue_id, prepared, born_ts, wait, keys) -> PutResult:
         """Write prepared records as one contiguous block of one segment (all or nothing)."""
         if self.disk_full:
@@ -249,70 +246,34 @@ class MessageStore:
                 topic, queue_id
             )
             now_ms = int(self._clock() * 1000)
-            born = now_ms if born_ts is None else born_ts
-            host = self._store_host
             try:
                 cq.ensure_capacity(n)
-                seg = cl.active
-                first_phys = cl.write_offset
-                if seg is None or first_phys + total + BLANK_MIN > seg.end_offset:
-                    seg = cl.roll()  # before anything is written: may raise ENOSPC
-                    first_phys = cl.write_offset
+                if not cl.fits(total):
+                    cl.roll()  # before anything is written: may raise ENOSPC
                     self.retention.check_disk()
             except OSError as exc:
                 self.retention.check_disk()
                 return self._failed(PutStatus.DISK_FULL, f"cannot allocate: {exc}")
-            local = first_phys - seg.start_offset
             first_qo = cq.max_offset
-            mm = seg.mm
-            if n == 1:
-                size, crc, body, suffix, th = prepared[0]
-                header = HEADER.pack(
-                    size, MESSAGE_MAGIC, crc, queue_id, 0, first_qo, first_phys, 0, born, host,
-                    now_ms, host, 0, 0, len(body),
-                )  # fmt: skip
-                if len(body) < _COPY_ONCE_ABOVE:
-                    mm[local : local + size] = b"".join((header, body, suffix))
-                else:  # big body: copy it once, straight into the mapping
-                    at = local + HEADER_SIZE + len(body)
-                    mm[local : local + HEADER_SIZE] = header
-                    mm[local + HEADER_SIZE : at] = body
-                    mm[at : local + size] = suffix
-                # The queue unit first: the checkpoint may count a record as
-                # durable as soon as write_offset passes it.
-                cq.append_unit(first_phys, size, th)
+            phys = first_phys = cl.write_records(prepared, queue_id, first_qo,
+                                                 now_ms if born_ts is None else born_ts,
+                                                 now_ms, self._store_host)
+            for p in prepared:
+                cq.append_unit(phys, p[0], p[4])
                 if keys:
-                    self.index.add(keys, first_phys, now_ms)
-            else:
-                parts, units = [], []
-                phys, qo = first_phys, first_qo
-                for size, crc, body, suffix, th in prepared:
-                    parts.append(HEADER.pack(
-                        size, MESSAGE_MAGIC, crc, queue_id, 0, qo, phys, 0, born, host,
-                        now_ms, host, 0, 0, len(body),
-                    ))  # fmt: skip
-                    parts.append(body)
-                    parts.append(suffix)
-                    units.append((phys, size, th))
-                    phys += size
-                    qo += 1
-                mm[local : local + total] = b"".join(parts)
-                for unit in units:
-                    cq.append_unit(*unit)
-                    if keys:
-                        self.index.add(keys, unit[0], now_ms)
-            end = cl.write_offset = first_phys + total
-            seg.max_store_timestamp = now_ms
+                    self.index.add(keys, phys, now_ms)
+                phys += p[0]
+            cl.commit(phys)
             c["puts"] += 1
             c["put_msgs"] += n
             c["put_bytes"] += total
         status = PutStatus.PUT_OK
         if wait and self._sync:
-            if not self.flush_service.wait(end, self.config.sync_flush_timeout_s):
+            if not self.flush_service.wait(phys, self.config.sync_flush_timeout_s):
                 status = PutStatus.FLUSH_DISK_TIMEOUT
                 with self._stats_lock:
                     c["flush_timeouts"] += 1
-        return PutResult(status, first_phys, first_qo, now_ms, end, n)
+        return PutResult(status, first_phys, first_qo, now_ms, phys, n)
 
     def flushed_future(self, offset: int) -> Future:
         """Future -> True once the CommitLog is durable up to ``offset``; never blocks.
@@ -366,7 +327,13 @@ class MessageStore:
         self.latency_recorder.record("get", perf_counter() - t0)
         return result
 
-    def _get(self, topic, queue_id, offset, max_msgs, tag) -> GetResult:
+    def get_records(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+                    tag: str | None = None) -> GetResult:
+        """get() with the records as stored (bytes, header-checked, CRC not verified)
+        instead of decoded messages: what a PULL answer carries."""
+        return self._get(topic, queue_id, offset, max_msgs, tag, read_queue_records)
+
+    def _get(self, topic, queue_id, offset, max_msgs, tag, read=read_queue) -> GetResult:
         if self._closed:
             raise StoreClosedError("store is closed")
         if type(max_msgs) is not int or max_msgs < 1:
@@ -376,12 +343,12 @@ class MessageStore:
         cq = self._queues.get((topic, queue_id))
         lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
         if offset < lo:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, [], lo, lo, hi)
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, (), lo, lo, hi)
         if offset == hi:
-            return GetResult(GetStatus.NO_NEW_MSG, [], offset, lo, hi)
+            return GetResult(GetStatus.NO_NEW_MSG, (), offset, lo, hi)
         if offset > hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW, [], hi, lo, hi)
-        messages, next_offset, corrupt = read_queue(
+            return GetResult(GetStatus.OFFSET_OVERFLOW, (), hi, lo, hi)
+        messages, next_offset, corrupt = read(
             self.commitlog, cq, offset, max_msgs, TagFilter.parse(tag)
         )
         with self._stats_lock:
@@ -392,8 +359,8 @@ class MessageStore:
         if messages:
             return GetResult(GetStatus.FOUND, messages, next_offset, cq.min_offset, cq.max_offset)
         if offset < cq.min_offset:  # retention moved the floor while we scanned
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, [], cq.min_offset, cq.min_offset, hi)
-        return GetResult(GetStatus.NO_MATCHED_MESSAGE, [], next_offset, lo, hi)
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, (), cq.min_offset, cq.min_offset, hi)
+        return GetResult(GetStatus.NO_MATCHED_MESSAGE, (), next_offset, lo, hi)
 
     # -- finding messages (store/lookup.py) -----------------------------------------
     def message_at(self, phys: int) -> Message:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from broker_core.store.message import tag_hash
 
@@ -12,15 +13,12 @@ class TagFilter:
     tags: frozenset[str]
     hashes: frozenset[int]
 
-    @classmethod
-    def parse(cls, expression: str | None) -> TagFilter | None:
+    @staticmethod
+    def parse(expression: str | None) -> TagFilter | None:
         """None (match everything) for None, "" or "*"."""
-        if expression is None:
+        if not expression:
             return None
-        tags = frozenset(t.strip() for t in str(expression).split("||") if t.strip())
-        if not tags or "*" in tags:
-            return None
-        return cls(tags, frozenset(tag_hash(t) for t in tags))
+        return _parse(expression)
 
     def hash_matches(self, h: int) -> bool:
         """Cheap pre-check on the queue unit (collisions are settled by ``matches``)."""
@@ -28,3 +26,11 @@ class TagFilter:
 
     def matches(self, tags: str | None) -> bool:
         return tags in self.tags
+
+
+@lru_cache(maxsize=256)  # consumers send the same expression with every pull
+def _parse(expression: str) -> TagFilter | None:
+    tags = frozenset(t.strip() for t in str(expression).split("||") if t.strip())
+    if not tags or "*" in tags:
+        return None
+    return TagFilter(tags, frozenset(tag_hash(t) for t in tags))

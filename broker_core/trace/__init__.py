@@ -5,6 +5,6 @@ brokers themselves (seed 004: "everything is a message", no third-party store).
 `dispatcher` is the client side that batches and sends them off the hot path.
 """
 
-from broker_core.trace.records import PROP_MSG_ID, PROP_TRACE, TRACE_TOPIC, Sampler
+from broker_core.trace.records import PROP_TRACE, TRACE_TOPIC, Sampler
 
-__all__ = ["PROP_MSG_ID", "PROP_TRACE", "TRACE_TOPIC", "Sampler"]
+__all__ = ["PROP_TRACE", "TRACE_TOPIC", "Sampler"]

@@ -29,7 +29,6 @@ import zlib
 
 TRACE_TOPIC = "%TRACE%"
 PROP_TRACE = "TRACE"  # on a sampled message: "1"
-PROP_MSG_ID = "MSG_ID"  # a broker adds it to the traced messages a PULL returns
 VERSION = 2
 # an id and its separator take 33 bytes of the KEYS property (32767 bytes at most)
 MAX_RECORDS = 500

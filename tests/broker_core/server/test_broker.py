@@ -4,6 +4,7 @@ counted and answered, the direct send path and the async one agreeing."""
 import asyncio
 
 from broker_core import protocol as p
+from broker_core.client.consumer import read_pull_answer
 from broker_core.protocol import Code, Op
 from broker_core.server.faults import FaultSpec
 
@@ -22,8 +23,8 @@ def test_send_then_pull_returns_the_message(broker):
     assert code == Code.OK
     queue_id, queue_offset = p.decode_send_response(answer)[1:3]
     assert (queue_id, queue_offset) == (0, 0)
-    code, body = call(broker, Op.PULL, p.encode_pull(p.PullRequest("g", "orders", 0, 0)))
-    status, *_, messages = p.decode_pull_response(body, "orders", 0)
+    code, body = call(broker, Op.PULL, p.encode_pull(p.PullRequest("g", "orders", [(0, 0)])))
+    ((state, messages, _corrupt),) = read_pull_answer(body)
     assert code == Code.OK and [m.body for m in messages] == [b"hello"]
     assert messages[0].keys == "k1"
 
@@ -43,12 +44,23 @@ def test_queue_out_of_range_is_refused_not_stored(broker):
     assert send(broker, queue=0)[0] == Code.OK and broker.store.queues() == [("orders", 0)]
 
 
-def test_direct_path_is_taken_only_when_nothing_waits(broker):
+def test_a_send_is_answered_at_once_unless_something_must_wait(broker):
     body = p.encode_send("orders", 0, p.OutMessage(b"x"))
-    assert broker.send_now(body)[0] == Code.OK  # async flush, no fault, idle
-    broker.faults.inject(FaultSpec(latency_ms=1))
-    assert broker.send_now(body) is None  # a fault: the async path must run it
-    assert send(broker)[0] == Code.OK
+
+    async def run():
+        replies = []
+        now = broker.sends.send(5, body, 0.0, replies.append)  # async flush, no fault
+        assert p.decode_header(now).code == Code.OK and not replies
+        broker.faults.inject(FaultSpec(latency_ms=1))  # a fault's delay: answered later
+        assert broker.sends.send(6, body, 0.0, replies.append) is None
+        while not replies:
+            await asyncio.sleep(0.001)
+        header = p.decode_header(replies[0])
+        assert (header.request_id, header.code) == (6, Code.OK)
+        assert broker.write_path.inflight == 0
+
+    asyncio.run(run())
+    assert broker.store.queue_offsets("orders", 0) == (0, 2)
 
 
 def test_injected_errors_answer_system_error_and_count_as_errors(broker):

@@ -122,9 +122,15 @@ def test_a_corrupt_quota_file_stops_the_broker_with_one_line(tmp_path):
         FlowControl(path)
 
 
+def _answer(broker, body: bytes) -> tuple[int, bytes]:
+    """(code, body) of a send answered at once (no fault: nothing waits)."""
+    frame = broker.sends.send(1, body, 0.0, None)
+    return p.decode_header(frame).code, frame[p.HEADER_SIZE:]
+
+
 def _send(broker, topic="t", group="g"):
     msg = p.OutMessage(b"x", properties={p.PRODUCER_GROUP: group} if group else {})
-    return broker.send_now(p.encode_send(topic, -1, msg))
+    return _answer(broker, p.encode_send(topic, -1, msg))
 
 
 def test_the_broker_answers_flow_control_with_a_hint_and_stores_nothing(broker):
@@ -157,5 +163,5 @@ def test_quotas_survive_a_broker_restart(tmp_path):
 def test_a_send_refused_for_another_reason_takes_no_token(broker):
     broker.flow.set(Quota.make("topic", "t", 1, burst=1))
     out_of_range = p.encode_send("t", 99, p.OutMessage(b"x"))
-    assert broker.send_now(out_of_range)[0] == Code.BAD_REQUEST
+    assert _answer(broker, out_of_range)[0] == Code.BAD_REQUEST
     assert _send(broker)[0] == Code.OK  # the token was still there

@@ -5,6 +5,7 @@ for bad input."""
 import asyncio
 
 from broker_core import protocol as p
+from broker_core.client.consumer import read_pull_answer
 from broker_core.message_id import decode_id, encode_id
 from broker_core.protocol import Code, Op
 from broker_core.trace.records import PROP_TRACE, TRACE_TOPIC, decode_batch, stored_key, trace_key
@@ -60,8 +61,8 @@ def test_traced_sends_answered_ok_are_summed_up_once_a_second(broker):
     assert (rec["from_phys"], rec["to_phys"], rec["addr"]) == (first, last, broker.config.addr)
     assert rec["flush"] == "async" and rec["replication"] == "none"
     msg_id, qid, qoff = sent[0]
-    pulled = call(broker, Op.PULL, p.encode_pull(p.PullRequest("g", "orders", qid, qoff)))[1]
-    first_pulled = p.decode_pull_response(pulled, "orders", qid)[-1][0]
+    pulled = call(broker, Op.PULL, p.encode_pull(p.PullRequest("g", "orders", [(qid, qoff)])))[1]
+    first_pulled = read_pull_answer(pulled)[0][1][0]
     assert first_pulled.msg_id == msg_id  # a traced message tells its consumer its id
 
 

@@ -27,10 +27,17 @@ def put(store):
     return lambda: store.put("t", 0, b"x", wait=False)
 
 
+async def write(wp, put):
+    """(code, result) of a write, now or once it is done."""
+    fut = asyncio.get_running_loop().create_future()
+    out = wp.write(put, lambda code, result: fut.set_result((code, result)))
+    return out if out is not None else await fut
+
+
 def test_idle_path_writes_directly(store):
     wp = path(store)
-    assert wp.direct and wp.refusal(0.0) is None
-    code, result = asyncio.run(wp.write(put(store)))
+    assert wp.refusal(0.0) is None
+    code, result = wp.write(put(store), None)  # answered at once: no callback needed
     assert code == Code.OK and result.status is PutStatus.PUT_OK
     assert wp.inflight == 0
 
@@ -40,10 +47,10 @@ def test_refuses_once_max_inflight_writes_wait(store):
     wp.faults.inject(FaultSpec(latency_ms=50))  # holds each write in flight
 
     async def run():
-        slow = [asyncio.create_task(wp.write(put(store))) for _ in range(2)]
+        slow = [asyncio.create_task(write(wp, put(store))) for _ in range(2)]
         await asyncio.sleep(0.01)
-        assert wp.inflight == 2 and not wp.direct
-        refused = await wp.write(put(store))
+        assert wp.inflight == 2
+        refused = await write(wp, put(store))
         return refused, await asyncio.gather(*slow)
 
     (code, reason), done = asyncio.run(run())
@@ -62,5 +69,5 @@ def test_refuses_when_the_oldest_write_waited_too_long(store):
 def test_injected_error_is_answered_and_releases_its_slot(store):
     wp = path(store)
     wp.faults.inject(FaultSpec(error_rate=1.0))
-    assert asyncio.run(wp.write(put(store))) == (Code.SYSTEM_ERROR, "injected error")
+    assert asyncio.run(write(wp, put(store))) == (Code.SYSTEM_ERROR, "injected error")
     assert wp.inflight == 0

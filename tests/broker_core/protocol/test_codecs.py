@@ -1,6 +1,5 @@
-"""Wire protocol: round trips, and decoders that only ever raise ProtocolError."""
+"""Wire bodies: round trips, and decoders that only ever raise ProtocolError."""
 
-import struct
 
 import pytest
 from hypothesis import given, settings
@@ -24,50 +23,12 @@ def test_batch_round_trip(topic, msgs):
     assert p.decode_send_batch(p.encode_send_batch(topic, 2, msgs)) == (topic, 2, msgs)
 
 
-@given(
-    st.lists(
-        st.builds(
-            p.PulledMessage,
-            st.just("t"),
-            st.just(1),
-            st.integers(0, 2**40),
-            st.integers(0, 2**41),
-            bodies,
-            texts,
-            texts,
-            props,
-        ),
-        max_size=10,
-    )
-)
-def test_pull_response_round_trip(msgs):
-    encoded = p.encode_pull_response("FOUND", 7, 0, 9, msgs)
-    assert p.decode_pull_response(encoded, "t", 1) == ("FOUND", 7, 0, 9, msgs)
-
-
-def test_frames_split_at_any_byte_boundary():
-    frames = b"".join(p.encode_frame(p.Op.SEND, i, b"x" * i) for i in range(1, 30))
-    decoder = p.FrameDecoder()
-    got = []
-    for i in range(0, len(frames), 7):
-        got += decoder.feed(frames[i : i + 7])
-    assert [h.request_id for h, _ in got] == list(range(1, 30))
-    assert all(body == b"x" * h.request_id for h, body in got)
-    assert decoder.pending == 0
-
-
-@pytest.mark.parametrize(
-    "raw, message",
-    [
-        (struct.pack(">IHBBBBHI", 12, 0xBEEF, 1, 1, 0, 0, 0, 1), "bad magic"),
-        (struct.pack(">IHBBBBHI", 12, p.MAGIC, 9, 1, 0, 0, 0, 1), "version"),
-        (struct.pack(">IHBBBBHI", 3, p.MAGIC, 1, 1, 0, 0, 0, 1), "shorter than a header"),
-        (struct.pack(">IHBBBBHI", p.MAX_FRAME + 1, p.MAGIC, 1, 1, 0, 0, 0, 1), "exceeds"),
-    ],
-)
-def test_bad_headers_are_named(raw, message):
-    with pytest.raises(p.ProtocolError, match=message):
-        p.FrameDecoder().feed(raw)
+@given(st.text(min_size=1, max_size=50), st.integers(-1, 1000), messages)
+def test_the_brokers_one_pass_send_decode_agrees_with_the_general_one(topic, qid, msg):
+    body = p.encode_send(topic, qid, msg)
+    fields = p.decode_send_fields(body)
+    assert fields[:3] == (topic, qid, msg.tags) and fields[3] == msg.keys
+    assert p.decode_props(fields[4]) == msg.properties and fields[5] == msg.body
 
 
 def test_truncated_body_fields_are_errors_not_crashes():
@@ -77,6 +38,11 @@ def test_truncated_body_fields_are_errors_not_crashes():
             p.decode_send(good[:cut])
     with pytest.raises(p.ProtocolError, match="trailing"):
         p.decode_send(good + b"\0")
+    for cut in range(len(good)):
+        with pytest.raises(p.ProtocolError):
+            p.decode_send_fields(good[:cut])
+    with pytest.raises(p.ProtocolError, match="does not hold"):
+        p.decode_send_fields(good + b"\0")
 
 
 @settings(max_examples=150, deadline=None)
@@ -88,7 +54,8 @@ def test_fuzz_frame_decoder_and_body_decoders(data):
         p.decode_send_batch,
         p.decode_pull,
         p.decode_json,
-        lambda b: p.decode_pull_response(b, "t", 0),
+        p.decode_send_fields,
+        p.decode_pull_head,
     ):
         try:
             decode(data)
@@ -140,3 +107,19 @@ def test_send_answer_carries_the_store_host_for_the_message_id():
     assert p.decode_send_response(timed) == (1, 42, 4096, 1_700_000_000_000, 0.002)
     old = p.encode_send_response(1, 42, 4096, 1_700_000_000_000)
     assert p.decode_send_answer(old)[5] is None  # an older broker: no id
+
+
+def test_a_send_answer_frame_in_one_pack_reads_as_the_parts_would():
+    from broker_core.store.message import pack_host
+
+    host = pack_host("10.0.0.7:10911")
+    frame = p.send_answer_frame(77, p.Code.SLAVE_NOT_AVAILABLE, 1, 42, 4096, 1_700_000_000_000,
+                                host[:4], 10911, 0.002)
+    header = p.decode_header(frame)
+    assert (header.op, header.request_id, header.code, header.is_response) == \
+        (p.Op.SEND, 77, p.Code.SLAVE_NOT_AVAILABLE, True)
+    assert header.length == len(frame) - p.LENGTH_SIZE
+    assert p.decode_send_answer(frame[p.HEADER_SIZE:]) == \
+        (1, 42, 4096, 1_700_000_000_000, 0.002, "10.0.0.7:10911")
+    capped = p.send_answer_frame(1, 0, 0, 0, 0, 0, host[:4], 1, 1e9)
+    assert p.decode_send_answer(capped[p.HEADER_SIZE:])[4] == 0xFFFFFFFF / 1e6

@@ -1,0 +1,190 @@
+"""The master's end of one slave's replication link (an asyncio Protocol on the HA port).
+
+The slave says HELLO (where its log ends, the epochs that wrote it); the master
+answers WELCOME and streams from there, or TRUNCATE / REFUSE and closes. Then it
+streams what has accumulated since the last transfer, as RocketMQ's HA service
+does: every append in a turn of the event loop wakes the link once (`kick`), and
+the push sends everything up to the log's end in one DATA frame (1 MiB at most,
+never across a segment end). A slave's acks arrive in batches too: each read takes
+the highest. Idle, the link sends a heartbeat every HEARTBEAT_S and the master's
+topic and offset tables (META) every META_S; a slave that says nothing for
+HELLO_TIMEOUT_S after connecting is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from broker_core.ha import wire
+
+if TYPE_CHECKING:
+    from broker_core.ha.master import ReplicationMaster
+
+log = logging.getLogger("floodgate.ha")
+
+HELLO_TIMEOUT_S = 5.0
+META_S = 1.0
+
+
+class SlaveLink(asyncio.Protocol):
+    """One slave, as its master sees it: its link, what it holds, when it last acked."""
+
+    def __init__(self, master: ReplicationMaster) -> None:
+        self.master = master
+        self.name = ""
+        self.addr = "?"
+        self.acked = 0  # the slave holds every record below this offset
+        self.connected_at = 0.0
+        self.last_ack = 0.0
+        self.open = False  # streaming (after the handshake) and not yet dropped
+        self.transport: asyncio.Transport | None = None
+        self._buf = bytearray()
+        self._pos = 0  # the next byte to send
+        self._kicked = False
+        self._paused = False
+        self._last_sent = 0.0
+        self._next_meta = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- the connection --------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.addr = f"{peer[0]}:{peer[1]}"
+        self._timer = asyncio.get_running_loop().call_later(HELLO_TIMEOUT_S, self._no_hello)
+
+    def _no_hello(self) -> None:
+        if not self.name:
+            self.close(f"no HELLO within {HELLO_TIMEOUT_S:g} s")
+
+    def connection_lost(self, exc) -> None:
+        if self.name:
+            log.info("replication link closed group=%s slave=%s: %s", self.master.group,
+                     self.name, exc or "closed by the slave")
+        self._stop()
+
+    def _stop(self) -> None:
+        self.open = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.master.dropped(self)
+
+    def close(self, reason: str = "") -> None:
+        """Drop the link (the slave reconnects and says HELLO again)."""
+        if reason and self.name:
+            log.info("replication link dropped group=%s slave=%s: %s", self.master.group,
+                     self.name, reason)
+        if self.transport is not None:
+            self.transport.close()
+            self.transport = None
+        self._stop()
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self.kick()
+
+    # -- what the slave sends ------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos, size = 0, len(buf)
+        acked = self.acked
+        try:
+            while size - pos >= wire.FRAME.size:
+                length, kind = wire.FRAME.unpack_from(buf, pos)
+                if length > wire.MAX_BODY or kind not in wire.KIND_NAMES:
+                    raise wire.LinkError(f"bad replication frame: kind {kind}, {length} bytes")
+                end = pos + wire.FRAME.size + length
+                if end > size:
+                    break
+                body = bytes(buf[pos + wire.FRAME.size : end])
+                pos = end
+                if not self.name:
+                    if kind != wire.HELLO:
+                        raise wire.LinkError(f"expected HELLO, got {wire.KIND_NAMES[kind]}")
+                    if not self.master.welcome(self, wire.decode_json(body)):
+                        return  # refused or told to truncate: closing
+                    acked = self.acked
+                elif kind == wire.ACK:
+                    acked = max(acked, wire.decode_ack(body))
+                else:
+                    raise wire.LinkError(f"unexpected {wire.KIND_NAMES[kind]} from a slave")
+        except wire.LinkError as exc:
+            self.close(str(exc))
+            return
+        finally:
+            del buf[:pos]
+        if acked > self.acked:
+            self.acked = acked
+            self.last_ack = self.master.now()
+            self.master.on_ack(self)
+
+    # -- what the master sends -------------------------------------------------------------
+    def start(self, offset: int, welcome: list[bytes]) -> None:
+        """The handshake passed: say so and stream from `offset`."""
+        self.acked = self._pos = offset
+        self.connected_at = self._last_sent = self.master.now()
+        self.open = True
+        self.transport.writelines(welcome)
+        self._next_meta = self._last_sent + META_S
+        self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(wire.HEARTBEAT_S, self._tick)
+
+    def refuse(self, frame: bytes) -> None:
+        """Answer the HELLO with REFUSE or TRUNCATE, then close once it is out."""
+        self.transport.write(frame)
+        self.transport.close()
+        self.transport = None
+        self._stop()
+
+    def kick(self) -> None:
+        """The log grew: push once this turn of the loop is over (one frame for all)."""
+        if not self._kicked and self.open:
+            self._kicked = True
+            asyncio.get_running_loop().call_soon(self._push)
+
+    def _push(self) -> None:
+        self._kicked = False
+        if not self.open or self._paused or self.transport is None:
+            return
+        m = self.master
+        cl = m.store.commitlog
+        end = cl.write_offset
+        pos = self._pos
+        if pos >= end:
+            return
+        ms, epoch = m.wall_ms(), m.epoch()
+        while pos < end and not self._paused:
+            seg = cl.segment_for(pos)
+            data = None if seg is None else \
+                cl.read(pos, min(end, seg.end_offset, pos + wire.CHUNK) - pos)
+            if data is None:
+                self.close(f"offset {pos} is no longer in the log")
+                return
+            self.transport.writelines(wire.data_frame_parts(pos, end, ms, epoch, data))
+            pos += len(data)
+        self._pos = pos
+        self._last_sent = m.now()
+
+    def _tick(self) -> None:
+        """Heartbeat when idle, META every META_S; re-armed every HEARTBEAT_S."""
+        if not self.open or self.transport is None:
+            return
+        m = self.master
+        now = m.now()
+        if not m.is_master():
+            self.close("no longer master")
+            return
+        if now >= self._next_meta:
+            self.transport.write(wire.json_frame(wire.META, m.meta()))
+            self._next_meta = now + META_S
+        if now - self._last_sent >= wire.HEARTBEAT_S * 0.9 and not self._paused:
+            self.transport.write(wire.data_frame(self._pos, self._pos, m.wall_ms(), m.epoch()))
+            self._last_sent = now
+        self._timer = asyncio.get_running_loop().call_later(wire.HEARTBEAT_S, self._tick)

@@ -1,0 +1,188 @@
+"""Frames: the 16-byte header every request and answer starts with, ops and codes.
+
+Every frame is a 16-byte big-endian header followed by a body::
+
+    u32 length      bytes after this field (12 + body), at most MAX_FRAME
+    u16 magic       0xF10D
+    u8  version     1
+    u8  op          Op
+    u8  flags       bit 0 RESPONSE, bit 1 ONEWAY (no response wanted)
+    u8  reserved    0
+    u16 code        Code: 0 in requests, the outcome in responses
+    u32 request_id  echoed in the response
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+from typing import NamedTuple
+
+from broker_core.errors import BrokerError
+
+__all__ = [
+    "MAGIC",
+    "VERSION",
+    "HEADER",
+    "HEADER_SIZE",
+    "LENGTH_SIZE",
+    "MAX_FRAME",
+    "FLAG_RESPONSE",
+    "FLAG_ONEWAY",
+    "Op",
+    "Code",
+    "STORED_CODES",
+    "ProtocolError",
+    "FrameTooLarge",
+    "Header",
+    "encode_frame",
+    "encode_answer",
+    "decode_header",
+    "FrameDecoder",
+]
+
+MAGIC = 0xF10D
+VERSION = 1
+HEADER = struct.Struct(">IHBBBBHI")
+HEADER_SIZE = HEADER.size  # 16
+LENGTH_SIZE = 4
+MAX_FRAME = 8 * 1024 * 1024  # a 4 MiB message plus a batch's worth of headroom
+
+FLAG_RESPONSE = 0x01
+FLAG_ONEWAY = 0x02
+
+
+class Op(IntEnum):
+    SEND = 1
+    SEND_BATCH = 2
+    PULL = 3
+    QUERY_OFFSET = 4
+    COMMIT_OFFSET = 5
+    HEARTBEAT = 6
+    STATS = 7
+    ROUTE = 8  # topic -> number of queues on this broker
+    HA_STATE = 9  # role, epoch, log end: what the controller asks before a promotion
+    QUERY_BY_KEY = 10  # messages carrying a key (key index), within a time range
+    VIEW_BY_ID = 11  # the message at a message id's physical offset
+    QUERY_BY_TIME = 12  # a topic's messages stored within a time range (trace samples)
+
+
+class Code(IntEnum):
+    OK = 0
+    BAD_REQUEST = 1
+    SYSTEM_ERROR = 2
+    SYSTEM_BUSY = 3
+    SERVICE_NOT_AVAILABLE = 4
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11  # sync replication, no slave in sync: stored, not replicated
+    FLUSH_SLAVE_TIMEOUT = 12  # sync replication, the in-sync slaves did not ack in time
+    MESSAGE_TOO_LARGE = 13
+    DISK_FULL = 14
+    NOT_MASTER = 16  # this broker is a slave (or has no role yet): send to its group's master
+    TOPIC_NOT_EXIST = 17
+    MESSAGE_ILLEGAL = 18
+    PULL_NOT_FOUND = 19  # body still carries offsets (NO_NEW_MSG, OFFSET_* ...)
+    FLOW_CONTROL = 20  # over a topic's or group's quota: nothing stored; body has retry-after
+    MESSAGE_NOT_FOUND = 21  # VIEW_BY_ID: no message at that offset (expired, never written)
+
+
+# Stored, if short of a promise: answered with the OK body (a send must not be repeated)
+STORED_CODES = frozenset({Code.OK, Code.FLUSH_DISK_TIMEOUT, Code.FLUSH_SLAVE_TIMEOUT,
+                          Code.SLAVE_NOT_AVAILABLE})
+
+
+class ProtocolError(BrokerError):
+    """A frame or body that does not follow PROTOCOL.md."""
+
+
+class FrameTooLarge(ProtocolError):
+    pass
+
+
+class Header(NamedTuple):
+    """A frame header's fields in wire order (a tuple: made once per frame, cheaply)."""
+
+    length: int = 0
+    magic: int = MAGIC
+    version: int = VERSION
+    op: int = 0
+    flags: int = 0
+    reserved: int = 0
+    code: int = 0
+    request_id: int = 0
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flags & FLAG_RESPONSE)
+
+    @property
+    def oneway(self) -> bool:
+        return bool(self.flags & FLAG_ONEWAY)
+
+
+def encode_frame(
+    op: int, request_id: int, body: bytes = b"", *, flags: int = 0, code: int = 0
+) -> bytes:
+    length = HEADER_SIZE - LENGTH_SIZE + len(body)
+    if length > MAX_FRAME:
+        raise FrameTooLarge(f"frame of {length} bytes exceeds the {MAX_FRAME}-byte limit")
+    return HEADER.pack(length, MAGIC, VERSION, op, flags, 0, code, request_id) + body
+
+
+def encode_answer(op: int, request_id: int, code: int, body: bytes) -> bytes:
+    """A response frame (the broker's answers are never too large: bodies are bounded)."""
+    return HEADER.pack(HEADER_SIZE - LENGTH_SIZE + len(body), MAGIC, VERSION, op,
+                       FLAG_RESPONSE, 0, code, request_id) + body
+
+
+def decode_header(buf: bytes | bytearray | memoryview, offset: int = 0) -> Header:
+    """Parse the header at ``offset`` (caller ensures HEADER_SIZE bytes)."""
+    h = Header._make(HEADER.unpack_from(buf, offset))
+    if h.magic != MAGIC:
+        raise ProtocolError(f"bad magic 0x{h.magic:04x}")
+    if h.version != VERSION:
+        raise ProtocolError(f"unsupported protocol version {h.version}")
+    if h.length < HEADER_SIZE - LENGTH_SIZE:
+        raise ProtocolError(f"frame length {h.length} is shorter than a header")
+    if h.length > MAX_FRAME:
+        raise FrameTooLarge(f"frame of {h.length} bytes exceeds the {MAX_FRAME}-byte limit")
+    return h
+
+
+class FrameDecoder:
+    """Incremental frame splitter for a byte stream (one per connection). A chunk that
+    holds whole frames (the common case) is split without passing through the buffer."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[tuple[Header, bytes]]:
+        """Add bytes; return the complete frames. ProtocolError poisons the stream."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        if self._buf:
+            self._buf += data
+            buf = self._buf
+        else:
+            buf = data
+        frames = []
+        pos = 0
+        size = len(buf)
+        while size - pos >= HEADER_SIZE:
+            header = decode_header(buf, pos)
+            end = pos + LENGTH_SIZE + header.length
+            if end > size:
+                break
+            body = buf[pos + HEADER_SIZE : end]
+            frames.append((header, body if buf is data else bytes(body)))
+            pos = end
+        if buf is data:
+            if pos < size:
+                self._buf += data[pos:]
+        elif pos:
+            del buf[:pos]
+        return frames

@@ -1,0 +1,182 @@
+"""PULL: answered from the stored records, held while its queues are empty (long polling).
+
+A pull names any number of a topic's queues (a consumer's share on this broker). The
+answer is each queue's state and the records' bytes as the CommitLog holds them,
+written with one gather write (RocketMQ serves pulls from the mapped CommitLog
+without decoding them; the consumer verifies each record's CRC). A pull whose
+queues are all caught up is held until a message arrives in one of them or its
+timeout passes. Arrivals are answered in batches: the first arms one timer of
+`hold_s` and every pull woken meanwhile is answered when it fires, so a burst of
+arrivals, on one queue or many, is one answer per pull, not one per message.
+Timeouts are swept every SWEEP_S: no timer per held pull.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from time import perf_counter
+from typing import TYPE_CHECKING
+
+from broker_core import protocol as p
+from broker_core.errors import BrokerError
+from broker_core.protocol import Code, Op
+from broker_core.store import GetStatus
+
+if TYPE_CHECKING:
+    from broker_core.server.broker import Broker
+
+log = logging.getLogger("floodgate.broker")
+
+HOLD_S = 0.005  # arrivals answer held pulls in batches this far apart
+SWEEP_S = 0.05  # held pulls past their timeout are answered this often
+_STATUS = {
+    GetStatus.FOUND: "FOUND",
+    GetStatus.NO_NEW_MSG: "NO_NEW_MSG",
+    GetStatus.OFFSET_OVERFLOW: "OFFSET_OVERFLOW",
+    GetStatus.OFFSET_TOO_SMALL: "OFFSET_TOO_SMALL",
+    GetStatus.NO_MATCHED_MESSAGE: "NO_MATCHED_MSG",
+}
+
+Reply = Callable[[list[bytes]], None]
+
+
+class HeldPull:
+    """A pull waiting for one of its queues."""
+
+    __slots__ = ("rid", "req", "reply", "received", "deadline", "due", "done")
+
+    def __init__(self, rid: int, req: p.PullRequest, reply: Reply, received: float,
+                 deadline: float) -> None:
+        self.rid, self.req, self.reply, self.received = rid, req, reply, received
+        self.deadline = deadline
+        self.due = self.done = False
+
+
+class PullOps:
+    def __init__(self, broker: Broker, hold_s: float = HOLD_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.broker = broker
+        self.hold_s = hold_s
+        self._clock = clock
+        self._held: dict[tuple[str, int], list[HeldPull]] = {}  # queue -> pulls waiting on it
+        self._waiting: set[HeldPull] = set()
+        self._due: list[HeldPull] = []
+        self._batch: asyncio.TimerHandle | None = None
+        self._sweep: asyncio.TimerHandle | None = None
+
+    @property
+    def held(self) -> int:
+        return len(self._waiting)
+
+    def pull(self, rid: int, body: bytes, received: float, reply: Reply) -> list[bytes] | None:
+        """The answer's parts (one gather write), or None: held, answered through `reply`."""
+        b = self.broker
+        try:
+            req = p.decode_pull(body)
+        except p.ProtocolError as exc:
+            return [p.encode_answer(Op.PULL, rid, *b.bad(str(exc)))]
+        if b.faults.pause_left():  # a drill's pause holds every request
+            asyncio.ensure_future(self._after_pause(rid, req, received, reply))
+            return None
+        if b.topics.get(req.topic, create=False) is None:
+            return [p.encode_answer(Op.PULL, rid, Code.TOPIC_NOT_EXIST,
+                                    f"topic {req.topic!r} does not exist".encode())]
+        if req.timeout_ms and self._caught_up(req):
+            self._hold(HeldPull(rid, req, reply, received,
+                                self._clock() + req.timeout_ms / 1000))
+            return None
+        return self.answer(rid, req, received)
+
+    async def _after_pause(self, rid, req, received, reply) -> None:
+        await asyncio.sleep(self.broker.faults.pause_left())
+        reply(self.answer(rid, req, received))
+
+    def _caught_up(self, req: p.PullRequest) -> bool:
+        offsets = self.broker.store.queue_offsets
+        topic = req.topic
+        return all(offset == offsets(topic, qid)[1] for qid, offset in req.queues)
+
+    def answer(self, rid: int, req: p.PullRequest, received: float) -> list[bytes]:
+        b = self.broker
+        left = req.max_msgs
+        states, records = [], []
+        try:
+            for qid, offset in req.queues:
+                if left <= 0:
+                    states.append((qid, "NOT_READ", offset, 0, 0, 0))
+                    continue
+                got = b.store.get_records(req.topic, qid, offset, left, req.tag or None)
+                msgs = got.messages
+                states.append((qid, _STATUS[got.status], got.next_offset, got.min_offset,
+                               got.max_offset, len(msgs)))
+                if msgs:
+                    records.extend(msgs)
+                    left -= len(msgs)
+        except BrokerError as exc:  # the store closing under a held pull
+            return [p.encode_answer(Op.PULL, rid, Code.SYSTEM_ERROR, str(exc).encode())]
+        head = p.encode_pull_head(states)
+        size = len(head) + sum(len(r) for r in records)
+        frame = p.HEADER.pack(p.HEADER_SIZE - p.LENGTH_SIZE + size, p.MAGIC, p.VERSION, Op.PULL,
+                              p.FLAG_RESPONSE, 0, Code.OK if records else Code.PULL_NOT_FOUND,
+                              rid) + head
+        if records:
+            b.recorder.record("pull", perf_counter() - received, len(records), size - len(head))
+        return [frame, *records]
+
+    # -- holding ------------------------------------------------------------------------
+    def _hold(self, held: HeldPull) -> None:
+        topic = held.req.topic
+        for qid, _offset in held.req.queues:
+            self._held.setdefault((topic, qid), []).append(held)
+        self._waiting.add(held)
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
+
+    def arrived(self, topic: str, queue_id: int) -> None:
+        """A message was stored in the queue: its held pulls are answered with the next
+        batch (armed now if none is)."""
+        held = self._held.get((topic, queue_id))
+        if not held:
+            return
+        for h in held:
+            if not h.due:
+                h.due = True
+                self._due.append(h)
+        if self._batch is None:
+            self._batch = asyncio.get_running_loop().call_later(self.hold_s, self._answer_due)
+
+    def _answer_due(self) -> None:
+        self._batch = None
+        due, self._due = self._due, []
+        for held in due:
+            self._finish(held)
+
+    def _expire(self) -> None:
+        self._sweep = None
+        now = self._clock()
+        for held in [h for h in self._waiting if h.deadline <= now]:
+            self._finish(held)
+        if self._waiting:
+            self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
+
+    def _finish(self, held: HeldPull) -> None:
+        if held.done:
+            return
+        held.done = True
+        self._waiting.discard(held)
+        topic = held.req.topic
+        for qid, _offset in held.req.queues:
+            waiting = self._held.get((topic, qid))
+            if waiting is not None:
+                waiting.remove(held)
+                if not waiting:
+                    del self._held[(topic, qid)]
+        held.reply(self.answer(held.rid, held.req, held.received))
+
+    def answer_all(self) -> None:
+        """Shutting down: every held pull answered now (with what there is)."""
+        for held in list(self._waiting):
+            self._finish(held)

@@ -1,0 +1,197 @@
+"""SEND and SEND_BATCH: decode, check, write, answer, record, once for both.
+
+A paced send costs the broker tens of microseconds of Python on its loop thread,
+and on a two-core host that is the budget of the whole cluster; so what repeats
+is done once: each property set a producer sends is checked and encoded for the
+record once (`PropertySet`, cached by its wire text), a stored send's answer frame
+is one struct pack, and nothing is scheduled (no task, no future) unless the
+answer must wait: for a sync flush, a drill fault's delay or the slaves' acks
+(`WritePath.write` then calls back and the answer goes out through `reply`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from time import perf_counter
+from typing import TYPE_CHECKING, NamedTuple
+
+from broker_core import protocol as p
+from broker_core.errors import MessageIllegalError
+from broker_core.protocol import Code, Op
+from broker_core.server.group_state import TopicError
+from broker_core.store import PutStatus
+from broker_core.store.message import (
+    HEADER_SIZE,
+    MAX_PROPERTIES_BYTES,
+    PROP_KEYS,
+    PROP_TAGS,
+    encode_properties,
+    tag_hash,
+    topic_field,
+)
+from broker_core.trace.records import PROP_TRACE
+
+if TYPE_CHECKING:
+    from broker_core.server.broker import Broker
+
+# Not a send error: stored, and the group's lack of a slave is an alert of its own
+ANSWERED_OK = frozenset({Code.OK, Code.SLAVE_NOT_AVAILABLE})
+MAX_PROPERTY_SETS = 1024  # cached; past that each set is checked per message
+
+Reply = Callable[[bytes], None]
+
+
+class PropertySet(NamedTuple):
+    """What the broker needs of a message's properties, worked out once per set."""
+
+    group: str  # the producer group (PGROUP): what quotas see
+    traced: bool  # sampled by its producer for the trace
+    raw: bytes  # the record's encoding of them (tags and keys go in front per message)
+    error: str  # why they cannot be stored ("" when they can)
+
+
+def property_set(text: str) -> PropertySet:
+    try:
+        props = p.decode_props(text)
+    except p.ProtocolError as exc:
+        return PropertySet("", False, b"", str(exc))
+    try:
+        raw = encode_properties(None, None, props)
+    except MessageIllegalError as exc:
+        return PropertySet("", False, b"", str(exc))
+    return PropertySet(props.get(p.PRODUCER_GROUP, ""), PROP_TRACE in props, raw, "")
+
+
+def _field(name: str, value: str) -> str:
+    if "\x01" in value or "\x02" in value:
+        raise MessageIllegalError(f"{name.lower()} must not contain \\x01 or \\x02")
+    return f"{name}\x01{value}\x02"
+
+
+class SendOps:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._sets: dict[str, PropertySet] = {}
+        ip, port = broker._host[:4], int.from_bytes(broker._host[4:], "big", signed=True)
+        self._ip, self._port = ip, port
+
+    def _set(self, text: str) -> PropertySet:
+        ps = self._sets.get(text)
+        if ps is None:
+            ps = property_set(text)
+            if len(self._sets) < MAX_PROPERTY_SETS:
+                self._sets[text] = ps
+        return ps
+
+    # -- SEND --------------------------------------------------------------------------
+    def send(self, rid: int, body: bytes, received: float, reply: Reply) -> bytes | None:
+        """The answer frame, or None when it goes out later through `reply`."""
+        b = self.broker
+        try:
+            topic, qid, tags, keys, text, data = p.decode_send_fields(body)
+        except p.ProtocolError as exc:
+            return self._refused(Op.SEND, rid, *b.bad(str(exc)))
+        ps = self._set(text)
+        try:
+            code, checked = b.check_send(topic, qid, len(data), ps.group, 1)
+        except (TopicError, ValueError) as exc:
+            return self._refused(Op.SEND, rid, *b.bad(str(exc)))
+        if code != Code.OK:
+            return self._failed(Op.SEND, rid, code, checked, received)
+        qid = checked
+        try:
+            if ps.error:
+                raise MessageIllegalError(ps.error)
+            raw = ps.raw
+            if tags or keys:
+                head = (_field(PROP_TAGS, tags) if tags else "") + \
+                    (_field(PROP_KEYS, keys) if keys else "")
+                raw = head.encode() + raw
+                if len(raw) > MAX_PROPERTIES_BYTES:
+                    raise MessageIllegalError(f"properties take {len(raw)} bytes, more than "
+                                              f"{MAX_PROPERTIES_BYTES}")
+            suffix = topic_field(topic) + len(raw).to_bytes(2, "big") + raw
+        except MessageIllegalError as exc:
+            b.counters["send_errors"] += 1
+            return self._failed(Op.SEND, rid, Code.MESSAGE_ILLEGAL, str(exc).encode(), received)
+        prepared = [(HEADER_SIZE + len(data) + len(suffix), zlib.crc32(data), data, suffix,
+                     tag_hash(tags) if tags else 0)]
+        index_keys = keys.split() if keys else ()
+        store = b.store
+
+        def done(code: int, result) -> None:
+            reply(self._answer(rid, code, result, topic, qid, len(data), ps.traced, received))
+
+        out = b.write_path.write(lambda: store.put_prepared(topic, qid, prepared, index_keys),
+                                 done)
+        if out is None:
+            return None
+        return self._answer(rid, out[0], out[1], topic, qid, len(data), ps.traced, received)
+
+    def _answer(self, rid: int, code: int, result, topic: str, qid: int, nbytes: int,
+                traced: bool, received: float) -> bytes:
+        b = self.broker
+        if isinstance(result, str):  # refused by the write path
+            b.counters["send_errors"] += 1
+            return self._failed(Op.SEND, rid, code, result.encode(), received)
+        if result.status is not PutStatus.PUT_OK:
+            b.counters["send_errors"] += 1
+            return self._failed(Op.SEND, rid, code,
+                                (result.reason or result.status.value).encode(), received)
+        b.pulls.arrived(topic, qid)
+        if traced:
+            b.trace_store.add(result, topic, qid, code)
+        took = perf_counter() - received
+        b.recorder.record("send", took, 1, nbytes, code in ANSWERED_OK)
+        return p.send_answer_frame(rid, code, qid, result.queue_offset, result.physical_offset,
+                                   result.store_timestamp, self._ip, self._port, took)
+
+    def _failed(self, op: int, rid: int, code: int, text: bytes, received: float) -> bytes:
+        """An answer of nothing stored; FLOW_CONTROL is refused before any work and is
+        not a send the broker timed."""
+        if code != Code.FLOW_CONTROL:
+            self.broker.recorder.record("send", perf_counter() - received, 1, 0, False)
+        return p.encode_answer(op, rid, code, text)
+
+    @staticmethod
+    def _refused(op: int, rid: int, code: int, text: bytes) -> bytes:
+        return p.encode_answer(op, rid, code, text)
+
+    # -- SEND_BATCH ------------------------------------------------------------------------
+    def send_batch(self, rid: int, body: bytes, received: float, reply: Reply) -> bytes | None:
+        b = self.broker
+        try:
+            topic, qid, msgs = p.decode_send_batch(body)
+            first = msgs[0]
+            if any(m.tags != first.tags or m.keys != first.keys or
+                   m.properties != first.properties for m in msgs):
+                raise p.ProtocolError("a batch's messages must share tags, keys and properties")
+            nbytes = sum(len(m.body) for m in msgs)
+            group = first.properties.get(p.PRODUCER_GROUP, "")
+            code, checked = b.check_send(topic, qid, nbytes, group, len(msgs))
+        except (p.ProtocolError, TopicError, ValueError) as exc:
+            return self._refused(Op.SEND_BATCH, rid, *b.bad(str(exc)))
+        if code != Code.OK:
+            return self._failed(Op.SEND_BATCH, rid, code, checked, received)
+        qid = checked
+        store = b.store
+
+        def put():
+            return store.put_batch(topic, qid, [m.body for m in msgs], first.tags or None,
+                                   first.keys or None, first.properties or None, wait=False)
+
+        def answer(code: int, result) -> bytes:
+            if isinstance(result, str) or result.status is not PutStatus.PUT_OK:
+                b.counters["send_errors"] += 1
+                text = result if isinstance(result, str) else \
+                    (result.reason or result.status.value)
+                return self._failed(Op.SEND_BATCH, rid, code, text.encode(), received)
+            b.pulls.arrived(topic, qid)
+            took = perf_counter() - received
+            b.recorder.record("send", took, len(msgs), nbytes, code in ANSWERED_OK)
+            return p.encode_answer(Op.SEND_BATCH, rid, code, p.with_service_time(
+                p.encode_batch_response(qid, result.queue_offset, result.count), took))
+
+        out = b.write_path.write(put, lambda code, result: reply(answer(code, result)))
+        return None if out is None else answer(*out)

@@ -1,0 +1,51 @@
+"""PULL: the request round trip and limits, the answer's head."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker_core import protocol as p
+
+queues = st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**62)), min_size=1,
+                  max_size=50)
+
+
+@given(st.text(max_size=20), st.text(min_size=1, max_size=20), queues,
+       st.integers(1, p.MAX_PULL_MSGS), st.integers(0, 60_000), st.text(max_size=20))
+def test_request_round_trip(group, topic, qs, max_msgs, wait, tag):
+    req = p.PullRequest(group, topic, qs, max_msgs, wait, tag)
+    assert p.decode_pull(p.encode_pull(req)) == req
+
+
+def test_requests_out_of_range_are_refused():
+    with pytest.raises(p.ProtocolError, match="max_msgs"):
+        p.decode_pull(p.encode_pull(p.PullRequest("g", "t", [(0, 0)], 0)))
+    with pytest.raises(p.ProtocolError, match="timeout"):
+        p.decode_pull(p.encode_pull(p.PullRequest("g", "t", [(0, 0)], 1, 60_001)))
+    with pytest.raises(p.ProtocolError, match="1..4096 queues"):
+        p.encode_pull(p.PullRequest("g", "t", []))
+    body = p.encode_pull(p.PullRequest("g", "t", [(0, 0), (1, 5)]))
+    with pytest.raises(p.ProtocolError, match="needs 24 bytes"):
+        p.decode_pull(body[:-1])
+    with pytest.raises(p.ProtocolError, match="negative"):
+        p.decode_pull(p.encode_pull(p.PullRequest("g", "t", [(-1, 0)])))
+
+
+def test_head_round_trip_every_status():
+    states = [(i, s, 7 + i, 1, 9, i) for i, s in enumerate(p.PULL_STATUSES)]
+    head = p.encode_pull_head(states)
+    got, end = p.decode_pull_head(head + b"records")
+    assert end == len(head)
+    assert [(s.queue_id, s.status, s.next_offset, s.min_offset, s.max_offset, s.count)
+            for s in got] == states
+
+
+def test_a_short_or_unknown_head_is_a_protocol_error():
+    with pytest.raises(p.ProtocolError, match="shorter"):
+        p.decode_pull_head(b"\0")
+    with pytest.raises(p.ProtocolError, match="of 2 queues"):
+        p.decode_pull_head(p.encode_pull_head([(0, "FOUND", 0, 0, 0, 0)] * 2)[:-1])
+    bad = bytearray(p.encode_pull_head([(0, "FOUND", 0, 0, 0, 0)]))
+    bad[6] = 99  # the status byte
+    with pytest.raises(p.ProtocolError, match="unknown pull status"):
+        p.decode_pull_head(bytes(bad))
