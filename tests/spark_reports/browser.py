@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -98,6 +100,7 @@ async def open_page(url: str, check, width: int = 1300, height: int = 1000):
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",
          f"--user-data-dir={profile}", "about:blank"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its renderers too: killed as one process group
     )  # fmt: skip
     try:
         port = await asyncio.wait_for(asyncio.to_thread(_devtools_port, proc), 30)
@@ -116,7 +119,7 @@ async def open_page(url: str, check, width: int = 1300, height: int = 1000):
                 page.reader.cancel()
                 return result
     finally:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)  # proc.kill() alone left renderers running
         proc.wait()
         shutil.rmtree(profile, ignore_errors=True)
 
