@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -370,8 +371,10 @@ def row(label: str, w: Window, who: str, per: int | None = None) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=float, default=2000.0)
-    ap.add_argument("--seconds", type=float, default=15.0)
-    ap.add_argument("--warm", type=float, default=4.0)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--warm", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="each round measures every scenario in turn; medians are reported")
     ap.add_argument("--groups", type=int, default=4, help="demo groups (make demo's)")
     ap.add_argument("--only", help="comma-separated: floor,single,flat,pair,consumers,trace,demo")
     ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
@@ -386,63 +389,86 @@ def main() -> int:
     only = set((args.only or "floor,single,flat,pair,consumers,trace,demo").split(","))
     tmp = Path(tempfile.mkdtemp(prefix="fg-cpu-"))
     r, s, wu = args.rate, args.seconds, args.warm
-    lines = ["| what | CPU / message | cores | peak RSS |", "|---|---:|---:|---:|"]
-    got: dict[str, Window] = {}
+    runs: dict[str, list[Window]] = {}
     try:
-        if "floor" in only:
-            got["floor"] = w = run_floor(tmp, r, s, wu)
-            lines.append(row(f"floor: bare uvloop server, paced {r:g}/s", w, "floor"))
-        if "single" in only:
-            got["single"] = w = run_single(tmp, r, s, wu)
-            lines.append(row(f"single-copy broker, paced {r:g}/s", w, "broker"))
-            lines.append(row("  its producer (bench produce)", w, "producer"))
-        if "flat" in only:
-            got["flat"] = w = run_single(tmp, None, s, wu)
-            lines.append(row(f"single-copy broker, flat out ({w.msgs / w.seconds:,.0f}/s)",
-                             w, "broker"))
-        if "pair" in only:
-            got["pair"] = w = run_pair(tmp, r, s, wu)
-            lines.append(row(f"master, sync replication, paced {r:g}/s", w, "master"))
-            lines.append(row("  its slave", w, "slave"))
-        if "consumers" in only:
-            got["consumers"] = w = run_pair(tmp, r, s, wu, consumers=True)
-            lines.append(row("master + 2 consumer groups reading everything", w, "master"))
-            lines.append(row("  the consumer process (per message consumed)", w, "consumers",
-                             w.consumed))
-        if "trace" in only:
-            got["trace"] = w = run_pair(tmp, r, s, wu, trace=True)
-            lines.append(row("master, every message traced", w, "master"))
-            lines.append(row("  its producer", w, "producer"))
+        for i in range(args.rounds):
+            print(f"round {i + 1} of {args.rounds}", file=sys.stderr)
+            for name, run in (("floor", lambda: run_floor(tmp, r, s, wu)),
+                              ("single", lambda: run_single(tmp, r, s, wu)),
+                              ("flat", lambda: run_single(tmp, None, s, wu)),
+                              ("pair", lambda: run_pair(tmp, r, s, wu)),
+                              ("consumers", lambda: run_pair(tmp, r, s, wu, consumers=True)),
+                              ("trace", lambda: run_pair(tmp, r, s, wu, trace=True))):
+                if name in only:
+                    runs.setdefault(name, []).append(run())
+        demo = None
         if "demo" in only:
-            w, summary = run_demo(tmp, s * 2, wu * 3, args.groups)
-            got["demo"] = w
-            total = sum(w.cpu.values()) / w.seconds
-            lines.append(f"| **demo** ({args.groups} groups, headless with the TUI): "
-                         f"{w.msgs / w.seconds:,.0f} msgs/s stored, CPU per message stored "
-                         f"| {sum(w.cpu.values()) / w.msgs * 1e6:,.0f} µs "
-                         f"| **{total:.2f}** | |")
-            for who in sorted(w.cpu):
-                lines.append(row(f"  {who}", w, who))
+            demo = run_demo(tmp, s * 3, wu * 3, args.groups)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+    def med(name: str, who: str, per: str = "msgs") -> float:
+        return statistics.median(w.us_per_msg(who, w.consumed if per == "consumed" else None)
+                                 for w in runs[name])
+
+    def line(label: str, name: str, who: str, per: str = "msgs") -> str:
+        ws = runs[name]
+        cores = statistics.median(w.cpu[who] / w.seconds for w in ws)
+        rss = max(w.rss.get(who, 0) for w in ws)
+        return f"| {label} | {med(name, who, per):,.1f} µs | {cores:.0%} | {rss:,.0f} MiB |"
+
+    lines = [f"| what (median of {args.rounds} rounds) | CPU / message | cores | peak RSS |",
+             "|---|---:|---:|---:|"]
+    rows = [("floor", f"floor: bare uvloop server, paced {r:g}/s", "floor", "msgs"),
+            ("single", f"single-copy broker, paced {r:g}/s", "broker", "msgs"),
+            ("single", "  its producer (bench produce)", "producer", "msgs"),
+            ("flat", "single-copy broker, flat out", "broker", "msgs"),
+            ("pair", f"master, sync replication, paced {r:g}/s", "master", "msgs"),
+            ("pair", "  its slave", "slave", "msgs"),
+            ("consumers", "master + 2 consumer groups reading everything", "master", "msgs"),
+            ("consumers", "  the consumer process (per message consumed)", "consumers",
+             "consumed"),
+            ("trace", "master, every message traced", "master", "msgs"),
+            ("trace", "  its producer", "producer", "msgs")]
+    for name, label, who, per in rows:
+        if name in runs:
+            if name == "flat":
+                rate = statistics.median(w.msgs / w.seconds for w in runs[name])
+                label += f" ({rate:,.0f}/s)"
+            lines.append(line(label, name, who, per))
+    if demo is not None:
+        w, _summary = demo
+        total = sum(w.cpu.values()) / w.seconds
+        lines.append(f"| **demo** ({args.groups} groups, headless with the TUI): "
+                     f"{w.msgs / w.seconds:,.0f} msgs/s stored, CPU per message stored "
+                     f"| {sum(w.cpu.values()) / w.msgs * 1e6:,.0f} µs "
+                     f"| **{total:.2f}** | |")
+        for who in sorted(w.cpu):
+            lines.append(row(f"  {who}", w, who))
     print("\n".join(lines))
+
+    def per_round(fn) -> float:  # the median of each round's ratio: peers measured together
+        return statistics.median(fn(i) for i in range(args.rounds))
+
     ratios = {}
-    f, one = got.get("floor"), got.get("single")
-    if f and one:
-        ratios["single paced / floor"] = one.us_per_msg("broker") / f.us_per_msg("floor")
-    if one and got.get("pair"):
-        ratios["sync master / single paced"] = (got["pair"].us_per_msg("master")
-                                                / one.us_per_msg("broker"))
-    if f and got.get("pair"):
-        ratios["slave / floor"] = got["pair"].us_per_msg("slave") / f.us_per_msg("floor")
-    if got.get("pair") and got.get("consumers"):
-        ratios["consumer group on the master (us/msg)"] = (
-            got["consumers"].us_per_msg("master") - got["pair"].us_per_msg("master")) / 2
-        ratios["demo consumer process (us/msg consumed)"] = got["consumers"].us_per_msg(
-            "consumers", got["consumers"].consumed)
-    if got.get("pair") and got.get("trace"):
-        ratios["trace cost on the master"] = (got["trace"].us_per_msg("master")
-                                              / got["pair"].us_per_msg("master"))
+    if {"floor", "single"} <= runs.keys():
+        ratios["single paced / floor"] = per_round(
+            lambda i: runs["single"][i].us_per_msg("broker") / runs["floor"][i].us_per_msg("floor"))
+    if {"single", "pair"} <= runs.keys():
+        ratios["sync master / single paced"] = per_round(
+            lambda i: runs["pair"][i].us_per_msg("master") / runs["single"][i].us_per_msg("broker"))
+    if {"floor", "pair"} <= runs.keys():
+        ratios["slave / floor"] = per_round(
+            lambda i: runs["pair"][i].us_per_msg("slave") / runs["floor"][i].us_per_msg("floor"))
+    if {"pair", "consumers"} <= runs.keys():
+        ratios["consumer group on the master (us/msg)"] = per_round(
+            lambda i: (runs["consumers"][i].us_per_msg("master")
+                       - runs["pair"][i].us_per_msg("master")) / 2)
+        ratios["demo consumer process (us/msg consumed)"] = med("consumers", "consumers",
+                                                                "consumed")
+    if {"pair", "trace"} <= runs.keys():
+        ratios["trace cost on the master"] = per_round(
+            lambda i: runs["trace"][i].us_per_msg("master") / runs["pair"][i].us_per_msg("master"))
     missed = 0
     print()
     for name, value in ratios.items():

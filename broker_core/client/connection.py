@@ -67,11 +67,14 @@ class _Link:
     """One TCP connection and its read buffer: replaced as a whole on reconnect,
     so a reader still holding the old one never mixes bytes of two streams."""
 
-    __slots__ = ("sock", "buf")
+    __slots__ = ("sock", "buf", "chunk")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buf = bytearray()
+        # read into one buffer kept for the link: recv(256 KiB) allocated (mmap'd) and
+        # shrank a fresh one on every read, three system calls and page faults each
+        self.chunk = bytearray(1 << 18)
 
 
 class Connection:
@@ -164,10 +167,11 @@ class Connection:
         return link.sock.fileno() if link is not None else -1
 
     def serve(self) -> None:
-        """Read what has arrived, unless another thread is reading (`serve_any`)."""
+        """Read what has arrived (the socket is readable), unless another thread is
+        reading: `serve_any`."""
         if self._read_lock.acquire(blocking=False):
             try:
-                self._read_once(0)
+                self._read_once(0, ready=True)
             finally:
                 self._read_lock.release()
 
@@ -179,32 +183,34 @@ class Connection:
                     self._unwatched -= 1
 
     # -- reading ------------------------------------------------------------
-    def _read_once(self, timeout: float) -> None:
-        """Read what arrives within ``timeout`` and dispatch complete frames.
-
-        Called with the read lock held.
-        """
+    def _read_once(self, timeout: float, ready: bool = False) -> None:
+        """Read what arrives within ``timeout`` (``ready``: the socket is known to be
+        readable) and dispatch complete frames. Called with the read lock held."""
         link = self._link
         if link is None:
             return
         try:
-            # poll, not select: select() fails for an fd over 1023, which a busy
-            # process (many brokers, ZooKeeper clients) reaches
-            poller = select.poll()
-            poller.register(link.sock, select.POLLIN)
-            if not poller.poll(max(0.0, timeout) * 1000.0):
-                return
-            chunk = link.sock.recv(1 << 18)
+            if not ready:
+                # poll, not select: select() fails for an fd over 1023, which a busy
+                # process (many brokers, ZooKeeper clients) reaches
+                poller = select.poll()
+                poller.register(link.sock, select.POLLIN)
+                if not poller.poll(max(0.0, timeout) * 1000.0):
+                    return
+            # another reader may have taken what poll saw: never block here
+            n = link.sock.recv_into(link.chunk, 0, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
         except (OSError, ValueError) as exc:  # ValueError: closed under us
             with self._lock:
                 self._fail_all(link, f"{self.addr}: connection lost: {exc}")
             return
-        if not chunk:
+        if not n:
             with self._lock:
                 self._fail_all(link, f"{self.addr}: connection closed by broker")
             return
         buf = link.buf
-        buf += chunk
+        buf += memoryview(link.chunk)[:n]
         pos = 0
         done = []
         try:

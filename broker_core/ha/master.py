@@ -63,6 +63,7 @@ class ReplicationMaster:
         self._marks_floor = store.commitlog.write_offset  # no marks below: appended long ago
         self._isr_wake = asyncio.Event()
         self._isr_task: asyncio.Task | None = None
+        self._ticker: asyncio.TimerHandle | None = None
         self._isr_gen = 0
         self.counters = {"slave_timeouts": 0, "slave_not_available": 0, "isr_changes": 0,
                          "truncations_ordered": 0, "links_refused": 0}
@@ -269,14 +270,20 @@ class ReplicationMaster:
             self._isr_task.cancel()
         self._isr_task = asyncio.ensure_future(self._isr_loop(self._isr_gen))
         self._isr_wake.set()
+        if self._ticker is not None:
+            self._ticker.cancel()
+        self._ticker = asyncio.get_running_loop().call_later(SWEEP_S, self._tick)
 
     def stop(self) -> None:
-        # the flag, not only the cancel: 3.11's wait_for may swallow a cancel that
-        # arrives as the event it waits on is set
+        # the flag, not only the cancel: a cancel that arrives as the event it waits on is
+        # set may be swallowed
         self._isr_gen += 1
         if self._isr_task is not None:
             self._isr_task.cancel()
             self._isr_task = None
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
         self.close_links()
 
     def _desired(self) -> set[str]:
@@ -294,18 +301,23 @@ class ReplicationMaster:
                 want.add(name)
         return want
 
+    def _tick(self) -> None:
+        """Every SWEEP_S: time out old parked sends, forget old append marks, and wake
+        the in-sync loop only when the set should change (a slave's lag grows with
+        time alone). A timer, not a task that sleeps: 20 wake-ups a second."""
+        self._sweep()
+        self._prune_marks()
+        if self._desired() != self.in_sync:
+            self._isr_wake.set()
+        self._ticker = asyncio.get_running_loop().call_later(SWEEP_S, self._tick)
+
     async def _isr_loop(self, gen: int) -> None:
         """Move the in-sync set towards the slaves that keep up, one change at a time."""
         while self._isr_gen == gen:
-            try:
-                await asyncio.wait_for(self._isr_wake.wait(), SWEEP_S)
-            except TimeoutError:
-                pass
+            await self._isr_wake.wait()
             self._isr_wake.clear()
             if self._isr_gen != gen:
                 return
-            self._sweep()
-            self._prune_marks()
             want = self._desired()
             for name in sorted(want - self.in_sync):
                 self.in_sync.add(name)  # stricter first, then recorded

@@ -5,9 +5,14 @@ answer is each queue's state and the records' bytes as the CommitLog holds them,
 written with one gather write (RocketMQ serves pulls from the mapped CommitLog
 without decoding them; the consumer verifies each record's CRC). A pull whose
 queues are all caught up is held until a message arrives in one of them or its
-timeout passes. Arrivals are answered in batches: the first arms one timer of
-`hold_s` and every pull woken meanwhile is answered when it fires, so a burst of
-arrivals, on one queue or many, is one answer per pull, not one per message.
+timeout passes.
+
+Answers are batched, as Kafka's fetch.min.bytes and fetch.max.wait do: a pull
+that would bring fewer than MIN_BATCH messages waits up to `hold_s` for more,
+and arrivals wake held pulls through one timer of `hold_s` that answers every
+pull woken meanwhile. On this kind of host a round trip's two system calls cost
+more than the Python that serves a message, so a consumer at the head of a
+paced stream gets a message every `hold_s` in bursts, not one pull per message.
 Timeouts are swept every SWEEP_S: no timer per held pull.
 """
 
@@ -30,7 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("floodgate.broker")
 
-HOLD_S = 0.005  # arrivals answer held pulls in batches this far apart
+HOLD_S = 0.010  # arrivals answer held pulls in batches this far apart
+MIN_BATCH = 16  # a pull that would bring fewer waits up to HOLD_S for more
 SWEEP_S = 0.05  # held pulls past their timeout are answered this often
 _STATUS = {
     GetStatus.FOUND: "FOUND",
@@ -84,20 +90,25 @@ class PullOps:
         if b.topics.get(req.topic, create=False) is None:
             return [p.encode_answer(Op.PULL, rid, Code.TOPIC_NOT_EXIST,
                                     f"topic {req.topic!r} does not exist".encode())]
-        if req.timeout_ms and self._caught_up(req):
-            self._hold(HeldPull(rid, req, reply, received,
-                                self._clock() + req.timeout_ms / 1000))
-            return None
+        if req.timeout_ms:
+            waiting = self._available(req)
+            if waiting < min(MIN_BATCH, req.max_msgs):
+                held = HeldPull(rid, req, reply, received, self._clock() + req.timeout_ms / 1000)
+                self._hold(held)
+                if waiting:  # some are there: they go with the next batch
+                    self._make_due(held)
+                return None
         return self.answer(rid, req, received)
 
     async def _after_pause(self, rid, req, received, reply) -> None:
         await asyncio.sleep(self.broker.faults.pause_left())
         reply(self.answer(rid, req, received))
 
-    def _caught_up(self, req: p.PullRequest) -> bool:
+    def _available(self, req: p.PullRequest) -> int:
+        """Messages the pull's queues hold past its offsets (without reading them)."""
         offsets = self.broker.store.queue_offsets
         topic = req.topic
-        return all(offset == offsets(topic, qid)[1] for qid, offset in req.queues)
+        return sum(max(0, offsets(topic, qid)[1] - offset) for qid, offset in req.queues)
 
     def answer(self, rid: int, req: p.PullRequest, received: float) -> list[bytes]:
         b = self.broker
@@ -139,12 +150,14 @@ class PullOps:
         """A message was stored in the queue: its held pulls are answered with the next
         batch (armed now if none is)."""
         held = self._held.get((topic, queue_id))
-        if not held:
-            return
-        for h in held:
-            if not h.due:
-                h.due = True
-                self._due.append(h)
+        if held:
+            for h in held:
+                if not h.due:
+                    self._make_due(h)
+
+    def _make_due(self, held: HeldPull) -> None:
+        held.due = True
+        self._due.append(held)
         if self._batch is None:
             self._batch = asyncio.get_running_loop().call_later(self.hold_s, self._answer_due)
 
