@@ -320,13 +320,20 @@ def run_pair(tmp: Path, rate: float, seconds: float, warm: float, consumers: boo
         return w
 
 
-def run_demo(tmp: Path, seconds: float, warm: float, groups: int) -> tuple[Window, dict]:
+def run_demo(tmp: Path, seconds: float, warm: float, groups: int,
+             rate: float | None = None) -> tuple[Window, dict]:
     """`floodgate demo --groups G --headless` as make demo runs it (with the TUI)."""
     base = free_port_range(3 * 2 * groups + 2)
-    proc = subprocess.Popen([*FLOODGATE, "demo", "--groups", str(groups), "--headless",
-                             str(warm + seconds + 3), "--json", "--with-tui", "--base-port",
+    extra = ["--rate", f"{rate:g}"] if rate else []
+    proc = subprocess.Popen([*FLOODGATE, "demo", *extra, "--groups", str(groups), "--headless",
+                             str(warm + seconds + 30), "--json", "--with-tui", "--base-port",
                              str(base)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True, env={**os.environ, "TMPDIR": str(tmp)})
+    deadline = time.monotonic() + 60  # the cluster, then the clients 4 s after the load
+    while not any("console.demo.clients" in cmdline(c) for c in descendants(proc.pid)):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError("the demo's clients never started")
+        time.sleep(0.2)
     time.sleep(warm)
     procs = {}
     for pid in [proc.pid, *descendants(proc.pid)]:
@@ -336,12 +343,14 @@ def run_demo(tmp: Path, seconds: float, warm: float, groups: int) -> tuple[Windo
             procs[name] = pid
         elif "console.demo.clients" in line:
             procs["clients"] = pid
+        elif "bench produce" in line:
+            procs["producer"] = pid
         elif "controller" in line and "console.cli" in line:
             procs["controller"] = pid
         elif "zookeeper" in line.lower():
             procs["zookeeper"] = pid
         elif pid == proc.pid:
-            procs["demo (producer + TUI)"] = pid
+            procs["demo (console, fault script)"] = pid
     from broker_core.cluster.cluster_file import load_cluster
 
     spec = load_cluster(next(tmp.glob("floodgate-demo-*/cluster.toml")))
@@ -356,6 +365,7 @@ def run_demo(tmp: Path, seconds: float, warm: float, groups: int) -> tuple[Windo
         return total
 
     w = measure(procs, seconds, stored)
+    proc.send_signal(signal.SIGTERM)  # the run ends here: its summary, then everything stops
     out, _ = proc.communicate(timeout=120)
     summary = json.loads(out) if out.strip() else {}
     return w, summary
@@ -376,6 +386,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3,
                     help="each round measures every scenario in turn; medians are reported")
     ap.add_argument("--groups", type=int, default=4, help="demo groups (make demo's)")
+    ap.add_argument("--demo-rate", type=float, help="demo --rate (default: the demo's own)")
     ap.add_argument("--only", help="comma-separated: floor,single,flat,pair,consumers,trace,demo")
     ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--consume", nargs=2, help=argparse.SUPPRESS)
@@ -403,7 +414,7 @@ def main() -> int:
                     runs.setdefault(name, []).append(run())
         demo = None
         if "demo" in only:
-            demo = run_demo(tmp, s * 3, wu * 3, args.groups)
+            demo = run_demo(tmp, s * 3, wu, args.groups, args.demo_rate)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -6,6 +6,11 @@ loop with no threads.
 every answer then crosses from a reader thread to the loop; at ten thousand
 sends a second that hand-off is the bottleneck, so asyncio services use this.
 
+`send` is a coroutine; `send_nowait` takes a callback instead and creates no task:
+each attempt is a request whose answer calls back (timeouts swept every SWEEP_S
+per connection, no timer per request), which is what a load generator wants at
+thousands of sends a second (a task per send was most of its CPU).
+
     async with AsyncProducer(["127.0.0.1:10911"]) as producer:
         result = await producer.send("orders", b"...", tags="paid")
 """
@@ -20,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from broker_core.client.attempts import (
     FLOW_RETRIES,
     SendCounters,
-    SendFailed,
     SendOptions,
     SendPlan,
     SendResult,
@@ -41,16 +45,21 @@ from broker_core.protocol import (
 )
 from broker_core.trace.records import TRACE_TOPIC, now_ms
 
+Answered = Callable[[int | None, bytes | None, str], None]  # (code, body, why no answer)
+SWEEP_S = 0.05  # requests past their timeout are failed this often
+
 
 class _AioConnection(asyncio.Protocol):
-    """One pipelined connection; answers resolve loop futures by request id."""
+    """One pipelined connection; answers call back by request id."""
 
-    def __init__(self, addr: str) -> None:
+    def __init__(self, addr: str, timeout: float) -> None:
         self.addr = addr
+        self.timeout = timeout
         self.decoder = FrameDecoder()
-        self.pending: dict[int, asyncio.Future] = {}
+        self.pending: dict[int, tuple[float, Answered]] = {}  # rid -> (deadline, callback)
         self.transport: asyncio.Transport | None = None
         self.ids = itertools.count(1)
+        self._sweep: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -61,10 +70,11 @@ class _AioConnection(asyncio.Protocol):
         except ProtocolError as exc:
             self._fail(f"{self.addr}: bad frame from broker: {exc}")
             return
+        pending = self.pending
         for header, body in frames:
-            fut = self.pending.pop(header.request_id, None)
-            if fut is not None and not fut.done() and header.flags & FLAG_RESPONSE:
-                fut.set_result((header.code, body))
+            entry = pending.pop(header.request_id, None)
+            if entry is not None and header.flags & FLAG_RESPONSE:
+                entry[1](header.code, body, "")
 
     def connection_lost(self, exc) -> None:
         self._fail(f"{self.addr}: connection lost" + (f": {exc}" if exc else ""))
@@ -74,24 +84,31 @@ class _AioConnection(asyncio.Protocol):
             self.transport.close()
         self.transport = None
         pending, self.pending = self.pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(BrokerUnavailable(reason))
+        for _deadline, answered in pending.values():
+            answered(None, None, reason)
 
-    def expire(self, rid: int) -> None:
-        """The request timed out: fail its future and forget it (a late answer is dropped)."""
-        fut = self.pending.pop(rid, None)
-        if fut is not None and not fut.done():
-            fut.set_exception(TimeoutError(f"{self.addr}: no answer in time"))
+    def _expire(self) -> None:
+        """Fail the requests past their deadline (oldest first: the dict keeps order)."""
+        self._sweep = None
+        now = time.monotonic()
+        pending = self.pending
+        while pending:
+            rid, (deadline, answered) = next(iter(pending.items()))
+            if deadline > now:
+                break
+            del pending[rid]
+            answered(None, None, f"{self.addr}: no answer in {self.timeout:g} s")
+        if pending:
+            self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
 
-    def request(self, op: int, body: bytes) -> tuple[int, asyncio.Future]:
+    def request(self, op: int, body: bytes, answered: Answered) -> None:
         if self.transport is None or self.transport.is_closing():
             raise BrokerUnavailable(f"{self.addr}: not connected")
         rid = next(self.ids) & 0xFFFFFFFF
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[rid] = fut
+        self.pending[rid] = (time.monotonic() + self.timeout, answered)
         self.transport.write(encode_frame(op, rid, body))
-        return rid, fut
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
 
 
 # How often the producer's loop proves to its fuse that it is running (fuse.lateness):
@@ -164,63 +181,105 @@ class AsyncProducer:
             try:
                 _t, conn = await asyncio.wait_for(
                     asyncio.get_running_loop().create_connection(
-                        lambda: _AioConnection(self.brokers[name]), host, port),
+                        lambda: _AioConnection(self.brokers[name], self.timeout), host, port),
                     self.timeout)
             except (OSError, TimeoutError) as exc:
                 raise BrokerUnavailable(f"{self.brokers[name]}: {exc}") from None
             self._conns[name] = conn
         return conn
 
-    async def _call(self, op: Op, payload: bytes) -> SendResult:
+    def _call_nowait(self, op: Op, payload: bytes,
+                     done: Callable[[SendResult | None, BaseException | None], None]) -> None:
+        """Start a send's attempts; `done(result, None)` or `done(None, SendFailed)`."""
         if self._heartbeat is None and self.fuse is not None and not self._closing:
             self._beat()
         if self.routes is not None and self.routes.version != self._routes_version:
             self._reroute()
         plan = SendPlan(self.fuse, self._names, self.options, op, self._rr, self.counters)
-        while True:
-            broker = plan.next()
-            code = body = None
-            reason = ""
-            try:
-                conn = await self._conn(broker)
-                rid, fut = conn.request(op, payload)
-                # a timer on the future, not asyncio.wait_for: wait_for costs a task per call
-                timer = asyncio.get_running_loop().call_later(self.timeout, conn.expire, rid)
-                try:
-                    raw, body = await fut
-                finally:
-                    timer.cancel()
-                code = Code(raw)
-            except (BrokerUnavailable, TimeoutError) as exc:
-                reason = (f"{self.brokers[broker]}: no answer in {self.timeout:g} s"
-                          if isinstance(exc, TimeoutError) else str(exc))
-            kind, value = plan.answer(code, body, reason, self._closing)
-            if kind == "ok":
-                return value
-            if kind == "fail":
-                raise value
-            if kind == "backoff":
-                await asyncio.sleep(value)
+        self._attempt(plan, payload, done)
+
+    def _attempt(self, plan: SendPlan, payload: bytes, done) -> None:
+        broker = plan.next()
+        conn = self._conns.get(broker)
+        if conn is None or conn.transport is None:  # connect first: the one await
+            asyncio.ensure_future(self._connect_then(broker, plan, payload, done))
+        else:
+            self._request(conn, plan, payload, done)
+
+    async def _connect_then(self, broker: str, plan: SendPlan, payload: bytes, done) -> None:
+        try:
+            conn = await self._conn(broker)
+        except BrokerUnavailable as exc:
+            self._settle(plan, payload, done, None, None, str(exc))
+        else:
+            self._request(conn, plan, payload, done)
+
+    def _request(self, conn: _AioConnection, plan: SendPlan, payload: bytes, done) -> None:
+        def answered(code: int | None, body: bytes | None, why: str) -> None:
+            self._settle(plan, payload, done, None if code is None else Code(code), body, why)
+
+        try:
+            conn.request(plan.op, payload, answered)
+        except BrokerUnavailable as exc:
+            self._settle(plan, payload, done, None, None, str(exc))
+
+    def _settle(self, plan: SendPlan, payload: bytes, done, code: Code | None,
+                body: bytes | None, reason: str) -> None:
+        kind, value = plan.answer(code, body, reason, self._closing)
+        if kind == "ok":
+            done(value, None)
+        elif kind == "fail":
+            done(None, value)
+        elif kind == "backoff":
+            asyncio.get_running_loop().call_later(value, self._attempt, plan, payload, done)
+        else:
+            self._attempt(plan, payload, done)
+
+    async def _call(self, op: Op, payload: bytes) -> SendResult:
+        fut = asyncio.get_running_loop().create_future()
+
+        def done(result, exc) -> None:
+            if not fut.done():
+                fut.set_exception(exc) if exc is not None else fut.set_result(result)
+
+        self._call_nowait(op, payload, done)
+        return await fut
 
     async def send(self, topic: str, body: bytes, tags: str | None = None,
                    keys: str | None = None, properties: dict[str, str] | None = None
                    ) -> SendResult:
+        fut = asyncio.get_running_loop().create_future()
+
+        def done(result, exc) -> None:
+            if not fut.done():
+                fut.set_exception(exc) if exc is not None else fut.set_result(result)
+
+        self.send_nowait(topic, body, done, tags, keys, properties)
+        return await fut
+
+    def send_nowait(self, topic: str, body: bytes,
+                    done: Callable[[SendResult | None, BaseException | None], None],
+                    tags: str | None = None, keys: str | None = None,
+                    properties: dict[str, str] | None = None) -> None:
+        """Send without a task: `done(result, None)` or `done(None, SendFailed)` later,
+        on this loop (at once when no broker can be asked)."""
         tr = self.tracer
         if tr is None or not tr.sampler.sample():
-            return await self._call(Op.SEND, encode_one(
-                topic, body, tags, keys, with_group(properties, self.options.group)))
+            self._call_nowait(Op.SEND, encode_one(
+                topic, body, tags, keys, with_group(properties, self.options.group)), done)
+            return
         if self._trace_sender is None:
             self._attach_trace()
         born, t0 = now_ms(), time.perf_counter()
         payload = encode_one(topic, body, tags, keys, with_group(traced_properties(properties),
                                                              self.options.group))
-        try:
-            result = await self._call(Op.SEND, payload)
-        except SendFailed as exc:
-            tr.record(topic, tags, keys, len(body), born, time.perf_counter() - t0, exc=exc)
-            raise
-        tr.record(topic, tags, keys, len(body), born, time.perf_counter() - t0, result)
-        return result
+
+        def traced(result, exc) -> None:
+            tr.record(topic, tags, keys, len(body), born, time.perf_counter() - t0, result,
+                      exc=exc)
+            done(result, exc)
+
+        self._call_nowait(Op.SEND, payload, traced)
 
     async def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:
         return await self._call(Op.SEND_BATCH, encode_many(topic, bodies, self.options.group))

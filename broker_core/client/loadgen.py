@@ -72,6 +72,7 @@ class LoadGenerator:
         self.lock = threading.Lock()
         self.recent: deque[tuple[float, float, bool]] = deque(maxlen=200_000)  # (t, rt, ok)
         self._stop = threading.Event()
+        self.started = 0.0  # wall clock, once running
 
     def stop(self) -> None:
         self._stop.set()
@@ -105,60 +106,86 @@ class LoadGenerator:
                             flow_retries=opts.flow_retries, backoff=opts.backoff,
                             counters=base.counters, tracer=getattr(base, "tracer", None))
         body = b"x" * spec.size
-        window = asyncio.Semaphore(spec.concurrency)
-        pending: set[asyncio.Task] = set()
-
         prefix = spec.key_prefix
+        inflight = 0
+        room = asyncio.Event()  # set while fewer than `concurrency` sends are in flight
+        room.set()
+        drained = asyncio.Event()
+        perf = time.perf_counter
 
-        async def one(n: int, seq: int) -> None:
-            t0 = time.perf_counter()
-            exc = None
-            try:
-                if n == 1:
-                    await aio.send(spec.topic, body, keys=f"{prefix}{seq}" if prefix else None)
-                else:
-                    await aio.send_batch(spec.topic, [body] * n)
-            except Exception as e:  # noqa: BLE001 - counted by reason
-                exc = e
-            self._record(time.perf_counter() - t0, n, exc)
-            window.release()
+        def sent(n: int, t0: float):
+            def done(_result, exc) -> None:
+                nonlocal inflight
+                self._record(perf() - t0, n, exc)
+                inflight -= 1
+                room.set()
+                if not inflight:
+                    drained.set()
+            return done
 
-        start = time.perf_counter()
+        start = perf()
+        self.started = time.time()
         end = start + spec.duration if spec.duration is not None else None
         interval = spec.batch / spec.rate if spec.rate else 0.0
-        sent = 0
+        sent_n = 0
         while not self._stop.is_set():
-            if spec.count is not None and sent >= spec.count:
+            if spec.count is not None and sent_n >= spec.count:
                 break
-            now = time.perf_counter()
+            now = perf()
             if end is not None and now >= end:
                 break
             if interval:
-                due = start + (sent / spec.batch) * interval
+                due = start + (sent_n / spec.batch) * interval
                 if due > now:
                     # uvloop's timers count whole milliseconds: a shorter sleep returns at
                     # once and the loop spins a core; wake at most every ms and send what
                     # fell due meanwhile
                     await asyncio.sleep(min(max(due - now, MIN_SLEEP_S), 0.05))
                     continue
-            await window.acquire()
-            n = spec.batch if spec.count is None else min(spec.batch, spec.count - sent)
-            task = asyncio.ensure_future(one(n, sent + 1))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-            sent += n
-            if sent % 32 == 0:
+            if inflight >= spec.concurrency:
+                room.clear()
+                await room.wait()
+                continue
+            n = spec.batch if spec.count is None else min(spec.batch, spec.count - sent_n)
+            inflight += 1
+            drained.clear()
+            seq = sent_n + 1
+            if n == 1:
+                aio.send_nowait(spec.topic, body, sent(1, now),
+                                keys=f"{prefix}{seq}" if prefix else None)
+            else:
+                self._batch(aio, spec.topic, [body] * n, sent(n, now))
+            sent_n += n
+            if sent_n % 32 == 0:
                 await asyncio.sleep(0)  # let answers in while catching up with the schedule
-        if pending:
-            await asyncio.wait(pending, timeout=base.timeout * (opts.retries + 2)
-                               + opts.flow_retries * MAX_BACKOFF_S)
+        if inflight:
+            try:
+                await asyncio.wait_for(drained.wait(), base.timeout * (opts.retries + 2)
+                                       + opts.flow_retries * MAX_BACKOFF_S)
+            except TimeoutError:
+                pass
         await aio.close()
-        self.result.seconds = time.perf_counter() - start
+        self.result.seconds = perf() - start
         return self.result
 
+    @staticmethod
+    def _batch(aio, topic: str, bodies: list[bytes], done) -> None:
+        """A batch send (rare: a coroutine is fine) reporting to `done` as one send does."""
+        async def run() -> None:
+            try:
+                result = await aio.send_batch(topic, bodies)
+            except Exception as exc:  # noqa: BLE001 - counted by reason
+                done(None, exc)
+            else:
+                done(result, None)
+        asyncio.ensure_future(run())
+
     def recent_summary(self, seconds: float = 10.0) -> dict:
-        """RT and outcome of the last `seconds`, for the producer's /stats."""
-        cutoff = time.time() - seconds
+        """RT and outcome of the last `seconds`, for the producer's /stats; `rate` is
+        messages answered a second over them, `target_rate` what the load offers."""
+        now = time.time()
+        seconds = max(1e-3, min(seconds, now - self.started)) if self.started else seconds
+        cutoff = now - seconds
         h = LatencyHistogram()
         ok = err = 0
         with self.lock:
@@ -168,9 +195,13 @@ class LoadGenerator:
                 h.record(rt)
                 ok += good
                 err += not good
-            totals = {"acked": self.result.acked, "errors": self.result.errors}
+            totals = {"acked": self.result.acked, "errors": self.result.errors,
+                      "error_reasons": dict(self.result.error_reasons)}
         return {
             "totals": totals,
+            "target_rate": self.spec.rate,  # None: flat out
+            "started": self.started,
+            "rate": (ok + err) * self.spec.batch / seconds,
             "window_s": seconds,
             "sends": ok + err,
             "errors": err,

@@ -60,7 +60,7 @@ class Sampler:
         return self.rate >= 1.0 or (self.rate > 0.0 and self._random() < self.rate)
 
 
-# A hot record (one per traced send) is a JSON array, (type, *values) in these orders,
+# A hot record (one per traced send or delivery) is a JSON array, (type, *values) in these orders,
 # formatted by its maker as text (`json_str`, SendTracer.record) and queued as a
 # (trace key, text) tuple: the client's share of a traced send is what bounds tracing's
 # cost (its one event loop thread is the bench's bottleneck), and an f-string costs a
@@ -70,6 +70,8 @@ class Sampler:
 FIELDS = {
     "send": ("id", "keys", "client", "born_ms", "rt_ms", "status", "broker", "attempts",
              "retries", "broker_ms", "fuse"),
+    # what the message holds (topic, queue, offset, store time) is not repeated
+    "deliver": ("id", "group", "client", "broker", "pulled_ms", "committed_ms"),
 }
 _FIELDS_BY_VERSION = {
     1: {"send": ("id", "topic", "tags", "keys", "client", "born_ms", "rt_ms", "bytes",

@@ -35,6 +35,9 @@ def register(sub) -> None:
                            "backoff; default: retry at once on another broker)")
     prod.add_argument("--trace-rate", type=float, default=0.0, metavar="R",
                       help="share of sends traced, 0..1 (default 0: none)")
+    prod.add_argument("--key-prefix", default="", metavar="P",
+                      help="key the n-th message P<n> (the key index: `floodgate trace --key`)")
+    prod.add_argument("--name", default="bench", help="the producer's name on its /stats")
     prod.add_argument("--http-port", type=int,
                       help="serve this producer's /metrics and /stats (fuse state) on this port")
     prod.add_argument("--json", action="store_true")
@@ -94,10 +97,11 @@ def run_produce(args) -> int:
                         routes=routes, group=args.group, flow_retries=args.flow_retries,
                         backoff=backoff, trace_rate=args.trace_rate)
     gen = LoadGenerator(producer, LoadSpec(args.topic, args.size, args.count, args.duration,
-                                           args.rate, args.batch, args.concurrency))
+                                           args.rate, args.batch, args.concurrency,
+                                           args.key_prefix))
     http = None
     if args.http_port:
-        http = ProducerHttp(producer.fuse, "bench", args.http_port, counters=producer.counters,
+        http = ProducerHttp(producer.fuse, args.name, args.http_port, counters=producer.counters,
                             extra_stats=lambda: {"load": gen.recent_summary()}).start()
     signal.signal(signal.SIGTERM, lambda *_: gen.stop())
     try:

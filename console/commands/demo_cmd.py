@@ -104,7 +104,7 @@ def run(args) -> int:
                 "errors while the cap is full (rule 4)")
         app = FloodgateApp(demo.console_config(), hint=(
             f"{acts}. In another "
-            f"terminal: floodgate status --cluster {cluster_file} --producers {demo.http.addr}"))
+            f"terminal: floodgate status --cluster {cluster_file} --producers {demo.producer_addr}"))
         def quit_(*_) -> None:
             app.exit()
             # a console whose terminal went away (tmux killed, ssh dropped) may never get

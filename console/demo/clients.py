@@ -133,7 +133,9 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0) -> N
          None),
         (consume, Consumer("warehouse", TOPIC, brokers, routes=routes, trace_rate=trace_rate),
          WAREHOUSE_SCRIPT),
-        (flood, Producer(brokers, routes=routes, group=BATCH_GROUP,
+        # no fuse: this producer's story is its quota, and a fuse's housekeeping thread
+        # cost more than its 100 sends a second
+        (flood, Producer(brokers, routes=routes, group=BATCH_GROUP, fuse=False,
                          flow_retries=BATCH_FLOW_RETRIES), None),
     ]
     threads = []

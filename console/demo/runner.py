@@ -2,8 +2,10 @@
 
 Pieces, all stopped by `Demo.stop()` in reverse order:
 - the cluster: `broker_core.cluster.launcher.Cluster`, one process per broker;
-- a fuse-enabled producer driven by a `LoadGenerator` thread, serving its own
-  /stats and /metrics (`ProducerHttp`) so the console's Fuse screen has data;
+- a fuse-enabled producer (`floodgate bench produce` in a process of its own:
+  on two cores its event loop must not share a GIL with the console), serving
+  its own /stats and /metrics so the console's Fuse screen has data and this
+  runner reads its fuse transitions and totals;
 - two consumer groups (one healthy, one that slows, hangs and recovers) and a
   producer group flooding past its quota, in a process of their own
   (`console.demo.clients`), so the console shows backlog and throttling;
@@ -109,7 +111,7 @@ class Demo:
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._made_data: Path | None = None
-        self.cluster = self.producer = self.gen = self.http = self.clients = None
+        self.cluster = self.producer = self.clients = None
         self._threads: list[threading.Thread] = []
         self._transitions: dict[tuple, dict] = {}
         self.routes = None  # replicated demo: who is master of each group
@@ -123,9 +125,6 @@ class Demo:
     # --- start ---------------------------------------------------------------------
     def start(self) -> Demo:
         from broker_core.client.admin import ensure_topic
-        from broker_core.client.loadgen import LoadGenerator, LoadSpec
-        from broker_core.client.producer import Producer
-        from broker_core.client.producer_http import ProducerHttp
         from broker_core.cluster.launcher import Cluster
 
         o = self.opts
@@ -147,8 +146,6 @@ class Demo:
                 self.cluster.up()
                 self.routes = routes_for(self.cluster.file)
                 ensure_topic(self.routes.wait(), DEMO_TOPIC)
-                self.producer = Producer(routes=self.routes, timeout=3.0, group=DEMO_GROUP,
-                                         trace_rate=o.trace_rate)
                 # a killed broker comes back, and rejoins its group as slave
                 self._spawn(lambda: self.cluster.supervise(self._stop.is_set, restart=True),
                             "supervisor")
@@ -156,16 +153,7 @@ class Demo:
                 self.cluster = Cluster(o.brokers, o.base_port, data, name="demo")
                 self.cluster.up()
                 ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
-                self.producer = Producer(self.cluster.file.addrs, timeout=3.0,
-                                         group=DEMO_GROUP, trace_rate=o.trace_rate)
-            self.gen = LoadGenerator(self.producer, LoadSpec(
-                topic=DEMO_TOPIC, size=o.size, duration=10 ** 9, rate=o.rate, concurrency=64,
-                key_prefix=KEY_PREFIX))
-            self.http = ProducerHttp(self.producer.fuse, "demo", self.producer_port,
-                                     counters=self.producer.counters,
-                                     extra_stats=lambda: {"load": self.gen.recent_summary()})
-            self.http.start()
-            self._spawn(self.gen.run, "load")
+            self.producer = self._start_producer()
             if o.clients:  # once the slaves are in sync: a cold start is busy enough
                 self._spawn(self._clients_later, "clients")
             if o.faults:
@@ -174,6 +162,48 @@ class Demo:
             self.stop()
             raise
         return self
+
+    @property
+    def producer_addr(self) -> str:
+        return f"127.0.0.1:{self.producer_port}"
+
+    def _start_producer(self) -> subprocess.Popen:
+        """The load: `floodgate bench produce` with the demo's settings, its /stats and
+        /metrics on producer_port; up once it answers /healthz."""
+        o = self.opts
+        argv = [sys.executable, "-m", "console.cli", "bench", "produce", "--cluster",
+                str(self.cluster.path), "--topic", DEMO_TOPIC, "--rate", f"{o.rate:g}",
+                "--duration", "1e9", "--size", str(o.size), "--concurrency", "64",
+                "--timeout", "3", "--group", DEMO_GROUP, "--trace-rate", f"{o.trace_rate:g}",
+                "--key-prefix", KEY_PREFIX, "--name", "demo", "--http-port",
+                str(self.producer_port)]
+        log_file = open(self.cluster.data / "producer.log", "ab")  # noqa: SIM115 - the child's
+        try:
+            proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        finally:
+            log_file.close()
+        deadline = time.monotonic() + 30
+        while self._producer_stats("/healthz") is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                from console.errors import CommandFailed
+
+                raise CommandFailed(f"the demo's producer did not start (see "
+                                    f"{self.cluster.data / 'producer.log'})")
+            time.sleep(0.1)
+        return proc
+
+    def _producer_stats(self, path: str = "/stats") -> dict | None:
+        """The producer's /stats (None when it does not answer)."""
+        import json
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://{self.producer_addr}{path}", timeout=2) as r:
+                body = r.read()
+        except OSError:
+            return None
+        return json.loads(body) if path == "/stats" else {}
 
     def _clients_later(self) -> None:
         if not self._stop.wait(CLIENTS_AFTER_S):
@@ -204,7 +234,7 @@ class Demo:
         from console.config import ConsoleConfig
 
         brokers = [(b.name, b.http) for b in self.cluster.file.brokers]
-        return ConsoleConfig(brokers=brokers, producers=[self.http.addr],
+        return ConsoleConfig(brokers=brokers, producers=[self.producer_addr],
                              title="floodgate demo", cluster=self.cluster.path).validate()
 
     # --- faults --------------------------------------------------------------------
@@ -263,42 +293,42 @@ class Demo:
     # --- what happened ---------------------------------------------------------------
     def collect_transitions(self) -> list[dict]:
         """Every fuse transition seen so far (the fuse keeps only its last 100)."""
-        from broker_core.client.producer_http import fuse_stats
-
-        if self.producer is not None and self.producer.fuse is not None:
-            for t in fuse_stats(self.producer.fuse).get("transitions", []):
-                key = (t["time"], t["broker"], t["event"], t["reason"])
-                self._transitions.setdefault(key, {"time": t["wall_time"], "broker": t["broker"],
-                                                   "event": t["event"], "reason": t["reason"]})
+        stats = self._producer_stats() or {}
+        for t in (stats.get("fuse") or {}).get("transitions", []):
+            key = (t["time"], t["broker"], t["event"], t["reason"])
+            self._transitions.setdefault(key, {"time": t["wall_time"], "broker": t["broker"],
+                                               "event": t["event"], "reason": t["reason"]})
         return sorted(self._transitions.values(), key=lambda t: t["time"])
 
     def fuse_snapshot(self) -> dict:
-        from broker_core.client.producer_http import fuse_stats
-
-        if self.producer is None or self.producer.fuse is None:
-            return {}
-        return fuse_stats(self.producer.fuse)
+        return (self._producer_stats() or {}).get("fuse") or {}
 
     def load_totals(self) -> dict:
-        if self.gen is None:
-            return {"acked": 0, "errors": 0}
-        with self.gen.lock:
-            return {"acked": self.gen.result.acked, "errors": self.gen.result.errors,
-                    "error_reasons": dict(self.gen.result.error_reasons)}
+        """The producer's totals, the rate it was asked for and the one it achieved since
+        it started (msgs answered a second) and over its last 10 s."""
+        stats = self._producer_stats() or {}
+        load = stats.get("load") or {}
+        totals = load.get("totals") or {"acked": 0, "errors": 0, "error_reasons": {}}
+        started = load.get("started") or 0.0
+        took = stats.get("time", 0.0) - started
+        achieved = (totals["acked"] + totals["errors"]) / took if started and took > 0 else None
+        return {**totals, "target_rate": self.opts.rate, "achieved_rate": achieved,
+                "recent_rate": load.get("rate")}
 
     # --- stop ------------------------------------------------------------------------
     def stop(self) -> None:
         self._stop.set()
         if self.clients is not None:
             self.clients.terminate()  # it commits what it consumed, then exits
-        if self.gen is not None:
-            self.gen.stop()
         for t in self._threads:
             t.join(10)
         if self.producer is not None:
-            self.producer.close()
-        if self.http is not None:
-            self.http.close()
+            self.producer.terminate()  # it answers what is in flight, then exits
+            try:
+                self.producer.wait(10)
+            except subprocess.TimeoutExpired:
+                self.producer.kill()
+            self.producer = None
         if self.routes is not None:
             self.routes.close()
         if self.clients is not None:

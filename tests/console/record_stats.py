@@ -41,7 +41,7 @@ def main() -> None:
         for b in demo.cluster.file.brokers:
             doc = get(b.http, "/stats?history=300")
             (args.out / "brokers" / f"{b.name}.json").write_text(json.dumps(doc))
-        (args.out / "producers" / "demo.json").write_text(json.dumps(get(demo.http.addr, "/stats")))
+        (args.out / "producers" / "demo.json").write_text(json.dumps(get(demo.producer_addr, "/stats")))
         (args.out / "host.json").write_text(json.dumps(probe.fetch(), indent=1))
     finally:
         demo.stop()
