@@ -14,6 +14,7 @@ over six brokers on two cores, the asyncio path near 14 k.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections import deque
@@ -90,6 +91,8 @@ class LoadGenerator:
                 self.result.error_reasons[reason] = self.result.error_reasons.get(reason, 0) + n
 
     def run(self) -> LoadResult:
+        gc.collect()
+        gc.freeze()  # a full collection walking start-up's objects held the loop 20-30 ms
         try:
             import uvloop
         except ImportError:

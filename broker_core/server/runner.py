@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import resource
 import signal
@@ -88,6 +89,10 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             broker.close()
             raise
     broker.serving = True
+    # What start-up made (modules, the store's tables) lives as long as the process: a
+    # full collection need not walk it. Without this each one held the loop 20-30 ms.
+    gc.collect()
+    gc.freeze()
     log.info(
         "serving broker=%s tcp=%s http=%s flush=%s nofile=%d recovery=%s",
         config.name,

@@ -53,7 +53,11 @@ FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
 CYCLE_S = 150.0
 DEMO_TOPIC = "demo"
 DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
-CLIENTS_AFTER_S = 4.0  # consumers and the batch producer start this long after the load
+# The load starts this long after the cluster is up: the console and the clients process
+# start meanwhile (their imports and first screens took both cores for a second or two,
+# and sync sends waiting on a starved slave were answered SYSTEM_BUSY: every group
+# isolated for errors before any fault)
+LOAD_AFTER_S = 3.0
 KEY_PREFIX = "order-"  # the demo's n-th message is keyed order-n (`floodgate trace --key`)
 # Replicated demo: the same acts on groups 2 and 3 (their masters), then a kill.
 KILL = {"kill": True}
@@ -153,9 +157,9 @@ class Demo:
                 self.cluster = Cluster(o.brokers, o.base_port, data, name="demo")
                 self.cluster.up()
                 ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
-            self.producer = self._start_producer()
-            if o.clients:  # once the slaves are in sync: a cold start is busy enough
-                self._spawn(self._clients_later, "clients")
+            if o.clients:
+                self.clients = self._start_clients()
+            self._spawn(self._load_later, "load")
             if o.faults:
                 self._spawn(self._fault_loop, "faults")
         except BaseException:
@@ -179,12 +183,13 @@ class Demo:
                 str(self.producer_port)]
         log_file = open(self.cluster.data / "producer.log", "ab")  # noqa: SIM115 - the child's
         try:
-            proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = self.producer = subprocess.Popen(argv, stdout=log_file,
+                                                    stderr=subprocess.STDOUT,
+                                                    start_new_session=True)
         finally:
             log_file.close()
         deadline = time.monotonic() + 30
-        while self._producer_stats("/healthz") is None:
+        while self._producer_stats("/healthz") is None and not self._stop.is_set():
             if proc.poll() is not None or time.monotonic() > deadline:
                 from console.errors import CommandFailed
 
@@ -205,9 +210,13 @@ class Demo:
             return None
         return json.loads(body) if path == "/stats" else {}
 
-    def _clients_later(self) -> None:
-        if not self._stop.wait(CLIENTS_AFTER_S):
-            self.clients = self._start_clients()
+    def _load_later(self) -> None:
+        if self._stop.wait(LOAD_AFTER_S):
+            return
+        try:
+            self._start_producer()
+        except Exception as exc:  # noqa: BLE001 - the console shows the producer DOWN
+            log.error("the demo's producer did not start: %s", exc)
 
     def _start_clients(self) -> subprocess.Popen:
         """Consumer groups and the throttled batch producer (console.demo.clients), in
