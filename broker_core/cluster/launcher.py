@@ -175,8 +175,11 @@ class Cluster:
             stdout=logfile,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # Ctrl-C in the terminal reaches the supervisor only
+            # its own process group: Ctrl-C in the terminal reaches the supervisor only;
+            # the same session: Linux's scheduler autogroup (one per session) keeps the
+            # cluster one workload, within which nice levels order its processes
+            process_group=0,
+        )
         logfile.close()
         self.procs[entry.name] = proc
         return proc
@@ -186,7 +189,7 @@ class Cluster:
         logfile = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - child owns it
         proc = subprocess.Popen(controller_argv(self.file.zk, self.file.name, name),
                                 stdout=logfile, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, process_group=0)
         logfile.close()
         self.controllers[name] = proc
         return proc

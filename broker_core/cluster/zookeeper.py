@@ -130,7 +130,7 @@ class ZooKeeperServer:
         self.write_config()
         logfile = open(self.data_dir / "zookeeper.log", "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(self.argv(), stdout=logfile, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, process_group=0)
         logfile.close()
         self.wait_ready(timeout)
         log.info("zookeeper up addr=%s pid=%d data=%s", self.addr, self.proc.pid, self.data_dir)

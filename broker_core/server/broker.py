@@ -229,16 +229,23 @@ class Broker:
     # -- housekeeping, once a second ---------------------------------------------
     def tick(self):
         """Close finished seconds and take the tick's snapshot; returns the seconds
-        closed (the metrics log writes them)."""
+        closed (the metrics log writes them). The committed offsets are saved by
+        `save_offsets`, off the loop."""
         flush = self.store.take_latency().get("flush")
         if flush is not None and flush.count:
             self.recorder.add_histogram("flush", flush)
-        self.offsets.save()
         self.backlog.sample(self.offsets.offsets, lambda t, q: self.store.queue_offsets(t, q)[1])
         self.trace_store.flush()
         closed = self.recorder.roll()
         self.latest = take_snapshot(self)
         return closed
+
+    def save_offsets(self) -> Callable[[], None] | None:
+        """The write of the committed offsets, if they changed, to run on a worker thread:
+        a file write with two fsyncs on the loop held every send behind it for as long
+        as the disk took (tens of ms while the CommitLog flushed)."""
+        snapshot = self.offsets.take()
+        return None if snapshot is None else lambda: self.offsets.write(snapshot)
 
     # -- figures ----------------------------------------------------------------
     def snapshot(self) -> BrokerSnapshot:

@@ -9,6 +9,7 @@ new file, never half of one.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import tempfile
@@ -23,6 +24,9 @@ TOPIC_RE = re.compile(r"^[A-Za-z0-9_.%|-]{1,127}$")  # RocketMQ's allowed charac
 
 class TopicError(BrokerError):
     pass
+
+
+log = logging.getLogger("floodgate.broker")
 
 
 def write_json_atomic(path: Path, data: object) -> None:
@@ -126,10 +130,24 @@ class OffsetTable:
                         self.dirty = True
 
     def save(self) -> None:
+        snapshot = self.take()
+        if snapshot is not None:
+            self.write(snapshot)
+
+    def take(self) -> dict | None:
+        """What to save, if anything changed (the table is clean from here on): taken on
+        the loop thread, written by `write` on any thread (its fsyncs wait on the disk)."""
         if not self.dirty:
-            return
-        write_json_atomic(self.path, self.nested())
+            return None
         self.dirty = False
+        return self.nested()
+
+    def write(self, snapshot: dict) -> None:
+        try:
+            write_json_atomic(self.path, snapshot)
+        except OSError as exc:
+            self.dirty = True  # saved again next time
+            log.warning("consumer offsets not saved to %s: %s", self.path, exc)
 
 
 class GroupMembers:

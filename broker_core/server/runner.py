@@ -35,10 +35,15 @@ def raise_nofile_limit() -> int:
 async def _tick(broker: Broker, writer: MetricsLogWriter) -> None:
     loop = asyncio.get_running_loop()
     rolling: asyncio.Future | None = None
+    saving: asyncio.Future | None = None
     while True:
         now = time.time()
         await asyncio.sleep(1.0 - (now % 1.0) + 0.001)  # just after each second boundary
         closed = broker.tick()
+        if saving is None or saving.done():
+            save = broker.save_offsets()
+            if save is not None:
+                saving = loop.run_in_executor(None, save)
         if not closed:
             continue
         writer.add(broker.snapshot(), closed)

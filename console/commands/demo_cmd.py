@@ -89,6 +89,9 @@ def run(args) -> int:
     print(f"starting {what} on ports {args.base_port}.. and a producer at "
           f"{args.rate:g} msgs/s …", file=sys.stderr)
     demo.start()
+    from console.demo.runner import CONSOLE_NICE
+
+    os.nice(CONSOLE_NICE)  # this thread only: the brokers and the load come first
     try:
         if args.headless is not None:
             for sig in (signal.SIGTERM, signal.SIGHUP):

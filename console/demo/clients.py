@@ -41,7 +41,7 @@ BATCH_FLOW_RETRIES = 1  # one backoff, then give up: the demo shows refusals, no
 PULL_BATCH = 32
 FEW = 16  # a poll that brought fewer waits PAUSE_S: fuller pulls, fewer of them (2 cores)
 PAUSE_S = 0.02
-NICE = 5
+NICE = 10  # below the brokers and the load: see runner.CONSOLE_NICE
 COMMIT_S = 0.5  # the brokers judge offsets every second: commit more often than that
 CYCLE_S = 150.0  # the fault script's cycle (console.demo.runner.CYCLE_S)
 # (seconds into the cycle, per-message processing time in s, or None: hang)
