@@ -8,7 +8,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	$(BIN)/floodgate demo --groups 3
+	$(BIN)/floodgate demo --groups 4
 
 lint: setup
 	$(BIN)/ruff check .

@@ -12,3 +12,32 @@ def fsync_path(path: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class PendingDirs:
+    """Directories whose new entries (files made since) must be made durable before
+    the next checkpoint says what they hold: making a file of derived data (a queue,
+    an index) then fsyncs nothing on the caller's thread (the broker's loop) and the
+    checkpoint's flush fsyncs each directory once. Thread-safe."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._dirs: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, path: str | os.PathLike) -> None:
+        with self._lock:
+            self._dirs.add(os.fspath(path))
+
+    def sync(self) -> None:
+        with self._lock:
+            dirs, self._dirs = self._dirs, set()
+        try:
+            for d in sorted(dirs, key=len, reverse=True):  # children before their parents
+                if os.path.isdir(d):
+                    fsync_path(d)
+        except OSError:
+            with self._lock:
+                self._dirs |= dirs  # the next checkpoint tries again
+            raise

@@ -47,6 +47,9 @@ class LoadResult:
     seconds: float = 0.0
     rt: LatencyHistogram = field(default_factory=LatencyHistogram)
     error_reasons: dict[str, int] = field(default_factory=dict)
+    # attempts given up and sent again elsewhere, by why (a send that then succeeded is
+    # acked, but its broker was judged by the fuse: this says what the fuse heard)
+    retry_reasons: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         h = self.rt
@@ -61,7 +64,18 @@ class LoadResult:
             "max_s": h.max,
             "mean_s": h.mean,
             "error_reasons": dict(sorted(self.error_reasons.items(), key=lambda kv: -kv[1])[:10]),
+            "retry_reasons": dict(sorted(self.retry_reasons.items(), key=lambda kv: -kv[1])[:10]),
         }
+
+
+def retry_reason(why: str) -> str:
+    """The kind of a retried attempt's reason ("group-4: SYSTEM_BUSY: write path busy:
+    ..." -> "SYSTEM_BUSY"; "...: no answer in 3 s" -> "timeout")."""
+    _broker, _, rest = why.partition(": ")
+    head = rest.split(":", 1)[0].strip()
+    if head.isupper():
+        return head
+    return "timeout" if "no answer" in rest else head[:40] or "unknown"
 
 
 class LoadGenerator:
@@ -78,8 +92,12 @@ class LoadGenerator:
     def stop(self) -> None:
         self._stop.set()
 
-    def _record(self, rt: float, n: int, exc: BaseException | None) -> None:
+    def _record(self, rt: float, n: int, exc: BaseException | None, result=None) -> None:
+        retries = result.retries if result is not None else getattr(exc, "retries", ())
         with self.lock:
+            for why in retries:
+                reason = retry_reason(why)
+                self.result.retry_reasons[reason] = self.result.retry_reasons.get(reason, 0) + 1
             self.result.rt.record(rt)
             self.recent.append((time.time(), rt, exc is None))
             if exc is None:
@@ -117,9 +135,9 @@ class LoadGenerator:
         perf = time.perf_counter
 
         def sent(n: int, t0: float):
-            def done(_result, exc) -> None:
+            def done(result, exc) -> None:
                 nonlocal inflight
-                self._record(perf() - t0, n, exc)
+                self._record(perf() - t0, n, exc, result)
                 inflight -= 1
                 room.set()
                 if not inflight:
@@ -199,7 +217,8 @@ class LoadGenerator:
                 ok += good
                 err += not good
             totals = {"acked": self.result.acked, "errors": self.result.errors,
-                      "error_reasons": dict(self.result.error_reasons)}
+                      "error_reasons": dict(self.result.error_reasons),
+                      "retry_reasons": dict(self.result.retry_reasons)}
         return {
             "totals": totals,
             "target_rate": self.spec.rate,  # None: flat out

@@ -229,8 +229,8 @@ class Broker:
     # -- housekeeping, once a second ---------------------------------------------
     def tick(self):
         """Close finished seconds and take the tick's snapshot; returns the seconds
-        closed (the metrics log writes them). The committed offsets are saved by
-        `save_offsets`, off the loop."""
+        closed (the metrics log writes them). The topic and offset tables are saved
+        by `save_tables`, off the loop."""
         flush = self.store.take_latency().get("flush")
         if flush is not None and flush.count:
             self.recorder.add_histogram("flush", flush)
@@ -240,12 +240,19 @@ class Broker:
         self.latest = take_snapshot(self)
         return closed
 
-    def save_offsets(self) -> Callable[[], None] | None:
-        """The write of the committed offsets, if they changed, to run on a worker thread:
-        a file write with two fsyncs on the loop held every send behind it for as long
-        as the disk took (tens of ms while the CommitLog flushed)."""
-        snapshot = self.offsets.take()
-        return None if snapshot is None else lambda: self.offsets.write(snapshot)
+    def save_tables(self) -> Callable[[], None] | None:
+        """The writes of the topic and offset tables that changed, to run on a worker
+        thread (group_state.JsonTable), or None."""
+        docs = [(table, doc) for table in (self.topics, self.offsets)
+                if (doc := table.take()) is not None]
+        if not docs:
+            return None
+
+        def write() -> None:
+            for table, doc in docs:
+                table.write(doc)
+
+        return write
 
     # -- figures ----------------------------------------------------------------
     def snapshot(self) -> BrokerSnapshot:
@@ -267,6 +274,7 @@ class Broker:
         return stats_document(self.snapshot(), history_s)
 
     def close(self) -> None:
+        self.topics.save()
         self.offsets.save()
         self.trace_store.flush()
         self.store.close()

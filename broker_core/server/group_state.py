@@ -58,7 +58,40 @@ def read_json(path: Path) -> dict:
     return data
 
 
-class TopicTable:
+class JsonTable:
+    """A table the broker keeps as a JSON file, saved off its loop: the broker's tick
+    `take`s what changed (on the loop) and a worker thread `write`s it (a write and
+    two fsyncs on the loop held every send behind them for as long as the disk
+    took: tens of ms while the CommitLog flushed, a hundred at start-up)."""
+
+    path: Path
+    dirty: bool = False
+
+    def document(self) -> dict:
+        raise NotImplementedError
+
+    def take(self) -> dict | None:
+        """What to save, if anything changed (the table is clean from here on)."""
+        if not self.dirty:
+            return None
+        self.dirty = False
+        return self.document()
+
+    def write(self, doc: dict) -> None:
+        try:
+            write_json_atomic(self.path, doc)
+        except OSError as exc:
+            self.dirty = True  # saved again next time
+            log.warning("%s not saved: %s", self.path, exc)
+
+    def save(self) -> None:
+        """Save now, on this thread (closing; an operator's change that must be kept)."""
+        doc = self.take()
+        if doc is not None:
+            self.write(doc)
+
+
+class TopicTable(JsonTable):
     """topic -> number of queues, created on first send unless auto-create is off."""
 
     def __init__(self, path: Path, default_queues: int = 4, auto_create: bool = True) -> None:
@@ -67,13 +100,18 @@ class TopicTable:
         self.auto_create = auto_create
         self.queues: dict[str, int] = {k: int(v) for k, v in read_json(path).items()}
 
+    def document(self) -> dict:
+        return dict(self.queues)
+
     def get(self, topic: str, create: bool) -> int | None:
         n = self.queues.get(topic)
         if n is None and create and self.auto_create:
             if not TOPIC_RE.match(topic):
                 raise TopicError(f"illegal topic name {topic!r}")
+            # saved by the tick: lost in a crash before it, the topic is made again by
+            # its next send, as the first time
             n = self.queues[topic] = self.default_queues
-            write_json_atomic(self.path, self.queues)
+            self.dirty = True
         return n
 
 
@@ -84,12 +122,11 @@ class TopicTable:
             if TOPIC_RE.match(str(topic)) and int(n) > self.queues.get(topic, 0):
                 self.queues[str(topic)] = int(n)
                 changed = True
-        if changed:
-            write_json_atomic(self.path, self.queues)
+        self.dirty = self.dirty or changed
         return changed
 
 
-class OffsetTable:
+class OffsetTable(JsonTable):
     """(group, topic, queue) -> next offset to consume; saved when dirty."""
 
     def __init__(self, path: Path) -> None:
@@ -112,6 +149,9 @@ class OffsetTable:
             self.offsets[(group, topic, queue_id)] = offset
             self.dirty = True
 
+    def document(self) -> dict:
+        return self.nested()
+
     def nested(self) -> dict[str, dict[str, dict[str, int]]]:
         out: dict[str, dict[str, dict[str, int]]] = {}
         for (group, topic, qid), offset in self.offsets.items():
@@ -128,26 +168,6 @@ class OffsetTable:
                     if int(offset) > self.offsets.get(key, -1):
                         self.offsets[key] = int(offset)
                         self.dirty = True
-
-    def save(self) -> None:
-        snapshot = self.take()
-        if snapshot is not None:
-            self.write(snapshot)
-
-    def take(self) -> dict | None:
-        """What to save, if anything changed (the table is clean from here on): taken on
-        the loop thread, written by `write` on any thread (its fsyncs wait on the disk)."""
-        if not self.dirty:
-            return None
-        self.dirty = False
-        return self.nested()
-
-    def write(self, snapshot: dict) -> None:
-        try:
-            write_json_atomic(self.path, snapshot)
-        except OSError as exc:
-            self.dirty = True  # saved again next time
-            log.warning("consumer offsets not saved to %s: %s", self.path, exc)
 
 
 class GroupMembers:

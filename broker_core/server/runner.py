@@ -41,7 +41,7 @@ async def _tick(broker: Broker, writer: MetricsLogWriter) -> None:
         await asyncio.sleep(1.0 - (now % 1.0) + 0.001)  # just after each second boundary
         closed = broker.tick()
         if saving is None or saving.done():
-            save = broker.save_offsets()
+            save = broker.save_tables()
             if save is not None:
                 saving = loop.run_in_executor(None, save)
         if not closed:

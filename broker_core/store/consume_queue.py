@@ -15,6 +15,7 @@ import struct
 import threading
 
 from broker_core.errors import StoreCorruptError
+from broker_core.fsutil import PendingDirs
 from broker_core.store.mapped_file import MappedFile, file_name, parse_file_name
 
 UNIT = struct.Struct(">qiq")
@@ -22,11 +23,17 @@ UNIT_SIZE = UNIT.size  # 20
 
 
 class ConsumeQueue:
-    def __init__(self, root: str, topic: str, queue_id: int, units_per_file: int) -> None:
+    def __init__(self, root: str, topic: str, queue_id: int, units_per_file: int,
+                 pending_dirs: PendingDirs | None = None) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.directory = os.path.join(root, topic, str(queue_id))
-        os.makedirs(self.directory, exist_ok=True)
+        self._pending_dirs = pending_dirs
+        if not os.path.isdir(self.directory):
+            os.makedirs(self.directory, exist_ok=True)
+            if pending_dirs is not None:  # the new directories' names, with the checkpoint
+                pending_dirs.add(root)
+                pending_dirs.add(os.path.dirname(self.directory))
         self.file_bytes = units_per_file * UNIT_SIZE
         self.files: tuple[MappedFile, ...] = ()
         self._starts: tuple[int, ...] = ()
@@ -94,7 +101,8 @@ class ConsumeQueue:
                 next_start -= next_start % self.file_bytes
             while next_start < end:
                 path = os.path.join(self.directory, file_name(next_start))
-                files.append(MappedFile(path, next_start, self.file_bytes, create=True))
+                files.append(MappedFile(path, next_start, self.file_bytes, create=True,
+                                        pending_dirs=self._pending_dirs))
                 next_start += self.file_bytes
                 self._set_files(tuple(files))
             if len(files) == 1 and self.max_offset == 0:
@@ -218,7 +226,9 @@ class ConsumeQueue:
 class ConsumeQueueTable:
     """Every ConsumeQueue of a store, by (topic, queue id); created on first write."""
 
-    def __init__(self, root: str, units_per_file: int) -> None:
+    def __init__(self, root: str, units_per_file: int,
+                 pending_dirs: PendingDirs | None = None) -> None:
+        self.pending_dirs = pending_dirs
         self.root = root
         os.makedirs(root, exist_ok=True)
         self.units_per_file = units_per_file
@@ -239,7 +249,8 @@ class ConsumeQueueTable:
             with self._lock:
                 cq = self.queues.get(key)
                 if cq is None:
-                    cq = ConsumeQueue(self.root, topic, queue_id, self.units_per_file)
+                    cq = ConsumeQueue(self.root, topic, queue_id, self.units_per_file,
+                                      self.pending_dirs)
                     self.queues[key] = cq
         return cq
 

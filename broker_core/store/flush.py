@@ -265,10 +265,12 @@ class ConsumeQueueFlushService(ServiceThread):
         wall_clock: Callable[[], float],
         *,
         interval_s: float = 1.0,
+        pending_dirs=None,
     ) -> None:
         super().__init__(interval_s)
         self.commitlog = commitlog
         self.queues = queues
+        self.pending_dirs = pending_dirs  # fsutil.PendingDirs: synced before the checkpoint
         self.checkpoint_path = checkpoint_path
         self.wall_clock = wall_clock
         self.last_saved: int | None = None
@@ -282,6 +284,8 @@ class ConsumeQueueFlushService(ServiceThread):
                 return safe
             for cq in self.queues():
                 cq.flush()
+            if self.pending_dirs is not None:
+                self.pending_dirs.sync()  # new files' names: durable before counted on
             Checkpoint(safe, safe, int(self.wall_clock() * 1000)).save(self.checkpoint_path)
             self.last_saved = safe
             return safe

@@ -69,8 +69,9 @@ class IndexFile:
 
     @classmethod
     def create(cls, path: str, slots: int, capacity: int, first_phys: int,
-               first_ts: int) -> IndexFile:
-        mf = MappedFile(path, first_phys, file_bytes(slots, capacity), create=True)
+               first_ts: int, pending_dirs=None) -> IndexFile:
+        mf = MappedFile(path, first_phys, file_bytes(slots, capacity), create=True,
+                        pending_dirs=pending_dirs)
         HEADER.pack_into(mf.mm, 0, MAGIC, VERSION, 0, slots, capacity, 0, first_ts, first_phys,
                          first_ts, first_phys)
         return cls(mf)

@@ -36,7 +36,9 @@ def split_keys(keys) -> list[str]:
 
 
 class IndexService:
-    def __init__(self, directory: str, slots: int, capacity: int, span_ms: int) -> None:
+    def __init__(self, directory: str, slots: int, capacity: int, span_ms: int,
+                 pending_dirs=None) -> None:
+        self.pending_dirs = pending_dirs  # fsutil.PendingDirs: new files' names, at checkpoint
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
         self.slots, self.capacity, self.span_ms = slots, capacity, span_ms
@@ -89,7 +91,8 @@ class IndexService:
         stale = [f for f in self.files if f.path == path]
         for f in stale:
             f.destroy()
-        f = IndexFile.create(path, self.slots, max(self.capacity, n), phys, ts)
+        f = IndexFile.create(path, self.slots, max(self.capacity, n), phys, ts,
+                             self.pending_dirs)
         with self._lock:
             self.files = tuple(x for x in self.files if x not in stale) + (f,)
         return f

@@ -40,7 +40,10 @@ def parse_file_name(name: str) -> int | None:
 class MappedFile:
     """A file of ``size`` bytes mapped read-write; ``start_offset`` is its first byte's offset."""
 
-    def __init__(self, path: str, start_offset: int, size: int, *, create: bool) -> None:
+    def __init__(self, path: str, start_offset: int, size: int, *, create: bool,
+                 pending_dirs=None) -> None:
+        """`pending_dirs` (fsutil.PendingDirs): a new file's directory is fsynced with the
+        next checkpoint instead of now (derived data, made on the broker's loop)."""
         self.path = path
         self.start_offset = start_offset
         self.locked = False
@@ -60,7 +63,11 @@ class MappedFile:
                 if os.path.exists(path):
                     raise FileExistsError(errno.EEXIST, "segment already exists", path)
                 os.rename(tmp, path)
-                fsync_path(os.path.dirname(path) or ".")  # the name must survive a power cut too
+                parent = os.path.dirname(path) or "."
+                if pending_dirs is None:
+                    fsync_path(parent)  # the name must survive a power cut too
+                else:
+                    pending_dirs.add(parent)
             else:
                 size = os.fstat(fd).st_size
                 if size == 0:

@@ -24,6 +24,7 @@ from concurrent.futures import Future
 from time import perf_counter
 
 from broker_core.errors import MessageIllegalError, StoreClosedError
+from broker_core.fsutil import PendingDirs
 from broker_core.store.allocate import SegmentAllocator
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.commitlog import CommitLog
@@ -86,8 +87,12 @@ class MessageStore:
         abort_path = os.path.join(self.path, "abort")
         crashed = os.path.exists(abort_path)
         self._checkpoint_path = os.path.join(self.path, "checkpoint")
+        # derived files' new names are made durable with the next checkpoint, not on
+        # the thread that makes them (the broker's loop)
+        self.pending_dirs = PendingDirs()
         self.queue_table = ConsumeQueueTable(
-            os.path.join(self.path, "consumequeue"), config.consumequeue_units_per_file
+            os.path.join(self.path, "consumequeue"), config.consumequeue_units_per_file,
+            self.pending_dirs,
         )
         self._queues = self.queue_table.queues  # (topic, queue id) -> ConsumeQueue
         allocator = SegmentAllocator(
@@ -101,7 +106,8 @@ class MessageStore:
         self.commitlog.load()
         self.queue_table.load()
         self.index = IndexService(os.path.join(self.path, "index"), config.index_slots,
-                                  config.index_entries, int(config.index_span_s * 1000))
+                                  config.index_entries, int(config.index_span_s * 1000),
+                                  self.pending_dirs)
         self.index.load()
         self.recovery = recover(
             self.commitlog,
@@ -121,6 +127,7 @@ class MessageStore:
             self._checkpoint_path,
             self._clock,
             interval_s=config.cq_flush_interval_s,
+            pending_dirs=self.pending_dirs,
         )
         try:
             self.cq_flush.run_once(force=True)
@@ -154,9 +161,11 @@ class MessageStore:
             self._services = [self.flush_service] if config.flush == "sync" else []
         for svc in self._services:
             svc.start()
+        # the segment the next roll takes, ready in the background: also the first one of
+        # a new store (made on the first put, it held the put, and a slave's first copy)
         active = self.commitlog.active
-        if active is not None:
-            self.commitlog.allocator.prepare(active.end_offset)
+        self.commitlog.allocator.prepare(active.end_offset if active is not None
+                                         else self.commitlog.write_offset)
 
     def _derived(self) -> list:
         """What is built from the CommitLog and follows it (flush before the checkpoint,

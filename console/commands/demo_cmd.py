@@ -22,6 +22,12 @@ from pathlib import Path
 from console.commands.common import add_subparser, print_json
 from console.errors import CommandFailed, UsageError
 
+# What this kind of host (2 cores) carries with the whole demo on it (bench/README.md,
+# `bench/cpu_per_message.py --only demo`): sync replication costs each message a master,
+# a slave and two wake-ups.
+RATE_REPLICATED = 1000.0
+RATE_SINGLE = 2000.0
+
 
 def register(sub) -> None:
     parser = add_subparser(sub, "demo", "a local cluster under load with injected faults, "
@@ -31,7 +37,10 @@ def register(sub) -> None:
                         help="replicated instead: G groups of master + slave, sync replication, "
                              "a controller and ZooKeeper; act 3 kills group-1's master "
                              "(make demo: 3)")
-    parser.add_argument("--rate", type=float, default=5000, help="messages per second (5000)")
+    parser.add_argument("--rate", type=float, metavar="MSGS_S",
+                        help=f"messages per second (default {RATE_REPLICATED:g} with --groups, "
+                             f"{RATE_SINGLE:g} without: what a 2-core host carries with every "
+                             "broker under seed 000's 20 ms)")
     parser.add_argument("--no-faults", action="store_true", help="no fault script")
     parser.add_argument("--trace-rate", type=float, default=1.0, metavar="R",
                         help="share of messages traced, 0..1 (1: every message, keyed "
@@ -55,8 +64,10 @@ def register(sub) -> None:
 def _check(args) -> None:
     if args.brokers < 1:
         raise UsageError("--brokers must be at least 1")
+    if args.rate is None:
+        args.rate = RATE_REPLICATED if args.groups else RATE_SINGLE
     if args.rate <= 0:
-        raise UsageError("--rate must be positive")
+        raise UsageError(f"--rate must be positive, got {args.rate:g}")
     if not 0 <= args.trace_rate <= 1:
         raise UsageError("--trace-rate must be within [0, 1]")
     if args.headless is not None and args.headless <= 0:
@@ -81,13 +92,18 @@ def run(args) -> int:
                        trace_rate=args.trace_rate)
     demo = Demo(opts)
     stop = threading.Event()
+    log_file = demo.data_dir / "demo.log"
+    where = f"logs in {log_file}" + (" (removed at exit; --data DIR keeps them)"
+                                     if demo.removes_data else "")
     if args.headless is None:
-        # Textual owns the terminal: logs go to a file, not over the screen.
-        logging.basicConfig(level=logging.INFO, filename=str(_log_path(args)), force=True)
+        # Textual owns the terminal: logs go to a file (this run's own), not over the screen
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        logging.basicConfig(level=logging.INFO, filename=str(log_file), force=True,
+                            format="%(asctime)s %(levelname)s %(name)s %(message)s")
     what = (f"{args.groups} groups of master + slave (sync replication), a controller and "
             f"ZooKeeper" if args.groups else f"{args.brokers} brokers")
     print(f"starting {what} on ports {args.base_port}.. and a producer at "
-          f"{args.rate:g} msgs/s …", file=sys.stderr)
+          f"{args.rate:g} msgs/s; {where} …", file=sys.stderr)
     demo.start()
     from console.demo.runner import CONSOLE_NICE
 
@@ -127,15 +143,6 @@ def _exit_later(demo, grace_s: float = 5.0) -> None:
     logging.getLogger("floodgate.demo").warning("the console did not exit: stopping the demo")
     demo.stop()
     os._exit(1)
-
-
-def _log_path(args) -> Path:
-    if args.data:
-        args.data.mkdir(parents=True, exist_ok=True)
-        return args.data / "demo.log"
-    import tempfile
-
-    return Path(tempfile.gettempdir()) / "floodgate-demo.log"
 
 
 def _headless(demo, args, stop: threading.Event) -> int:
@@ -232,9 +239,15 @@ def _run_with_tui(demo, seconds: float, stop: threading.Event, record, track) ->
 
 
 def _print_summary(summary: dict) -> None:
+    from console.data.state import BEHIND_SHARE
     from console.tui.format import clock, ms
 
-    print(f"acked {summary['acked']:,}  errors {summary['errors']:,}")
+    target, achieved = summary.get("target_rate"), summary.get("achieved_rate")
+    rate = f"  {achieved:,.0f} of {target:,.0f} msgs/s" if target and achieved is not None else ""
+    print(f"acked {summary['acked']:,}  errors {summary['errors']:,}{rate}")
+    if target and achieved is not None and achieved < (1 - BEHIND_SHARE) * target:
+        print(f"  the producer fell behind: {achieved / target:.0%} of its target (this host "
+              f"is too busy for the rate: try --rate {achieved * 0.9:,.0f})")
     for b in summary["brokers"]:
         fault = ", ".join(b["faults"]) or "no fault"
         print(f"  {b['name']:10} {b['state']:9} p99 {ms(b['p99_s']):>10}  max {ms(b['max_s']):>10}"
@@ -245,8 +258,8 @@ def _print_summary(summary: dict) -> None:
         when = "never" if d["delay_s"] is None else f"after {d['delay_s'] * 1000:.0f} ms"
         print(f"  stall on {d['broker']} at {clock(d['stall_at'])}: isolated {when}")
     isolations = [t for t in summary["fuse_transitions"] if t["event"] == "isolate"]
-    print(f"fuse: {len(summary['fuse_transitions'])} transitions, {len(isolations)} isolations, "
-          f"{summary['false_isolations']} of brokers without a fault")
+    print(f"fuse: {len(summary['fuse_transitions'])} transitions, {len(isolations)} isolations "
+          f"({summary['false_isolations']} of brokers without a fault)")
     for name, g in summary["consumer_groups"].items():
         print(f"  consumer group {name}: {g['status']}, lag {g['lag']:,} "
               f"(went {' -> '.join(g['statuses'])})")

@@ -30,6 +30,7 @@ from console.data.histories import merge_histograms, merge_history
 from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 
 STATES = ("DOWN", "ISOLATED", "SLOW", "UP")  # worst first
+BEHIND_SHARE = 0.10  # a load generator this far short of its target rate is said to be
 MAX_EVENTS = 300
 
 
@@ -109,6 +110,16 @@ class ProducerView:
     @property
     def excluded(self) -> list[str]:
         return list(self.counts.excluded)
+
+    @property
+    def behind(self) -> tuple[float, float] | None:
+        """(achieved, target) msgs/s of a load generator more than BEHIND_SHARE short of
+        the rate it was asked for (over its last seconds), else None."""
+        load = self.load or {}
+        target, rate = load.get("target_rate"), load.get("rate")
+        if not isinstance(target, int | float) or not isinstance(rate, int | float):
+            return None
+        return (rate, target) if target > 0 and rate < (1 - BEHIND_SHARE) * target else None
 
     @cached_property
     def counts(self) -> FuseCounts:

@@ -78,7 +78,7 @@ HA_FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
 @dataclass
 class DemoOptions:
     brokers: int = 6
-    rate: float = 5000.0
+    rate: float = 1000.0
     faults: bool = True
     data: Path | None = None  # kept; None = a temporary directory removed at the end
     base_port: int = 20900
@@ -93,9 +93,10 @@ class DemoOptions:
 @dataclass
 class FaultAction:
     time: float  # wall clock, taken before the broker was asked: the fault cannot start earlier
-    broker: str
+    broker: str  # the name the fuse knows: the broker, or its group in a replicated demo
     action: str
     kind: str = ""  # stall | errors | clear
+    node: str = ""  # the broker process it hit (a group's master), when not `broker`
 
 
 def fault_kind(body: dict | None) -> str:
@@ -121,6 +122,8 @@ class Demo:
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._made_data: Path | None = None
+        if self.opts.data is None:  # made now, so its log can be named before the start
+            self._made_data = Path(tempfile.mkdtemp(prefix="floodgate-demo-"))
         self.cluster = self.producer = self.clients = None
         self._threads: list[threading.Thread] = []
         self._transitions: dict[tuple, dict] = {}
@@ -144,9 +147,7 @@ class Demo:
 
             raise CommandFailed(f"port(s) {', '.join(map(str, busy[:5]))} in use: "
                                 f"pick another --base-port")
-        data = o.data
-        if data is None:
-            data = self._made_data = Path(tempfile.mkdtemp(prefix="floodgate-demo-"))
+        data = o.data or self._made_data
         try:
             if o.groups:
                 from broker_core.ha.routes import routes_for
@@ -242,8 +243,14 @@ class Demo:
         t.start()
 
     @property
-    def data_dir(self) -> Path | None:
-        return self.cluster.data if self.cluster else None
+    def data_dir(self) -> Path:
+        """Where the cluster, its logs and the demo's own log live."""
+        return self.opts.data or self._made_data
+
+    @property
+    def removes_data(self) -> bool:
+        """True: the data dir is temporary, removed when the demo stops."""
+        return self._made_data is not None
 
     def console_config(self):
         from console.config import ConsoleConfig
@@ -279,7 +286,8 @@ class Demo:
                     text += f" on master {entry.name}"
         except Exception as exc:  # noqa: BLE001 - a dead broker must not end the demo
             text += f" (failed: {exc})"
-        self.actions.append(FaultAction(asked, name, text, fault_kind(body)))
+        self.actions.append(FaultAction(asked, name, text, fault_kind(body),
+                                        entry.name if entry.name != name else ""))
         log.info("fault broker=%s %s", name, text)
 
     def _kill(self, entry) -> str:

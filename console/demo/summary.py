@@ -75,17 +75,24 @@ def false_isolations(actions: Sequence[Any], transitions: Sequence[Mapping[str, 
 def summarize_run(brokers: Iterable[Any], actions: Sequence[Any],
                   transitions: Sequence[Mapping[str, Any]], fuse: Mapping[str, Any],
                   now: float) -> dict[str, Any]:
-    """Per-broker fault and isolation record, false isolations, stall detection."""
-    faults: dict[str, list[str]] = {}
+    """Per-broker fault and isolation record, false isolations, stall detection.
+
+    In a replicated demo the fuse judges groups and a fault hits a group's master:
+    a row (a broker process) shows the faults that hit it, and, while it is its
+    group's master, the isolations of its group."""
+    faults: dict[str, list[str]] = {}  # by the fuse's names: groups, or brokers
+    hit: dict[str, list[str]] = {}  # by broker process
     for act in actions:
         if act.kind != "clear":
             faults.setdefault(act.broker, []).append(act.kind)
+            hit.setdefault(getattr(act, "node", "") or act.broker, []).append(act.kind)
     isolations = fuse.get("isolations_by_broker") or {}
     rows = []
     for b in brokers:
+        judged = getattr(b, "group", None) if getattr(b, "role", None) == "MASTER" else b.name
         rows.append({"name": b.name, "state": b.state, "p99_s": b.p99, "max_s": b.max,
-                     "faulted": b.name in faults, "faults": sorted(set(faults.get(b.name, []))),
-                     "isolations": int(isolations.get(b.name, 0))})
+                     "faulted": b.name in hit, "faults": sorted(set(hit.get(b.name, []))),
+                     "isolations": int(isolations.get(judged, 0)) if judged else 0})
     # the fuse's own count for brokers never faulted (exact even past the transitions
     # it keeps), plus isolations of faulted brokers outside their fault windows
     events = false_isolations(actions, transitions)

@@ -34,6 +34,9 @@ def _isolated(c: FuseCounts, broker: str) -> str:
 def _cap(c: FuseCounts) -> str:
     if c.cap is None:
         return ""
+    if c.cap == 0 and c.brokers is not None:  # seed 000's 30 %: too few to take one out
+        return (f"{c.brokers} brokers: the 30 % cap allows none out (overflow only; "
+                "4 or more let the fuse isolate one)")
     of = f"cap {c.cap} of {c.brokers} brokers" if c.brokers is not None else f"cap {c.cap}"
     used = len(c.excluded)
     return f"{of} free" if not used else f"{of} full" if c.at_cap else f"{of}, {used} in use"

@@ -34,6 +34,11 @@ def render(state, focus=None):
         text.append(f" +{s.overflow} overflow", style="yellow")
     text.append("\n")
     text.append_text(fuse_line.render(state))
+    for p in state.producers:
+        if (behind := p.behind) is not None:
+            text.append(f"\nproducer {p.name} behind: {behind[0]:,.0f} of {behind[1]:,.0f} "
+                        f"msgs/s ({behind[0] / behind[1]:.0%}): the host cannot carry the "
+                        f"rate it was asked for", style="yellow")
     groups = consumers.cluster_line(state)
     if groups is not None:
         text.append("\n")

@@ -67,3 +67,24 @@ def test_an_isolation_after_a_brokers_fault_cleared_is_false_too():
     assert out["false_isolations"] == 2
     assert [(e["broker"], e["time"]) for e in out["false_isolation_events"]] == [
         ("broker-2", 200.0), ("broker-1", 145.0)]
+
+
+@dataclass
+class GroupView(View):
+    group: str | None = None
+    role: str | None = None
+
+
+def test_a_groups_fault_is_its_masters_and_the_groups_isolations_show_on_the_master():
+    actions = [FaultAction(100.0, "group-2", "stall_ms=800.0 on master group-2-a", "stall",
+                           "group-2-a")]
+    fuse = {"isolations_by_broker": {"group-2": 1}}
+    views = [GroupView("group-2-a", group="group-2", role="MASTER"),
+             GroupView("group-2-b", group="group-2", role="SLAVE"),
+             GroupView("group-1-a", group="group-1", role="MASTER")]
+    out = summarize_run(views, actions, [t(100.2, "group-2", "isolate")], fuse, 300.0)
+    rows = {r["name"]: r for r in out["brokers"]}
+    assert rows["group-2-a"]["faulted"] and rows["group-2-a"]["faults"] == ["stall"]
+    assert rows["group-2-a"]["isolations"] == 1
+    assert not rows["group-2-b"]["faulted"] and rows["group-2-b"]["isolations"] == 0
+    assert not rows["group-1-a"]["faulted"] and out["false_isolations"] == 0

@@ -137,3 +137,27 @@ def test_union_of_producers_in_the_header():
     s = build_state(docs, [producer(f1, "a"), producer(fuse(entry("broker-1")), "b")],
                     now=1).summary
     assert (s.isolated, s.overflow) == (2, 0)  # excluded by b: not overflow in the header
+
+
+def test_a_cap_of_none_is_said_in_words():
+    three = {**fuse(cap=0), "brokers": ["group-1", "group-2", "group-3"]}
+    assert sentence(producer(three)) == (
+        "fuse: nothing isolated; 3 brokers: the 30 % cap allows none out (overflow only; "
+        "4 or more let the fuse isolate one)")
+
+
+def test_a_producer_short_of_its_target_rate_is_said_on_the_cluster_header():
+    def with_load(rate, target=1000.0):
+        doc = {"producer": "demo", "fuse": fuse(),
+               "load": {"rate": rate, "target_rate": target, "window_s": 10.0}}
+        return ProducerSample("http/demo", ProducerStats.from_dict(doc))
+
+    def header(sample) -> str:
+        state = build_state([], [sample], None, T0)
+        return render_panel("summary", state).plain
+
+    assert producer_view(with_load(950.0)).behind is None  # within 10 %
+    assert "behind" not in header(with_load(950.0))
+    assert producer_view(with_load(800.0)).behind == (800.0, 1000.0)
+    assert "producer demo behind: 800 of 1,000 msgs/s (80%)" in header(with_load(800.0))
+    assert producer_view(with_load(800.0, None)).behind is None  # flat out: no target
