@@ -42,7 +42,8 @@ from broker_core.protocol import (
     encode_json,
     encode_pull,
 )
-from broker_core.store.message import CorruptRecord, Message, decode_records
+from broker_core.store.message import CorruptRecord, Message
+from broker_core.store.served import decode_records
 
 log = logging.getLogger("floodgate.consumer")
 

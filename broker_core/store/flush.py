@@ -88,6 +88,32 @@ class AsyncFlushService(ServiceThread):
         self.clock = clock
         self._last_thorough = clock()
 
+    def request(self, offset: int) -> Future:
+        """Future -> True once the log is durable up to ``offset``; never blocks. An
+        explicit request (e.g. before an ack that must be durable): a helper thread
+        flushes now rather than at the next interval."""
+        fut: Future = Future()
+        if self.commitlog.flushed_offset >= offset:
+            fut.set_result(True)
+            return fut
+
+        def flush() -> None:
+            try:
+                self.commitlog.flush()
+                _settle(fut, True)
+            except OSError as exc:
+                _settle(fut, exc)
+
+        threading.Thread(target=flush, name="flush-on-request", daemon=True).start()
+        return fut
+
+    def wait(self, offset: int, timeout: float) -> bool:
+        """Block until durable up to ``offset``; False on timeout."""
+        try:
+            return self.request(offset).result(timeout)
+        except TimeoutError:
+            return False
+
     def run_once(self) -> bool:
         """Flush if enough is dirty (or the thorough interval passed); True if it flushed."""
         cl = self.commitlog
@@ -289,3 +315,13 @@ class ConsumeQueueFlushService(ServiceThread):
             Checkpoint(safe, safe, int(self.wall_clock() * 1000)).save(self.checkpoint_path)
             self.last_saved = safe
             return safe
+
+
+def commitlog_flush_service(commitlog: CommitLog, config, on_flush: Callable[[float], None]):
+    """The CommitLog's flush service for a StoreConfig: group commit (sync flush, which
+    answers a put once durable) or periodic flushes (async)."""
+    if config.flush == "sync":
+        return GroupCommitService(commitlog, on_flush)
+    return AsyncFlushService(commitlog, on_flush, interval_s=config.flush_interval_s,
+                             min_pages=config.flush_min_pages,
+                             thorough_interval_s=config.flush_thorough_interval_s)

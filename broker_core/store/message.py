@@ -204,6 +204,23 @@ def prepare(
     return HEADER_SIZE + body_len + len(suffix), zlib.crc32(body), body, suffix, th
 
 
+def prepare_batch(topic: str, queue_id: int, bodies, tags, keys, properties: dict | None,
+                  max_body: int, segment_bytes: int) -> list[tuple[int, int, bytes, bytes, int]]:
+    """`prepare` for each body of a batch: the bodies together within `max_body`, the
+    records within one segment (a batch is written as one block, all or nothing)."""
+    if isinstance(bodies, bytes | bytearray | memoryview) or not len(bodies):
+        raise MessageIllegalError("put_batch needs a non-empty sequence of bodies")
+    total = sum(len(b) for b in bodies)
+    if total > max_body:
+        raise MessageIllegalError(f"batch of {total} bytes is over the {max_body} byte limit")
+    prepared = [prepare(topic, queue_id, b, tags, keys, properties, max_body) for b in bodies]
+    on_disk = sum(p[0] for p in prepared)
+    if on_disk + BLANK_MIN > segment_bytes:
+        raise MessageIllegalError(
+            f"batch takes {on_disk} bytes with headers, more than a commitlog segment")
+    return prepared
+
+
 class CorruptRecord(Exception):
     """Internal: why the bytes at an offset are not a valid record (not part of the API)."""
 
@@ -276,72 +293,6 @@ def decode_record(buf, pos: int, physical_offset: int, limit: int) -> Message:
         reconsume_times=h[12],
         store_host_raw=h[11],
     )
-
-
-def check_record(buf, pos: int, physical_offset: int, limit: int, queue_id: int,
-                 queue_offset: int, topic_bytes: bytes) -> int:
-    """The size of the record at ``buf[pos:]`` if it is the one a queue unit points
-    at (header sane, its queue, offset and topic): what a broker checks before it
-    serves the bytes to a consumer, which verifies the CRC (`decode_records`).
-    Raises CorruptRecord otherwise."""
-    h = read_record_header(buf, pos, physical_offset, limit)
-    if h[3] != queue_id or h[5] != queue_offset:
-        raise CorruptRecord("the record is not the one the queue unit points at")
-    at = pos + HEADER_SIZE + h[14]
-    if buf[at : at + len(topic_bytes)] != topic_bytes:
-        raise CorruptRecord("the record belongs to another topic")
-    return h[0]
-
-
-_PULLED_PROPS: dict[bytes, dict[str, str]] = {}  # most messages repeat a few property sets
-
-
-def decode_records(buf: bytes, pos: int, count: int) -> tuple[list[Message], int, int]:
-    """``count`` records laid end to end from ``buf[pos:]`` (a PULL answer), each
-    verified (lengths, CRC): (messages, corrupt records skipped, the offset past the
-    last). A record whose CRC or lengths fail is skipped; one whose size cannot be
-    trusted ends the answer (CorruptRecord): nothing after it can be framed."""
-    out: list[Message] = []
-    corrupt = 0
-    limit = len(buf)
-    unpack = HEADER.unpack_from
-    crc32 = zlib.crc32
-    cache = _PULLED_PROPS
-    for _ in range(count):
-        if pos + HEADER_SIZE > limit:
-            raise CorruptRecord("pulled records truncated")
-        h = unpack(buf, pos)
-        size, body_len = h[0], h[14]
-        if h[1] != MESSAGE_MAGIC or size < FIXED_SIZE or pos + size > limit:
-            raise CorruptRecord(f"pulled record of size {size} with magic {h[1]:#010x}")
-        start = pos + HEADER_SIZE
-        p = start + body_len
-        end = pos + size
-        pos = end
-        if body_len < 0 or p + 3 > end:
-            corrupt += 1
-            continue
-        body = buf[start:p]
-        topic_len = buf[p]
-        props_at = p + 1 + topic_len
-        props_len = int.from_bytes(buf[props_at : props_at + 2], "big")
-        if props_at + 2 + props_len != end or crc32(body) != h[2]:
-            corrupt += 1
-            continue
-        raw = buf[props_at + 2 : end]
-        props = cache.get(raw)
-        try:
-            if props is None:
-                props = decode_properties(raw)
-                if len(cache) < 1024 and PROP_KEYS not in props:  # keys rarely repeat
-                    cache[raw] = props
-            topic = buf[p + 1 : props_at].decode("ascii")
-        except UnicodeDecodeError:
-            corrupt += 1
-            continue
-        out.append(Message(topic, h[3], h[5], body, props.get(PROP_TAGS), props.get(PROP_KEYS),
-                           h[10], h[8], h[6], size, dict(props), h[12], h[11]))
-    return out, corrupt, pos
 
 
 _TAGS_KEY = (PROP_TAGS + _NAME_VALUE).encode()

@@ -15,10 +15,11 @@ from broker_core.store.message import (
     PROP_TAGS,
     CorruptRecord,
     Message,
-    check_record,
     decode_record,
     topic_field,
 )
+from broker_core.store.results import GetResult, GetStatus
+from broker_core.store.served import check_record
 from broker_core.store.tags import TagFilter
 
 MAX_SCAN_UNITS = 4096
@@ -104,3 +105,24 @@ def read_queue_records(
         if len(records) >= max_msgs:
             break
     return records, next_offset, corrupt
+
+
+def get_result(commitlog: CommitLog, cq: ConsumeQueue | None, offset: int, max_msgs: int,
+               filt: TagFilter | None, read=read_queue) -> tuple[GetResult, int]:
+    """A get's answer from the queue's offsets and `read` (read_queue: messages,
+    read_queue_records: stored bytes), and how many corrupt records it skipped."""
+    lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
+    if offset < lo:
+        return GetResult(GetStatus.OFFSET_TOO_SMALL, (), lo, lo, hi), 0
+    if offset == hi:
+        return GetResult(GetStatus.NO_NEW_MSG, (), offset, lo, hi), 0
+    if offset > hi:
+        return GetResult(GetStatus.OFFSET_OVERFLOW, (), hi, lo, hi), 0
+    messages, next_offset, corrupt = read(commitlog, cq, offset, max_msgs, filt)
+    if messages:
+        return GetResult(GetStatus.FOUND, messages, next_offset, cq.min_offset,
+                         cq.max_offset), corrupt
+    if offset < cq.min_offset:  # retention moved the floor while we scanned
+        return GetResult(GetStatus.OFFSET_TOO_SMALL, (), cq.min_offset, cq.min_offset,
+                         hi), corrupt
+    return GetResult(GetStatus.NO_MATCHED_MESSAGE, (), next_offset, lo, hi), corrupt

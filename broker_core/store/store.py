@@ -30,7 +30,7 @@ from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.config import StoreConfig
 from broker_core.store.consume_queue import ConsumeQueueTable
-from broker_core.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
+from broker_core.store.flush import ConsumeQueueFlushService, commitlog_flush_service
 from broker_core.store.index_service import IndexService, split_keys
 from broker_core.store.latency import LatencyRecorder, summarize
 from broker_core.store.lockfile import take_lock
@@ -41,8 +41,8 @@ from broker_core.store.lookup import (
     messages_between,
     query_by_key,
 )
-from broker_core.store.message import BLANK_MIN, Message, pack_host, prepare
-from broker_core.store.reader import read_queue, read_queue_records
+from broker_core.store.message import Message, pack_host, prepare, prepare_batch
+from broker_core.store.reader import get_result, read_queue, read_queue_records
 from broker_core.store.recovery import recover
 from broker_core.store.replica import ReplicaLog
 from broker_core.store.results import GetResult, GetStatus, PutResult, PutStatus
@@ -133,17 +133,7 @@ class MessageStore:
             self.cq_flush.run_once(force=True)
         except OSError as exc:  # a full disk must not stop the store from opening
             log.warning("no checkpoint written at start of %s: %s", self.path, exc)
-        on_flush = self._record_flush
-        if config.flush == "sync":
-            self.flush_service = GroupCommitService(self.commitlog, on_flush)
-        else:
-            self.flush_service = AsyncFlushService(
-                self.commitlog,
-                on_flush,
-                interval_s=config.flush_interval_s,
-                min_pages=config.flush_min_pages,
-                thorough_interval_s=config.flush_thorough_interval_s,
-            )
+        self.flush_service = commitlog_flush_service(self.commitlog, config, self._record_flush)
         self.retention = RetentionService(
             self.commitlog,
             self._derived,
@@ -205,21 +195,8 @@ class MessageStore:
         """
         t0 = perf_counter()
         try:
-            if isinstance(bodies, bytes | bytearray | memoryview) or not len(bodies):
-                raise MessageIllegalError("put_batch needs a non-empty sequence of bodies")
-            total = sum(len(b) for b in bodies)
-            if total > self._max_body:
-                raise MessageIllegalError(
-                    f"batch of {total} bytes is over the {self._max_body} byte limit"
-                )
-            prepared = [
-                prepare(topic, queue_id, b, tags, keys, properties, self._max_body) for b in bodies
-            ]
-            on_disk = sum(p[0] for p in prepared)
-            if on_disk + BLANK_MIN > self.config.commitlog_segment_bytes:
-                raise MessageIllegalError(
-                    f"batch takes {on_disk} bytes with headers, more than a commitlog segment"
-                )
+            prepared = prepare_batch(topic, queue_id, bodies, tags, keys, properties,
+                                     self._max_body, self.config.commitlog_segment_bytes)
         except (MessageIllegalError, TypeError) as exc:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
         result = self._append(topic, queue_id, prepared, born_timestamp, wait, split_keys(keys))
@@ -285,37 +262,14 @@ class MessageStore:
         return PutResult(status, first_phys, first_qo, now_ms, phys, n)
 
     def flushed_future(self, offset: int) -> Future:
-        """Future -> True once the CommitLog is durable up to ``offset``; never blocks.
-
-        In sync mode the group commit completes it; in async mode (an explicit
-        request, e.g. before an ack that must be durable) a helper thread flushes.
-        """
-        if self._sync:
-            return self.flush_service.request(offset)
-        fut: Future = Future()
-        if self.commitlog.flushed_offset >= offset:
-            fut.set_result(True)
-            return fut
-
-        def flush() -> None:
-            try:
-                self.commitlog.flush()
-                fut.set_result(True)
-            except OSError as exc:
-                fut.set_exception(exc)
-
-        threading.Thread(target=flush, name="flush-on-request", daemon=True).start()
-        return fut
+        """Future -> True once the CommitLog is durable up to ``offset``; never blocks
+        (sync mode: the group commit completes it; async: a flush on request)."""
+        return self.flush_service.request(offset)
 
     def wait_flushed(self, offset: int, timeout: float | None = None) -> bool:
         """Block until durable up to ``offset``; False on timeout (default sync_flush_timeout_s)."""
         timeout = self.config.sync_flush_timeout_s if timeout is None else timeout
-        if self._sync:
-            return self.flush_service.wait(offset, timeout)
-        try:
-            return self.flushed_future(offset).result(timeout)
-        except TimeoutError:
-            return False
+        return self.flush_service.wait(offset, timeout)
 
     # -- replication ----------------------------------------------------------
     def replica_log(self) -> ReplicaLog:
@@ -349,27 +303,14 @@ class MessageStore:
             raise MessageIllegalError(f"max_msgs must be a positive int, got {max_msgs!r}")
         if type(offset) is not int:
             raise MessageIllegalError(f"offset must be an int, got {offset!r}")
-        cq = self._queues.get((topic, queue_id))
-        lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
-        if offset < lo:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, (), lo, lo, hi)
-        if offset == hi:
-            return GetResult(GetStatus.NO_NEW_MSG, (), offset, lo, hi)
-        if offset > hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW, (), hi, lo, hi)
-        messages, next_offset, corrupt = read(
-            self.commitlog, cq, offset, max_msgs, TagFilter.parse(tag)
-        )
+        result, corrupt = get_result(self.commitlog, self._queues.get((topic, queue_id)),
+                                     offset, max_msgs, TagFilter.parse(tag), read)
         with self._stats_lock:
             self.counters["corrupt_reads"] += corrupt
-            if messages:
+            if result.messages:
                 self.counters["gets"] += 1
-                self.counters["get_msgs"] += len(messages)
-        if messages:
-            return GetResult(GetStatus.FOUND, messages, next_offset, cq.min_offset, cq.max_offset)
-        if offset < cq.min_offset:  # retention moved the floor while we scanned
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, (), cq.min_offset, cq.min_offset, hi)
-        return GetResult(GetStatus.NO_MATCHED_MESSAGE, (), next_offset, lo, hi)
+                self.counters["get_msgs"] += len(result.messages)
+        return result
 
     # -- finding messages (store/lookup.py) -----------------------------------------
     def message_at(self, phys: int) -> Message:
