@@ -101,7 +101,7 @@ def test_a_pull_that_would_bring_few_waits_for_more_a_full_one_does_not(broker):
             await asyncio.sleep(0.001)
         ((_s, msgs, _c),) = answer(replies[0])
         assert [m.body for m in msgs] == [b"early", b"late"]
-        for i in range(MIN_BATCH):
+        for _i in range(MIN_BATCH):
             send(broker, 1, b"x")
         assert pull(broker, [(1, 0)], wait_ms=5000) is not None  # enough: at once
         assert pull(broker, [(0, 0)], wait_ms=0) is not None  # no wait asked: at once
