@@ -59,6 +59,7 @@ class Broker:
         self.topics = TopicTable(
             data / "topics.json", config.default_queues, config.auto_create_topics
         )
+        self.topics.recover(self.store.queues())
         self.offsets = OffsetTable(data / "offsets.json")
         self.flow = FlowControl(data / "quotas.json")
         self.members = GroupMembers(time.monotonic)

@@ -108,12 +108,24 @@ class TopicTable(JsonTable):
         if n is None and create and self.auto_create:
             if not TOPIC_RE.match(topic):
                 raise TopicError(f"illegal topic name {topic!r}")
-            # saved by the tick: lost in a crash before it, the topic is made again by
-            # its next send, as the first time
+            # saved by the tick: lost in a crash before it, the topic comes back from
+            # the store's queues when the broker opens (`recover`)
             n = self.queues[topic] = self.default_queues
             self.dirty = True
         return n
 
+    def recover(self, stored: list[tuple[str, int]]) -> list[str]:
+        """Topics the store holds queues of but the table lost (created on a send just
+        before a crash, the table not yet saved): made again as auto-creation made them.
+        Returns the topics added."""
+        highest: dict[str, int] = {}
+        for topic, qid in stored:
+            highest[topic] = max(highest.get(topic, 0), qid + 1)
+        added = [t for t in highest if t not in self.queues and TOPIC_RE.match(t)]
+        for topic in added:
+            self.queues[topic] = max(highest[topic], self.default_queues)
+        self.dirty = self.dirty or bool(added)
+        return added
 
     def merge(self, queues: dict[str, int]) -> bool:
         """Take a master's topics (a slave keeps its master's table); True if changed."""

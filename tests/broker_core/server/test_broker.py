@@ -81,3 +81,22 @@ def test_tick_takes_the_snapshot_every_exporter_reads(broker):
     assert snap is broker.latest and snap.name == "b1"
     doc = broker.stats(history_s=5)
     assert doc["broker"] == "b1" and len(doc["history"]["send"]) == 1
+
+
+def test_a_topic_made_just_before_a_crash_comes_back_from_the_store(tmp_path):
+    """The topic table is saved by the tick, off the loop: a broker killed before that
+    must still serve the topic's stored messages to a new group after it restarts."""
+    from broker_core.server.broker import Broker, BrokerConfig
+
+    first = Broker(BrokerConfig("b1", tmp_path / "b1", segment_bytes=8 << 20))
+    assert send(first, b"kept", queue=2, topic="made-now")[0] == Code.OK
+    first.store.close()  # the store is flushed; the topic table never saved
+    assert not (tmp_path / "b1" / "topics.json").exists()
+    again = Broker(BrokerConfig("b1", tmp_path / "b1", segment_bytes=8 << 20))
+    try:
+        assert again.topics.get("made-now", create=False) == 4  # as auto-creation made it
+        code, body = call(again, Op.PULL, p.encode_pull(p.PullRequest("new", "made-now", [(2, 0)])))
+        ((_state, messages, _c),) = read_pull_answer(body)
+        assert code == Code.OK and [m.body for m in messages] == [b"kept"]
+    finally:
+        again.close()
