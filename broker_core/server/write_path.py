@@ -1,9 +1,15 @@
 """The broker's write path: admission, drill faults, the flush and replication waits.
 
 Fast failure (seed 000, RocketMQ's "PageCache busy"): when the write path is
-backed up — too many writes in flight, or the oldest one waiting longer than
-`busy_after_ms` — a send is answered SYSTEM_BUSY at once instead of queueing,
-so the producer's fuse can route around the sick broker. Runs on the loop
+backed up — too many writes in flight, or the oldest one not yet stored waiting
+longer than `busy_after_ms` — a send is answered SYSTEM_BUSY at once instead of
+queueing, so the producer's fuse can route around the sick broker. A write already
+stored and waiting for its promise (the disk, the slaves) counts toward the
+in-flight bound but not the age: that wait has its own timeout and answer
+(FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT), as in RocketMQ, whose busy answer is
+for sends queued before the put (waitTimeMillsInSendQueue). A slave starved of
+CPU for 200 ms made healthy masters answer busy, and the fuse isolated them for
+errors. Runs on the loop
 thread; the put itself is a memcpy into an mmap'd segment, cheap enough to
 run inline.
 
@@ -42,36 +48,39 @@ class WritePath:
         self.sync_flush = sync_flush
         self.busy_after_s = busy_after_ms / 1000.0
         self.max_inflight = max_inflight
-        self._inflight: dict[object, float] = {}  # token -> start, oldest first
+        self._queued: dict[object, float] = {}  # not stored yet: token -> start, oldest first
+        self._waiting = 0  # stored, waiting for the disk or the slaves
         self.busy_refusals = 0
         self.replication = None  # an ha.node.HaNode when the broker is in a group
         self._pause = pause  # awaited before a write while a drill pauses the broker
 
     @property
     def inflight(self) -> int:
-        return len(self._inflight)
+        return len(self._queued) + self._waiting
 
     def refusal(self, now: float) -> str | None:
         """Why a new write is refused right now (SYSTEM_BUSY), or None."""
-        if not self._inflight:
-            return None
-        oldest = next(iter(self._inflight.values()))
-        if len(self._inflight) >= self.max_inflight or now - oldest > self.busy_after_s:
-            return (f"write path busy: {len(self._inflight)} writes in flight, "
-                    f"oldest {(now - oldest) * 1000:.0f} ms")
+        inflight = len(self._queued) + self._waiting
+        if inflight >= self.max_inflight:
+            return f"write path busy: {inflight} writes in flight"
+        if self._queued:
+            oldest = next(iter(self._queued.values()))
+            if now - oldest > self.busy_after_s:
+                return (f"write path busy: {len(self._queued)} writes waiting to be "
+                        f"stored, the oldest for {(now - oldest) * 1000:.0f} ms")
         return None
 
     def write(self, put: Callable[[], object], done: Done) -> tuple[int, object] | None:
         """Run a put through admission, faults and the waits it needs: (code, result)
         now, or None when `done(code, result)` will be called later."""
-        if self._inflight:
+        if self._queued or self._waiting:
             refused = self.refusal(perf_counter())
             if refused:
                 self.busy_refusals += 1
                 return Code.SYSTEM_BUSY, refused
         if self.faults.any or self.sync_flush:
             token = object()
-            self._inflight[token] = perf_counter()
+            self._queued[token] = perf_counter()
             asyncio.ensure_future(self._slow(put, done, token))
             return None
         result = put()
@@ -81,35 +90,40 @@ class WritePath:
         ha.appended(result.end_offset)
         if not ha.sync:
             return Code.OK, result
-        token = object()
-        self._inflight[token] = perf_counter()
 
         def acked(code: int) -> None:
-            del self._inflight[token]
+            self._waiting -= 1
             done(*_replicated(code, result))
 
         code = ha.park(result.end_offset, acked)
         if code is None:
+            self._waiting += 1
             return None
-        del self._inflight[token]
         return _replicated(code, result)
 
     async def _slow(self, put, done: Done, token: object) -> None:
+        stored = [False]
         try:
             if self._pause is not None:
                 await self._pause()
-            code, result = await self._write_waiting(put)
+            code, result = await self._write_waiting(put, token, stored)
         finally:
-            del self._inflight[token]
+            if stored[0]:
+                self._waiting -= 1
+            else:
+                del self._queued[token]
         done(code, result)
 
-    async def _write_waiting(self, put) -> tuple[int, object]:
+    async def _write_waiting(self, put, token: object, stored: list) -> tuple[int, object]:
         if self.faults.should_error():
             return Code.SYSTEM_ERROR, "injected error"
         delay = self.faults.write_delay()
         if delay:
             await asyncio.sleep(delay)
         result = put()
+        del self._queued[token]  # stored: from now on its wait is the disk's or the slaves'
+        self._waiting += 1
+        stored[0] = True
         ha = self.replication
         if ha is not None and result.status is PutStatus.PUT_OK:
             ha.appended(result.end_offset)  # slaves may copy it while we flush

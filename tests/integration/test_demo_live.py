@@ -49,7 +49,8 @@ def test_make_demo_isolates_the_stalled_master_and_no_healthy_group(tmp_path):
     assert run["achieved_rate"] >= 0.8 * run["target_rate"], run  # the rate it announced
     faulted = {b["name"]: b["faults"] for b in run["brokers"] if b["faulted"]}
     assert faulted == {"group-2-a": ["stall"], "group-3-a": ["errors"]}, run["brokers"]
-    assert run["false_isolations"] == 0, run["fuse_transitions"]
+    assert run["false_isolations"] == 0, (run["false_isolation_events"], run["retry_reasons"],
+                                          run["error_reasons"], run["excused"])
     stalls = run["stall_detection"]
     assert stalls and all(s["within_goal"] for s in stalls), stalls
     events = [(t["broker"], t["event"]) for t in run["fuse_transitions"]]

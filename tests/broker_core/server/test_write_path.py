@@ -1,5 +1,6 @@
 """Admission on the write path: SYSTEM_BUSY at once when writes back up
-(too many in flight, or the oldest waiting too long), never queueing."""
+(too many in flight, or the oldest not yet stored waiting too long), never
+queueing; a stored write waiting for its slaves is in flight, not queued."""
 
 import asyncio
 
@@ -61,9 +62,31 @@ def test_refuses_once_max_inflight_writes_wait(store):
 
 def test_refuses_when_the_oldest_write_waited_too_long(store):
     wp = path(store, max_inflight=100, busy_after_ms=200.0)
-    wp._inflight[object()] = 10.0  # one write in flight since t = 10 s
+    wp._queued[object()] = 10.0  # one write waiting to be stored since t = 10 s
     assert wp.refusal(10.1) is None
-    assert "oldest 250 ms" in wp.refusal(10.25)
+    assert "the oldest for 250 ms" in wp.refusal(10.25)
+
+
+def test_a_write_waiting_for_its_slave_is_in_flight_but_never_too_old(store):
+    """Stored and parked on the slaves' acks: the slaves' timeout answers it
+    (FLUSH_SLAVE_TIMEOUT), not SYSTEM_BUSY for the sends behind it."""
+    from broker_core.ha.epochs import EpochHistory
+    from broker_core.ha.master import ReplicationMaster
+
+    wp = path(store, max_inflight=2, busy_after_ms=200.0)
+    master = ReplicationMaster(store, "g", sync=True, timeout_s=60.0, epoch=lambda: 1,
+                               history=EpochHistory, is_master=lambda: True, meta=dict)
+    master.in_sync.add("slave")  # in sync, and silent: nothing is ever acked
+    wp.replication = master
+    answered = []
+    assert wp.write(put(store), lambda *a: answered.append(a)) is None  # parked
+    assert wp.inflight == 1 and wp.refusal(1e9) is None  # however long it waits
+    assert wp.write(put(store), lambda *a: answered.append(a)) is None
+    code, reason = wp.write(put(store), None)  # the in-flight bound still holds
+    assert code == Code.SYSTEM_BUSY and "2 writes in flight" in reason
+    master.acked["slave"] = store.commitlog.write_offset
+    master._release()
+    assert [c for c, _ in answered] == [Code.OK, Code.OK] and wp.inflight == 0
 
 
 def test_injected_error_is_answered_and_releases_its_slot(store):
