@@ -80,8 +80,31 @@ def zookeeper(tmp_path_factory):
     if why:
         pytest.skip(why)
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    _warm_up(server.addr)
     yield server
     server.stop()
+
+
+def _warm_up(addr: str) -> None:
+    """A few hundred requests through a fresh JVM before the first test: its first ones
+    (class loading, the JIT) stalled the server past the 0.5-1 s sessions the HA tests
+    use ("outstanding heartbeat ping not received"), and a session ended that no test
+    meant to end."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=addr, timeout=10.0)
+    zk.start(timeout=30)
+    try:
+        for i in range(300):
+            path = zk.create("/floodgate-warm-up/n", str(i).encode(), sequence=True,
+                             makepath=True, ephemeral=i % 2 == 0)
+            zk.set(path, b"x")
+            zk.get(path)
+            zk.delete(path)
+        zk.delete("/floodgate-warm-up", recursive=True)
+    finally:
+        zk.stop()
+        zk.close()
 
 
 @pytest.fixture

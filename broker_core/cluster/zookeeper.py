@@ -143,7 +143,9 @@ class ZooKeeperServer:
                 raise ZooKeeperError(
                     f"zookeeper exited with {self.proc.returncode} while starting "
                     f"(see {self.data_dir / 'zookeeper.log'})")
-            if four_letter(self.addr, "ruok", 0.5) == "imok":
+            # serving, not only running: 'ruok' says imok before the server takes
+            # sessions ("ZooKeeperServer not running" to the first clients)
+            if "Mode: " in four_letter(self.addr, "srvr", 0.5):
                 return
             time.sleep(0.05)
         raise ZooKeeperError(f"zookeeper at {self.addr} not ready after {timeout:g} s")

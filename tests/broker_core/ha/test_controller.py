@@ -51,7 +51,11 @@ def test_controller_on_zookeeper_creates_and_fails_over(zookeeper, zk_root):
 
     cluster = zk_root.strip("/").replace("/", "_")
     paths = Paths(cluster)
-    zk = KazooClient(hosts=zookeeper.addr, timeout=1.0)
+    from kazoo.exceptions import ConnectionLoss
+
+    # the observer's session also holds b's registration: long enough that a stall of
+    # the server does not end it (only a's session is meant to end)
+    zk = KazooClient(hosts=zookeeper.addr, timeout=5.0)
     zk.start(timeout=10)
     broker_a = KazooClient(hosts=zookeeper.addr, timeout=0.5)  # a's own session
     broker_a.start(timeout=10)
@@ -62,19 +66,22 @@ def test_controller_on_zookeeper_creates_and_fails_over(zookeeper, zk_root):
         broker_a.create(paths.broker("g", "a"), reg("a").to_json(), ephemeral=True,
                         makepath=True)
         zk.create(paths.broker("g", "b"), reg("b").to_json(), ephemeral=True, makepath=True)
-        record = wait_for(lambda: read_record(zk, paths, "g")[0], 15)
+        record = wait_for(lambda: read_record(zk, paths, "g")[0], 15, "the group's record",
+                          ignore=(ConnectionLoss,))
         assert (record.epoch, record.master) == (1, "a")  # equal logs: the first name
         # the master records b in sync, then its session ends
         rec, version = read_record(zk, paths, "g")
         zk.set(paths.record("g"), rec.with_in_sync({"b"}).to_json(), version=version)
         broker_a.stop()
-        new = wait_for(lambda: (r := read_record(zk, paths, "g")[0]).epoch == 2 and r, 15)
+        new = wait_for(lambda: (r := read_record(zk, paths, "g")[0]).epoch == 2 and r, 15,
+                       "the failover's record", ignore=(ConnectionLoss,))
         assert new.master == "b" and new.reason.startswith("failover")
         wait_for(lambda: len(controller.decisions) == 2, 15)  # noted just after the write
         assert [d.kind for d in controller.decisions] == ["create", "failover"]
     finally:
         controller.stop()
         runner.join(10)
+        broker_a.stop()  # kazoo closes only a stopped client (stopped already: harmless)
         broker_a.close()
         zk.stop()
         zk.close()
