@@ -127,12 +127,12 @@ class Consumer:
         self._next_heartbeat = 0.0
         self.tracer = self._own_trace = None
         if trace_rate > 0:
+            from broker_core.client.producer import trace_dispatcher
             from broker_core.client.tracing import DeliveryTracer
-            from broker_core.trace.dispatcher import TraceDispatcher
 
             if trace is None:
-                trace = self._own_trace = TraceDispatcher.for_brokers(
-                    None if routes is not None else dict(self.brokers), routes=routes)
+                trace = self._own_trace = trace_dispatcher(
+                    None if routes is not None else dict(self.brokers), routes)
             self.tracer = DeliveryTracer(trace, trace_rate, group, self.client_id)
 
     # -- plumbing -----------------------------------------------------------

@@ -35,7 +35,8 @@ from broker_core.client.attempts import (
 from broker_core.client.connection import BrokerUnavailable, Connection, ConnectionPool
 from broker_core.client.tracing import SendTracer, traced_properties
 from broker_core.protocol import Code, Op, OutMessage, encode_send, encode_send_batch
-from broker_core.trace.records import now_ms
+from broker_core.trace.dispatcher import TraceDispatcher
+from broker_core.trace.records import TRACE_TOPIC, now_ms
 
 __all__ = ["Producer", "SendFailed", "SendResult", "normalize_brokers"]
 
@@ -104,10 +105,8 @@ class Producer:
         self._own_trace = None
         if trace_rate > 0:
             if trace is None:
-                from broker_core.trace.dispatcher import TraceDispatcher
-
-                trace = self._own_trace = TraceDispatcher.for_brokers(
-                    None if routes is not None else dict(self.brokers), routes=routes)
+                trace = self._own_trace = trace_dispatcher(
+                    None if routes is not None else dict(self.brokers), routes)
             self.tracer = SendTracer(trace, trace_rate, self.client_id, self.fuse)
 
     # -- public API ---------------------------------------------------------
@@ -306,3 +305,11 @@ class Producer:
                         )
                     except Exception:  # noqa: BLE001 - answered at the same moment
                         pass
+
+
+def trace_dispatcher(brokers=None, routes=None, **kwargs) -> TraceDispatcher:
+    """A dispatcher whose own producer (no fuse, no tracing: a trace batch's RT must not
+    judge a broker) sends the trace batches to `brokers` (or `routes`' masters)."""
+    producer = Producer(brokers, fuse=False, routes=routes, timeout=3.0)
+    return TraceDispatcher(lambda body, keys: producer.send(TRACE_TOPIC, body, keys=keys),
+                           close=producer.close, **kwargs)

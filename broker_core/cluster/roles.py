@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from broker_core.cluster.cluster_file import ClusterFile
 from broker_core.errors import BrokerError
-from broker_core.ha.records import GroupRecord, Paths, read_events, read_record
+from broker_core.ha.records import GroupRecord, Paths, Registration, read_events, read_record
 
 
 @contextmanager
@@ -56,6 +56,17 @@ def broker_role(addr: str, timeout: float = 1.0) -> dict:
         return {}
     finally:
         conn.close()
+
+
+def log_ends(regs: dict[str, Registration], timeout: float = 0.5) -> dict[str, int]:
+    """Each broker's log end, asked over HA_STATE (the controller's choice of the
+    longest log); a broker that does not answer is left out."""
+    out = {}
+    for name, reg in regs.items():
+        offset = broker_role(reg.addr, timeout).get("offset")
+        if offset is not None:
+            out[name] = int(offset)
+    return out
 
 
 def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,

@@ -88,29 +88,16 @@ def _longest(names: list[str], offsets: Callable[[list[str]], dict[str, int]]) -
     return max(names, key=lambda n: (found.get(n, -1), -names.index(n)))
 
 
-def probe_offsets(regs: dict[str, Registration], timeout: float = 0.5) -> dict[str, int]:
-    """Each broker's log end, asked over HA_STATE (unanswered: left out)."""
-    from broker_core.client.connection import Connection
-    from broker_core.protocol import Code, Op, decode_json
-
-    out = {}
-    for name, reg in regs.items():
-        conn = Connection(reg.addr, connect_timeout=timeout)
-        try:
-            code, body = conn.call(Op.HA_STATE, b"{}", timeout)
-            if code == Code.OK:
-                out[name] = int(decode_json(body).get("offset", -1))
-        except Exception as exc:  # noqa: BLE001 - unreachable: not a candidate to prefer
-            log.info("no HA_STATE from %s at %s: %s", name, reg.addr, exc)
-        finally:
-            conn.close()
-    return out
-
-
 class Controller:
     def __init__(self, zk_hosts: str, cluster: str, *, session_s: float = 1.0,
                  broker_session_s: float = 1.0, name: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 log_ends: Callable[[dict[str, Registration]], dict[str, int]] | None = None,
+                 ) -> None:
+        """`log_ends(registrations)`: each live broker's log end, asked of the brokers
+        themselves (`cluster.roles.log_ends`, the controller command's); a broker left
+        out did not answer. Without it every log counts as equally long. Passed in
+        because asking a broker is client work, which this room does not import."""
         from kazoo.client import KazooClient
         from kazoo.retry import KazooRetry
 
@@ -121,6 +108,7 @@ class Controller:
                               command_retry=KazooRetry(max_tries=5, delay=0.05, max_delay=0.5))
         self.broker_session_s = broker_session_s
         self._clock = clock
+        self._log_ends = log_ends or (lambda regs: {})
         self._stop = threading.Event()
         self._dirty = threading.Event()
         self._grace_until = 0.0
@@ -230,7 +218,7 @@ class Controller:
             record, version = retry(read_record, zk, self.paths, group)
             now = self._clock()
             first = self._first_seen.setdefault(group, now) if alive else now
-            decision = decide(record, alive, lambda n, a=alive: probe_offsets(
+            decision = decide(record, alive, lambda n, a=alive: self._log_ends(
                 {k: a[k] for k in n}), now, first)
             if decision is None:
                 self._note_waiting(group, record, alive)

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from broker_core.ha import wire
-
-if TYPE_CHECKING:
-    from broker_core.ha.master import ReplicationMaster
+from broker_core.store import MessageStore
 
 log = logging.getLogger("floodgate.ha")
 
@@ -28,10 +26,28 @@ HELLO_TIMEOUT_S = 5.0
 META_S = 1.0
 
 
+class LinkOwner(Protocol):
+    """What a link needs of its master (ha.master.ReplicationMaster is one): the link
+    is written against this, so the master's module is the only one importing the
+    other."""
+
+    group: str
+    store: MessageStore
+
+    def now(self) -> float: ...
+    def wall_ms(self) -> int: ...
+    def epoch(self) -> int: ...
+    def is_master(self) -> bool: ...
+    def meta(self) -> dict: ...
+    def welcome(self, link: SlaveLink, hello: dict) -> bool: ...
+    def on_ack(self, link: SlaveLink) -> None: ...
+    def dropped(self, link: SlaveLink) -> None: ...
+
+
 class SlaveLink(asyncio.Protocol):
     """One slave, as its master sees it: its link, what it holds, when it last acked."""
 
-    def __init__(self, master: ReplicationMaster) -> None:
+    def __init__(self, master: LinkOwner) -> None:
         self.master = master
         self.name = ""
         self.addr = "?"

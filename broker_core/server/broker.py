@@ -81,7 +81,7 @@ class Broker:
         self.serving = False
         self.latest: BrokerSnapshot | None = None  # taken each tick (runner) or on demand
         self._rr = itertools.count()
-        self.sends = SendOps(self)
+        self.sends = SendOps(self, self._host)
         self.pulls = PullOps(self)
         self.connections: set = set()  # BrokerProtocol instances (server.tcp)
         self.counters = {

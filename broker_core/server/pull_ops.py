@@ -23,15 +23,15 @@ import logging
 import time
 from collections.abc import Callable
 from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from broker_core import protocol as p
 from broker_core.errors import BrokerError
+from broker_core.observe.recorder import OpRecorder
 from broker_core.protocol import Code, Op
-from broker_core.store import GetStatus
-
-if TYPE_CHECKING:
-    from broker_core.server.broker import Broker
+from broker_core.server.faults import Faults
+from broker_core.server.group_state import TopicTable
+from broker_core.store import GetStatus, MessageStore
 
 log = logging.getLogger("floodgate.broker")
 
@@ -61,8 +61,19 @@ class HeldPull:
         self.due = self.done = False
 
 
+class PullContext(Protocol):
+    """What the pull ops need of their broker (server.broker.Broker is one)."""
+
+    store: MessageStore
+    topics: TopicTable
+    faults: Faults
+    recorder: OpRecorder
+
+    def bad(self, message: str) -> tuple[int, bytes]: ...
+
+
 class PullOps:
-    def __init__(self, broker: Broker, hold_s: float = HOLD_S,
+    def __init__(self, broker: PullContext, hold_s: float = HOLD_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.broker = broker
         self.hold_s = hold_s

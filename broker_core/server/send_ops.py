@@ -14,13 +14,16 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from time import perf_counter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from broker_core import protocol as p
 from broker_core.errors import MessageIllegalError
+from broker_core.observe.recorder import OpRecorder
 from broker_core.protocol import Code, Op
 from broker_core.server.group_state import TopicError
-from broker_core.store import PutStatus
+from broker_core.server.trace_store import StoreTracer
+from broker_core.server.write_path import WritePath
+from broker_core.store import MessageStore, PutStatus
 from broker_core.store.message import (
     HEADER_SIZE,
     MAX_PROPERTIES_BYTES,
@@ -31,9 +34,6 @@ from broker_core.store.message import (
     topic_field,
 )
 from broker_core.trace.records import PROP_TRACE
-
-if TYPE_CHECKING:
-    from broker_core.server.broker import Broker
 
 # Not a send error: stored, and the group's lack of a slave is an alert of its own
 ANSWERED_OK = frozenset({Code.OK, Code.SLAVE_NOT_AVAILABLE})
@@ -69,12 +69,31 @@ def _field(name: str, value: str) -> str:
     return f"{name}\x01{value}\x02"
 
 
+class Arrivals(Protocol):
+    def arrived(self, topic: str, queue_id: int) -> None: ...
+
+
+class SendContext(Protocol):
+    """What the send ops need of their broker (server.broker.Broker is one)."""
+
+    store: MessageStore
+    write_path: WritePath
+    recorder: OpRecorder
+    trace_store: StoreTracer
+    pulls: Arrivals  # held pulls woken by what was stored
+    counters: dict[str, int]
+
+    def bad(self, message: str) -> tuple[int, bytes]: ...
+    def check_send(self, topic: str, qid: int, nbytes: int, group: str,
+                   n: int = 1) -> tuple[int, object]: ...
+
+
 class SendOps:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: SendContext, host: bytes) -> None:
+        """`host`: the broker's packed address (store_host), in each SEND answer."""
         self.broker = broker
         self._sets: dict[str, PropertySet] = {}
-        ip, port = broker._host[:4], int.from_bytes(broker._host[4:], "big", signed=True)
-        self._ip, self._port = ip, port
+        self._ip, self._port = host[:4], int.from_bytes(host[4:], "big", signed=True)
 
     def _set(self, text: str) -> PropertySet:
         ps = self._sets.get(text)

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from broker_core.trace.records import MAX_RECORDS, TRACE_TOPIC, encode_batch
+from broker_core.trace.records import MAX_RECORDS, encode_batch
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +43,6 @@ class TraceDispatcher:
         self._flush_soon = False
         self._timer: asyncio.TimerHandle | None = None
         self._inflight: set[asyncio.Task] = set()
-
-    @classmethod
-    def for_brokers(cls, brokers=None, routes=None, **kwargs) -> TraceDispatcher:
-        """A dispatcher whose own producer (no fuse, no tracing) sends to ``brokers``."""
-        from broker_core.client.producer import Producer
-
-        producer = Producer(brokers, fuse=False, routes=routes, timeout=3.0)
-        return cls(lambda body, keys: producer.send(TRACE_TOPIC, body, keys=keys),
-                   close=producer.close, **kwargs)
 
     def add(self, record: dict) -> None:
         """Queue one record; never blocks."""

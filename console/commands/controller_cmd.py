@@ -27,6 +27,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from broker_core.cluster.roles import log_ends
     from broker_core.errors import BrokerError
     from broker_core.ha.controller import Controller
     from broker_core.ha.records import parse_zk
@@ -41,7 +42,8 @@ def run(args) -> int:
             raise UsageError(f"{flag} must be within [0.2, 60] seconds, got {value:g}")
     configure_logging()
     controller = Controller(hosts, args.cluster, session_s=args.session_timeout,
-                            broker_session_s=args.broker_session_timeout, name=args.name)
+                            broker_session_s=args.broker_session_timeout, name=args.name,
+                            log_ends=log_ends)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: threading.Thread(target=controller.stop).start())
     controller.run()

@@ -51,8 +51,8 @@ def _check(args) -> None:
 
 def run(args) -> int:
     from broker_core.cluster.cluster_file import load_cluster
+    from broker_core.cluster.trace_finder import TraceFinder
     from broker_core.message_id import MessageIdError, decode_id
-    from broker_core.trace.finder import TraceFinder
     from console.trace_format import failed_send_lines, parse_when, timeline_lines
 
     _check(args)

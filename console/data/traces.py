@@ -11,7 +11,7 @@ ID_RE = re.compile(r"^[0-9A-Fa-f]{32}$")
 
 def _finder(cluster: Path | None):
     from broker_core.cluster.cluster_file import load_cluster
-    from broker_core.trace.finder import TraceFinder
+    from broker_core.cluster.trace_finder import TraceFinder
 
     if cluster is None:
         return None

@@ -9,8 +9,8 @@ import threading
 
 from broker_core.client.attempts import SendResult
 from broker_core.client.tracing import SendTracer
+from broker_core.cluster.trace_finder import body_of
 from broker_core.trace.dispatcher import TraceDispatcher
-from broker_core.trace.finder import body_of
 from broker_core.trace.records import Sampler, decode_batch, encode_batch, trace_key
 
 

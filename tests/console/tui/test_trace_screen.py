@@ -9,7 +9,7 @@ import time
 import pytest
 
 from broker_core.client.producer import Producer
-from broker_core.trace.finder import TraceFinder
+from broker_core.cluster.trace_finder import TraceFinder
 from console.config import ConsoleConfig
 from console.tui.app import FloodgateApp
 from console.tui.screens import BrokerScreen, TraceScreen
