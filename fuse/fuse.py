@@ -29,20 +29,15 @@ cluster on a peak night. Rule 1 is kept as a hard limit.
 from __future__ import annotations
 
 import itertools
-import random
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from fuse.config import FuseConfig
-from fuse.crowd import CrowdWindow
 from fuse.errors import FuseError
-from fuse.housekeeping import Housekeeping
 from fuse.inflight import LEVEL_COUNTS, InflightCalls
-from fuse.isolation import IsolationList
+from fuse.keeper import Keeper
 from fuse.lateness import ClientLateness
-from fuse.slowness import SlowJudge
 from fuse.state import BrokerState, FuseSnapshot, IsolatedBroker
 
 # begin() returns (call id, broker, start time); end() takes it back.
@@ -50,7 +45,7 @@ CallToken = tuple[int, str, float]
 
 
 
-class Fuse(Housekeeping):
+class Fuse:
     """Chooses brokers round robin, skipping isolated ones within the cap.
 
     `Fuse(brokers, isolation_s=60.0, max_isolated_ratio=0.3, slow_s=0.010,
@@ -81,39 +76,24 @@ class Fuse(Housekeeping):
             raise FuseError(f"unknown fuse setting: {exc}") from None
         self.config = config.validate()
         self._clock = clock
-        self._rng = random.Random(seed)
-        self._lock = threading.Lock()
-        self._judge = SlowJudge(config)
         self._late = ClientLateness()
-        self._crowd = CrowdWindow()
-        self._answered = self._sluggish = 0  # since the last housekeeping, for the crowd
-        self._excused = {"client-late": 0, "aged-together": 0}
-        self._threshold = config.slow_s
-        self._aged_s = config.slow_s * config.aged_fraction
-        self._tick_s = config.housekeeping_s
         self._alpha = config.ewma_alpha
+        self._states: dict[str, BrokerState] = {}
+        self._ids = itertools.count()
+        self._rr = itertools.count()
+        self._calls = InflightCalls()
+        self._fresh = self._calls.fresh  # the hot path's stage
         # Brokers on the client's own host: they compete with it (and each other)
         # for its cores, so a late answer short of hung (10x the line) is that host's
         # noise (single-broker hiccups of up to ~50 ms measured on a 2-core demo host).
         self.colocated = frozenset(colocated)
-        self._states: dict[str, BrokerState] = {}
-        self._order: list[str] = []
-        self._list = IsolationList()
-        self._cap = 0
-        self._usable: tuple[str, ...] = ()
-        self._excluded: frozenset[str] = frozenset()
-        self._would_exclude: frozenset[str] = frozenset()
-        self._overflow: frozenset[str] = frozenset()
-        self._rr = itertools.count()
-        self._ids = itertools.count()
-        self._calls = InflightCalls()
-        self._fresh = self._calls.fresh  # the hot path's stage
-        self._next_tick = float("-inf")
-        self._next_baseline = float("-inf")
-        with self._lock:
+        # the slow path: isolation state and its changes, under its own lock
+        self._k = Keeper(self.config, clock, self._states, self._calls, self._late,
+                         self.colocated, seed)
+        with self._k.lock:
             for broker in brokers:
-                self._add_locked(broker)
-            self._rebuild_locked(self._clock())
+                self._k.add_locked(broker)
+            self._k.rebuild_locked(self._clock())
 
     # ---- hot path -------------------------------------------------------
 
@@ -125,21 +105,22 @@ class Fuse(Housekeeping):
         fuse does not know counts as healthy); if all of them are excluded,
         the one isolated earliest (rule 4).
         """
-        if self._clock() >= self._next_tick:
-            self._housekeep(block=False)
+        k = self._k
+        if self._clock() >= k.next_tick:
+            k.housekeep(block=False)
         if candidates is None:
-            usable = self._usable
+            usable = k.usable
             try:
                 return usable[next(self._rr) % len(usable)]
             except ZeroDivisionError:
                 raise FuseError("the fuse has no brokers to choose from") from None
-        excluded = self._excluded
+        excluded = k.excluded
         pool = [b for b in candidates if b not in excluded]
         if pool:
             return pool[next(self._rr) % len(pool)]
         if not candidates:
             raise FuseError("choose() got an empty candidate list")
-        return min(candidates, key=self._isolation_rank)
+        return min(candidates, key=k.rank)
 
     # The methods below are the per-call hot path: the judgement is inlined
     # (no helper call for a healthy call) because a Python call costs ~100 ns.
@@ -161,11 +142,11 @@ class Fuse(Housekeeping):
         call_id, broker, start = token
         now = self._clock()
         rt = judged = now - start
-        late = self._late
+        late, k = self._late, self._k
         if now > late.due_by or late.gap_end > start:  # the client was away meanwhile
             judged = rt - late.away(start, now)
             if judged < rt and ok:
-                self._excused["client-late"] += 1
+                k.excused["client-late"] += 1
         if broker_s is not None and judged < broker_s:
             judged = broker_s if broker_s < rt else rt
         # The stage the call is still in says how often housekeeping counted it.
@@ -183,24 +164,24 @@ class Fuse(Housekeeping):
             state.first_seen = now
         state.samples += 1
         state.seen_at = now
-        self._answered += 1
-        line = self._threshold
+        k.answered += 1
+        line = k.threshold
         if ok:
             if judged <= line and not counted:
-                if judged > self._aged_s:
-                    self._sluggish += 1  # evidence for a neighbour's judgement
+                if judged > k.aged_s:
+                    k.sluggish += 1  # evidence for a neighbour's judgement
                     if judged > state.sluggish_s or now - state.sluggish_at > line:
                         state.sluggish_at, state.sluggish_s = now, judged
                 return rt
-            self._sluggish += 1
+            k.sluggish += 1
             if counted and judged > state.worst_rt_s:
                 state.worst_rt_s = judged  # its real RT, for re-judging (benign race)
             weight = self._weight(judged, line) - counted
             if weight <= 0:
                 return rt
-            self._offend(state, True, judged, weight)
+            k.offend(state, True, judged, weight)
         else:
-            self._offend(state, False, judged, 1)
+            k.offend(state, False, judged, 1)
         return rt
 
     def report(self, broker: str, rt_s: float, ok: bool = True,
@@ -228,17 +209,17 @@ class Fuse(Housekeeping):
             if away:
                 rt_s -= away
                 if ok:
-                    self._excused["client-late"] += 1
+                    self._k.excused["client-late"] += 1
         if broker_s is not None and rt_s < broker_s:
             rt_s = broker_s
         state.ewma_s += ((rt_s if rt_s < 1.0 else 1.0) - state.ewma_s) * self._alpha
         if not state.samples:
             state.first_seen = self._clock()
         state.samples += 1
-        line = self._threshold
+        line = self._k.threshold
         if ok and rt_s <= line:
             return
-        self._offend(state, ok, rt_s, self._weight(rt_s, line) if ok else 1)
+        self._k.offend(state, ok, rt_s, self._weight(rt_s, line) if ok else 1)
 
     def _weight(self, rt: float, line: float) -> int:
         """Offences a slow call is worth: past the line, twice it, stuck, hung."""
@@ -256,11 +237,6 @@ class Fuse(Housekeeping):
         if not (isinstance(interval_s, int | float) and 0 < interval_s < 1.0):
             raise FuseError(f"interval_s must be in (0, 1) seconds, got {interval_s!r}")
         return self._late.beat(self._clock(), float(interval_s))
-
-    def _offend(self, state: BrokerState, ok: bool, rt: float, counts: int) -> None:
-        with self._lock:
-            if self._states.get(state.name) is state:
-                self._offend_locked(state, "slow" if ok else "error", self._clock(), rt, counts)
 
     def abandon(self, token: CallToken) -> None:
         """Forget a call without judging it (e.g. the producer is shutting down)."""
@@ -284,68 +260,63 @@ class Fuse(Housekeeping):
 
     def add_broker(self, broker: str) -> None:
         """Start using `broker` (no-op if known); the cap is recomputed."""
-        with self._lock:
-            if self._add_locked(broker):
-                self._rebuild_locked(self._clock())
-
-    def _add_locked(self, broker: str) -> bool:
-        if not isinstance(broker, str) or not broker:
-            raise FuseError(f"a broker is a non-empty string, got {broker!r}")
-        if broker in self._states:
-            return False
-        self._states[broker] = BrokerState(broker)
-        self._order.append(broker)
-        return True
+        with self._k.lock:
+            if self._k.add_locked(broker):
+                self._k.rebuild_locked(self._clock())
 
     def remove_broker(self, broker: str) -> None:
         """Stop using `broker` and drop its state (no-op if unknown)."""
-        with self._lock:
-            state = self._states.pop(broker, None)
-            if state is None:
-                return
-            self._order.remove(broker)
-            self._judge.forget(broker)
-            now = self._clock()
-            if state.isolated:
-                self._release_locked(state, now, "removed")
-            self._rebuild_locked(now)
+        with self._k.lock:
+            self._k.remove_locked(broker)
 
     @property
     def brokers(self) -> tuple[str, ...]:
-        return tuple(self._order)
+        return tuple(self._k.order)
+
+    def tick(self) -> None:
+        """Expire isolations, judge calls still in flight, refresh the baseline.
+
+        `choose` does this by itself every `tick_s`; call it from a timer if
+        the producer may sit idle while calls are in flight.
+        """
+        self._k.housekeep(block=True)
+
+    check_inflight = tick
 
     # ---- reading ------------------------------------------------------------
 
     def snapshot(self, transitions: bool = True) -> FuseSnapshot:
         """The state now (after housekeeping), with the last 100 transitions."""
-        self._housekeep(block=True)
-        with self._lock:
+        k = self._k
+        k.housekeep(block=True)
+        with k.lock:
             now = self._clock()
+            entries = k.list
             isolated = tuple(
                 IsolatedBroker(st.name, st.reason, st.since, st.until, max(0.0, st.until - now),
                                st.overflow, st.offences, st.repeats)
-                for st in self._list.entries
+                for st in entries.entries
             )
             return FuseSnapshot(
                 time=now,
-                brokers=tuple(self._order),
-                cap=self._cap,
+                brokers=tuple(k.order),
+                cap=k.cap,
                 dry_run=self.config.dry_run,
                 isolated=isolated,
-                excluded=self._excluded,
-                would_exclude=self._would_exclude,
-                overflow=self._overflow,
-                slow_threshold_s=self._threshold,
-                baseline_s=self._judge.baseline_s,
-                cluster_slow=self._judge.cluster_slow(now, len(self._states)),
+                excluded=k.excluded,
+                would_exclude=k.would_exclude,
+                overflow=k.overflow,
+                slow_threshold_s=k.threshold,
+                baseline_s=k.judge.baseline_s,
+                cluster_slow=k.judge.cluster_slow(now, len(self._states)),
                 inflight=len(self._calls),
-                isolations_total=dict(self._list.isolations_total),
-                transitions_total=dict(self._list.transitions_total),
-                overflow_total=self._list.overflow_total,
-                transitions=tuple(self._list.transitions) if transitions else (),
+                isolations_total=dict(entries.isolations_total),
+                transitions_total=dict(entries.transitions_total),
+                overflow_total=entries.overflow_total,
+                transitions=tuple(entries.transitions) if transitions else (),
                 isolations_by_broker={st.name: st.isolations for st in self._states.values()
                                       if st.isolations},
-                excused_total=dict(self._excused),
+                excused_total=dict(k.excused),
                 client=self._late.figures(now) if self._late.active else None,
                 colocated=self.colocated,
             )
@@ -353,4 +324,4 @@ class Fuse(Housekeeping):
     @property
     def excluded(self) -> frozenset[str]:
         """What `choose` skips right now (no housekeeping; cheap)."""
-        return self._excluded
+        return self._k.excluded

@@ -1,53 +1,119 @@
-"""The slow path of `Fuse`: housekeeping (expiry, in-flight judgement, the
-baseline) and every change of isolation state, all with the fuse's lock held.
+"""The fuse's slow path: every change of isolation state, under one lock, and the
+housekeeping (expiry, in-flight judgement, the baseline) that runs every `tick_s`.
 
-A mixin rather than a second object so `fuse.py` reads as the hot path alone
-while both halves share the fuse's fields; nothing here runs per call.
+`Keeper` is its own object with a narrow surface that the hot path (`fuse.Fuse`)
+reads: the published routing (`usable`, `excluded`, `overflow`, `cap`), the slow
+line (`threshold`, `aged_s`), the counters the hot path adds to (`answered`,
+`sluggish`, `excused`) and two calls, `offend` and `housekeep`. The per-broker
+states, the calls in flight and the client's lateness are the fuse's; it hands them
+over at construction. Nothing here runs for a healthy call.
 """
 
 from __future__ import annotations
 
-from fuse.slowness import SHARED, UNSURE, slow_alone
+import random
+import threading
+from collections.abc import Callable
+
+from fuse.config import FuseConfig
+from fuse.crowd import CrowdWindow
+from fuse.errors import FuseError
+from fuse.inflight import InflightCalls
+from fuse.isolation import IsolationList
+from fuse.lateness import ClientLateness
+from fuse.slowness import SHARED, UNSURE, SlowJudge, slow_alone
 from fuse.state import BrokerState
 
 REJUDGE_MARGIN = 1.2
 
 
-class Housekeeping:
-    """Mixed into `Fuse`; uses its fields (`_lock`, `_states`, `_list`, ...)."""
+class Keeper:
+    def __init__(self, config: FuseConfig, clock: Callable[[], float],
+                 states: dict[str, BrokerState], calls: InflightCalls,
+                 late: ClientLateness, colocated: frozenset[str],
+                 seed: int | str | None = None) -> None:
+        self.config = config
+        self._clock = clock
+        self._states = states  # the fuse's, by broker name
+        self._calls = calls
+        self._late = late
+        self.colocated = colocated
+        self._rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.judge = SlowJudge(config)
+        self._crowd = CrowdWindow()
+        self.list = IsolationList()
+        self.order: list[str] = []  # brokers in the order they were added
+        # what the hot path reads, replaced whole under the lock
+        self.cap = 0
+        self.usable: tuple[str, ...] = ()
+        self.excluded: frozenset[str] = frozenset()
+        self.would_exclude: frozenset[str] = frozenset()
+        self.overflow: frozenset[str] = frozenset()
+        self.threshold = config.slow_s
+        self.aged_s = config.slow_s * config.aged_fraction
+        # what the hot path adds to (unlocked: a lost increment is harmless)
+        self.answered = self.sluggish = 0  # since the last housekeeping, for the crowd
+        self.excused = {"client-late": 0, "aged-together": 0}
+        self.next_tick = float("-inf")
+        self._tick_s = config.housekeeping_s
+        self._next_baseline = float("-inf")
+
+    # ---- membership (lock held by the caller) ------------------------------
+
+    def add_locked(self, broker: str) -> bool:
+        if not isinstance(broker, str) or not broker:
+            raise FuseError(f"a broker is a non-empty string, got {broker!r}")
+        if broker in self._states:
+            return False
+        self._states[broker] = BrokerState(broker)
+        self.order.append(broker)
+        return True
+
+    def remove_locked(self, broker: str) -> bool:
+        state = self._states.pop(broker, None)
+        if state is None:
+            return False
+        self.order.remove(broker)
+        self.judge.forget(broker)
+        now = self._clock()
+        if state.isolated:
+            self._release_locked(state, now, "removed")
+        self.rebuild_locked(now)
+        return True
+
+    # ---- what the hot path calls -------------------------------------------
+
+    def offend(self, state: BrokerState, ok: bool, rt: float, counts: int) -> None:
+        """A slow (`ok`) or failed call of `state`'s broker, worth `counts` offences."""
+        with self.lock:
+            if self._states.get(state.name) is state:
+                self._offend_locked(state, "slow" if ok else "error", self._clock(), rt, counts)
 
     # ---- housekeeping -----------------------------------------------------
 
-    def tick(self) -> None:
-        """Expire isolations, judge calls still in flight, refresh the baseline.
-
-        `choose` does this by itself every `tick_s`; call it from a timer if
-        the producer may sit idle while calls are in flight.
-        """
-        self._housekeep(block=True)
-
-    check_inflight = tick
-
-    def _housekeep(self, block: bool) -> None:
-        if not self._lock.acquire(blocking=block):
+    def housekeep(self, block: bool) -> None:
+        """Expire isolations, judge calls still in flight, refresh the baseline; with
+        `block=False`, nothing if another thread is at it."""
+        if not self.lock.acquire(blocking=block):
             return  # another thread is doing it right now
         try:
             now = self._clock()
-            self._next_tick = now + self._tick_s
+            self.next_tick = now + self._tick_s
             changed = self._expire_locked(now)
-            answered, sluggish = self._answered, self._sluggish
-            self._answered -= answered  # (an increment racing this is kept for next time)
-            self._sluggish -= sluggish
+            answered, sluggish = self.answered, self.sluggish
+            self.answered -= answered  # (an increment racing this is kept for next time)
+            self.sluggish -= sluggish
             self._crowd.add(now, answered, sluggish)
             self._crowd.fold(now)
             if now >= self._next_baseline:
                 self._next_baseline = now + self.config.baseline_interval_s
-                self._threshold = self._judge.refresh(self._states.values())
-                self._aged_s = self._threshold * self.config.aged_fraction
+                self.threshold = self.judge.refresh(self._states.values())
+                self.aged_s = self.threshold * self.config.aged_fraction
                 changed = self._rejudge_locked(now) or changed
             # A call in flight counts once past the line, once more past twice it
             # and once more when stuck, in time the client was watching.
-            line = self._threshold
+            line = self.threshold
             lines = (line, 2.0 * line, self.config.stuck_factor * line,
                      self.config.hung_factor * line)
             cut = self._late.cutoff if self._late.active else (lambda t, d: t - d)
@@ -55,9 +121,9 @@ class Housekeeping:
             if any(stages):
                 self._judge_overdue_locked(now, *stages)
             if changed:
-                self._rebuild_locked(now)
+                self.rebuild_locked(now)
         finally:
-            self._lock.release()
+            self.lock.release()
 
     def _judge_overdue_locked(self, now: float, past_line: dict, past_twice: dict,
                               stuck: dict, hung: dict) -> None:
@@ -65,17 +131,17 @@ class Housekeeping:
         then the client (or the whole cluster) is late and nobody is isolated.
         Each is judged against the brokers serving before this batch."""
         stages = (past_line, past_twice, stuck, hung)
-        serving = self._usable
+        serving = self.usable
         overdue = dict.fromkeys([*past_line, *past_twice, *stuck, *hung])  # ordered
         for broker, (calls, _start) in stuck.items():
             state = self._states.get(broker)
             if state is not None:
                 state.stuck += calls
         for broker in overdue:
-            self._judge.mark_slow(broker, now)
-        if len(overdue) > 1 and self._judge.cluster_slow(now, len(self._states)):
+            self.judge.mark_slow(broker, now)
+        if len(overdue) > 1 and self.judge.cluster_slow(now, len(self._states)):
             if not stuck and not hung:  # stuck calls are judged one by one (slow alone?)
-                self._excused["aged-together"] += sum(
+                self.excused["aged-together"] += sum(
                     st.get(b, (0, 0))[0] for st in stages for b in overdue)
                 self._release_cluster_slow_locked(now)
                 return
@@ -95,15 +161,15 @@ class Housekeeping:
         isolated in that gap for calls that are now ordinary come back, unless
         a call to them is still stuck.
         """
-        line = self._threshold / REJUDGE_MARGIN  # margin: the line wobbles with the baseline
-        undo = [st for st in self._list.entries
+        line = self.threshold / REJUDGE_MARGIN  # margin: the line wobbles with the baseline
+        undo = [st for st in self.list.entries
                 if st.episode_errors == 0 and st.worst_rt_s < line and not st.stuck]
         for state in undo:
             self._release_locked(state, now, "rejudged")
         return bool(undo)
 
     def _expire_locked(self, now: float) -> bool:
-        expired = [st for st in self._list.entries if st.until <= now]
+        expired = [st for st in self.list.entries if st.until <= now]
         for state in expired:
             self._release_locked(state, now, "expired")
         return bool(expired)
@@ -135,8 +201,8 @@ class Housekeeping:
         state.since = now
         state.until = now + state.duration_s * jitter
         state.isolations += 1
-        self._list.add(state, now, reason)
-        self._rebuild_locked(now)
+        self.list.add(state, now, reason)
+        self.rebuild_locked(now)
 
     def _slow_enough_locked(self, state: BrokerState, now: float, rt: float, calls: int,
                             serving: tuple[str, ...] | None) -> bool:
@@ -145,8 +211,8 @@ class Housekeeping:
         cfg = self.config
         if state.samples < cfg.warmup_calls or now - state.first_seen < cfg.warmup_s:
             return False  # its first calls carry the connect and a cold broker's start
-        stuck = rt > cfg.stuck_factor * self._threshold
-        if self._judge.note_slow(state.name, now, len(self._states)) and not stuck:
+        stuck = rt > cfg.stuck_factor * self.threshold
+        if self.judge.note_slow(state.name, now, len(self._states)) and not stuck:
             self._release_cluster_slow_locked(now)
             return False
         if not state.isolated:  # a suspect until slow_calls within slow_window_s
@@ -155,15 +221,15 @@ class Housekeeping:
             state.suspect_calls += calls
             if state.suspect_calls < cfg.slow_calls:
                 return False
-        if state.name in self.colocated and rt <= cfg.hung_factor * self._threshold:
+        if state.name in self.colocated and rt <= cfg.hung_factor * self.threshold:
             return False  # a suspect until a call hangs: see `colocated`
-        verdict = slow_alone(state.name, rt, serving or self._usable, self._states,
-                             self._aged_before, self._crowd, now, self._threshold, cfg)
+        verdict = slow_alone(state.name, rt, serving or self.usable, self._states,
+                             self._aged_before, self._crowd, now, self.threshold, cfg)
         if verdict == UNSURE:
             return False  # still a suspect: the next, stronger evidence decides
         state.suspect_since, state.suspect_calls = float("-inf"), 0
         if verdict == SHARED:
-            self._excused["aged-together"] += calls
+            self.excused["aged-together"] += calls
             return False
         return True
 
@@ -178,25 +244,26 @@ class Housekeeping:
         (not of a broker with a call stuck, now or in this isolation: a call 40x
         the baseline is not the cluster's slowness)."""
         horizon = now - self.config.cluster_window_s
-        stuck_s = self.config.stuck_factor * self._threshold
-        undo = [st for st in self._list.entries if st.episode_errors == 0 and
+        stuck_s = self.config.stuck_factor * self.threshold
+        undo = [st for st in self.list.entries if st.episode_errors == 0 and
                 st.since >= horizon and not st.stuck and st.worst_rt_s <= stuck_s]
         for state in undo:
             self._release_locked(state, now, "cluster-slow")
         if undo:
-            self._rebuild_locked(now)
+            self.rebuild_locked(now)
 
     def _release_locked(self, state: BrokerState, now: float, reason: str) -> None:
-        self._list.release(state, now, reason)
+        self.list.release(state, now, reason)
 
-    def _rebuild_locked(self, now: float) -> None:
+    def rebuild_locked(self, now: float) -> None:
         """Split the isolation list at the cap and republish what `choose` reads."""
-        self._cap = self.config.cap(len(self._states))
-        would, self._overflow = self._list.split(self._cap, now)
-        self._would_exclude = would
-        self._excluded = frozenset() if self.config.dry_run else would
-        self._usable = tuple(b for b in self._order if b not in self._excluded)
+        self.cap = self.config.cap(len(self._states))
+        would, self.overflow = self.list.split(self.cap, now)
+        self.would_exclude = would
+        self.excluded = frozenset() if self.config.dry_run else would
+        self.usable = tuple(b for b in self.order if b not in self.excluded)
 
-    def _isolation_rank(self, broker: str) -> float:
+    def rank(self, broker: str) -> float:
+        """Choosing among excluded brokers: the one isolated earliest first (rule 4)."""
         state = self._states.get(broker)
         return state.since if state is not None and state.isolated else float("-inf")
