@@ -5,6 +5,10 @@
 their first unit. Queue offset ``n`` is unit ``n``. It is derived data: after
 a crash, units beyond the checkpoint's safe offset are cut and rebuilt from
 the CommitLog.
+
+Files are sparse and allocated in extents ahead of the units (`MappedFile.reserve`,
+in `ensure_capacity`, before the CommitLog is written): a queue costs disk for what
+it holds, and a full disk still answers DISK_FULL before anything is stored.
 """
 
 from __future__ import annotations
@@ -56,7 +60,8 @@ class ConsumeQueue:
         )
         files = []
         for start, name in names:
-            f = MappedFile(os.path.join(self.directory, name), start, 0, create=False)
+            f = MappedFile(os.path.join(self.directory, name), start, 0, create=False,
+                           growable=True)
             if files and files[-1].end_offset != start:
                 for x in files + [f]:
                     x.close()
@@ -66,7 +71,7 @@ class ConsumeQueue:
         if files:
             self.min_offset = files[0].start_offset // UNIT_SIZE
             last = files[-1]
-            used = len(last.mm[:].rstrip(b"\0"))
+            used = len(last.mm[:last.data_end()].rstrip(b"\0"))
             units = -(-used // UNIT_SIZE)
             self.max_offset = last.start_offset // UNIT_SIZE + units
         self.flushed_offset = self.max_offset
@@ -74,9 +79,14 @@ class ConsumeQueue:
     def _set_files(self, files: tuple[MappedFile, ...]) -> None:
         self.files = files
         self._starts = tuple(f.start_offset for f in files)
-        if files:
-            last = files[-1]
-            self._tail = (last, last.start_offset // UNIT_SIZE, last.end_offset // UNIT_SIZE)
+        self._set_tail()
+
+    def _set_tail(self) -> None:
+        """Appends go straight to the last file up to what it has allocated."""
+        if self.files:
+            last = self.files[-1]
+            lo = last.start_offset // UNIT_SIZE
+            self._tail = (last, lo, lo + last.allocated // UNIT_SIZE)
         else:
             self._tail = (None, 0, 0)
 
@@ -90,7 +100,8 @@ class ConsumeQueue:
 
     # -- writing (under the store's put lock, or during recovery) -------------
     def ensure_capacity(self, n: int) -> None:
-        """Create the files that units [max_offset, max_offset + n) need (OSError if no space)."""
+        """Create and allocate what units [max_offset, max_offset + n) need (OSError if
+        no space): called before the records are written, so ENOSPC stores nothing."""
         if self.max_offset + n <= self._tail[2]:
             return
         end = (self.max_offset + n) * UNIT_SIZE
@@ -102,11 +113,16 @@ class ConsumeQueue:
             while next_start < end:
                 path = os.path.join(self.directory, file_name(next_start))
                 files.append(MappedFile(path, next_start, self.file_bytes, create=True,
-                                        pending_dirs=self._pending_dirs))
+                                        pending_dirs=self._pending_dirs, growable=True))
                 next_start += self.file_bytes
                 self._set_files(tuple(files))
             if len(files) == 1 and self.max_offset == 0:
                 self.min_offset = files[0].start_offset // UNIT_SIZE
+            pos = self.max_offset * UNIT_SIZE
+            for f in files:  # the files the new units fall in, allocated up to them
+                if f.end_offset > pos and f.start_offset < end:
+                    f.reserve(min(end, f.end_offset) - f.start_offset)
+            self._set_tail()
 
     def append_unit(self, phys: int, size: int, tag_hash: int) -> int:
         """Write the next unit (after ensure_capacity); returns its queue offset."""
@@ -120,8 +136,15 @@ class ConsumeQueue:
         return index
 
     def put_unit(self, index: int, phys: int, size: int, tag_hash: int) -> None:
-        if self._file_for(index) is None:
-            self.ensure_capacity(index + 1 - self.max_offset)
+        found = self._file_for(index)
+        if found is None or found[1] + UNIT_SIZE > found[0].allocated:
+            if index >= self.max_offset:
+                self.ensure_capacity(index + 1 - self.max_offset)
+            else:  # below the end (recovery rewriting a unit): its extent, if not yet
+                f = self._file_for(index)[0]
+                with self._files_lock:
+                    f.reserve(index * UNIT_SIZE - f.start_offset + UNIT_SIZE)
+                    self._set_tail()
         f, local = self._file_for(index)
         UNIT.pack_into(f.mm, local, phys, size, tag_hash)
         if index >= self.max_offset:

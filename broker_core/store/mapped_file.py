@@ -1,9 +1,13 @@
 """One fixed-size, mmap'd file of the CommitLog or a ConsumeQueue (RocketMQ's MappedFile).
 
-Files are named by the 20-digit zero-padded offset of their first byte. They
-are fully allocated when created (posix_fallocate), so a full disk shows up
-as ENOSPC at creation time, never as SIGBUS in the middle of a write through
-the mapping. Durability goes through fdatasync on the file descriptor, which
+Files are named by the 20-digit zero-padded offset of their first byte. A
+CommitLog segment is fully allocated when created (posix_fallocate), so a full
+disk shows up as ENOSPC at creation time, never as SIGBUS in the middle of a
+write through the mapping. A growable file (a ConsumeQueue's) is as long but
+sparse: it is allocated in extents ahead of the writes (`reserve`), each extent
+before anything that needs it is written, so the same holds at a fraction of
+the disk: a queue holding a few units takes one small extent, not 6 MB
+(seed 001: one host, tens of thousands of queues). Durability goes through fdatasync on the file descriptor, which
 on Linux writes back pages dirtied through the mapping and, unlike
 mmap.flush, releases the GIL while the disk works.
 """
@@ -41,10 +45,14 @@ class MappedFile:
     """A file of ``size`` bytes mapped read-write; ``start_offset`` is its first byte's offset."""
 
     def __init__(self, path: str, start_offset: int, size: int, *, create: bool,
-                 pending_dirs=None) -> None:
+                 pending_dirs=None, growable: bool = False) -> None:
         """`pending_dirs` (fsutil.PendingDirs): a new file's directory is fsynced with the
-        next checkpoint instead of now (derived data, made on the broker's loop)."""
+        next checkpoint instead of now (derived data, made on the broker's loop).
+        `growable`: allocated by `reserve` as it fills, not whole at creation."""
         self.path = path
+        self.growable = growable
+        # bytes from the start known to be allocated: writes below this never SIGBUS
+        self.allocated = 0
         self.start_offset = start_offset
         self.locked = False
         # Newest store timestamp written here in this process (ms); retention uses it.
@@ -59,7 +67,12 @@ class MappedFile:
         )
         try:
             if create:
-                _allocate(fd, size)
+                if growable:
+                    os.ftruncate(fd, size)  # sparse: extents come with `reserve`
+                    self.allocated = _grow(fd, 0, min(size, FIRST_EXTENT))
+                else:
+                    _allocate(fd, size)
+                    self.allocated = size
                 if os.path.exists(path):
                     raise FileExistsError(errno.EEXIST, "segment already exists", path)
                 os.rename(tmp, path)
@@ -72,6 +85,7 @@ class MappedFile:
                 size = os.fstat(fd).st_size
                 if size == 0:
                     raise OSError(errno.EINVAL, "empty mapped file", path)
+                self.allocated = size  # (growable: set from its first hole below)
             self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
@@ -81,6 +95,27 @@ class MappedFile:
         self.fd = fd
         self.size = size
         self.end_offset = start_offset + size
+        if growable and not create:
+            # below the first hole every byte is allocated; past it `reserve` allocates
+            # again before a write (allocating what is allocated already is a no-op)
+            self.allocated = self.data_end() // PAGE * PAGE
+
+    def reserve(self, upto: int) -> None:
+        """Allocate at least bytes [0, upto) before they are written (OSError: ENOSPC).
+        Extents double from FIRST_EXTENT up to MAX_EXTENT: a handful of calls a file."""
+        if upto <= self.allocated:
+            return
+        extent = min(MAX_EXTENT, max(FIRST_EXTENT, self.allocated))
+        end = min(self.size, max(upto, self.allocated + extent))
+        self.allocated = _grow(self.fd, self.allocated, end)
+
+    def data_end(self) -> int:
+        """Where the written bytes end at most: the file's first hole (its size when the
+        filesystem cannot say), so finding the last unit does not read 6 MB of holes."""
+        try:
+            return min(self.size, os.lseek(self.fd, 0, os.SEEK_HOLE))
+        except OSError:
+            return self.size
 
     def flush(self) -> None:
         """Make everything written so far durable."""
@@ -119,6 +154,21 @@ class MappedFile:
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path!r}, start={self.start_offset}, size={self.size})"
+
+
+FIRST_EXTENT = 16 << 10  # a queue's first 819 units
+MAX_EXTENT = 1 << 20
+
+
+def _grow(fd: int, start: int, end: int) -> int:
+    """Allocate [start, end) of a sparse file; returns `end`."""
+    try:
+        os.posix_fallocate(fd, start, end - start)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        os.pwrite(fd, bytes(end - start), start)  # no fallocate here: zeros take the space
+    return end
 
 
 def _allocate(fd: int, size: int) -> None:

@@ -1,0 +1,70 @@
+"""ConsumeQueue files cost disk for what they hold: sparse files allocated in
+extents ahead of the units, growing past the first extent and across a file
+roll, read back after a restart, and a full disk still answered DISK_FULL
+before anything is stored."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from broker_core.store import MessageStore, PutStatus
+from broker_core.store.consume_queue import UNIT_SIZE
+from broker_core.store.mapped_file import FIRST_EXTENT
+
+
+def disk_bytes(root: Path) -> int:
+    return sum(p.stat().st_blocks * 512 for p in root.rglob("*") if p.is_file())
+
+
+def test_many_queues_holding_little_take_little_disk(tmp_path, small_config):
+    cfg = small_config(consumequeue_units_per_file=300_000)  # 6 MB files, as by default
+    with MessageStore(tmp_path / "s", cfg) as store:
+        for topic in range(50):
+            for qid in range(4):
+                assert store.put(f"t{topic}", qid, b"x").status is PutStatus.PUT_OK
+        files = [p for p in (tmp_path / "s" / "consumequeue").rglob("*") if p.is_file()]
+        assert len(files) == 200
+        assert all(p.stat().st_size == 300_000 * UNIT_SIZE for p in files)  # sparse
+        # one extent each (plus a block of slack per file for the filesystem's rounding)
+        assert disk_bytes(tmp_path / "s" / "consumequeue") <= 200 * (FIRST_EXTENT + 4096)
+
+
+def test_a_queue_grows_past_its_extents_and_across_a_roll_and_reads_back(tmp_path,
+                                                                         small_config):
+    cfg = small_config(consumequeue_units_per_file=2_000, max_message_bytes=1024)
+    n = 5_000  # 2.5 files; the first extent holds 819 units
+    with MessageStore(tmp_path / "s", cfg) as store:
+        for i in range(n):
+            assert store.put("T", 1, str(i).encode()).status is PutStatus.PUT_OK
+        assert store.queue_offsets("T", 1) == (0, n)
+    qdir = tmp_path / "s" / "consumequeue" / "T" / "1"
+    assert len(os.listdir(qdir)) == 3
+    with MessageStore(tmp_path / "s", cfg) as store:  # reopened: units found, not scanned
+        assert store.queue_offsets("T", 1) == (0, n)
+        got = []
+        while len(got) < n:
+            got += store.get("T", 1, len(got), max_msgs=500).messages
+        assert [int(m.body) for m in got] == list(range(n))
+        assert store.put("T", 1, b"after").status is PutStatus.PUT_OK  # reserved again
+        assert store.get("T", 1, n).messages[0].body == b"after"
+
+
+def test_new_queues_on_a_full_disk_are_refused_before_anything_is_stored(tmpfs,
+                                                                       small_config):
+    path = tmpfs(2 << 20)
+    cfg = small_config(consumequeue_units_per_file=300_000, commitlog_segment_bytes=128 << 10)
+    acked: dict[str, int] = {}
+    with MessageStore(path, cfg) as store:
+        for i in range(1000):  # each new queue needs an extent: the disk fills with them
+            before = store.commitlog.write_offset
+            r = store.put(f"q{i}", 0, b"m")
+            if r.status is not PutStatus.PUT_OK:
+                break
+            acked[f"q{i}"] = r.queue_offset
+        assert r.status is PutStatus.DISK_FULL, r
+        assert store.commitlog.write_offset == before  # refused: nothing written
+        assert len(acked) > 20
+    with MessageStore(path, cfg) as store:
+        for topic in acked:
+            assert store.get(topic, 0, 0).messages[0].body == b"m"
