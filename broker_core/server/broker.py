@@ -8,7 +8,6 @@ broker reports about itself is one snapshot per tick (`observe.snapshot`).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import time
 from collections.abc import Callable
@@ -80,7 +79,7 @@ class Broker:
         self.started = clock()
         self.serving = False
         self.latest: BrokerSnapshot | None = None  # taken each tick (runner) or on demand
-        self._rr = itertools.count()
+        self._rr: dict[str, int] = {}  # topic -> the queue its last send without one took
         self.sends = SendOps(self, self._host)
         self.pulls = PullOps(self)
         self.connections: set = set()  # BrokerProtocol instances (server.tcp)
@@ -128,8 +127,10 @@ class Broker:
         queues = self.topics.get(topic, create=True)
         if queues is None:
             return Code.TOPIC_NOT_EXIST, f"topic {topic!r} does not exist".encode()
-        if qid < 0:
-            qid = next(self._rr) % queues
+        if qid < 0:  # round robin per topic: one counter for all made a client that
+            # cycles through topics land each topic on one queue, always the same
+            rr = self._rr
+            qid = rr[topic] = (rr.get(topic, -1) + 1) % queues
         elif qid >= queues:
             return self.bad(f"queue {qid} out of range: {topic} has {queues}")
         if self.flow.quotas:  # last: only a send that would be stored takes tokens

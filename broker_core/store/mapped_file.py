@@ -92,13 +92,23 @@ class MappedFile:
             if create:
                 _unlink_quietly(tmp)
             raise
-        self.fd = fd
+        self.fd: int | None = fd
         self.size = size
         self.end_offset = start_offset + size
-        if growable and not create:
-            # below the first hole every byte is allocated; past it `reserve` allocates
-            # again before a write (allocating what is allocated already is a no-op)
-            self.allocated = self.data_end() // PAGE * PAGE
+        if growable:
+            if not create:
+                # below the first hole every byte is allocated; past it `reserve`
+                # allocates again before a write (allocating what is, is a no-op)
+                self.allocated = self.data_end() // PAGE * PAGE
+            # A fault reads the one page it needs: the kernel's readahead zero-filled a
+            # large folio of holes per fault, 2 ms of CPU a send at 10,000 queues
+            # (a queue is read and written a unit at a time, never streamed through)
+            self.mm.madvise(mmap.MADV_RANDOM)
+            # The mapping holds a descriptor of its own (Python's mmap dups it): a queue
+            # file keeps only that one. It is flushed by msync on its address, and a
+            # rare `reserve` opens the file for the time of one call.
+            os.close(fd)
+            self.fd = None
 
     def reserve(self, upto: int) -> None:
         """Allocate at least bytes [0, upto) before they are written (OSError: ENOSPC).
@@ -107,19 +117,31 @@ class MappedFile:
             return
         extent = min(MAX_EXTENT, max(FIRST_EXTENT, self.allocated))
         end = min(self.size, max(upto, self.allocated + extent))
-        self.allocated = _grow(self.fd, self.allocated, end)
+        fd = self.fd if self.fd is not None else os.open(self.path, os.O_RDWR)
+        try:
+            self.allocated = _grow(fd, self.allocated, end)
+        finally:
+            if fd != self.fd:
+                os.close(fd)
 
     def data_end(self) -> int:
         """Where the written bytes end at most: the file's first hole (its size when the
         filesystem cannot say), so finding the last unit does not read 6 MB of holes."""
+        fd = self.fd if self.fd is not None else os.open(self.path, os.O_RDONLY)
         try:
-            return min(self.size, os.lseek(self.fd, 0, os.SEEK_HOLE))
+            return min(self.size, os.lseek(fd, 0, os.SEEK_HOLE))
         except OSError:
             return self.size
+        finally:
+            if fd != self.fd:
+                os.close(fd)
 
     def flush(self) -> None:
         """Make everything written so far durable."""
-        os.fdatasync(self.fd)
+        if self.fd is None:
+            _msync(self.mm, self.size)
+        else:
+            os.fdatasync(self.fd)
 
     def warm(self) -> None:
         """Fault every page in for writing, so the first writes do not pay for page faults."""
@@ -146,7 +168,8 @@ class MappedFile:
         if self.locked:
             _mlock(self.mm, self.size, lock=False)
         self.mm.close()
-        os.close(self.fd)
+        if self.fd is not None:
+            os.close(self.fd)
 
     def destroy(self) -> None:
         self.close()
@@ -194,6 +217,23 @@ def _unlink_quietly(path: str) -> None:
 
 
 _libc = None
+_MS_SYNC = 4
+
+
+def _msync(mm: mmap.mmap, size: int) -> None:
+    """msync(MS_SYNC) of a whole mapping through libc: ctypes lets go of the GIL for
+    the call (mmap.flush holds it while the disk works)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    view = ctypes.c_char.from_buffer(mm)
+    try:
+        addr = ctypes.addressof(view)
+    finally:
+        del view  # an exported buffer would stop mm.close()
+    if _libc.msync(ctypes.c_void_p(addr), ctypes.c_size_t(size), _MS_SYNC) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"msync: {os.strerror(err)}")
 
 
 def _mlock(mm: mmap.mmap, size: int, *, lock: bool) -> bool:

@@ -17,14 +17,16 @@ blocking form.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
 from concurrent.futures import Future
+from functools import partial
 from time import perf_counter
 
 from broker_core.errors import MessageIllegalError, StoreClosedError
-from broker_core.fsutil import PendingDirs
+from broker_core.fsutil import PendingDirs, syncfs
 from broker_core.store.allocate import SegmentAllocator
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.commitlog import CommitLog
@@ -128,6 +130,7 @@ class MessageStore:
             self._clock,
             interval_s=config.cq_flush_interval_s,
             pending_dirs=self.pending_dirs,
+            sync_fs=partial(syncfs, self.path),
         )
         try:
             self.cq_flush.run_once(force=True)
@@ -239,7 +242,11 @@ class MessageStore:
                     self.retention.check_disk()
             except OSError as exc:
                 self.retention.check_disk()
-                return self._failed(PutStatus.DISK_FULL, f"cannot allocate: {exc}")
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    return self._failed(PutStatus.DISK_FULL, f"cannot allocate: {exc}")
+                # out of descriptors, say (EMFILE): not a full disk, and not the caller's
+                return self._failed(PutStatus.SERVICE_NOT_AVAILABLE,
+                                    f"cannot open the queue's files: {exc}")
             first_qo = cq.max_offset
             phys = first_phys = cl.write_records(prepared, queue_id, first_qo,
                                                  now_ms if born_ts is None else born_ts,

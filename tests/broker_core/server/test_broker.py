@@ -21,7 +21,7 @@ def send(broker, body=b"hello", queue=0, topic="orders"):
 def test_send_then_pull_returns_the_message(broker):
     code, answer = send(broker)
     assert code == Code.OK
-    queue_id, queue_offset = p.decode_send_response(answer)[1:3]
+    queue_id, queue_offset = p.decode_send_response(answer)[0:2]
     assert (queue_id, queue_offset) == (0, 0)
     code, body = call(broker, Op.PULL, p.encode_pull(p.PullRequest("g", "orders", [(0, 0)])))
     ((state, messages, _corrupt),) = read_pull_answer(body)
@@ -100,3 +100,14 @@ def test_a_topic_made_just_before_a_crash_comes_back_from_the_store(tmp_path):
         assert code == Code.OK and [m.body for m in messages] == [b"kept"]
     finally:
         again.close()
+
+
+def test_sends_without_a_queue_take_each_topics_queues_in_turn(broker):
+    """Per topic: a client cycling through 4-queue topics must not pin each topic to
+    one queue (a counter shared by all topics did exactly that)."""
+    taken = {t: [] for t in ("a", "b", "c", "d")}
+    for _ in range(4):
+        for topic in taken:
+            code, answer = send(broker, queue=-1, topic=topic)
+            taken[topic].append(p.decode_send_response(answer)[0])
+    assert all(sorted(q) == [0, 1, 2, 3] for q in taken.values()), taken

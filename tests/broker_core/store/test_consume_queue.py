@@ -68,3 +68,31 @@ def test_new_queues_on_a_full_disk_are_refused_before_anything_is_stored(tmpfs,
     with MessageStore(path, cfg) as store:
         for topic in acked:
             assert store.get(topic, 0, 0).messages[0].body == b"m"
+
+
+def test_a_queue_file_keeps_one_descriptor_and_running_out_is_not_disk_full(tmp_path,
+                                                                          small_config):
+    """Each mapped queue file holds only its mapping's descriptor; when the process runs
+    out of them a put is refused as SERVICE_NOT_AVAILABLE naming the cause, never
+    DISK_FULL (an operator would go looking for disk space)."""
+    import resource
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with MessageStore(tmp_path / "s", small_config()) as store:
+        store.put("warm", 0, b"x")
+        before = open_fds()
+        for i in range(20):
+            assert store.put(f"t{i}", 0, b"x").status is PutStatus.PUT_OK
+        assert open_fds() - before <= 22  # one each (two before), and room for the log
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_fds() + 5, hard))
+        try:
+            statuses = [store.put(f"more{i}", 0, b"x") for i in range(20)]
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        refused = [r for r in statuses if r.status is not PutStatus.PUT_OK]
+        assert refused and all(r.status is PutStatus.SERVICE_NOT_AVAILABLE for r in refused)
+        assert "Too many open files" in refused[0].reason
+        assert store.put("more0", 0, b"y").status is PutStatus.PUT_OK  # serving again
