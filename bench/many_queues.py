@@ -55,11 +55,15 @@ def main() -> int:
     ap.add_argument("--topics", type=int, default=2500)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sends", type=int, default=5000)
+    ap.add_argument("--max-mapped", type=int, default=None,
+                    help="the broker's --max-mapped-queues (its default if not given)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     many = [f"t{i}" for i in range(args.topics)]
     with tempfile.TemporaryDirectory(prefix="floodgate-many-queues-") as tmp:
-        cluster = Cluster(1, free_port_range(2), Path(tmp) / "c", flush="async")
+        extra = [] if args.max_mapped is None else ["--max-mapped-queues", str(args.max_mapped)]
+        cluster = Cluster(1, free_port_range(2), Path(tmp) / "c", flush="async",
+                          extra_args=extra)
         cluster.up()
         entry = cluster.file.brokers[0]
         try:

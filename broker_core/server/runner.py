@@ -18,6 +18,7 @@ from broker_core.server.broker import Broker
 from broker_core.server.config import BrokerConfig
 from broker_core.server.http import start_http
 from broker_core.server.tcp import reap_slow_clients, start_tcp
+from broker_core.store.config import SYNCFS_ABOVE
 
 log = logging.getLogger("floodgate.broker")
 
@@ -72,6 +73,10 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     nofile = raise_nofile_limit()
+    if "consumequeue_max_mapped" not in config.store_extra:
+        # a mapped queue file holds a descriptor: three quarters of the limit for them,
+        # the rest for connections, segments and index files
+        config.store_extra["consumequeue_max_mapped"] = max(SYNCFS_ABOVE, nofile * 3 // 4)
     broker = Broker(config)
     rec = broker.store.recovery.to_dict()
     writer = MetricsLogWriter(

@@ -17,6 +17,8 @@ import bisect
 import os
 import struct
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 
 from broker_core.errors import StoreCorruptError
 from broker_core.fsutil import PendingDirs
@@ -28,7 +30,9 @@ UNIT_SIZE = UNIT.size  # 20
 
 class ConsumeQueue:
     def __init__(self, root: str, topic: str, queue_id: int, units_per_file: int,
-                 pending_dirs: PendingDirs | None = None) -> None:
+                 pending_dirs: PendingDirs | None = None,
+                 mapped: Callable[[ConsumeQueue], None] | None = None) -> None:
+        """`mapped(cq)`: told each time the queue's files are mapped (the table's LRU)."""
         self.topic = topic
         self.queue_id = queue_id
         self.directory = os.path.join(root, topic, str(queue_id))
@@ -47,6 +51,10 @@ class ConsumeQueue:
         self._files_lock = threading.Lock()
         # Where appends go: the last file and its first and past-last unit indices.
         self._tail: tuple[MappedFile | None, int, int] = (None, 0, 0)
+        self._mapped = mapped
+        # (start, path, bytes allocated) of each file while unmapped
+        self.released: tuple[tuple[int, str, int], ...] = ()
+        self.last_phys = -1  # where the last unit points: an unmapped queue left uncut
 
     # -- loading ----------------------------------------------------------
     def load(self) -> None:
@@ -68,12 +76,16 @@ class ConsumeQueue:
                 raise StoreCorruptError(f"consume queue file {self.directory}/{name} leaves a gap")
             files.append(f)
         self._set_files(tuple(files))
+        if files and self._mapped is not None:
+            self._mapped(self)
         if files:
             self.min_offset = files[0].start_offset // UNIT_SIZE
             last = files[-1]
             used = len(last.mm[:last.data_end()].rstrip(b"\0"))
             units = -(-used // UNIT_SIZE)
             self.max_offset = last.start_offset // UNIT_SIZE + units
+            if self.max_offset > self.min_offset:
+                self.last_phys = self.unit(self.max_offset - 1)[0]
         self.flushed_offset = self.max_offset
 
     def _set_files(self, files: tuple[MappedFile, ...]) -> None:
@@ -90,7 +102,37 @@ class ConsumeQueue:
         else:
             self._tail = (None, 0, 0)
 
+    # -- mapping on demand (the table closes the least recently used) --------
+    def release(self) -> bool:
+        """Unmap the files (their descriptors go): dirty pages stay in the page cache
+        and the checkpoint's syncfs makes them durable (the table releases queues only
+        past SYNCFS_ABOVE of them, when the checkpoint flushes the filesystem whole).
+        A put or read maps them again. Call under the store's put lock."""
+        with self._files_lock:
+            if not self.files:
+                return False
+            self.released = tuple((f.start_offset, f.path, f.allocated) for f in self.files)
+            files = self.files
+            self._set_files(())
+        for f in files:
+            f.close()
+        return True
+
+    def _remap(self) -> None:
+        with self._files_lock:
+            if not self.released or self.files:
+                return
+            files = [MappedFile(path, start, 0, create=False, growable=True,
+                                allocated=allocated)
+                     for start, path, allocated in self.released]
+            self.released = ()
+            self._set_files(tuple(files))
+        if self._mapped is not None:
+            self._mapped(self)
+
     def _file_for(self, index: int) -> tuple[MappedFile, int] | None:
+        if self.released:
+            self._remap()
         pos = index * UNIT_SIZE
         files, starts = self.files, self._starts
         i = bisect.bisect_right(starts, pos) - 1
@@ -104,7 +146,12 @@ class ConsumeQueue:
         no space): called before the records are written, so ENOSPC stores nothing."""
         if self.max_offset + n <= self._tail[2]:
             return
+        if self.released:
+            self._remap()
+            if self.max_offset + n <= self._tail[2]:
+                return
         end = (self.max_offset + n) * UNIT_SIZE
+        new = not self.files
         with self._files_lock:
             files = list(self.files)
             next_start = files[-1].end_offset if files else self.max_offset * UNIT_SIZE
@@ -123,6 +170,8 @@ class ConsumeQueue:
                 if f.end_offset > pos and f.start_offset < end:
                     f.reserve(min(end, f.end_offset) - f.start_offset)
             self._set_tail()
+        if new and self.files and self._mapped is not None:
+            self._mapped(self)
 
     def append_unit(self, phys: int, size: int, tag_hash: int) -> int:
         """Write the next unit (after ensure_capacity); returns its queue offset."""
@@ -133,6 +182,7 @@ class ConsumeQueue:
             return index
         UNIT.pack_into(f.mm, (index - lo) * UNIT_SIZE, phys, size, tag_hash)
         self.max_offset = index + 1
+        self.last_phys = phys
         return index
 
     def put_unit(self, index: int, phys: int, size: int, tag_hash: int) -> None:
@@ -149,6 +199,7 @@ class ConsumeQueue:
         UNIT.pack_into(f.mm, local, phys, size, tag_hash)
         if index >= self.max_offset:
             self.max_offset = index + 1
+            self.last_phys = phys
 
     # -- reading ------------------------------------------------------------
     def unit(self, index: int) -> tuple[int, int, int]:
@@ -159,6 +210,8 @@ class ConsumeQueue:
         """Yield (queue_offset, phys, size, tag_hash) for up to ``limit`` units from ``start``."""
         end = min(self.max_offset, start + limit)
         index = start
+        if self.released and index < end:
+            self._remap()
         unpack = UNIT.unpack_from
         while index < end:
             found = self._file_for(index)
@@ -171,7 +224,7 @@ class ConsumeQueue:
                     phys, size, th = unpack(f.mm, local)
                     yield i, phys, size, th
                     local += UNIT_SIZE
-            except ValueError:  # file removed by retention meanwhile
+            except ValueError:  # unmapped meanwhile (retention, the LRU): read again
                 return
             index = stop
 
@@ -189,6 +242,10 @@ class ConsumeQueue:
     # -- recovery and retention -----------------------------------------------
     def truncate_from_phys(self, phys: int) -> int:
         """Remove units pointing at or beyond ``phys``; returns how many were removed."""
+        if self.released:
+            if self.last_phys < phys:
+                return 0  # nothing to cut: left unmapped
+            self._remap()
         if not self.files:
             return 0
         first = self.files[0].start_offset // UNIT_SIZE
@@ -212,10 +269,21 @@ class ConsumeQueue:
             self._set_files(tuple(keep))
         self.max_offset = self.flushed_offset = cut_at
         self.min_offset = min(self.min_offset, cut_at)
+        self.last_phys = self.unit(cut_at - 1)[0] if cut_at > self.min_offset else -1
         return removed
 
     def delete_below(self, min_phys: int) -> int:
         """Drop whole files whose units all point below ``min_phys``; fix min_offset."""
+        if self.released:
+            if len(self.released) < 2:
+                return 0  # nothing to delete; its min_offset is fixed once it is used
+            self._remap()
+        try:
+            return self._delete_below(min_phys)
+        except ValueError:  # unmapped meanwhile by the LRU: the next round
+            return 0
+
+    def _delete_below(self, min_phys: int) -> int:
         deleted = 0
         while len(self.files) > 1:
             f = self.files[0]
@@ -238,7 +306,10 @@ class ConsumeQueue:
         lo = self.flushed_offset * UNIT_SIZE
         for f in self.files:
             if f.end_offset > lo and f.start_offset < top * UNIT_SIZE:
-                f.flush()
+                try:
+                    f.flush()
+                except ValueError:  # unmapped meanwhile: the checkpoint's syncfs has it
+                    return
         self.flushed_offset = top
 
     def close(self) -> None:
@@ -247,16 +318,25 @@ class ConsumeQueue:
 
 
 class ConsumeQueueTable:
-    """Every ConsumeQueue of a store, by (topic, queue id); created on first write."""
+    """Every ConsumeQueue of a store, by (topic, queue id); created on first write.
+
+    At most `max_mapped` queues keep their files mapped (each mapping holds a
+    descriptor): past it, `evict` (called by the put path, under the put lock)
+    unmaps the least recently used. `touch` on each put and read keeps the order
+    (an OrderedDict: each of its calls is one step under the GIL).
+    """
 
     def __init__(self, root: str, units_per_file: int,
-                 pending_dirs: PendingDirs | None = None) -> None:
+                 pending_dirs: PendingDirs | None = None, max_mapped: int = 0) -> None:
         self.pending_dirs = pending_dirs
         self.root = root
         os.makedirs(root, exist_ok=True)
         self.units_per_file = units_per_file
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.Lock()
+        self.max_mapped = max_mapped  # 0: no limit
+        self.mapped: OrderedDict[ConsumeQueue, None] = OrderedDict()  # oldest use first
+        self.releases = 0
 
     def load(self) -> None:
         for topic in os.listdir(self.root):
@@ -264,6 +344,7 @@ class ConsumeQueueTable:
             for qid in os.listdir(tdir) if os.path.isdir(tdir) else ():
                 if qid.isdigit():
                     self.get_or_create(topic, int(qid)).load()
+        self.evict()
 
     def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         key = (topic, queue_id)
@@ -273,9 +354,42 @@ class ConsumeQueueTable:
                 cq = self.queues.get(key)
                 if cq is None:
                     cq = ConsumeQueue(self.root, topic, queue_id, self.units_per_file,
-                                      self.pending_dirs)
+                                      self.pending_dirs, self._on_mapped)
                     self.queues[key] = cq
         return cq
+
+    def _on_mapped(self, cq: ConsumeQueue) -> None:
+        self.mapped[cq] = None
+        self.mapped.move_to_end(cq)
+
+    def touch(self, cq: ConsumeQueue) -> None:
+        """`cq` was just used: the last to be unmapped."""
+        try:
+            self.mapped.move_to_end(cq)
+        except KeyError:  # unmapped (it is mapped again when read or written)
+            pass
+
+    @property
+    def over(self) -> bool:
+        return 0 < self.max_mapped < len(self.mapped)
+
+    def evict(self, keep: ConsumeQueue | None = None) -> int:
+        """Unmap the least recently used queues down to the limit, less a 1 % slack so
+        that not every new queue unmaps one (not `keep`, the one being written). Under
+        the put lock: no put is using a mapping."""
+        released = 0
+        floor = self.max_mapped - max(1, self.max_mapped // 100)
+        mapped = self.mapped
+        while self.max_mapped and len(mapped) > floor:
+            cq, _ = mapped.popitem(last=False)
+            if cq is keep:
+                mapped[cq] = None
+                if len(mapped) == 1:
+                    break
+                continue
+            released += cq.release()
+        self.releases += released
+        return released
 
     def all(self) -> list[ConsumeQueue]:
         return list(self.queues.values())

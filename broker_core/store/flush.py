@@ -24,6 +24,7 @@ from concurrent.futures import Future, InvalidStateError
 
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.commitlog import CommitLog
+from broker_core.store.config import SYNCFS_ABOVE
 from broker_core.store.mapped_file import PAGE
 
 log = logging.getLogger(__name__)
@@ -280,11 +281,6 @@ def _settle(fut: Future, outcome) -> None:
         pass
 
 
-# Past this many queue and index files the checkpoint flushes the filesystem once
-# (syncfs) instead of each file: at 10,000 queues a second's 400 fdatasyncs were 400
-# journal commits, and a send writing into a page just cleaned waited on them
-# (432 msgs/s instead of 6,000; bench/many_queues.py).
-SYNCFS_ABOVE = 64
 
 
 class ConsumeQueueFlushService(ServiceThread):

@@ -45,10 +45,12 @@ class MappedFile:
     """A file of ``size`` bytes mapped read-write; ``start_offset`` is its first byte's offset."""
 
     def __init__(self, path: str, start_offset: int, size: int, *, create: bool,
-                 pending_dirs=None, growable: bool = False) -> None:
+                 pending_dirs=None, growable: bool = False,
+                 allocated: int | None = None) -> None:
         """`pending_dirs` (fsutil.PendingDirs): a new file's directory is fsynced with the
         next checkpoint instead of now (derived data, made on the broker's loop).
-        `growable`: allocated by `reserve` as it fills, not whole at creation."""
+        `growable`: allocated by `reserve` as it fills, not whole at creation;
+        `allocated`: how much of an existing one is (known when mapped again)."""
         self.path = path
         self.growable = growable
         # bytes from the start known to be allocated: writes below this never SIGBUS
@@ -99,7 +101,8 @@ class MappedFile:
             if not create:
                 # below the first hole every byte is allocated; past it `reserve`
                 # allocates again before a write (allocating what is, is a no-op)
-                self.allocated = self.data_end() // PAGE * PAGE
+                self.allocated = (allocated if allocated is not None
+                                  else self.data_end() // PAGE * PAGE)
             # A fault reads the one page it needs: the kernel's readahead zero-filled a
             # large folio of holes per fault, 2 ms of CPU a send at 10,000 queues
             # (a queue is read and written a unit at a time, never streamed through)

@@ -68,6 +68,8 @@ class ReplicaLog:
                 offset = cl.write_offset
             pos = cl.write_at(offset, data)
             self.received = max(self.received, pos)
+            if self.queues.over:  # under the put lock, as the store's own puts
+                self.queues.evict()
             return self._index()
 
     def _index(self) -> set[tuple[str, int]]:
@@ -128,6 +130,8 @@ class ReplicaLog:
             cl.flush()  # what stays below the cut must be durable before the checkpoint says so
             for cq in self.queues.all():
                 cq.truncate_from_phys(offset)
+                if self.queues.over:
+                    self.queues.evict(keep=cq)
             if self.index is not None:
                 self.index.truncate_from(offset)
             cut = cl.truncate(offset)

@@ -94,7 +94,7 @@ class MessageStore:
         self.pending_dirs = PendingDirs()
         self.queue_table = ConsumeQueueTable(
             os.path.join(self.path, "consumequeue"), config.consumequeue_units_per_file,
-            self.pending_dirs,
+            self.pending_dirs, config.consumequeue_max_mapped,
         )
         self._queues = self.queue_table.queues  # (topic, queue id) -> ConsumeQueue
         allocator = SegmentAllocator(
@@ -121,6 +121,7 @@ class MessageStore:
         )
         for derived in self._derived():
             derived.delete_below(self.commitlog.min_offset)
+        self.queue_table.evict()  # recovery may have mapped every queue it replayed into
         open(abort_path, "wb").close()
 
         self.cq_flush = ConsumeQueueFlushService(
@@ -257,6 +258,10 @@ class MessageStore:
                     self.index.add(keys, phys, now_ms)
                 phys += p[0]
             cl.commit(phys)
+            table = self.queue_table
+            table.touch(cq)
+            if table.over:
+                table.evict(keep=cq)
             c["puts"] += 1
             c["put_msgs"] += n
             c["put_bytes"] += total
@@ -310,8 +315,11 @@ class MessageStore:
             raise MessageIllegalError(f"max_msgs must be a positive int, got {max_msgs!r}")
         if type(offset) is not int:
             raise MessageIllegalError(f"offset must be an int, got {offset!r}")
-        result, corrupt = get_result(self.commitlog, self._queues.get((topic, queue_id)),
-                                     offset, max_msgs, TagFilter.parse(tag), read)
+        cq = self._queues.get((topic, queue_id))
+        if cq is not None:
+            self.queue_table.touch(cq)
+        result, corrupt = get_result(self.commitlog, cq, offset, max_msgs,
+                                     TagFilter.parse(tag), read)
         with self._stats_lock:
             self.counters["corrupt_reads"] += corrupt
             if result.messages:

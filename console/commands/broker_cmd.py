@@ -49,6 +49,11 @@ def register(sub) -> None:
     serve.add_argument("--queues", type=int, default=4, help="queues of auto-created topics")
     serve.add_argument("--no-auto-create-topics", action="store_true",
                        help="unknown topics are an error instead of created on first send")
+    serve.add_argument("--max-mapped-queues", type=int, metavar="N",
+                       help="queues whose files stay mapped, a descriptor each (default: "
+                       "3/4 of the open-files limit); past it the least recently used are "
+                       "unmapped until used again (0: no limit). More busy queues than "
+                       "that cost send throughput (bench/many_queues.py)")
     serve.add_argument("--busy-after-ms", type=float, default=200.0,
                        help="answer SYSTEM_BUSY once the oldest write waits this long")
     serve.add_argument("--admin-token", help="allow /admin/fault from anywhere with this token")
@@ -81,6 +86,11 @@ def run_serve(args) -> int:
         raise UsageError("--port and --http-port must differ")
     if args.queues < 1:
         raise UsageError("--queues must be at least 1")
+    from broker_core.store.config import SYNCFS_ABOVE
+
+    if args.max_mapped_queues not in (None, 0) and args.max_mapped_queues < SYNCFS_ABOVE:
+        raise UsageError(f"--max-mapped-queues must be 0 (no limit) or at least "
+                         f"{SYNCFS_ABOVE}, got {args.max_mapped_queues}")
     _check_ha(args)
     configure_logging()
     if args.numa == "interleave":
@@ -96,6 +106,8 @@ def run_serve(args) -> int:
         admin_token=args.admin_token, group=args.group, zk=args.zk, ha_port=args.ha_port,
         replication=args.replication, zk_session_s=args.zk_session_timeout,
         sync_timeout_s=args.sync_timeout,
+        store_extra={} if args.max_mapped_queues is None else
+        {"consumequeue_max_mapped": args.max_mapped_queues},
     )
     run(config)
     return 0

@@ -28,9 +28,11 @@ def body_for(cycle: int, thread: int, seq: int, size: int) -> bytes:
 
 
 def run(
-    path: str, cycle: int, threads: int, exit_after: int | None, out, flush: str | None = None
+    path: str, cycle: int, threads: int, exit_after: int | None, out, flush: str | None = None,
+    queues: int = 0,
 ) -> None:
-    """Write until killed (or ``exit_after`` acks per thread); never returns."""
+    """Write until killed (or ``exit_after`` acks per thread); never returns. `queues`:
+    spread over that many one-queue topics with at most 64 of them mapped (the LRU)."""
     from broker_core.store import MessageStore, StoreConfig
 
     flush = flush or os.environ.get("FLOODGATE_TEST_FLUSH", "sync")
@@ -43,6 +45,7 @@ def run(
             consumequeue_units_per_file=256,
             cq_flush_interval_s=0.05,
             flush_interval_s=0.05,
+            consumequeue_max_mapped=64 if queues else 512,
         ),
     )
     out_lock = threading.Lock()
@@ -52,15 +55,16 @@ def run(
     def writer(tid: int) -> None:
         rng = random.Random(cycle * 1000 + tid)
         for seq in range(exit_after or 10**9):
-            topic = f"T{tid % 2}"
+            topic = f"Q{rng.randrange(queues)}" if queues else f"T{tid % 2}"
+            qid = 0 if queues else seq % 3
             size = rng.choice((0, 1, 100, 700, 3000, 8 * 1024))
             tags = rng.choice((None, "a", "b"))
-            r = store.put(topic, seq % 3, body_for(cycle, tid, seq, size), tags=tags)
+            r = store.put(topic, qid, body_for(cycle, tid, seq, size), tags=tags)
             if r.status != "PUT_OK":
                 sys.stderr.write(f"put failed: {r}\n")
                 os._exit(3)
             with out_lock:
-                out.write(f"ACK {topic} {seq % 3} {r.queue_offset} {cycle} {tid} {seq} {size}\n")
+                out.write(f"ACK {topic} {qid} {r.queue_offset} {cycle} {tid} {seq} {size}\n")
                 out.flush()
 
     workers = [threading.Thread(target=writer, args=(t,), daemon=True) for t in range(threads)]

@@ -96,3 +96,40 @@ def test_a_queue_file_keeps_one_descriptor_and_running_out_is_not_disk_full(tmp_
         assert refused and all(r.status is PutStatus.SERVICE_NOT_AVAILABLE for r in refused)
         assert "Too many open files" in refused[0].reason
         assert store.put("more0", 0, b"y").status is PutStatus.PUT_OK  # serving again
+
+
+def test_past_the_mapping_limit_the_least_recently_used_queues_are_unmapped(tmp_path,
+                                                                           small_config):
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    cfg = small_config(consumequeue_max_mapped=64)
+    with MessageStore(tmp_path / "s", cfg) as store:
+        before = open_fds()
+        for i in range(300):
+            assert store.put(f"t{i}", 0, f"first {i}".encode()).status is PutStatus.PUT_OK
+        table = store.queue_table
+        assert len(table.mapped) <= 64 and table.releases >= 236
+        assert open_fds() - before <= 64 + 4  # a mapping each, and the log's own
+        hot = store.queue_table.queues[("t299", 0)]
+        assert hot.files  # the most recent stay mapped
+        # written again after being unmapped: mapped again, its units where they were
+        assert store.put("t0", 0, b"second 0").status is PutStatus.PUT_OK
+        assert [m.body for m in store.get("t0", 0, 0).messages] == [b"first 0", b"second 0"]
+        for i in range(1, 300, 7):  # read after being unmapped
+            assert store.get(f"t{i}", 0, 0).messages[0].body == f"first {i}".encode()
+        store.put("t1", 0, b"evicts the extra mappings of the reads")
+        assert len(table.mapped) <= 64
+    with MessageStore(tmp_path / "s", cfg) as store:  # reopened within the limit
+        assert len(store.queue_table.mapped) <= 64
+        assert store.get("t150", 0, 0).messages[0].body == b"first 150"
+        assert store.queue_offsets("t0", 0) == (0, 2)
+
+
+def test_the_mapping_limit_is_checked(small_config):
+    import pytest
+
+    from broker_core.errors import StoreConfigError
+
+    with pytest.raises(StoreConfigError, match="consumequeue_max_mapped"):
+        small_config(consumequeue_max_mapped=10).validate()

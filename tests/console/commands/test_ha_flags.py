@@ -14,6 +14,8 @@ from console.cli import main
       "--ha-port", "9"], "bad ZooKeeper address"),
     (["broker", "serve", "--name", "b", "--data", "D", "--group", "g", "--zk", "h:1",
       "--ha-port", "10911"], "--ha-port 10911 must be a free port other than"),
+    (["broker", "serve", "--name", "b", "--data", "D", "--max-mapped-queues", "5"],
+     "--max-mapped-queues must be 0 (no limit) or at least 64"),
     (["cluster", "up", "--groups", "2", "--brokers", "3"], "exclude each other"),
     (["cluster", "up", "--zk", "h:1"], "--zk needs --groups"),
     (["cluster", "up", "--groups", "2", "--replicas", "9"], "--replicas must be between 1 and 5"),
