@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 
 
 def fsync_path(path: str | os.PathLike) -> None:
@@ -12,6 +14,40 @@ def fsync_path(path: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def publish(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Make the finished file `tmp` durable under the name `path`: fsync it, rename it
+    over `path` (atomic: a reader sees the old file or the new, whole), fsync the
+    directory so the rename survives a power cut. `tmp` must be in `path`'s directory."""
+    fsync_path(tmp)
+    os.replace(tmp, path)
+    fsync_path(os.path.dirname(os.fspath(path)) or ".")
+
+
+def atomic_write(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> None:
+    """Replace `path` with `data` so that a crash leaves the old content or the new,
+    never a torn file: the one way every broker_core file of state is written (the
+    checkpoint, topic, offset and quota tables, epochs, the cluster file)."""
+    path = os.fspath(path)
+    folder, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder or ".")
+    try:
+        os.fchmod(fd, mode)  # mkstemp makes it 0600 whatever the umask
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        publish(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json_atomic(path: str | os.PathLike, doc: object) -> None:
+    """`atomic_write` of a JSON document (keys sorted: a diff shows what changed)."""
+    atomic_write(path, json.dumps(doc, sort_keys=True).encode())
 
 
 class PendingDirs:

@@ -149,7 +149,10 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
-    """Temp file in the same dir, fsync, rename over path, fsync the dir."""
+    """Temp file in the same dir, fsync, rename over path, fsync the dir.
+
+    broker_core.fsutil.atomic_write does the same for the broker; kernel_tuning imports
+    no other package (the design's arrows), and it makes missing parents (a fake root)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:

@@ -37,7 +37,9 @@ def write_atomic(path: str | Path, data: bytes) -> None:
     """Write a local file by a temp file in the same directory and a rename.
 
     os.open with 0o666 lets the kernel apply the umask, as `open()` would
-    (tempfile.mkstemp would make it 0600 whatever the umask).
+    (tempfile.mkstemp would make it 0600 whatever the umask). Not broker_core's
+    fsutil.atomic_write: spark_reports may not import broker_core, and a report
+    follows the user's umask where a broker's state has a fixed mode.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")

@@ -31,6 +31,7 @@ from broker_core.errors import BrokerError
 from broker_core.message_id import encode_id
 from broker_core.protocol import (
     PRODUCER_GROUP,
+    STORED_CODES,
     Code,
     Op,
     ProtocolError,
@@ -42,9 +43,10 @@ from broker_core.protocol import (
 # Codes after which another broker may succeed; the others are the caller's fault.
 RETRYABLE = frozenset({Code.SYSTEM_BUSY, Code.SYSTEM_ERROR, Code.SERVICE_NOT_AVAILABLE,
                        Code.DISK_FULL, Code.NOT_MASTER})
-# Stored: OK, or stored but short of a promise (not on disk, not on a slave in time).
-# The latter are not sent again (that would store a duplicate) and count against the broker.
-STORED = (Code.OK, Code.FLUSH_DISK_TIMEOUT, Code.FLUSH_SLAVE_TIMEOUT, Code.SLAVE_NOT_AVAILABLE)
+# Stored (protocol.STORED_CODES): OK, or stored but short of a promise (not on disk, not on
+# a slave in time). The latter are not sent again (that would store a duplicate) and count
+# against the broker.
+STORED = STORED_CODES
 FLOW_RETRIES = 3  # seed 002's three compensations
 MAX_BACKOFF_S = 1.0  # a hint longer than this is the broker's guess, not a promise
 DEFAULT_HINT_S = 0.05

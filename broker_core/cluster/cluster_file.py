@@ -26,7 +26,6 @@ is master is not in the file (it changes: ask ZooKeeper, or the brokers)::
 
 from __future__ import annotations
 
-import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import tomli_w
 
 from broker_core.errors import BrokerError
+from broker_core.fsutil import atomic_write
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,7 @@ class ClusterFile:
         return data
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(tomli_w.dumps(self.to_toml()).encode())
-        os.replace(tmp, path)
+        atomic_write(path, tomli_w.dumps(self.to_toml()).encode())
 
 
 def load_cluster(path: str | Path) -> ClusterFile:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_core.errors import BrokerError
-from broker_core.server.group_state import write_json_atomic
+from broker_core.fsutil import write_json_atomic
 
 Entry = tuple[int, int]  # (epoch, start offset)
 

@@ -14,7 +14,6 @@ broker's rows of the same minute add up in any reader).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
@@ -24,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from broker_core.fsutil import fsync_path
+from broker_core.fsutil import publish
 from broker_core.observe.recorder import ClosedSecond
 from broker_core.observe.snapshot import BrokerSnapshot
 from heatmap.metrics_log import (
@@ -127,8 +126,6 @@ class MetricsLogWriter:
             final = folder / f"part-{self.broker}-{first}-{n}.parquet"
         tmp = folder / f".{final.name}.tmp"
         pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[table]), tmp)
-        fsync_path(tmp)
-        os.replace(tmp, final)
-        fsync_path(folder)
+        publish(tmp, final)
         self.files_written += 1
         return final

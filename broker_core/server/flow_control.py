@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from broker_core.errors import BrokerError
-from broker_core.server.group_state import read_json, write_json_atomic
+from broker_core.fsutil import write_json_atomic
+from broker_core.server.group_state import read_json
 
 KINDS = ("topic", "group")
 COLD_FACTOR = 3.0  # Sentinel's default: a cold bucket admits rate / 3

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.errors import BrokerError
-from broker_core.fsutil import fsync_path
+from broker_core.fsutil import write_json_atomic
 
 TOPIC_RE = re.compile(r"^[A-Za-z0-9_.%|-]{1,127}$")  # RocketMQ's allowed characters
 
@@ -27,23 +25,6 @@ class TopicError(BrokerError):
 
 
 log = logging.getLogger("floodgate.broker")
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_path(path.parent)  # the rename itself must survive a power cut
 
 
 def read_json(path: Path) -> dict:

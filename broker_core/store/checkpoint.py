@@ -9,12 +9,11 @@ the old or the new checkpoint, never a torn one; a CRC guards the rest.
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from dataclasses import dataclass
 
-from broker_core.fsutil import fsync_path
+from broker_core.fsutil import atomic_write
 
 _MAGIC = b"FGCK"
 _BODY = struct.Struct(">4sHqqq")  # magic, version, safe, flushed, timestamp ms
@@ -32,15 +31,7 @@ class Checkpoint:
         body = _BODY.pack(
             _MAGIC, _VERSION, self.safe_offset, self.commitlog_flushed, self.timestamp_ms
         )
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, body + _CRC.pack(zlib.crc32(body)))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_path(os.path.dirname(path) or ".")
+        atomic_write(path, body + _CRC.pack(zlib.crc32(body)))
 
     @classmethod
     def load(cls, path: str) -> Checkpoint | None:
