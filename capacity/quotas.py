@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from heatmap.sla import FUSE_CAP_RATIO, brokers_serving
+
 
 class QuotaPlanError(ValueError):
     """Bad shares or a plan without quotas; one line."""
@@ -68,14 +70,14 @@ def plan_quotas(peak_msgs_per_s: float, shares: Mapping[str, float] | None,
     return out
 
 
-def brokers_in_service(brokers: int, fuse_reserve: float = 0.3) -> int:
+def brokers_in_service(brokers: int, fuse_reserve: float = FUSE_CAP_RATIO) -> int:
     """Brokers left serving when the fuse isolates its share (at least one)."""
     if brokers < 1:
         raise QuotaPlanError("no brokers to apply quotas to")
-    return max(1, brokers - math.floor(brokers * fuse_reserve))
+    return max(1, brokers_serving(brokers, fuse_reserve))
 
 
-def per_broker(quota: Mapping, brokers: int, fuse_reserve: float = 0.3) -> dict:
+def per_broker(quota: Mapping, brokers: int, fuse_reserve: float = FUSE_CAP_RATIO) -> dict:
     """One broker's quota (rate, burst, warm-up) for a plan's topic quota."""
     try:
         rate = float(quota["cluster_rate"]) / brokers_in_service(brokers, fuse_reserve)

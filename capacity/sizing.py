@@ -28,7 +28,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from capacity.errors import CapacityError
-from heatmap.sla import SLA_MEAN_S
+from heatmap.sla import FUSE_CAP_RATIO, SLA_MEAN_S
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -50,7 +50,7 @@ class SizingInputs:
     target_rate: float  # msgs/s at the peak second
     per_broker_rate: float  # measured msgs/s one broker sustains within SLA
     target_utilisation: float = 0.6
-    fuse_reserve: float = 0.3
+    fuse_reserve: float = FUSE_CAP_RATIO
     spares: int = 1
     failure_domains: int = 3
     msg_bytes: float = 1024.0
@@ -131,6 +131,9 @@ def brokers_for_utilisation(rate: float, per_broker: float, util: float, spares:
 
 
 def brokers_for_fuse(rate: float, per_broker: float, reserve: float) -> int:
+    # The continuous share 1 - r, not heatmap.sla.brokers_serving's floor: a plan for
+    # next year must not count on the cap rounding down at this year's size (and it is
+    # the larger count: N(1 - r) <= N - floor(rN)).
     return ceil_div(rate, per_broker * (1.0 - reserve))
 
 

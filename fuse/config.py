@@ -82,12 +82,13 @@ import math
 from dataclasses import dataclass
 
 from fuse.errors import FuseError
+from heatmap.sla import FUSE_CAP_RATIO, FUSE_ISOLATION_S, fuse_cap
 
 
 @dataclass(frozen=True)
 class FuseConfig:
-    isolation_s: float = 60.0
-    max_isolated_ratio: float = 0.3
+    isolation_s: float = FUSE_ISOLATION_S
+    max_isolated_ratio: float = FUSE_CAP_RATIO
     slow_s: float = 0.010
     slow_factor: float = 10.0
     baseline_quantile: float = 0.25
@@ -166,5 +167,5 @@ class FuseConfig:
         return self
 
     def cap(self, brokers: int) -> int:
-        """floor(ratio x N); the rounding guards 0.3 x 10 = 3.0000000000000004."""
-        return math.floor(round(self.max_isolated_ratio * brokers, 9))
+        """floor(ratio x N) (heatmap.sla.fuse_cap)."""
+        return fuse_cap(brokers, self.max_isolated_ratio)

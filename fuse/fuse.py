@@ -39,6 +39,7 @@ from fuse.inflight import LEVEL_COUNTS, InflightCalls
 from fuse.keeper import Keeper
 from fuse.lateness import ClientLateness
 from fuse.state import BrokerState, FuseSnapshot, IsolatedBroker
+from heatmap.sla import FUSE_CAP_RATIO, FUSE_ISOLATION_S
 
 # begin() returns (call id, broker, start time); end() takes it back.
 CallToken = tuple[int, str, float]
@@ -57,8 +58,8 @@ class Fuse:
     def __init__(
         self,
         brokers: Iterable[str] = (),
-        isolation_s: float = 60.0,
-        max_isolated_ratio: float = 0.3,
+        isolation_s: float = FUSE_ISOLATION_S,
+        max_isolated_ratio: float = FUSE_CAP_RATIO,
         slow_s: float = 0.010,
         clock: Callable[[], float] = time.monotonic,
         *,

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from heatmap import LatencyHistogram
-from heatmap.sla import SLA_MAX_S
+from heatmap.sla import HISTORY_S, SLA_MAX_S
 
-HISTORY_SECONDS = 300
+HISTORY_SECONDS = HISTORY_S  # heatmap.sla: the same window everywhere
 WINDOWS_S = (1, 10, 60)
 
 

@@ -32,6 +32,7 @@ from broker_core.server.trace_store import StoreTracer
 from broker_core.server.write_path import WritePath
 from broker_core.store import MessageStore, StoreConfig
 from broker_core.store.message import pack_host
+from heatmap.sla import HISTORY_S
 
 __all__ = ["Broker", "BrokerConfig"]
 
@@ -270,7 +271,7 @@ class Broker:
             lag[group] = lag.get(group, 0) + max(0, hi - offset)
         return lag
 
-    def stats(self, history_s: int = 300) -> dict:
+    def stats(self, history_s: int = HISTORY_S) -> dict:
         """The /stats document: the tick's snapshot with its last `history_s` seconds
         (and, in a replicated group, `ha`: role, epoch, in-sync set, lag per slave)."""
         return stats_document(self.snapshot(), history_s)

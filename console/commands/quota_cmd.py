@@ -14,6 +14,7 @@ from pathlib import Path
 from broker_core.client import admin
 from console.commands.common import add_subparser, print_json
 from console.errors import CommandFailed, UsageError
+from heatmap.sla import FUSE_CAP_RATIO
 
 
 def register(sub) -> None:
@@ -148,7 +149,7 @@ def plan_quotas(path: Path, brokers: int) -> list[dict]:
     if not isinstance(section, dict) or not isinstance(section.get("topics"), list):
         raise UsageError(f"--plan {path}: no quotas in it (a capacity.json from "
                          "`floodgate report capacity` has them)")
-    reserve = float(section.get("fuse_reserve", 0.3))
+    reserve = float(section.get("fuse_reserve", FUSE_CAP_RATIO))
     try:
         quotas = [per_broker(q, brokers, reserve) for q in section["topics"]]
     except QuotaPlanError as exc:

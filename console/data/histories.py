@@ -14,8 +14,7 @@ from itertools import pairwise
 
 from broker_core.observe.stats_doc import HistorySecond
 from heatmap import LatencyHistogram
-
-HISTORY_S = 300
+from heatmap.sla import HISTORY_S  # the window every screen shows
 
 
 def merge_history(old: Sequence[HistorySecond], new: Iterable[HistorySecond],

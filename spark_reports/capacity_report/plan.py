@@ -20,7 +20,7 @@ from capacity.sizing import SizingInputs, size
 from capacity.usl import fit_usl
 from heatmap import LatencyHistogram
 from heatmap.metrics_log import histogram_from_row
-from heatmap.sla import SLA_MAX_MS, SLA_MEAN_MS
+from heatmap.sla import FUSE_CAP_RATIO, SLA_MAX_MS, SLA_MEAN_MS
 from spark_reports.errors import ReportError
 
 QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999), ("p9999", 0.9999))
@@ -36,7 +36,7 @@ class Options:
     sla_avg_ms: float = SLA_MEAN_MS
     sla_max_ms: float = SLA_MAX_MS
     target_utilisation: float = 0.6
-    fuse_reserve: float = 0.3
+    fuse_reserve: float = FUSE_CAP_RATIO
     failure_domains: int = 3
     replicas: int = 2
     water: float = 0.75
@@ -157,6 +157,7 @@ def build_plan(measured: dict, opts: Options) -> dict:
     latency = latency_table(measured["latency_totals"], measured["latency_buckets"])
     cluster_latency = next((r for r in latency if r["broker"] == "ALL"), None)
     brokers_now = len(brokers)
+    # the continuous share, as capacity.sizing plans with (see brokers_for_fuse)
     usable_now = brokers_now * capacity * (1 - opts.fuse_reserve)
     checks = [
         _check(f"carries {opts.sla_rate:,.0f} msgs/s with {opts.fuse_reserve:.0%} isolated",
