@@ -5,6 +5,7 @@ the load (ROUTE with create), inject, show and clear drill faults
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -57,6 +58,12 @@ def quota(http_addr: str, method: str = "GET", body: dict | None = None,
     return admin_call(http_addr, path, method, body, token, timeout)
 
 
+# What answered did not speak HTTP (a broker's data port does not): said in words, not
+# with the raw bytes http.client puts in its BadStatusLine
+NOT_HTTP = ("not an HTTP port (a broker's data port?): give the broker's HTTP port (the data "
+            "port + 1 in a local cluster)")
+
+
 def admin_call(http_addr: str, path: str, method: str, body: dict | None,
                token: str | None, timeout: float) -> dict[str, Any]:
     url = f"http://{http_addr}{path}"
@@ -74,6 +81,8 @@ def admin_call(http_addr: str, path: str, method: str, body: dict | None,
         except ValueError:
             message = exc.reason
         raise AdminError(f"{http_addr}: {message}") from None
+    except http.client.HTTPException:
+        raise AdminError(f"{http_addr}: {NOT_HTTP}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise AdminError(f"{http_addr}: cannot reach the broker: {reason}") from None

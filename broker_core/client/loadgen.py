@@ -78,6 +78,21 @@ def retry_reason(why: str) -> str:
     return "timeout" if "no answer" in rest else head[:40] or "unknown"
 
 
+def failure_reason(exc: BaseException) -> str:
+    """What a failed send's summary counts it under: the broker's code, else the last
+    attempt's reason in words (an HTTP port given for a data port, a refused connection)
+    without the brokers' addresses, else the exception's class."""
+    if isinstance(exc, SendFailed) and exc.code:
+        return exc.code.name
+    text = exc.retries[-1] if isinstance(exc, SendFailed) and exc.retries else str(exc)
+    if not text:
+        return type(exc).__name__
+    # "127.0.0.1:10911: 127.0.0.1:10911: bad frame from broker: why" -> "why"
+    parts = [p for p in text.split(": ") if p and not p[0].isdigit()]
+    text = ": ".join(parts).removeprefix("bad frame from broker: ")
+    return text[:160] or type(exc).__name__
+
+
 class LoadGenerator:
     def __init__(self, producer: Producer, spec: LoadSpec) -> None:
         if spec.count is None and spec.duration is None:
@@ -104,8 +119,7 @@ class LoadGenerator:
                 self.result.acked += n
             else:
                 self.result.errors += n
-                reason = str(exc.code.name) if isinstance(exc, SendFailed) and exc.code else \
-                    type(exc).__name__
+                reason = failure_reason(exc)
                 self.result.error_reasons[reason] = self.result.error_reasons.get(reason, 0) + n
 
     def run(self) -> LoadResult:

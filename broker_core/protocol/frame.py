@@ -135,11 +135,23 @@ def encode_answer(op: int, request_id: int, code: int, body: bytes) -> bytes:
                        FLAG_RESPONSE, 0, code, request_id) + body
 
 
+def _not_ours(head: bytes, magic: int) -> str:
+    """Why a frame did not start with our magic, saying which port was meant when the
+    other side spoke HTTP (an easy mix-up: a broker has a data port and an HTTP port)."""
+    if head == b"HTTP":
+        return ("an HTTP server answered: that is a broker's HTTP port; give its data (TCP) "
+                "port (the HTTP port - 1 in a local cluster)")
+    if head in (b"GET ", b"POST", b"HEAD", b"PUT ", b"DELE"):
+        return ("an HTTP request on a broker's data port: /stats, /metrics and /admin are on "
+                "its HTTP port (the data port + 1 in a local cluster)")
+    return f"bad magic 0x{magic:04x}"
+
+
 def decode_header(buf: bytes | bytearray | memoryview, offset: int = 0) -> Header:
     """Parse the header at ``offset`` (caller ensures HEADER_SIZE bytes)."""
     h = Header._make(HEADER.unpack_from(buf, offset))
     if h.magic != MAGIC:
-        raise ProtocolError(f"bad magic 0x{h.magic:04x}")
+        raise ProtocolError(_not_ours(bytes(buf[offset:offset + 4]), h.magic))
     if h.version != VERSION:
         raise ProtocolError(f"unsupported protocol version {h.version}")
     if h.length < HEADER_SIZE - LENGTH_SIZE:

@@ -12,6 +12,7 @@ the full 5 minutes every second.
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -21,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from broker_core.client.admin import NOT_HTTP
 from broker_core.observe.stats_doc import BrokerStats, ProducerStats
 from console.data.histories import HISTORY_S
 from console.data.state import BrokerSample, ProducerSample
@@ -36,6 +38,8 @@ def fetch_json(addr: str, path: str, timeout: float) -> tuple[Mapping[str, Any] 
             body = resp.read()
     except urllib.error.HTTPError as exc:
         return None, f"HTTP {exc.code} from {path.split('?')[0]}"
+    except http.client.HTTPException:
+        return None, NOT_HTTP
     except urllib.error.URLError as exc:
         return None, _reason(exc.reason)
     except (OSError, ValueError) as exc:

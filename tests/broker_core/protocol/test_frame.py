@@ -51,3 +51,12 @@ def test_answers_are_response_frames():
     assert header.is_response and not header.oneway
     assert (header.op, header.request_id, header.code) == (p.Op.STATS, 9, p.Code.SYSTEM_BUSY)
     assert frame[p.HEADER_SIZE:] == b"busy"
+
+
+def test_http_on_either_side_is_named_not_a_bad_magic():
+    with pytest.raises(p.ProtocolError, match="an HTTP server answered: that is a broker's HTTP"):
+        p.decode_header(b"HTTP/1.0 400 Bad request\r\n\r\n")
+    with pytest.raises(p.ProtocolError, match="an HTTP request on a broker's data port"):
+        p.decode_header(b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
+    with pytest.raises(p.ProtocolError, match="bad magic"):
+        p.decode_header(bytes(p.HEADER_SIZE))

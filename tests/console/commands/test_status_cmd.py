@@ -111,3 +111,20 @@ def test_demo_refuses_a_port_in_use(capsys):
                          "--base-port", str(port))
     assert rc == 1 and "in use" in err and err.count("\n") == 2  # the start line + one error
 
+
+
+def test_a_data_port_given_for_an_http_one_and_back_is_said_in_words(cluster3, capsys):
+    """Rough edge 1: `status` and `fault inject` on a broker's data port printed
+    `BadStatusLine` with raw control bytes; `bench produce` on its HTTP port said only
+    `SendFailed`. Each now names the port to use, on one line, exit non-zero."""
+    entry = cluster3.file.brokers[0]
+    rc, out, _ = run(capsys, "status", "--brokers", entry.addr, "--json")
+    assert rc == 1
+    reason = json.loads(out)["brokers"][0]["reason"]
+    assert "not an HTTP port" in reason and "HTTP port" in reason
+    rc, out, err = run(capsys, "fault", "inject", "--broker", entry.addr, "--error-rate", "0.5",
+                       "--duration", "1")
+    assert rc == 1 and "not an HTTP port" in err and "\x00" not in err
+    rc, out, err = run(capsys, "bench", "produce", "--brokers", entry.http, "--rate", "20",
+                       "--duration", "0.3")
+    assert rc != 0 and "that is a broker's HTTP port; give its data (TCP) port" in out + err
