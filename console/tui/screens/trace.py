@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from console.data import traces
+from console.tui.screens.base import BackOnEscape
 
 
-class TraceScreen(Screen):
-    BINDINGS = [Binding("escape", "back", "Back"),
-                Binding("slash", "focus_search", "Search")]
+class TraceScreen(BackOnEscape):
+    BINDINGS = [Binding("slash", "focus_search", "Search")]
 
     def __init__(self, window: tuple[int, int] | None = None, broker: str | None = None,
                  name: str | None = None) -> None:
@@ -47,13 +46,6 @@ class TraceScreen(Screen):
             self.run_worker(lambda: self._load_samples(begin, end), thread=True)
         else:
             self.query_one("#trace-query", Input).focus()
-
-    async def action_back(self) -> None:
-        """Back to the broker it was opened from, or (as a mode of its own) the cluster."""
-        if len(self.app.screen_stack) > 1:
-            self.app.pop_screen()
-        else:
-            await self.app.action_cluster()
 
     def action_focus_search(self) -> None:
         self.query_one("#trace-query", Input).focus()

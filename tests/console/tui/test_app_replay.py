@@ -9,7 +9,15 @@ from pathlib import Path
 from console.config import ConsoleConfig
 from console.tui.app import FloodgateApp
 from console.tui.panels.brokers import COLUMNS
-from console.tui.screens import AlertsScreen, BrokerScreen, FuseScreen, HelpScreen, HostScreen
+from console.tui.screens import (
+    AlertsScreen,
+    BrokerScreen,
+    ClusterScreen,
+    ConsumersScreen,
+    FuseScreen,
+    HelpScreen,
+    HostScreen,
+)
 from console.tui.widgets import BrokerTable, PanelView
 
 DATA = Path(__file__).parents[1] / "recorded" / "demo"
@@ -51,10 +59,16 @@ def test_screens_by_key_and_help():
         app = replay_app()
         async with app.run_test(size=(150, 40)) as pilot:
             await ready(pilot)
-            for key, screen in (("f", FuseScreen), ("h", HostScreen), ("a", AlertsScreen)):
+            for key, screen in (("f", FuseScreen), ("g", ConsumersScreen), ("h", HostScreen),
+                                ("a", AlertsScreen)):
                 await pilot.press(key)
                 await pilot.pause()
                 assert isinstance(app.screen, screen)
+                await pilot.press("escape")  # as help says, on every screen: back
+                await pilot.pause()
+                assert isinstance(app.screen, ClusterScreen), key
+                await pilot.press(key)
+                await pilot.pause()
             await pilot.press("question_mark")
             assert isinstance(app.screen, HelpScreen)
             await pilot.press("x")  # any key closes it
