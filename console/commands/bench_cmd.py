@@ -80,8 +80,10 @@ def run_produce(args) -> int:
         value = getattr(args, name)
         if value is not None and value < (0 if name == "size" else 1):
             raise UsageError(f"--{name} must be positive")
-    if args.duration is not None and args.duration <= 0 or args.rate is not None and args.rate <= 0:
-        raise UsageError("--duration and --rate must be positive")
+    for name in ("duration", "rate"):  # named one by one, as every flag is
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            raise UsageError(f"--{name} must be positive, got {value:g}")
     try:
         backoff = tuple(float(x) for x in args.backoff.split(",") if x.strip())
     except ValueError:

@@ -19,6 +19,8 @@ from console.commands.common import (
 from console.errors import UsageError
 from heatmap.sla import FUSE_CAP_RATIO
 
+MAX_BROKERS = 10_000_000  # past this a sizing is a unit mistake, not a plan
+
 
 def register(sub) -> None:
     parser = add_subparser(
@@ -198,6 +200,10 @@ def run_size(args) -> int:
         from capacity.usl import fit_usl, read_points
 
         per_broker = fit_usl(*read_points(args.load_test)).max_throughput
+    if args.target_rate / per_broker > MAX_BROKERS:  # also catches inf (1e300 / 1e-300)
+        raise UsageError(f"--target-rate {args.target_rate:g} over --per-broker-rate "
+                         f"{per_broker:g} needs more than {MAX_BROKERS:,} brokers: check the "
+                         "units (msgs/s)")
     plan = size(
         SizingInputs(
             target_rate=args.target_rate, per_broker_rate=per_broker,

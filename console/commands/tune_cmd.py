@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from console.commands.common import add_subparser, print_json
 from console.errors import UsageError
@@ -63,6 +64,9 @@ def _state_dir(p: argparse.ArgumentParser) -> None:
 def _plan(args):
     from kernel_tuning import available_profiles, build_plan
 
+    for folder in args.profile_dir:  # silently ignored, a typo would plan the built-ins
+        if not Path(folder).is_dir():
+            raise UsageError(f"--profile-dir {folder}: no such directory")
     if args.profile not in available_profiles(args.profile_dir):
         names = ", ".join(available_profiles(args.profile_dir))
         raise UsageError(f"unknown profile {args.profile!r} (valid: {names})")

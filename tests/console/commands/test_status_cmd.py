@@ -1,5 +1,5 @@
 """`floodgate status` (table, --json, exit codes), the console's config order,
-and the demo's usage checks."""
+and usage checks of the demo and other commands (one line, exit 2)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,13 @@ def test_status_live_cluster_and_an_unreachable_broker(cluster3, capsys):
     (["demo", "--json"], "--json needs --headless"),
     (["demo", "--brokers", "0"], "at least 1"),
     (["demo", "--base-port", "65530"], "--base-port"),
+    # rough edges 6 and 9: an overflow, a flag not named, a directory silently ignored
+    (["capacity", "size", "--target-rate", "1e300", "--per-broker-rate", "1e-300"],
+     "needs more than 10,000,000 brokers"),
+    (["bench", "produce", "--brokers", "127.0.0.1:1", "--rate", "-5", "--duration", "1"],
+     "--rate must be positive, got -5"),
+    (["tune", "plan", "--profile-dir", "/nonexistent"],
+     "--profile-dir /nonexistent: no such directory"),
 ])
 def test_usage_errors_exit_2(capsys, argv, message):
     try:
