@@ -132,7 +132,11 @@ def run_clear(args) -> int:
     else:
         for name, doc in answers.items():
             print(f"{name}: removed {doc.get('removed', 0)}, {len(doc.get('quotas', []))} left")
-    return _done(answers, failed)
+    code = _done(answers, failed)
+    if query is not None and answers and not any(d.get("removed") for d in answers.values()):
+        # a typo in --topic must not read as done (`quota show` lists what there is)
+        raise CommandFailed(f"no quota on {query['kind']} {query['target']!r} on any broker")
+    return code
 
 
 def plan_quotas(path: Path, brokers: int) -> list[dict]:

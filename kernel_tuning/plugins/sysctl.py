@@ -60,7 +60,9 @@ class SysctlPlugin(Plugin):
             "sysctl",
             "vm.watermark_scale_factor",
             str(factor),
-            setting.reason,
+            # what the profile asked, in this kernel's terms (its reason named the key
+            # it had asked for, which read as nonsense beside this one)
+            f"{setting.reason}; as vm.extra_free_kbytes={setting.target} would",
             name="vm.watermark_scale_factor",
             note=f"from vm.extra_free_kbytes={setting.target}: this kernel has no extra_free_kbytes",
         )

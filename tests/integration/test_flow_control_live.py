@@ -64,6 +64,9 @@ def test_quota_commands_and_a_throttled_group_that_backs_off(cluster_factory, ca
     assert sum(d["throttled_total"] for d in shown.values()) >= flow["flow_control"]
     code, out, _ = floodgate(capsys, "quota", "clear", "--cluster", path, "--group", "flood")
     assert code == 0 and out.count("removed 1") == 2
+    # rough edge 9: a name that matches nothing is not a success
+    code, out, err = floodgate(capsys, "quota", "clear", "--cluster", path, "--topic", "nosuch")
+    assert code == 1 and "no quota on topic 'nosuch' on any broker" in err
 
     plan = tmp_path / "capacity.json"
     plan.write_text(json.dumps({"quotas": {"fuse_reserve": 0.3, "topics": [

@@ -35,6 +35,17 @@ def test_free_memory_targets_scale_with_ram_and_stay_bounded(tmp_path, make_tree
     assert abs(factor * mem_kb / 10000 - extra) <= mem_kb / 10000
 
 
+def test_the_translated_setting_gives_its_reason_in_its_own_terms(tmp_path, make_tree):
+    """Rough edge 9: the watermark row read `... becomes vm.watermark_scale_factor on
+    kernels without it` beside vm.watermark_scale_factor itself."""
+    make_tree(tmp_path, mem_gib=16)
+    plan = build_plan("broker", tmp_path)
+    setting = {c.setting.name: c.setting for c in plan.checks}["vm.watermark_scale_factor"]
+    assert "becomes" not in setting.reason
+    assert setting.reason.startswith("seed 000: wakes kswapd earlier")
+    assert "as vm.extra_free_kbytes=" in setting.reason
+
+
 def test_min_free_above_five_percent_is_refused_unless_forced(tmp_path, make_tree, profile_dir):
     make_tree(tmp_path, mem_gib=4)
     (profile_dir / "greedy.toml").write_text(

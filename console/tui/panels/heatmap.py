@@ -9,6 +9,7 @@ from rich.segment import Segment
 from rich.text import Text
 
 from heatmap import HeatmapMatrix, TerminalHeatmap, bucket_upper, build_heatmap
+from heatmap.sla import HISTORY_S
 
 
 class FittedHeatmap:
@@ -68,5 +69,8 @@ def render(state, focus=None):
     pairs = list(broker.history)  # (second, LatencyHistogram), decoded by the source
     if not pairs:
         return Text(f"{broker.name}: no send history yet", style="dim")
-    return FittedHeatmap(pairs, f"{broker.name} send latency, last "
-                                f"{pairs[-1][0] - pairs[0][0] + 1} s")
+    span = pairs[-1][0] - pairs[0][0] + 1
+    # the broker keeps HISTORY_S seconds; until the console has seen that many the
+    # picture is shorter, and says so (the README promised 5 minutes; it read 180 s)
+    filling = f" (fills to {HISTORY_S // 60} min)" if span < HISTORY_S else ""
+    return FittedHeatmap(pairs, f"{broker.name} send latency, last {span} s{filling}")

@@ -140,3 +140,21 @@ def test_fitted_heatmap_keeps_the_slow_rows_in_any_height():
         assert len(text) <= height
         assert any(t.lstrip().startswith("1.0s│") or "841ms│" in t for t in text), height
     assert len(natural) > 30  # without a height: schema 2, whole
+
+
+def test_the_heatmap_title_says_how_much_history_it_holds():
+    """Rough edge 10: the README says 5 minutes and the title read `last 180 s`: the
+    title now says that a shorter picture is still filling."""
+    from types import SimpleNamespace
+
+    from console.tui.panels.heatmap import render
+    from heatmap import LatencyHistogram
+
+    def state(seconds: int):
+        hist = LatencyHistogram()
+        hist.record(0.001)
+        broker = SimpleNamespace(name="b1", history=[(t, hist) for t in range(seconds)])
+        return SimpleNamespace(broker=lambda _focus: broker)
+
+    assert render(state(180), "b1").title == "b1 send latency, last 180 s (fills to 5 min)"
+    assert render(state(300), "b1").title == "b1 send latency, last 300 s"
