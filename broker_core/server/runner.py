@@ -11,8 +11,10 @@ import gc
 import logging
 import resource
 import signal
+import socket
 import time
 
+from broker_core.errors import BrokerError
 from broker_core.observe.metrics_log import MetricsLogWriter
 from broker_core.server.broker import Broker
 from broker_core.server.config import BrokerConfig
@@ -66,12 +68,33 @@ async def _finish_requests(broker: Broker, timeout: float) -> None:
         await asyncio.sleep(0.01)
 
 
+def ports_in_use(config: BrokerConfig) -> list[str]:
+    """The broker's ports something else holds (checked by binding each, as the servers
+    will: SO_REUSEADDR, so a port in TIME_WAIT after a restart counts as free)."""
+    named = [("data port", config.port), ("HTTP port", config.http_port)]
+    if config.ha_port:
+        named.append(("HA port", config.ha_port))
+    taken = []
+    for what, port in named:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((config.bind, port))
+            except OSError:
+                taken.append(f"{what} {port}")
+    return taken
+
+
 async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    taken = ports_in_use(config)
+    if taken:  # before the store is opened: a refused start must not look like a crash
+        raise BrokerError(f"{', '.join(taken)} in use on {config.bind}: another broker "
+                          f"there? nothing was opened")
     nofile = raise_nofile_limit()
     if "consumequeue_max_mapped" not in config.store_extra:
         # a mapped queue file holds a descriptor: three quarters of the limit for them,

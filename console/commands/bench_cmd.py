@@ -80,6 +80,13 @@ def run_produce(args) -> int:
         value = getattr(args, name)
         if value is not None and value < (0 if name == "size" else 1):
             raise UsageError(f"--{name} must be positive")
+    from broker_core.server.group_state import TOPIC_RE
+
+    if not TOPIC_RE.match(args.topic):  # the broker's rule, said before any send
+        raise UsageError(f"--topic {args.topic!r}: 1-127 of letters, digits and . _ - | %")
+    if args.topic.startswith("%"):
+        raise UsageError(f"--topic {args.topic}: a system topic (%TRACE%, %RETRY%..., "
+                         "%DLQ%...) takes no ordinary producer's messages")
     for name in ("duration", "rate"):  # named one by one, as every flag is
         value = getattr(args, name)
         if value is not None and not value > 0:

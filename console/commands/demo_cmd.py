@@ -259,7 +259,7 @@ def _print_summary(summary: dict) -> None:
         print(f"  stall on {d['broker']} at {clock(d['stall_at'])}: isolated {when}")
     isolations = [t for t in summary["fuse_transitions"] if t["event"] == "isolate"]
     print(f"fuse: {len(summary['fuse_transitions'])} transitions, {len(isolations)} isolations "
-          f"({summary['false_isolations']} of brokers without a fault)")
+          f"({summary['false_isolations']} of a broker without a fault)")
     for name, g in summary["consumer_groups"].items():
         print(f"  consumer group {name}: {g['status']}, lag {g['lag']:,} "
               f"(went {' -> '.join(g['statuses'])})")

@@ -7,6 +7,9 @@ from pathlib import Path
 from console.commands.common import POSITIVE, Range, add_subparser, checked, number, print_json
 from console.errors import CommandFailed, UsageError
 
+# answers that stored a message on the master alone (protocol.STORED_CODES, short of sync)
+ONE_COPY = ("SLAVE_NOT_AVAILABLE", "FLUSH_SLAVE_TIMEOUT")
+
 
 def register(sub) -> None:
     parser = add_subparser(sub, "drill", "failure drills against a local replicated cluster")
@@ -26,6 +29,31 @@ def register(sub) -> None:
     p.set_defaults(func=run_failover)
 
 
+def report_lines(result) -> list[str]:
+    """The drill's result for a person: counts with separators, acks stored on one copy
+    called out, and what to do about the master it killed."""
+    fo = f"{result.failover_s:.3f} s" if result.failover_s is not None else "never"
+    lines = [f"group {result.group}: master {result.old_master} killed, "
+             f"{result.new_master or 'nobody'} master now (epoch {result.epoch_before} -> "
+             f"{result.epoch_after})",
+             f"failover   {fo} (kill to first ack by the new master)"]
+    by = ", ".join(f"{n:,} {status}" for status, n in
+                   sorted(result.acked_by_status.items(), key=lambda kv: -kv[1]))
+    lines.append(f"sent       {result.sent:,} at {result.rate:.0f} msgs/s; acked "
+                 f"{result.acked:,}" + (f" ({by})" if by else ""))
+    one_copy = sum(n for status, n in result.acked_by_status.items() if status in ONE_COPY)
+    if one_copy:
+        lines.append(f"warning    {one_copy:,} acks ({one_copy / max(1, result.acked):.0%}) "
+                     "were stored on one copy only (no slave in sync, or not in time): a "
+                     "second failure then would lose them")
+    lines.append(f"lost       {result.lost}   duplicates {result.duplicates}   "
+                 f"send errors {result.send_errors}")
+    lines.append(f"next       {result.old_master} stays down: `floodgate cluster up "
+                 "--restart` restarts brokers that die; restarted, it rejoins its group as a "
+                 "slave (`floodgate status` counts it down until then)")
+    return lines
+
+
 @checked
 def run_failover(args) -> int:
     from broker_core.cluster.cluster_file import load_cluster
@@ -40,15 +68,7 @@ def run_failover(args) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        fo = f"{result.failover_s:.3f} s" if result.failover_s is not None else "never"
-        print(f"group {result.group}: master {result.old_master} killed, "
-              f"{result.new_master or 'nobody'} master now (epoch {result.epoch_before} -> "
-              f"{result.epoch_after})")
-        print(f"failover   {fo} (kill to first ack by the new master)")
-        print(f"sent       {result.sent} at {result.rate:.0f} msgs/s; acked {result.acked} "
-              f"{result.acked_by_status}")
-        print(f"lost       {result.lost}   duplicates {result.duplicates}   "
-              f"send errors {result.send_errors}")
+        print("\n".join(report_lines(result)))
     if not result.ok:
         raise CommandFailed(f"{result.lost} acknowledged message(s) lost "
                             f"(first seqs: {result.lost_sample[:5]})")

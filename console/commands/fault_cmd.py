@@ -97,7 +97,9 @@ def describe(state: dict) -> str:
         if key not in known and value not in (0, 0.0, False, None):
             parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
     since = state.get("since_s")
-    head = f"fault active for {duration(since)}" if since is not None else "fault active"
+    # just injected, the broker's answer came microseconds in: "for 5.59 µs" said nothing
+    head = ("fault active" if since is None or since < 1.0
+            else f"fault active for {duration(since)}")
     return f"{head}: {', '.join(parts) or 'nothing'}"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import sys
 from datetime import UTC, datetime, timedelta
 
 from console.commands.common import add_subparser, print_json
@@ -45,6 +47,16 @@ def parse_utc(text: str, flag: str) -> datetime:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
+# 1,000 brokers x 2 ops x 24 h is 173 million rows: ten times that is a night to plan
+MAX_LATENCY_ROWS = 2_000_000_000
+# the three tables on disk per latency row (20 brokers x 1 h: 14.3 MB for 144,000 rows)
+EST_BYTES_PER_ROW = 100
+
+
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
 def run_double11(args) -> int:
     from spark_reports.generator import OP_SHAPES, Double11Config
     from spark_reports.generator.model import default_start
@@ -71,7 +83,22 @@ def run_double11(args) -> int:
         ops=ops,
         cluster=args.cluster,
     )
-    result = _generate_with_progress(config, args.out, args.force, quiet=args.json)
+    rows = config.brokers * len(ops) * config.seconds
+    if rows > MAX_LATENCY_ROWS:
+        raise UsageError(f"--brokers {args.brokers} x --hours {args.hours:g} x {len(ops)} ops is "
+                         f"{rows:,.0f} latency rows, over {MAX_LATENCY_ROWS:,.0f} (ten times "
+                         "the largest night the reports are sized for)")
+    if not args.json:
+        size = rows * EST_BYTES_PER_ROW
+        size_text = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+        print(f"generating {rows:,.0f} latency rows (about {size_text} on disk) into "
+              f"{args.out}", file=sys.stderr)
+    # SIGTERM as Ctrl-C: the partial tables are removed, not left for the next run to refuse
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        result = _generate_with_progress(config, args.out, args.force, quiet=args.json)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     end = config.start + timedelta(seconds=config.seconds)
     span = {
         "start": config.start.isoformat(),

@@ -97,7 +97,8 @@ def print_consumers(console, state) -> None:
     if state.flow.active:
         console.print(summary(state.flow))
         for topic, group, total, _ in state.flow.by_topic():
-            console.print(f"  throttled topic {topic} from group {group}: {count(total)}")
+            sender = f"group {group}" if group else "producers without a group"
+            console.print(f"  throttled topic {topic} from {sender}: {count(total)}")
 
 
 def run(args) -> int:

@@ -195,6 +195,7 @@ def _flow_alerts(flow, add) -> None:
         if not per_s:
             continue
         add(f"throttled:{topic}:{group}", "info",
-            f"flow control: topic {topic} from group {group} throttled {per_s:,.0f}/s "
+            f"flow control: topic {topic} from "
+            f"{f'group {group}' if group else 'producers without a group'} throttled {per_s:,.0f}/s "
             f"({total:,} refused) on {', '.join(sorted(brokers[topic, group]))}", per_s,
             "msgs/s")

@@ -83,6 +83,13 @@ class _DayFiles:
             self.files.append(final)
         self.writers = {}
 
+    def abort(self) -> None:
+        """Interrupted: nothing half written stays (hidden files) or passes for whole."""
+        for w, hidden, _final in self.writers.values():
+            w.close()
+            hidden.unlink(missing_ok=True)
+        self.writers = {}
+
 
 def generate_double11(
     config: Double11Config,
@@ -125,8 +132,12 @@ def generate_double11(
             index += 1
             if on_progress:
                 on_progress(first, config.seconds)
-    finally:
-        files.close()
+    except BaseException:  # Ctrl-C, SIGTERM (the command turns it into the same), errors
+        files.abort()
+        for table in metrics_log.SCHEMAS:  # a partial night would pass for a whole one,
+            shutil.rmtree(out / table, ignore_errors=True)  # and the next run refuse it
+        raise
+    files.close()
     return GenerateResult(
         out=str(out),
         latency_rows=int(totals[0]),

@@ -117,7 +117,7 @@ def cluster_line(state) -> Text | None:
     text = Text()
     if state.consumers:
         text.append_text(describe(state.consumers))
-        text.append(f", lag {count(sum(g.lag for g in state.consumers))} (g: groups)")
+        text.append(f", lag {count(sum(g.lag for g in state.consumers))}")
     if flow.active:
         text.append(" │ " if state.consumers else "")
         text.append("flow control: throttled ")

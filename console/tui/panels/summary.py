@@ -16,7 +16,7 @@ def render(state, focus=None):
     sla = state.brokers and s.max is not None and s.max > limit
     text = Text()
     text.append(f"{clock(state.now)}  ", style="dim")
-    text.append(f"{s.brokers} brokers ")
+    text.append(f"{s.brokers} broker{'s' if s.brokers != 1 else ''} ")
     for name in ("UP", "SLOW", "ISOLATED", "DOWN"):
         n = s.by_state.get(name, 0)
         if n:
@@ -27,9 +27,11 @@ def render(state, focus=None):
     text.append(" max ")
     text.append(ms(s.max), style="bold red" if sla else "")
     text.append(f" │ availability {pct(s.availability, 2)} ")
-    cap = "-" if s.cap is None else str(s.cap)
     at_cap = s.cap is not None and s.cap > 0 and s.isolated >= s.cap
-    text.append(f"│ excluded {s.isolated}/{cap}", style="magenta" if at_cap else "")
+    if s.cap is None:  # no producer watched: its fuse is not known ("0/-" said nothing)
+        text.append("│ fuse: no producer watched", style="dim")
+    else:
+        text.append(f"│ excluded {s.isolated}/{s.cap}", style="magenta" if at_cap else "")
     if s.overflow:
         text.append(f" +{s.overflow} overflow", style="yellow")
     text.append("\n")

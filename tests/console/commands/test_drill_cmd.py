@@ -34,3 +34,22 @@ def test_missing_or_single_copy_cluster_is_refused(capsys, tmp_path):
 def test_numbers_out_of_range(capsys, tmp_path, flag):
     code, err = run(capsys, "drill", "failover", "--cluster", str(tmp_path / "c"), flag, "-1")
     assert code == 2 and flag in err
+
+
+def test_the_report_reads_as_sentences_and_calls_out_one_copy_acks():
+    """Rough edge 4: `acked 15000 {'SEND_OK': 10490, 'SLAVE_NOT_AVAILABLE': 4510}` (a
+    Python dict), 30 % of acks on one copy said nowhere, the killed master left down with
+    no hint."""
+    from broker_core.cluster.drill import DrillResult
+    from console.commands.drill_cmd import report_lines
+
+    result = DrillResult("group-1", "group-1-a", "group-1-b", 1, 2, sent=15000, acked=15000,
+                         acked_by_status={"SEND_OK": 10490, "SLAVE_NOT_AVAILABLE": 4510},
+                         failover_s=1.234, rate=500.0)
+    text = "\n".join(report_lines(result))
+    assert "acked 15,000 (10,490 SEND_OK, 4,510 SLAVE_NOT_AVAILABLE)" in text
+    assert "{" not in text
+    assert "warning    4,510 acks (30%) were stored on one copy only" in text
+    assert "group-1-a stays down: `floodgate cluster up --restart`" in text
+    clean = DrillResult("group-1", "group-1-a", acked=10, acked_by_status={"SEND_OK": 10})
+    assert "warning" not in "\n".join(report_lines(clean))

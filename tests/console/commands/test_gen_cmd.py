@@ -29,6 +29,8 @@ def test_gen_double11_bad_usage_exits_2_with_one_line(tmp_path, capsys):
         (["--brokers", "2", "--hours", "0"], "--hours must be positive"),
         (["--brokers", "2", "--hours", "1", "--ops", "send,nope"], "--ops: unknown op nope"),
         (["--brokers", "2", "--hours", "1", "--start", "soon"], "--start: not an ISO 8601 time"),
+        # rough edge 5: no estimate, accepted at any size
+        (["--brokers", "100000", "--hours", "1000"], "latency rows, over 2,000,000,000"),
     ):
         assert main(base + extra) == 2
         err = capsys.readouterr().err.strip().splitlines()
@@ -66,3 +68,27 @@ def test_gen_double11_short_range_is_centred_on_the_flash_peak(tmp_path, capsys)
         "  2026-11-11 02:00:00 .. 2026-11-11 02:00:36 UTC, no flash peak inside; "
         "next at 2026-11-12 00:00 UTC"
     )
+
+
+def test_sigterm_leaves_nothing_half_written_and_the_next_run_starts(tmp_path):
+    """Rough edge 5: SIGTERM left a hidden 193 MB `.part-00000.parquet.inprogress` and the
+    next run refused (`latency already exists`); Ctrl-C and SIGTERM now remove the
+    partial tables."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "night"
+    argv = [sys.executable, "-m", "console.cli", "gen", "double11", "--brokers", "200",
+            "--hours", "24", "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(out.rglob("*.inprogress")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until it is writing
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+    assert proc.returncode == 130, proc.stderr
+    assert not [p for p in out.rglob("*") if p.is_file()]  # nothing, hidden or not
+    assert main(["gen", "double11", "--brokers", "1", "--hours", "0.001", "--out",
+                 str(out), "--json"]) == 0

@@ -31,3 +31,21 @@ def test_refused_by_name(capsys, tmp_path, argv, message):
         code = exc.code
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_serve_on_a_port_in_use_opens_nothing(tmp_path, capsys):
+    """Rough edge 3: `broker serve` on a port in use exited 1 after opening the store and
+    leaving `store/abort`, so the next start recovered as after a crash."""
+    import socket
+
+    from broker_core.cluster.ports import free_port_range
+
+    port = free_port_range(2)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port + 1))
+        busy.listen()
+        code = main(["broker", "serve", "--name", "b", "--data", str(tmp_path / "b"),
+                     "--port", str(port), "--http-port", str(port + 1)])
+    err = capsys.readouterr().err
+    assert code == 1 and f"HTTP port {port + 1} in use" in err and err.count("\n") == 1
+    assert not (tmp_path / "b" / "store").exists()

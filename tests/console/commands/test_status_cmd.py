@@ -75,6 +75,11 @@ def test_status_live_cluster_and_an_unreachable_broker(cluster3, capsys):
      "needs more than 10,000,000 brokers"),
     (["bench", "produce", "--brokers", "127.0.0.1:1", "--rate", "-5", "--duration", "1"],
      "--rate must be positive, got -5"),
+    # rough edge 7: a bad topic name and a system topic, refused before any send
+    (["bench", "produce", "--brokers", "127.0.0.1:1", "--topic", "bad topic!", "--count", "1"],
+     "--topic 'bad topic!': 1-127 of letters"),
+    (["bench", "produce", "--brokers", "127.0.0.1:1", "--topic", "%TRACE%", "--count", "1"],
+     "--topic %TRACE%: a system topic"),
     (["tune", "plan", "--profile-dir", "/nonexistent"],
      "--profile-dir /nonexistent: no such directory"),
 ])

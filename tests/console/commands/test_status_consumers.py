@@ -60,3 +60,17 @@ def test_a_steady_lag_judged_ok_is_keeping_up(tmp_path, capsys):
               "consumers": {"billing": group("OK", 5, [queue("orders", 0, 95, 100)])}}
     assert main(["status", "--replay", recording(tmp_path, steady)]) == 0
     assert "group billing  OK       lag 5  keeping up  (orders)" in capsys.readouterr().out
+
+
+def test_status_wording_for_one_broker_no_fuse_and_no_group(tmp_path, capsys):
+    """Rough edge 8: `1 brokers`, `excluded 0/-` (no producer watched) and `from group :`
+    (sends without a producer group) read as mistakes."""
+    import copy
+
+    doc = copy.deepcopy(BROKER_1)
+    doc["flow"]["throttled"] = [{"topic": "orders", "group": "", "count": 7}]
+    main(["status", "--replay", recording(tmp_path, doc)])
+    out = capsys.readouterr().out
+    assert " 1 broker " in out and "1 brokers" not in out
+    assert "fuse: no producer watched" in out and "excluded 0/-" not in out
+    assert "throttled topic orders from producers without a group: 7" in out
