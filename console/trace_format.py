@@ -57,8 +57,10 @@ def timeline_lines(t) -> list[str]:
             fuse_txt = f", fuse: {fuse.get('broker')}" + (f" (isolated: {', '.join(ex)})"
                                                           if ex else "")
         broker_ms = f", broker {s['broker_ms']:.2f} ms" if s.get("broker_ms") is not None else ""
+        broker, addr = s.get("broker", "?"), s.get("addr") or "?"
+        to = broker if addr in (broker, "?") else f"{broker} ({addr})"  # not the address twice
         out.append(f"  {clock(s['born_ms'])}  sent by {s.get('client', '?')} to "
-                   f"{s.get('broker', '?')} ({s.get('addr') or '?'}): {s.get('status')}, "
+                   f"{to}: {s.get('status')}, "
                    f"RT {s.get('rt_ms', 0):.2f} ms{broker_ms}, {s.get('attempts', 1)} "
                    f"attempt(s){retry}{fuse_txt}")
     else:
@@ -71,13 +73,14 @@ def timeline_lines(t) -> list[str]:
                f"{'durable' if t.durable else 'not yet flushed'} now "
                f"(+{t.store_ms - (s['born_ms'] if s else t.born_ms)} ms)")
     born = s["born_ms"] if s else t.born_ms
-    for group in sorted(t.deliveries):
-        for i, d in enumerate(t.deliveries[group]):
-            commit = (f", committed {clock(d.committed_ms)}" if d.committed_ms
-                      else ", not committed when traced")
-            again = " (redelivery)" if i else ""
-            out.append(f"  {clock(d.pulled_ms)}  delivered to group {group}{again} "
-                       f"({d.client}){commit}: end to end {d.pulled_ms - born:,} ms")
+    deliveries = [(d.pulled_ms, group, i, d) for group in t.deliveries
+                  for i, d in enumerate(t.deliveries[group])]
+    for _pulled, group, i, d in sorted(deliveries, key=lambda x: (x[0], x[1])):  # in time
+        commit = (f", committed {clock(d.committed_ms)}" if d.committed_ms
+                  else ", not committed when traced")
+        again = " (redelivery)" if i else ""
+        out.append(f"  {clock(d.pulled_ms)}  delivered to group {group}{again} "
+                   f"({d.client}){commit}: end to end {d.pulled_ms - born:,} ms")
     for note in t.notes:
         out.append(f"  note: {note}")
     for gap in t.missing:
