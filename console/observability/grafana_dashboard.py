@@ -111,7 +111,7 @@ def average_panel():
 
 def over_20ms_panel():
     expr = f"sum by (broker) (increase(floodgate_send_over_20ms_total{{{BROKER}}}[{RATE}]))"
-    return (series_panel("Sends over 20 ms", "short", [query(expr, "{{broker}}")],
+    return (series_panel(f"Sends over {SLA_MAX_MS:g} ms", "short", [query(expr, "{{broker}}")],
                          "Exact count kept by the broker; any is an SLA breach.", width=8)
             .draw_style(common.GraphDrawStyle.BARS).fill_opacity(80))
 
@@ -206,7 +206,7 @@ def overview_stats() -> list:
                    f"histogram_quantile(0.99, sum by (le) "
                    f"(rate(floodgate_send_latency_seconds_bucket{sel}[{RATE}])))", "s",
                    [(None, "green"), (SLA_MEAN_S, "orange"), (SLA_MAX_S, "red")]),
-        stat_panel("Sends over 20 ms in range",
+        stat_panel(f"Sends over {SLA_MAX_MS:g} ms in range",
                    f"sum(increase(floodgate_send_over_20ms_total{sel}[$__range]))", "short",
                    [(None, "green"), (1, "red")]),
         stat_panel("Messages in per second, total",

@@ -99,7 +99,7 @@ def latency_rules(window: str = RATE_WINDOW) -> list[Rule]:
 
 
 def rate_rules(window: str = RATE_WINDOW) -> list[Rule]:
-    """Messages and bytes in and out per second, errors and sends over 20 ms."""
+    """Messages and bytes in and out per second, errors and sends over the SLA max."""
     rules = []
     for counter in ("messages_in", "messages_out", "bytes_in", "bytes_out", "send_errors"):
         metric = f"floodgate_{counter}"
@@ -131,13 +131,14 @@ def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
             " left on; if producers suffer, let the fuse isolate it.",
         ),
         Alert(
-            "FloodgateSendOver20ms",
+            f"FloodgateSendOver{SLA_MAX_MS:g}ms",
             f"{over} > 0",
             None,
             "page",
-            "Sends over 20 ms on {{ $labels.broker }}",
+            f"Sends over {SLA_MAX_MS:g} ms on {{{{ $labels.broker }}}}",
             "Broker {{ $labels.broker }} ({{ $labels.instance }}, cluster {{ $labels.cluster }})"
-            " answered about {{ $value | printf \"%.0f\" }} sends slower than 20 ms in the"
+            " answered about {{ $value | printf \"%.0f\" }} sends slower than"
+            f" {SLA_MAX_MS:g} ms in the"
             f" last minute (SLA: no send over {SLA_MAX_MS:g} ms).",
             "Runbook: look for the stall on the send heatmap of {{ $labels.broker }}; check its"
             " flush lag, disk and `floodgate fault show --broker {{ $labels.instance }}`;"

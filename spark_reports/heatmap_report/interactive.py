@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from heatmap.layout import bucket_lower, bucket_upper
+from heatmap.layout import bucket_index, bucket_lower, bucket_upper
 from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 from spark_reports.report_kit import json_block, plotly_js
 
@@ -46,9 +46,10 @@ def bucket_labels(lo: int, hi: int) -> list[str]:
 
 def row_of(seconds: float, lo: int) -> float:
     """Row coordinate of a latency on the heatmap's bucket axis (row r spans r±0.5)."""
-    c = math.log2(seconds) * 8  # bucket ceil(c) holds it, (c - (ceil(c) - 1)) of the way up
-    i = math.ceil(c)
-    return (i - lo) - 0.5 + (c - (i - 1))
+    i = bucket_index(seconds)  # the layout's bucket, and how far up it on the log scale
+    low, high = bucket_lower(i), bucket_upper(i)
+    up = (math.log(seconds / low) / math.log(high / low)) if low > 0 else 1.0
+    return (i - lo) - 0.5 + up
 
 
 def sparse(cells: pd.DataFrame, t0: int, step: int, lo: int) -> list[int]:

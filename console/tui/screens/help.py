@@ -6,7 +6,10 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-HELP = """[b]floodgate console[/b]
+from heatmap.sla import FUSE_CAP_RATIO, SLA_MAX_MS, SLA_MEAN_MS
+
+# seed 000's lines from heatmap.sla, not written here again
+HELP = f"""[b]floodgate console[/b]
 
 [b]c[/b] cluster  [b]g[/b] groups  [b]f[/b] fuse  [b]h[/b] host  [b]a[/b] alerts  [b]t[/b] trace  [b]?[/b] help  [b]q[/b] quit
 [b]Enter[/b] open the broker (heatmap) or group (queues)   [b]Esc[/b] back   [b][ ][/b] prev/next
@@ -14,16 +17,16 @@ HELP = """[b]floodgate console[/b]
 
 [b]States[/b]
 [green]UP[/green]        answering, send p99 and max within the SLA
-[yellow]SLOW[/yellow]      send p99 or max over 20 ms in the last 10 s
+[yellow]SLOW[/yellow]      send p99 or max over {SLA_MAX_MS:g} ms in the last 10 s
 [magenta]ISOLATED[/magenta]  a producer's fuse excludes it (slow or failing)
 [red]DOWN[/red]      no answer for two refreshes (the reason is shown)
 A [b]?[/b] after a state: the last poll failed, the row is stale.
 
 [b]Groups[/b] [green]OK[/green]; [yellow]WARNING[/yellow] lag growing over 10 s; [red]STALLED[/red] alive, offsets
 not moving with lag; [red]STOPPED[/red] lag and no consumer heard from for 10 s.
-[b]Fuse[/b] excluded n/cap: isolated, not serving (cap: 30 % of the brokers);
+[b]Fuse[/b] excluded n/cap: isolated, not serving (cap: {FUSE_CAP_RATIO * 100:g} % of the brokers);
 overflow: isolated too, serving again by rule 4 (earliest isolated, cap full).
-[b]Alerts[/b] send average over 3 ms, max over 20 ms (latest and worst figure),
+[b]Alerts[/b] send average over {SLA_MEAN_MS:g} ms, max over {SLA_MAX_MS:g} ms (latest and worst figure),
 send errors, a broker down, a fuse at its cap; a group not OK; throttling.
 [b]Trace[/b] a key or message id: sent, stored, delivered per group, what is missing;
 [b]t[/b] on a broker: the slowest traced sends of its spike second.

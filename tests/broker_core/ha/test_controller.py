@@ -59,7 +59,9 @@ def test_controller_on_zookeeper_creates_and_fails_over(zookeeper, zk_root):
     zk.start(timeout=10)
     broker_a = KazooClient(hosts=zookeeper.addr, timeout=0.5)  # a's own session
     broker_a.start(timeout=10)
-    controller = Controller(zookeeper.addr, cluster, session_s=1.0, broker_session_s=0.5)
+    # the controller's own session long too: it lost its lead to a server stall (a loaded
+    # CI machine) between writing the failover and noting it; only a's session may end
+    controller = Controller(zookeeper.addr, cluster, session_s=5.0, broker_session_s=0.5)
     runner = threading.Thread(target=controller.run, daemon=True)
     try:
         runner.start()
