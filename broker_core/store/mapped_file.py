@@ -223,30 +223,28 @@ _libc = None
 _MS_SYNC = 4
 
 
-def _msync(mm: mmap.mmap, size: int) -> None:
-    """msync(MS_SYNC) of a whole mapping through libc: ctypes lets go of the GIL for
-    the call (mmap.flush holds it while the disk works)."""
+def _mapped_at(mm: mmap.mmap):
+    """(libc, the mapping's address) for the calls Python's mmap has no method for."""
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
     view = ctypes.c_char.from_buffer(mm)
     try:
-        addr = ctypes.addressof(view)
+        return _libc, ctypes.c_void_p(ctypes.addressof(view))
     finally:
         del view  # an exported buffer would stop mm.close()
-    if _libc.msync(ctypes.c_void_p(addr), ctypes.c_size_t(size), _MS_SYNC) != 0:
+
+
+def _msync(mm: mmap.mmap, size: int) -> None:
+    """msync(MS_SYNC) of a whole mapping through libc: ctypes lets go of the GIL for
+    the call (mmap.flush holds it while the disk works)."""
+    libc, addr = _mapped_at(mm)
+    if libc.msync(addr, ctypes.c_size_t(size), _MS_SYNC) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"msync: {os.strerror(err)}")
 
 
 def _mlock(mm: mmap.mmap, size: int, *, lock: bool) -> bool:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    view = ctypes.c_char.from_buffer(mm)
-    try:
-        addr = ctypes.addressof(view)
-    finally:
-        del view  # an exported buffer would stop mm.close()
-    fn = _libc.mlock if lock else _libc.munlock
-    return fn(ctypes.c_void_p(addr), ctypes.c_size_t(size)) == 0
+    libc, addr = _mapped_at(mm)
+    fn = libc.mlock if lock else libc.munlock
+    return fn(addr, ctypes.c_size_t(size)) == 0
