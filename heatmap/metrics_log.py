@@ -43,6 +43,8 @@ PARTITION_COLUMN = "date"
 # Operations a broker times. A row with any other op is quarantined, so a typo
 # in a writer shows up as a count in the report instead of a phantom op.
 KNOWN_OPS = ("send", "pull", "flush", "replicate", "commit", "ack")
+# The ones floodgate's broker times and exports (/stats, /metrics, the Prometheus rules)
+BROKER_OPS = ("send", "pull", "flush")
 
 # Timestamps are whole UTC seconds; stored at microsecond precision, the unit
 # pyarrow, Spark and DuckDB all read as "timestamp with time zone".

@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 from broker_core.observe.snapshot import BrokerSnapshot
 from heatmap import LatencyHistogram
 from heatmap.layout import PER_OCTAVE, ZERO_INDEX
+from heatmap.metrics_log import BROKER_OPS
 
 LE_MIN_EXP = ZERO_INDEX // PER_OCTAVE  # the zero bucket at schema 0: le = 2**-20 s
 LE_MAX_EXP = 6  # 64 s; anything slower is counted in +Inf only
@@ -52,7 +53,7 @@ class BrokerCollector(Collector):
     def collect(self):
         snap = self.snapshot()
         name = snap.name
-        for op in ("send", "pull", "flush"):
+        for op in BROKER_OPS:
             yield histogram_family(
                 f"floodgate_{op}_latency_seconds",
                 f"Broker-side {op} latency (schema-3 histogram, power-of-two classic export)",

@@ -32,11 +32,12 @@ from broker_core.server.trace_store import StoreTracer
 from broker_core.server.write_path import WritePath
 from broker_core.store import MessageStore, StoreConfig
 from broker_core.store.message import pack_host
+from heatmap.metrics_log import BROKER_OPS
 from heatmap.sla import HISTORY_S
 
 __all__ = ["Broker", "BrokerConfig"]
 
-OPS = ("send", "pull", "flush")
+OPS = BROKER_OPS
 
 
 class Broker:

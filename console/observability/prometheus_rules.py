@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from heatmap.metrics_log import BROKER_OPS as OPS
 from heatmap.sla import SLA_MAX_MS, SLA_MEAN_MS, SLA_MEAN_S
 
-OPS = ("send", "pull", "flush")
 QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
 BROKER_JOB = "floodgate-broker"
 PRODUCER_JOB = "floodgate-producer"
