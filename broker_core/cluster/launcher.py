@@ -38,6 +38,12 @@ def ha_ports(base_port: int, i: int) -> tuple[int, int, int]:
     return base_port + 3 * i, base_port + 3 * i + 1, base_port + 3 * i + 2
 
 
+def ports_taken(brokers: int = 0, groups: int = 0, replicas: int = 2) -> int:
+    """How many ports from the base a cluster takes: a pair per single-copy broker, or a
+    triple per replicated broker and one for the embedded ZooKeeper after them."""
+    return 3 * groups * replicas + 1 if groups else 2 * brokers
+
+
 def group_entries(groups: int, replicas: int, base_port: int, data: Path,
                   bind: str) -> list[BrokerEntry]:
     """group-1-a, group-1-b, group-2-a, ...: R brokers in each of G groups."""

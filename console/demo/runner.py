@@ -131,9 +131,10 @@ class Demo:
 
     @property
     def producer_port(self) -> int:
-        if self.opts.groups:  # 3 ports per broker, then the embedded ZooKeeper
-            return self.opts.base_port + 3 * 2 * self.opts.groups + 1
-        return self.opts.base_port + 2 * self.opts.brokers
+        from broker_core.cluster.launcher import ports_taken
+
+        o = self.opts  # the first port after the cluster's (replicated: 2 brokers a group)
+        return o.base_port + ports_taken(o.brokers, o.groups, replicas=2)
 
     # --- start ---------------------------------------------------------------------
     def start(self) -> Demo:
