@@ -41,7 +41,10 @@ OPS = BROKER_OPS
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`clock`: wall time (store timestamps, figures); `monotonic`: intervals (group
+        members' heartbeats, the backlog's judgement, drill faults' durations)."""
         self.config = config
         self.clock = clock
         data = Path(config.data_dir)
@@ -63,10 +66,10 @@ class Broker:
         self.topics.recover(self.store.queues())
         self.offsets = OffsetTable(data / "offsets.json")
         self.flow = FlowControl(data / "quotas.json")
-        self.members = GroupMembers(time.monotonic)
-        self.backlog = BacklogEvaluator(time.monotonic)
+        self.members = GroupMembers(monotonic)
+        self.backlog = BacklogEvaluator(monotonic)
         self.recorder = OpRecorder(OPS, clock)
-        self.faults = Faults(time.monotonic)
+        self.faults = Faults(monotonic)
         self.write_path = WritePath(self.store, self.faults, config.flush == "sync",
                                     config.busy_after_ms, config.max_inflight_writes,
                                     self._paused)

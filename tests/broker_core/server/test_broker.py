@@ -3,6 +3,8 @@ counted and answered, the direct send path and the async one agreeing."""
 
 import asyncio
 
+import pytest
+
 from broker_core import protocol as p
 from broker_core.client.consumer import read_pull_answer
 from broker_core.protocol import Code, Op
@@ -111,3 +113,23 @@ def test_sends_without_a_queue_take_each_topics_queues_in_turn(broker):
             code, answer = send(broker, queue=-1, topic=topic)
             taken[topic].append(p.decode_send_response(answer)[0])
     assert all(sorted(q) == [0, 1, 2, 3] for q in taken.values()), taken
+
+
+def test_a_drill_fault_ends_on_the_brokers_own_clock(tmp_path):
+    """Intervals run on the broker's injected monotonic clock (issue 25: code that takes a
+    clock must use it): a 30 s fault ends when that clock says so, with no sleep."""
+    from broker_core.server.broker import Broker, BrokerConfig
+    from tests.clock import ManualClock
+
+    mono = ManualClock(1000.0)
+    b = Broker(BrokerConfig("b1", tmp_path / "b1", segment_bytes=8 << 20), monotonic=mono)
+    try:
+        b.faults.inject(FaultSpec(error_rate=1.0, duration_s=30.0))
+        assert b.faults.active
+        mono.advance(29.9)
+        assert b.faults.active and b.faults.describe()["remaining_s"] == pytest.approx(0.1)
+        mono.advance(0.2)
+        assert not b.faults.active
+        assert send(b)[0] == Code.OK  # serving normally again
+    finally:
+        b.close()
