@@ -90,6 +90,7 @@ class RetentionService(ServiceThread):
         on_disk_ratio: Callable[[float], None],
         check_interval_s: float = 1.0,
         retention_interval_s: float = 10.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(check_interval_s)
         self.commitlog = commitlog
@@ -99,7 +100,8 @@ class RetentionService(ServiceThread):
         self.wall_clock = wall_clock
         self.on_disk_ratio = on_disk_ratio
         self.retention_interval_s = retention_interval_s
-        self._last_pass = time.monotonic()
+        self._monotonic = monotonic
+        self._last_pass = monotonic()
 
     def check_disk(self) -> float:
         ratio = disk_used_ratio(self.commitlog.directory)
@@ -137,12 +139,20 @@ class RetentionService(ServiceThread):
         self.on_disk_ratio(ratio)
         return report
 
+    def pass_due(self) -> bool:
+        """True (and the pass counted as started) once a retention pass is due: the disk
+        is checked every second, segments judged every `retention_interval_s`."""
+        now = self._monotonic()
+        if now - self._last_pass < self.retention_interval_s:
+            return False
+        self._last_pass = now
+        return True
+
     def _loop(self) -> None:
         while not self._stopped.wait(self.interval_s):
             try:
                 self.check_disk()
-                if time.monotonic() - self._last_pass >= self.retention_interval_s:
-                    self._last_pass = time.monotonic()
+                if self.pass_due():
                     self.run_once()
             except Exception:  # logged; the next round tries again
                 log.exception("retention round failed")

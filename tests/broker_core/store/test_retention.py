@@ -113,3 +113,26 @@ def test_no_room_for_a_new_segment_is_disk_full_not_a_crash(tmpfs, small_config)
         assert store.queue_offsets("T", 0) == (0, n)
         got = store.get("T", 0, n - 5, max_msgs=10)
         assert [m.queue_offset for m in got.messages] == list(range(n - 5, n))
+
+
+def test_a_retention_pass_is_due_on_its_own_clock(tmp_path, small_config):
+    """The disk is checked every second and segments judged every retention interval,
+    counted on the service's injected monotonic clock (no sleep)."""
+    from broker_core.store.retention import RetentionService
+    from tests.clock import ManualClock
+
+    mono = ManualClock(50.0)
+    with MessageStore(tmp_path / "s", small_config()) as store:
+        service = RetentionService(store.commitlog, lambda: [], retention_hours=1.0,
+                                   disk_max_used_ratio=0.9, wall_clock=lambda: 0.0,
+                                   on_disk_ratio=lambda _r: None, retention_interval_s=10.0,
+                                   monotonic=mono)
+        assert not service.pass_due()
+        mono.advance(9.9)
+        assert not service.pass_due()
+        mono.advance(0.2)
+        assert service.pass_due() and not service.pass_due()  # counted from this one
+        mono.advance(9.5)
+        assert not service.pass_due()
+        mono.advance(1.0)
+        assert service.pass_due()
