@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 from broker_core.trace.dispatcher import TraceDispatcher
 from broker_core.trace.records import (
@@ -83,8 +84,11 @@ class DeliveryTracer:
     CPU as dicts through json.dumps."""
 
     def __init__(self, dispatcher: TraceDispatcher, rate: float, group: str,
-                 client_id: str, hold_s: float = 2.0) -> None:
+                 client_id: str, hold_s: float = 2.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        """A delivery not committed within `hold_s` (on `monotonic`) goes out as such."""
         self.dispatcher, self.sampler = dispatcher, Sampler(rate)
+        self._monotonic = monotonic
         self.group, self.client_id, self.hold_s = group, client_id, hold_s
         self._who = f"{json_str(group)},{json_str(client_id)},"
         self._names: dict[str, str] = {}  # broker name -> its JSON text
@@ -92,7 +96,7 @@ class DeliveryTracer:
 
     def polled(self, broker: str, msgs) -> None:
         pulled = now_ms()
-        at = time.monotonic()
+        at = self._monotonic()
         held = None
         for m in msgs:
             if PROP_TRACE not in m.properties or not self.sampler.sample():

@@ -1,0 +1,31 @@
+"""A consumer's delivery tracer on an injected clock: a traced delivery is held for
+its commit and goes out without one once `hold_s` has passed (no sleep)."""
+
+from broker_core.client.tracing import DeliveryTracer
+from broker_core.store.message import Message, pack_host
+from broker_core.trace.dispatcher import TraceDispatcher
+from broker_core.trace.records import PROP_TRACE
+from tests.clock import ManualClock
+
+
+def traced(offset: int) -> Message:
+    return Message("orders", 1, offset, b"x", None, None, 0, 0, 100 * offset, 99,
+                   {PROP_TRACE: "1"}, 0, pack_host("127.0.0.1:10911"))
+
+
+def test_a_delivery_not_committed_in_time_goes_out_uncommitted():
+    sent = []
+    dispatcher = TraceDispatcher(lambda body, keys: sent.append(keys))
+    mono = ManualClock(10.0)
+    tracer = DeliveryTracer(dispatcher, 1.0, "billing", "c1", hold_s=2.0, monotonic=mono)
+    tracer.polled("broker-1", [traced(0), traced(1)])
+    mono.advance(1.9)
+    tracer.polled("broker-1", [])  # each poll releases what waited too long: none yet
+    assert dispatcher.counters["records"] == 0
+    tracer.committed(("broker-1", 1), 1)  # offset 0 committed: it goes, with its commit
+    assert dispatcher.counters["records"] == 1
+    mono.advance(0.2)
+    tracer.polled("broker-1", [])  # offset 1 held 2.1 s: out without a commit
+    assert dispatcher.counters["records"] == 2
+    dispatcher.close()
+    assert dispatcher.counters["sent"] == 2 and sent  # both in the trace topic's batches
