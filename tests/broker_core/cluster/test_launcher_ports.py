@@ -1,0 +1,43 @@
+"""The launcher's port plan and its cluster file: which ports a cluster takes from its
+base (no two parts share one; the demo's producer comes after them), and a cluster
+file that reads back as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker_core.cluster.cluster_file import load_cluster
+from broker_core.cluster.launcher import broker_ports, group_entries, ha_ports, ports_taken
+
+
+@pytest.mark.parametrize("brokers", [1, 3, 6])
+def test_single_copy_brokers_take_a_pair_each_and_nothing_else(brokers):
+    base = 20000
+    used = [p for i in range(brokers) for p in broker_ports(base, i)]
+    assert len(set(used)) == len(used) == ports_taken(brokers=brokers)
+    assert sorted(used) == list(range(base, base + ports_taken(brokers=brokers)))
+
+
+@pytest.mark.parametrize("groups, replicas", [(1, 2), (3, 2), (4, 3)])
+def test_replicated_brokers_take_a_triple_each_then_zookeeper(groups, replicas, tmp_path):
+    base = 30000
+    entries = group_entries(groups, replicas, base, tmp_path, "127.0.0.1")
+    assert [e.name for e in entries[:2]] == ["group-1-a", "group-1-b"][:replicas]
+    used = [int(a.rsplit(":", 1)[1]) for e in entries for a in (e.addr, e.http, e.ha)]
+    assert used == [p for i in range(groups * replicas) for p in ha_ports(base, i)]
+    zk = base + 3 * len(entries)  # where the launcher puts its embedded ZooKeeper
+    assert len(set(used)) == len(used) and zk not in used
+    assert ports_taken(groups=groups, replicas=replicas) == zk - base + 1
+
+
+def test_the_cluster_file_reads_back_as_written(tmp_path):
+    from broker_core.cluster.cluster_file import ClusterFile
+
+    entries = group_entries(2, 2, 31000, tmp_path, "127.0.0.1")
+    written = ClusterFile("night", entries, 4242, "127.0.0.1:31012", "sync")
+    path = Path(tmp_path) / "cluster.toml"
+    written.save(path)
+    assert load_cluster(path) == written
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left
