@@ -25,6 +25,24 @@ from dataclasses import dataclass
 
 from fuse.state import FuseSnapshot
 
+# the families' names: the console's rules and dashboard import them (counters end in
+# _total here, as exposed)
+FUSE_ISOLATED = "floodgate_fuse_isolated"
+FUSE_EXCLUDED = "floodgate_fuse_excluded"
+FUSE_OVERFLOW = "floodgate_fuse_overflow"
+FUSE_CAP = "floodgate_fuse_cap"
+FUSE_BROKERS = "floodgate_fuse_brokers"
+FUSE_DRY_RUN = "floodgate_fuse_dry_run"
+FUSE_SLOW_THRESHOLD = "floodgate_fuse_slow_threshold_seconds"
+FUSE_OVERFLOW_TOTAL = "floodgate_fuse_overflow_total"
+FUSE_TRANSITIONS_TOTAL = "floodgate_fuse_transitions_total"
+FUSE_ISOLATIONS_TOTAL = "floodgate_fuse_isolations_total"
+FUSE_BROKER_ISOLATIONS_TOTAL = "floodgate_fuse_broker_isolations_total"
+FUSE_EXCUSED_TOTAL = "floodgate_fuse_excused_total"
+FUSE_BROKER_ISOLATED = "floodgate_fuse_broker_isolated"
+FUSE_CLIENT_LATENESS = "floodgate_fuse_client_lateness_seconds"
+FUSE_CLIENT_AWAY_TOTAL = "floodgate_fuse_client_away_seconds_total"
+
 
 @dataclass(frozen=True)
 class MetricFamily:
@@ -43,40 +61,40 @@ def metric_families(snap: FuseSnapshot) -> list[MetricFamily]:
 
     excluded = snap.would_exclude if snap.dry_run else snap.excluded
     return [
-        gauge("floodgate_fuse_isolated", "Brokers isolated now (excluded + overflow).",
+        gauge(FUSE_ISOLATED, "Brokers isolated now (excluded + overflow).",
               snap.isolated_count),
-        gauge("floodgate_fuse_excluded", "Brokers choose() skips now (would skip, in dry-run).",
+        gauge(FUSE_EXCLUDED, "Brokers choose() skips now (would skip, in dry-run).",
               len(excluded)),
-        gauge("floodgate_fuse_overflow", "Isolated brokers serving again because of the cap.",
+        gauge(FUSE_OVERFLOW, "Isolated brokers serving again because of the cap.",
               len(snap.overflow)),
-        gauge("floodgate_fuse_cap", "Most brokers that may be excluded: floor(ratio x N).",
+        gauge(FUSE_CAP, "Most brokers that may be excluded: floor(ratio x N).",
               snap.cap),
-        gauge("floodgate_fuse_brokers", "Brokers the fuse knows.", len(snap.brokers)),
-        gauge("floodgate_fuse_dry_run", "1 if the fuse only records decisions.",
+        gauge(FUSE_BROKERS, "Brokers the fuse knows.", len(snap.brokers)),
+        gauge(FUSE_DRY_RUN, "1 if the fuse only records decisions.",
               1 if snap.dry_run else 0),
-        gauge("floodgate_fuse_slow_threshold_seconds",
+        gauge(FUSE_SLOW_THRESHOLD,
               "RT over which a call counts as slow right now.", snap.slow_threshold_s),
-        MetricFamily("floodgate_fuse_overflow_total", "counter",
+        MetricFamily(FUSE_OVERFLOW_TOTAL, "counter",
                      "Times an isolated broker was put back in service by the cap (rule 4).",
                      (), (((), float(snap.overflow_total)),)),
-        MetricFamily("floodgate_fuse_transitions_total", "counter",
+        MetricFamily(FUSE_TRANSITIONS_TOTAL, "counter",
                      "Fuse transitions by event (isolate, release, overflow, reexclude).",
                      ("event",),
                      tuple(((event,), float(n)) for event, n in snap.transitions_total.items())),
-        MetricFamily("floodgate_fuse_isolations_total", "counter",
+        MetricFamily(FUSE_ISOLATIONS_TOTAL, "counter",
                      "Isolations started, by reason (slow, error).", ("reason",),
                      tuple(((reason,), float(n)) for reason, n in snap.isolations_total.items())),
-        MetricFamily("floodgate_fuse_broker_isolations_total", "counter",
+        MetricFamily(FUSE_BROKER_ISOLATIONS_TOTAL, "counter",
                      "Isolations started, per broker.", ("broker",),
                      tuple(((b,), float(n)) for b, n in sorted(snap.isolations_by_broker.items()))),
-        MetricFamily("floodgate_fuse_excused_total", "counter",
+        MetricFamily(FUSE_EXCUSED_TOTAL, "counter",
                      "Slow-looking calls not held against their broker: the client was late "
                      "(client-late) or calls to most brokers aged together (aged-together).",
                      ("cause",),
                      tuple(((cause,), float(n)) for cause, n in snap.excused_total.items())),
         *_client_families(snap),
         # one series per isolated broker, so an alert can name the brokers
-        MetricFamily("floodgate_fuse_broker_isolated", "gauge",
+        MetricFamily(FUSE_BROKER_ISOLATED, "gauge",
                      "1 per isolated broker, by reason and whether it overflowed (serves).",
                      ("broker", "reason", "overflow"),
                      tuple(((b.broker, b.reason, "true" if b.overflow else "false"), 1.0)
@@ -90,10 +108,10 @@ def _client_families(snap: FuseSnapshot) -> list[MetricFamily]:
     if c is None:
         return []
     return [
-        MetricFamily("floodgate_fuse_client_lateness_seconds", "gauge",
+        MetricFamily(FUSE_CLIENT_LATENESS, "gauge",
                      "Longest gap in the client's heartbeat over the last 10 s.", (),
                      (((), c.worst_recent_s),)),
-        MetricFamily("floodgate_fuse_client_away_seconds_total", "counter",
+        MetricFamily(FUSE_CLIENT_AWAY_TOTAL, "counter",
                      "Time the client itself could not run (late heartbeats), summed.", (),
                      (((), c.away_total_s),)),
     ]

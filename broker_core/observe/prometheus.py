@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from broker_core.observe import metric_names as n
 from broker_core.observe.snapshot import BrokerSnapshot
 from heatmap import LatencyHistogram
 from heatmap.layout import PER_OCTAVE, ZERO_INDEX
@@ -55,7 +56,7 @@ class BrokerCollector(Collector):
         name = snap.name
         for op in BROKER_OPS:
             yield histogram_family(
-                f"floodgate_{op}_latency_seconds",
+                n.latency(op),
                 f"Broker-side {op} latency (schema-3 histogram, power-of-two classic export)",
                 name,
                 snap.cumulative[op],
@@ -73,32 +74,32 @@ class BrokerCollector(Collector):
             return fam
 
         t = snap.totals
-        yield counter("floodgate_messages_in", "Messages stored", t["messages_in"])
-        yield counter("floodgate_messages_out", "Messages delivered by pulls", t["messages_out"])
-        yield counter("floodgate_bytes_in", "Message body bytes stored", t["bytes_in"])
-        yield counter("floodgate_bytes_out", "Message body bytes delivered", t["bytes_out"])
-        yield counter("floodgate_send_over_20ms", "Sends slower than 20 ms (exact count)",
+        yield counter(n.MESSAGES_IN, "Messages stored", t["messages_in"])
+        yield counter(n.MESSAGES_OUT, "Messages delivered by pulls", t["messages_out"])
+        yield counter(n.BYTES_IN, "Message body bytes stored", t["bytes_in"])
+        yield counter(n.BYTES_OUT, "Message body bytes delivered", t["bytes_out"])
+        yield counter(n.SEND_OVER_20MS, "Sends slower than 20 ms (exact count)",
                       t["send_over_20ms"])
-        yield counter("floodgate_send_errors", "Sends answered with an error",
+        yield counter(n.SEND_ERRORS, "Sends answered with an error",
                       snap.errors_total["send"])
-        yield counter("floodgate_system_busy", "Sends refused SYSTEM_BUSY (write path backed up)",
+        yield counter(n.SYSTEM_BUSY, "Sends refused SYSTEM_BUSY (write path backed up)",
                       t["system_busy"])
         disk, cl = snap.disk, snap.commitlog
-        yield gauge("floodgate_disk_used_ratio", "Used share of the data disk", disk["used_ratio"])
-        yield gauge("floodgate_disk_used_bytes", "Used bytes of the data disk", disk["used_bytes"])
-        yield gauge("floodgate_disk_total_bytes", "Size of the data disk", disk["total_bytes"])
-        yield gauge("floodgate_store_bytes", "CommitLog bytes on disk", disk["store_bytes"])
-        yield gauge("floodgate_flush_lag_bytes", "CommitLog bytes written but not yet flushed",
+        yield gauge(n.DISK_USED_RATIO, "Used share of the data disk", disk["used_ratio"])
+        yield gauge(n.DISK_USED_BYTES, "Used bytes of the data disk", disk["used_bytes"])
+        yield gauge(n.DISK_TOTAL_BYTES, "Size of the data disk", disk["total_bytes"])
+        yield gauge(n.STORE_BYTES, "CommitLog bytes on disk", disk["store_bytes"])
+        yield gauge(n.FLUSH_LAG_BYTES, "CommitLog bytes written but not yet flushed",
                     snap.flush_lag_bytes)
-        yield gauge("floodgate_commitlog_max_offset", "CommitLog write offset", cl["max_offset"])
-        yield gauge("floodgate_broker_loop_lag_seconds",
+        yield gauge(n.COMMITLOG_MAX_OFFSET, "CommitLog write offset", cl["max_offset"])
+        yield gauge(n.LOOP_LAG,
                     "Longest the broker's event loop ran late in the last 10 s (requests "
                     "waited that long to be read)", snap.loop_lag["max_10s"])
-        yield gauge("floodgate_inflight_writes", "Writes in the write path now",
+        yield gauge(n.INFLIGHT_WRITES, "Writes in the write path now",
                     snap.inflight_writes)
-        yield gauge("floodgate_fault_active", "1 while a drill fault is injected",
+        yield gauge(n.FAULT_ACTIVE, "1 while a drill fault is injected",
                     1.0 if snap.fault_active else 0.0)
-        lag = GaugeMetricFamily("floodgate_consumer_lag", "Messages not yet consumed per group",
+        lag = GaugeMetricFamily(n.CONSUMER_LAG, "Messages not yet consumed per group",
                                 labels=["broker", "group"])
         for group, value in sorted(snap.consumer_lag.items()):
             lag.add_metric([name, group], value)
@@ -114,13 +115,13 @@ STATUS_VALUES = {"OK": 0.0, "WARNING": 1.0, "STALLED": 2.0, "STOPPED": 3.0}
 
 def consumer_families(name: str, consumers) -> list:
     """Each consumer group's verdict (observe.backlog) and its lag per queue."""
-    status = GaugeMetricFamily("floodgate_consumer_group_status", "Backlog verdict per group: "
+    status = GaugeMetricFamily(n.GROUP_STATUS, "Backlog verdict per group: "
                                "0 OK, 1 WARNING (lag growing), 2 STALLED, 3 STOPPED",
                                labels=["broker", "group"])
-    drain = GaugeMetricFamily("floodgate_consumer_group_drain_seconds", "Time to work off the "
+    drain = GaugeMetricFamily(n.GROUP_DRAIN, "Time to work off the "
                               "group's lag at its net rate (absent: not catching up)",
                               labels=["broker", "group"])
-    queue_lag = GaugeMetricFamily("floodgate_consumer_queue_lag", "Messages a group has not "
+    queue_lag = GaugeMetricFamily(n.QUEUE_LAG, "Messages a group has not "
                                   "consumed, per queue", labels=["broker", "group", "topic",
                                                                  "queue"])
     for group, g in sorted(consumers.items()):
@@ -134,12 +135,12 @@ def consumer_families(name: str, consumers) -> list:
 
 def flow_families(name: str, flow) -> list:
     """Flow control: sends refused per topic and producer group, and the quotas set."""
-    refused = CounterMetricFamily("floodgate_flow_control_throttled", "Sends answered "
+    refused = CounterMetricFamily(n.FLOW_THROTTLED, "Sends answered "
                                   "FLOW_CONTROL (over a topic's or group's quota)",
                                   labels=["broker", "topic", "group"])
     for t in flow.get("throttled", []):
         refused.add_metric([name, t["topic"], t["group"]], float(t["count"]))
-    quota = GaugeMetricFamily("floodgate_flow_control_quota", "A quota in force, messages/s",
+    quota = GaugeMetricFamily(n.FLOW_QUOTA, "A quota in force, messages/s",
                               labels=["broker", "kind", "target"])
     for q in flow.get("quotas", []):
         quota.add_metric([name, q["kind"], q["target"]], float(q["rate"]))
@@ -150,22 +151,22 @@ def ha_families(name: str, ha) -> list:
     """A replicated group's broker: its role and epoch; a master also its in-sync slaves
     and each slave's lag (bytes and seconds behind)."""
     group = str(ha.get("group", ""))
-    role = GaugeMetricFamily("floodgate_ha_role", "1 for the broker's current role in its group",
+    role = GaugeMetricFamily(n.HA_ROLE, "1 for the broker's current role in its group",
                              labels=["broker", "group", "role"])
     for r in ("MASTER", "SLAVE", "NONE"):
         role.add_metric([name, group, r], 1.0 if ha.get("role") == r else 0.0)
-    epoch = GaugeMetricFamily("floodgate_ha_epoch", "The newest epoch of its group the broker "
+    epoch = GaugeMetricFamily(n.HA_EPOCH, "The newest epoch of its group the broker "
                               "knows (+1 at every failover)", labels=["broker", "group"])
     epoch.add_metric([name, group], float(ha.get("epoch", 0)))
     out = [role, epoch]
     if ha.get("role") == "MASTER":
-        in_sync = GaugeMetricFamily("floodgate_ha_in_sync_slaves", "Slaves in the master's "
+        in_sync = GaugeMetricFamily(n.HA_IN_SYNC, "Slaves in the master's "
                                     "in-sync set (0: sends are stored on one copy only)",
                                     labels=["broker", "group"])
         in_sync.add_metric([name, group], float(len(ha.get("in_sync", []))))
-        lag_b = GaugeMetricFamily("floodgate_replication_lag_bytes", "CommitLog bytes a slave "
+        lag_b = GaugeMetricFamily(n.REPL_LAG_BYTES, "CommitLog bytes a slave "
                                   "has not acknowledged", labels=["broker", "group", "slave"])
-        lag_s = GaugeMetricFamily("floodgate_replication_lag_seconds", "Age of the oldest "
+        lag_s = GaugeMetricFamily(n.REPL_LAG_SECONDS, "Age of the oldest "
                                   "append a slave has not acknowledged",
                                   labels=["broker", "group", "slave"])
         for slave in ha.get("slaves", []):
@@ -174,7 +175,7 @@ def ha_families(name: str, ha) -> list:
         out += [in_sync, lag_b, lag_s]
     for key, doc in (("slave_timeouts", "Sync sends answered FLUSH_SLAVE_TIMEOUT"),
                      ("slave_not_available", "Sync sends answered SLAVE_NOT_AVAILABLE")):
-        fam = CounterMetricFamily(f"floodgate_ha_{key}", doc, labels=["broker", "group"])
+        fam = CounterMetricFamily(n.ha_counter(key), doc, labels=["broker", "group"])
         fam.add_metric([name, group], float(ha.get(key, 0)))
         out.append(fam)
     return out

@@ -18,6 +18,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from broker_core.observe import metric_names as n
 from broker_core.observe.stats_doc import BrokerStats, OpWindow
 from console.data.sources import _reason
 from console.data.state import BrokerSample
@@ -26,22 +27,22 @@ STALE_S = 30.0  # no scrape of a broker for this long: DOWN
 
 
 def queries(window: str) -> dict[str, str]:
-    bucket = f"sum by (broker, le) (rate(floodgate_send_latency_seconds_bucket[{window}]))"
+    bucket = f"sum by (broker, le) (rate({n.SEND_BUCKET}[{window}]))"
     return {
-        "in": f"sum by (broker) (rate(floodgate_messages_in_total[{window}]))",
-        "out": f"sum by (broker) (rate(floodgate_messages_out_total[{window}]))",
-        "mean": f"sum by (broker) (rate(floodgate_send_latency_seconds_sum[{window}])) / "
-                f"sum by (broker) (rate(floodgate_send_latency_seconds_count[{window}]))",
+        "in": f"sum by (broker) (rate({n.total(n.MESSAGES_IN)}[{window}]))",
+        "out": f"sum by (broker) (rate({n.total(n.MESSAGES_OUT)}[{window}]))",
+        "mean": f"sum by (broker) (rate({n.SEND_SUM}[{window}])) / "
+                f"sum by (broker) (rate({n.SEND_COUNT}[{window}]))",
         "p50": f"histogram_quantile(0.5, {bucket})",
         "p99": f"histogram_quantile(0.99, {bucket})",
         "p999": f"histogram_quantile(0.999, {bucket})",
         "max": f"histogram_quantile(1, {bucket})",
-        "over_20ms": f"sum by (broker) (increase(floodgate_send_over_20ms_total[{window}]))",
-        "errors": f"sum by (broker) (increase(floodgate_send_errors_total[{window}]))",
-        "disk": "max by (broker) (floodgate_disk_used_ratio)",
-        "flush_lag": "max by (broker) (floodgate_flush_lag_bytes)",
-        "consumer_lag": "sum by (broker) (floodgate_consumer_lag)",
-        "last_scrape": "max by (broker) (timestamp(floodgate_messages_in_total))",
+        "over_20ms": f"sum by (broker) (increase({n.total(n.SEND_OVER_20MS)}[{window}]))",
+        "errors": f"sum by (broker) (increase({n.total(n.SEND_ERRORS)}[{window}]))",
+        "disk": f"max by (broker) ({n.DISK_USED_RATIO})",
+        "flush_lag": f"max by (broker) ({n.FLUSH_LAG_BYTES})",
+        "consumer_lag": f"sum by (broker) ({n.CONSUMER_LAG})",
+        "last_scrape": f"max by (broker) (timestamp({n.total(n.MESSAGES_IN)}))",
     }
 
 

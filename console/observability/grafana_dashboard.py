@@ -26,6 +26,8 @@ from grafana_foundation_sdk.models import dashboard as dash_model
 from grafana_foundation_sdk.models import heatmap as heatmap_model
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
+from broker_core.observe import metric_names as n
+from fuse.export import FUSE_BROKER_ISOLATED, FUSE_CAP, FUSE_ISOLATED, FUSE_OVERFLOW
 from heatmap.sla import SLA_MAX_MS, SLA_MAX_S, SLA_MEAN_MS, SLA_MEAN_S
 
 DASHBOARD_UID = "floodgate-cluster"
@@ -74,7 +76,7 @@ def series_panel(title: str, unit: str, targets: list, description: str = "",
 
 def send_heatmap():
     """Classic buckets as a heatmap: one row per power-of-two `le`, log-2 y axis."""
-    expr = (f"sum by (le) (increase(floodgate_send_latency_seconds_bucket{{{BROKER}}}[{RATE}]))")
+    expr = (f"sum by (le) (increase({n.SEND_BUCKET}{{{BROKER}}}[{RATE}]))")
     return (heatmap.Panel().title("Send latency heatmap").datasource(DS)
             .description("Broker-side send RT, summed over the selected brokers. A vertical"
                          " stripe is a stall (PageCache, flush); a rising band is load.")
@@ -91,7 +93,7 @@ def send_heatmap():
 
 
 def percentile_panel():
-    buckets = f"sum by (broker, le) (rate(floodgate_send_latency_seconds_bucket{{{BROKER}}}[{RATE}]))"
+    buckets = f"sum by (broker, le) (rate({n.SEND_BUCKET}{{{BROKER}}}[{RATE}]))"
     targets = [query(f"histogram_quantile({q}, {buckets})", f"{{{{broker}}}} {label}", ref)
                for ref, (label, q) in zip("ABCD", (("p50", 0.5), ("p99", 0.99),
                                                    ("p999", 0.999), ("max", 1.0)), strict=True)]
@@ -103,21 +105,22 @@ def percentile_panel():
 
 
 def average_panel():
-    expr = (f"sum by (broker) (rate(floodgate_send_latency_seconds_sum{{{BROKER}}}[{RATE}]))"
-            f" / sum by (broker) (rate(floodgate_send_latency_seconds_count{{{BROKER}}}[{RATE}]))")
+    expr = (f"sum by (broker) (rate({n.SEND_SUM}{{{BROKER}}}[{RATE}]))"
+            f" / sum by (broker) (rate({n.SEND_COUNT}{{{BROKER}}}[{RATE}]))")
     return series_panel("Send RT average", "s", [query(expr, "{{broker}}")],
                         f"Red line: the {SLA_MEAN_MS:g} ms average SLA.", width=8, sla=SLA_MEAN_S)
 
 
 def over_20ms_panel():
-    expr = f"sum by (broker) (increase(floodgate_send_over_20ms_total{{{BROKER}}}[{RATE}]))"
+    expr = f"sum by (broker) (increase({n.total(n.SEND_OVER_20MS)}{{{BROKER}}}[{RATE}]))"
     return (series_panel(f"Sends over {SLA_MAX_MS:g} ms", "short", [query(expr, "{{broker}}")],
                          "Exact count kept by the broker; any is an SLA breach.", width=8)
             .draw_style(common.GraphDrawStyle.BARS).fill_opacity(80))
 
 
 def rate_panel(direction: str):
-    unit_msgs = [query(f"sum by (broker) (rate(floodgate_messages_{direction}_total{{{BROKER}}}"
+    counter = n.MESSAGES_IN if direction == "in" else n.MESSAGES_OUT
+    unit_msgs = [query(f"sum by (broker) (rate({n.total(counter)}{{{BROKER}}}"
                        f"[{RATE}]))", "{{broker}}")]
     title = "Messages in per second" if direction == "in" else "Messages out per second"
     return series_panel(title, "short", unit_msgs,
@@ -126,11 +129,11 @@ def rate_panel(direction: str):
 
 def fuse_panel():
     targets = [
-        query("max by (producer, instance) (floodgate_fuse_isolated)",
+        query(f"max by (producer, instance) ({FUSE_ISOLATED})",
               "isolated {{producer}} {{instance}}", "A"),
-        query("max by (producer, instance) (floodgate_fuse_cap)", "cap {{producer}} {{instance}}",
+        query(f"max by (producer, instance) ({FUSE_CAP})", "cap {{producer}} {{instance}}",
               "B"),
-        query("max by (producer, instance) (floodgate_fuse_overflow)",
+        query(f"max by (producer, instance) ({FUSE_OVERFLOW})",
               "overflow {{producer}} {{instance}}", "C"),
     ]
     return series_panel("Fuse: isolated vs cap, overflow", "short", targets,
@@ -140,7 +143,7 @@ def fuse_panel():
 
 def disk_panel():
     return (series_panel("Disk used", "percentunit",
-                         [query(f"max by (broker) (floodgate_disk_used_ratio{{{BROKER}}})",
+                         [query(f"max by (broker) ({n.DISK_USED_RATIO}{{{BROKER}}})",
                                 "{{broker}}")],
                          "Data disk of each broker; the alert fires over 75 %.", width=8,
                          sla=0.75).min(0).max(1))
@@ -148,20 +151,20 @@ def disk_panel():
 
 def flush_lag_panel():
     return series_panel("Flush lag", "bytes",
-                        [query(f"max by (broker) (floodgate_flush_lag_bytes{{{BROKER}}})",
+                        [query(f"max by (broker) ({n.FLUSH_LAG_BYTES}{{{BROKER}}})",
                                "{{broker}}")],
                         "CommitLog bytes written but not yet flushed to disk.", width=8)
 
 
 def consumer_lag_panel():
     return series_panel("Consumer lag", "short",
-                        [query(f"sum by (broker, group) (floodgate_consumer_lag{{{BROKER}}})",
+                        [query(f"sum by (broker, group) ({n.CONSUMER_LAG}{{{BROKER}}})",
                                "{{broker}} {{group}}")],
                         "Messages not yet consumed, per broker and consumer group.", width=8)
 
 
 def consumer_status_panel():
-    expr = f"max by (broker, group) (floodgate_consumer_group_status{{{BROKER}}})"
+    expr = f"max by (broker, group) ({n.GROUP_STATUS}{{{BROKER}}})"
     return (series_panel("Consumer group status", "short", [query(expr, "{{broker}} {{group}}")],
                          "The broker's verdict per group: 0 OK, 1 WARNING (lag growing),"
                          " 2 STALLED (alive, offsets not moving), 3 STOPPED (no consumer heard"
@@ -170,7 +173,7 @@ def consumer_status_panel():
 
 
 def drain_panel():
-    expr = f"max by (broker, group) (floodgate_consumer_group_drain_seconds{{{BROKER}}})"
+    expr = f"max by (broker, group) ({n.GROUP_DRAIN}{{{BROKER}}})"
     return series_panel("Consumer time to drain", "s", [query(expr, "{{broker}} {{group}}")],
                         "Lag over the net consume rate; a gap: not catching up (or no data).",
                         width=8)
@@ -178,7 +181,7 @@ def drain_panel():
 
 def throttled_panel():
     expr = (f"sum by (broker, topic, group) "
-            f"(rate(floodgate_flow_control_throttled_total{{{BROKER}}}[{RATE}]))")
+            f"(rate({n.total(n.FLOW_THROTTLED)}{{{BROKER}}}[{RATE}]))")
     return series_panel("Sends throttled by flow control", "short",
                         [query(expr, "{{broker}} {{topic}} from {{group}}")],
                         "Sends per second answered FLOW_CONTROL (over a topic's or producer"
@@ -186,7 +189,7 @@ def throttled_panel():
 
 
 def isolated_brokers_panel():
-    expr = f"max by (broker, reason) (floodgate_fuse_broker_isolated{{{BROKER}}})"
+    expr = f"max by (broker, reason) ({FUSE_BROKER_ISOLATED}{{{BROKER}}})"
     return (series_panel("Isolated brokers", "short", [query(expr, "{{broker}} ({{reason}})")],
                          "1 while some producer's fuse isolates the broker.", width=12)
             .draw_style(common.GraphDrawStyle.BARS).fill_opacity(60).min(0))
@@ -204,13 +207,13 @@ def overview_stats() -> list:
                    [(None, "red"), (1, "green")]),
         stat_panel("Send p99 (selected brokers)",
                    f"histogram_quantile(0.99, sum by (le) "
-                   f"(rate(floodgate_send_latency_seconds_bucket{sel}[{RATE}])))", "s",
+                   f"(rate({n.SEND_BUCKET}{sel}[{RATE}])))", "s",
                    [(None, "green"), (SLA_MEAN_S, "orange"), (SLA_MAX_S, "red")]),
         stat_panel(f"Sends over {SLA_MAX_MS:g} ms in range",
-                   f"sum(increase(floodgate_send_over_20ms_total{sel}[$__range]))", "short",
+                   f"sum(increase({n.total(n.SEND_OVER_20MS)}{sel}[$__range]))", "short",
                    [(None, "green"), (1, "red")]),
         stat_panel("Messages in per second, total",
-                   f"sum(rate(floodgate_messages_in_total{sel}[{RATE}]))", "short",
+                   f"sum(rate({n.total(n.MESSAGES_IN)}{sel}[{RATE}]))", "short",
                    [(None, "blue")]),
     ]
 
@@ -220,7 +223,7 @@ def variables(datasource: str):
               .current(dash_model.VariableOption(selected=True, text=datasource,
                                                  value=datasource)))
     broker_var = (dash.QueryVariable("broker").label("Broker").datasource(DS)
-                  .query("label_values(floodgate_send_latency_seconds_count, broker)")
+                  .query(f"label_values({n.SEND_COUNT}, broker)")
                   .refresh(dash_model.VariableRefresh.ON_TIME_RANGE_CHANGED)
                   .sort(dash_model.VariableSort.NATURAL_ASC)
                   .multi(True).include_all(True).all_value(".*")

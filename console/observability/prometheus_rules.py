@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker_core.observe import metric_names as n
+from fuse.export import FUSE_BROKER_ISOLATED, FUSE_CAP, FUSE_ISOLATED
 from heatmap.metrics_log import BROKER_OPS as OPS
 from heatmap.sla import SLA_MAX_MS, SLA_MEAN_MS, SLA_MEAN_S
 
@@ -36,9 +38,9 @@ RATE_WINDOW = "1m"
 DISK_USED_RATIO = 0.75
 
 # The isolated brokers of the producer an alert is about, named in its description
-# (floodgate_fuse_broker_isolated has one series per isolated broker).
+# (FUSE_BROKER_ISOLATED has one series per isolated broker).
 ISOLATED_BROKERS = (
-    ' {{ range query (printf "floodgate_fuse_broker_isolated{instance=%q}" $labels.instance) }}'
+    f' {{{{ range query (printf "{FUSE_BROKER_ISOLATED}{{instance=%q}}" $labels.instance) }}}}'
     " {{ .Labels.broker }} ({{ .Labels.reason }}){{ end }}"
 )
 BY_BROKER = "cluster, broker, instance"
@@ -85,7 +87,7 @@ def latency_rules(window: str = RATE_WINDOW) -> list[Rule]:
     """p50/p99/p999 and mean per broker and per cluster, for every operation."""
     rules = []
     for op in OPS:
-        metric = f"floodgate_{op}_latency_seconds"
+        metric = n.latency(op)
         for level, by in (("broker", BY_BROKER), ("cluster", BY_CLUSTER)):
             buckets = f"sum by ({by}, le) (rate({metric}_bucket[{window}]))"
             for label, q in QUANTILES.items():
@@ -101,20 +103,19 @@ def latency_rules(window: str = RATE_WINDOW) -> list[Rule]:
 def rate_rules(window: str = RATE_WINDOW) -> list[Rule]:
     """Messages and bytes in and out per second, errors and sends over the SLA max."""
     rules = []
-    for counter in ("messages_in", "messages_out", "bytes_in", "bytes_out", "send_errors"):
-        metric = f"floodgate_{counter}"
+    for metric in (n.MESSAGES_IN, n.MESSAGES_OUT, n.BYTES_IN, n.BYTES_OUT, n.SEND_ERRORS):
         for level, by in (("broker", BY_BROKER), ("cluster", BY_CLUSTER)):
             rules.append(Rule(rule_name(level, metric, f"rate{window}"),
-                              f"sum by ({by}) (rate({metric}_total[{window}]))"))
+                              f"sum by ({by}) (rate({n.total(metric)}[{window}]))"))
     for level, by in (("broker", BY_BROKER), ("cluster", BY_CLUSTER)):
-        rules.append(Rule(rule_name(level, "floodgate_send_over_20ms", f"increase{window}"),
-                          f"sum by ({by}) (increase(floodgate_send_over_20ms_total[{window}]))"))
+        rules.append(Rule(rule_name(level, n.SEND_OVER_20MS, f"increase{window}"),
+                          f"sum by ({by}) (increase({n.total(n.SEND_OVER_20MS)}[{window}]))"))
     return rules
 
 
 def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
-    mean = rule_name("broker", "floodgate_send_latency_seconds", f"mean_rate{window}")
-    over = rule_name("broker", "floodgate_send_over_20ms", f"increase{window}")
+    mean = rule_name("broker", n.SEND_LATENCY, f"mean_rate{window}")
+    over = rule_name("broker", n.SEND_OVER_20MS, f"increase{window}")
     return [
         Alert(
             f"FloodgateSendAverageOver{SLA_MEAN_MS:g}ms",
@@ -159,7 +160,7 @@ def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
         ),
         Alert(
             "FloodgateFuseIsolatedAtCap",
-            "floodgate_fuse_isolated >= floodgate_fuse_cap and floodgate_fuse_cap > 0",
+            f"{FUSE_ISOLATED} >= {FUSE_CAP} and {FUSE_CAP} > 0",
             None,
             "page",
             "Producer {{ $labels.producer }} has isolated as many brokers as its cap allows",
@@ -172,13 +173,13 @@ def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
         ),
         Alert(
             "FloodgateDiskOver75Percent",
-            f"floodgate_disk_used_ratio > {DISK_USED_RATIO}",
+            f"{n.DISK_USED_RATIO} > {DISK_USED_RATIO}",
             "1m",
             "warning",
             "Data disk of {{ $labels.broker }} over 75 % full",
             "The data disk of broker {{ $labels.broker }} ({{ $labels.instance }}) is"
             " {{ $value | humanizePercentage }} full (limit 75 %).",
-            "Runbook: check retention and the CommitLog size (floodgate_store_bytes) of"
+            f"Runbook: check retention and the CommitLog size ({n.STORE_BYTES}) of"
             " {{ $labels.broker }}; shorten retention or add disk before it fills and the"
             " broker refuses writes.",
         ),
@@ -193,7 +194,7 @@ def ha_alerts() -> list[Alert]:
     return [
         Alert(
             "FloodgateReplicationLag",
-            f"floodgate_replication_lag_seconds > {REPL_LAG_S:g}",
+            f"{n.REPL_LAG_SECONDS} > {REPL_LAG_S:g}",
             "30s",
             "warning",
             "Slave {{ $labels.slave }} of {{ $labels.group }} is behind its master",
@@ -207,7 +208,7 @@ def ha_alerts() -> list[Alert]:
         ),
         Alert(
             "FloodgateNoSlaveInSync",
-            "floodgate_ha_in_sync_slaves == 0",
+            f"{n.HA_IN_SYNC} == 0",
             "15s",
             "page",
             "Group {{ $labels.group }} has no slave in sync",
@@ -219,8 +220,8 @@ def ha_alerts() -> list[Alert]:
         ),
         Alert(
             "FloodgateFailover",
-            'changes(floodgate_ha_epoch[5m]) > 0 and on (instance) '
-            'floodgate_ha_role{role="MASTER"} == 1',
+            f'changes({n.HA_EPOCH}[5m]) > 0 and on (instance) '
+            f'{n.HA_ROLE}{{role="MASTER"}} == 1',
             None,
             "warning",
             "Group {{ $labels.group }} failed over to {{ $labels.broker }}",
@@ -235,7 +236,7 @@ def ha_alerts() -> list[Alert]:
 
 # A group's lag per topic on the broker an alert is about, named in its description.
 GROUP_LAG = (
-    ' {{ range query (printf "sum by (topic) (floodgate_consumer_queue_lag{instance=%q,group=%q})"'
+    f' {{{{ range query (printf "sum by (topic) ({n.QUEUE_LAG}{{instance=%q,group=%q}})"'
     " $labels.instance $labels.group) }} {{ .Labels.topic }} {{ .Value | printf \"%.0f\" }}"
     "{{ end }}"
 )
@@ -247,7 +248,7 @@ def consumer_alerts(window: str = RATE_WINDOW) -> list[Alert]:
     return [
         Alert(
             "FloodgateConsumerStalled",
-            "floodgate_consumer_group_status >= 2",
+            f"{n.GROUP_STATUS} >= 2",
             # the broker calls a stall within 2 s; 30 s lets a rebalance or a consumer's
             # restart pass without paging anyone
             "30s",
@@ -264,7 +265,7 @@ def consumer_alerts(window: str = RATE_WINDOW) -> list[Alert]:
         ),
         Alert(
             "FloodgateConsumerLagGrowing",
-            "floodgate_consumer_group_status == 1",
+            f"{n.GROUP_STATUS} == 1",
             "2m",
             "warning",
             "Consumer group {{ $labels.group }} falls behind on {{ $labels.broker }}",
@@ -277,7 +278,7 @@ def consumer_alerts(window: str = RATE_WINDOW) -> list[Alert]:
         ),
         Alert(
             "FloodgateFlowControlThrottling",
-            f"rate(floodgate_flow_control_throttled_total[{window}]) > 0",
+            f"rate({n.total(n.FLOW_THROTTLED)}[{window}]) > 0",
             "5m",
             "info",
             "Topic {{ $labels.topic }} from {{ $labels.group }} throttled on {{ $labels.broker }}",

@@ -1,0 +1,65 @@
+"""Prometheus metric names a broker exports: the one place they are spelled.
+
+The exporter (observe.prometheus), the console's recording and alerting rules,
+its Grafana dashboard and its Prometheus data source all import these, so a
+renamed metric cannot leave a rule or a panel reading nothing. Counters are
+named without `_total`: prometheus-client adds it on exposition, and queries
+use `total(name)`. The fuse's own families are named in fuse.export.
+"""
+
+from __future__ import annotations
+
+
+def total(counter: str) -> str:
+    """The exposed series of a counter."""
+    return f"{counter}_total"
+
+
+def latency(op: str) -> str:
+    """A broker op's latency histogram (`_bucket`, `_sum`, `_count` on exposition)."""
+    return f"floodgate_{op}_latency_seconds"
+
+
+SEND_LATENCY = latency("send")
+
+# counters
+MESSAGES_IN = "floodgate_messages_in"
+MESSAGES_OUT = "floodgate_messages_out"
+BYTES_IN = "floodgate_bytes_in"
+BYTES_OUT = "floodgate_bytes_out"
+SEND_OVER_20MS = "floodgate_send_over_20ms"
+SEND_ERRORS = "floodgate_send_errors"
+SYSTEM_BUSY = "floodgate_system_busy"
+FLOW_THROTTLED = "floodgate_flow_control_throttled"
+
+
+def ha_counter(key: str) -> str:
+    """slave_timeouts, slave_not_available."""
+    return f"floodgate_ha_{key}"
+
+
+# gauges
+DISK_USED_RATIO = "floodgate_disk_used_ratio"
+DISK_USED_BYTES = "floodgate_disk_used_bytes"
+DISK_TOTAL_BYTES = "floodgate_disk_total_bytes"
+STORE_BYTES = "floodgate_store_bytes"
+FLUSH_LAG_BYTES = "floodgate_flush_lag_bytes"
+COMMITLOG_MAX_OFFSET = "floodgate_commitlog_max_offset"
+LOOP_LAG = "floodgate_broker_loop_lag_seconds"
+INFLIGHT_WRITES = "floodgate_inflight_writes"
+FAULT_ACTIVE = "floodgate_fault_active"
+CONSUMER_LAG = "floodgate_consumer_lag"
+GROUP_STATUS = "floodgate_consumer_group_status"
+GROUP_DRAIN = "floodgate_consumer_group_drain_seconds"
+QUEUE_LAG = "floodgate_consumer_queue_lag"
+FLOW_QUOTA = "floodgate_flow_control_quota"
+HA_ROLE = "floodgate_ha_role"
+HA_EPOCH = "floodgate_ha_epoch"
+HA_IN_SYNC = "floodgate_ha_in_sync_slaves"
+REPL_LAG_BYTES = "floodgate_replication_lag_bytes"
+REPL_LAG_SECONDS = "floodgate_replication_lag_seconds"
+
+# the send histogram's exposed series
+SEND_BUCKET = f"{SEND_LATENCY}_bucket"
+SEND_SUM = f"{SEND_LATENCY}_sum"
+SEND_COUNT = f"{SEND_LATENCY}_count"
