@@ -82,7 +82,7 @@ def run_store_async(root: str, body: int, batch: int = 0) -> dict:
             for _ in range(n):
                 put(TOPIC, 0, payload)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-        hist = store.take_latency()["put_batch" if batch else "put"]
+        hist = store.take_latency()["put_batch" if batch else "put"].hist
         store.close()
     finally:
         shutil.rmtree(path)
@@ -187,7 +187,7 @@ def run_store_sync(root: str, body: int, writers: int, seconds: float) -> dict:
         for t in threads:
             t.join()
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-        hist = store.take_latency()["put"]
+        hist = store.take_latency()["put"].hist
         store.close()
     finally:
         shutil.rmtree(path)

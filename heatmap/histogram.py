@@ -167,6 +167,17 @@ class LatencyHistogram:
     def quantiles(self, qs: Iterable[float]) -> list[float | None]:
         return [self.quantile(q) for q in qs]
 
+    def summary(self, suffix: str = "") -> dict[str, Any]:
+        """count, mean, p50, p99, p999, max in seconds (None when empty): the figures
+        every report of a histogram gives. ``suffix`` (e.g. "_s") names the units in keys."""
+        self._fold()
+        out: dict[str, Any] = {"count": self._count}
+        for key, value in (("mean", self.mean), ("p50", self.quantile(0.5)),
+                           ("p99", self.quantile(0.99)), ("p999", self.quantile(0.999)),
+                           ("max", self.max)):
+            out[key + suffix] = value
+        return out
+
     def count_above(self, seconds: float) -> int:
         """Values in buckets whose lower bound is >= ``seconds`` (a lower bound
         on the exact number above; exact when ``seconds`` is a bucket bound)."""

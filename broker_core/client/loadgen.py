@@ -58,11 +58,7 @@ class LoadResult:
             "errors": self.errors,
             "seconds": self.seconds,
             "tps": self.acked / self.seconds if self.seconds else 0.0,
-            "p50_s": h.quantile(0.5),
-            "p99_s": h.quantile(0.99),
-            "p999_s": h.quantile(0.999),
-            "max_s": h.max,
-            "mean_s": h.mean,
+            **h.summary(suffix="_s"),
             "error_reasons": dict(sorted(self.error_reasons.items(), key=lambda kv: -kv[1])[:10]),
             "retry_reasons": dict(sorted(self.retry_reasons.items(), key=lambda kv: -kv[1])[:10]),
         }

@@ -11,24 +11,23 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from heatmap import LatencyHistogram
-from heatmap.sla import HISTORY_S, SLA_MAX_S
+from heatmap.op_latency import OpLatency
+from heatmap.sla import HISTORY_S
 
 HISTORY_SECONDS = HISTORY_S  # heatmap.sla: the same window everywhere
 WINDOWS_S = (1, 10, 60)
 
 
 @dataclass
-class OpSecond:
-    """One operation's figures for one second."""
+class OpSecond(OpLatency):
+    """One operation's figures for one second (its latencies: heatmap's OpLatency)."""
 
-    hist: LatencyHistogram = field(default_factory=LatencyHistogram)
     msgs: int = 0
     bytes: int = 0
     errors: int = 0
-    over_sla: int = 0
 
 
 @dataclass
@@ -60,18 +59,16 @@ class OpRecorder:
         self, op: str, seconds: float, msgs: int = 1, nbytes: int = 0, ok: bool = True
     ) -> None:
         cur = self._current[op]
-        cur.hist.record(seconds)
+        cur.record(seconds)  # the histogram and the exact count over the SLA max
         if ok:  # messages in/out are the ones stored or delivered, not those refused
             cur.msgs += msgs
             cur.bytes += nbytes
         else:
             cur.errors += 1
-        if seconds > SLA_MAX_S:
-            cur.over_sla += 1  # exact, not read off a bucket
 
-    def add_histogram(self, op: str, hist: LatencyHistogram) -> None:
+    def add(self, op: str, span: OpLatency) -> None:
         """Fold latencies timed elsewhere (the store's flush thread) into this second."""
-        self._current[op].hist.merge(hist)
+        self._current[op].merge(span)
 
     def roll(self) -> list[ClosedSecond]:
         """Close every second that has ended; returns them, oldest first."""
@@ -98,11 +95,10 @@ class OpRecorder:
         out = OpSecond()
         for second in list(self.history)[-seconds:]:
             fig = second.ops[op]
-            out.hist.merge(fig.hist)
+            out.merge(fig)
             out.msgs += fig.msgs
             out.bytes += fig.bytes
             out.errors += fig.errors
-            out.over_sla += fig.over_sla
         return out
 
 
@@ -116,9 +112,5 @@ def summarize(fig: OpSecond, seconds: int) -> dict:
         "bytes_per_s": fig.bytes / seconds,
         "errors": fig.errors,
         "over_20ms": fig.over_sla,
-        "mean": h.mean,
-        "p50": h.quantile(0.5),
-        "p99": h.quantile(0.99),
-        "p999": h.quantile(0.999),
-        "max": h.max,
+        **h.summary(),
     }

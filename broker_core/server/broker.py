@@ -239,8 +239,8 @@ class Broker:
         closed (the metrics log writes them). The topic and offset tables are saved
         by `save_tables`, off the loop."""
         flush = self.store.take_latency().get("flush")
-        if flush is not None and flush.count:
-            self.recorder.add_histogram("flush", flush)
+        if flush is not None and flush.hist.count:
+            self.recorder.add("flush", flush)
         self.backlog.sample(self.offsets.offsets, lambda t, q: self.store.queue_offsets(t, q)[1])
         self.trace_store.flush()
         closed = self.recorder.roll()

@@ -34,7 +34,7 @@ from broker_core.store.config import StoreConfig
 from broker_core.store.consume_queue import ConsumeQueueTable
 from broker_core.store.flush import ConsumeQueueFlushService, commitlog_flush_service
 from broker_core.store.index_service import IndexService, split_keys
-from broker_core.store.latency import LatencyRecorder, summarize
+from broker_core.store.latency import LatencyRecorder
 from broker_core.store.lockfile import take_lock
 from broker_core.store.lookup import (
     FOREVER_MS,
@@ -366,12 +366,13 @@ class MessageStore:
         return self.latency_recorder.histograms()
 
     def take_latency(self) -> dict:
-        """Return the per-op histograms since the last call and reset them (per-second snapshots)."""
+        """Each op's OpLatency since the last call, reset (the broker's per-second figures)."""
         return self.latency_recorder.take()
 
     def stats(self) -> dict:
         cl = self.commitlog
         hists = self.latency
+        over = self.latency_recorder.over_20ms
         return {
             "path": self.path,
             "flush": self.config.flush,
@@ -389,9 +390,9 @@ class MessageStore:
                 "bytes_on_disk": sum(s.size for s in cl.segments),
             },
             "counters": dict(self.counters),
-            "over_20ms": dict(self.latency_recorder.over_20ms),
-            "puts_over_20ms": self.latency_recorder.over_20ms["put"],
-            "latency": {op: summarize(h) for op, h in hists.items()},
+            "over_20ms": over,
+            "puts_over_20ms": over["put"],
+            "latency": {op: h.summary(suffix="_s") for op, h in hists.items()},
             "recovery": self.recovery.to_dict(),
         }
 

@@ -184,7 +184,7 @@ def test_latency_histograms_and_take(tmp_path, small_config):
         assert store.latency["put_batch"].count == 1
         assert store.latency["get"].count == 1
         taken = store.take_latency()
-        assert taken["put"].count == 50 and taken["put"].quantile(0.5) > 0
+        assert taken["put"].hist.count == 50 and taken["put"].hist.quantile(0.5) > 0
         assert store.latency["put"].count == 0  # reset by take
         stats = store.stats()
         assert stats["counters"]["put_msgs"] == 55
