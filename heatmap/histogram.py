@@ -28,6 +28,7 @@ from heatmap.layout import (
     downscale_index,
     zero_index,
 )
+from heatmap.quantile import quantile_rank
 
 # Re-exported: the layout was defined here before heatmap.layout existed.
 __all__ = [
@@ -144,18 +145,15 @@ class LatencyHistogram:
         return dict(sorted(self._buckets.items()))
 
     def quantile(self, q: float) -> float | None:
-        """Upper bound of the bucket where the cumulative count reaches q*count.
-
-        Clamped to [min, max], so ``quantile(1)`` is the exact max and the
-        answer is never below the exact (inverted-CDF) quantile and at most one
-        bucket above it. None when the histogram is empty.
+        """The rule of heatmap.quantile: the upper bound of the bucket where the
+        running count reaches ceil(q * count), clamped to [min, max]. None when empty.
         """
         if not 0.0 <= q <= 1.0:
             raise HeatmapError(f"quantile must be in [0, 1], got {q!r}")
         self._fold()
         if not self._count:
             return None
-        rank = max(1, math.ceil(q * self._count))
+        rank = quantile_rank(q, self._count)
         seen = 0
         for idx in sorted(self._buckets):
             seen += self._buckets[idx]

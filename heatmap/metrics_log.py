@@ -212,8 +212,11 @@ def broker_stats_row(
 def quarantine_reasons(table: pa.Table, partition_day: date | None = None) -> np.ndarray:
     """Reason per row of a latency table (object array, None for a good row).
 
-    The same rules as ``spark_reports.schema.spark_rules``, in numpy: used by
-    writers that want to refuse bad rows and by tests as the independent check.
+    The rules are declared once here (REASONS in order, KEY_COLUMNS, NON_NEGATIVE,
+    KNOWN_OPS, the time and bucket bounds); this is their numpy engine, for writers
+    that refuse bad rows. ``spark_reports.schema.spark_rules`` is their Spark SQL
+    engine (it must run in the JVM, so it cannot call this), and
+    tests/spark_reports/test_schema.py holds the two to the same reason on every rule.
     """
     n = table.num_rows
     reasons = np.full(n, None, dtype=object)

@@ -11,9 +11,8 @@ answers in well under a second. The driver holds the aggregate: ~100 bytes a
 row (a 1,000-broker day at the default window needs a driver of a few GiB).
 
 The rules are the Spark frames' (spark_reports.heatmap_report.frames) and
-heatmap.LatencyHistogram's: merge by adding counts; a percentile is the upper
-bound of the first bucket where the running count reaches ceil(q * count), at
-least 1, clamped to [min, max]; the same floats (heatmap.layout.bucket_uppers).
+heatmap.LatencyHistogram's: merge by adding counts; percentiles by
+heatmap.quantile, the one rule (the same floats as a LatencyHistogram's).
 """
 
 from __future__ import annotations
@@ -26,7 +25,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from heatmap.layout import MAX_INDEX, ZERO_INDEX, bucket_table, bucket_uppers
+from heatmap.layout import MAX_INDEX, ZERO_INDEX, bucket_table
+from heatmap.quantile import grouped_quantile
 from heatmap.sla import SLA_MAX_S
 
 ALL_BROKERS = "ALL"
@@ -161,18 +161,13 @@ def _concat(a: Groups, b: Groups) -> Groups:
 def percentiles(g: Groups) -> dict[str, np.ndarray]:
     """count, mean, p50, p99, p999, max (seconds; NaN where a group has no calls)."""
     calls = g.count > 0
-    cum = np.r_[0, np.cumsum(g.n)]  # cum[i]: calls in the entries before entry i
-    base = cum[np.searchsorted(g.group, np.arange(len(g.key)), side="left")]
+    first = np.searchsorted(g.group, np.arange(len(g.key)), side="left")
     lo, hi = g.min_us / 1e6, g.max_us / 1e6
     out = {"count": g.count}
     with np.errstate(invalid="ignore", divide="ignore"):
         out["mean"] = np.where(calls, g.sum_us.astype(np.float64) / g.count / 1e6, np.nan)
-        for name, q in QUANTILES.items():
-            rank = np.maximum(np.ceil(q * g.count.astype(np.float64)), 1).astype(np.int64)
-            # the entry where the running count reaches the rank (cum[at + 1] >= base + rank)
-            at = np.clip(np.searchsorted(cum, base + rank, side="left") - 1, 0, len(g.n) - 1)
-            upper = bucket_uppers(g.bucket[at]) if len(g.n) else np.zeros(len(g.key))
-            out[name] = np.where(calls, np.minimum(np.maximum(upper, lo), hi), np.nan)
+    for name, q in QUANTILES.items():
+        out[name] = grouped_quantile(q, g.count, first, g.n, g.bucket, lo, hi)
     out["max"] = np.where(calls, hi, np.nan)
     return out
 
