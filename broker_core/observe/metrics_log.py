@@ -61,9 +61,9 @@ class MetricsLogWriter:
         self.add_seconds(closed)
         lag = sum(snap.consumer_lag.values())
         for second in closed:
-            self.add_stats(second.ts, snap.disk["used_bytes"], snap.disk["total_bytes"],
+            self.add_stats(second.ts, snap.disk.used_bytes, snap.disk.total_bytes,
                            float(second.ops["send"].msgs), float(second.ops["pull"].msgs),
-                           snap.commitlog["max_offset"], lag)
+                           snap.commitlog.max_offset, lag)
 
     def add_seconds(self, seconds: Iterable[ClosedSecond]) -> None:
         for second in seconds:

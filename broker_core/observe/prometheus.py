@@ -74,27 +74,27 @@ class BrokerCollector(Collector):
             return fam
 
         t = snap.totals
-        yield counter(n.MESSAGES_IN, "Messages stored", t["messages_in"])
-        yield counter(n.MESSAGES_OUT, "Messages delivered by pulls", t["messages_out"])
-        yield counter(n.BYTES_IN, "Message body bytes stored", t["bytes_in"])
-        yield counter(n.BYTES_OUT, "Message body bytes delivered", t["bytes_out"])
+        yield counter(n.MESSAGES_IN, "Messages stored", t.messages_in)
+        yield counter(n.MESSAGES_OUT, "Messages delivered by pulls", t.messages_out)
+        yield counter(n.BYTES_IN, "Message body bytes stored", t.bytes_in)
+        yield counter(n.BYTES_OUT, "Message body bytes delivered", t.bytes_out)
         yield counter(n.SEND_OVER_20MS, "Sends slower than 20 ms (exact count)",
-                      t["send_over_20ms"])
+                      t.send_over_20ms)
         yield counter(n.SEND_ERRORS, "Sends answered with an error",
                       snap.errors_total["send"])
         yield counter(n.SYSTEM_BUSY, "Sends refused SYSTEM_BUSY (write path backed up)",
-                      t["system_busy"])
+                      t.system_busy)
         disk, cl = snap.disk, snap.commitlog
-        yield gauge(n.DISK_USED_RATIO, "Used share of the data disk", disk["used_ratio"])
-        yield gauge(n.DISK_USED_BYTES, "Used bytes of the data disk", disk["used_bytes"])
-        yield gauge(n.DISK_TOTAL_BYTES, "Size of the data disk", disk["total_bytes"])
-        yield gauge(n.STORE_BYTES, "CommitLog bytes on disk", disk["store_bytes"])
+        yield gauge(n.DISK_USED_RATIO, "Used share of the data disk", disk.used_ratio)
+        yield gauge(n.DISK_USED_BYTES, "Used bytes of the data disk", disk.used_bytes)
+        yield gauge(n.DISK_TOTAL_BYTES, "Size of the data disk", disk.total_bytes)
+        yield gauge(n.STORE_BYTES, "CommitLog bytes on disk", disk.store_bytes)
         yield gauge(n.FLUSH_LAG_BYTES, "CommitLog bytes written but not yet flushed",
                     snap.flush_lag_bytes)
-        yield gauge(n.COMMITLOG_MAX_OFFSET, "CommitLog write offset", cl["max_offset"])
+        yield gauge(n.COMMITLOG_MAX_OFFSET, "CommitLog write offset", cl.max_offset)
         yield gauge(n.LOOP_LAG,
                     "Longest the broker's event loop ran late in the last 10 s (requests "
-                    "waited that long to be read)", snap.loop_lag["max_10s"])
+                    "waited that long to be read)", snap.loop_lag.max_10s)
         yield gauge(n.INFLIGHT_WRITES, "Writes in the write path now",
                     snap.inflight_writes)
         yield gauge(n.FAULT_ACTIVE, "1 while a drill fault is injected",

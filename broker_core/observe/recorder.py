@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from broker_core.observe.figures import OpWindow
 from heatmap import LatencyHistogram
 from heatmap.op_latency import OpLatency
 from heatmap.sla import HISTORY_S
@@ -102,15 +103,9 @@ class OpRecorder:
         return out
 
 
-def summarize(fig: OpSecond, seconds: int) -> dict:
-    """JSON figures of a window: rate, percentiles (seconds), errors."""
+def summarize(fig: OpSecond, seconds: int) -> OpWindow:
+    """A window's figures: rates, percentiles (seconds), errors."""
     h = fig.hist
-    return {
-        "count": h.count,
-        "rate": h.count / seconds,
-        "msgs_per_s": fig.msgs / seconds,
-        "bytes_per_s": fig.bytes / seconds,
-        "errors": fig.errors,
-        "over_20ms": fig.over_sla,
-        **h.summary(),
-    }
+    return OpWindow(rate=h.count / seconds, msgs_per_s=fig.msgs / seconds,
+                    bytes_per_s=fig.bytes / seconds, errors=fig.errors, over_20ms=fig.over_sla,
+                    **h.summary())

@@ -14,6 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_core.observe.figures import (
+    CommitLogFigures,
+    DiskFigures,
+    LoopLagFigures,
+    OpWindow,
+    Totals,
+)
 from broker_core.observe.recorder import WINDOWS_S, ClosedSecond, summarize
 from heatmap import LatencyHistogram
 
@@ -29,16 +36,16 @@ class BrokerSnapshot:
     uptime_s: float
     state: str  # UP | PAUSED
     flush_mode: str
-    windows: Mapping[str, Mapping[str, Mapping[str, Any]]]  # op -> "10s" -> figures
-    totals: Mapping[str, int]
+    windows: Mapping[str, Mapping[str, OpWindow]]  # op -> "10s" -> figures
+    totals: Totals
     errors_total: Mapping[str, int]  # per op: answered with an error, since start
-    commitlog: Mapping[str, Any]
-    disk: Mapping[str, Any]
+    commitlog: CommitLogFigures
+    disk: DiskFigures
     consumer_lag: Mapping[str, int]  # group -> messages behind
     topics: Mapping[str, int]  # topic -> queues
     faults: Mapping[str, Any]
     inflight_writes: int
-    loop_lag: Mapping[str, float]
+    loop_lag: LoopLagFigures
     history: tuple[ClosedSecond, ...]  # the last minutes, oldest first (immutable seconds)
     cumulative: Mapping[str, LatencyHistogram]  # per op since start, copies
     # a replicated group's broker: role, epoch, in-sync set, per-slave lag (ha.node figures)
@@ -49,7 +56,7 @@ class BrokerSnapshot:
 
     @property
     def flush_lag_bytes(self) -> int:
-        return int(self.commitlog["max_offset"]) - int(self.commitlog["flushed_offset"])
+        return int(self.commitlog.max_offset or 0) - int(self.commitlog.flushed_offset or 0)
 
     @property
     def fault_active(self) -> bool:
@@ -59,11 +66,11 @@ class BrokerSnapshot:
         return self.history[-n:] if n > 0 else ()
 
 
-def disk_figures(data_dir, store_bytes: int) -> dict[str, Any]:
+def disk_figures(data_dir, store_bytes: int) -> DiskFigures:
     usage = shutil.disk_usage(data_dir)
-    return {"used_bytes": usage.used, "total_bytes": usage.total,
-            "used_ratio": usage.used / usage.total if usage.total else 0.0,
-            "store_bytes": store_bytes}
+    return DiskFigures(used_bytes=usage.used, total_bytes=usage.total,
+                       used_ratio=usage.used / usage.total if usage.total else 0.0,
+                       store_bytes=store_bytes)
 
 
 def take_snapshot(broker) -> BrokerSnapshot:
@@ -71,25 +78,25 @@ def take_snapshot(broker) -> BrokerSnapshot:
     cfg, rec, store = broker.config, broker.recorder, broker.store
     st = store.stats()
     now = broker.clock()
-    totals = {
-        "messages_in": rec.msgs_total["send"], "messages_out": rec.msgs_total["pull"],
-        "bytes_in": rec.bytes_total["send"], "bytes_out": rec.bytes_total["pull"],
-        "send_over_20ms": rec.over_sla_total["send"],
-        "system_busy": broker.write_path.busy_refusals,
-        "flow_control": sum(broker.flow.throttled.values()), **broker.counters,
-    }
+    totals = Totals(
+        messages_in=rec.msgs_total["send"], messages_out=rec.msgs_total["pull"],
+        bytes_in=rec.bytes_total["send"], bytes_out=rec.bytes_total["pull"],
+        send_over_20ms=rec.over_sla_total["send"], system_busy=broker.write_path.busy_refusals,
+        flow_control=sum(broker.flow.throttled.values()), **broker.counters)
     return BrokerSnapshot(
         name=cfg.name, cluster=cfg.cluster, addr=cfg.addr, http=cfg.http_addr, pid=os.getpid(),
         time=now, uptime_s=now - broker.started,
         state="PAUSED" if broker.faults.pause_left() else "UP", flush_mode=cfg.flush,
         windows={op: {f"{w}s": summarize(rec.window(op, w), w) for w in WINDOWS_S}
                  for op in rec.ops},
-        totals=totals, errors_total=dict(rec.errors_total), commitlog=st["commitlog"],
+        totals=totals, errors_total=dict(rec.errors_total),
+        commitlog=CommitLogFigures(**st["commitlog"]),
         disk=disk_figures(cfg.data_dir, st["disk"]["bytes_on_disk"]),
         consumer_lag=broker.consumer_lag(), topics=dict(broker.topics.queues),
         faults=broker.faults.describe(), inflight_writes=broker.write_path.inflight,
-        loop_lag={"max_10s": broker.loop_lag.worst(10), "max_60s": broker.loop_lag.worst(60),
-                  "late_total": broker.loop_lag.late_total},
+        loop_lag=LoopLagFigures(max_10s=broker.loop_lag.worst(10),
+                                max_60s=broker.loop_lag.worst(60),
+                                late_total=broker.loop_lag.late_total),
         history=tuple(rec.history), cumulative={op: h.copy() for op, h in rec.total.items()},
         ha=broker.ha.figures() if broker.ha is not None else None,
         consumers={} if broker.ha is not None and broker.ha.role.value == "SLAVE"

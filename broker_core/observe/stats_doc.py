@@ -11,73 +11,29 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields
-from types import MappingProxyType
 from typing import Any
 
+from broker_core.observe.figures import (
+    CommitLogFigures,
+    DiskFigures,
+    LoopLagFigures,
+    OpWindow,
+    Totals,
+    as_map,
+    num,
+)
 from broker_core.observe.snapshot import BrokerSnapshot
 from heatmap import LatencyHistogram
 
 HistorySecond = tuple[int, LatencyHistogram]  # (epoch second, that second's histogram)
 
 
-def _num(value: Any, kind: type = float) -> Any:
-    if type(value) is kind:  # the usual case, first: a console decodes ~10k figures a second
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        return kind(value)
-    except (OverflowError, ValueError):  # int() of an infinity or NaN (JSON allows both)
-        return None
-
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    if type(value) is dict:  # what JSON gives: skips the slower ABC check
-        return value
-    return value if isinstance(value, Mapping) else _EMPTY
+_num, _map = num, as_map
 
 
 def _figures(value: Any, kind: type) -> dict[str, Any]:
     """A mapping of names to numbers; what is not a number is left out."""
     return {str(k): n for k, v in _map(value).items() if (n := _num(v, kind)) is not None}
-
-
-@dataclass(frozen=True)
-class OpWindow:
-    """One operation over a window of closed seconds (1 s, 10 s or 60 s)."""
-
-    count: int | None = None
-    rate: float | None = None
-    msgs_per_s: float | None = None
-    bytes_per_s: float | None = None
-    errors: int | None = None
-    over_20ms: int | None = None
-    mean: float | None = None
-    p50: float | None = None
-    p99: float | None = None
-    p999: float | None = None
-    max: float | None = None
-
-    @classmethod
-    def from_dict(cls, doc: Any) -> OpWindow:
-        # a console decodes ~2,000 of these a second (200 brokers x 3 ops x 3 windows):
-        # field kinds are looked up once, and the figures go straight into the instance
-        # dict (every field is set, as __init__ would; frozen __init__ costs 3x this)
-        get = _map(doc).get
-        new = object.__new__(cls)
-        new.__dict__.update({name: v if type(v := get(name)) is kind else _num(v, kind)
-                             for name, kind in _OP_FIELDS})
-        return new
-
-    def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name, _ in _OP_FIELDS}
-
-
-_INTS = {"count", "errors", "over_20ms"}
-_OP_FIELDS = tuple((f.name, int if f.name in _INTS else float) for f in fields(OpWindow))
 
 
 def _history(doc: Any, ops: Collection[str] | None) -> dict[str, tuple[HistorySecond, ...]]:
@@ -212,8 +168,17 @@ class FlowFigures:
                 "throttled_total": self.throttled_total}
 
 
+def _ops(doc: Any) -> dict[str, dict[str, OpWindow]]:
+    return {str(op): {str(w): OpWindow.from_dict(figs) for w, figs in _map(ws).items()}
+            for op, ws in _map(doc).items()}
+
+
 @dataclass(frozen=True)
 class BrokerStats:
+    """The /stats document, field by field: each key of the JSON is the field's name,
+    encoded and decoded by the codec `_CODECS` names for it (plain strings and
+    numbers by their type)."""
+
     broker: str = ""
     cluster: str = ""
     addr: str = ""
@@ -225,15 +190,15 @@ class BrokerStats:
     flush_mode: str = ""
     ops: Mapping[str, Mapping[str, OpWindow]] = field(default_factory=dict)
     history: Mapping[str, tuple[HistorySecond, ...]] = field(default_factory=dict)
-    totals: Mapping[str, int] = field(default_factory=dict)
-    commitlog: Mapping[str, int] = field(default_factory=dict)
+    totals: Totals = field(default_factory=Totals)
+    commitlog: CommitLogFigures = field(default_factory=CommitLogFigures)
     flush_lag_bytes: int | None = None
-    disk: Mapping[str, float] = field(default_factory=dict)
+    disk: DiskFigures = field(default_factory=DiskFigures)
     consumer_lag: Mapping[str, int] = field(default_factory=dict)
     topics: Mapping[str, int] = field(default_factory=dict)
     faults: Mapping[str, Any] = field(default_factory=dict)
     inflight_writes: int | None = None
-    loop_lag: Mapping[str, float] = field(default_factory=dict)
+    loop_lag: LoopLagFigures = field(default_factory=LoopLagFigures)
     ha: HaFigures | None = None  # a replicated group's broker
     consumers: Mapping[str, ConsumerGroup] = field(default_factory=dict)  # group -> verdict
     flow: FlowFigures = field(default_factory=FlowFigures)
@@ -248,41 +213,23 @@ class BrokerStats:
     @classmethod
     def from_snapshot(cls, snap: BrokerSnapshot, history_s: int = 0) -> BrokerStats:
         seconds = snap.last_seconds(history_s)
+        same = {name: getattr(snap, name) for name in _FROM_SNAPSHOT}
         return cls(
-            broker=snap.name, cluster=snap.cluster, addr=snap.addr, http=snap.http,
-            pid=snap.pid, time=snap.time, uptime_s=snap.uptime_s, state=snap.state,
-            flush_mode=snap.flush_mode,
-            ops={op: {w: OpWindow.from_dict(figs) for w, figs in windows.items()}
-                 for op, windows in snap.windows.items()},
+            broker=snap.name, ops=snap.windows,
             history={op: tuple((s.ts, s.ops[op].hist) for s in seconds) for op in snap.windows}
             if history_s else {},
-            totals=dict(snap.totals), commitlog=dict(snap.commitlog),
-            flush_lag_bytes=snap.flush_lag_bytes, disk=dict(snap.disk),
-            consumer_lag=dict(snap.consumer_lag), topics=dict(snap.topics),
-            faults=dict(snap.faults), inflight_writes=snap.inflight_writes,
-            loop_lag=dict(snap.loop_lag), ha=HaFigures.from_dict(snap.ha),
+            ha=HaFigures.from_dict(snap.ha),
             consumers={g: ConsumerGroup.from_dict(d) for g, d in snap.consumers.items()},
-            flow=FlowFigures.from_dict(snap.flow))
+            flow=FlowFigures.from_dict(snap.flow), **same)
 
     def to_dict(self) -> dict[str, Any]:
         """The /stats document (JSON-ready)."""
-        return {
-            "broker": self.broker, "cluster": self.cluster, "addr": self.addr,
-            "http": self.http, "pid": self.pid, "time": self.time, "uptime_s": self.uptime_s,
-            "state": self.state, "flush_mode": self.flush_mode,
-            "ops": {op: {w: win.to_dict() for w, win in windows.items()}
-                    for op, windows in self.ops.items()},
-            "history": {op: [{"ts": ts, **h.to_dict()} for ts, h in seconds]
-                        for op, seconds in self.history.items()},
-            "totals": dict(self.totals), "commitlog": dict(self.commitlog),
-            "flush_lag_bytes": self.flush_lag_bytes, "disk": dict(self.disk),
-            "consumer_lag": dict(self.consumer_lag), "topics": dict(self.topics),
-            "faults": dict(self.faults), "inflight_writes": self.inflight_writes,
-            "loop_lag": dict(self.loop_lag),
-            "consumers": {g: c.to_dict() for g, c in self.consumers.items()},
-            "flow": self.flow.to_dict(),
-            **({"ha": dict(self.ha.doc)} if self.ha is not None else {}),
-        }
+        out = {}
+        for name, (_, encode) in _CODECS.items():
+            value = getattr(self, name)
+            if value is not None or name != "ha":  # a single-copy broker sends no "ha"
+                out[name] = encode(value)
+        return out
 
     @classmethod
     def from_dict(cls, doc: Any, history_ops: Collection[str] | None = None) -> BrokerStats:
@@ -291,29 +238,46 @@ class BrokerStats:
         `history_ops` keeps only those operations' per-second histograms (the
         console draws sends only: decoding the others would be most of its cost).
         """
-        doc = _map(doc)
-        return cls(
-            broker=str(doc.get("broker") or ""), cluster=str(doc.get("cluster") or ""),
-            addr=str(doc.get("addr") or ""), http=str(doc.get("http") or ""),
-            pid=_num(doc.get("pid"), int), time=_num(doc.get("time")),
-            uptime_s=_num(doc.get("uptime_s")), state=str(doc.get("state") or "UP"),
-            flush_mode=str(doc.get("flush_mode") or ""),
-            ops={str(op): {str(w): OpWindow.from_dict(figs) for w, figs in _map(ws).items()}
-                 for op, ws in _map(doc.get("ops")).items()},
-            history=_history(doc.get("history"), history_ops),
-            totals=_figures(doc.get("totals"), int),
-            commitlog=_figures(doc.get("commitlog"), int),
-            flush_lag_bytes=_num(doc.get("flush_lag_bytes"), int),
-            disk=_figures(doc.get("disk"), float),
-            consumer_lag=_figures(doc.get("consumer_lag"), int),
-            topics=_figures(doc.get("topics"), int),
-            faults=dict(_map(doc.get("faults"))),
-            inflight_writes=_num(doc.get("inflight_writes"), int),
-            loop_lag=_figures(doc.get("loop_lag"), float),
-            ha=HaFigures.from_dict(doc.get("ha")),
-            consumers={str(g): ConsumerGroup.from_dict(d)
-                       for g, d in _map(doc.get("consumers")).items()},
-            flow=FlowFigures.from_dict(doc.get("flow")))
+        get = _map(doc).get
+        values = {name: decode(get(name)) for name, (decode, _) in _CODECS.items()
+                  if name != "history"}
+        return cls(history=_history(get("history"), history_ops), **values)
+
+
+def _plain(f) -> tuple:
+    """The codec of a str or number field: its default when missing or malformed."""
+    if f.type == "str":
+        return (lambda v, d=f.default: str(v) if v else d), (lambda v: v)
+    kind = int if f.type.startswith("int") else float
+    return (lambda v: _num(v, kind)), (lambda v: v)
+
+
+def _each(kind) -> tuple:
+    return (lambda v: kind.from_dict(v)), (lambda v: v.to_dict())
+
+
+_CODECS = {f.name: _plain(f) for f in fields(BrokerStats)
+           if f.type == "str" or f.type in ("int | None", "float | None")}
+_CODECS.update({
+    "ops": (_ops, lambda ops: {op: {w: win.to_dict() for w, win in ws.items()}
+                               for op, ws in ops.items()}),
+    "history": (None, lambda h: {op: [{"ts": ts, **hist.to_dict()} for ts, hist in seconds]
+                                 for op, seconds in h.items()}),
+    "totals": _each(Totals), "commitlog": _each(CommitLogFigures), "disk": _each(DiskFigures),
+    "loop_lag": _each(LoopLagFigures), "flow": _each(FlowFigures),
+    "consumer_lag": (lambda v: _figures(v, int), dict),
+    "topics": (lambda v: _figures(v, int), dict),
+    "faults": (lambda v: dict(_map(v)), dict),
+    "ha": (HaFigures.from_dict, lambda ha: dict(ha.doc)),
+    "consumers": (lambda v: {str(g): ConsumerGroup.from_dict(d) for g, d in _map(v).items()},
+                  lambda cs: {g: c.to_dict() for g, c in cs.items()}),
+})
+assert set(_CODECS) == {f.name for f in fields(BrokerStats)}, "a /stats field without a codec"
+_CODECS = {f.name: _CODECS[f.name] for f in fields(BrokerStats)}  # the document in field order
+# what a snapshot holds under the same name and type
+_FROM_SNAPSHOT = ("cluster", "addr", "http", "pid", "time", "uptime_s", "state", "flush_mode",
+                  "totals", "commitlog", "flush_lag_bytes", "disk", "consumer_lag", "topics",
+                  "faults", "inflight_writes", "loop_lag")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ import urllib.request
 from typing import Any
 
 from broker_core.observe import metric_names as n
-from broker_core.observe.stats_doc import BrokerStats, OpWindow
+from broker_core.observe.figures import DiskFigures, OpWindow
+from broker_core.observe.stats_doc import BrokerStats
 from console.data.sources import _reason
 from console.data.state import BrokerSample
 
@@ -101,7 +102,7 @@ class PrometheusBrokers:
         stats = BrokerStats(
             broker=name, time=last,
             ops={"send": {"10s": send}, "pull": {"10s": OpWindow(msgs_per_s=f["out"].get(name))}},
-            disk={} if ratio is None else {"used_ratio": ratio},
+            disk=DiskFigures(used_ratio=ratio),
             flush_lag_bytes=_int(f["flush_lag"].get(name)),
             consumer_lag={"all": int(f["consumer_lag"].get(name) or 0)})
         return BrokerSample(f"prom/{name}", name, stats)

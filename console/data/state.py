@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from broker_core.observe.stats_doc import BrokerStats, HistorySecond, OpWindow, ProducerStats
+from broker_core.observe.figures import OpWindow
+from broker_core.observe.stats_doc import BrokerStats, HistorySecond, ProducerStats
 from console.data.alerts import Alert, AlertLog, evaluate_alerts
 from console.data.consumers import GroupView, merge_groups
 from console.data.flow_control import FlowView, merge_flow
@@ -301,7 +302,7 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
         last_seen=stats.time or now, in_per_s=send10.msgs_per_s, out_per_s=pull10.msgs_per_s,
         mean=send10.mean, p50=send10.p50, p99=send10.p99, p999=send10.p999, max=send10.max,
         over_20ms=send10.over_20ms, errors=send10.errors,
-        disk_used_ratio=stats.disk.get("used_ratio"), flush_lag_bytes=stats.flush_lag_bytes,
+        disk_used_ratio=stats.disk.used_ratio, flush_lag_bytes=stats.flush_lag_bytes,
         consumer_lag=sum(stats.consumer_lag.values()),
         fault=stats.faults if stats.fault_active else None, stats=stats,
         history=merge_history(prev.history if prev else (), stats.history.get("send", ())))

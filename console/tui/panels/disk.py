@@ -13,13 +13,13 @@ def render(state, focus=None):
     if s is None:
         return Text("no data", style="dim")
     text = Text()
-    ratio = s.disk.get("used_ratio")
-    text.append(f"disk used {pct(ratio, 1)} of {size(s.disk.get('total_bytes'))}  ",
+    ratio = s.disk.used_ratio
+    text.append(f"disk used {pct(ratio, 1)} of {size(s.disk.total_bytes)}  ",
                 style="red" if ratio and ratio > 0.75 else "")
-    text.append(f"store {size(s.disk.get('store_bytes'))}\n")
+    text.append(f"store {size(s.disk.store_bytes)}\n")
     flush = s.window("flush", "10s")
     text.append(f"flush ({s.flush_mode or '?'}) lag {size(s.flush_lag_bytes)}  "
                 f"p99 {ms(flush.p99)}  max {ms(flush.max)}\n")
-    text.append(f"commitlog max offset {count(s.commitlog.get('max_offset'))}  "
+    text.append(f"commitlog max offset {count(s.commitlog.max_offset)}  "
                 f"in flight {count(s.inflight_writes)}")
     return text

@@ -8,7 +8,14 @@ import json
 
 import pytest
 
-from broker_core.observe.stats_doc import BrokerStats, OpWindow, ProducerStats
+from broker_core.observe.figures import (
+    CommitLogFigures,
+    DiskFigures,
+    LoopLagFigures,
+    OpWindow,
+    Totals,
+)
+from broker_core.observe.stats_doc import BrokerStats, ProducerStats
 from heatmap import LatencyHistogram
 
 
@@ -28,10 +35,10 @@ FULL = BrokerStats(
          "flush": {"10s": OpWindow(p99=0.002, max=0.004)}},
     history={"send": ((1_794_355_198, hist(0.001, 0.002)), (1_794_355_199, hist())),
              "flush": ((1_794_355_199, hist(0.004)),)},
-    totals={"messages_in": 30}, commitlog={"max_offset": 4096, "segments": 1},
-    flush_lag_bytes=128, disk={"used_ratio": 0.25, "total_bytes": 1e12},
+    totals=Totals(messages_in=30), commitlog=CommitLogFigures(max_offset=4096, segments=1),
+    flush_lag_bytes=128, disk=DiskFigures(used_ratio=0.25, total_bytes=10**12),
     consumer_lag={"g1": 7}, topics={"orders": 4}, faults={"active": True, "stall_ms": 800.0},
-    inflight_writes=2, loop_lag={"max_s": 0.001})
+    inflight_writes=2, loop_lag=LoopLagFigures(max_10s=0.001, late_total=3))
 
 
 def test_broker_stats_round_trip_through_json():
@@ -66,7 +73,7 @@ def test_missing_fields_take_their_defaults():
     assert stats.broker == "old" and stats.state == "UP" and stats.pid is None
     assert stats.window("send", "10s") == OpWindow(p99=0.001)
     assert stats.window("pull", "10s") == OpWindow()  # an op nobody sent
-    assert stats.history == {} and stats.disk == {} and not stats.fault_active
+    assert stats.history == {} and stats.disk == DiskFigures() and not stats.fault_active
     assert ProducerStats.from_dict({}) == ProducerStats()
 
 
@@ -88,8 +95,9 @@ def test_missing_fields_take_their_defaults():
 def test_wrong_types_never_raise(doc):
     stats = BrokerStats.from_dict(doc)
     assert isinstance(stats, BrokerStats)
-    assert all(isinstance(v, int) for v in (*stats.totals.values(), *stats.commitlog.values(),
-                                            *stats.consumer_lag.values()))
+    ints = (*stats.totals.to_dict().values(), *stats.commitlog.to_dict().values(),
+            *stats.consumer_lag.values())
+    assert all(v is None or type(v) is int for v in ints)
     for seconds in stats.history.values():
         assert all(isinstance(ts, int) and isinstance(h, LatencyHistogram) for ts, h in seconds)
     assert stats.history.get("send", ()) == ()  # every malformed second above is dropped
