@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kazoo.exceptions import KazooException
 
@@ -92,6 +92,7 @@ class Controller:
     def __init__(self, zk_hosts: str, cluster: str, *, session_s: float = 1.0,
                  broker_session_s: float = 1.0, name: str | None = None,
                  clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time,
                  log_ends: Callable[[dict[str, Registration]], dict[str, int]] | None = None,
                  ) -> None:
         """`log_ends(registrations)`: each live broker's log end, asked of the brokers
@@ -108,6 +109,7 @@ class Controller:
                               command_retry=KazooRetry(max_tries=5, delay=0.05, max_delay=0.5))
         self.broker_session_s = broker_session_s
         self._clock = clock
+        self._wall = wall  # stamps the records and events it writes
         self._log_ends = log_ends or (lambda regs: {})
         self._stop = threading.Event()
         self._dirty = threading.Event()
@@ -225,6 +227,7 @@ class Controller:
                 continue
             if self._clock() < self._grace_until or self._lost.is_set():
                 return made  # the link went down while we looked: decide nothing
+            decision = replace(decision, record=replace(decision.record, changed=self._wall()))
             # a retried write that had landed fails its version check: read again next round
             if retry(write_record, zk, self.paths, group, decision.record, version):
                 made.append(decision)
@@ -240,7 +243,7 @@ class Controller:
         if decision.kind == "failover":
             try:
                 add_event(self.zk, self.paths, {
-                    "time": time.time(), "kind": "failover", "group": group,
+                    "time": self._wall(), "kind": "failover", "group": group,
                     "old_master": decision.old_master, "new_master": rec.master,
                     "epoch": rec.epoch, "controller": self.name,
                     "down_since": old.changed if old else None})

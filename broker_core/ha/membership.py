@@ -184,7 +184,7 @@ class Membership:
             # a retried write that had landed fails its version check: False, and the
             # ISR loop tries again from a fresh read
             return retry(write_record, self.zk, self.paths, node.group,
-                         record.with_in_sync(in_sync | {me}), version)
+                         record.with_in_sync(in_sync | {me}, node.wall()), version)
 
         loop = self._loop or asyncio.get_running_loop()
         return await loop.run_in_executor(None, write)

@@ -53,7 +53,7 @@ class HaNode:
         self.broker, self.settings = broker, settings
         self.name, self.group = broker.config.name, settings.group
         self.sync = settings.replication == "sync"
-        self._wall = wall
+        self.wall = wall  # event times, and what the membership stamps on records
         ha_dir = Path(broker.config.data_dir) / "ha"
         ha_dir.mkdir(parents=True, exist_ok=True)
         self.epochs = EpochFile(ha_dir / "epochs.json")
@@ -176,7 +176,7 @@ class HaNode:
         self.epoch = max(self.epoch, epoch)
 
     def _event(self, kind: str, detail: str) -> None:
-        self.since = self._wall()
+        self.since = self.wall()
         self.events.append({"time": self.since, "kind": kind, "detail": detail,
                             "epoch": self.epoch})
         log.warning("ha role group=%s broker=%s role=%s epoch=%d %s", self.group, self.name,
@@ -200,7 +200,7 @@ class HaNode:
             self.broker.offsets.merge(offsets)
 
     def _on_truncate(self, offset: int, cut: int) -> None:
-        self.events.append({"time": self._wall(), "kind": "truncated",
+        self.events.append({"time": self.wall(), "kind": "truncated",
                             "detail": f"log cut at {offset}: {cut} bytes the master never had",
                             "epoch": self.epoch, "bytes": cut})
 

@@ -16,8 +16,7 @@ writers that read the same record cannot both succeed.
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from broker_core.errors import BrokerError
@@ -92,7 +91,7 @@ class GroupRecord:
     in_sync: tuple[str, ...]
     master_addr: str = ""  # its TCP address (clients), and ...
     master_ha: str = ""  # ... its HA address (slaves)
-    changed: float = field(default_factory=time.time)  # wall clock of the last write
+    changed: float = 0.0  # wall clock of the last write: its writer's clock sets it
     reason: str = ""
 
     def to_json(self) -> bytes:
@@ -113,10 +112,9 @@ class GroupRecord:
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"group record lacks or mangles {exc}") from None
 
-    def with_in_sync(self, names) -> GroupRecord:
+    def with_in_sync(self, names, changed: float) -> GroupRecord:
         rest = sorted(set(names) - {self.master})
-        return replace(self, in_sync=(self.master, *rest), changed=time.time(),
-                       reason="in-sync set")
+        return replace(self, in_sync=(self.master, *rest), changed=changed, reason="in-sync set")
 
 
 @dataclass(frozen=True)

@@ -169,6 +169,7 @@ class GroupCommitService(ServiceThread):
         cl = self.commitlog
         if cl.flushed_offset >= offset:
             return True
+        # real time, not an injected clock: the gates below wait on it (lock timeouts)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._mutex:
             if cl.flushed_offset >= offset:

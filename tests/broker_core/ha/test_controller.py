@@ -61,7 +61,9 @@ def test_controller_on_zookeeper_creates_and_fails_over(zookeeper, zk_root):
     broker_a.start(timeout=10)
     # the controller's own session long too: it lost its lead to a server stall (a loaded
     # CI machine) between writing the failover and noting it; only a's session may end
-    controller = Controller(zookeeper.addr, cluster, session_s=5.0, broker_session_s=0.5)
+    wall = iter(range(1_000, 2_000))  # the controller's own clock stamps what it writes
+    controller = Controller(zookeeper.addr, cluster, session_s=5.0, broker_session_s=0.5,
+                            wall=lambda: float(next(wall)))
     runner = threading.Thread(target=controller.run, daemon=True)
     try:
         runner.start()
@@ -71,13 +73,15 @@ def test_controller_on_zookeeper_creates_and_fails_over(zookeeper, zk_root):
         record = wait_for(lambda: read_record(zk, paths, "g")[0], 15, "the group's record",
                           ignore=(ConnectionLoss,))
         assert (record.epoch, record.master) == (1, "a")  # equal logs: the first name
+        assert 1_000 <= record.changed < 1_500  # a retried write takes the next tick
         # the master records b in sync, then its session ends
         rec, version = read_record(zk, paths, "g")
-        zk.set(paths.record("g"), rec.with_in_sync({"b"}).to_json(), version=version)
+        zk.set(paths.record("g"), rec.with_in_sync({"b"}, 1_500.0).to_json(), version=version)
         broker_a.stop()
         new = wait_for(lambda: (r := read_record(zk, paths, "g")[0]).epoch == 2 and r, 15,
                        "the failover's record", ignore=(ConnectionLoss,))
         assert new.master == "b" and new.reason.startswith("failover")
+        assert record.changed < new.changed < 1_500
         wait_for(lambda: len(controller.decisions) == 2, 15)  # noted just after the write
         assert [d.kind for d in controller.decisions] == ["create", "failover"]
     finally:
