@@ -109,18 +109,10 @@ class SlaveLink(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         buf = self._buf
         buf += data
-        pos, size = 0, len(buf)
+        pos = 0
         acked = self.acked
         try:
-            while size - pos >= wire.FRAME.size:
-                length, kind = wire.FRAME.unpack_from(buf, pos)
-                if length > wire.MAX_BODY or kind not in wire.KIND_NAMES:
-                    raise wire.LinkError(f"bad replication frame: kind {kind}, {length} bytes")
-                end = pos + wire.FRAME.size + length
-                if end > size:
-                    break
-                body = bytes(buf[pos + wire.FRAME.size : end])
-                pos = end
+            for kind, body, pos in wire.frames(buf):  # noqa: B007 - pos: consumed so far
                 if not self.name:
                     if kind != wire.HELLO:
                         raise wire.LinkError(f"expected HELLO, got {wire.KIND_NAMES[kind]}")

@@ -216,17 +216,9 @@ class _Follower(asyncio.Protocol):
         buf = self._buf
         buf += data
         frames: list[tuple[int, bytes]] = []
-        pos, size = 0, len(buf)
+        pos = 0
         try:
-            while size - pos >= wire.FRAME.size:
-                length, kind = wire.FRAME.unpack_from(buf, pos)
-                if length > wire.MAX_BODY or kind not in wire.KIND_NAMES:
-                    raise wire.LinkError(f"bad replication frame: kind {kind}, {length} bytes")
-                end = pos + wire.FRAME.size + length
-                if end > size:
-                    break
-                body = bytes(buf[pos + wire.FRAME.size : end])
-                pos = end
+            for kind, body, pos in wire.frames(buf):  # noqa: B007 - pos: consumed so far
                 if not self._welcomed:
                     c._welcomed(kind, body)
                     self._welcomed = True

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 from broker_core.errors import BrokerError
@@ -35,6 +36,21 @@ HEARTBEAT_S = 0.25
 
 class LinkError(BrokerError):
     """The replication link broke or carried something it should not."""
+
+
+def frames(buf: bytearray) -> Iterator[tuple[int, bytes, int]]:
+    """The complete frames at the front of `buf`, in order: (kind, body, the offset just
+    past it). LinkError on a frame no link sends (the stream cannot be trusted after)."""
+    pos, size = 0, len(buf)
+    while size - pos >= FRAME.size:
+        length, kind = FRAME.unpack_from(buf, pos)
+        if length > MAX_BODY or kind not in KIND_NAMES:
+            raise LinkError(f"bad replication frame: kind {kind}, {length} bytes")
+        end = pos + FRAME.size + length
+        if end > size:
+            return
+        yield kind, bytes(buf[pos + FRAME.size : end]), end
+        pos = end
 
 
 def frame(kind: int, body: bytes) -> bytes:

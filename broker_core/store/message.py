@@ -257,13 +257,14 @@ def read_record_header(buf, pos: int, physical_offset: int, limit: int) -> tuple
     return h
 
 
-def decode_record(buf, pos: int, physical_offset: int, limit: int) -> Message:
-    """Decode and fully verify (lengths, CRC) the record at ``buf[pos:]``."""
+def _verified(buf, pos: int, physical_offset: int, limit: int) -> tuple[tuple, int, int, int]:
+    """Check the record at ``buf[pos:]`` (header, body CRC, that its lengths add up):
+    (its header fields, where its topic starts, where its properties start, their
+    length). CorruptRecord when it is not whole."""
     h = read_record_header(buf, pos, physical_offset, limit)
     size, body_len = h[0], h[14]
     start = pos + HEADER_SIZE
-    body = bytes(buf[start : start + body_len])
-    if zlib.crc32(body) != h[2]:
+    if zlib.crc32(memoryview(buf)[start : start + body_len]) != h[2]:
         raise CorruptRecord("body CRC mismatch")
     p = start + body_len
     topic_len = buf[p]
@@ -273,8 +274,16 @@ def decode_record(buf, pos: int, physical_offset: int, limit: int) -> Message:
     props_len = int.from_bytes(buf[props_at : props_at + 2], "big")
     if HEADER_SIZE + body_len + 3 + topic_len + props_len != size:
         raise CorruptRecord("length fields do not add up to the total size")
+    return h, p + 1, props_at, props_len
+
+
+def decode_record(buf, pos: int, physical_offset: int, limit: int) -> Message:
+    """Decode and fully verify (lengths, CRC) the record at ``buf[pos:]``."""
+    h, topic_at, props_at, props_len = _verified(buf, pos, physical_offset, limit)
+    size, body_len = h[0], h[14]
+    body = bytes(buf[pos + HEADER_SIZE : pos + HEADER_SIZE + body_len])
     try:
-        topic = bytes(buf[p + 1 : props_at]).decode("ascii")
+        topic = bytes(buf[topic_at:props_at]).decode("ascii")
         props = decode_properties(bytes(buf[props_at + 2 : props_at + 2 + props_len]))
     except UnicodeDecodeError as exc:
         raise CorruptRecord("topic or properties are not valid text") from exc
@@ -315,22 +324,10 @@ def index_record(buf, pos: int, physical_offset: int, limit: int
     return only what a ConsumeQueue unit and the key index need: (topic, queue id,
     queue offset, tag hash, store timestamp, keys). A slave indexes every record it
     receives: no body copy, no Message, properties parsed only for TAGS and KEYS."""
-    h = read_record_header(buf, pos, physical_offset, limit)
-    size, body_len = h[0], h[14]
-    start = pos + HEADER_SIZE
+    h, topic_at, props_at, props_len = _verified(buf, pos, physical_offset, limit)
     view = memoryview(buf)
-    if zlib.crc32(view[start : start + body_len]) != h[2]:
-        raise CorruptRecord("body CRC mismatch")
-    p = start + body_len
-    topic_len = buf[p]
-    props_at = p + 1 + topic_len
-    if props_at + 2 > pos + size:
-        raise CorruptRecord("topic runs past the record end")
-    props_len = int.from_bytes(buf[props_at : props_at + 2], "big")
-    if HEADER_SIZE + body_len + 3 + topic_len + props_len != size:
-        raise CorruptRecord("length fields do not add up to the total size")
     try:
-        topic = bytes(view[p + 1 : props_at]).decode("ascii")
+        topic = bytes(view[topic_at:props_at]).decode("ascii")
         tags = keys = None
         if props_len:
             raw = bytes(view[props_at + 2 : props_at + 2 + props_len])
