@@ -1,6 +1,8 @@
 """Admin calls a console or a drill makes to brokers: create a topic ahead of
 the load (ROUTE with create), inject, show and clear drill faults
-(`/admin/fault`), set, show and clear flow-control quotas (`/admin/quota`). Failures raise `AdminError` with one line naming the broker.
+(`/admin/fault`), set, show and clear flow-control quotas (`/admin/quota`), list,
+create, change and delete topics (`/admin/topic`), wipe and restore a broker's
+writes (`/admin/write`). Failures raise `AdminError` with one line naming the broker.
 """
 
 from __future__ import annotations
@@ -46,6 +48,22 @@ def fault(http_addr: str, method: str = "GET", body: dict | None = None,
     """GET (show), POST (inject `body`) or DELETE (clear) a broker's drill fault;
     the broker's description of the fault now."""
     return admin_call(http_addr, "/admin/fault", method, body, token, timeout)
+
+
+def topic(http_addr: str, method: str = "GET", body: dict | None = None,
+          token: str | None = None, query: Mapping[str, str] | None = None,
+          timeout: float = 10.0) -> dict[str, Any]:
+    """GET (list; `query` topic and hottest narrow it), POST (create or change `body`:
+    topic, queues, perm) or DELETE (`query` topic) a broker's topics."""
+    path = "/admin/topic" + (f"?{urllib.parse.urlencode(dict(query))}" if query else "")
+    return admin_call(http_addr, path, method, body, token, timeout)
+
+
+def write_permission(http_addr: str, writable: bool, token: str | None = None,
+                     timeout: float = 5.0) -> dict[str, Any]:
+    """Wipe a broker's writes (False: every send refused NO_PERMISSION, producers go
+    elsewhere, consumers still read) or restore them."""
+    return admin_call(http_addr, "/admin/write", "POST", {"writable": writable}, token, timeout)
 
 
 def quota(http_addr: str, method: str = "GET", body: dict | None = None,

@@ -166,7 +166,7 @@ class SendPlan:
     """
 
     __slots__ = ("fuse", "names", "options", "op", "rr", "tried", "attempt", "broker", "token",
-                 "throttled", "counters", "why")
+                 "throttled", "refused", "counters", "why")
 
     def __init__(self, fuse, names: Sequence[str], options: SendOptions, op: Op,
                  rr: itertools.count, counters: SendCounters | None = None) -> None:
@@ -176,6 +176,7 @@ class SendPlan:
         self.why: list[str] = []  # per failed attempt, for the trace
         self.attempt = 0
         self.throttled = 0  # attempts answered FLOW_CONTROL
+        self.refused = 0  # attempts answered NO_PERMISSION
         self.broker = ""
         self.token = None
 
@@ -196,6 +197,8 @@ class SendPlan:
         ("retry", why); reports the call to the fuse."""
         if code == Code.FLOW_CONTROL:
             return self._throttled(body, closing)
+        if code == Code.NO_PERMISSION:
+            return self._refused(body, closing)
         broker, broker_ok = self.broker, code is not None and code not in RETRYABLE
         broker_ok = broker_ok and (code == Code.OK or code not in STORED)
         if code in STORED:
@@ -213,13 +216,27 @@ class SendPlan:
                                       tuple(self.why))
         why = reason or f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
         self.why.append(f"{broker}: {why}")
-        if self.attempt - self.throttled > self.options.retries or closing:
+        if self.attempt - self.throttled - self.refused > self.options.retries or closing:
             return "fail", SendFailed(
                 f"send failed after {self.attempt} attempt(s); last from {broker}: {why}", code,
                 tuple(self.why))
         self.tried.append(broker)
         wait = self._interval(self.attempt - self.throttled)
         return ("backoff", wait) if wait else ("retry", why)
+
+    def _refused(self, body: bytes | None, closing: bool) -> tuple[str, object]:
+        """NO_PERMISSION: the broker is well and takes no writes for this topic (its
+        writes wiped for maintenance, or the topic read-only there): the next broker
+        not asked yet, at once and without spending a retry; failing when none is left."""
+        self._end(True)
+        self.refused += 1
+        why = body.decode("utf-8", "replace") if body else "no permission"
+        self.why.append(f"{self.broker}: NO_PERMISSION: {why}")
+        self.tried.append(self.broker)
+        if closing or all(b in self.tried for b in self.names):
+            return "fail", SendFailed("no broker takes this send: " + "; ".join(self.why),
+                                      Code.NO_PERMISSION, tuple(self.why))
+        return "retry", why
 
     def _interval(self, retry: int) -> float:
         """The configured interval before the `retry`-th retry (1-based); 0 if none."""

@@ -304,6 +304,9 @@ class Consumer:
         except BrokerUnavailable:
             self._down[addr] = self._clock() + DOWN_S
             return
+        if code == Code.NO_PERMISSION:  # the topic not readable there: not asked for a while
+            self._down[addr] = self._clock() + DOWN_S
+            return
         if code not in (Code.OK, Code.PULL_NOT_FOUND):
             return  # refused (a topic not there yet): asked again next time
         try:

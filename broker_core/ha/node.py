@@ -188,14 +188,14 @@ class HaNode:
         new = {t: max(broker.config.default_queues, q + 1) for t, q in touched
                if broker.topics.queues.get(t, 0) <= q}
         if new:
-            broker.topics.merge(new)
+            broker.topics.grow(new)
         for topic, qid in touched:
             broker.pulls.arrived(topic, qid)
 
     def _on_meta(self, doc: dict) -> None:
         topics, offsets = doc.get("topics"), doc.get("offsets")
         if isinstance(topics, dict):
-            self.broker.topics.merge(topics)
+            self.broker.topics.adopt(topics)
         if isinstance(offsets, dict):
             self.broker.offsets.merge(offsets)
 
@@ -205,7 +205,7 @@ class HaNode:
                             "epoch": self.epoch, "bytes": cut})
 
     def _meta(self) -> dict:
-        return {"topics": dict(self.broker.topics.queues),
+        return {"topics": self.broker.topics.document(),
                 "offsets": self.broker.offsets.nested()}
 
     # -- figures -------------------------------------------------------------------------

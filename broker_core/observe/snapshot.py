@@ -53,6 +53,9 @@ class BrokerSnapshot:
     # consumer groups judged by observe.backlog (empty on a slave: its master judges them)
     consumers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     flow: Mapping[str, Any] = field(default_factory=dict)  # quotas in force, throttled sends
+    # the hottest queues with their depth, and whether far hotter than the broker's median
+    # active queue (observe.queue_heat): bounded, however many queues the broker has
+    hottest_queues: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def flush_lag_bytes(self) -> int:
@@ -102,4 +105,6 @@ def take_snapshot(broker) -> BrokerSnapshot:
         consumers={} if broker.ha is not None and broker.ha.role.value == "SLAVE"
         else broker.backlog.report(),
         flow=broker.flow.describe(),
+        hottest_queues=tuple(broker.heat.report(
+            lambda t, q: (o := store.queue_offsets(t, q))[1] - o[0])),
     )

@@ -202,6 +202,8 @@ class BrokerStats:
     ha: HaFigures | None = None  # a replicated group's broker
     consumers: Mapping[str, ConsumerGroup] = field(default_factory=dict)  # group -> verdict
     flow: FlowFigures = field(default_factory=FlowFigures)
+    # {topic, queue, rate, times_median, depth, hot}: the hottest queues, hottest first
+    hottest_queues: tuple[Mapping[str, Any], ...] = ()
 
     def window(self, op: str, window: str = "10s") -> OpWindow:
         return self.ops.get(op, {}).get(window) or OpWindow()
@@ -269,6 +271,8 @@ _CODECS.update({
     "topics": (lambda v: _figures(v, int), dict),
     "faults": (lambda v: dict(_map(v)), dict),
     "ha": (HaFigures.from_dict, lambda ha: dict(ha.doc)),
+    "hottest_queues": (lambda v: tuple(dict(q) for q in v if isinstance(q, Mapping))
+                   if isinstance(v, list) else (), lambda qs: [dict(q) for q in qs]),
     "consumers": (lambda v: {str(g): ConsumerGroup.from_dict(d) for g, d in _map(v).items()},
                   lambda cs: {g: c.to_dict() for g, c in cs.items()}),
 })
@@ -277,7 +281,7 @@ _CODECS = {f.name: _CODECS[f.name] for f in fields(BrokerStats)}  # the document
 # what a snapshot holds under the same name and type
 _FROM_SNAPSHOT = ("cluster", "addr", "http", "pid", "time", "uptime_s", "state", "flush_mode",
                   "totals", "commitlog", "flush_lag_bytes", "disk", "consumer_lag", "topics",
-                  "faults", "inflight_writes", "loop_lag")
+                  "faults", "inflight_writes", "loop_lag", "hottest_queues")
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ class Code(IntEnum):
     PULL_NOT_FOUND = 19  # body still carries offsets (NO_NEW_MSG, OFFSET_* ...)
     FLOW_CONTROL = 20  # over a topic's or group's quota: nothing stored; body has retry-after
     MESSAGE_NOT_FOUND = 21  # VIEW_BY_ID: no message at that offset (expired, never written)
+    NO_PERMISSION = 22  # writes wiped, or the topic not writable / readable here: nothing done
 
 
 # Stored, if short of a promise: answered with the OK body (a send must not be repeated)

@@ -17,6 +17,7 @@ from time import perf_counter
 from broker_core import protocol as p
 from broker_core.observe.backlog import BacklogEvaluator
 from broker_core.observe.loop_lag import LoopLag
+from broker_core.observe.queue_heat import QueueHeat
 from broker_core.observe.recorder import OpRecorder
 from broker_core.observe.snapshot import BrokerSnapshot, take_snapshot
 from broker_core.observe.stats_doc import stats_document
@@ -25,9 +26,10 @@ from broker_core.server import lookup_ops
 from broker_core.server.config import BrokerConfig
 from broker_core.server.faults import Faults
 from broker_core.server.flow_control import FlowControl
-from broker_core.server.group_state import GroupMembers, OffsetTable, TopicError, TopicTable
+from broker_core.server.group_state import GroupMembers, OffsetTable
 from broker_core.server.pull_ops import PullOps
 from broker_core.server.send_ops import SendOps
+from broker_core.server.topic_table import TopicError, TopicTable
 from broker_core.server.trace_store import StoreTracer
 from broker_core.server.write_path import WritePath
 from broker_core.store import MessageStore, StoreConfig
@@ -68,6 +70,7 @@ class Broker:
         self.flow = FlowControl(data / "quotas.json")
         self.members = GroupMembers(monotonic)
         self.backlog = BacklogEvaluator(monotonic)
+        self.heat = QueueHeat(monotonic)
         self.recorder = OpRecorder(OPS, clock)
         self.faults = Faults(monotonic)
         self.write_path = WritePath(self.store, self.faults, config.flush == "sync",
@@ -132,6 +135,8 @@ class Broker:
         queues = self.topics.get(topic, create=True)
         if queues is None:
             return Code.TOPIC_NOT_EXIST, f"topic {topic!r} does not exist".encode()
+        if (refusal := self.topics.write_refusal(topic, self.config.name)) is not None:
+            return Code.NO_PERMISSION, refusal.encode()
         if qid < 0:  # round robin per topic: one counter for all made a client that
             # cycles through topics land each topic on one queue, always the same
             rr = self._rr
@@ -174,7 +179,9 @@ class Broker:
         queues = self.topics.get(topic, create=bool(req.get("create")))
         if queues is None:
             return Code.TOPIC_NOT_EXIST, f"topic {topic!r} does not exist".encode()
-        return Code.OK, p.encode_json({"topic": topic, "queues": queues})
+        return Code.OK, p.encode_json({"topic": topic, "queues": queues,
+                                       "perm": self.topics.perm(topic),
+                                       "writable": self.topics.writable})
 
     async def _query_offset(self, body: bytes) -> tuple[int, bytes]:
         req = p.decode_json(body)
@@ -242,6 +249,7 @@ class Broker:
         if flush is not None and flush.hist.count:
             self.recorder.add("flush", flush)
         self.backlog.sample(self.offsets.offsets, lambda t, q: self.store.queue_offsets(t, q)[1])
+        self.heat.tick()
         self.trace_store.flush()
         closed = self.recorder.roll()
         self.latest = take_snapshot(self)

@@ -36,7 +36,7 @@ KINDS = ("topic", "group")
 COLD_FACTOR = 3.0  # Sentinel's default: a cold bucket admits rate / 3
 MAX_PAIRS = 100_000  # (topic, group) pairs remembered on the send path
 DEFAULT_BURST_S = 0.1  # burst default: 100 ms of the rate (at least one message)
-_NAME = r"[A-Za-z0-9_.%|-]"  # the topic charset (server.group_state.TOPIC_RE)
+_NAME = r"[A-Za-z0-9_.%|-]"  # the topic charset (server.topic_table.TOPIC_RE)
 TARGET_RE = re.compile(rf"^(?:{_NAME}{{1,127}}|{_NAME}{{0,126}}\*)$")
 
 

@@ -1,5 +1,5 @@
-"""Broker-side metadata next to the store: topics, consumer-group offsets, and
-group members (from heartbeats).
+"""Broker-side metadata next to the store: consumer-group offsets and group members
+(from heartbeats); JsonTable, the way topics (server.topic_table) and offsets are kept.
 
 Topics and offsets are small JSON files in the data dir, written through a
 temporary file, fsync and an atomic rename, so a crash leaves the old or the
@@ -10,19 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.errors import BrokerError
 from broker_core.fsutil import write_json_atomic
-
-TOPIC_RE = re.compile(r"^[A-Za-z0-9_.%|-]{1,127}$")  # RocketMQ's allowed characters
-
-
-class TopicError(BrokerError):
-    pass
-
 
 log = logging.getLogger("floodgate.broker")
 
@@ -72,53 +64,6 @@ class JsonTable:
             self.write(doc)
 
 
-class TopicTable(JsonTable):
-    """topic -> number of queues, created on first send unless auto-create is off."""
-
-    def __init__(self, path: Path, default_queues: int = 4, auto_create: bool = True) -> None:
-        self.path = path
-        self.default_queues = default_queues
-        self.auto_create = auto_create
-        self.queues: dict[str, int] = {k: int(v) for k, v in read_json(path).items()}
-
-    def document(self) -> dict:
-        return dict(self.queues)
-
-    def get(self, topic: str, create: bool) -> int | None:
-        n = self.queues.get(topic)
-        if n is None and create and self.auto_create:
-            if not TOPIC_RE.match(topic):
-                raise TopicError(f"illegal topic name {topic!r}")
-            # saved by the tick: lost in a crash before it, the topic comes back from
-            # the store's queues when the broker opens (`recover`)
-            n = self.queues[topic] = self.default_queues
-            self.dirty = True
-        return n
-
-    def recover(self, stored: list[tuple[str, int]]) -> list[str]:
-        """Topics the store holds queues of but the table lost (created on a send just
-        before a crash, the table not yet saved): made again as auto-creation made them.
-        Returns the topics added."""
-        highest: dict[str, int] = {}
-        for topic, qid in stored:
-            highest[topic] = max(highest.get(topic, 0), qid + 1)
-        added = [t for t in highest if t not in self.queues and TOPIC_RE.match(t)]
-        for topic in added:
-            self.queues[topic] = max(highest[topic], self.default_queues)
-        self.dirty = self.dirty or bool(added)
-        return added
-
-    def merge(self, queues: dict[str, int]) -> bool:
-        """Take a master's topics (a slave keeps its master's table); True if changed."""
-        changed = False
-        for topic, n in queues.items():
-            if TOPIC_RE.match(str(topic)) and int(n) > self.queues.get(topic, 0):
-                self.queues[str(topic)] = int(n)
-                changed = True
-        self.dirty = self.dirty or changed
-        return changed
-
-
 class OffsetTable(JsonTable):
     """(group, topic, queue) -> next offset to consume; saved when dirty."""
 
@@ -144,6 +89,14 @@ class OffsetTable(JsonTable):
 
     def document(self) -> dict:
         return self.nested()
+
+    def drop_topic(self, topic: str) -> int:
+        """Forget every group's offsets in `topic` (deleted); how many there were."""
+        gone = [k for k in self.offsets if k[1] == topic]
+        for key in gone:
+            del self.offsets[key]
+        self.dirty = self.dirty or bool(gone)
+        return len(gone)
 
     def nested(self) -> dict[str, dict[str, dict[str, int]]]:
         out: dict[str, dict[str, dict[str, int]]] = {}

@@ -1,6 +1,7 @@
 """HTTP side of the broker (aiohttp, on the broker's own event loop, so it reads
 the broker's state without locks): /healthz, /metrics, /stats, the drill
-endpoints under /admin/fault and the flow-control quotas under /admin/quota.
+endpoints under /admin/fault, the flow-control quotas under /admin/quota, topics
+under /admin/topic and the broker's write permission at /admin/write.
 
 The admin endpoints change behaviour, so they answer only loopback peers, or
 anyone presenting `Authorization: Bearer <admin token>` when a token is set.
@@ -8,6 +9,7 @@ anyone presenting `Authorization: Bearer <admin token>` when a token is set.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 
@@ -15,8 +17,10 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from broker_core.observe.prometheus import broker_registry
+from broker_core.server import topic_admin
 from broker_core.server.faults import FaultSpec
 from broker_core.server.flow_control import KINDS, Quota, QuotaError
+from broker_core.server.topic_table import TopicError
 
 FAULT_FIELDS = set(FaultSpec.__dataclass_fields__)
 QUOTA_FIELDS = {"kind", "target", "rate", "burst", "warmup_s"}
@@ -95,6 +99,45 @@ def build_app(broker) -> web.Application:
         broker.faults.clear()
         return web.json_response(broker.faults.describe())
 
+    async def topic_get(request: web.Request) -> web.Response:
+        try:
+            hottest = int(request.query.get("hottest", str(topic_admin.HOTTEST)))
+        except ValueError:
+            return _error(400, "hottest must be a number of queues")
+        return web.json_response(topic_admin.describe(broker, request.query.get("topic"),
+                                                      max(0, min(hottest, 1000))))
+
+    async def topic_set(request: web.Request) -> web.Response:
+        """Body: {topic, queues?, perm?}: create the topic or change it; kept at once."""
+        body, refused = await admin_body(request, "topic", topic_admin.TOPIC_FIELDS)
+        if refused is not None:
+            return refused
+        try:
+            out = topic_admin.put(broker, body)
+        except TopicError as exc:
+            return _error(400, str(exc))
+        await asyncio.get_running_loop().run_in_executor(None, topic_admin.save_tables, broker)
+        return web.json_response(out)
+
+    async def topic_delete(request: web.Request) -> web.Response:
+        if not _authorized(request):
+            return _error(403, "admin endpoints answer loopback or a valid admin token only")
+        topic = request.query.get("topic")
+        if not topic:
+            return _error(400, "say which topic: ?topic=NAME")
+        return web.json_response(await topic_admin.delete(broker, topic))
+
+    async def write_set(request: web.Request) -> web.Response:
+        """Body: {writable: bool}: wipe the broker's writes (false) or restore them."""
+        body, refused = await admin_body(request, "write", {"writable"})
+        if refused is not None:
+            return refused
+        if not isinstance(body.get("writable"), bool):
+            return _error(400, "writable must be true or false")
+        out = topic_admin.set_writable(broker, body["writable"])
+        await asyncio.get_running_loop().run_in_executor(None, topic_admin.save_tables, broker)
+        return web.json_response(out)
+
     async def quota_get(_request: web.Request) -> web.Response:
         return web.json_response(broker.flow.describe())
 
@@ -132,6 +175,10 @@ def build_app(broker) -> web.Application:
             web.get("/admin/quota", quota_get),
             web.post("/admin/quota", quota_set),
             web.delete("/admin/quota", quota_clear),
+            web.get("/admin/topic", topic_get),
+            web.post("/admin/topic", topic_set),
+            web.delete("/admin/topic", topic_delete),
+            web.post("/admin/write", write_set),
         ]
     )
     return app

@@ -29,8 +29,9 @@ from broker_core import protocol as p
 from broker_core.errors import BrokerError
 from broker_core.observe.recorder import OpRecorder
 from broker_core.protocol import Code, Op
+from broker_core.server.config import BrokerConfig
 from broker_core.server.faults import Faults
-from broker_core.server.group_state import TopicTable
+from broker_core.server.topic_table import TopicTable
 from broker_core.store import GetStatus, MessageStore
 
 log = logging.getLogger("floodgate.broker")
@@ -64,6 +65,7 @@ class HeldPull:
 class PullContext(Protocol):
     """What the pull ops need of their broker (server.broker.Broker is one)."""
 
+    config: BrokerConfig
     store: MessageStore
     topics: TopicTable
     faults: Faults
@@ -101,6 +103,8 @@ class PullOps:
         if b.topics.get(req.topic, create=False) is None:
             return [p.encode_answer(Op.PULL, rid, Code.TOPIC_NOT_EXIST,
                                     f"topic {req.topic!r} does not exist".encode())]
+        if (refusal := b.topics.read_refusal(req.topic, b.config.name)) is not None:
+            return [p.encode_answer(Op.PULL, rid, Code.NO_PERMISSION, refusal.encode())]
         if req.timeout_ms:
             waiting = self._available(req)
             if waiting < min(MIN_BATCH, req.max_msgs):

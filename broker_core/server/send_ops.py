@@ -18,9 +18,10 @@ from typing import NamedTuple, Protocol
 
 from broker_core import protocol as p
 from broker_core.errors import MessageIllegalError
+from broker_core.observe.queue_heat import QueueHeat
 from broker_core.observe.recorder import OpRecorder
 from broker_core.protocol import Code, Op
-from broker_core.server.group_state import TopicError
+from broker_core.server.topic_table import TopicError
 from broker_core.server.trace_store import StoreTracer
 from broker_core.server.write_path import WritePath
 from broker_core.store import MessageStore, PutStatus
@@ -81,6 +82,7 @@ class SendContext(Protocol):
     recorder: OpRecorder
     trace_store: StoreTracer
     pulls: Arrivals  # held pulls woken by what was stored
+    heat: QueueHeat  # messages stored per queue: the hot ones are named
     counters: dict[str, int]
 
     def bad(self, message: str) -> tuple[int, bytes]: ...
@@ -159,6 +161,7 @@ class SendOps:
             return self._failed(Op.SEND, rid, code,
                                 (result.reason or result.status.value).encode(), received)
         b.pulls.arrived(topic, qid)
+        b.heat.hit(topic, qid)
         if traced:
             b.trace_store.add(result, topic, qid, code)
         took = perf_counter() - received
@@ -207,6 +210,7 @@ class SendOps:
                     (result.reason or result.status.value)
                 return self._failed(Op.SEND_BATCH, rid, code, text.encode(), received)
             b.pulls.arrived(topic, qid)
+            b.heat.hit(topic, qid, len(msgs))
             took = perf_counter() - received
             b.recorder.record("send", took, len(msgs), nbytes, code in ANSWERED_OK)
             return p.encode_answer(Op.SEND_BATCH, rid, code, p.with_service_time(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import shutil
 import struct
 import threading
 from collections import OrderedDict
@@ -316,6 +317,16 @@ class ConsumeQueue:
         for f in self.files:
             f.close()
 
+    def drop(self) -> None:
+        """Unmap and delete the queue's files (its topic was deleted). Call under the
+        store's put lock; a flush or retention pass holding this object finds no files."""
+        with self._files_lock:
+            files, self.released = self.files, ()
+            self._set_files(())
+        for f in files:
+            f.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
 
 class ConsumeQueueTable:
     """Every ConsumeQueue of a store, by (topic, queue id); created on first write.
@@ -393,3 +404,15 @@ class ConsumeQueueTable:
 
     def all(self) -> list[ConsumeQueue]:
         return list(self.queues.values())
+
+    def drop_topic(self, topic: str) -> int:
+        """Delete every queue of `topic` (under the put lock); how many there were."""
+        with self._lock:
+            dropped = [cq for (t, _q), cq in self.queues.items() if t == topic]
+            for cq in dropped:
+                del self.queues[(topic, cq.queue_id)]
+                self.mapped.pop(cq, None)
+        for cq in dropped:
+            cq.drop()
+        shutil.rmtree(os.path.join(self.root, topic), ignore_errors=True)
+        return len(dropped)

@@ -359,6 +359,17 @@ class MessageStore:
     def queues(self) -> list[tuple[str, int]]:
         return sorted(self._queues)
 
+    def drop_topic(self, topic: str) -> int:
+        """Delete the ConsumeQueues of `topic` (an operator deleted it); its messages stay
+        in the CommitLog until retention, found by key or id. The checkpoint is written at
+        once, so a restart does not rebuild the queues from the CommitLog. Returns how
+        many queues went."""
+        with self._put_lock:
+            dropped = self.queue_table.drop_topic(topic)
+        if dropped:
+            self.cq_flush.run_once(force=True)
+        return dropped
+
     # -- stats ----------------------------------------------------------------
     @property
     def latency(self) -> dict:

@@ -133,3 +133,36 @@ def test_the_mapping_limit_is_checked(small_config):
 
     with pytest.raises(StoreConfigError, match="consumequeue_max_mapped"):
         small_config(consumequeue_max_mapped=10).validate()
+
+
+def test_a_dropped_topic_loses_its_queue_files_and_a_crash_does_not_bring_them_back(
+        tmp_path, small_config):
+    """In a child that exits without closing the store (what a crash leaves): the drop
+    wrote its checkpoint, so recovery replays nothing of the topic into new queues."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "s"
+    script = textwrap.dedent(f"""
+        import os
+        from broker_core.store import MessageStore, StoreConfig
+        store = MessageStore({str(path)!r}, StoreConfig(background_services=False,
+                                                          commitlog_segment_bytes=8 << 20))
+        for i in range(100):
+            store.put("gone", i % 4, b"g")
+            store.put("kept", i % 2, b"k")
+        store.commitlog.flush()
+        assert store.drop_topic("gone") == 4
+        assert not os.path.exists({str(path / "consumequeue" / "gone")!r})
+        store.get("kept", 0, 0)  # the store serves on
+        os._exit(0)  # no close: the abort file stays, as after a crash
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    assert (path / "abort").exists()
+    with MessageStore(path, small_config(commitlog_segment_bytes=8 << 20,
+                                         consumequeue_units_per_file=300_000)) as store:
+        assert store.recovery.crashed
+        assert [q for q in store.queues() if q[0] == "gone"] == []
+        assert store.queue_offsets("kept", 0) == (0, 50)
+        assert [m.body for m in store.get("kept", 1, 0, 50).messages] == [b"k"] * 50
