@@ -80,7 +80,7 @@ def run_produce(args) -> int:
         value = getattr(args, name)
         if value is not None and value < (0 if name == "size" else 1):
             raise UsageError(f"--{name} must be positive")
-    from broker_core.server.group_state import TOPIC_RE
+    from broker_core.server.topic_table import TOPIC_RE
 
     if not TOPIC_RE.match(args.topic):  # the broker's rule, said before any send
         raise UsageError(f"--topic {args.topic!r}: 1-127 of letters, digits and . _ - | %")

@@ -38,6 +38,9 @@ def register(sub) -> None:
     up.add_argument("--segment-size", default="64M", metavar="SIZE")
     up.add_argument("--name", default="floodgate", help="cluster name")
     up.add_argument("--restart", action="store_true", help="restart a broker that dies")
+    up.add_argument("--no-auto-create-topics", action="store_true",
+                    help="brokers refuse sends to unknown topics (TOPIC_NOT_EXIST): create "
+                         "them with `floodgate topic create`, as in production")
     up.set_defaults(func=run_up)
     down = add_subparser(csub, "down", "stop a cluster started by `cluster up`")
     down.add_argument("--cluster", type=Path, required=True, metavar="FILE",
@@ -50,13 +53,14 @@ def run_up(args) -> int:
 
     groups = _check_up(args)
     configure_logging()
+    extra = ["--no-auto-create-topics"] if args.no_auto_create_topics else []
     if groups:
         cluster = Cluster(0, args.base_port, args.data, args.flush, args.segment_size,
-                          args.name, groups=groups, replicas=args.replicas,
+                          args.name, extra_args=extra, groups=groups, replicas=args.replicas,
                           replication=args.replication, zk=args.zk)
     else:
         cluster = Cluster(args.brokers or 3, args.base_port, args.data, args.flush,
-                          args.segment_size, args.name)
+                          args.segment_size, args.name, extra_args=extra)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

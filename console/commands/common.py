@@ -101,3 +101,29 @@ def spark_failures():
         from spark_reports.session import failure_message
 
         raise CommandFailed(failure_message(exc)) from exc
+
+
+def each_broker(cluster_path, call, only=None) -> tuple[dict[str, Any], list[str]]:
+    """`call(http address)` on every broker of a cluster file (or those named in `only`,
+    broker or group names): (broker name -> answer, one line per broker that failed).
+    A broker that cannot be reached is named; the others still get theirs."""
+    from broker_core.client.admin import AdminError
+    from broker_core.cluster.cluster_file import load_cluster
+
+    answers, failed = {}, []
+    for b in load_cluster(cluster_path).brokers:
+        if only is not None and b.name not in only and b.group not in only:
+            continue
+        try:
+            answers[b.name] = call(b.http)
+        except AdminError as exc:
+            failed.append(str(exc))
+    return answers, failed
+
+
+def finish(answers: dict, failed: list[str]) -> int:
+    """Exit 0, or fail naming the brokers that were not reached (after the others)."""
+    if failed:
+        done = f"; done on {', '.join(answers)}" if answers else ""
+        raise CommandFailed(f"{len(failed)} broker(s) failed: {'; '.join(failed)}{done}")
+    return 0

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from broker_core.client import admin
-from console.commands.common import add_subparser, print_json
+from console.commands.common import add_subparser, each_broker, finish, print_json
 from console.errors import CommandFailed, UsageError
 from heatmap.sla import FUSE_CAP_RATIO
 
@@ -58,29 +58,8 @@ def _target(parser, required: bool) -> None:
     which.add_argument("--group", metavar="G", help="a producer group, or a prefix ending in '*'")
 
 
-def _brokers(args) -> list[tuple[str, str]]:
-    from broker_core.cluster.cluster_file import load_cluster
-
-    return [(b.name, b.http) for b in load_cluster(args.cluster).brokers]
-
-
 def _each(args, call) -> tuple[dict[str, dict], list[str]]:
-    """`call(http)` on every broker: (name -> answer, one line per broker that failed)."""
-    answers, failed = {}, []
-    for name, http in _brokers(args):
-        try:
-            answers[name] = call(http)
-        except admin.AdminError as exc:
-            failed.append(str(exc))
-    return answers, failed
-
-
-def _done(answers: dict, failed: list[str]) -> int:
-    """Exit 0, or fail naming the brokers that were not reached (after the others)."""
-    if failed:
-        done = f"; done on {', '.join(answers)}" if answers else ""
-        raise CommandFailed(f"{len(failed)} broker(s) failed: {'; '.join(failed)}{done}")
-    return 0
+    return each_broker(args.cluster, call)
 
 
 def _show(answers: dict[str, dict], as_json: bool) -> None:
@@ -102,7 +81,7 @@ def _show(answers: dict[str, dict], as_json: bool) -> None:
 def run_show(args) -> int:
     answers, failed = _each(args, lambda http: admin.quota(http, token=args.admin_token))
     _show(answers, args.json)
-    return _done(answers, failed)
+    return finish(answers, failed)
 
 
 def _checked(kind: str, target: str, rate: float, burst: float | None, warmup: float) -> dict:
@@ -119,7 +98,7 @@ def run_set(args) -> int:
     body = _checked(kind, target, args.rate, args.burst, args.warmup)
     answers, failed = _each(args, lambda http: admin.quota(http, "POST", body, args.admin_token))
     _show(answers, args.json)
-    return _done(answers, failed)
+    return finish(answers, failed)
 
 
 def run_clear(args) -> int:
@@ -132,7 +111,7 @@ def run_clear(args) -> int:
     else:
         for name, doc in answers.items():
             print(f"{name}: removed {doc.get('removed', 0)}, {len(doc.get('quotas', []))} left")
-    code = _done(answers, failed)
+    code = finish(answers, failed)
     if query is not None and answers and not any(d.get("removed") for d in answers.values()):
         # a typo in --topic must not read as done (`quota show` lists what there is)
         raise CommandFailed(f"no quota on {query['kind']} {query['target']!r} on any broker")
@@ -187,4 +166,4 @@ def run_apply(args) -> int:
         print_json({"quotas": quotas, "brokers": answers})
     elif answers:
         print(f"set on {len(answers)} broker(s): {', '.join(answers)}")
-    return _done(answers, failed)
+    return finish(answers, failed)

@@ -3,8 +3,9 @@ errors, a broker down, a fuse's excluded brokers at its cap; and for
 replicated groups: a failover in the last minute, a group without a master,
 a master without a slave in sync, a slave lagging by more than a second;
 consumer groups STALLED or STOPPED (critical) or falling behind (WARNING),
-and sends refused by flow control (info: a quota doing its job, but the
-producer group named waits for it).
+sends refused by flow control (info: a quota doing its job, but the
+producer group named waits for it), and a queue far hotter than the rest of its
+broker (warning: one key's traffic setting the broker's pace).
 
 `evaluate_alerts` says which conditions hold now; `AlertLog.update` turns
 that into edges (raised / cleared) kept in a bounded, immutable list, so the
@@ -124,6 +125,7 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
         if b.errors:
             add(f"errors:{b.name}", "critical", f"{b.name} {b.errors:,} send errors (10 s)",
                 b.errors, "errors")
+        _hot_queue_alerts(b, add)
     for p in producers:
         c = p.counts  # excluded against the cap, as the header and the fuse screen count
         if c.at_cap:
@@ -134,6 +136,19 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
         if not p.up:
             add(f"producer:{p.key}", "warning", f"producer {p.key} not answering: {p.error}")
     return out
+
+
+def _hot_queue_alerts(b: Any, add) -> None:
+    """A queue far hotter than its broker's median one (seed 004's 网红 queue)."""
+    stats = getattr(b, "stats", None)
+    for q in getattr(stats, "hottest_queues", ()):
+        if not q.get("hot"):
+            continue
+        where = f"{q.get('topic')}/{q.get('queue')}"
+        add(f"hot:{b.name}:{where}", "warning",
+            f"hot queue {where} on {b.name}: {q.get('rate', 0):,.0f} msgs/s, "
+            f"{q.get('times_median') or 0:g}x the broker's median queue (spread its keys "
+            f"or give {q.get('topic')} more queues)", q.get("rate"), "msgs/s")
 
 
 def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:

@@ -1,5 +1,6 @@
 """One broker: the send-latency heatmap of the last 5 minutes, percentile
-sparklines, throughput, disk and flush, recent events."""
+sparklines, throughput, disk and flush, its topics and hottest queues, recent
+events."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ class BrokerScreen(StateScreen):
                 yield PanelView("throughput", self.key, id="throughput", title="throughput")
             with Horizontal(id="broker-row2"):
                 yield PanelView("disk", self.key, id="disk", title="disk and flush")
+                yield PanelView("queues", self.key, id="queues",
+                                title="topics and the hottest queues")
                 yield PanelView("events", self.key, id="events", title="events")
         yield Footer()
 

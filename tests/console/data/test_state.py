@@ -202,3 +202,24 @@ def test_erroring_broker_raises_an_alert():
     assert s.active_alerts[0].text == "broker-1 3 send errors (10 s); worst 12 errors"
     s = build_state([sample(doc())], prev=s, now=3)
     assert not s.active_alerts
+
+
+def test_a_hot_queue_is_named_with_its_rate_and_what_to_do():
+    d = doc()
+    d["topics"] = {"orders": 8}
+    d["hottest_queues"] = [
+        {"topic": "orders", "queue": 3, "rate": 1500.0, "times_median": 40.0, "depth": 9,
+         "hot": True},
+        {"topic": "orders", "queue": 1, "rate": 40.0, "times_median": 1.1, "depth": 2,
+         "hot": False}]
+    s = build_state([sample(d)], now=1)
+    assert [(a.key, a.severity, a.text) for a in s.active_alerts] == [
+        ("hot:broker-1:orders/3", "warning",
+         "hot queue orders/3 on broker-1: 1,500 msgs/s, 40x the broker's median queue "
+         "(spread its keys or give orders more queues)")]
+    from console.tui.panels import queues
+
+    text = queues.render(s, s.brokers[0].key).plain
+    assert text.splitlines()[0] == "1 topics, 8 queues"
+    assert "orders/3" in text.splitlines()[1] and text.splitlines()[1].endswith("HOT")
+    assert "HOT" not in text.splitlines()[2]

@@ -1,0 +1,117 @@
+"""`floodgate topic` on a live two-broker cluster: topics made, listed, changed and
+deleted on every broker; a read-only topic and a broker whose writes are wiped
+refuse sends (NO_PERMISSION, nothing stored) while producers go to the broker that
+takes them; bad input one line each, before any broker is asked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker_core.client.attempts import SendFailed
+from broker_core.client.producer import Producer
+from broker_core.cluster.ports import free_port_range
+from broker_core.protocol import Code
+from console.cli import main
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from broker_core.cluster.launcher import Cluster
+
+    c = Cluster(2, free_port_range(4), tmp_path_factory.mktemp("topics"))
+    c.up()
+    yield c
+    c.down(grace=3)
+
+
+def topic(cluster, *args: str) -> int:
+    return main(["topic", args[0], "--cluster", str(cluster.path), *args[1:]])
+
+
+def producer(cluster) -> Producer:
+    return Producer({b.name: b.addr for b in cluster.file.brokers}, retries=1)
+
+
+def test_made_listed_changed_and_deleted_on_every_broker(cluster, capsys):
+    assert topic(cluster, "create", "--topic", "orders", "--queues", "8") == 0
+    out = capsys.readouterr().out
+    assert out.count("orders 8 queues, perm rw") == 2
+    assert topic(cluster, "create", "--topic", "orders") == 1
+    assert "exists on broker-1, broker-2: `floodgate topic update`" in capsys.readouterr().err
+    assert topic(cluster, "update", "--topic", "orders", "--queues", "4") == 2
+    assert "has 8 queues; they can only grow" in capsys.readouterr().err
+    with producer(cluster) as p:
+        for i in range(10):
+            p.send("orders", b"o%d" % i)
+    assert topic(cluster, "list", "--topic", "orders") == 0
+    out = capsys.readouterr().out
+    assert "broker-1: writable" in out and "broker-2: writable" in out
+    assert [line.split() for line in out.splitlines() if line.startswith("orders ")] == [
+        ["orders", "8", "rw", "10", "2"]]
+    assert "hottest queues" in out
+
+    assert topic(cluster, "delete", "--topic", "orders") == 2
+    assert "drops its queues and every group's offsets on 2 broker(s) (10 messages" in \
+        capsys.readouterr().err
+    assert topic(cluster, "delete", "--topic", "orders", "--yes") == 0
+    assert capsys.readouterr().out.count("deleted orders (8 queues)") == 2
+    for b in cluster.file.brokers:
+        assert not (Path(b.data) / "store" / "consumequeue" / "orders").exists()
+    assert topic(cluster, "list", "--topic", "orders") == 1
+    assert "no broker has topic 'orders'" in capsys.readouterr().err
+
+
+def test_a_read_only_topic_refuses_sends_and_stores_nothing(cluster, capsys):
+    assert topic(cluster, "create", "--topic", "ledger", "--perm", "r") == 0
+    with producer(cluster) as p, pytest.raises(SendFailed) as refused:
+        p.send("ledger", b"x")
+    assert refused.value.code == Code.NO_PERMISSION
+    assert "no broker takes this send" in str(refused.value)
+    assert "topic 'ledger' is not writable on broker-" in str(refused.value)
+    assert topic(cluster, "update", "--topic", "ledger", "--perm", "rw") == 0
+    with producer(cluster) as p:
+        assert p.send("ledger", b"y").status == "SEND_OK"
+    capsys.readouterr()
+    assert topic(cluster, "list", "--topic", "ledger", "--json") == 0
+    assert '"messages": 1' in capsys.readouterr().out  # the refused send left nothing
+
+
+def test_a_broker_whose_writes_are_wiped_is_passed_over_and_takes_them_back(cluster, capsys):
+    assert topic(cluster, "wipe-write", "--broker", "broker-1") == 0
+    assert "broker-1: writes wiped" in capsys.readouterr().out
+    try:
+        with producer(cluster) as p:
+            landed = {p.send("drain", b"m%d" % i).broker for i in range(20)}
+        assert landed == {"broker-2"}
+        assert topic(cluster, "list") == 0
+        assert "broker-1: WRITES WIPED" in capsys.readouterr().out
+    finally:
+        assert topic(cluster, "restore-write", "--broker", "broker-1") == 0
+    with producer(cluster) as p:
+        landed = {p.send("drain", b"n%d" % i).broker for i in range(20)}
+    assert landed == {"broker-1", "broker-2"}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["create", "--topic", "bad topic!"], "illegal topic name 'bad topic!'"),
+    (["create", "--topic", "t", "--queues", "0"], "--queues must be 1..1024, got 0"),
+    (["create", "--topic", "t", "--perm", "x"], "permission must be one of rw, r, w, -"),
+    (["delete", "--topic", "%bad topic"], "illegal topic name '%bad topic'"),
+    (["wipe-write", "--broker", "nosuch"], "not in "),
+    (["list", "--hottest", "-1"], "--hottest must be >= 0, got -1"),
+])  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(cluster, capsys, args, message):
+    assert topic(cluster, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_an_update_that_changes_nothing_is_refused(cluster, capsys):
+    assert topic(cluster, "create", "--topic", "quiet") == 0
+    capsys.readouterr()
+    assert topic(cluster, "update", "--topic", "quiet") == 2
+    assert "say what to change: --queues and/or --perm" in capsys.readouterr().err
