@@ -43,6 +43,7 @@ from broker_core.protocol import (
     ProtocolError,
     encode_frame,
 )
+from broker_core.protocol.delay import with_delay
 from broker_core.trace.records import TRACE_TOPIC, now_ms
 
 Answered = Callable[[int | None, bytes | None, str], None]  # (code, body, why no answer)
@@ -246,8 +247,10 @@ class AsyncProducer:
         return await fut
 
     async def send(self, topic: str, body: bytes, tags: str | None = None,
-                   keys: str | None = None, properties: dict[str, str] | None = None
-                   ) -> SendResult:
+                   keys: str | None = None, properties: dict[str, str] | None = None,
+                   delay: float | str | None = None) -> SendResult:
+        """`delay`: a delay level, as Producer.send takes it."""
+        properties = with_delay(properties, delay)
         fut = asyncio.get_running_loop().create_future()
 
         def done(result, exc) -> None:

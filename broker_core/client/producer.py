@@ -35,6 +35,7 @@ from broker_core.client.attempts import (
 from broker_core.client.connection import BrokerUnavailable, Connection, ConnectionPool
 from broker_core.client.tracing import SendTracer, traced_properties
 from broker_core.protocol import Code, Op, OutMessage, encode_send, encode_send_batch
+from broker_core.protocol.delay import with_delay
 from broker_core.trace.dispatcher import TraceDispatcher
 from broker_core.trace.records import TRACE_TOPIC, now_ms
 
@@ -111,9 +112,13 @@ class Producer:
 
     # -- public API ---------------------------------------------------------
     def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | None = None,
-             properties: dict[str, str] | None = None) -> SendResult:
+             properties: dict[str, str] | None = None, delay: float | str | None = None
+             ) -> SendResult:
         """Send one message, retrying on other brokers; raises SendFailed. The
-        result's `msg_id` finds the message again (VIEW_BY_ID, `floodgate trace`)."""
+        result's `msg_id` finds the message again (VIEW_BY_ID, `floodgate trace`).
+        `delay`: one of RocketMQ's delay levels, in seconds or as a label ("5s", "1m":
+        protocol.delay.LABELS); the message is stored now and reaches consumers then."""
+        properties = with_delay(properties, delay)
         tr = self.tracer
         if tr is None or not tr.sampler.sample():
             return self._call(Op.SEND, self._encode(topic, body, tags, keys, properties))
@@ -131,8 +136,10 @@ class Producer:
         return encode_one(topic, body, tags, keys, with_group(properties, self.options.group))
 
     def send_async(self, topic: str, body: bytes, tags: str | None = None,
-                   keys: str | None = None, properties: dict[str, str] | None = None) -> Future:
+                   keys: str | None = None, properties: dict[str, str] | None = None,
+                   delay: float | str | None = None) -> Future:
         """As send, without blocking: a Future of the SendResult."""
+        properties = with_delay(properties, delay)
         tr = self.tracer
         if tr is None or not tr.sampler.sample():
             return self._start(Op.SEND, self._encode(topic, body, tags, keys, properties))

@@ -193,11 +193,13 @@ class HaNode:
             broker.pulls.arrived(topic, qid)
 
     def _on_meta(self, doc: dict) -> None:
-        topics, offsets = doc.get("topics"), doc.get("offsets")
+        topics, offsets, delay = doc.get("topics"), doc.get("offsets"), doc.get("delay")
         if isinstance(topics, dict):
             self.broker.topics.adopt(topics)
         if isinstance(offsets, dict):
             self.broker.offsets.merge(offsets)
+        if isinstance(delay, dict):  # delayed delivery goes on from there when promoted
+            self.broker.delay_offsets.merge(delay)
 
     def _on_truncate(self, offset: int, cut: int) -> None:
         self.events.append({"time": self.wall(), "kind": "truncated",
@@ -206,7 +208,8 @@ class HaNode:
 
     def _meta(self) -> dict:
         return {"topics": self.broker.topics.document(),
-                "offsets": self.broker.offsets.nested()}
+                "offsets": self.broker.offsets.nested(),
+                "delay": self.broker.delay_offsets.document()}
 
     # -- figures -------------------------------------------------------------------------
     def figures(self) -> dict:

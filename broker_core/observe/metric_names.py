@@ -31,6 +31,7 @@ SEND_OVER_20MS = "floodgate_send_over_20ms"
 SEND_ERRORS = "floodgate_send_errors"
 SYSTEM_BUSY = "floodgate_system_busy"
 FLOW_THROTTLED = "floodgate_flow_control_throttled"
+DELAYED_DELIVERED = "floodgate_delayed_delivered"
 
 
 def ha_counter(key: str) -> str:
@@ -58,6 +59,8 @@ HA_EPOCH = "floodgate_ha_epoch"
 HA_IN_SYNC = "floodgate_ha_in_sync_slaves"
 REPL_LAG_BYTES = "floodgate_replication_lag_bytes"
 REPL_LAG_SECONDS = "floodgate_replication_lag_seconds"
+DELAYED_PENDING = "floodgate_delayed_pending"
+DELAYED_OVERDUE = "floodgate_delayed_overdue_seconds"
 
 # the send histogram's exposed series
 SEND_BUCKET = f"{SEND_LATENCY}_bucket"

@@ -104,6 +104,7 @@ class BrokerCollector(Collector):
         for group, value in sorted(snap.consumer_lag.items()):
             lag.add_metric([name, group], value)
         yield lag
+        yield from delayed_families(name, snap.delayed)
         yield from consumer_families(name, snap.consumers)
         yield from flow_families(name, snap.flow)
         if snap.ha is not None:
@@ -131,6 +132,21 @@ def consumer_families(name: str, consumers) -> list:
         for q in g["queues"]:
             queue_lag.add_metric([name, group, q["topic"], str(q["queue"])], float(q["lag"]))
     return [status, drain, queue_lag]
+
+
+def delayed_families(name: str, delayed) -> list:
+    """Delayed messages: pending per level, the oldest overdue one, delivered."""
+    pending = GaugeMetricFamily(n.DELAYED_PENDING, "Delayed messages not yet due or not yet "
+                                "delivered, per delay level", labels=["broker", "level"])
+    for level, count in (delayed.get("pending") or {}).items():
+        pending.add_metric([name, level], float(count))
+    overdue = GaugeMetricFamily(n.DELAYED_OVERDUE, "How long past its due time the oldest "
+                                "undelivered delayed message is (0: none)", labels=["broker"])
+    overdue.add_metric([name], float(delayed.get("overdue_s") or 0.0))
+    delivered = CounterMetricFamily(n.DELAYED_DELIVERED, "Delayed messages delivered to "
+                                    "their queues", labels=["broker"])
+    delivered.add_metric([name], float(delayed.get("delivered_total") or 0))
+    return [pending, overdue, delivered]
 
 
 def flow_families(name: str, flow) -> list:

@@ -56,6 +56,8 @@ class BrokerSnapshot:
     # the hottest queues with their depth, and whether far hotter than the broker's median
     # active queue (observe.queue_heat): bounded, however many queues the broker has
     hottest_queues: tuple[Mapping[str, Any], ...] = ()
+    # delayed messages: pending per level, overdue, delivered (server.delay_service)
+    delayed: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def flush_lag_bytes(self) -> int:
@@ -105,6 +107,7 @@ def take_snapshot(broker) -> BrokerSnapshot:
         consumers={} if broker.ha is not None and broker.ha.role.value == "SLAVE"
         else broker.backlog.report(),
         flow=broker.flow.describe(),
+        delayed=broker.delay.figures(),
         hottest_queues=tuple(broker.heat.report(
             lambda t, q: (o := store.queue_offsets(t, q))[1] - o[0])),
     )

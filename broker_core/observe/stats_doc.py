@@ -204,6 +204,8 @@ class BrokerStats:
     flow: FlowFigures = field(default_factory=FlowFigures)
     # {topic, queue, rate, times_median, depth, hot}: the hottest queues, hottest first
     hottest_queues: tuple[Mapping[str, Any], ...] = ()
+    # {pending: {level label: n}, pending_total, overdue_s, delivered_total, dropped_total}
+    delayed: Mapping[str, Any] = field(default_factory=dict)
 
     def window(self, op: str, window: str = "10s") -> OpWindow:
         return self.ops.get(op, {}).get(window) or OpWindow()
@@ -270,6 +272,7 @@ _CODECS.update({
     "consumer_lag": (lambda v: _figures(v, int), dict),
     "topics": (lambda v: _figures(v, int), dict),
     "faults": (lambda v: dict(_map(v)), dict),
+    "delayed": (lambda v: dict(_map(v)), dict),
     "ha": (HaFigures.from_dict, lambda ha: dict(ha.doc)),
     "hottest_queues": (lambda v: tuple(dict(q) for q in v if isinstance(q, Mapping))
                    if isinstance(v, list) else (), lambda qs: [dict(q) for q in qs]),
@@ -281,7 +284,8 @@ _CODECS = {f.name: _CODECS[f.name] for f in fields(BrokerStats)}  # the document
 # what a snapshot holds under the same name and type
 _FROM_SNAPSHOT = ("cluster", "addr", "http", "pid", "time", "uptime_s", "state", "flush_mode",
                   "totals", "commitlog", "flush_lag_bytes", "disk", "consumer_lag", "topics",
-                  "faults", "inflight_writes", "loop_lag", "hottest_queues")
+                  "faults", "inflight_writes", "loop_lag", "hottest_queues",
+                  "delayed")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from broker_core.observe.stats_doc import stats_document
 from broker_core.protocol import Code, Op
 from broker_core.server import lookup_ops
 from broker_core.server.config import BrokerConfig
+from broker_core.server.delay_service import DelayOffsets, DelayService, store_due
 from broker_core.server.faults import Faults
 from broker_core.server.flow_control import FlowControl
 from broker_core.server.group_state import GroupMembers, OffsetTable
@@ -32,7 +33,7 @@ from broker_core.server.send_ops import SendOps
 from broker_core.server.topic_table import TopicError, TopicTable
 from broker_core.server.trace_store import StoreTracer
 from broker_core.server.write_path import WritePath
-from broker_core.store import MessageStore, StoreConfig
+from broker_core.store import MessageStore, PutStatus, StoreConfig
 from broker_core.store.message import pack_host
 from heatmap.metrics_log import BROKER_OPS
 from heatmap.sla import HISTORY_S
@@ -67,6 +68,9 @@ class Broker:
         )
         self.topics.recover(self.store.queues())
         self.offsets = OffsetTable(data / "offsets.json")
+        self.delay_offsets = DelayOffsets(data / "delay_offsets.json")
+        self.delay = DelayService(self.store, self.delay_offsets, self._deliver_due,
+                                  lambda: int(self.clock() * 1000))
         self.flow = FlowControl(data / "quotas.json")
         self.members = GroupMembers(monotonic)
         self.backlog = BacklogEvaluator(monotonic)
@@ -258,7 +262,7 @@ class Broker:
     def save_tables(self) -> Callable[[], None] | None:
         """The writes of the topic and offset tables that changed, to run on a worker
         thread (group_state.JsonTable), or None."""
-        docs = [(table, doc) for table in (self.topics, self.offsets)
+        docs = [(table, doc) for table in (self.topics, self.offsets, self.delay_offsets)
                 if (doc := table.take()) is not None]
         if not docs:
             return None
@@ -268,6 +272,25 @@ class Broker:
                 table.write(doc)
 
         return write
+
+    # -- delayed messages (server.delay_service) ----------------------------------------
+    def delivers_delayed(self) -> bool:
+        """A broker outside any group, or its group's writable master."""
+        return self.ha is None or self.ha.refusal() is None
+
+    def _deliver_due(self, topic: str, qid: int, message) -> bool:
+        queues = self.topics.get(topic, create=True)
+        if queues is None:
+            return False
+        qid = qid if qid < queues else qid % queues
+        result = store_due(self.store, topic, qid, message)
+        if result.status is not PutStatus.PUT_OK:
+            return False
+        if self.ha is not None:
+            self.ha.appended(result.end_offset)
+        self.pulls.arrived(topic, qid)
+        self.heat.hit(topic, qid)
+        return True
 
     # -- figures ----------------------------------------------------------------
     def snapshot(self) -> BrokerSnapshot:

@@ -18,6 +18,7 @@ from broker_core.errors import BrokerError
 from broker_core.observe.metrics_log import MetricsLogWriter
 from broker_core.server.broker import Broker
 from broker_core.server.config import BrokerConfig
+from broker_core.server.delay_service import INTERVAL_S as DELAY_INTERVAL_S
 from broker_core.server.http import start_http
 from broker_core.server.tcp import reap_slow_clients, start_tcp
 from broker_core.store.config import SYNCFS_ABOVE
@@ -66,6 +67,17 @@ async def _finish_requests(broker: Broker, timeout: float) -> None:
         await asyncio.wait(tasks, timeout=timeout)
     while broker.write_path.inflight and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
+
+
+async def _deliver_delayed(broker) -> None:
+    """Delayed messages to their queues when due (server.delay_service), every 50 ms."""
+    while True:
+        await asyncio.sleep(DELAY_INTERVAL_S)
+        if broker.delivers_delayed():
+            try:
+                broker.delay.run_once()
+            except Exception:  # noqa: BLE001 - logged; delivery goes on in 50 ms
+                log.exception("delayed delivery")
 
 
 def ports_in_use(config: BrokerConfig) -> list[str]:
@@ -139,6 +151,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         asyncio.ensure_future(_tick(broker, writer)),
         asyncio.ensure_future(reap_slow_clients(broker)),
         asyncio.ensure_future(broker.loop_lag.run()),
+        asyncio.ensure_future(_deliver_delayed(broker)),
     ]
     try:
         await stop.wait()

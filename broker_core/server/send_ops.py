@@ -21,6 +21,13 @@ from broker_core.errors import MessageIllegalError
 from broker_core.observe.queue_heat import QueueHeat
 from broker_core.observe.recorder import OpRecorder
 from broker_core.protocol import Code, Op
+from broker_core.protocol.delay import (
+    PROP_DELAY,
+    PROP_REAL_QID,
+    PROP_REAL_TOPIC,
+    SCHEDULE_TOPIC,
+    parse_level,
+)
 from broker_core.server.topic_table import TopicError
 from broker_core.server.trace_store import StoreTracer
 from broker_core.server.write_path import WritePath
@@ -50,6 +57,7 @@ class PropertySet(NamedTuple):
     traced: bool  # sampled by its producer for the trace
     raw: bytes  # the record's encoding of them (tags and keys go in front per message)
     error: str  # why they cannot be stored ("" when they can)
+    delay: int = 0  # the delay level asked for (protocol.delay), 0 for none
 
 
 def property_set(text: str) -> PropertySet:
@@ -61,7 +69,13 @@ def property_set(text: str) -> PropertySet:
         raw = encode_properties(None, None, props)
     except MessageIllegalError as exc:
         return PropertySet("", False, b"", str(exc))
-    return PropertySet(props.get(p.PRODUCER_GROUP, ""), PROP_TRACE in props, raw, "")
+    delay = 0
+    if PROP_DELAY in props:
+        try:
+            delay = parse_level(props[PROP_DELAY])
+        except ValueError as exc:
+            return PropertySet("", False, b"", str(exc))
+    return PropertySet(props.get(p.PRODUCER_GROUP, ""), PROP_TRACE in props, raw, "", delay)
 
 
 def _field(name: str, value: str) -> str:
@@ -125,14 +139,18 @@ class SendOps:
             if ps.error:
                 raise MessageIllegalError(ps.error)
             raw = ps.raw
+            stored_topic, stored_qid = topic, qid
+            if ps.delay:  # kept in the schedule topic until due (server.delay_service)
+                raw += (_field(PROP_REAL_TOPIC, topic) + _field(PROP_REAL_QID, str(qid))).encode()
+                stored_topic, stored_qid = SCHEDULE_TOPIC, ps.delay - 1
             if tags or keys:
                 head = (_field(PROP_TAGS, tags) if tags else "") + \
                     (_field(PROP_KEYS, keys) if keys else "")
                 raw = head.encode() + raw
-                if len(raw) > MAX_PROPERTIES_BYTES:
-                    raise MessageIllegalError(f"properties take {len(raw)} bytes, more than "
-                                              f"{MAX_PROPERTIES_BYTES}")
-            suffix = topic_field(topic) + len(raw).to_bytes(2, "big") + raw
+            if len(raw) > MAX_PROPERTIES_BYTES:
+                raise MessageIllegalError(f"properties take {len(raw)} bytes, more than "
+                                          f"{MAX_PROPERTIES_BYTES}")
+            suffix = topic_field(stored_topic) + len(raw).to_bytes(2, "big") + raw
         except MessageIllegalError as exc:
             b.counters["send_errors"] += 1
             return self._failed(Op.SEND, rid, Code.MESSAGE_ILLEGAL, str(exc).encode(), received)
@@ -142,16 +160,20 @@ class SendOps:
         store = b.store
 
         def done(code: int, result) -> None:
-            reply(self._answer(rid, code, result, topic, qid, len(data), ps.traced, received))
+            reply(self._answer(rid, code, result, topic, qid, len(data), ps.traced, received,
+                               bool(ps.delay)))
 
-        out = b.write_path.write(lambda: store.put_prepared(topic, qid, prepared, index_keys),
-                                 done)
+        out = b.write_path.write(
+            lambda: store.put_prepared(stored_topic, stored_qid, prepared, index_keys), done)
         if out is None:
             return None
-        return self._answer(rid, out[0], out[1], topic, qid, len(data), ps.traced, received)
+        return self._answer(rid, out[0], out[1], topic, qid, len(data), ps.traced, received,
+                            bool(ps.delay))
 
     def _answer(self, rid: int, code: int, result, topic: str, qid: int, nbytes: int,
-                traced: bool, received: float) -> bytes:
+                traced: bool, received: float, delayed: bool = False) -> bytes:
+        """The SEND answer (the queue the message is for, delayed or not); a delayed
+        message reaches its queue, and its consumers, when due."""
         b = self.broker
         if isinstance(result, str):  # refused by the write path
             b.counters["send_errors"] += 1
@@ -160,8 +182,9 @@ class SendOps:
             b.counters["send_errors"] += 1
             return self._failed(Op.SEND, rid, code,
                                 (result.reason or result.status.value).encode(), received)
-        b.pulls.arrived(topic, qid)
-        b.heat.hit(topic, qid)
+        if not delayed:
+            b.pulls.arrived(topic, qid)
+            b.heat.hit(topic, qid)
         if traced:
             b.trace_store.add(result, topic, qid, code)
         took = perf_counter() - received
@@ -189,6 +212,8 @@ class SendOps:
             if any(m.tags != first.tags or m.keys != first.keys or
                    m.properties != first.properties for m in msgs):
                 raise p.ProtocolError("a batch's messages must share tags, keys and properties")
+            if PROP_DELAY in first.properties:
+                raise p.ProtocolError("a batch cannot be delayed: send its messages one by one")
             nbytes = sum(len(m.body) for m in msgs)
             group = first.properties.get(p.PRODUCER_GROUP, "")
             code, checked = b.check_send(topic, qid, nbytes, group, len(msgs))
