@@ -126,6 +126,7 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
             add(f"errors:{b.name}", "critical", f"{b.name} {b.errors:,} send errors (10 s)",
                 b.errors, "errors")
         _hot_queue_alerts(b, add)
+        _delayed_alerts(b, add)
     for p in producers:
         c = p.counts  # excluded against the cap, as the header and the fuse screen count
         if c.at_cap:
@@ -136,6 +137,19 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
         if not p.up:
             add(f"producer:{p.key}", "warning", f"producer {p.key} not answering: {p.error}")
     return out
+
+
+DELAYED_OVERDUE_S = 1.0  # seed 000's "delivered when due": a second late is a fault
+
+
+def _delayed_alerts(b: Any, add) -> None:
+    """Delayed messages left waiting past their due time (delivery stopped or behind)."""
+    stats = getattr(b, "stats", None)
+    overdue = (getattr(stats, "delayed", None) or {}).get("overdue_s") or 0.0
+    if overdue > DELAYED_OVERDUE_S:
+        add(f"delayed:{b.name}", "warning",
+            f"delayed messages on {b.name} overdue by {overdue:.1f} s "
+            f"({stats.delayed.get('pending_total', 0):,} pending)", overdue * 1000, "ms")
 
 
 def _hot_queue_alerts(b: Any, add) -> None:

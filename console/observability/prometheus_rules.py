@@ -291,6 +291,19 @@ def consumer_alerts(window: str = RATE_WINDOW) -> list[Alert]:
             " report capacity` and `floodgate quota apply`); if a producer runs away, the quota"
             " is doing its job: find it by its group.",
         ),
+        Alert(
+            "FloodgateDelayedOverdue",
+            f"{n.DELAYED_OVERDUE} > 1",
+            "1m",
+            "warning",
+            "Delayed messages overdue on {{ $labels.broker }}",
+            "Broker {{ $labels.broker }} ({{ $labels.instance }}) holds delayed messages"
+            ' {{ $value | printf "%.1f" }} s past their due time, for a minute: delivery'
+            " stopped or cannot keep up.",
+            "Runbook: `floodgate status` shows the pending delayed messages per level; a"
+            " slave (or a broker fenced from its group) does not deliver: check the group has a"
+            " master; a full disk stops delivery too (`floodgate status`, disk).",
+        ),
     ]
 
 

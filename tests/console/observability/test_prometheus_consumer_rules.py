@@ -59,6 +59,21 @@ def test_lag_growing_warns_after_2_minutes(tmp_path):
     ])
 
 
+def test_delayed_messages_overdue_for_a_minute(tmp_path):
+    name = "FloodgateDelayedOverdue"
+    run_promtool(tmp_path, [
+        # delivery stops at 1 min: the head grows overdue by 15 s a sample, then catches up
+        series("floodgate_delayed_overdue_seconds", BROKER, "0x4 0+15x8 0x4"),
+        series("floodgate_delayed_overdue_seconds", {**BROKER, "broker": "broker-2",
+                                                     "instance": "127.0.0.1:10914"},
+               "0.5x16"),  # half a second late: not an alert
+    ], [
+        check("90s", name),  # overdue, not yet for a minute
+        check("150s", name, firing(name, BROKER, "75.0")),
+        check("4m", name),
+    ])
+
+
 def test_throttling_for_5_minutes_is_an_info_alert(tmp_path):
     name = "FloodgateFlowControlThrottling"
     flood = {**BROKER, "topic": "orders", "group": "flood"}
@@ -79,9 +94,10 @@ def test_consumer_group_is_in_the_rules_file_with_runbooks():
     groups = {g["name"]: g["rules"] for g in rules_file()["groups"]}
     alerts = {a["alert"]: a for a in groups["floodgate.consumers"]}
     assert set(alerts) == {"FloodgateConsumerStalled", "FloodgateConsumerLagGrowing",
-                           "FloodgateFlowControlThrottling"}
+                           "FloodgateFlowControlThrottling", "FloodgateDelayedOverdue"}
     assert alerts["FloodgateConsumerStalled"]["labels"]["severity"] == "page"
     assert alerts["FloodgateFlowControlThrottling"]["labels"]["severity"] == "info"
-    for alert in alerts.values():
+    for name, alert in alerts.items():
         assert alert["annotations"]["runbook"].startswith("Runbook:")
-        assert "$labels.group" in alert["annotations"]["description"]
+        about = "$labels.broker" if name == "FloodgateDelayedOverdue" else "$labels.group"
+        assert about in alert["annotations"]["description"]
