@@ -31,6 +31,7 @@ from itertools import pairwise
 STATUSES = ("OK", "WARNING", "STALLED", "STOPPED")  # worse to the right
 SEVERITY = {s: i for i, s in enumerate(STATUSES)}
 WARN_SAMPLES = 5  # growing lag needs this many samples (5 s at one a second) to be a trend
+MAX_QUEUE_ROWS = 200  # a group's queues listed in a report: those behind, the worst first
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +65,12 @@ def judge(samples: Iterable[Sample], alive: bool, stall_polls: int = 2) -> Verdi
     span = last.t - first.t
     consume = (last.committed - first.committed) / span if span > 0 else 0.0
     produce = (last.end - first.end) / span if span > 0 else 0.0
-    trend = _slope([(x.t, x.lag) for x in s])
     lag = last.lag
+    if lag == 0:  # caught up (most queues of a healthy group): no trend worth a fit
+        return Verdict("OK", 0, 0.0, consume, produce, 0.0)
+    trend = _slope([(x.t, x.lag) for x in s])
     drain = 0.0 if lag == 0 else (lag / (consume - produce) if consume > produce else None)
-    if lag == 0:
-        status = "OK"
-    elif not alive:
+    if not alive:
         status = "STOPPED"
     elif len(s) > stall_polls and len({x.committed for x in s[-stall_polls - 1:]}) == 1:
         status = "STALLED"
@@ -102,6 +103,10 @@ class BacklogEvaluator:
         self._samples: dict[tuple[str, str, int], deque[Sample]] = {}
         self._groups: dict[str, deque[Sample]] = {}  # group -> its offsets summed per sample
         self._heard: dict[str, float] = {}  # group -> when last heard (commit or heartbeat)
+        # from the last sample, so that a report reads only the queues behind
+        self._behind: list[tuple[str, str, int]] = []
+        self._queue_counts: dict[str, int] = {}
+        self._topics: dict[str, dict[str, None]] = {}  # group -> its topics, in order
 
     def heard(self, group: str) -> None:
         self._heard[group] = self.clock()
@@ -111,6 +116,7 @@ class BacklogEvaluator:
         """Take one sample of every queue a group has committed on."""
         now = self.clock()
         sums: dict[str, list[int]] = {}
+        behind, counts, topics = [], {}, {}
         for key, offset in committed.items():
             group, topic, qid = key
             window = self._samples.get(key)
@@ -122,6 +128,11 @@ class BacklogEvaluator:
             total = sums.setdefault(group, [0, 0])
             total[0] += offset
             total[1] += end
+            if end > offset:
+                behind.append(key)
+            counts[group] = counts.get(group, 0) + 1
+            topics.setdefault(group, {})[topic] = None
+        self._behind, self._queue_counts, self._topics = sorted(behind), counts, topics
         for key in [k for k in self._samples if k not in committed]:
             del self._samples[key]
         for group, (c, e) in sums.items():
@@ -129,9 +140,15 @@ class BacklogEvaluator:
         for group in [g for g in self._groups if g not in sums]:
             del self._groups[group]
 
+    def lag(self) -> dict[str, int]:
+        """group -> messages behind over its queues, as of the last sample."""
+        return {group: w[-1].lag for group, w in self._groups.items()}
+
     def report(self) -> dict[str, dict]:
         """group -> {status, lag, trend_per_s, consume_per_s, produce_per_s, drain_s, idle_s,
-        topics, queues: [{topic, queue, committed, end, lag, status, drain_s}]} (JSON-ready).
+        topics, queue_count, queues: [{topic, queue, committed, end, lag, status, drain_s}]}
+        (JSON-ready); `queues` lists only queues with lag, the worst first, at most
+        MAX_QUEUE_ROWS (caught-up queues are counted in `queue_count`).
 
         The group's verdict is judged on its summed offsets: a slow consumer visits each
         of its queues in turn, so one queue may sit still for seconds while the group
@@ -146,16 +163,21 @@ class BacklogEvaluator:
                              "consume_per_s": round(v.consume_per_s, 3),
                              "produce_per_s": round(v.produce_per_s, 3),
                              "drain_s": _round(v.drain_s), "idle_s": round(now - heard, 3),
-                             "topics": [], "queues": []}
-        for (group, topic, qid), window in sorted(self._samples.items()):
+                             "topics": sorted(self._topics.get(group, ())),
+                             "queue_count": self._queue_counts.get(group, 0), "queues": []}
+        # caught-up queues are counted, not listed (a group may own 10,000 queues)
+        for key in self._behind:
+            group, topic, qid = key
+            window = self._samples[key]
             g = groups[group]
             v = judge(window, now - self._heard.get(group, now) <= self.stopped_after_s,
                       self.stall_polls)
-            if topic not in g["topics"]:
-                g["topics"].append(topic)
             g["queues"].append({"topic": topic, "queue": qid, "committed": window[-1].committed,
                                 "end": window[-1].end, "lag": v.lag, "status": v.status,
                                 "drain_s": _round(v.drain_s)})
+        for g in groups.values():  # the worst first, at most MAX_QUEUE_ROWS of them
+            g["queues"].sort(key=lambda q: (-SEVERITY[q["status"]], -q["lag"]))
+            del g["queues"][MAX_QUEUE_ROWS:]
         return groups
 
 

@@ -122,6 +122,7 @@ class ConsumerGroup:
     idle_s: float | None = None
     topics: tuple[str, ...] = ()
     queues: tuple[Mapping[str, Any], ...] = ()  # {topic, queue, committed, end, lag, status}
+    queue_count: int = 0  # every queue it has offsets on (`queues` lists those behind)
 
     @classmethod
     def from_dict(cls, doc: Any) -> ConsumerGroup:
@@ -135,7 +136,7 @@ class ConsumerGroup:
                    _num(get("drain_s")), _num(get("idle_s")),
                    tuple(str(t) for t in topics) if isinstance(topics, list) else (),
                    tuple(q for q in queues if isinstance(q, Mapping))
-                   if isinstance(queues, list) else ())
+                   if isinstance(queues, list) else (), _num(get("queue_count"), int) or 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v

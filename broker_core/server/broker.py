@@ -300,11 +300,8 @@ class Broker:
         return self.latest
 
     def consumer_lag(self) -> dict[str, int]:
-        lag: dict[str, int] = {}
-        for (group, topic, qid), offset in self.offsets.offsets.items():
-            _lo, hi = self.store.queue_offsets(topic, qid)
-            lag[group] = lag.get(group, 0) + max(0, hi - offset)
-        return lag
+        """group -> messages behind, as the tick's backlog sample found them."""
+        return self.backlog.lag()
 
     def stats(self, history_s: int = HISTORY_S) -> dict:
         """The /stats document: the tick's snapshot with its last `history_s` seconds

@@ -111,3 +111,24 @@ def test_a_slow_group_visiting_its_queues_in_turn_is_a_warning_not_a_stall():
     assert g["status"] == "WARNING" and g["drain_s"] is None
     assert "STALLED" in {q["status"] for q in g["queues"]}  # a queue left for 3 polls
     assert g["consume_per_s"] == pytest.approx(150) and g["produce_per_s"] == pytest.approx(300)
+
+
+def test_a_group_on_thousands_of_queues_lists_those_behind_worst_first_and_counts_all():
+    from broker_core.observe.backlog import MAX_QUEUE_ROWS
+
+    clock = ManualClock(0.0)
+    ev = BacklogEvaluator(clock, window=10)
+    n = 5_000
+    committed = {("g", "t", q): 100 for q in range(n)}
+    ends = {("t", q): 100 + (q % 7 == 0) * q for q in range(n)}  # every 7th queue behind
+    for _ in range(3):
+        clock.advance(1.0)
+        ev.heard("g")
+        ev.sample(committed, lambda t, q: ends[(t, q)])
+    g = ev.report()["g"]
+    assert g["queue_count"] == n and g["lag"] == sum(e - 100 for e in ends.values())
+    assert len(g["queues"]) == MAX_QUEUE_ROWS  # 715 behind, the worst listed
+    lags = [q["lag"] for q in g["queues"]]
+    assert all(q["status"] == "STALLED" for q in g["queues"])  # alive, offsets still
+    assert lags == sorted(lags, reverse=True) and lags[0] == 4998
+    assert all(q["lag"] > 0 for q in g["queues"])  # caught-up queues are not listed
