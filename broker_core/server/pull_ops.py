@@ -39,6 +39,7 @@ log = logging.getLogger("floodgate.broker")
 HOLD_S = 0.010  # arrivals answer held pulls in batches this far apart
 MIN_BATCH = 16  # a pull that would bring fewer waits up to HOLD_S for more
 SWEEP_S = 0.05  # held pulls past their timeout are answered this often
+NARROW = 16  # a pull naming more queues is held per topic, not per queue
 _STATUS = {
     GetStatus.FOUND: "FOUND",
     GetStatus.NO_NEW_MSG: "NO_NEW_MSG",
@@ -53,13 +54,14 @@ Reply = Callable[[list[bytes]], None]
 class HeldPull:
     """A pull waiting for one of its queues."""
 
-    __slots__ = ("rid", "req", "reply", "received", "deadline", "due", "done")
+    __slots__ = ("rid", "req", "reply", "received", "deadline", "due", "done", "qids")
 
     def __init__(self, rid: int, req: p.PullRequest, reply: Reply, received: float,
                  deadline: float) -> None:
         self.rid, self.req, self.reply, self.received = rid, req, reply, received
         self.deadline = deadline
         self.due = self.done = False
+        self.qids: frozenset[int] | None = None  # a wide pull's queues (held per topic)
 
 
 class PullContext(Protocol):
@@ -81,6 +83,9 @@ class PullOps:
         self.hold_s = hold_s
         self._clock = clock
         self._held: dict[tuple[str, int], list[HeldPull]] = {}  # queue -> pulls waiting on it
+        # pulls naming more than NARROW queues (a consumer's share of a topic with many):
+        # held per topic, so holding and answering one costs the same whatever its width
+        self._wide: dict[str, set[HeldPull]] = {}
         self._waiting: set[HeldPull] = set()
         self._due: list[HeldPull] = []
         self._batch: asyncio.TimerHandle | None = None
@@ -160,8 +165,12 @@ class PullOps:
     # -- holding ------------------------------------------------------------------------
     def _hold(self, held: HeldPull) -> None:
         topic = held.req.topic
-        for qid, _offset in held.req.queues:
-            self._held.setdefault((topic, qid), []).append(held)
+        if len(held.req.queues) > NARROW:
+            held.qids = frozenset(qid for qid, _offset in held.req.queues)
+            self._wide.setdefault(topic, set()).add(held)
+        else:
+            for qid, _offset in held.req.queues:
+                self._held.setdefault((topic, qid), []).append(held)
         self._waiting.add(held)
         if self._sweep is None:
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
@@ -173,6 +182,11 @@ class PullOps:
         if held:
             for h in held:
                 if not h.due:
+                    self._make_due(h)
+        wide = self._wide.get(topic)
+        if wide:
+            for h in wide:
+                if not h.due and queue_id in h.qids:
                     self._make_due(h)
 
     def _make_due(self, held: HeldPull) -> None:
@@ -201,6 +215,14 @@ class PullOps:
         held.done = True
         self._waiting.discard(held)
         topic = held.req.topic
+        if held.qids is not None:
+            wide = self._wide.get(topic)
+            if wide is not None:
+                wide.discard(held)
+                if not wide:
+                    del self._wide[topic]
+            held.reply(self.answer(held.rid, held.req, held.received))
+            return
         for qid, _offset in held.req.queues:
             waiting = self._held.get((topic, qid))
             if waiting is not None:

@@ -91,6 +91,28 @@ def test_a_held_pull_is_answered_once_for_a_burst_of_arrivals(broker):
     asyncio.run(main())
 
 
+def test_a_wide_pull_is_held_per_topic_and_woken_by_any_of_its_queues_only(broker):
+    from broker_core.server.pull_ops import NARROW
+
+    broker.topics.put("orders", 64)
+    wide = [(q, 0) for q in range(NARROW + 16)]  # a consumer's share of a wide topic
+
+    async def main():
+        replies: list[list[bytes]] = []
+        assert pull(broker, wide, wait_ms=5000, replies=replies) is None
+        send(broker, NARROW + 20, b"elsewhere")  # a queue it did not name
+        await asyncio.sleep(broker.pulls.hold_s * 3)
+        assert not replies and broker.pulls.held == 1
+        send(broker, NARROW + 3, b"mine")
+        while not replies:
+            await asyncio.sleep(0.001)
+        got = answer(replies[0])
+        assert [m.body for _s, msgs, _c in got for m in msgs] == [b"mine"]
+        assert broker.pulls.held == 0 and not broker.pulls._wide  # nothing left behind
+
+    asyncio.run(main())
+
+
 def test_a_pull_that_would_bring_few_waits_for_more_a_full_one_does_not(broker):
     async def main():
         send(broker, 0, b"early")
