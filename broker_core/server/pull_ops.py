@@ -135,14 +135,17 @@ class PullOps:
         left = req.max_msgs
         states, records = [], []
         offsets = b.store.queue_offsets
+        wide = len(req.queues) > NARROW
         try:
             for qid, offset in req.queues:
                 if left <= 0:
-                    states.append((qid, "NOT_READ", offset, 0, 0, 0))
+                    if not wide:
+                        states.append((qid, "NOT_READ", offset, 0, 0, 0))
                     continue
                 lo, hi = offsets(req.topic, qid)
                 if offset == hi and lo <= offset:  # caught up: most queues of a wide pull
-                    states.append((qid, "NO_NEW_MSG", offset, lo, hi, 0))
+                    if not wide:  # a wide pull's answer names only the queues it reads
+                        states.append((qid, "NO_NEW_MSG", offset, lo, hi, 0))
                     continue
                 got = b.store.get_records(req.topic, qid, offset, left, req.tag or None)
                 msgs = got.messages
