@@ -1,7 +1,8 @@
-"""Messages stored per queue, and the queues that run far hotter than the rest of
-their broker (seed 004's 网红 queue: one user's or one key's traffic landing on one
-queue, which then sets the broker's pace; the remedy is more queues for its topic,
-or a better key).
+"""Messages stored per queue, and the queues that run far hotter than the other
+queues of their topic (seed 004's 网红 queue: one user's or one key's traffic landing
+on one queue, which then sets the pace of its consumer; the remedy is a better key,
+or more queues for the topic). A busy topic among quiet ones is not hot: its queues
+are compared with each other.
 
 Counting is one dict update per stored send; a baseline is copied every half
 window (`tick`), and rates are taken when asked (once a second, for the snapshot):
@@ -16,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 WINDOW_S = 10.0
-HOT_FACTOR = 10.0  # a queue this many times the broker's median active queue is hot ...
+HOT_FACTOR = 10.0  # a queue this many times its topic's median queue here is hot ...
 HOT_MIN_RATE = 50.0  # ... when it carries at least this many messages a second ...
-HOT_MIN_QUEUES = 4  # ... among at least this many active queues (fewer: no median to judge)
+HOT_MIN_QUEUES = 2  # ... in a topic of at least this many queues (one queue cannot be uneven)
 
 Queue = tuple[str, int]
 
@@ -28,7 +29,7 @@ class QueueRate:
     topic: str
     queue: int
     rate: float  # messages stored per second over the last window
-    times_median: float | None = None  # how many times the median active queue
+    times_median: float | None = None  # how many times its topic's median queue (None: 0)
 
     def to_dict(self) -> dict:
         return {"topic": self.topic, "queue": self.queue, "rate": round(self.rate, 2),
@@ -77,25 +78,47 @@ class QueueHeat:
             for key in [k for k in table if k[0] == topic]:
                 del table[key]
 
-    def hottest(self, limit: int = 20, rates: dict[Queue, float] | None = None
-                ) -> list[QueueRate]:
+    def hottest(self, limit: int = 20, rates: dict[Queue, float] | None = None,
+                queues_of: Callable[[str], int] | None = None) -> list[QueueRate]:
+        """The fastest queues, each with how many times its topic's median queue it runs
+        (`queues_of(topic)`: the topic's queues here, the idle ones counting as 0)."""
         rates = self.rates() if rates is None else rates
-        med = statistics.median(rates.values()) if rates else 0.0
         top = heapq.nlargest(limit, rates.items(), key=lambda kv: kv[1])
-        return [QueueRate(t, q, r, r / med if med else None) for (t, q), r in top]
+        medians: dict[str, float] = {}
+        out = []
+        for (t, q), r in top:
+            if t not in medians:
+                medians[t] = self._topic_median(t, rates, queues_of)
+            med = medians[t]
+            out.append(QueueRate(t, q, r, r / med if med else None))
+        return out
 
-    def hot(self, rates: dict[Queue, float] | None = None) -> list[QueueRate]:
-        """The queues far hotter than the broker's median active queue, hottest first."""
+    @staticmethod
+    def _topic_median(topic: str, rates: dict[Queue, float],
+                      queues_of: Callable[[str], int] | None) -> float:
+        mine = [r for (t, _q), r in rates.items() if t == topic]
+        n = max(len(mine), queues_of(topic) if queues_of is not None else 0)
+        return statistics.median(mine + [0.0] * (n - len(mine))) if mine else 0.0
+
+    def hot(self, queues_of: Callable[[str], int], rates: dict[Queue, float] | None = None
+            ) -> list[QueueRate]:
+        """Queues far hotter than the other queues of their topic (the idle ones count),
+        hottest first: one key's traffic landing on one queue."""
         rates = self.rates() if rates is None else rates
-        if len(rates) < HOT_MIN_QUEUES:
-            return []
-        floor = max(HOT_MIN_RATE, HOT_FACTOR * statistics.median(rates.values()))
-        return [r for r in self.hottest(10, rates) if r.rate >= floor]
+        out = []
+        for r in self.hottest(10, rates, queues_of):
+            if r.rate < HOT_MIN_RATE or queues_of(r.topic) < HOT_MIN_QUEUES:
+                continue
+            if r.times_median is None or r.times_median >= HOT_FACTOR:
+                out.append(r)  # None: its siblings all idle
+        return out
 
-    def report(self, depth: Callable[[str, int], int], limit: int = 10) -> list[dict]:
-        """The hottest queues, hottest first: {topic, queue, rate, times_median, depth
-        (messages held), hot (far hotter than the broker's median active queue)}."""
+    def report(self, depth: Callable[[str, int], int], queues_of: Callable[[str], int],
+               limit: int = 10) -> list[dict]:
+        """The hottest queues, hottest first: {topic, queue, rate, times_median (its
+        topic's median queue), depth (messages held), hot}."""
         rates = self.rates()
-        hot = {(r.topic, r.queue) for r in self.hot(rates)}
+        hot = {(r.topic, r.queue) for r in self.hot(queues_of, rates)}
         return [{**r.to_dict(), "depth": depth(r.topic, r.queue),
-                 "hot": (r.topic, r.queue) in hot} for r in self.hottest(limit, rates)]
+                 "hot": (r.topic, r.queue) in hot}
+                for r in self.hottest(limit, rates, queues_of)]

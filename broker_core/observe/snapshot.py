@@ -109,5 +109,6 @@ def take_snapshot(broker) -> BrokerSnapshot:
         flow=broker.flow.describe(),
         delayed=broker.delay.figures(),
         hottest_queues=tuple(broker.heat.report(
-            lambda t, q: (o := store.queue_offsets(t, q))[1] - o[0])),
+            lambda t, q: (o := store.queue_offsets(t, q))[1] - o[0],
+            lambda t: broker.topics.queues.get(t, 0))),
     )

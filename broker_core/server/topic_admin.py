@@ -29,7 +29,8 @@ def describe(broker, topic: str | None = None, hottest: int = HOTTEST) -> dict[s
             held += hi - lo
         rows.append({"topic": name, "queues": table.queues[name], "perm": table.perm(name),
                      "messages": held})
-    top = [q for q in broker.heat.report(queue_depth(store), hottest)
+    top = [q for q in broker.heat.report(queue_depth(store),
+                                         lambda t: table.queues.get(t, 0), hottest)
            if topic is None or q["topic"] == topic]
     return {"broker": broker.config.name, "writable": table.writable,
             "auto_create": table.auto_create, "queue_count": sum(table.queues.values()),

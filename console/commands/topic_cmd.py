@@ -136,7 +136,7 @@ def print_listing(answers: dict[str, dict]) -> None:
         from broker_core.observe.queue_heat import HOT_FACTOR, WINDOW_S
 
         print(f"\nhottest queues (msgs/s over the last {WINDOW_S:g} s; HOT: over "
-              f"{HOT_FACTOR:g}x the broker's median active queue)")
+              f"{HOT_FACTOR:g}x its topic's median queue on that broker)")
         for q, name in hottest[:20]:
             mark = "  HOT" if q.get("hot") else ""
             times = f" ({q['times_median']:g}x median)" if q.get("times_median") else ""

@@ -153,7 +153,7 @@ def _delayed_alerts(b: Any, add) -> None:
 
 
 def _hot_queue_alerts(b: Any, add) -> None:
-    """A queue far hotter than its broker's median one (seed 004's 网红 queue)."""
+    """A queue far hotter than its topic's other queues (seed 004's 网红 queue)."""
     stats = getattr(b, "stats", None)
     for q in getattr(stats, "hottest_queues", ()):
         if not q.get("hot"):
@@ -161,8 +161,10 @@ def _hot_queue_alerts(b: Any, add) -> None:
         where = f"{q.get('topic')}/{q.get('queue')}"
         add(f"hot:{b.name}:{where}", "warning",
             f"hot queue {where} on {b.name}: {q.get('rate', 0):,.0f} msgs/s, "
-            f"{q.get('times_median') or 0:g}x the broker's median queue (spread its keys "
-            f"or give {q.get('topic')} more queues)", q.get("rate"), "msgs/s")
+            + (f"{q['times_median']:g}x its topic's median queue"
+               if q.get("times_median") else "its topic's other queues idle")
+            + f" (spread its keys or give {q.get('topic')} more queues)", q.get("rate"),
+            "msgs/s")
 
 
 def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:

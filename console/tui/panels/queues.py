@@ -1,5 +1,5 @@
 """One broker's topics and queues: how many, and its hottest queues first with
-their depth, those far hotter than the broker's median queue marked HOT (seed
+their depth, those far hotter than their topic's median queue marked HOT (seed
 004's 网红 queue: spread its keys, or give its topic more queues). Bounded by
 what the broker sends (its ten hottest), so it draws as fast at 10,000 queues."""
 

@@ -215,7 +215,7 @@ def test_a_hot_queue_is_named_with_its_rate_and_what_to_do():
     s = build_state([sample(d)], now=1)
     assert [(a.key, a.severity, a.text) for a in s.active_alerts] == [
         ("hot:broker-1:orders/3", "warning",
-         "hot queue orders/3 on broker-1: 1,500 msgs/s, 40x the broker's median queue "
+         "hot queue orders/3 on broker-1: 1,500 msgs/s, 40x its topic's median queue "
          "(spread its keys or give orders more queues)")]
     from console.tui.panels import queues
 
