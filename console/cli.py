@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "console.commands.controller_cmd",
     "console.commands.fault_cmd",
     "console.commands.topic_cmd",
+    "console.commands.offsets_cmd",
     "console.commands.quota_cmd",
     "console.commands.drill_cmd",
     "console.commands.bench_cmd",

@@ -66,6 +66,15 @@ def write_permission(http_addr: str, writable: bool, token: str | None = None,
     return admin_call(http_addr, "/admin/write", "POST", {"writable": writable}, token, timeout)
 
 
+def offsets(http_addr: str, method: str = "GET", body: dict | None = None,
+            token: str | None = None, query: Mapping[str, str] | None = None,
+            timeout: float = 10.0) -> dict[str, Any]:
+    """GET (a group's offsets per queue; `query` group, topic) or POST (reset: `body`
+    group, topic, to, value, epoch, dry_run) on a broker."""
+    path = "/admin/offsets" + (f"?{urllib.parse.urlencode(dict(query))}" if query else "")
+    return admin_call(http_addr, path, method, body, token, timeout)
+
+
 def quota(http_addr: str, method: str = "GET", body: dict | None = None,
           token: str | None = None, query: Mapping[str, str] | None = None,
           timeout: float = 5.0) -> dict[str, Any]:

@@ -124,6 +124,8 @@ class Consumer:
         self._down: dict[str, float] = {}  # address -> not pulled from until then
         self.corrupt = 0  # records that failed their CRC, skipped
         self._members: tuple[str, ...] = ()
+        self._reset = 0  # the last operator's reset of the group's offsets heard of
+        self.resets_seen = 0  # how many times this consumer started over for one
         self._next_heartbeat = 0.0
         self.tracer = self._own_trace = None
         if trace_rate > 0:
@@ -166,6 +168,7 @@ class Consumer:
         """Tell every broker we are alive; rebalance when the member set changed."""
         members: set[str] = set()
         queues: list[tuple[str, int]] = []
+        reset = self._reset
         for broker in self.brokers:
             try:
                 answer = self._json(
@@ -182,6 +185,8 @@ class Consumer:
                 continue  # a broker that is down owns no queues we could pull anyway
             members.update(answer.get("members", []))
             queues.extend((broker, q) for q in range(int(answer.get("queues", 0))))
+            reset = max(reset, int(answer.get("reset", 0)))
+        self._heard_reset(reset)
         self._next_heartbeat = self._clock() + HEARTBEAT_S
         if leave:
             return
@@ -363,6 +368,22 @@ class Consumer:
         self._offsets = {q: self._delivered[q] for q in keep if q in self._delivered}
         self._delivered = dict(self._offsets)
 
+    def _heard_reset(self, reset: int) -> None:
+        """An operator moved the group's offsets (`floodgate offsets reset`): what this
+        consumer holds and where it was are dropped, and it starts again from the
+        offsets the brokers have now (nothing of the old range is committed after)."""
+        if reset <= self._reset:
+            return
+        started = bool(self._offsets or self._delivered)
+        self._reset = reset
+        if not started:
+            return
+        self.resets_seen += 1
+        self._forget_queues([])
+        self._committed.clear()
+        if self.tracer is not None:
+            self.tracer.release_all()
+
     def commit(self) -> None:
         """Store the offsets of everything polled so far on the brokers."""
         for queue, offset in list(self._delivered.items()):
@@ -370,11 +391,15 @@ class Consumer:
                 continue
             broker, qid = queue
             try:
-                self._json(
+                answer = self._json(
                     broker,
                     Op.COMMIT_OFFSET,
-                    {"group": self.group, "topic": self.topic, "queue_id": qid, "offset": offset},
+                    {"group": self.group, "topic": self.topic, "queue_id": qid, "offset": offset,
+                     "reset": self._reset},
                 )
+                if answer.get("stale"):  # reset meanwhile: start over from the new offsets
+                    self._heard_reset(int(answer.get("reset", 0)))
+                    return
                 self._committed[queue] = offset
                 if self.tracer is not None:
                     self.tracer.committed(queue, offset)

@@ -197,6 +197,9 @@ class HaNode:
         if isinstance(topics, dict):
             self.broker.topics.adopt(topics)
         if isinstance(offsets, dict):
+            resets = doc.get("offset_resets")
+            if isinstance(resets, dict):  # before merge: a reset may move offsets back
+                self.broker.offsets.adopt_resets(offsets, resets)
             self.broker.offsets.merge(offsets)
         if isinstance(delay, dict):  # delayed delivery goes on from there when promoted
             self.broker.delay_offsets.merge(delay)
@@ -209,6 +212,7 @@ class HaNode:
     def _meta(self) -> dict:
         return {"topics": self.broker.topics.document(),
                 "offsets": self.broker.offsets.nested(),
+                "offset_resets": dict(self.broker.offsets.resets),
                 "delay": self.broker.delay_offsets.document()}
 
     # -- figures -------------------------------------------------------------------------

@@ -197,13 +197,16 @@ class Broker:
 
     async def _commit_offset(self, body: bytes) -> tuple[int, bytes]:
         req = p.decode_json(body)
+        group = str(req.get("group", ""))
         try:
-            self.offsets.commit(
-                str(req["group"]), str(req["topic"]), int(req["queue_id"]), int(req["offset"])
-            )
+            stored = self.offsets.commit(group, str(req["topic"]), int(req["queue_id"]),
+                                         int(req["offset"]), int(req.get("reset", 0)))
         except KeyError as exc:
             return self.bad(f"missing field {exc}")
-        self.backlog.heard(str(req["group"]))
+        self.backlog.heard(group)
+        if not stored:  # the consumer has not heard of an operator's reset yet
+            return Code.OK, p.encode_json({"stale": True,
+                                           "reset": self.offsets.resets.get(group, 0)})
         return Code.OK, b"{}"
 
     async def _heartbeat(self, body: bytes) -> tuple[int, bytes]:
@@ -215,7 +218,8 @@ class Broker:
             group, topic, str(req.get("client_id", "")), bool(req.get("leave"))
         )
         queues = self.topics.get(topic, create=False) or 0
-        return Code.OK, p.encode_json({"members": members, "queues": queues})
+        return Code.OK, p.encode_json({"members": members, "queues": queues,
+                                       "reset": self.offsets.resets.get(group, 0)})
 
     async def _stats(self, body: bytes) -> tuple[int, bytes]:
         history = int(p.decode_json(body).get("history", 0))

@@ -75,16 +75,46 @@ class OffsetTable(JsonTable):
             for topic, queues in topics.items():
                 for qid, offset in queues.items():
                     self.offsets[(group, topic, int(qid))] = int(offset)
+        # group -> when an operator last moved its offsets (epoch ms, the same on every
+        # broker of the reset): commits from consumers that have not heard of it are stale
+        self.resets: dict[str, int] = {}
         self.dirty = False
 
     def get(self, group: str, topic: str, queue_id: int) -> int:
         return self.offsets.get((group, topic, queue_id), -1)
 
-    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+    def commit(self, group: str, topic: str, queue_id: int, offset: int,
+               reset: int | None = None) -> bool:
+        """Store a consumer's offset; False (nothing stored) when it comes from before the
+        group's last reset (`reset`: the reset the consumer knows of)."""
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset}")
+        if (reset or 0) < self.resets.get(group, 0):
+            return False
         if self.offsets.get((group, topic, queue_id)) != offset:
             self.offsets[(group, topic, queue_id)] = offset
+            self.dirty = True
+        return True
+
+    def reset(self, group: str, topic: str, offsets: dict[int, int], epoch: int) -> None:
+        """An operator moved `group`'s offsets in `topic` (queue -> offset)."""
+        for qid, offset in offsets.items():
+            self.offsets[(group, topic, qid)] = offset
+        self.resets[group] = max(epoch, self.resets.get(group, 0))
+        self.dirty = True
+
+    def adopt_resets(self, nested: dict, resets: dict) -> None:
+        """A master's resets: a group reset there since takes the master's offsets as
+        they are, back as well as forward (merge never moves one back)."""
+        for group, epoch in resets.items():
+            if not isinstance(epoch, int) or epoch <= self.resets.get(str(group), 0):
+                continue
+            for key in [k for k in self.offsets if k[0] == group]:
+                del self.offsets[key]
+            for topic, queues in (nested.get(group) or {}).items():
+                for qid, offset in queues.items():
+                    self.offsets[(str(group), str(topic), int(qid))] = int(offset)
+            self.resets[str(group)] = epoch
             self.dirty = True
 
     def document(self) -> dict:

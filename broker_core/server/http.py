@@ -1,7 +1,8 @@
 """HTTP side of the broker (aiohttp, on the broker's own event loop, so it reads
 the broker's state without locks): /healthz, /metrics, /stats, the drill
 endpoints under /admin/fault, the flow-control quotas under /admin/quota, topics
-under /admin/topic and the broker's write permission at /admin/write.
+under /admin/topic, the broker's write permission at /admin/write and consumer
+groups' offsets at /admin/offsets.
 
 The admin endpoints change behaviour, so they answer only loopback peers, or
 anyone presenting `Authorization: Bearer <admin token>` when a token is set.
@@ -17,7 +18,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from broker_core.observe.prometheus import broker_registry
-from broker_core.server import topic_admin
+from broker_core.server import offset_admin, topic_admin
 from broker_core.server.faults import FaultSpec
 from broker_core.server.flow_control import KINDS, Quota, QuotaError
 from broker_core.server.topic_table import TopicError
@@ -138,6 +139,27 @@ def build_app(broker) -> web.Application:
         await asyncio.get_running_loop().run_in_executor(None, topic_admin.save_tables, broker)
         return web.json_response(out)
 
+    async def offsets_get(request: web.Request) -> web.Response:
+        group = request.query.get("group")
+        if not group:
+            return _error(400, "say which group: ?group=NAME[&topic=T]")
+        return web.json_response(offset_admin.describe(broker, group,
+                                                       request.query.get("topic")))
+
+    async def offsets_reset(request: web.Request) -> web.Response:
+        """Body: {group, topic, to: earliest|latest|time|by, value?, epoch, dry_run?}."""
+        body, refused = await admin_body(request, "offset reset", offset_admin.RESET_FIELDS)
+        if refused is not None:
+            return refused
+        try:
+            out = offset_admin.reset(broker, body)
+        except offset_admin.OffsetResetError as exc:
+            return _error(400, str(exc))
+        if out["applied"]:
+            await asyncio.get_running_loop().run_in_executor(None, topic_admin.save_tables,
+                                                             broker)
+        return web.json_response(out)
+
     async def quota_get(_request: web.Request) -> web.Response:
         return web.json_response(broker.flow.describe())
 
@@ -179,6 +201,8 @@ def build_app(broker) -> web.Application:
             web.post("/admin/topic", topic_set),
             web.delete("/admin/topic", topic_delete),
             web.post("/admin/write", write_set),
+            web.get("/admin/offsets", offsets_get),
+            web.post("/admin/offsets", offsets_reset),
         ]
     )
     return app

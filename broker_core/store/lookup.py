@@ -69,7 +69,7 @@ def query_by_key(commitlog: CommitLog, index: IndexService, key: str, topic: str
     return out
 
 
-def _store_ts(commitlog: CommitLog, phys: int) -> int | None:
+def store_ts(commitlog: CommitLog, phys: int) -> int | None:
     seg = commitlog.segment_for(phys)
     if seg is None:
         return None
@@ -79,20 +79,28 @@ def _store_ts(commitlog: CommitLog, phys: int) -> int | None:
         return None
 
 
+def offset_at_time(commitlog: CommitLog, cq, ms: int) -> int:
+    """The first queue offset of `cq` stored at or after `ms` (its end when none is): a
+    binary search on store time over the queue's units, a CommitLog header read a step
+    (RocketMQ's getOffsetInQueueByTime), never a scan."""
+    lo, hi = cq.min_offset, cq.max_offset
+    while lo < hi:
+        mid = (lo + hi) // 2
+        ts = store_ts(commitlog, cq.unit(mid)[0])
+        if ts is not None and ts < ms:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def messages_between(commitlog: CommitLog, queues, begin_ms: int, end_ms: int,
                      limit: int) -> list[Message]:
     """Up to ``limit`` messages of the given ConsumeQueues stored in [begin_ms, end_ms],
     oldest first: a binary search on store time per queue, then a walk."""
     found: list[Message] = []
     for cq in queues:
-        lo, hi = cq.min_offset, cq.max_offset
-        while lo < hi:  # first queue offset stored at or after begin_ms
-            mid = (lo + hi) // 2
-            ts = _store_ts(commitlog, cq.unit(mid)[0])
-            if ts is not None and ts < begin_ms:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = offset_at_time(commitlog, cq, begin_ms)
         for _qo, phys, _size, _th in cq.units(lo, limit):
             try:
                 msg = message_at(commitlog, phys)

@@ -41,7 +41,9 @@ from broker_core.store.lookup import (
     KeyQueryResult,
     message_at,
     messages_between,
+    offset_at_time,
     query_by_key,
+    store_ts,
 )
 from broker_core.store.message import Message, pack_host, prepare, prepare_batch
 from broker_core.store.reader import get_result, read_queue, read_queue_records
@@ -350,6 +352,20 @@ class MessageStore:
         """Messages of ``topic`` stored in [begin_ms, end_ms], oldest first."""
         queues = [cq for (t, _q), cq in sorted(self._queues.items()) if t == topic]
         return messages_between(self.commitlog, queues, begin_ms, end_ms, limit)
+
+    def offset_at_time(self, topic: str, queue_id: int, ms: int) -> int:
+        """The first offset of the queue stored at or after `ms` (epoch ms); its end
+        offset when every message is older, its min offset when every one is newer."""
+        cq = self._queues.get((topic, queue_id))
+        return offset_at_time(self.commitlog, cq, ms) if cq is not None else 0
+
+    def store_time_at(self, topic: str, queue_id: int, offset: int) -> int | None:
+        """When the message at `offset` was stored (epoch ms); None past the end or
+        below what retention kept."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None or not cq.min_offset <= offset < cq.max_offset:
+            return None
+        return store_ts(self.commitlog, cq.unit(offset)[0])
 
     def queue_offsets(self, topic: str, queue_id: int) -> tuple[int, int]:
         """(min_offset, max_offset) of a queue; (0, 0) if it never got a message."""

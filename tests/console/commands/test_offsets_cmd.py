@@ -1,0 +1,141 @@
+"""`floodgate offsets` on a live broker: show, a dry run that writes nothing, a reset by
+time with the group's consumer online (it goes on from the new offsets: the newer
+messages come again, none older, and nothing of the old range is committed after),
+skipping the backlog, and bad input one line each, exit 2."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from broker_core.client.consumer import Consumer
+from broker_core.client.producer import Producer
+from broker_core.cluster.ports import free_port_range
+from console.cli import main
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from broker_core.cluster.launcher import Cluster
+
+    c = Cluster(1, free_port_range(2), tmp_path_factory.mktemp("offsets"))
+    c.up()
+    yield c
+    c.down(grace=3)
+
+
+def offsets(cluster, *args: str) -> int:
+    return main(["offsets", args[0], "--cluster", str(cluster.path), *args[1:]])
+
+
+class Online:
+    """A consumer of the group polling and committing on a thread, as in production."""
+
+    def __init__(self, cluster, group: str, topic: str) -> None:
+        self.consumer = Consumer(group, topic, cluster.file.addrs)
+        self.got: list[bytes] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            msgs = self.consumer.poll(64, timeout=0.1)
+            self.got += [m.body for m in msgs]
+            self.consumer.commit()
+
+    def wait_for(self, n: int, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.got) < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(self.got) >= n, (len(self.got), n)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.consumer.close()
+
+
+def test_show_dry_run_and_a_reset_by_time_with_the_consumer_online(cluster, capsys):
+    with Producer(cluster.file.addrs) as p:
+        for i in range(40):
+            p.send("ledger", b"old-%d" % i)
+        time.sleep(0.05)
+        middle = datetime.now(UTC)
+        time.sleep(0.05)
+        for i in range(40):
+            p.send("ledger", b"new-%d" % i)
+    online = Online(cluster, "audit", "ledger")
+    try:
+        online.wait_for(80)
+        time.sleep(0.3)  # its last commit
+        assert offsets(cluster, "show", "--group", "audit") == 0
+        out = capsys.readouterr().out
+        assert "total lag 0 over 4 queue(s)" in out
+        at = middle.isoformat()
+        assert offsets(cluster, "reset", "--group", "audit", "--topic", "ledger",
+                       "--to-time", at, "--dry-run") == 0
+        out = capsys.readouterr().out
+        assert "dry run: nothing written" in out
+        replayed = sum(int(line.split()[-2].replace(",", "")) for line in out.splitlines()
+                       if line.endswith("replayed"))
+        assert replayed == 40
+        time.sleep(2.5)  # a heartbeat later: still nothing moved
+        assert len(online.got) == 80
+        assert offsets(cluster, "reset", "--group", "audit", "--topic", "ledger",
+                       "--to-time", at) == 0
+        assert "written on broker-1" in capsys.readouterr().out
+        online.wait_for(120)
+        time.sleep(0.5)
+        again = online.got[80:]
+        assert sorted(again) == sorted(b"new-%d" % i for i in range(40))  # none older
+        assert online.consumer.resets_seen == 1
+    finally:
+        online.close()
+    assert offsets(cluster, "show", "--group", "audit", "--topic", "ledger") == 0
+    assert "total lag 0 over 4 queue(s)" in capsys.readouterr().out
+
+
+def test_to_latest_skips_the_backlog(cluster, capsys):
+    with Producer(cluster.file.addrs) as p:
+        for i in range(8):
+            p.send("skip", b"s%d" % i)
+    with Consumer("late", "skip", cluster.file.addrs) as c:
+        got = []
+        while len(got) < 8:
+            got += c.poll(64, timeout=0.5)
+        c.commit()
+    with Producer(cluster.file.addrs) as p:
+        for i in range(12):
+            p.send("skip", b"backlog-%d" % i)
+    assert offsets(cluster, "reset", "--group", "late", "--topic", "skip",
+                   "--to-latest") == 0
+    out = capsys.readouterr().out
+    skipped = sum(int(line.split()[-2].replace(",", "")) for line in out.splitlines()
+                  if line.endswith("skipped"))
+    assert skipped == 12
+    assert offsets(cluster, "show", "--group", "late") == 0
+    assert "total lag 0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["show", "--group", "nobody"], "group 'nobody' has no offsets on any broker"),
+    (["reset", "--group", "audit", "--topic", "ledger", "--to-time", "2999-01-01T00:00:00"],
+     "is in the future"),
+    (["reset", "--group", "audit", "--topic", "ledger", "--to-time", "yesterday"],
+     "is not an ISO 8601 time"),
+    (["reset", "--group", "audit", "--topic", "ledger", "--by", "1000000"],
+     "outside what it holds"),
+    (["reset", "--group", "audit", "--topic", "ledger", "--by", "0"], "--by 0 moves nothing"),
+    (["reset", "--group", "nobody", "--topic", "ledger", "--to-earliest"],
+     "has no offsets in ledger"),
+])  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(cluster, capsys, args, message):
+    assert offsets(cluster, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
