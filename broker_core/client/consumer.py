@@ -29,6 +29,14 @@ from concurrent.futures import Future
 
 from broker_core.client.attempts import normalize_brokers
 from broker_core.client.connection import BrokerUnavailable, ConnectionPool, serve_any
+from broker_core.client.retry import (
+    DLQ_PREFIX,
+    MAX_RECONSUME,
+    RETRY_PREFIX,
+    as_first_sent,
+    retry_topic,
+    send_back,
+)
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     MAX_PULL_MSGS,
@@ -102,7 +110,13 @@ class Consumer:
         routes=None,
         trace_rate: float = 0.0,
         trace=None,
+        retry: bool = True,
+        max_reconsume: int = MAX_RECONSUME,
+        retry_delay: str | float | None = None,
     ) -> None:
+        """`retry`: also read the group's retry topic (client.retry), where `nack` sends
+        the messages a handler failed; `max_reconsume` tries before the dead-letter queue;
+        `retry_delay`: one delay level for every retry (default: growing from 10 s)."""
         self.group, self.topic = group, topic
         self.routes = routes
         if routes is not None:
@@ -136,6 +150,14 @@ class Consumer:
                 trace = self._own_trace = trace_dispatcher(
                     None if routes is not None else dict(self.brokers), routes)
             self.tracer = DeliveryTracer(trace, trace_rate, group, self.client_id)
+        self.max_reconsume = max_reconsume
+        self.retry_delay = retry_delay
+        self._sender = None  # a Producer, made by the first nack
+        self._nack_failed = False  # then nothing more is committed: all of it comes again
+        self._retry: Consumer | None = None
+        if retry and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+            self._retry = Consumer(group, retry_topic(group), None if routes else brokers,
+                                   self.client_id, timeout, clock, routes, retry=False)
 
     # -- plumbing -----------------------------------------------------------
     def _call(self, broker: str, op: Op, body: bytes, timeout: float | None = None):
@@ -221,7 +243,45 @@ class Consumer:
     def poll(self, max_msgs: int = 32, timeout: float = 1.0) -> list[Message]:
         """Up to ``max_msgs`` messages from the owned queues, waiting up to ``timeout``
         (at least ANSWER_S for the answers to pulls it sent: poll(timeout=0) still
-        returns what the brokers hold)."""
+        returns what the brokers hold); then what is due again from the retry topic,
+        shown with the topic it was first sent to."""
+        msgs = self._poll(max_msgs, timeout)
+        if self._retry is not None and len(msgs) < max_msgs:
+            msgs += [as_first_sent(m) for m in self._retry._poll(max_msgs - len(msgs), 0.0)]
+        return msgs
+
+    def nack(self, message: Message, delay: str | float | None = None) -> str:
+        """The handler failed `message`: send it back for this group, to come again after
+        a growing delay (or `delay`, a level), or to the dead-letter queue past
+        `max_reconsume` tries: "retry" or "dlq". Raises SendFailed when it could not be
+        sent; the consumer then commits nothing more (all of it comes again)."""
+        if self._sender is None:
+            from broker_core.client.producer import Producer
+
+            self._sender = Producer(None if self.routes is not None else dict(self.brokers),
+                                    routes=self.routes, timeout=self.timeout)
+        try:
+            return send_back(self._sender, self.group, message,
+                             delay if delay is not None else self.retry_delay, self.max_reconsume)
+        except Exception:
+            self._nack_failed = True
+            if self._retry is not None:  # the message may have come from the retry topic
+                self._retry._nack_failed = True
+            raise
+
+    def consume(self, handler: Callable[[Message], object], max_msgs: int = 32,
+                timeout: float = 1.0, stop=None) -> None:
+        """Hand each message to `handler` until `stop` (an Event) is set; a message whose
+        handler raises is sent back (`nack`); offsets are committed after each batch."""
+        while stop is None or not stop.is_set():
+            for m in self.poll(max_msgs, timeout):
+                try:
+                    handler(m)
+                except Exception:  # noqa: BLE001 - the handler's failure: retried later
+                    self.nack(m)
+            self.commit()
+
+    def _poll(self, max_msgs: int, timeout: float) -> list[Message]:
         deadline = self._clock() + timeout
         while True:
             if self._clock() >= self._next_heartbeat:
@@ -386,6 +446,10 @@ class Consumer:
 
     def commit(self) -> None:
         """Store the offsets of everything polled so far on the brokers."""
+        if self._nack_failed:
+            return  # a failed message was not sent back: it must come again
+        if self._retry is not None:
+            self._retry.commit()
         for queue, offset in list(self._delivered.items()):
             if self._committed.get(queue) == offset:
                 continue
@@ -408,10 +472,14 @@ class Consumer:
 
     def close(self) -> None:
         try:
+            if self._retry is not None:
+                self._retry.close()
             self.commit()
             self.heartbeat(leave=True)
         finally:
             self._pool.close()
+            if self._sender is not None:
+                self._sender.close()
             if self.tracer is not None:
                 self.tracer.release_all()
             if self._own_trace is not None:

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from broker_core.errors import BrokerError
+from broker_core.protocol.system_topics import ALWAYS_CREATED
 from broker_core.server.group_state import JsonTable, read_json
 
 TOPIC_RE = re.compile(r"^[A-Za-z0-9_.%|-]{1,127}$")  # RocketMQ's allowed characters
@@ -74,7 +75,7 @@ class TopicTable(JsonTable):
     # -- what sends and pulls ask ------------------------------------------------------
     def get(self, topic: str, create: bool) -> int | None:
         n = self.queues.get(topic)
-        if n is None and create and self.auto_create:
+        if n is None and create and (self.auto_create or topic.startswith(ALWAYS_CREATED)):
             check_name(topic)
             # saved by the tick: lost in a crash before it, the topic comes back from
             # the store's queues when the broker opens (`recover`)

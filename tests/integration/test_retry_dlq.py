@@ -1,0 +1,73 @@
+"""Consumer retry and the dead-letter queue through a real broker: a message whose
+handler fails comes back to the same group after its delay, with its retry count and
+first topic; one that fails every time lands in %DLQ%<group> after exactly
+max_reconsume retries; another group of the topic sees each message once; nothing
+is lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from broker_core.client.consumer import Consumer
+from broker_core.client.producer import Producer
+from broker_core.client.retry import PROP_ORIGIN_ID, retry_times
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def test_failed_messages_retry_for_their_group_only_and_the_hopeless_reach_the_dlq(
+        cluster_factory):
+    cluster = cluster_factory(1)
+    addrs = cluster.file.addrs
+    with Producer(addrs) as p:
+        ids = {f"m{i}".encode(): p.send("orders", f"m{i}".encode()).msg_id for i in range(20)}
+    seen: Counter = Counter()
+    first_topics, times = set(), {}
+    failed_once: set[bytes] = set()
+
+    def handler(m) -> None:
+        seen[m.body] += 1
+        first_topics.add(m.topic)
+        times[m.body] = retry_times(m)
+        if m.body == b"m7":
+            raise RuntimeError("always fails")
+        if m.body == b"m3" and m.body not in failed_once:
+            failed_once.add(m.body)
+            raise RuntimeError("fails once")
+
+    stop = threading.Event()
+    billing = Consumer("billing", "orders", addrs, max_reconsume=2, retry_delay="1s")
+    worker = threading.Thread(target=billing.consume, args=(handler,),
+                              kwargs={"timeout": 0.1, "stop": stop}, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while seen[b"m7"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)  # one more retry would be due by now: none must come
+    stop.set()
+    worker.join(10)
+    billing.close()
+
+    assert seen[b"m7"] == 3  # the first try and max_reconsume (2) retries
+    assert seen[b"m3"] == 2 and times[b"m3"] == 1
+    assert all(seen[b] == 1 for b in ids if b not in (b"m3", b"m7"))
+    assert first_topics == {"orders"}  # retries shown with the topic they were sent to
+
+    with Consumer("%DLQ%billing-reader", "%DLQ%billing", addrs, retry=False) as dlq:
+        dead = []
+        end = time.monotonic() + 10
+        while not dead and time.monotonic() < end:
+            dead += dlq.poll(timeout=0.2)
+    assert [m.body for m in dead] == [b"m7"]
+    assert retry_times(dead[0]) == 3 and dead[0].properties[PROP_ORIGIN_ID] == ids[b"m7"]
+
+    with Consumer("audit", "orders", addrs) as audit:  # another group: no retries at all
+        got = []
+        end = time.monotonic() + 10
+        while len(got) < 20 and time.monotonic() < end:
+            got += audit.poll(timeout=0.2)
+    assert sorted(m.body for m in got) == sorted(ids)
