@@ -11,7 +11,7 @@ from tests.clock import ManualClock
 def test_the_first_offset_stored_at_or_after_a_time(tmp_path, small_config):
     clock = ManualClock(1_000.0)
     with MessageStore(tmp_path / "s", small_config(clock=clock)) as store:
-        for i in range(60):  # 3 KB each over 64 KiB segments: rolls every ~20
+        for _ in range(60):  # 3 KB each over 64 KiB segments: rolls every ~20
             store.put("t", 0, b"x" * 3000)
             clock.advance(1.0)
         assert len(store.commitlog.segments) >= 3
