@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "console.commands.fault_cmd",
     "console.commands.topic_cmd",
     "console.commands.offsets_cmd",
+    "console.commands.dlq_cmd",
     "console.commands.quota_cmd",
     "console.commands.drill_cmd",
     "console.commands.bench_cmd",

@@ -12,6 +12,7 @@ from broker_core import protocol as p
 from broker_core.errors import MessageIllegalError, MessageNotFoundError
 from broker_core.message_id import MessageIdError, decode_id
 from broker_core.protocol import Code
+from broker_core.protocol.system_topics import DLQ_PREFIX
 from broker_core.store.lookup import FOREVER_MS
 from broker_core.trace.records import TRACE_TOPIC
 
@@ -31,7 +32,9 @@ def _int(req: dict, name: str, default: int, lo: int = 0, hi: int = FOREVER_MS) 
 
 def message_doc(broker, m) -> dict:
     """One message as JSON, with its durability and the groups' offsets on its queue."""
-    body, cap = m.body, (None if m.topic == TRACE_TOPIC else BODY_CAP)
+    # whole for trace records and dead letters (an operator resends those as they are)
+    whole = m.topic == TRACE_TOPIC or m.topic.startswith(DLQ_PREFIX)
+    body, cap = m.body, (None if whole else BODY_CAP)
     shown = body if cap is None else body[:cap]
     try:
         text, b64 = shown.decode("utf-8"), None

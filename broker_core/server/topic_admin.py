@@ -32,7 +32,8 @@ def describe(broker, topic: str | None = None, hottest: int = HOTTEST) -> dict[s
     top = [q for q in broker.heat.report(queue_depth(store),
                                          lambda t: table.queues.get(t, 0), hottest)
            if topic is None or q["topic"] == topic]
-    return {"broker": broker.config.name, "writable": table.writable,
+    role = broker.ha.role.value if broker.ha is not None else "NONE"
+    return {"broker": broker.config.name, "role": role, "writable": table.writable,
             "auto_create": table.auto_create, "queue_count": sum(table.queues.values()),
             "topics": rows, "hottest": top}
 

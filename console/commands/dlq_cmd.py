@@ -1,0 +1,178 @@
+"""`floodgate dlq list|show|resend`: the dead-letter queues (%DLQ%<group>: messages a
+group's consumers failed max_reconsume times) and the retries pending
+(%RETRY%<group>), and sending dead letters back to the topic they were first sent
+to once their cause is fixed.
+
+Read from the brokers that hold the data (masters and single-copy brokers; a slave
+holds its master's copy). A dead letter stays in its queue after a resend (as in
+RocketMQ): resending it again sends it again, so `resend` says how many it sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from broker_core.client import admin
+from broker_core.client.retry import PROP_ORIGIN_ID, PROP_ORIGIN_TOPIC, PROP_RETRY_TIMES
+from broker_core.protocol.system_topics import DLQ_PREFIX, RETRY_PREFIX
+from console.commands.common import add_subparser, each_broker, finish, print_json
+from console.errors import CommandFailed, UsageError
+
+PAGE = 256
+
+
+def register(sub) -> None:
+    parser = add_subparser(sub, "dlq", "dead-letter queues and pending retries per consumer "
+                                       "group; resend dead letters")
+    dsub = parser.add_subparsers(metavar="ACTION")
+    show_all = add_subparser(dsub, "list", "per group: dead letters and retries pending")
+    _common(show_all)
+    show_all.set_defaults(func=run_list)
+    show = add_subparser(dsub, "show", "a group's dead letters, oldest first")
+    _common(show)
+    show.add_argument("--group", required=True, metavar="G")
+    show.add_argument("--limit", type=int, default=20, metavar="N")
+    show.set_defaults(func=run_show)
+    resend = add_subparser(dsub, "resend", "send a group's dead letters back to their topic")
+    _common(resend)
+    resend.add_argument("--group", required=True, metavar="G")
+    which = resend.add_mutually_exclusive_group(required=True)
+    which.add_argument("--id", metavar="MSG_ID", help="one dead letter, by its id")
+    which.add_argument("--key", metavar="K", help="the dead letters with this key")
+    which.add_argument("--all", action="store_true", help="every dead letter of the group")
+    resend.add_argument("--rate", type=float, default=100.0, metavar="MSGS_S",
+                        help="at most this many a second (default 100)")
+    resend.add_argument("--dry-run", action="store_true", help="say what would go, send none")
+    resend.set_defaults(func=run_resend)
+
+
+def _common(parser) -> None:
+    parser.add_argument("--cluster", type=Path, required=True, metavar="FILE",
+                        help="cluster.toml (from `floodgate cluster up`)")
+    parser.add_argument("--admin-token", help="the brokers' --admin-token, if they set one")
+    parser.add_argument("--json", action="store_true")
+
+
+def run_list(args) -> int:
+    answers, failed = each_broker(args.cluster, lambda http: admin.topic(
+        http, token=args.admin_token, query={"hottest": "0"}))
+    groups: dict[str, dict[str, int]] = {}
+    for doc in answers.values():
+        if doc.get("role") == "SLAVE":
+            continue  # its master's copy
+        for row in doc.get("topics", []):
+            for prefix, what in ((DLQ_PREFIX, "dead"), (RETRY_PREFIX, "retrying")):
+                if row["topic"].startswith(prefix):
+                    g = groups.setdefault(row["topic"][len(prefix):], {"dead": 0, "retrying": 0})
+                    g[what] += row["messages"]
+    if args.json:
+        print_json(groups)
+    elif not groups:
+        print("no group has sent a message back")
+    else:
+        print(f"{'GROUP':24} {'DEAD LETTERS':>13} {'RETRIED (KEPT)':>15}")
+        for name, g in sorted(groups.items()):
+            print(f"{name:24} {g['dead']:>13,} {g['retrying']:>15,}")
+    return finish(answers, failed)
+
+
+def _dead_letters(args, limit: int | None = None) -> list[dict]:
+    """A group's dead letters on every broker that holds data, oldest first."""
+    from broker_core.cluster.cluster_file import load_cluster
+
+    roles, failed = each_broker(args.cluster, lambda http: admin.topic(
+        http, token=args.admin_token, query={"hottest": "0", "topic": DLQ_PREFIX + args.group}))
+    finish(roles, failed)
+    out: list[dict] = []
+    for b in load_cluster(args.cluster).brokers:
+        doc = roles.get(b.name, {})
+        if doc.get("role") == "SLAVE" or not doc.get("topics"):
+            continue
+        begin, seen = 0, set()
+        while limit is None or len(out) < limit:
+            try:
+                page = admin.query_by_time(b.addr, DLQ_PREFIX + args.group, begin,
+                                           int(time.time() * 1000) + 1, PAGE)
+            except admin.AdminError as exc:
+                raise CommandFailed(str(exc)) from None
+            fresh = [m for m in page["messages"] if m["id"] not in seen]
+            out += fresh
+            seen.update(m["id"] for m in fresh)
+            if not page.get("more") or not fresh:
+                break
+            begin = page["messages"][-1]["store_ms"]
+    out.sort(key=lambda m: m["store_ms"])
+    return out if limit is None else out[:limit]
+
+
+def _body(m: dict) -> bytes:
+    return base64.b64decode(m["body_b64"]) if m.get("body_b64") else m["body"].encode()
+
+
+def run_show(args) -> int:
+    if args.limit < 1:
+        raise UsageError(f"--limit must be >= 1, got {args.limit}")
+    dead = _dead_letters(args, args.limit)
+    if args.json:
+        print_json(dead)
+        return 0
+    if not dead:
+        print(f"no dead letters for group {args.group}")
+        return 0
+    for m in dead:
+        p = m.get("properties") or {}
+        when = datetime.fromtimestamp(m["store_ms"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        preview = (m.get("body") or "<binary>")[:60]
+        print(f"{when}  {m['id']}  from {p.get(PROP_ORIGIN_TOPIC, '?')} "
+              f"(first id {p.get(PROP_ORIGIN_ID, '?')}), tried {p.get(PROP_RETRY_TIMES, '?')} "
+              f"times  keys {m.get('keys') or '-'}  {preview!r}")
+    return 0
+
+
+def run_resend(args) -> int:
+    if not args.rate > 0:
+        raise UsageError(f"--rate must be > 0, got {args.rate:g}")
+    dead = _dead_letters(args)
+    if args.id:
+        chosen = [m for m in dead if m["id"] == args.id]
+        if not chosen:
+            raise UsageError(f"no dead letter {args.id} for group {args.group}")
+    elif args.key:
+        chosen = [m for m in dead if args.key in (m.get("keys") or "").split()]
+        if not chosen:
+            raise UsageError(f"no dead letter with key {args.key!r} for group {args.group}")
+    else:
+        chosen = dead
+    if args.dry_run or not chosen:
+        print(f"{len(chosen):,} dead letter(s) would be sent back" if args.dry_run
+              else f"no dead letters for group {args.group}")
+        return 0
+    from broker_core.client.producer import Producer
+    from broker_core.cluster.cluster_file import load_cluster
+    from broker_core.ha.routes import routes_for
+
+    spec = load_cluster(args.cluster)
+    routes = routes_for(spec) if spec.replicated else None
+    sent = 0
+    # traced: `floodgate trace --id` follows each resent message
+    with Producer(None if routes else spec.addrs, trace_rate=1.0, routes=routes) as producer:
+        t0 = time.monotonic()
+        for m in chosen:
+            due = t0 + sent / args.rate
+            if (wait := due - time.monotonic()) > 0:
+                time.sleep(wait)
+            props = dict(m.get("properties") or {})
+            topic = props.pop(PROP_ORIGIN_TOPIC, "")
+            props.pop(PROP_RETRY_TIMES, None)
+            if not topic:
+                continue
+            producer.send(topic, _body(m), m.get("tags"), m.get("keys"), props)
+            sent += 1
+    if routes is not None:
+        routes.close()
+    print(f"sent {sent:,} dead letter(s) back to their topics (they stay in "
+          f"{DLQ_PREFIX}{args.group}: resending again sends them again)")
+    return 0

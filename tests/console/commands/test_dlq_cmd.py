@@ -1,0 +1,79 @@
+"""`floodgate dlq` on a live broker: a group's dead letters listed, shown with where
+they came from and how often they were tried, and resent to their topic (traced)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from broker_core.client.consumer import Consumer
+from broker_core.client.producer import Producer
+from broker_core.cluster.ports import free_port_range
+from console.cli import main
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from broker_core.cluster.launcher import Cluster
+
+    c = Cluster(1, free_port_range(2), tmp_path_factory.mktemp("dlq"))
+    c.up()
+    with Producer(c.file.addrs) as p:
+        for i in range(5):
+            p.send("payments", b"pay-%d" % i, keys=f"order-{i}")
+    # a handler that fails pay-2 and pay-4; no retries: straight to the dead letters
+    with Consumer("settle", "payments", c.file.addrs, max_reconsume=0) as consumer:
+        handled = []
+        deadline = time.monotonic() + 20
+        while len(handled) < 5 and time.monotonic() < deadline:
+            for m in consumer.poll(timeout=0.2):
+                handled.append(m.body)
+                if m.body in (b"pay-2", b"pay-4"):
+                    assert consumer.nack(m) == "dlq"
+            consumer.commit()
+    yield c
+    c.down(grace=3)
+
+
+def dlq(cluster, *args: str) -> int:
+    return main(["dlq", args[0], "--cluster", str(cluster.path), *args[1:]])
+
+
+def test_list_and_show_name_the_dead_letters(cluster, capsys):
+    assert dlq(cluster, "list") == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert ["settle", "2", "0"] in rows
+    assert dlq(cluster, "show", "--group", "settle") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and all("from payments" in line and "tried 1 times" in line
+                                  for line in out)
+    assert "keys order-2" in out[0] and "keys order-4" in out[1]
+
+
+def test_resend_by_key_sends_it_back_to_its_topic(cluster, capsys):
+    assert dlq(cluster, "resend", "--group", "settle", "--key", "order-4", "--dry-run") == 0
+    assert capsys.readouterr().out.startswith("1 dead letter(s) would be sent back")
+    assert dlq(cluster, "resend", "--group", "settle", "--key", "order-4") == 0
+    assert "sent 1 dead letter(s) back" in capsys.readouterr().out
+    with Consumer("recheck", "payments", cluster.file.addrs) as c:
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < 6 and time.monotonic() < deadline:
+            got += c.poll(timeout=0.2)
+    assert sorted(m.body for m in got) == sorted([b"pay-%d" % i for i in range(5)] + [b"pay-4"])
+    again = [m for m in got if m.body == b"pay-4" and "ORIGIN_MSG_ID" in m.properties]
+    assert len(again) == 1 and "RETRY_TIMES" not in again[0].properties
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["resend", "--group", "settle", "--id", "nosuch"], "no dead letter nosuch"),
+    (["resend", "--group", "settle", "--all", "--rate", "0"], "--rate must be > 0"),
+    (["show", "--group", "settle", "--limit", "0"], "--limit must be >= 1"),
+])  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(cluster, capsys, args, message):
+    assert dlq(cluster, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
