@@ -153,7 +153,10 @@ class Consumer:
         self.max_reconsume = max_reconsume
         self.retry_delay = retry_delay
         self._sender = None  # a Producer, made by the first nack
-        self._nack_failed = False  # then nothing more is committed: all of it comes again
+        # (store host, queue id, physical offset) of each message handed out since the last
+        # commit ->
+        # its broker: a message whose send-back failed is read again from there
+        self._origin: dict[tuple[bytes, int, int], str] = {}
         self._retry: Consumer | None = None
         if retry and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
             self._retry = Consumer(group, retry_topic(group), None if routes else brokers,
@@ -254,7 +257,7 @@ class Consumer:
         """The handler failed `message`: send it back for this group, to come again after
         a growing delay (or `delay`, a level), or to the dead-letter queue past
         `max_reconsume` tries: "retry" or "dlq". Raises SendFailed when it could not be
-        sent; the consumer then commits nothing more (all of it comes again)."""
+        sent; its queue is then read again from it (what followed comes again too)."""
         if self._sender is None:
             from broker_core.client.producer import Producer
 
@@ -264,10 +267,24 @@ class Consumer:
             return send_back(self._sender, self.group, message,
                              delay if delay is not None else self.retry_delay, self.max_reconsume)
         except Exception:
-            self._nack_failed = True
-            if self._retry is not None:  # the message may have come from the retry topic
-                self._retry._nack_failed = True
+            # not sent back: read it again (and what followed it in its queue) rather than
+            # commit past it; from the retry topic if that is where it came from
+            if not self._rewind(message) and self._retry is not None:
+                self._retry._rewind(message)
             raise
+
+    def _rewind(self, message: Message) -> bool:
+        """Hand `message` out again: its queue goes back to it (what followed it comes
+        again too: at least once). False if this consumer did not hand it out."""
+        broker = self._origin.get((message.store_host_raw, message.queue_id,
+                                   message.physical_offset))
+        if broker is None:
+            return False
+        queue = (broker, message.queue_id)
+        if queue in self._delivered:
+            self._delivered[queue] = min(self._delivered[queue], message.queue_offset)
+        self._forget_queues(self._owned)  # fetched-ahead messages dropped, read again
+        return True
 
     def consume(self, handler: Callable[[Message], object], max_msgs: int = 32,
                 timeout: float = 1.0, stop=None) -> None:
@@ -278,7 +295,12 @@ class Consumer:
                 try:
                     handler(m)
                 except Exception:  # noqa: BLE001 - the handler's failure: retried later
-                    self.nack(m)
+                    try:
+                        self.nack(m)
+                    except BrokerError as exc:  # not sent back: it comes again (rewound)
+                        log.warning("%s: could not send %s back: %s", self.group, m.msg_id,
+                                    exc)
+                        break
             self.commit()
 
     def _poll(self, max_msgs: int, timeout: float) -> list[Message]:
@@ -415,6 +437,9 @@ class Consumer:
                 self._delivered[queue] = next_offset
             if self.tracer is not None:
                 self.tracer.polled(queue[0], part)
+            origin = self._origin
+            for m in part:
+                origin[(m.store_host_raw, m.queue_id, m.physical_offset)] = queue[0]
         return out
 
     def _forget_queues(self, keep: list[tuple[str, int]]) -> None:
@@ -446,8 +471,7 @@ class Consumer:
 
     def commit(self) -> None:
         """Store the offsets of everything polled so far on the brokers."""
-        if self._nack_failed:
-            return  # a failed message was not sent back: it must come again
+        self._origin.clear()  # a message handed out before is past its nack now
         if self._retry is not None:
             self._retry.commit()
         for queue, offset in list(self._delivered.items()):

@@ -9,7 +9,7 @@ agree to within one power-of-two bucket.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -105,6 +105,7 @@ class BrokerCollector(Collector):
             lag.add_metric([name, group], value)
         yield lag
         yield from delayed_families(name, snap.delayed)
+        yield dead_letter_family(name, snap.dead_letters)
         yield from consumer_families(name, snap.consumers)
         yield from flow_families(name, snap.flow)
         if snap.ha is not None:
@@ -147,6 +148,14 @@ def delayed_families(name: str, delayed) -> list:
                                     "their queues", labels=["broker"])
     delivered.add_metric([name], float(delayed.get("delivered_total") or 0))
     return [pending, overdue, delivered]
+
+
+def dead_letter_family(name: str, dead: Mapping) -> GaugeMetricFamily:
+    fam = GaugeMetricFamily(n.DEAD_LETTERS, "Messages in a consumer group's dead-letter queue "
+                            "(failed max_reconsume times)", labels=["broker", "group"])
+    for group, d in sorted(dead.items()):
+        fam.add_metric([name, group], float(d.get("count", 0)))
+    return fam
 
 
 def flow_families(name: str, flow) -> list:

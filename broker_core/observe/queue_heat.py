@@ -73,6 +73,15 @@ class QueueHeat:
         return {q: (n - base.get(q, 0)) / dt for q, n in self.counts.items()
                 if n != base.get(q, 0)}
 
+    def topic_rate(self, topic: str, queues: int) -> float:
+        """Messages a second stored in `topic` (its `queues` queues) over the span."""
+        dt = self._clock() - self._base_at
+        if dt <= 0:
+            return 0.0
+        counts, base = self.counts, self._base
+        return sum(counts.get((topic, q), 0) - base.get((topic, q), 0)
+                   for q in range(queues)) / dt
+
     def forget_topic(self, topic: str) -> None:
         for table in (self.counts, self._base, self._next):
             for key in [k for k in table if k[0] == topic]:

@@ -22,6 +22,7 @@ from broker_core.observe.figures import (
     Totals,
 )
 from broker_core.observe.recorder import WINDOWS_S, ClosedSecond, summarize
+from broker_core.protocol.system_topics import DLQ_PREFIX
 from heatmap import LatencyHistogram
 
 
@@ -58,6 +59,8 @@ class BrokerSnapshot:
     hottest_queues: tuple[Mapping[str, Any], ...] = ()
     # delayed messages: pending per level, overdue, delivered (server.delay_service)
     delayed: Mapping[str, Any] = field(default_factory=dict)
+    # consumer group -> {count, per_s}: its dead-letter queue here and how fast it grows
+    dead_letters: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def flush_lag_bytes(self) -> int:
@@ -76,6 +79,21 @@ def disk_figures(data_dir, store_bytes: int) -> DiskFigures:
     return DiskFigures(used_bytes=usage.used, total_bytes=usage.total,
                        used_ratio=usage.used / usage.total if usage.total else 0.0,
                        store_bytes=store_bytes)
+
+
+def dead_letters(broker) -> dict[str, dict[str, float]]:
+    """Each group's dead letters here (%DLQ%<group>) and their rate over the last seconds."""
+    out = {}
+    for topic, queues in broker.topics.queues.items():
+        if not topic.startswith(DLQ_PREFIX):
+            continue
+        count = 0
+        for qid in range(queues):
+            lo, hi = broker.store.queue_offsets(topic, qid)
+            count += hi - lo
+        out[topic[len(DLQ_PREFIX):]] = {"count": count,
+                                        "per_s": round(broker.heat.topic_rate(topic, queues), 3)}
+    return out
 
 
 def take_snapshot(broker) -> BrokerSnapshot:
@@ -108,6 +126,7 @@ def take_snapshot(broker) -> BrokerSnapshot:
         else broker.backlog.report(),
         flow=broker.flow.describe(),
         delayed=broker.delay.figures(),
+        dead_letters=dead_letters(broker),
         hottest_queues=tuple(broker.heat.report(
             lambda t, q: (o := store.queue_offsets(t, q))[1] - o[0],
             lambda t: broker.topics.queues.get(t, 0))),

@@ -105,6 +105,7 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
         out[key] = Alert(key, severity, message, value=value, unit=unit)
 
     _group_alerts(brokers, now, add)
+    _dead_letter_alerts(brokers, add)
     _consumer_alerts(groups, add)
     if flow is not None:
         _flow_alerts(flow, add)
@@ -150,6 +151,25 @@ def _delayed_alerts(b: Any, add) -> None:
         add(f"delayed:{b.name}", "warning",
             f"delayed messages on {b.name} overdue by {overdue:.1f} s "
             f"({stats.delayed.get('pending_total', 0):,} pending)", overdue * 1000, "ms")
+
+
+def _dead_letter_alerts(brokers: Sequence[Any], add) -> None:
+    """A consumer group's dead-letter queue growing (its consumers fail messages for
+    good): summed over the brokers that hold data (a slave holds its master's copy)."""
+    groups: dict[str, list[float]] = {}
+    for b in brokers:
+        stats = getattr(b, "stats", None)
+        if stats is None or b.state == "DOWN" or getattr(b, "role", None) == "SLAVE":
+            continue
+        for group, d in (getattr(stats, "dead_letters", None) or {}).items():
+            total = groups.setdefault(group, [0.0, 0.0])
+            total[0] += d.get("count", 0)
+            total[1] += d.get("per_s", 0)
+    for group, (count, per_s) in sorted(groups.items()):
+        if per_s > 0:
+            add(f"dlq:{group}", "warning",
+                f"dead letters of group {group} growing: {per_s:,.1f}/s, {count:,.0f} in all "
+                f"(`floodgate dlq show --group {group}`)", count, "msgs")
 
 
 def _hot_queue_alerts(b: Any, add) -> None:

@@ -50,6 +50,8 @@ class GroupView:
     topics: tuple[str, ...] = ()
     queues: tuple[QueueRow, ...] = ()
     history: tuple[tuple[float, int], ...] = ()  # (console time, lag), oldest first
+    dead_letters: int = 0  # in its dead-letter queue (%DLQ%<group>), every broker
+    dead_per_s: float = 0.0  # how fast that grows
 
     @property
     def severity(self) -> int:
@@ -107,11 +109,13 @@ def merge_groups(brokers: Sequence[Any], prev: Sequence[GroupView] = (),
         queues = tuple(sorted((_queue(broker, q) for broker, v in verdicts for q in v.queues),
                               key=lambda q: (q.topic, q.broker, q.queue)))
         old = before.get(name)
+        dead = [b.stats.dead_letters.get(name) or {} for b in reporting(brokers)]
         groups.append(GroupView(
             name, status, lag, sum(v.trend_per_s for _, v in verdicts), consume, produce,
             drain_time(lag, consume, produce), min(idles) if idles else None,
             tuple(sorted(broker for broker, _ in verdicts)), tuple(topics), queues,
-            _history(old.history if old else (), now, lag)))
+            _history(old.history if old else (), now, lag),
+            int(sum(d.get("count", 0) for d in dead)), sum(d.get("per_s", 0) for d in dead)))
     return tuple(sorted(groups, key=lambda g: (-g.severity, g.name)))
 
 

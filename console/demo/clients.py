@@ -7,6 +7,10 @@ and a flooding producer group held back by a quota.
   grows: WARNING), then hangs while still heartbeating (STALLED), then
   recovers and drains its backlog while `billing` never falls behind (seed
   001: one group's backlog must not delay another's);
+  It also fails some messages (`fails`): one in FAIL_EVERY once (retried after
+  RETRY_DELAY and then processed), one in DEAD_EVERY every time (retried
+  MAX_RECONSUME times, then in its dead-letter queue: the console's alert,
+  `floodgate dlq show --group warehouse`);
 - `demo-batch` offers `BATCH_RATE` msgs/s against quotas that admit half of it
   (`batch_quota`), so brokers answer FLOW_CONTROL and the producer backs off once.
 
@@ -28,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+from broker_core.errors import BrokerError
+
 log = logging.getLogger("floodgate.demo.clients")
 
 TOPIC = "demo"
@@ -44,6 +50,10 @@ PAUSE_S = 0.02
 NICE = 10  # below the brokers and the load: see runner.CONSOLE_NICE
 COMMIT_S = 0.5  # the brokers judge offsets every second: commit more often than that
 CYCLE_S = 150.0  # the fault script's cycle (console.demo.runner.CYCLE_S)
+FAIL_EVERY = 200  # warehouse fails order-N once when N is a multiple ...
+DEAD_EVERY = 1000  # ... and every time when N is a multiple of this: a dead letter
+RETRY_DELAY = "5s"  # a level: the retries show up in the demo's first minutes
+MAX_RECONSUME = 2
 # (seconds into the cycle, per-message processing time in s, or None: hang)
 WAREHOUSE_SCRIPT: tuple[tuple[float, float | None], ...] = (
     (0.0, 0.0),
@@ -62,8 +72,20 @@ def processing_time(script, at: float) -> float | None:
     return current
 
 
+def fails(message) -> bool:
+    """Does the warehouse's handler fail this message (this time)?"""
+    from broker_core.client.retry import retry_times
+
+    keys = message.keys or ""
+    if not keys.startswith("order-") or not keys[6:].isdigit():
+        return False
+    n = int(keys[6:])
+    return n % DEAD_EVERY == 0 or (n % FAIL_EVERY == 0 and retry_times(message) == 0)
+
+
 def consume(consumer, stop: threading.Event, script=None, started: float = 0.0) -> None:
-    """Poll, 'process', commit every COMMIT_S until `stop`; follow `script` if given."""
+    """Poll, 'process', commit every COMMIT_S until `stop`; follow `script` if given (and
+    then fail what `fails` says: sent back for a retry)."""
     last_commit = time.monotonic()
     while not stop.is_set():
         per_msg = processing_time(script, (time.monotonic() - started) % CYCLE_S) \
@@ -73,6 +95,13 @@ def consume(consumer, stop: threading.Event, script=None, started: float = 0.0) 
             stop.wait(1.0)
             continue
         msgs = consumer.poll(PULL_BATCH, timeout=0.5)
+        if script:
+            for m in msgs:
+                if fails(m):
+                    try:
+                        consumer.nack(m)
+                    except BrokerError:  # not sent back (a failover): it comes again
+                        break
         if msgs and per_msg:
             stop.wait(per_msg * len(msgs))
         elif len(msgs) < FEW:
@@ -132,7 +161,8 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0) -> N
     workers = [
         (consume, Consumer("billing", TOPIC, brokers, routes=routes, trace_rate=trace_rate),
          None),
-        (consume, Consumer("warehouse", TOPIC, brokers, routes=routes, trace_rate=trace_rate),
+        (consume, Consumer("warehouse", TOPIC, brokers, routes=routes, trace_rate=trace_rate,
+                           retry_delay=RETRY_DELAY, max_reconsume=MAX_RECONSUME),
          WAREHOUSE_SCRIPT),
         # no fuse: this producer's story is its quota, and a fuse's housekeeping thread
         # cost more than its 100 sends a second

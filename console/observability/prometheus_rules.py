@@ -292,6 +292,19 @@ def consumer_alerts(window: str = RATE_WINDOW) -> list[Alert]:
             " is doing its job: find it by its group.",
         ),
         Alert(
+            "FloodgateDeadLettersGrowing",
+            f"increase({n.DEAD_LETTERS}[5m]) > 0",
+            None,
+            "warning",
+            "Dead letters of group {{ $labels.group }} growing on {{ $labels.broker }}",
+            "Consumer group {{ $labels.group }} has sent {{ $value | printf \"%.0f\" }}"
+            " messages to its dead-letter queue on broker {{ $labels.broker }}"
+            " ({{ $labels.instance }}) in the last 5 minutes: they failed every retry.",
+            "Runbook: `floodgate dlq show --cluster FILE --group GROUP` shows them (where"
+            " each came from, how often tried); fix the cause in the group's handler, then"
+            " `floodgate dlq resend`.",
+        ),
+        Alert(
             "FloodgateDelayedOverdue",
             f"{n.DELAYED_OVERDUE} > 1",
             "1m",

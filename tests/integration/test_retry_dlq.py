@@ -71,3 +71,35 @@ def test_failed_messages_retry_for_their_group_only_and_the_hopeless_reach_the_d
         while len(got) < 20 and time.monotonic() < end:
             got += audit.poll(timeout=0.2)
     assert sorted(m.body for m in got) == sorted(ids)
+
+
+def test_a_message_that_cannot_be_sent_back_is_read_again_not_committed_past(
+        cluster_factory):
+    from broker_core.client.attempts import SendFailed
+    from broker_core.cluster.ports import free_port_range
+
+    cluster = cluster_factory(1)
+    addrs = cluster.file.addrs
+    with Producer(addrs) as p:
+        for i in range(3):
+            p.send("orders", b"q%d" % i)
+    consumer = Consumer("g", "orders", addrs)
+    # its send-backs go to a broker that is not there
+    consumer._sender = Producer({"gone": f"127.0.0.1:{free_port_range(1)}"}, retries=0,
+                                timeout=1)
+    try:
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += consumer.poll(timeout=0.2)
+        failing = got[0]
+        with pytest.raises(SendFailed):
+            consumer.nack(failing)
+        consumer.commit()  # up to before the failed one, in its queue
+        again = []
+        deadline = time.monotonic() + 10
+        while failing.body not in [m.body for m in again] and time.monotonic() < deadline:
+            again += consumer.poll(timeout=0.2)
+        assert failing.body in [m.body for m in again]
+    finally:
+        consumer.close()

@@ -55,6 +55,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("drain", drain_cell),
     Column("idle", lambda g: Text(duration(g.idle_s),
                                   style="red" if g.status == "STOPPED" else "")),
+    Column("dead", lambda g: Text(count(g.dead_letters) + (" ↑" if g.dead_per_s else ""),
+                                  style="red" if g.dead_per_s else "")),
     Column("brokers", lambda g: Text(str(len(g.brokers)))),
     Column("topics", lambda g: Text(", ".join(g.topics), style="dim"), numeric=False),
 )

@@ -223,3 +223,17 @@ def test_a_hot_queue_is_named_with_its_rate_and_what_to_do():
     assert text.splitlines()[0] == "1 topics, 8 queues"
     assert "orders/3" in text.splitlines()[1] and text.splitlines()[1].endswith("HOT")
     assert "HOT" not in text.splitlines()[2]
+
+
+def test_growing_dead_letters_are_an_alert_and_counted_on_the_group():
+    d = doc()
+    d["consumers"] = {"warehouse": {"status": "OK", "lag": 0, "topics": ["demo"], "queues": []}}
+    d["dead_letters"] = {"warehouse": {"count": 12, "per_s": 0.5}}
+    s = build_state([sample(d)], now=1)
+    assert [(a.key, a.severity, a.text) for a in s.active_alerts] == [
+        ("dlq:warehouse", "warning", "dead letters of group warehouse growing: 0.5/s, 12 in "
+                                     "all (`floodgate dlq show --group warehouse`)")]
+    (g,) = s.consumers
+    assert (g.dead_letters, g.dead_per_s) == (12, 0.5)
+    d["dead_letters"] = {"warehouse": {"count": 12, "per_s": 0.0}}
+    assert not build_state([sample(d)], prev=s, now=2).active_alerts  # no longer growing

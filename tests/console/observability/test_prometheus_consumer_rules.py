@@ -59,6 +59,19 @@ def test_lag_growing_warns_after_2_minutes(tmp_path):
     ])
 
 
+def test_dead_letters_growing_while_they_grow(tmp_path):
+    name = "FloodgateDeadLettersGrowing"
+    warehouse = {**BROKER, "group": "warehouse"}
+    run_promtool(tmp_path, [
+        series("floodgate_dead_letters", warehouse, "0x4 1+1x8 9x30"),
+        series("floodgate_dead_letters", {**BROKER, "group": "billing"}, "3x42"),  # flat
+    ], [
+        check("30s", name),
+        check("3m", name, firing(name, warehouse, "8")),
+        check("10m", name),  # no more for 5 minutes
+    ])
+
+
 def test_delayed_messages_overdue_for_a_minute(tmp_path):
     name = "FloodgateDelayedOverdue"
     run_promtool(tmp_path, [
@@ -94,7 +107,8 @@ def test_consumer_group_is_in_the_rules_file_with_runbooks():
     groups = {g["name"]: g["rules"] for g in rules_file()["groups"]}
     alerts = {a["alert"]: a for a in groups["floodgate.consumers"]}
     assert set(alerts) == {"FloodgateConsumerStalled", "FloodgateConsumerLagGrowing",
-                           "FloodgateFlowControlThrottling", "FloodgateDelayedOverdue"}
+                           "FloodgateFlowControlThrottling", "FloodgateDelayedOverdue",
+                           "FloodgateDeadLettersGrowing"}
     assert alerts["FloodgateConsumerStalled"]["labels"]["severity"] == "page"
     assert alerts["FloodgateFlowControlThrottling"]["labels"]["severity"] == "info"
     for name, alert in alerts.items():

@@ -87,7 +87,8 @@ def test_groups_worst_first_drill_down_and_back(tmp_path):
             assert row[:3] == ["audit", "STALLED", "1,200"] and row[6] == "never"
             billing = [c.plain for c in table.get_row("billing")]
             # worst of broker-1's OK and broker-2's WARNING; lag summed; 2 brokers report it
-            assert billing[1:3] == ["WARNING", "40"] and billing[8] == "2"
+            assert billing[1:3] == ["WARNING", "40"] and billing[9] == "2"
+            assert billing[8] == "0"  # no dead letters
             assert "↑" in billing[3]
             line = text(app.screen.query_one("#consumers-line", PanelView))
             assert "1 STALLED 1 WARNING │ lag 1,240 │ quotas 1 │ throttled 4,321 in all" in line
