@@ -42,7 +42,7 @@ def test_pending_delayed_messages_are_delivered_after_a_sigkill(cluster_factory)
     entry = cluster.file.brokers[0]
     with Producer(cluster.file.addrs) as p:
         for i in range(20):
-            p.send("orders", b"d%d" % i, delay=5)
+            p.send("orders", b"d%d" % i, delay="1s")  # due before the restart is done
     cluster.procs[entry.name].send_signal(signal.SIGKILL)
     cluster.procs[entry.name].wait(10)
     cluster.start_broker(entry)

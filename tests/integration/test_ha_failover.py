@@ -187,3 +187,28 @@ def test_consumer_reads_from_the_slave_while_the_master_is_gone(ha_cluster):
         assert sorted(m.body for m in got) == sorted(b"m%d" % i for i in range(200))
     finally:
         routes.close()
+
+
+def test_delayed_messages_pending_on_a_killed_master_are_delivered_by_the_new_one(ha_cluster):
+    from broker_core.client.consumer import Consumer
+    from broker_core.client.producer import Producer
+    from broker_core.ha.routes import routes_for
+
+    cluster = ha_cluster(groups=1, replicas=2)
+    old = record(cluster)
+    routes = routes_for(cluster.file)
+    try:
+        routes.wait()
+        with Producer(routes=routes) as p:  # sync replication: acked once the slave has it
+            for i in range(30):
+                assert p.send("later", b"d%d" % i, delay="1s").status == "SEND_OK"
+        os.kill(pid_of(cluster, old.master), signal.SIGKILL)
+        wait_for(lambda: record(cluster).master != old.master, 30, "the failover")
+        with Consumer("g", "later", routes=routes) as c:
+            got: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(set(got)) < 30 and time.monotonic() < deadline:
+                got += [m.body for m in c.poll(timeout=0.2)]
+    finally:
+        routes.close()
+    assert set(got) == {b"d%d" % i for i in range(30)}  # at least once, none lost
