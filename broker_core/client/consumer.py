@@ -258,13 +258,8 @@ class Consumer:
         a growing delay (or `delay`, a level), or to the dead-letter queue past
         `max_reconsume` tries: "retry" or "dlq". Raises SendFailed when it could not be
         sent; its queue is then read again from it (what followed comes again too)."""
-        if self._sender is None:
-            from broker_core.client.producer import Producer
-
-            self._sender = Producer(None if self.routes is not None else dict(self.brokers),
-                                    routes=self.routes, timeout=self.timeout)
         try:
-            return send_back(self._sender, self.group, message,
+            return send_back(self._sender_for_nacks(), self.group, message,
                              delay if delay is not None else self.retry_delay, self.max_reconsume)
         except Exception:
             # not sent back: read it again (and what followed it in its queue) rather than
@@ -272,6 +267,14 @@ class Consumer:
             if not self._rewind(message) and self._retry is not None:
                 self._retry._rewind(message)
             raise
+
+    def _sender_for_nacks(self):
+        if self._sender is None:
+            from broker_core.client.producer import Producer
+
+            self._sender = Producer(None if self.routes is not None else dict(self.brokers),
+                                    routes=self.routes, timeout=self.timeout)
+        return self._sender
 
     def _rewind(self, message: Message) -> bool:
         """Hand `message` out again: its queue goes back to it (what followed it comes
@@ -291,16 +294,24 @@ class Consumer:
         """Hand each message to `handler` until `stop` (an Event) is set; a message whose
         handler raises is sent back (`nack`); offsets are committed after each batch."""
         while stop is None or not stop.is_set():
+            # send-backs go out without holding up the batch; all are acknowledged (or the
+            # message's queue rewound) before the commit that covers them
+            backs = []
             for m in self.poll(max_msgs, timeout):
                 try:
                     handler(m)
                 except Exception:  # noqa: BLE001 - the handler's failure: retried later
-                    try:
-                        self.nack(m)
-                    except BrokerError as exc:  # not sent back: it comes again (rewound)
-                        log.warning("%s: could not send %s back: %s", self.group, m.msg_id,
-                                    exc)
-                        break
+                    _kind, fut = send_back(
+                        self._sender_for_nacks(), self.group, m, self.retry_delay,
+                        self.max_reconsume, wait=False)
+                    backs.append((m, fut))
+            for m, fut in backs:
+                try:
+                    fut.result()
+                except BrokerError as exc:  # not sent back: it comes again (rewound)
+                    log.warning("%s: could not send %s back: %s", self.group, m.msg_id, exc)
+                    if not self._rewind(m) and self._retry is not None:
+                        self._retry._rewind(m)
             self.commit()
 
     def _poll(self, max_msgs: int, timeout: float) -> list[Message]:

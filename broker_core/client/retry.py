@@ -39,10 +39,11 @@ def retry_delay(times: int) -> str:
 
 
 def send_back(producer, group: str, message, delay: str | float | None = None,
-              max_reconsume: int = MAX_RECONSUME) -> str:
+              max_reconsume: int = MAX_RECONSUME, wait: bool = True):
     """Send a failed message back for `group`: "retry" (to %RETRY%group, delayed) or
     "dlq" (past max_reconsume tries). Raises SendFailed when it could not be sent (the
-    caller must not commit past the message then)."""
+    caller must not commit past the message then). `wait=False`: (that word, a Future
+    of the send) without waiting for it."""
     props = dict(message.properties or {})
     times = int(props.get(PROP_RETRY_TIMES, "0") or 0) + 1
     for key in ("TAGS", "KEYS", PROP_DELAY, "REAL_TOPIC", "REAL_QID", "PGROUP"):
@@ -50,12 +51,13 @@ def send_back(producer, group: str, message, delay: str | float | None = None,
     props[PROP_RETRY_TIMES] = str(times)
     props.setdefault(PROP_ORIGIN_TOPIC, message.topic)
     props.setdefault(PROP_ORIGIN_ID, message.msg_id)
+    send = producer.send if wait else producer.send_async
     if times > max_reconsume:
-        producer.send(dlq_topic(group), message.body, message.tags, message.keys, props)
-        return "dlq"
-    producer.send(retry_topic(group), message.body, message.tags, message.keys, props,
-                  delay=delay if delay is not None else retry_delay(times))
-    return "retry"
+        out = send(dlq_topic(group), message.body, message.tags, message.keys, props)
+        return "dlq" if wait else ("dlq", out)
+    out = send(retry_topic(group), message.body, message.tags, message.keys, props,
+               delay=delay if delay is not None else retry_delay(times))
+    return "retry" if wait else ("retry", out)
 
 
 def as_first_sent(message):

@@ -67,11 +67,15 @@ CONSOLE_NICE = 10
 KEY_PREFIX = "order-"  # the demo's n-th message is keyed order-n (`floodgate trace --key`)
 # Replicated demo: the same acts on groups 2 and 3 (their masters), then a kill.
 KILL = {"kill": True}
+REWIND = {"rewind_group": "warehouse", "back_s": 30.0}
 HA_FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
     *FAULT_SCRIPT[:2],
     (45.0, 3, ERRORS),
     (75.0, 3, None),
     (95.0, 1, KILL),  # act 3: group-1's master dies; its slave takes over within seconds
+    # ... and the warehouse group is moved back 30 s (`floodgate offsets reset --to-time`),
+    # consumers online: it reads the last 30 s again
+    (125.0, 1, REWIND),
 )
 
 
@@ -95,7 +99,7 @@ class FaultAction:
     time: float  # wall clock, taken before the broker was asked: the fault cannot start earlier
     broker: str  # the name the fuse knows: the broker, or its group in a replicated demo
     action: str
-    kind: str = ""  # stall | errors | clear
+    kind: str = ""  # stall | errors | clear | kill | rewind (a consumer group moved back)
     node: str = ""  # the broker process it hit (a group's master), when not `broker`
 
 
@@ -104,6 +108,8 @@ def fault_kind(body: dict | None) -> str:
         return "clear"
     if body.get("kill"):
         return "kill"
+    if body.get("rewind_group"):
+        return "rewind"
     return "stall" if body.get("stall_ms") else "errors" if body.get("error_rate") else "other"
 
 
@@ -279,7 +285,10 @@ class Demo:
         text = "clear" if body is None else ", ".join(f"{k}={v}" for k, v in body.items())
         asked = time.time()
         try:
-            if body is not None and body.get("kill"):
+            if body is not None and body.get("rewind_group"):
+                name = body["rewind_group"]  # a consumer group, not a broker
+                text = self._rewind(name, body["back_s"])
+            elif body is not None and body.get("kill"):
                 text = self._kill(entry)
             else:
                 fault(entry.http, "DELETE" if body is None else "POST", body)
@@ -287,9 +296,26 @@ class Demo:
                     text += f" on master {entry.name}"
         except Exception as exc:  # noqa: BLE001 - a dead broker must not end the demo
             text += f" (failed: {exc})"
-        self.actions.append(FaultAction(asked, name, text, fault_kind(body),
-                                        entry.name if entry.name != name else ""))
+        node = "" if fault_kind(body) == "rewind" or entry.name == name else entry.name
+        self.actions.append(FaultAction(asked, name, text, fault_kind(body), node))
         log.info("fault broker=%s %s", name, text)
+
+    def _rewind(self, group: str, back_s: float) -> str:
+        """A consumer group's offsets moved back by time on every broker, as `floodgate
+        offsets reset --to-time` does, with its consumers online."""
+        from broker_core.client.admin import offsets
+
+        now = time.time()
+        body = {"group": group, "topic": DEMO_TOPIC, "to": "time",
+                "value": int((now - back_s) * 1000), "epoch": int(now * 1000)}
+        replayed = 0
+        for b in self.cluster.file.brokers:
+            doc = offsets(b.http, "POST", body)
+            if doc.get("role") != "SLAVE":
+                replayed += sum(max(0, q["old"] - q["new"]) for q in doc["queues"]
+                                if q["old"] >= 0)
+        return (f"offsets of group {group} reset {back_s:g} s back: {replayed:,} messages "
+                f"read again (`floodgate offsets reset --to-time`)")
 
     def _kill(self, entry) -> str:
         proc = self.cluster.procs.get(entry.name)

@@ -11,7 +11,7 @@ import pytest
 from broker_core.cluster.ports import free_port_range
 from broker_core.cluster.roles import broker_role
 from broker_core.cluster.zookeeper import available as zk_missing
-from console.demo.runner import KILL, Demo, DemoOptions
+from console.demo.runner import KILL, REWIND, Demo, DemoOptions
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration,
@@ -25,6 +25,10 @@ def test_replicated_demo_kill_act(tmp_path):
     try:
         old = demo.routes.records["group-1"]
         acked = wait_for(lambda: demo.load_totals()["acked"], 10, "the load acknowledged")
+        demo._fault(1, REWIND)  # act 3's offset reset: on every broker, no broker hit
+        rewind = demo.actions[-1]
+        assert (rewind.kind, rewind.broker, rewind.node) == ("rewind", "warehouse", "")
+        assert rewind.action.startswith("offsets of group warehouse reset 30 s back: 0 messages")
         demo._fault(1, KILL)
         assert demo.actions[-1].kind == "kill" and demo.actions[-1].broker == "group-1"
         deadline = time.monotonic() + 30
