@@ -61,6 +61,7 @@ REPL_LAG_BYTES = "floodgate_replication_lag_bytes"
 REPL_LAG_SECONDS = "floodgate_replication_lag_seconds"
 DELAYED_PENDING = "floodgate_delayed_pending"
 DEAD_LETTERS = "floodgate_dead_letters"
+RETRIES = "floodgate_retries"
 DELAYED_OVERDUE = "floodgate_delayed_overdue_seconds"
 
 # the send histogram's exposed series

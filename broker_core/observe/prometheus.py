@@ -106,6 +106,8 @@ class BrokerCollector(Collector):
         yield lag
         yield from delayed_families(name, snap.delayed)
         yield dead_letter_family(name, snap.dead_letters)
+        yield dead_letter_family(name, snap.retries, n.RETRIES, "Messages a consumer group "
+                                 "sent back for a retry, kept in its retry topic")
         yield from consumer_families(name, snap.consumers)
         yield from flow_families(name, snap.flow)
         if snap.ha is not None:
@@ -150,9 +152,10 @@ def delayed_families(name: str, delayed) -> list:
     return [pending, overdue, delivered]
 
 
-def dead_letter_family(name: str, dead: Mapping) -> GaugeMetricFamily:
-    fam = GaugeMetricFamily(n.DEAD_LETTERS, "Messages in a consumer group's dead-letter queue "
-                            "(failed max_reconsume times)", labels=["broker", "group"])
+def dead_letter_family(name: str, dead: Mapping, metric: str = n.DEAD_LETTERS,
+                       doc: str = "Messages in a consumer group's dead-letter queue (failed "
+                                  "max_reconsume times)") -> GaugeMetricFamily:
+    fam = GaugeMetricFamily(metric, doc, labels=["broker", "group"])
     for group, d in sorted(dead.items()):
         fam.add_metric([name, group], float(d.get("count", 0)))
     return fam

@@ -22,7 +22,7 @@ from broker_core.observe.figures import (
     Totals,
 )
 from broker_core.observe.recorder import WINDOWS_S, ClosedSecond, summarize
-from broker_core.protocol.system_topics import DLQ_PREFIX
+from broker_core.protocol.system_topics import DLQ_PREFIX, RETRY_PREFIX
 from heatmap import LatencyHistogram
 
 
@@ -61,6 +61,8 @@ class BrokerSnapshot:
     delayed: Mapping[str, Any] = field(default_factory=dict)
     # consumer group -> {count, per_s}: its dead-letter queue here and how fast it grows
     dead_letters: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # consumer group -> {count, per_s}: messages it sent back for a retry, kept here
+    retries: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def flush_lag_bytes(self) -> int:
@@ -81,17 +83,18 @@ def disk_figures(data_dir, store_bytes: int) -> DiskFigures:
                        store_bytes=store_bytes)
 
 
-def dead_letters(broker) -> dict[str, dict[str, float]]:
-    """Each group's dead letters here (%DLQ%<group>) and their rate over the last seconds."""
+def dead_letters(broker, prefix: str = DLQ_PREFIX) -> dict[str, dict[str, float]]:
+    """Each group's dead letters here (%DLQ%<group>; or, with RETRY_PREFIX, the messages
+    it sent back for a retry) and their rate over the last seconds."""
     out = {}
     for topic, queues in broker.topics.queues.items():
-        if not topic.startswith(DLQ_PREFIX):
+        if not topic.startswith(prefix):
             continue
         count = 0
         for qid in range(queues):
             lo, hi = broker.store.queue_offsets(topic, qid)
             count += hi - lo
-        out[topic[len(DLQ_PREFIX):]] = {"count": count,
+        out[topic[len(prefix):]] = {"count": count,
                                         "per_s": round(broker.heat.topic_rate(topic, queues), 3)}
     return out
 
@@ -127,6 +130,7 @@ def take_snapshot(broker) -> BrokerSnapshot:
         flow=broker.flow.describe(),
         delayed=broker.delay.figures(),
         dead_letters=dead_letters(broker),
+        retries=dead_letters(broker, RETRY_PREFIX),
         hottest_queues=tuple(broker.heat.report(
             lambda t, q: (o := store.queue_offsets(t, q))[1] - o[0],
             lambda t: broker.topics.queues.get(t, 0))),

@@ -209,6 +209,8 @@ class BrokerStats:
     delayed: Mapping[str, Any] = field(default_factory=dict)
     # consumer group -> {count, per_s}: its dead letters on this broker and their growth
     dead_letters: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # consumer group -> {count, per_s}: messages it sent back for a retry (kept) and how fast
+    retries: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def window(self, op: str, window: str = "10s") -> OpWindow:
         return self.ops.get(op, {}).get(window) or OpWindow()
@@ -278,6 +280,8 @@ _CODECS.update({
     "delayed": (lambda v: dict(_map(v)), dict),
     "dead_letters": (lambda v: {str(g): _figures(d, float) for g, d in _map(v).items()},
                      lambda d: {g: dict(x) for g, x in d.items()}),
+    "retries": (lambda v: {str(g): _figures(d, float) for g, d in _map(v).items()},
+                lambda d: {g: dict(x) for g, x in d.items()}),
     "ha": (HaFigures.from_dict, lambda ha: dict(ha.doc)),
     "hottest_queues": (lambda v: tuple(dict(q) for q in v if isinstance(q, Mapping))
                    if isinstance(v, list) else (), lambda qs: [dict(q) for q in qs]),
@@ -290,7 +294,7 @@ _CODECS = {f.name: _CODECS[f.name] for f in fields(BrokerStats)}  # the document
 _FROM_SNAPSHOT = ("cluster", "addr", "http", "pid", "time", "uptime_s", "state", "flush_mode",
                   "totals", "commitlog", "flush_lag_bytes", "disk", "consumer_lag", "topics",
                   "faults", "inflight_writes", "loop_lag", "hottest_queues",
-                  "delayed", "dead_letters")
+                  "delayed", "dead_letters", "retries")
 
 
 @dataclass(frozen=True)

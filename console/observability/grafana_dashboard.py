@@ -195,6 +195,30 @@ def isolated_brokers_panel():
             .draw_style(common.GraphDrawStyle.BARS).fill_opacity(60).min(0))
 
 
+def delayed_panel():
+    expr = f"sum by (broker, level) ({n.DELAYED_PENDING}{{{BROKER}}})"
+    return series_panel("Delayed messages pending", "short",
+                        [query(expr, "{{broker}} {{level}}")],
+                        "Stored, not yet due (or due and not yet delivered), per delay level.",
+                        width=8)
+
+
+def overdue_panel():
+    expr = f"max by (broker) ({n.DELAYED_OVERDUE}{{{BROKER}}})"
+    return (series_panel("Delayed messages overdue", "s", [query(expr, "{{broker}}")],
+                         "How long past its due time the oldest undelivered delayed message "
+                         "is. Red line: the alert.", width=8, sla=1.0).min(0))
+
+
+def dead_letters_panel():
+    expr = f"max by (broker, group) ({n.DEAD_LETTERS}{{{BROKER}}})"
+    return series_panel("Dead letters per consumer group", "short",
+                        [query(expr, "{{group}} on {{broker}}")],
+                        "Messages a group failed max_reconsume times (%DLQ%<group>), per broker "
+                        "(a slave shows its master's copy); `floodgate dlq show` lists them.",
+                        width=8)
+
+
 def stat_panel(title: str, expr: str, unit: str, steps: list[tuple[float | None, str]]):
     return (stat.Panel().title(title).datasource(DS).span(6).height(4).unit(unit)
             .with_target(query(expr)).thresholds(thresholds(*steps)))
@@ -255,7 +279,10 @@ def build_dashboard(datasource: str = DEFAULT_DATASOURCE) -> dict:
                .with_panel(flush_lag_panel()).with_panel(consumer_lag_panel())
                .with_row(dash.Row("Consumer groups and flow control"))
                .with_panel(consumer_status_panel()).with_panel(drain_panel())
-               .with_panel(throttled_panel()))
+               .with_panel(throttled_panel())
+               .with_row(dash.Row("Delayed messages and dead letters"))
+               .with_panel(delayed_panel()).with_panel(overdue_panel())
+               .with_panel(dead_letters_panel()))
     return json.loads(json.dumps(builder.build(), cls=JSONEncoder))
 
 
