@@ -103,6 +103,17 @@ def spark_failures():
         raise CommandFailed(failure_message(exc)) from exc
 
 
+def add_cluster_args(parser) -> None:
+    """--cluster FILE, --admin-token and --json: what every command on a cluster's brokers
+    takes."""
+    from pathlib import Path
+
+    parser.add_argument("--cluster", type=Path, required=True, metavar="FILE",
+                        help="cluster.toml (from `floodgate cluster up`)")
+    parser.add_argument("--admin-token", help="the brokers' --admin-token, if they set one")
+    parser.add_argument("--json", action="store_true")
+
+
 def each_broker(cluster_path, call, only=None) -> tuple[dict[str, Any], list[str]]:
     """`call(http address)` on every broker of a cluster file (or those named in `only`,
     broker or group names): (broker name -> answer, one line per broker that failed).

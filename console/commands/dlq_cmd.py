@@ -13,12 +13,11 @@ from __future__ import annotations
 import base64
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 from broker_core.client import admin
 from broker_core.client.retry import PROP_ORIGIN_ID, PROP_ORIGIN_TOPIC, PROP_RETRY_TIMES
 from broker_core.protocol.system_topics import DLQ_PREFIX, RETRY_PREFIX
-from console.commands.common import add_subparser, each_broker, finish, print_json
+from console.commands.common import add_cluster_args, add_subparser, each_broker, finish, print_json
 from console.errors import CommandFailed, UsageError
 
 PAGE = 256
@@ -29,15 +28,15 @@ def register(sub) -> None:
                                        "group; resend dead letters")
     dsub = parser.add_subparsers(metavar="ACTION")
     show_all = add_subparser(dsub, "list", "per group: dead letters and retries pending")
-    _common(show_all)
+    add_cluster_args(show_all)
     show_all.set_defaults(func=run_list)
     show = add_subparser(dsub, "show", "a group's dead letters, oldest first")
-    _common(show)
+    add_cluster_args(show)
     show.add_argument("--group", required=True, metavar="G")
     show.add_argument("--limit", type=int, default=20, metavar="N")
     show.set_defaults(func=run_show)
     resend = add_subparser(dsub, "resend", "send a group's dead letters back to their topic")
-    _common(resend)
+    add_cluster_args(resend)
     resend.add_argument("--group", required=True, metavar="G")
     which = resend.add_mutually_exclusive_group(required=True)
     which.add_argument("--id", metavar="MSG_ID", help="one dead letter, by its id")
@@ -47,13 +46,6 @@ def register(sub) -> None:
                         help="at most this many a second (default 100)")
     resend.add_argument("--dry-run", action="store_true", help="say what would go, send none")
     resend.set_defaults(func=run_resend)
-
-
-def _common(parser) -> None:
-    parser.add_argument("--cluster", type=Path, required=True, metavar="FILE",
-                        help="cluster.toml (from `floodgate cluster up`)")
-    parser.add_argument("--admin-token", help="the brokers' --admin-token, if they set one")
-    parser.add_argument("--json", action="store_true")
 
 
 def run_list(args) -> int:

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 from broker_core.client import admin
-from console.commands.common import add_subparser, each_broker, finish, print_json
+from console.commands.common import (
+    add_cluster_args,
+    add_subparser,
+    each_broker,
+    finish,
+    print_json,
+)
 from console.errors import UsageError
 
 
@@ -44,11 +49,8 @@ def register(sub) -> None:
 
 
 def _common(parser) -> None:
-    parser.add_argument("--cluster", type=Path, required=True, metavar="FILE",
-                        help="cluster.toml (from `floodgate cluster up`)")
+    add_cluster_args(parser)
     parser.add_argument("--group", required=True, metavar="G", help="the consumer group")
-    parser.add_argument("--admin-token", help="the brokers' --admin-token, if they set one")
-    parser.add_argument("--json", action="store_true")
 
 
 def _when(ms: int | None) -> str:

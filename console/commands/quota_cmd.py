@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from broker_core.client import admin
-from console.commands.common import add_subparser, each_broker, finish, print_json
+from console.commands.common import add_cluster_args, add_subparser, each_broker, finish, print_json
 from console.errors import CommandFailed, UsageError
 from heatmap.sla import FUSE_CAP_RATIO
 
@@ -21,10 +21,10 @@ def register(sub) -> None:
     parser = add_subparser(sub, "quota", "flow-control quotas per topic and producer group")
     qsub = parser.add_subparsers(metavar="ACTION")
     show = add_subparser(qsub, "show", "quotas in force and sends throttled, per broker")
-    _common(show)
+    add_cluster_args(show)
     show.set_defaults(func=run_show)
     put = add_subparser(qsub, "set", "set a quota on every broker (kept across restarts)")
-    _common(put)
+    add_cluster_args(put)
     _target(put, required=True)
     put.add_argument("--rate", type=float, required=True, metavar="MSGS_PER_S",
                      help="messages per second each broker admits")
@@ -34,22 +34,15 @@ def register(sub) -> None:
                      help="after a cold start, ease in from a third of the rate over this long")
     put.set_defaults(func=run_set)
     clear = add_subparser(qsub, "clear", "remove quotas (all, or those of one topic or group)")
-    _common(clear)
+    add_cluster_args(clear)
     _target(clear, required=False)
     clear.set_defaults(func=run_clear)
     apply = add_subparser(qsub, "apply", "set the capacity plan's per-topic quotas everywhere")
-    _common(apply)
+    add_cluster_args(apply)
     apply.add_argument("--plan", type=Path, required=True, metavar="FILE",
                        help="capacity.json from `floodgate report capacity`")
     apply.add_argument("--dry-run", action="store_true", help="print the quotas, set nothing")
     apply.set_defaults(func=run_apply)
-
-
-def _common(parser) -> None:
-    parser.add_argument("--cluster", type=Path, required=True, metavar="FILE",
-                        help="cluster.toml (from `floodgate cluster up`)")
-    parser.add_argument("--admin-token", help="the brokers' --admin-token, if they set one")
-    parser.add_argument("--json", action="store_true")
 
 
 def _target(parser, required: bool) -> None:

@@ -10,10 +10,8 @@ broker that cannot be reached is named, the others still get theirs (exit 1).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from broker_core.client import admin
-from console.commands.common import add_subparser, each_broker, finish, print_json
+from console.commands.common import add_cluster_args, add_subparser, each_broker, finish, print_json
 from console.errors import CommandFailed, UsageError
 
 
@@ -22,22 +20,22 @@ def register(sub) -> None:
     tsub = parser.add_subparsers(metavar="ACTION")
     show = add_subparser(tsub, "list", "topics with their queues, permission and messages, "
                                        "and the hottest queues")
-    _common(show)
+    add_cluster_args(show)
     show.add_argument("--topic", metavar="T", help="only this topic")
     show.add_argument("--hottest", type=int, default=10, metavar="N",
                       help="how many of the hottest queues to show (default 10)")
     show.set_defaults(func=run_list)
     create = add_subparser(tsub, "create", "create a topic on every broker")
-    _common(create)
+    add_cluster_args(create)
     _topic_flags(create, required_queues=False)
     create.set_defaults(func=run_create)
     update = add_subparser(tsub, "update", "change a topic's queues (only up) or permission")
-    _common(update)
+    add_cluster_args(update)
     _topic_flags(update, required_queues=False)
     update.set_defaults(func=run_update)
     delete = add_subparser(tsub, "delete", "delete a topic: its queues and every group's "
                                            "offsets in it (messages stay until retention)")
-    _common(delete)
+    add_cluster_args(delete)
     delete.add_argument("--topic", required=True, metavar="T")
     delete.add_argument("--yes", action="store_true", help="yes, delete it")
     delete.set_defaults(func=run_delete)
@@ -46,17 +44,10 @@ def register(sub) -> None:
                                   "maintenance: producers go elsewhere, consumers drain it"),
             ("restore-write", True, "take sends again on a broker (or group)")):
         p = add_subparser(tsub, name, text)
-        _common(p)
+        add_cluster_args(p)
         p.add_argument("--broker", required=True, action="append", metavar="NAME",
                        help="a broker or group name of the cluster file (repeatable)")
         p.set_defaults(func=run_write, writable=writable)
-
-
-def _common(parser) -> None:
-    parser.add_argument("--cluster", type=Path, required=True, metavar="FILE",
-                        help="cluster.toml (from `floodgate cluster up`)")
-    parser.add_argument("--admin-token", help="the brokers' --admin-token, if they set one")
-    parser.add_argument("--json", action="store_true")
 
 
 def _topic_flags(parser, required_queues: bool) -> None:
