@@ -277,6 +277,10 @@ class Broker:
 
         return write
 
+    def role_name(self) -> str:
+        """MASTER, SLAVE or NONE (outside any group, or no role yet)."""
+        return self.ha.role.value if self.ha is not None else "NONE"
+
     # -- delayed messages (server.delay_service) ----------------------------------------
     def delivers_delayed(self) -> bool:
         """A broker outside any group, or its group's writable master."""

@@ -10,7 +10,6 @@ anyone presenting `Authorization: Bearer <admin token>` when a token is set.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
 
@@ -117,7 +116,7 @@ def build_app(broker) -> web.Application:
             out = topic_admin.put(broker, body)
         except TopicError as exc:
             return _error(400, str(exc))
-        await asyncio.get_running_loop().run_in_executor(None, topic_admin.save_tables, broker)
+        await topic_admin.save_tables(broker)
         return web.json_response(out)
 
     async def topic_delete(request: web.Request) -> web.Response:
@@ -136,7 +135,7 @@ def build_app(broker) -> web.Application:
         if not isinstance(body.get("writable"), bool):
             return _error(400, "writable must be true or false")
         out = topic_admin.set_writable(broker, body["writable"])
-        await asyncio.get_running_loop().run_in_executor(None, topic_admin.save_tables, broker)
+        await topic_admin.save_tables(broker)
         return web.json_response(out)
 
     async def offsets_get(request: web.Request) -> web.Response:
@@ -156,8 +155,7 @@ def build_app(broker) -> web.Application:
         except offset_admin.OffsetResetError as exc:
             return _error(400, str(exc))
         if out["applied"]:
-            await asyncio.get_running_loop().run_in_executor(None, topic_admin.save_tables,
-                                                             broker)
+            await topic_admin.save_tables(broker)
         return web.json_response(out)
 
     async def quota_get(_request: web.Request) -> web.Response:

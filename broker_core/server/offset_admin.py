@@ -22,10 +22,6 @@ class OffsetResetError(ValueError):
     pass
 
 
-def _role(broker) -> str:
-    return broker.ha.role.value if broker.ha is not None else "NONE"
-
-
 def describe(broker, group: str, topic: str | None = None) -> dict[str, Any]:
     """The group's offsets here, per queue it has one on (of `topic`, or all):
     committed, min and max offset, lag, and when the message at the committed offset
@@ -39,7 +35,7 @@ def describe(broker, group: str, topic: str | None = None) -> dict[str, Any]:
         rows.append({"topic": t, "queue": qid, "committed": committed, "min": lo, "max": hi,
                      "lag": max(0, hi - committed),
                      "committed_time_ms": store.store_time_at(t, qid, committed)})
-    return {"broker": broker.config.name, "role": _role(broker), "group": group,
+    return {"broker": broker.config.name, "role": broker.role_name(), "group": group,
             "reset_ms": broker.offsets.resets.get(group, 0), "queues": rows}
 
 
@@ -84,5 +80,5 @@ def reset(broker, body: dict[str, Any]) -> dict[str, Any]:
     applied = not body.get("dry_run")
     if applied:
         table.reset(group, topic, new, epoch)
-    return {"broker": broker.config.name, "role": _role(broker), "group": group,
+    return {"broker": broker.config.name, "role": broker.role_name(), "group": group,
             "applied": applied, "queues": rows}

@@ -32,8 +32,8 @@ def describe(broker, topic: str | None = None, hottest: int = HOTTEST) -> dict[s
     top = [q for q in broker.heat.report(queue_depth(store),
                                          lambda t: table.queues.get(t, 0), hottest)
            if topic is None or q["topic"] == topic]
-    role = broker.ha.role.value if broker.ha is not None else "NONE"
-    return {"broker": broker.config.name, "role": role, "writable": table.writable,
+    return {"broker": broker.config.name, "role": broker.role_name(),
+            "writable": table.writable,
             "auto_create": table.auto_create, "queue_count": sum(table.queues.values()),
             "topics": rows, "hottest": top}
 
@@ -72,7 +72,7 @@ async def delete(broker, topic: str) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     # off the loop: the files go and the checkpoint is written (sends keep being served)
     await loop.run_in_executor(None, broker.store.drop_topic, topic)
-    await loop.run_in_executor(None, save_tables, broker)
+    await save_tables(broker)
     return {"deleted": True, "queues": queues}
 
 
@@ -81,8 +81,9 @@ def set_writable(broker, writable: bool) -> dict[str, Any]:
     return {"broker": broker.config.name, "writable": broker.topics.writable}
 
 
-def save_tables(broker) -> None:
-    """An operator's change is kept at once, not at the next tick."""
+async def save_tables(broker) -> None:
+    """An operator's change is kept at once, not at the next tick: what changed is taken
+    on the loop (where the tables change) and written off it, as the tick does."""
     write = broker.save_tables()
     if write is not None:
-        write()
+        await asyncio.get_running_loop().run_in_executor(None, write)
