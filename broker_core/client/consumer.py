@@ -1,4 +1,4 @@
-"""Pull consumer in clustering mode (see broker_core/client.py for the producer).
+"""Pull consumer, clustering or broadcast (see broker_core/client.py for the producer).
 
 Each member heartbeats every broker; the union of live members, sorted, and
 the sorted list of (broker, queue) are split evenly (RocketMQ's averaging
@@ -6,6 +6,13 @@ allocation), so every queue has exactly one owner once heartbeats agree.
 Offsets live on the brokers: `commit()` writes them, a new owner reads them.
 Delivery is at-least-once: what was polled but not committed comes again
 after a rebalance or a restart.
+
+A broadcast consumer (RocketMQ's BROADCASTING) reads every queue of the topic, as
+every other instance of its group does; its offsets are its own, kept in a file
+it names (saved at most once a second and on close: a crash reads up to a second
+again), and told to the brokers in its heartbeats only so that they can judge its
+lag. A failed message is not retried there (there is no group to retry for, as in
+RocketMQ): `consume` logs and counts it.
 
 Pulls are pipelined, as RocketMQ's push consumer keeps pulls outstanding: each
 broker has one long-poll PULL in flight for all the queues this consumer owns
@@ -18,6 +25,7 @@ serves them as stored.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -26,6 +34,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from pathlib import Path
 
 from broker_core.client.attempts import normalize_brokers
 from broker_core.client.connection import BrokerUnavailable, ConnectionPool, serve_any
@@ -38,6 +47,7 @@ from broker_core.client.retry import (
     send_back,
 )
 from broker_core.errors import BrokerError
+from broker_core.fsutil import write_json_atomic
 from broker_core.protocol import (
     MAX_PULL_MSGS,
     Code,
@@ -61,6 +71,7 @@ PULL_BATCH = 32  # messages a pull asks for, per queue it names (RocketMQ's pull
 BUFFER_PER_QUEUE = 256  # messages fetched and not yet handed out, before a queue's next pull
 DOWN_S = 1.0  # a broker that failed a pull is not asked again for this long (its slave is)
 ANSWER_S = 0.02  # a poll that sent pulls waits at least this long for their answers
+SAVE_OFFSETS_S = 1.0  # a broadcast instance writes its offsets file at most this often
 
 
 def read_pull_answer(body: bytes) -> list[tuple[QueueState, list[Message], int]]:
@@ -113,11 +124,22 @@ class Consumer:
         retry: bool = True,
         max_reconsume: int = MAX_RECONSUME,
         retry_delay: str | float | None = None,
+        broadcast: bool = False,
+        offsets_file: str | os.PathLike | None = None,
     ) -> None:
         """`retry`: also read the group's retry topic (client.retry), where `nack` sends
         the messages a handler failed; `max_reconsume` tries before the dead-letter queue;
-        `retry_delay`: one delay level for every retry (default: growing from 10 s)."""
+        `retry_delay`: one delay level for every retry (default: growing from 10 s).
+        `broadcast`: read every queue, offsets kept in `offsets_file` (required)."""
+        if broadcast and offsets_file is None:
+            raise ValueError("a broadcast consumer keeps its offsets in a file of its own: "
+                             "give offsets_file")
         self.group, self.topic = group, topic
+        self.broadcast = broadcast
+        self.failed = 0  # broadcast: messages whose handler raised (not retried)
+        self._offsets_file = Path(offsets_file) if offsets_file is not None else None
+        self._saved: dict[tuple[str, int], int] = {}  # as the offsets file holds them
+        self._save_at = 0.0
         self.routes = routes
         if routes is not None:
             brokers = {g: g for g in routes.groups}
@@ -158,7 +180,10 @@ class Consumer:
         # its broker: a message whose send-back failed is read again from there
         self._origin: dict[tuple[bytes, int, int], str] = {}
         self._retry: Consumer | None = None
-        if retry and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+        if self._offsets_file is not None:
+            self._saved = self._read_offsets_file()
+            self._committed = dict(self._saved)
+        if retry and not broadcast and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
             self._retry = Consumer(group, retry_topic(group), None if routes else brokers,
                                    self.client_id, timeout, clock, routes, retry=False)
 
@@ -195,17 +220,13 @@ class Consumer:
         queues: list[tuple[str, int]] = []
         reset = self._reset
         for broker in self.brokers:
+            beat = {"client_id": self.client_id, "group": self.group, "topic": self.topic,
+                    "leave": leave}
+            if self.broadcast:  # where this instance is, for the broker's view of its lag
+                beat.update(broadcast=True, offsets={
+                    str(q): o for (b, q), o in self._committed.items() if b == broker})
             try:
-                answer = self._json(
-                    broker,
-                    Op.HEARTBEAT,
-                    {
-                        "client_id": self.client_id,
-                        "group": self.group,
-                        "topic": self.topic,
-                        "leave": leave,
-                    },
-                )
+                answer = self._json(broker, Op.HEARTBEAT, beat)
             except (BrokerUnavailable, BrokerError):
                 continue  # a broker that is down owns no queues we could pull anyway
             members.update(answer.get("members", []))
@@ -216,7 +237,8 @@ class Consumer:
         if leave:
             return
         members.add(self.client_id)
-        owned = allocate(sorted(members), queues, self.client_id)
+        owned = (sorted(queues) if self.broadcast
+                 else allocate(sorted(members), queues, self.client_id))
         if owned != self._owned:
             self.commit()
             self._owned = owned
@@ -233,10 +255,15 @@ class Consumer:
 
     def _start_offset(self, queue: tuple[str, int]) -> int:
         broker, qid = queue
+        if queue in self._saved:  # a broadcast instance's own offset
+            self._delivered[queue] = self._saved[queue]
+            return self._saved[queue]
         answer = self._json(
             broker, Op.QUERY_OFFSET, {"group": self.group, "topic": self.topic, "queue_id": qid}
         )
-        offset = int(answer.get("offset", -1))
+        # a broadcast instance new to a queue starts from its first message kept, as a
+        # clustering group with no offset does (a group's offsets are not its own)
+        offset = -1 if self.broadcast else int(answer.get("offset", -1))
         if offset < 0:  # no committed offset: consume from the first message kept
             offset = int(answer.get("min_offset", 0))
         self._committed[queue] = self._delivered[queue] = offset
@@ -258,6 +285,9 @@ class Consumer:
         a growing delay (or `delay`, a level), or to the dead-letter queue past
         `max_reconsume` tries: "retry" or "dlq". Raises SendFailed when it could not be
         sent; its queue is then read again from it (what followed comes again too)."""
+        if self.broadcast:
+            raise ValueError("a broadcast consumer does not send messages back: there is no "
+                             "group to retry them for")
         try:
             return send_back(self._sender_for_nacks(), self.group, message,
                              delay if delay is not None else self.retry_delay, self.max_reconsume)
@@ -301,6 +331,11 @@ class Consumer:
                 try:
                     handler(m)
                 except Exception:  # noqa: BLE001 - the handler's failure: retried later
+                    if self.broadcast:  # not retried (RocketMQ's rule): said and counted
+                        self.failed += 1
+                        log.warning("%s: handler failed on %s (broadcast: not retried)",
+                                    self.group, m.msg_id, exc_info=True)
+                        continue
                     _kind, fut = send_back(
                         self._sender_for_nacks(), self.group, m, self.retry_delay,
                         self.max_reconsume, wait=False)
@@ -481,8 +516,14 @@ class Consumer:
             self.tracer.release_all()
 
     def commit(self) -> None:
-        """Store the offsets of everything polled so far on the brokers."""
+        """Store the offsets of everything polled so far on the brokers (a broadcast
+        instance: in its offsets file, at most once a second)."""
         self._origin.clear()  # a message handed out before is past its nack now
+        if self.broadcast:
+            self._committed.update(self._delivered)
+            if self._clock() >= self._save_at:
+                self._save_offsets()
+            return
         if self._retry is not None:
             self._retry.commit()
         for queue, offset in list(self._delivered.items()):
@@ -505,11 +546,45 @@ class Consumer:
             except (BrokerUnavailable, BrokerError):
                 pass  # at-least-once: committed again next time
 
+    # -- a broadcast instance's offsets file -----------------------------------------
+    def _read_offsets_file(self) -> dict[tuple[str, int], int]:
+        path = self._offsets_file
+        if not path.exists():
+            return {}
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if doc.get("group") != self.group or doc.get("topic") != self.topic:
+                raise ValueError(f"it holds group {doc.get('group')!r} topic "
+                                 f"{doc.get('topic')!r}, not {self.group!r} {self.topic!r}")
+            return {(str(b), int(q)): int(o) for b, queues in doc["offsets"].items()
+                    for q, o in queues.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"offsets file {path}: unreadable ({exc})") from None
+
+    def _save_offsets(self) -> None:
+        self._save_at = self._clock() + SAVE_OFFSETS_S
+        if self._committed == self._saved:
+            return
+        offsets: dict[str, dict[str, int]] = {}
+        for (b, q), o in sorted(self._committed.items()):
+            offsets.setdefault(b, {})[str(q)] = o
+        try:
+            self._offsets_file.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self._offsets_file, {"group": self.group, "topic": self.topic,
+                                                   "client_id": self.client_id,
+                                                   "offsets": offsets})
+        except OSError as exc:  # at least once: read again from the last saved offsets
+            log.warning("%s: offsets not saved to %s: %s", self.group, self._offsets_file, exc)
+            return
+        self._saved = dict(self._committed)
+
     def close(self) -> None:
         try:
             if self._retry is not None:
                 self._retry.close()
             self.commit()
+            if self.broadcast:
+                self._save_offsets()
             self.heartbeat(leave=True)
         finally:
             self._pool.close()

@@ -126,7 +126,7 @@ def take_snapshot(broker) -> BrokerSnapshot:
         history=tuple(rec.history), cumulative={op: h.copy() for op, h in rec.total.items()},
         ha=broker.ha.figures() if broker.ha is not None else None,
         consumers={} if broker.ha is not None and broker.ha.role.value == "SLAVE"
-        else broker.backlog.report(),
+        else broker.backlog.report(broker.broadcast.instances()),
         flow=broker.flow.describe(),
         delayed=broker.delay.figures(),
         dead_letters=dead_letters(broker),

@@ -123,6 +123,7 @@ class ConsumerGroup:
     topics: tuple[str, ...] = ()
     queues: tuple[Mapping[str, Any], ...] = ()  # {topic, queue, committed, end, lag, status}
     queue_count: int = 0  # every queue it has offsets on (`queues` lists those behind)
+    instance_of: str | None = None  # an instance of this broadcast group (its own offsets)
 
     @classmethod
     def from_dict(cls, doc: Any) -> ConsumerGroup:
@@ -136,7 +137,8 @@ class ConsumerGroup:
                    _num(get("drain_s")), _num(get("idle_s")),
                    tuple(str(t) for t in topics) if isinstance(topics, list) else (),
                    tuple(q for q in queues if isinstance(q, Mapping))
-                   if isinstance(queues, list) else (), _num(get("queue_count"), int) or 0)
+                   if isinstance(queues, list) else (), _num(get("queue_count"), int) or 0,
+                   str(of) if isinstance(of := get("instance_of"), str) else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v

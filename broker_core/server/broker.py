@@ -27,7 +27,12 @@ from broker_core.server.config import BrokerConfig
 from broker_core.server.delay_service import DelayOffsets, DelayService, store_due
 from broker_core.server.faults import Faults
 from broker_core.server.flow_control import FlowControl
-from broker_core.server.group_state import GroupMembers, OffsetTable
+from broker_core.server.group_state import (
+    BroadcastProgress,
+    GroupMembers,
+    OffsetTable,
+    instance_name,
+)
 from broker_core.server.pull_ops import PullOps
 from broker_core.server.send_ops import SendOps
 from broker_core.server.topic_table import TopicError, TopicTable
@@ -73,6 +78,7 @@ class Broker:
                                   lambda: int(self.clock() * 1000))
         self.flow = FlowControl(data / "quotas.json")
         self.members = GroupMembers(monotonic)
+        self.broadcast = BroadcastProgress(monotonic)
         self.backlog = BacklogEvaluator(monotonic)
         self.heat = QueueHeat(monotonic)
         self.recorder = OpRecorder(OPS, clock)
@@ -212,12 +218,18 @@ class Broker:
     async def _heartbeat(self, body: bytes) -> tuple[int, bytes]:
         req = p.decode_json(body)
         group, topic = str(req.get("group", "")), str(req.get("topic", ""))
+        queues = self.topics.get(topic, create=False) or 0
+        if req.get("broadcast"):  # an instance that keeps its own offsets: heard, not a member
+            cid, offsets = str(req.get("client_id", "")), req.get("offsets")
+            self.broadcast.heard(group, cid, topic, offsets if isinstance(offsets, dict) else {},
+                                 bool(req.get("leave")))
+            self.backlog.heard(instance_name(group, cid))
+            return Code.OK, p.encode_json({"members": [cid], "queues": queues})
         if not req.get("leave"):
             self.backlog.heard(group)
         members = self.members.heartbeat(
             group, topic, str(req.get("client_id", "")), bool(req.get("leave"))
         )
-        queues = self.topics.get(topic, create=False) or 0
         return Code.OK, p.encode_json({"members": members, "queues": queues,
                                        "reset": self.offsets.resets.get(group, 0)})
 
@@ -256,7 +268,10 @@ class Broker:
         flush = self.store.take_latency().get("flush")
         if flush is not None and flush.hist.count:
             self.recorder.add("flush", flush)
-        self.backlog.sample(self.offsets.offsets, lambda t, q: self.store.queue_offsets(t, q)[1])
+        committed = self.offsets.offsets
+        if broadcast := self.broadcast.offsets():  # each instance judged as a group of its own
+            committed = {**committed, **broadcast}
+        self.backlog.sample(committed, lambda t, q: self.store.queue_offsets(t, q)[1])
         self.heat.tick()
         self.trace_store.flush()
         closed = self.recorder.roll()

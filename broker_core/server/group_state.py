@@ -171,3 +171,60 @@ class GroupMembers:
 
     def groups(self) -> list[tuple[str, str]]:
         return list(self._seen)
+
+
+def instance_name(group: str, client_id: str) -> str:
+    """How a broadcast group's instance is named in the backlog and the console."""
+    return f"{group}@{client_id}"
+
+
+class BroadcastProgress:
+    """Where each instance of a broadcast group is, as its heartbeats say.
+
+    A broadcast instance keeps its offsets in its own file (client.consumer); the
+    broker only hears them, to judge each instance's lag as it judges a group's
+    (observe.backlog) and to refuse an operator's reset that could not reach them.
+    Not saved: the instance's file is the truth. An instance unheard of for
+    `forget_s` is forgotten (until then it reads STOPPED, with its lag)."""
+
+    def __init__(self, clock: Callable[[], float], forget_s: float = 600.0) -> None:
+        self._clock = clock
+        self.forget_s = forget_s
+        # (group, client id) -> (last heard, {(topic, queue): next offset})
+        self._instances: dict[tuple[str, str], tuple[float, dict[tuple[str, int], int]]] = {}
+
+    def heard(self, group: str, client_id: str, topic: str, offsets: dict,
+              leave: bool = False) -> None:
+        key = (group, client_id)
+        if leave:
+            self._instances.pop(key, None)
+            return
+        _t, known = self._instances.get(key, (0.0, {}))
+        for qid, offset in offsets.items():
+            if (isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0
+                    and str(qid).isdigit()):
+                known[(topic, int(qid))] = offset
+        self._instances[key] = (self._clock(), known)
+
+    def _live(self) -> dict[tuple[str, str], tuple[float, dict[tuple[str, int], int]]]:
+        now = self._clock()
+        for key in [k for k, (t, _o) in self._instances.items() if now - t > self.forget_s]:
+            del self._instances[key]
+        return self._instances
+
+    def groups(self) -> set[str]:
+        """The groups with an instance heard of lately."""
+        return {g for g, _c in self._live()}
+
+    def of_group(self, group: str) -> dict[str, dict[tuple[str, int], int]]:
+        """client id -> its offsets, for each instance of `group` heard of lately."""
+        return {c: dict(known) for (g, c), (_t, known) in self._live().items() if g == group}
+
+    def instances(self) -> dict[str, str]:
+        """instance name -> its group."""
+        return {instance_name(g, c): g for g, c in self._live()}
+
+    def offsets(self) -> dict[tuple[str, str, int], int]:
+        """(instance name, topic, queue) -> next offset, as the backlog samples it."""
+        return {(instance_name(g, c), t, q): o for (g, c), (_t, known) in self._live().items()
+                for (t, q), o in known.items()}

@@ -35,8 +35,17 @@ def describe(broker, group: str, topic: str | None = None) -> dict[str, Any]:
         rows.append({"topic": t, "queue": qid, "committed": committed, "min": lo, "max": hi,
                      "lag": max(0, hi - committed),
                      "committed_time_ms": store.store_time_at(t, qid, committed)})
+    instances = []  # a broadcast group's: each instance's own offsets, as it last said
+    for cid, known in sorted(broker.broadcast.of_group(group).items()):
+        for (t, qid), committed in sorted(known.items()):
+            if topic is None or t == topic:
+                hi = store.queue_offsets(t, qid)[1]
+                instances.append({"instance": cid, "topic": t, "queue": qid,
+                                  "committed": committed, "max": hi,
+                                  "lag": max(0, hi - committed)})
     return {"broker": broker.config.name, "role": broker.role_name(), "group": group,
-            "reset_ms": broker.offsets.resets.get(group, 0), "queues": rows}
+            "reset_ms": broker.offsets.resets.get(group, 0), "queues": rows,
+            "instances": instances}
 
 
 def reset(broker, body: dict[str, Any]) -> dict[str, Any]:
@@ -54,6 +63,10 @@ def reset(broker, body: dict[str, Any]) -> dict[str, Any]:
     if not body.get("dry_run") and (isinstance(epoch, bool) or not isinstance(epoch, int)
                                     or epoch <= 0):
         raise OffsetResetError("epoch must be a positive whole number (ms)")
+    if group in broker.broadcast.groups():
+        raise OffsetResetError(
+            f"group {group!r} consumes in broadcast mode: each instance keeps its offsets in "
+            f"a file of its own (stop the instance, then edit or remove that file)")
     queues = broker.topics.get(topic, create=False)
     if queues is None:
         raise OffsetResetError(f"topic {topic!r} does not exist on {broker.config.name}")

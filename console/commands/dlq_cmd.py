@@ -1,7 +1,7 @@
-"""`floodgate dlq list|show|resend`: the dead-letter queues (%DLQ%<group>: messages a
+"""`floodgate dlq list|show|resend|export`: the dead-letter queues (%DLQ%<group>: messages a
 group's consumers failed max_reconsume times) and the retries pending
 (%RETRY%<group>), and sending dead letters back to the topic they were first sent
-to once their cause is fixed.
+to once their cause is fixed, or exporting them (JSON lines) for whoever fixes it.
 
 Read from the brokers that hold the data (masters and single-copy brokers; a slave
 holds its master's copy). A dead letter stays in its queue after a resend (as in
@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from broker_core.client import admin
 from broker_core.client.retry import PROP_ORIGIN_ID, PROP_ORIGIN_TOPIC, PROP_RETRY_TIMES
@@ -46,6 +47,13 @@ def register(sub) -> None:
                         help="at most this many a second (default 100)")
     resend.add_argument("--dry-run", action="store_true", help="say what would go, send none")
     resend.set_defaults(func=run_resend)
+    export = add_subparser(dsub, "export", "a group's dead letters as JSON lines, oldest "
+                                           "first (body in base64)")
+    add_cluster_args(export)
+    export.add_argument("--group", required=True, metavar="G")
+    export.add_argument("--out", metavar="FILE", help="write here (refused if it exists); "
+                                                       "default: standard output")
+    export.set_defaults(func=run_export)
 
 
 def run_list(args) -> int:
@@ -167,4 +175,36 @@ def run_resend(args) -> int:
         routes.close()
     print(f"sent {sent:,} dead letter(s) back to their topics (they stay in "
           f"{DLQ_PREFIX}{args.group}: resending again sends them again)")
+    return 0
+
+
+def run_export(args) -> int:
+    """One JSON object a line: id, the topic and id it was first sent with, tries, keys,
+    tags, properties, store time, body (base64: a body need not be text)."""
+    import json
+    import sys
+
+    from broker_core.fsutil import atomic_write
+
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists():
+        raise UsageError(f"--out {out} exists: give a new file")
+    if out is not None and not out.parent.is_dir():
+        raise UsageError(f"--out {out}: no directory {out.parent}")
+    lines = []
+    for m in _dead_letters(args):
+        p = m.get("properties") or {}
+        lines.append(json.dumps({
+            "id": m["id"], "origin_topic": p.get(PROP_ORIGIN_TOPIC),
+            "origin_id": p.get(PROP_ORIGIN_ID), "tries": p.get(PROP_RETRY_TIMES),
+            "keys": m.get("keys"), "tags": m.get("tags"), "store_ms": m["store_ms"],
+            "properties": p, "body_b64": base64.b64encode(_body(m)).decode("ascii")},
+            sort_keys=True))
+    text = "".join(line + "\n" for line in lines)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write(out, text.encode())
+        print(f"{len(lines):,} dead letter(s) of {args.group} written to {out}",
+              file=sys.stderr)
     return 0

@@ -67,6 +67,12 @@ def run_show(args) -> int:
         print_json(answers)
         return finish(answers, failed)
     rows = [(name, q) for name, doc in answers.items() for q in doc.get("queues", [])]
+    instances = [(name, q) for name, doc in answers.items() if doc.get("role") != "SLAVE"
+                 for q in doc.get("instances", [])]
+    if instances:
+        _print_instances(args.group, instances)
+        if not rows:
+            return finish(answers, failed)
     if not rows:
         finish(answers, failed)
         raise UsageError(f"group {args.group!r} has no offsets on any broker"
@@ -79,6 +85,20 @@ def run_show(args) -> int:
               f"{q['max']:>11,} {q['lag']:>9,}  {_when(q['committed_time_ms'])}")
     print(f"total lag {sum(q['lag'] for _, q in rows):,} over {len(rows)} queue(s)")
     return finish(answers, failed)
+
+
+def _print_instances(group: str, rows: list[tuple[str, dict]]) -> None:
+    """A broadcast group: each instance's offsets, as its heartbeats last said."""
+    print(f"group {group} consumes in broadcast mode: each instance's own offsets")
+    print(f"{'INSTANCE':28} {'BROKER':14} {'TOPIC':20} {'QUEUE':>5} {'COMMITTED':>11} "
+          f"{'END':>11} {'LAG':>9}")
+    for name, q in sorted(rows, key=lambda r: (r[1]["instance"], r[0], r[1]["queue"])):
+        print(f"{q['instance']:28} {name:14} {q['topic']:20} {q['queue']:>5} "
+              f"{q['committed']:>11,} {q['max']:>11,} {q['lag']:>9,}")
+    lags: dict[str, int] = {}
+    for _name, q in rows:
+        lags[q["instance"]] = lags.get(q["instance"], 0) + q["lag"]
+    print("lag per instance: " + ", ".join(f"{i} {n:,}" for i, n in sorted(lags.items())))
 
 
 def _target(args) -> tuple[str, int | None]:
@@ -110,7 +130,7 @@ def run_reset(args) -> int:
     planned, failed = each_broker(args.cluster, lambda http: admin.offsets(
         http, "POST", body, args.admin_token))
     if failed:  # a bad target (e.g. --by past the end) is refused by every broker alike
-        if all("outside what it holds" in f for f in failed):
+        if all("outside what it holds" in f or "broadcast mode" in f for f in failed):
             raise UsageError(failed[0].split(": ", 1)[-1])
         finish(planned, failed)
     if not any(q["old"] >= 0 for doc in planned.values() for q in doc.get("queues", [])):

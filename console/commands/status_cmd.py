@@ -101,18 +101,6 @@ def print_consumers(console, state) -> None:
             console.print(f"  throttled topic {topic} from {sender}: {count(total)}")
 
 
-def print_delayed(console, state) -> None:
-    """Delayed messages pending per broker (only brokers holding some)."""
-    for b in state.brokers:
-        d = b.stats.delayed if b.stats is not None else {}
-        if not d.get("pending_total"):
-            continue
-        levels = ", ".join(f"{level} {n:,}" for level, n in (d.get("pending") or {}).items())
-        overdue = d.get("overdue_s") or 0.0
-        console.print(f"delayed on {b.name}: {d['pending_total']:,} pending ({levels})"
-                      + (f", oldest overdue {overdue:.1f} s" if overdue else ""))
-
-
 def run(args) -> int:
     from rich.console import Console
 
@@ -138,7 +126,9 @@ def run(args) -> int:
         console.print(render_panel("summary", state))
         console.print(render_panel("brokers", state))
         print_consumers(console, state)
-        print_delayed(console, state)
+        if any((b.stats.delayed or {}).get("pending_total") for b in state.brokers
+               if b.stats is not None):
+            console.print(render_panel("delayed", state))
         for alert in state.active_alerts:
             word = "[cyan]info[/cyan]" if alert.severity == "info" else "[red]alert[/red]"
             console.print(f"{word} {alert.message}")

@@ -52,6 +52,14 @@ class GroupView:
     history: tuple[tuple[float, int], ...] = ()  # (console time, lag), oldest first
     dead_letters: int = 0  # in its dead-letter queue (%DLQ%<group>), every broker
     dead_per_s: float = 0.0  # how fast that grows
+    retries: int = 0  # sent back and kept in its retry topic (%RETRY%<group>), every broker
+    retries_per_s: float = 0.0
+    instance_of: str | None = None  # this row is an instance of a broadcast group
+
+    @property
+    def group(self) -> str:
+        """The consumer group (a broadcast instance's row: its group's name)."""
+        return self.instance_of or self.name
 
     @property
     def severity(self) -> int:
@@ -110,12 +118,16 @@ def merge_groups(brokers: Sequence[Any], prev: Sequence[GroupView] = (),
                               key=lambda q: (q.topic, q.broker, q.queue)))
         old = before.get(name)
         dead = [b.stats.dead_letters.get(name) or {} for b in reporting(brokers)]
+        retried = [b.stats.retries.get(name) or {} for b in reporting(brokers)]
+        instance_of = next((v.instance_of for _, v in verdicts if v.instance_of), None)
         groups.append(GroupView(
             name, status, lag, sum(v.trend_per_s for _, v in verdicts), consume, produce,
             drain_time(lag, consume, produce), min(idles) if idles else None,
             tuple(sorted(broker for broker, _ in verdicts)), tuple(topics), queues,
             _history(old.history if old else (), now, lag),
-            int(sum(d.get("count", 0) for d in dead)), sum(d.get("per_s", 0) for d in dead)))
+            int(sum(d.get("count", 0) for d in dead)), sum(d.get("per_s", 0) for d in dead),
+            int(sum(r.get("count", 0) for r in retried)), sum(r.get("per_s", 0) for r in retried),
+            instance_of))
     return tuple(sorted(groups, key=lambda g: (-g.severity, g.name)))
 
 

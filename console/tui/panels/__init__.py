@@ -15,6 +15,7 @@ from console.tui.panels import (
     brokers,
     consumer_queues,
     consumers,
+    delayed,
     disk,
     events,
     fuse_line,
@@ -52,6 +53,7 @@ PANELS: dict[str, Render] = {
     "consumers_line": consumers.render_line,
     "consumer_queues": consumer_queues.render,
     "throttling": throttling.render,
+    "delayed": delayed.render,
 }
 
 

@@ -45,7 +45,8 @@ def drain_cell(g: GroupView) -> Text:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("group", lambda g: Text(g.name), numeric=False),
+    Column("group", lambda g: Text(g.name) + (Text(" broadcast", style="dim") if g.instance_of
+                                               else Text()), numeric=False),
     Column("status", lambda g: Text(g.status, style=GROUP_STYLE.get(g.status, "")),
            numeric=False),
     Column("lag", lambda g: Text(count(g.lag), style="bold" if g.lag else "")),
@@ -55,6 +56,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("drain", drain_cell),
     Column("idle", lambda g: Text(duration(g.idle_s),
                                   style="red" if g.status == "STOPPED" else "")),
+    Column("retry", lambda g: Text(count(g.retries) + (" ↑" if g.retries_per_s else ""),
+                                   style="yellow" if g.retries_per_s else "")),
     Column("dead", lambda g: Text(count(g.dead_letters) + (" ↑" if g.dead_per_s else ""),
                                   style="red" if g.dead_per_s else "")),
     Column("brokers", lambda g: Text(str(len(g.brokers)))),

@@ -13,7 +13,8 @@ from console.tui.widgets import PanelView
 class ConsumerGroupScreen(StateScreen):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
                 Binding("left_square_bracket", "step(-1)", "Prev group"),
-                Binding("right_square_bracket", "step(1)", "Next group")]
+                Binding("right_square_bracket", "step(1)", "Next group"),
+                Binding("o", "offsets", "Offsets")]
 
     def __init__(self, group: str) -> None:
         super().__init__()
@@ -43,3 +44,8 @@ class ConsumerGroupScreen(StateScreen):
         self.query_one(PanelView).focus = self.group
         self.sub_title = f"consumer group {self.group}"
         self.update_state(state)
+
+    def action_offsets(self) -> None:
+        from console.tui.screens.consumers import open_offsets
+
+        open_offsets(self.app, self.group)

@@ -1,8 +1,11 @@
-"""Consumer groups (`g`): one row per group, worst first (Enter opens its
-queues), and flow control below: quotas in force and throttled sends."""
+"""Consumer groups (`g`): one row per group (and per instance of a broadcast group),
+worst first (Enter opens its queues, `o` its offsets), retries and dead letters
+each; below, delayed messages per broker and flow control: quotas in force and
+throttled sends."""
 
 from __future__ import annotations
 
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Footer, Header, Static
 
@@ -11,14 +14,18 @@ from console.tui.widgets import GroupChosen, GroupTable, PanelView
 
 
 class ConsumersScreen(StateScreen):
+    BINDINGS = [Binding("o", "offsets", "Offsets")]
+
     def compose(self):
         yield Header()
         with Vertical(id="consumers"):
             yield PanelView("consumers_line", id="consumers-line")
             yield GroupTable(id="groups")
-            yield Static("[dim]Enter: the group's queues · ↑↓: move · "
-                         "lag: messages not yet consumed · drain: at the net rate[/dim]",
+            yield Static("[dim]Enter: the group's queues · o: its offsets · ↑↓: move · "
+                         "lag: messages not yet consumed · drain: at the net rate · "
+                         "retry / dead: kept in %RETRY% / %DLQ%[/dim]",
                          id="groups-hint")
+            yield PanelView("delayed", id="delayed", title="delayed messages (retries too)")
             yield PanelView("throttling", id="throttling", title="flow control (限流)")
         yield Footer()
 
@@ -33,3 +40,17 @@ class ConsumersScreen(StateScreen):
         from console.tui.screens.consumer_group import ConsumerGroupScreen
 
         self.app.push_screen(ConsumerGroupScreen(message.group))
+
+    def action_offsets(self) -> None:
+        name = self.query_one(GroupTable).cursor_group
+        if name is not None:
+            open_offsets(self.app, name)
+
+
+def open_offsets(app, name: str) -> None:
+    """The offsets screen of group `name` (a broadcast instance's row: its group's)."""
+    from console.tui.screens.group_offsets import GroupOffsetsScreen
+
+    state = getattr(app, "state", None)
+    view = state.group(name) if state is not None else None
+    app.push_screen(GroupOffsetsScreen(view.group if view is not None else name))

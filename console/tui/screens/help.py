@@ -24,6 +24,8 @@ A [b]?[/b] after a state: the last poll failed, the row is stale.
 
 [b]Groups[/b] [green]OK[/green]; [yellow]WARNING[/yellow] lag growing over 10 s; [red]STALLED[/red] alive, offsets
 not moving with lag; [red]STOPPED[/red] lag and no consumer heard from for 10 s.
+[b]o[/b] on a group: its offsets per queue (move them with `floodgate offsets reset`);
+retry / dead: messages kept in %RETRY% / %DLQ%; a broadcast group: a row per instance.
 [b]Fuse[/b] excluded n/cap: isolated, not serving (cap: {FUSE_CAP_RATIO * 100:g} % of the brokers);
 overflow: isolated too, serving again by rule 4 (earliest isolated, cap full).
 [b]Alerts[/b] send average over {SLA_MEAN_MS:g} ms, max over {SLA_MAX_MS:g} ms (latest and worst figure),

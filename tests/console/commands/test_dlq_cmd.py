@@ -68,6 +68,23 @@ def test_resend_by_key_sends_it_back_to_its_topic(cluster, capsys):
     assert len(again) == 1 and "RETRY_TIMES" not in again[0].properties
 
 
+def test_export_writes_each_dead_letter_as_a_json_line(cluster, capsys, tmp_path):
+    import base64
+    import json
+
+    out = tmp_path / "settle.jsonl"
+    assert dlq(cluster, "export", "--group", "settle", "--out", str(out)) == 0
+    assert "2 dead letter(s) of settle written" in capsys.readouterr().err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [base64.b64decode(r["body_b64"]) for r in rows] == [b"pay-2", b"pay-4"]
+    assert all(r["origin_topic"] == "payments" and r["tries"] == "1" for r in rows)
+    assert [r["keys"] for r in rows] == ["order-2", "order-4"]
+    assert dlq(cluster, "export", "--group", "settle", "--out", str(out)) == 2  # kept as is
+    assert "exists" in capsys.readouterr().err
+    assert dlq(cluster, "export", "--group", "settle") == 0  # to standard output
+    assert capsys.readouterr().out == out.read_text()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["resend", "--group", "settle", "--id", "nosuch"], "no dead letter nosuch"),
     (["resend", "--group", "settle", "--all", "--rate", "0"], "--rate must be > 0"),

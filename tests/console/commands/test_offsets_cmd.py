@@ -139,3 +139,30 @@ def test_bad_input_is_one_line_and_exit_2(cluster, capsys, args, message):
     assert offsets(cluster, *args) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_broadcast_group_shows_each_instance_and_refuses_a_reset(cluster, capsys, tmp_path):
+    with Producer(cluster.file.addrs) as p:
+        for i in range(10):
+            p.send("fanout", b"f%d" % i)
+    instances = [Consumer("cache", "fanout", cluster.file.addrs, client_id=f"host-{x}",
+                          broadcast=True, offsets_file=tmp_path / f"{x}.json") for x in "ab"]
+    got = []
+    while len(got) < 10:
+        got += instances[0].poll(64, timeout=0.5)
+    assert len(instances[1].poll(3, timeout=5)) == 3  # host-b: 7 behind
+    for c in instances:
+        c.commit()
+        c.heartbeat()  # where each instance is, told to the broker
+    try:
+        assert offsets(cluster, "show", "--group", "cache") == 0
+        out = capsys.readouterr().out
+        assert "broadcast mode" in out
+        assert "lag per instance: host-a 0, host-b 7" in out
+        assert offsets(cluster, "reset", "--group", "cache", "--topic", "fanout",
+                       "--to-earliest") == 2
+        err = capsys.readouterr().err
+        assert "consumes in broadcast mode" in err and err.count("\n") == 1
+    finally:
+        for c in instances:
+            c.close()

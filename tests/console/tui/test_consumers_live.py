@@ -14,7 +14,7 @@ import pytest
 
 from console.config import ConsoleConfig
 from console.tui.app import FloodgateApp
-from console.tui.screens import ConsumerGroupScreen, ConsumersScreen
+from console.tui.screens import ConsumerGroupScreen, ConsumersScreen, GroupOffsetsScreen
 from console.tui.widgets import BrokerTable, GroupTable, PanelView
 from tests.console.tui.test_app_live import wait_for
 from tests.console.tui.test_consumers_screen import text
@@ -101,6 +101,17 @@ async def groups_screen(cluster) -> None:
         assert "audit  STALLED" in queues
         assert {ln.split()[0] for ln in queues.splitlines() if ln.startswith("broker-")} == \
             {"broker-1", "broker-2"}
+
+        await pilot.press("o")  # its offsets, asked of the brokers' admin API
+        await wait_for(pilot, lambda: isinstance(app.screen, GroupOffsetsScreen)
+                       and app.screen.view is not None)
+        view = app.screen.view
+        assert view.group == "audit" and not view.errors
+        assert {q["broker"] for q in view.queues} == {"broker-1", "broker-2"}
+        assert view.lag > 0 and all(q["committed"] >= 0 for q in view.queues)
+        shown = text(app.screen.query_one("#offsets-table"))
+        assert f"lag {view.lag:,} over {len(view.queues)} queue(s)" in shown
+        await pilot.press("escape")
 
         await pilot.press("c")  # the cluster table: its consumer columns are real now
         await pilot.pause()

@@ -10,6 +10,7 @@ import json
 
 from console.config import ConsoleConfig
 from console.tui.app import FloodgateApp
+from console.tui.panels.consumers import COLUMNS
 from console.tui.screens import ClusterScreen, ConsumerGroupScreen, ConsumersScreen
 from console.tui.widgets import GroupTable, PanelView
 
@@ -83,13 +84,15 @@ def test_groups_worst_first_drill_down_and_back(tmp_path):
             assert isinstance(app.screen, ConsumersScreen)
             table = app.screen.query_one(GroupTable)
             assert table.groups == ["audit", "billing"]  # STALLED before WARNING
-            row = [c.plain for c in table.get_row("audit")]
-            assert row[:3] == ["audit", "STALLED", "1,200"] and row[6] == "never"
-            billing = [c.plain for c in table.get_row("billing")]
+            labels = [c.label for c in COLUMNS]
+            row = dict(zip(labels, (c.plain for c in table.get_row("audit")), strict=True))
+            assert (row["group"], row["status"], row["lag"], row["drain"]) == \
+                ("audit", "STALLED", "1,200", "never")
+            billing = dict(zip(labels, (c.plain for c in table.get_row("billing")), strict=True))
             # worst of broker-1's OK and broker-2's WARNING; lag summed; 2 brokers report it
-            assert billing[1:3] == ["WARNING", "40"] and billing[9] == "2"
-            assert billing[8] == "0"  # no dead letters
-            assert "↑" in billing[3]
+            assert (billing["status"], billing["lag"], billing["brokers"]) == ("WARNING", "40", "2")
+            assert billing["dead"] == billing["retry"] == "0"  # nothing sent back
+            assert "↑" in billing["trend"]
             line = text(app.screen.query_one("#consumers-line", PanelView))
             assert "1 STALLED 1 WARNING │ lag 1,240 │ quotas 1 │ throttled 4,321 in all" in line
 
