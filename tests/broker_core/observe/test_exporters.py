@@ -60,3 +60,19 @@ def test_classic_buckets_are_cumulative_and_end_at_the_count():
     assert counts == sorted(counts) and pairs[-1] == ("+Inf", 4)
     assert dict(pairs)[repr(2.0**-13)] == 1  # 1e-4 s <= 2**-13 s (122 us)
     assert dict(pairs)[repr(2.0**-8)] == 3  # both 2 ms sends under 3.9 ms
+
+
+def test_retries_and_dead_letters_per_group_in_stats_and_metrics(broker):
+    for topic, n in (("%RETRY%billing", 3), ("%DLQ%billing", 2)):
+        body = p.encode_send(topic, 0, p.OutMessage(b"failed"))
+        for _ in range(n):
+            asyncio.run(broker.handle(p.Header(Op.SEND, 0, 0, 1, len(body)), body))
+    broker.clock.t += 1
+    broker.tick()
+    doc = stats_document(broker.snapshot(), history_s=10)
+    assert doc["retries"]["billing"]["count"] == 3
+    assert doc["dead_letters"]["billing"]["count"] == 2
+    m = samples(broker)
+    g = (("broker", "b1"), ("group", "billing"))
+    assert m[("floodgate_retries", g)] == 3
+    assert m[("floodgate_dead_letters", g)] == 2
