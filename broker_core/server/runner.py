@@ -36,6 +36,19 @@ def raise_nofile_limit() -> int:
     return soft
 
 
+def queue_mapping_budget() -> int:
+    """Queues that may stay mapped: a quarter of the kernel's mappings per process
+    (vm.max_map_count; segments, index files and the interpreter need the rest). A
+    mapped queue holds no descriptor (store.libc_map), so the open-files limit is no
+    bound on it."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            max_maps = int(f.read())
+    except (OSError, ValueError):
+        max_maps = 65530  # the kernel's default
+    return max(SYNCFS_ABOVE, max_maps // 4)
+
+
 async def _tick(broker: Broker, writer: MetricsLogWriter) -> None:
     loop = asyncio.get_running_loop()
     rolling: asyncio.Future | None = None
@@ -109,9 +122,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
                           f"there? nothing was opened")
     nofile = raise_nofile_limit()
     if "consumequeue_max_mapped" not in config.store_extra:
-        # a mapped queue file holds a descriptor: three quarters of the limit for them,
-        # the rest for connections, segments and index files
-        config.store_extra["consumequeue_max_mapped"] = max(SYNCFS_ABOVE, nofile * 3 // 4)
+        config.store_extra["consumequeue_max_mapped"] = queue_mapping_budget()
     broker = Broker(config)
     rec = broker.store.recovery.to_dict()
     writer = MetricsLogWriter(

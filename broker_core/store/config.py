@@ -28,11 +28,11 @@ class StoreConfig:
     timed_ops: tuple[str, ...] = ("put", "put_batch", "get", "flush")
     commitlog_segment_bytes: int = GiB
     consumequeue_units_per_file: int = 300_000
-    # Queues whose files stay mapped (a descriptor each); the least recently used past
-    # it are unmapped and mapped again when used (0: no limit; a broker takes half its
-    # open-files limit). At least SYNCFS_ABOVE: an unmapped queue's pages are made
-    # durable by the checkpoint's syncfs.
-    consumequeue_max_mapped: int = 4096
+    # Queues whose files stay mapped (a mapping each, no descriptor); the least recently
+    # used past it are unmapped and mapped again when used (0: no limit; a broker takes
+    # a quarter of vm.max_map_count). At least SYNCFS_ABOVE: an unmapped queue's pages
+    # are made durable by the checkpoint's syncfs.
+    consumequeue_max_mapped: int = 16384
     retention_hours: float = 72.0
     disk_max_used_ratio: float = 0.75  # above: oldest segments go even if young
     disk_full_ratio: float = 0.90  # above: puts return DISK_FULL

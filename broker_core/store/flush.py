@@ -25,6 +25,7 @@ from concurrent.futures import Future, InvalidStateError
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.config import SYNCFS_ABOVE
+from broker_core.store.libc_map import reap_retired
 from broker_core.store.mapped_file import PAGE
 
 log = logging.getLogger(__name__)
@@ -312,6 +313,7 @@ class ConsumeQueueFlushService(ServiceThread):
 
     def run_once(self, force: bool = False) -> int:
         """Flush queues and save the checkpoint; returns the safe offset recorded."""
+        reap_retired()  # queue mappings the LRU let go of, past their grace period
         with self._lock:
             safe = self.commitlog.flushed_offset
             if safe == self.last_saved and not force:

@@ -7,21 +7,26 @@ write through the mapping. A growable file (a ConsumeQueue's) is as long but
 sparse: it is allocated in extents ahead of the writes (`reserve`), each extent
 before anything that needs it is written, so the same holds at a fraction of
 the disk: a queue holding a few units takes one small extent, not 6 MB
-(seed 001: one host, tens of thousands of queues). Durability goes through fdatasync on the file descriptor, which
+(seed 001: one host, tens of thousands of queues), and it is mapped through libc
+(libc_map.RawMapping) so that it holds no descriptor. Durability goes through fdatasync on the file descriptor, which
 on Linux writes back pages dirtied through the mapping and, unlike
 mmap.flush, releases the GIL while the disk works.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import logging
 import mmap
 import os
 
 from broker_core.fsutil import fsync_path
+from broker_core.store.libc_map import (
+    CLOSED,
+    RawMapping,
+    mlock_python_mmap,
+    msync_python_mmap,
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +93,10 @@ class MappedFile:
                 if size == 0:
                     raise OSError(errno.EINVAL, "empty mapped file", path)
                 self.allocated = size  # (growable: set from its first hole below)
-            self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            # a queue file's mapping holds no descriptor; a segment's is Python's mmap
+            self._raw = RawMapping(fd, size) if growable else None
+            self.mm = (self._raw.buf if growable else
+                       mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE))
         except BaseException:
             os.close(fd)
             if create:
@@ -106,10 +114,9 @@ class MappedFile:
             # A fault reads the one page it needs: the kernel's readahead zero-filled a
             # large folio of holes per fault, 2 ms of CPU a send at 10,000 queues
             # (a queue is read and written a unit at a time, never streamed through)
-            self.mm.madvise(mmap.MADV_RANDOM)
-            # The mapping holds a descriptor of its own (Python's mmap dups it): a queue
-            # file keeps only that one. It is flushed by msync on its address, and a
-            # rare `reserve` opens the file for the time of one call.
+            self._raw.madvise(mmap.MADV_RANDOM)
+            # A queue file keeps no descriptor: it is flushed by msync on its address,
+            # and a rare `reserve` opens the file for the time of one call.
             os.close(fd)
             self.fd = None
 
@@ -141,15 +148,17 @@ class MappedFile:
 
     def flush(self) -> None:
         """Make everything written so far durable."""
-        if self.fd is None:
-            _msync(self.mm, self.size)
+        if self._raw is not None:
+            self._raw.msync()  # ValueError once closed, as a closed mmap's
+        elif self.fd is None:
+            msync_python_mmap(self.mm, self.size)
         else:
             os.fdatasync(self.fd)
 
     def warm(self) -> None:
         """Fault every page in for writing, so the first writes do not pay for page faults."""
         try:  # one call in the kernel (Linux 5.14+) instead of a Python loop
-            self.mm.madvise(_MADV_POPULATE_WRITE)
+            (self._raw or self.mm).madvise(_MADV_POPULATE_WRITE)
             return
         except (OSError, ValueError):
             pass
@@ -159,17 +168,26 @@ class MappedFile:
 
     def lock_in_memory(self) -> bool:
         """mlock the mapping; logs a warning and returns False where not permitted."""
-        ok = _mlock(self.mm, self.size, lock=True)
+        ok = (self._raw.mlock(True) if self._raw is not None
+              else mlock_python_mmap(self.mm, self.size, lock=True))
         if not ok:
             log.warning("mlock of %s not permitted; continuing without it", self.path)
         self.locked = ok
         return ok
 
     def close(self) -> None:
+        if self._raw is not None:
+            if self._raw.closed:
+                return
+            if self.locked:
+                self._raw.mlock(False)
+            self.mm = CLOSED  # a reader that looks again gets ValueError
+            self._raw.close()
+            return
         if self.mm.closed:
             return
         if self.locked:
-            _mlock(self.mm, self.size, lock=False)
+            mlock_python_mmap(self.mm, self.size, lock=False)
         self.mm.close()
         if self.fd is not None:
             os.close(self.fd)
@@ -217,34 +235,3 @@ def _unlink_quietly(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-_libc = None
-_MS_SYNC = 4
-
-
-def _mapped_at(mm: mmap.mmap):
-    """(libc, the mapping's address) for the calls Python's mmap has no method for."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    view = ctypes.c_char.from_buffer(mm)
-    try:
-        return _libc, ctypes.c_void_p(ctypes.addressof(view))
-    finally:
-        del view  # an exported buffer would stop mm.close()
-
-
-def _msync(mm: mmap.mmap, size: int) -> None:
-    """msync(MS_SYNC) of a whole mapping through libc: ctypes lets go of the GIL for
-    the call (mmap.flush holds it while the disk works)."""
-    libc, addr = _mapped_at(mm)
-    if libc.msync(addr, ctypes.c_size_t(size), _MS_SYNC) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"msync: {os.strerror(err)}")
-
-
-def _mlock(mm: mmap.mmap, size: int, *, lock: bool) -> bool:
-    libc, addr = _mapped_at(mm)
-    fn = libc.mlock if lock else libc.munlock
-    return fn(addr, ctypes.c_size_t(size)) == 0

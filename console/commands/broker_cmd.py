@@ -50,8 +50,8 @@ def register(sub) -> None:
     serve.add_argument("--no-auto-create-topics", action="store_true",
                        help="unknown topics are an error instead of created on first send")
     serve.add_argument("--max-mapped-queues", type=int, metavar="N",
-                       help="queues whose files stay mapped, a descriptor each (default: "
-                       "3/4 of the open-files limit); past it the least recently used are "
+                       help="queues whose files stay mapped, a mapping each and no "
+                       "descriptor (default: 1/4 of vm.max_map_count); past it the least recently used are "
                        "unmapped until used again (0: no limit). More busy queues than "
                        "that cost send throughput (bench/many_queues.py)")
     serve.add_argument("--busy-after-ms", type=float, default=200.0,
