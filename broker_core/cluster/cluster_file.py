@@ -12,7 +12,9 @@ other command (console, status, bench, prometheus config) reads it::
 
 A replicated cluster (`cluster up --groups G --replicas R`) also records
 ZooKeeper and, per broker, its group and HA address; which broker of a group
-is master is not in the file (it changes: ask ZooKeeper, or the brokers)::
+is master is not in the file (it changes: ask ZooKeeper, or the brokers). A
+cluster on namespaced hosts (`cluster up --netns`) adds a `[netns]` table: its
+bridge, the bridge's address and each host's namespace and address::
 
     zk = "127.0.0.1:10923"
     replication = "sync"
@@ -53,6 +55,16 @@ class ClusterFile:
     supervisor_pid: int | None = None
     zk: str = ""  # ZooKeeper of a replicated cluster ("" otherwise)
     replication: str = ""
+    netns: dict | None = None  # hosts in network namespaces: cluster.netns.NetLayout
+
+    @property
+    def layout(self):
+        """The namespace layout (cluster.netns.NetLayout), or None on loopback."""
+        if not self.netns:
+            return None
+        from broker_core.cluster.netns import NetLayout
+
+        return NetLayout.from_dict(self.netns)
 
     @property
     def addrs(self) -> dict[str, str]:
@@ -83,6 +95,8 @@ class ClusterFile:
         if self.zk:
             data["zk"] = self.zk
             data["replication"] = self.replication
+        if self.netns:
+            data["netns"] = self.netns
         data["broker"] = [
             {"name": b.name, "addr": b.addr, "http": b.http, "data": b.data,
              **({"group": b.group, "ha": b.ha} if b.group else {})} for b in self.brokers
@@ -121,5 +135,7 @@ def load_cluster(path: str | Path) -> ClusterFile:
     if not brokers:
         raise BrokerError(f"{path}: lists no [[broker]]")
     pid = raw.get("supervisor_pid")
+    netns = raw.get("netns")
     return ClusterFile(str(raw.get("name", "floodgate")), brokers, int(pid) if pid else None,
-                       str(raw.get("zk", "")), str(raw.get("replication", "")))
+                       str(raw.get("zk", "")), str(raw.get("replication", "")),
+                       netns if isinstance(netns, dict) else None)

@@ -135,7 +135,10 @@ class Cluster:
         replication: str = "async",
         zk: str | None = None,
         controllers: int = 1,
+        netns: bool = False,
     ) -> None:
+        """`netns`: every broker, the embedded ZooKeeper and each controller on a host
+        of its own (cluster.netns), so that network faults can come between them."""
         if n < 1 and not groups:
             raise BrokerError("a cluster needs at least one broker")
         self.data = Path(data)
@@ -163,10 +166,47 @@ class Cluster:
                         str(self.data / f"broker-{i + 1}"),
                     )
                 )
+        self.layout = None
+        self.reaper: subprocess.Popen | None = None
+        if netns:
+            entries, zk = self._on_hosts(entries, zk, controllers)
         self.file = ClusterFile(name, entries, os.getpid(), zk or "",
-                                replication if groups else "")
+                                replication if groups else "",
+                                self.layout.to_dict() if self.layout else None)
         self.procs: dict[str, subprocess.Popen] = {}
         self.controllers: dict[str, subprocess.Popen] = {}
+
+    def _on_hosts(self, entries: list[BrokerEntry], zk: str | None,
+                  controllers: int) -> tuple[list[BrokerEntry], str | None]:
+        """Make a namespace per node and move each broker (and ZooKeeper) to its
+        host's address; the same ports."""
+        from dataclasses import replace
+
+        from broker_core.cluster import netns
+
+        nodes = [e.name for e in entries]
+        if self.zookeeper is not None:
+            nodes.append("zookeeper")
+        nodes += [f"controller-{i + 1}" for i in range(controllers if zk else 0)]
+        self.layout = netns.create(nodes)
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.reaper = netns.start_reaper(self.layout, os.getpid(), self.data / "netns.json")
+
+        def moved(addr: str, host: str) -> str:
+            return f"{host}:{addr.rsplit(':', 1)[1]}" if addr else ""
+
+        hosts = self.layout.hosts
+        entries = [replace(e, addr=moved(e.addr, hosts[e.name].addr),
+                           http=moved(e.http, hosts[e.name].addr),
+                           ha=moved(e.ha, hosts[e.name].addr)) for e in entries]
+        if self.zookeeper is not None:
+            self.zookeeper.host = hosts["zookeeper"].addr
+            self.zookeeper.prefix = self.layout.exec_prefix("zookeeper")
+            zk = self.zookeeper.addr
+        return entries, zk
+
+    def _prefix(self, node: str) -> list[str]:
+        return self.layout.exec_prefix(node) if self.layout else []
 
     @property
     def path(self) -> Path:
@@ -175,9 +215,11 @@ class Cluster:
     def start_broker(self, entry: BrokerEntry) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         logfile = open(self.log_dir / f"{entry.name}.log", "ab")  # noqa: SIM115 - child owns it
+        extra = self.extra + (["--admin-from", self.layout.gateway] if self.layout else [])
         proc = subprocess.Popen(
-            broker_argv(entry, self.file.name, self.flush, self.segment_size, self.extra,
-                        self.file.zk, self.replication),
+            [*self._prefix(entry.name),
+             *broker_argv(entry, self.file.name, self.flush, self.segment_size, extra,
+                          self.file.zk, self.replication)],
             stdout=logfile,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -193,7 +235,8 @@ class Cluster:
     def start_controller(self, name: str) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         logfile = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - child owns it
-        proc = subprocess.Popen(controller_argv(self.file.zk, self.file.name, name),
+        proc = subprocess.Popen([*self._prefix(name),
+                                 *controller_argv(self.file.zk, self.file.name, name)],
                                 stdout=logfile, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, process_group=0)
         logfile.close()
@@ -275,6 +318,24 @@ class Cluster:
         self.controllers.clear()
         if self.zookeeper is not None:
             self.zookeeper.stop()
+        if self.layout is not None:
+            self._remove_hosts()
         if self.path.exists():
             self.file.supervisor_pid = None
             self.file.save(self.path)
+
+    def _remove_hosts(self) -> None:
+        from broker_core.cluster import netfault, netns
+
+        netfault.heal(self.layout, self.data)
+        left = netns.destroy(self.layout)
+        (self.data / "netns.json").unlink(missing_ok=True)  # the reaper's cue to exit
+        if self.reaper is not None:
+            try:
+                self.reaper.wait(2)
+            except subprocess.TimeoutExpired:
+                self.reaper.kill()
+        self.layout = None
+        self.file.netns = None
+        if left:
+            log.warning("namespaces left behind: %s", "; ".join(left))

@@ -84,6 +84,7 @@ class ZooKeeperServer:
         self.tick_ms = tick_ms
         self.heap_mb = heap_mb
         self.proc: subprocess.Popen | None = None
+        self.prefix: list[str] = []  # e.g. `ip netns exec NS`: run on a host of its own
 
     @property
     def addr(self) -> str:
@@ -129,7 +130,7 @@ class ZooKeeperServer:
             raise ZooKeeperError(why)
         self.write_config()
         logfile = open(self.data_dir / "zookeeper.log", "ab")  # noqa: SIM115 - the child owns it
-        self.proc = subprocess.Popen(self.argv(), stdout=logfile, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen([*self.prefix, *self.argv()], stdout=logfile, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, process_group=0)
         logfile.close()
         self.wait_ready(timeout)

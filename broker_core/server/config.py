@@ -23,6 +23,9 @@ class BrokerConfig:
     busy_after_ms: float = 200.0
     max_inflight_writes: int = 4096
     admin_token: str | None = None
+    # peers besides loopback the admin endpoints answer without a token: the bridge
+    # address of a cluster whose brokers live in network namespaces (cluster.netns)
+    admin_from: tuple[str, ...] = ()
     frame_timeout_s: float = 10.0  # a partial frame older than this closes the connection
     store_extra: dict = field(default_factory=dict)
     # a replicated group (broker_core.ha): the role comes from the group record in ZooKeeper

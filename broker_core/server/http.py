@@ -4,7 +4,8 @@ endpoints under /admin/fault, the flow-control quotas under /admin/quota, topics
 under /admin/topic, the broker's write permission at /admin/write and consumer
 groups' offsets at /admin/offsets.
 
-The admin endpoints change behaviour, so they answer only loopback peers, or
+The admin endpoints change behaviour, so they answer only loopback peers (and the
+addresses named by --admin-from: the host's side of a namespaced cluster), or
 anyone presenting `Authorization: Bearer <admin token>` when a token is set.
 """
 
@@ -58,7 +59,7 @@ def build_app(broker) -> web.Application:
         token = broker.config.admin_token
         if token:
             return request.headers.get("Authorization") == f"Bearer {token}"
-        return _is_loopback(request.remote)
+        return _is_loopback(request.remote) or request.remote in broker.config.admin_from
 
     async def fault_get(request: web.Request) -> web.Response:
         return web.json_response(broker.faults.describe())

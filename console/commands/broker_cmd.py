@@ -57,6 +57,9 @@ def register(sub) -> None:
     serve.add_argument("--busy-after-ms", type=float, default=200.0,
                        help="answer SYSTEM_BUSY once the oldest write waits this long")
     serve.add_argument("--admin-token", help="allow /admin/fault from anywhere with this token")
+    serve.add_argument("--admin-from", action="append", default=[], metavar="ADDR",
+                       help="a peer address the admin endpoints answer without a token, "
+                       "besides loopback (repeatable; cluster up --netns passes its bridge's)")
     serve.add_argument("--numa", choices=("default", "interleave"), default="default",
                        help="memory policy (interleave: seed 000's NUMA fix)")
     ha = serve.add_argument_group(
@@ -103,7 +106,7 @@ def run_serve(args) -> int:
         segment_bytes=parse_size(args.segment_size), default_queues=args.queues,
         auto_create_topics=not args.no_auto_create_topics, metrics_dir=args.metrics_dir,
         metrics_roll_s=args.metrics_roll, busy_after_ms=args.busy_after_ms,
-        admin_token=args.admin_token, group=args.group, zk=args.zk, ha_port=args.ha_port,
+        admin_token=args.admin_token, admin_from=tuple(args.admin_from), group=args.group, zk=args.zk, ha_port=args.ha_port,
         replication=args.replication, zk_session_s=args.zk_session_timeout,
         sync_timeout_s=args.sync_timeout,
         store_extra={} if args.max_mapped_queues is None else

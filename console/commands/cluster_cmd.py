@@ -38,6 +38,10 @@ def register(sub) -> None:
     up.add_argument("--segment-size", default="64M", metavar="SIZE")
     up.add_argument("--name", default="floodgate", help="cluster name")
     up.add_argument("--restart", action="store_true", help="restart a broker that dies")
+    up.add_argument("--netns", action="store_true",
+                    help="each broker, ZooKeeper and the controller on a host of its own: a "
+                    "network namespace with its own address on a bridge (root only), so "
+                    "`fault net` can partition them or slow their links")
     up.add_argument("--no-auto-create-topics", action="store_true",
                     help="brokers refuse sends to unknown topics (TOPIC_NOT_EXIST): create "
                          "them with `floodgate topic create`, as in production")
@@ -54,13 +58,19 @@ def run_up(args) -> int:
     groups = _check_up(args)
     configure_logging()
     extra = ["--no-auto-create-topics"] if args.no_auto_create_topics else []
+    if args.netns:
+        from broker_core.cluster.netns import unavailable
+
+        why = unavailable()
+        if why:
+            raise CommandFailed(f"--netns: {why}")
     if groups:
         cluster = Cluster(0, args.base_port, args.data, args.flush, args.segment_size,
                           args.name, extra_args=extra, groups=groups, replicas=args.replicas,
-                          replication=args.replication, zk=args.zk)
+                          replication=args.replication, zk=args.zk, netns=args.netns)
     else:
         cluster = Cluster(args.brokers or 3, args.base_port, args.data, args.flush,
-                          args.segment_size, args.name, extra_args=extra)
+                          args.segment_size, args.name, extra_args=extra, netns=args.netns)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -72,6 +82,11 @@ def run_up(args) -> int:
     for b in spec.brokers:
         group = f"  {b.group} ha {b.ha}" if b.group else ""
         print(f"  {b.name}  tcp {b.addr}  http http://{b.http}/stats{group}", flush=True)
+    if cluster.layout is not None:
+        print(f"  hosts: network namespaces on bridge {cluster.layout.bridge} "
+              f"(this host is {cluster.layout.gateway}): "
+              + ", ".join(f"{h.name} {h.addr}" for h in cluster.layout.hosts.values()
+                          if h.name not in spec.addrs), flush=True)
     print("Ctrl-C (or `floodgate cluster down --cluster FILE`) stops them all.", flush=True)
     try:
         cluster.supervise(stop.is_set, restart=args.restart)
@@ -85,6 +100,8 @@ def _check_up(args) -> int | None:
     """The number of groups (None: single-copy brokers); UsageError on bad values."""
     if args.groups is not None and args.brokers is not None:
         raise UsageError("--brokers and --groups exclude each other")
+    if args.netns and args.zk:
+        raise UsageError("--netns runs its own ZooKeeper on a host of its own: drop --zk")
     if args.groups is None:
         if args.zk:
             raise UsageError("--zk needs --groups")

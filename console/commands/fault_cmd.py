@@ -39,6 +39,9 @@ def register(sub) -> None:
     show = add_subparser(fsub, "show", "print the active fault")
     _target(show)
     show.set_defaults(func=run_show)
+    from console.commands import fault_net_cmd
+
+    fault_net_cmd.register(fsub)
 
 
 def _target(parser) -> None:
