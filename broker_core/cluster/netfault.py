@@ -125,8 +125,9 @@ def loss(layout: NetLayout, state_dir: Path, node: str, pct: float) -> dict:
         raise NetFaultError(f"--loss must be in (0, 100] %, got {pct:g}")
     host = layout.host(node)
     per_10k = round(pct * 100)
-    _drops(host.netns, [f'input iifname "eth0" numgen random mod 10000 < {per_10k} drop',
-                        f'output oifname "eth0" numgen random mod 10000 < {per_10k} drop'])
+    draw = "" if per_10k >= 10000 else f"numgen random mod 10000 < {per_10k} "
+    _drops(host.netns, [f'input iifname "eth0" {draw}drop',
+                        f'output oifname "eth0" {draw}drop'])
     return _record(state_dir, {"kind": "loss", "node": node, "pct": pct})
 
 

@@ -202,7 +202,7 @@ def start_reaper(layout: NetLayout, launcher_pid: int, state: Path) -> subproces
         stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -219,7 +219,7 @@ def _alive(pid: int) -> bool:
 
 def _reap(launcher_pid: int, state: Path) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the launcher's group stop is not ours
-    while _alive(launcher_pid):
+    while alive(launcher_pid):
         if not state.exists():
             return 0  # taken down cleanly
         time.sleep(0.5)

@@ -1,0 +1,84 @@
+"""The chaos checker against recorded histories with known faults: it must find each."""
+
+import json
+
+from broker_core.cluster.chaos_checker import check, load_history
+
+
+def send(t, key, seq, ordered=False):
+    return {"t": t, "type": "send", "key": key, "seq": seq, "ordered": ordered}
+
+
+def ack(t, key, seq, master="group-1-a", group="group-1"):
+    return {"t": t, "type": "ack", "key": key, "seq": seq, "group": group, "master": master,
+            "status": "SEND_OK"}
+
+
+def read(key, seq, offset, queue=0, group="group-1"):
+    return {"t": 99.0, "type": "read", "key": key, "seq": seq, "group": group,
+            "queue": queue, "offset": offset}
+
+
+def clean_history():
+    h = [{"t": 0.0, "type": "master", "group": "group-1", "master": "group-1-a", "epoch": 1}]
+    for seq in range(5):
+        h += [send(seq, "k", seq, ordered=True), ack(seq + 0.01, "k", seq)]
+    h += [read("k", seq, seq) for seq in range(5)]
+    h += [{"t": 50.0, "type": "deliver", "key": "k", "seq": seq} for seq in range(5)]
+    return h
+
+
+def test_a_clean_history_passes():
+    r = check(clean_history())
+    assert r.ok and r.acked == 5 and r.lost == 0 and r.order_violations == 0
+    assert r.duplicates_stored == r.duplicates_delivered == r.split_brain_acks == 0
+
+
+def test_it_finds_a_lost_acknowledged_message():
+    h = [e for e in clean_history() if not (e["type"] == "read" and e["seq"] == 3)]
+    r = check(h)
+    assert not r.ok and r.lost == 1 and r.lost_sample == ["k#3"]
+
+
+def test_it_counts_duplicates_stored_and_delivered():
+    h = clean_history() + [read("k", 2, 7), {"t": 51.0, "type": "deliver", "key": "k",
+                                             "seq": 4}]
+    r = check(h)
+    assert r.ok  # at-least-once: counted, not failed
+    assert r.duplicates_stored == 1 and r.duplicates_delivered == 1
+
+
+def test_it_finds_a_reordering_of_an_ordered_key_and_ignores_unordered_ones():
+    h = [e for e in clean_history() if e["type"] != "read"]
+    h += [read("k", 0, 0), read("k", 2, 1), read("k", 1, 2), read("k", 3, 3), read("k", 4, 4)]
+    r = check(h)
+    assert r.order_violations == 1 and "#1 after #2" in r.order_sample[0] and not r.ok
+    for e in h:
+        if e["type"] == "send":
+            e["ordered"] = False
+    assert check(h).order_violations == 0
+
+
+def test_it_finds_an_ack_from_a_deposed_master_and_times_the_failover():
+    h = clean_history()
+    h += [{"t": 10.0, "type": "master", "group": "group-1", "master": "group-1-b", "epoch": 2},
+          send(11.0, "k", 10), ack(11.2, "k", 10, master="group-1-a"),  # deposed: split brain
+          send(12.0, "k", 11), ack(12.5, "k", 11, master="group-1-b"),
+          read("k", 10, 10), read("k", 11, 11)]
+    r = check(h)
+    assert r.split_brain_acks == 1 and not r.ok
+    assert "acked by group-1-a" in r.split_brain_sample[0]
+    assert r.failovers == [{"group": "group-1", "from": "group-1-a", "to": "group-1-b",
+                            "epoch": 2, "at": 10.0, "first_ack_after_s": 2.5}]
+
+
+def test_unavailability_runs_from_the_first_failed_send_to_the_next_ack(tmp_path):
+    h = clean_history() + [send(20.0, "k", 20), {"t": 23.0, "type": "fail", "key": "k",
+                                                 "seq": 20, "reason": "timed out"},
+                           send(21.0, "k", 21), {"t": 24.0, "type": "fail", "key": "k",
+                                                 "seq": 21, "reason": "timed out"},
+                           send(24.5, "k", 22), ack(24.6, "k", 22), read("k", 22, 22)]
+    path = tmp_path / "history.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in h) + "\n")
+    r = check(load_history(path))
+    assert r.failed == 2 and r.unavailable == [{"from": 20.0, "to": 24.6, "seconds": 4.6}]
