@@ -6,7 +6,7 @@ since the run began):
     {"t": 1.20, "type": "send", "key": "k3", "seq": 17, "ordered": false}
     {"t": 1.21, "type": "ack", "key": "k3", "seq": 17, "group": "group-1",
      "master": "group-1-a", "status": "SEND_OK"}
-    {"t": 1.30, "type": "fail", "key": "k3", "seq": 18, "reason": "..."}
+    {"t": 1.30, "type": "fail", "key": "k3", "seq": 18, "group": "group-1", "reason": "..."}
     {"t": 2.00, "type": "nemesis", "action": "start", "fault": {...}}
     {"t": 2.40, "type": "master", "group": "group-1", "master": "group-1-b", "epoch": 2}
     {"t": 9.00, "type": "deliver", "key": "k3", "seq": 17}      # the consumer group
@@ -19,9 +19,11 @@ What it finds:
   to the consumer group more than once (at-least-once: counted, not failed);
 - order violations: for keys whose sends promised order, the read-back order of a
   key within its queue against its acknowledged sequence;
-- split brain: an acknowledgement from a master for a send begun after ZooKeeper
-  had named another master of its group at a higher epoch (the run fails on any);
-- unavailability: each window from a failed send to the next acknowledged one;
+- split brain: an acknowledgement from a deposed master for a send begun after
+  ZooKeeper had named another master of its group at a higher epoch (the run fails
+  on any);
+- unavailability: per group, each window from a failed send (its last attempt's
+  group) to the group's next acknowledged one;
 - failovers: each change of a group's master, its epoch, and how long after it the
   new master acknowledged its first send.
 """
@@ -34,6 +36,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
+
+# a change of master reaches the run's watcher this late at most (a ZooKeeper watch,
+# then a poll every 50 ms): an ack by the *next* master this soon is not split brain
+OBSERVED_LATE_S = 1.0
 
 
 @dataclass
@@ -53,7 +59,7 @@ class ChaosReport:
     order_sample: list[str] = field(default_factory=list)
     split_brain_acks: int = 0
     split_brain_sample: list[str] = field(default_factory=list)
-    unavailable: list[dict] = field(default_factory=list)  # {from, to, seconds}
+    unavailable: list[dict] = field(default_factory=list)  # {group, from, to, seconds}
     failovers: list[dict] = field(default_factory=list)
     faults: list[dict] = field(default_factory=list)
 
@@ -86,7 +92,8 @@ def check(history: Iterable[dict]) -> ChaosReport:
     read_order: dict[tuple[str, str, int], list[tuple[int, int]]] = defaultdict(list)
     delivered: Counter = Counter()
     masters: dict[str, list[tuple[float, str, int]]] = defaultdict(list)  # group -> changes
-    down_since: float | None = None
+    down_since: dict[str, float] = {}  # group -> its first failed send not yet followed
+    last_ack: dict[str, float] = {}  # by an ack from that group
     open_faults: dict[str, dict] = {}
     for ev in history:
         kind, t = ev.get("type"), float(ev.get("t", 0.0))
@@ -97,14 +104,18 @@ def check(history: Iterable[dict]) -> ChaosReport:
                 ordered_keys.add(ev["key"])
         elif kind == "ack":
             acks[(ev["key"], ev["seq"])] = {**ev, "t0": invoked.get((ev["key"], ev["seq"]), t)}
-            if down_since is not None:
-                r.unavailable.append({"from": down_since, "to": t,
-                                      "seconds": round(t - down_since, 3)})
-                down_since = None
+            group = ev.get("group", "")
+            last_ack[group] = t
+            if group in down_since:
+                since = down_since.pop(group)
+                r.unavailable.append({"group": group, "from": since, "to": t,
+                                      "seconds": round(t - since, 3)})
         elif kind == "fail":
             r.failed += 1
-            if down_since is None:
-                down_since = invoked.get((ev["key"], ev["seq"]), t)
+            group = ev.get("group", "")
+            if group not in down_since:  # from the send that failed, not before the last ack
+                down_since[group] = max(invoked.get((ev["key"], ev["seq"]), t),
+                                        last_ack.get(group, 0.0))
         elif kind == "read":
             reads[(ev["key"], ev["seq"])] += 1
             read_order[(ev["key"], ev["group"], ev["queue"])].append((ev["offset"], ev["seq"]))
@@ -119,8 +130,8 @@ def check(history: Iterable[dict]) -> ChaosReport:
             elif fid in open_faults:
                 f = open_faults.pop(fid)
                 r.faults.append({**f, "end": t})
-    if down_since is not None:
-        r.unavailable.append({"from": down_since, "to": None, "seconds": None})
+    r.unavailable += [{"group": g, "from": since, "to": None, "seconds": None}
+                      for g, since in down_since.items()]
     r.faults += [{**f, "end": None} for f in open_faults.values()]
 
     r.acked = len(acks)
@@ -176,6 +187,9 @@ def _check_masters(r: ChaosReport, acks: dict, masters: dict) -> None:
             if not named or named[-1][1] == ack["master"]:
                 continue
             t, master, epoch = named[-1]
+            if any(c[1] == ack["master"] and c[2] > epoch and c[0] <= ack["t"] + OBSERVED_LATE_S
+                   for c in changes):
+                continue  # the next master, acking before the change reached the watcher
             r.split_brain_acks += 1
             if len(r.split_brain_sample) < 20:
                 r.split_brain_sample.append(

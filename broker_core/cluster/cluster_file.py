@@ -56,6 +56,7 @@ class ClusterFile:
     zk: str = ""  # ZooKeeper of a replicated cluster ("" otherwise)
     replication: str = ""
     netns: dict | None = None  # hosts in network namespaces: cluster.netns.NetLayout
+    restart: bool = False  # the supervisor restarts a broker that dies (`up --restart`)
 
     @property
     def layout(self):
@@ -97,6 +98,8 @@ class ClusterFile:
             data["replication"] = self.replication
         if self.netns:
             data["netns"] = self.netns
+        if self.restart:
+            data["restart"] = True
         data["broker"] = [
             {"name": b.name, "addr": b.addr, "http": b.http, "data": b.data,
              **({"group": b.group, "ha": b.ha} if b.group else {})} for b in self.brokers
@@ -138,4 +141,4 @@ def load_cluster(path: str | Path) -> ClusterFile:
     netns = raw.get("netns")
     return ClusterFile(str(raw.get("name", "floodgate")), brokers, int(pid) if pid else None,
                        str(raw.get("zk", "")), str(raw.get("replication", "")),
-                       netns if isinstance(netns, dict) else None)
+                       netns if isinstance(netns, dict) else None, bool(raw.get("restart")))

@@ -74,6 +74,7 @@ def run_up(args) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    cluster.file.restart = args.restart
     cluster.up()
     spec = cluster.file
     what = (f"{groups} groups x {args.replicas} ({args.replication} replication, "

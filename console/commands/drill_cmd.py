@@ -27,6 +27,9 @@ def register(sub) -> None:
     p.add_argument("--topic", default="drill", help="topic produced to and read back (drill)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
     p.set_defaults(func=run_failover)
+    from console.commands import chaos_cmd
+
+    chaos_cmd.register(dsub)
 
 
 def report_lines(result) -> list[str]:

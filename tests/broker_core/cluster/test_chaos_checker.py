@@ -72,13 +72,29 @@ def test_it_finds_an_ack_from_a_deposed_master_and_times_the_failover():
                             "epoch": 2, "at": 10.0, "first_ack_after_s": 2.5}]
 
 
+def test_an_ack_by_the_next_master_seen_before_its_record_is_not_split_brain():
+    """The watcher learns of a new master a little after the producer does."""
+    h = clean_history()
+    h += [send(10.0, "k", 10), ack(10.1, "k", 10, master="group-1-b"),
+          {"t": 10.3, "type": "master", "group": "group-1", "master": "group-1-b", "epoch": 2},
+          read("k", 10, 10)]
+    r = check(h)
+    assert r.split_brain_acks == 0 and r.ok
+
+
 def test_unavailability_runs_from_the_first_failed_send_to_the_next_ack(tmp_path):
-    h = clean_history() + [send(20.0, "k", 20), {"t": 23.0, "type": "fail", "key": "k",
-                                                 "seq": 20, "reason": "timed out"},
-                           send(21.0, "k", 21), {"t": 24.0, "type": "fail", "key": "k",
-                                                 "seq": 21, "reason": "timed out"},
-                           send(24.5, "k", 22), ack(24.6, "k", 22), read("k", 22, 22)]
+    def fail(t, seq, group="group-1"):
+        return {"t": t, "type": "fail", "key": "k", "seq": seq, "group": group,
+                "reason": "timed out"}
+
+    h = clean_history() + [send(20.0, "k", 20), fail(23.0, 20), send(21.0, "k", 21),
+                           fail(24.0, 21), send(21.5, "k", 30), fail(22.0, 30, "group-2"),
+                           send(24.1, "k", 31), ack(24.2, "k", 31, "group-2-a", "group-2"),
+                           send(24.5, "k", 22), ack(24.6, "k", 22), read("k", 22, 22),
+                           read("k", 31, 0, group="group-2")]
     path = tmp_path / "history.jsonl"
     path.write_text("\n".join(json.dumps(e) for e in h) + "\n")
     r = check(load_history(path))
-    assert r.failed == 2 and r.unavailable == [{"from": 20.0, "to": 24.6, "seconds": 4.6}]
+    assert r.failed == 3 and r.unavailable == [  # per group: the other group's acks
+        {"group": "group-2", "from": 21.5, "to": 24.2, "seconds": 2.7},  # do not end it
+        {"group": "group-1", "from": 20.0, "to": 24.6, "seconds": 4.6}]
