@@ -157,6 +157,20 @@ class ReplicationMaster:
             return lag_bytes, 0.0
         return lag_bytes, max(0.0, now - self._marks_t[i])
 
+    def in_sync_silence(self, now: float | None = None) -> float | None:
+        """How long the in-sync slaves have left an append unacknowledged (the longest;
+        inf for one with no open link), or None when the set is empty."""
+        if not self.in_sync:
+            return None
+        now = self._clock() if now is None else now
+        worst = 0.0
+        for name in self.in_sync:
+            link = self.links.get(name)
+            if link is None or not link.open:
+                return float("inf")
+            worst = max(worst, self.lag(link, now)[1])
+        return worst
+
     def _cut_marks(self, i: int) -> None:
         self._marks_floor = self._marks_end[i - 1]
         del self._marks_end[:i], self._marks_t[:i]

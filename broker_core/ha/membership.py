@@ -8,7 +8,8 @@ loop, newest wins: named master -> MASTER of that epoch, anyone else named
 
 While ZooKeeper is unreachable (SUSPENDED) the broker keeps its role: a
 sync master still needs its slaves' acks, so a partitioned master cannot
-acknowledge what a promoted slave lacks. After a session loss it registers
+acknowledge what a promoted slave lacks; and a sync master that hears neither
+ZooKeeper nor its in-sync slaves stores nothing more (HaNode._cut_off). After a session loss it registers
 again under a new session as soon as it can.
 
 kazoo calls back on its own thread; everything that touches the broker is
@@ -115,6 +116,11 @@ class Membership:
         from kazoo.protocol.states import KazooState
 
         self.state = str(state)
+        connected = state == KazooState.CONNECTED
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(setattr, self.node, "zk_connected", connected)
+        else:
+            self.node.zk_connected = connected
         if state == KazooState.LOST:
             self._lost = True
             log.warning("ZooKeeper session lost: registering again once reconnected")

@@ -32,6 +32,11 @@ from broker_core.protocol import Code
 log = logging.getLogger("floodgate.ha")
 
 
+# a master whose in-sync slaves have been silent this long while ZooKeeper is away takes
+# no send: well inside the shortest session (1 s) after which a slave may be promoted
+CUT_OFF_S = 0.5
+
+
 class Role(StrEnum):
     MASTER = "MASTER"
     SLAVE = "SLAVE"
@@ -62,6 +67,8 @@ class HaNode:
         self.master_name = ""
         self.master_addr = ""
         self.since = wall()
+        # False while the membership's ZooKeeper link is down (SUSPENDED or LOST)
+        self.zk_connected = True
         self.events: deque[dict] = deque(maxlen=50)
         self.master = ReplicationMaster(
             broker.store, self.group, sync=self.sync, timeout_s=settings.sync_timeout_s,
@@ -100,11 +107,25 @@ class HaNode:
     def refusal(self) -> tuple[int, bytes] | None:
         """Why this broker takes no send now (NOT_MASTER and who is), or None."""
         if self.role is Role.MASTER:
-            return None
+            return None if self.zk_connected else self._cut_off()
         where = (f"master is {self.master_name} at {self.master_addr}" if self.master_name
                  else "no master known")
         return Code.NOT_MASTER, (f"{self.name} is {self.role.value.lower()} of group "
                                  f"{self.group} (epoch {self.epoch}); {where}").encode()
+
+    def _cut_off(self) -> tuple[int, bytes] | None:
+        """A sync master that hears neither ZooKeeper nor its in-sync slaves may have
+        been replaced on the other side of a partition: it stores nothing more (a
+        one-copy answer, FLUSH_SLAVE_TIMEOUT, would be cut when it follows again).
+        ZooKeeper alone away (its slaves keep up) changes nothing: nobody can promote."""
+        if not self.sync:
+            return None
+        silent = self.master.in_sync_silence()
+        if silent is None or silent < CUT_OFF_S:
+            return None
+        return Code.NOT_MASTER, (f"{self.name} hears neither ZooKeeper nor its in-sync "
+                                 f"slaves ({silent:.1f} s): it may have been replaced as "
+                                 f"master of group {self.group}; nothing was stored").encode()
 
     def appended(self, end: int) -> None:
         self.master.appended(end)
