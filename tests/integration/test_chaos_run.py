@@ -1,0 +1,51 @@
+"""The CI-sized chaos run (`-m chaos`): two sync-replicated groups on hosts of their own
+under every fault kind for 45 s with a fixed seed; nothing acknowledged may be lost
+and no deposed master may acknowledge. The long run is bench/chaos_long.py."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from broker_core.cluster import netns
+from broker_core.cluster.ports import free_port_range
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.chaos,
+              pytest.mark.timeout(240),
+              pytest.mark.skipif(netns.unavailable() is not None,
+                                 reason=str(netns.unavailable()))]
+
+
+def test_a_seeded_chaos_run_loses_nothing_acknowledged(tmp_path):
+    data = tmp_path / "c"
+    cluster = subprocess.Popen(
+        [sys.executable, "-m", "console.cli", "cluster", "up", "--groups", "2", "--netns",
+         "--restart", "--segment-size", "16M", "--data", str(data),
+         "--base-port", str(free_port_range(13))],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in cluster.stdout:
+            if "stops them all" in line:
+                break
+        history = tmp_path / "history.jsonl"
+        run = subprocess.run(
+            [sys.executable, "-m", "console.cli", "drill", "chaos", "--cluster",
+             str(data / "cluster.toml"), "--duration", "45", "--seed", "11", "--rate", "150",
+             "--history", str(history), "--json"],
+            capture_output=True, text=True, timeout=200)
+    finally:
+        cluster.send_signal(signal.SIGTERM)
+        cluster.wait(60)
+    assert run.stdout, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    assert report["lost"] == 0, report["lost_sample"]
+    assert report["split_brain_acks"] == 0, report["split_brain_sample"]
+    assert run.returncode == 0, run.stderr[-2000:]
+    kinds = {f["fault"]["kind"] for f in report["faults"]}
+    assert len(report["faults"]) >= 4 and len(kinds) >= 3, report["faults"]
+    assert report["acked"] > 3000 and report["read_back"] >= report["acked"]
+    assert history.exists() and (tmp_path / "history.report.json").exists()
