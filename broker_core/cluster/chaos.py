@@ -122,6 +122,7 @@ class _Run:
     paused: set[int] = field(default_factory=set)
     names_by_addr: dict[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])  # in every body
+    fuse: object = None  # the producer's, once it runs
 
 
 def run_chaos(spec: ClusterFile, chaos: ChaosSpec, state_dir: Path) -> ChaosReport:
@@ -132,7 +133,7 @@ def run_chaos(spec: ClusterFile, chaos: ChaosSpec, state_dir: Path) -> ChaosRepo
     run = _Run(spec, chaos, state_dir, History(history_path), routes, random.Random(chaos.seed),
                names_by_addr={b.addr: b.name for b in spec.brokers})
     threads = [threading.Thread(target=f, args=(run,), name=f.__name__, daemon=True)
-               for f in (_watch_masters, _nemesis, _consume)]
+               for f in (_watch_masters, _watch_fuse, _nemesis, _consume)]
     try:
         routes.wait(chaos.settle_timeout)
         for t in threads:
@@ -180,6 +181,7 @@ async def _produce(run: _Run) -> None:
               queue=res.queue_id, offset=res.queue_offset)
 
     async with AsyncProducer(routes=run.routes, timeout=1.0, retries=2) as producer:
+        run.fuse = producer.fuse
         start = loop.time()
         seq, last_flush = 0, start
         while (now := loop.time()) < start + chaos.duration:
@@ -228,6 +230,21 @@ def _watch_masters(run: _Run) -> None:
         time.sleep(0.05)
 
 
+def _watch_fuse(run: _Run) -> None:
+    """The producer's fuse isolating and releasing groups, as it happens."""
+    isolated: dict[str, str] = {}
+    while not run.stop.is_set():
+        fuse = run.fuse
+        if fuse is not None:
+            now = {b.broker: b.reason for b in fuse.snapshot(transitions=False).isolated}
+            for name in now.keys() - isolated.keys():
+                run.history.add("fuse", action="isolate", group=name, reason=now[name])
+            for name in isolated.keys() - now.keys():
+                run.history.add("fuse", action="release", group=name)
+            isolated = now
+        time.sleep(0.1)
+
+
 # -- the nemesis ------------------------------------------------------------------------------
 def _nemesis(run: _Run) -> None:
     chaos, rng = run.chaos, run.rng
@@ -269,26 +286,33 @@ def _apply(run: _Run, kind: str) -> dict:
             side_a, side_b = nodes[:cut], nodes[cut:]
             (side_a if "zookeeper" in side_a else side_b).append(CLIENTS)
         netfault.partition(layout, run.state_dir, side_a, side_b)
-        return {"kind": kind, "a": side_a, "b": side_b}
+        away = side_b if CLIENTS in side_a else side_a  # the side the producers lose
+        return {"kind": kind, "a": side_a, "b": side_b,
+                "groups": sorted({_group_of(spec, n) for n in away} - {""})}
     if kind == "isolate":
         node = master if rng.random() < 0.8 else rng.choice(sorted(layout.hosts))
         netfault.isolate(layout, run.state_dir, node)
-        return {"kind": kind, "node": node}
+        return {"kind": kind, "node": node, "groups": [g for g in [_group_of(spec, node)] if g]}
     if kind == "loss":
         netfault.loss(layout, run.state_dir, master, LOSS_PCT)
-        return {"kind": kind, "node": master, "pct": LOSS_PCT}
+        return {"kind": kind, "node": master, "pct": LOSS_PCT, "groups": [group]}
     if kind == "delay":
         entry = spec.broker(master)
         ports = [int(a.rsplit(":", 1)[1]) for a in (entry.addr, entry.http, entry.ha) if a]
         netfault.delay(layout, run.state_dir, master, DELAY_MS, ports)
-        return {"kind": kind, "node": master, "ms": DELAY_MS}
+        return {"kind": kind, "node": master, "ms": DELAY_MS, "groups": [group]}
     pid = int(broker_role(spec.broker(master).addr).get("pid") or 0)
     if not pid:
         raise BrokerError(f"{master} does not say its pid")
     os.kill(pid, signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
     if kind == "pause":
         run.paused.add(pid)
-    return {"kind": kind, "node": master, "pid": pid}
+    return {"kind": kind, "node": master, "pid": pid, "groups": [group]}
+
+
+def _group_of(spec: ClusterFile, node: str) -> str:
+    """A broker's group ("" for ZooKeeper, a controller or the clients)."""
+    return next((b.group for b in spec.brokers if b.name == node), "")
 
 
 def _heal(run: _Run, fault: dict) -> None:

@@ -25,7 +25,10 @@ What it finds:
 - unavailability: per group, each window from a failed send (its last attempt's
   group) to the group's next acknowledged one;
 - failovers: each change of a group's master, its epoch, and how long after it the
-  new master acknowledged its first send.
+  new master acknowledged its first send;
+- the fuse: each isolation of a group by the producer's fuse and the fault that
+  explains it (none: an unjustified isolation), and for a loss or delay fault how
+  soon its group was isolated.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
+FUSE_GRACE_S = 5.0
 # a change of master reaches the run's watcher this late at most (a ZooKeeper watch,
 # then a poll every 50 ms): an ack by the *next* master this soon is not split brain
 OBSERVED_LATE_S = 1.0
@@ -62,6 +66,8 @@ class ChaosReport:
     unavailable: list[dict] = field(default_factory=list)  # {group, from, to, seconds}
     failovers: list[dict] = field(default_factory=list)
     faults: list[dict] = field(default_factory=list)
+    fuse_isolations: list[dict] = field(default_factory=list)  # {group, at, reason, fault}
+    fuse_unjustified: int = 0  # isolations of a group no fault touched
 
     @property
     def ok(self) -> bool:
@@ -95,6 +101,7 @@ def check(history: Iterable[dict]) -> ChaosReport:
     down_since: dict[str, float] = {}  # group -> its first failed send not yet followed
     last_ack: dict[str, float] = {}  # by an ack from that group
     open_faults: dict[str, dict] = {}
+    isolations: list[dict] = []
     for ev in history:
         kind, t = ev.get("type"), float(ev.get("t", 0.0))
         if kind == "send":
@@ -123,6 +130,14 @@ def check(history: Iterable[dict]) -> ChaosReport:
             delivered[(ev["key"], ev["seq"])] += 1
         elif kind == "master":
             masters[ev["group"]].append((t, ev["master"], int(ev["epoch"])))
+        elif kind == "fuse":
+            if ev["action"] == "isolate":
+                isolations.append({"group": ev["group"], "at": t, "reason": ev.get("reason"),
+                                   "until": None})
+            else:
+                for iso in isolations:
+                    if iso["group"] == ev["group"] and iso["until"] is None:
+                        iso["until"] = t
         elif kind == "nemesis":
             fid = json.dumps(ev["fault"], sort_keys=True)
             if ev["action"] == "start":
@@ -146,7 +161,36 @@ def check(history: Iterable[dict]) -> ChaosReport:
 
     _check_order(r, ordered_keys, read_order)
     _check_masters(r, acks, masters)
+    _check_fuse(r, isolations)
     return r
+
+
+def _check_fuse(r: ChaosReport, isolations: list[dict]) -> None:
+    """Each isolation by the producer's fuse, with the fault that explains it: one on
+    the group's path (its `groups`) in force from FUSE_GRACE_S before to the isolation
+    (a fault just healed still slows its calls), or a failover of the group then.
+    Faults record their start and end; `detect_s` on a loss or delay fault is how soon
+    the fuse isolated its group."""
+    for iso in isolations:
+        t, g = iso["at"], iso["group"]
+        cause = next((f for f in r.faults if g in f["fault"].get("groups", ())
+                      and f["start"] <= t and (f["end"] is None or f["end"] + FUSE_GRACE_S >= t)),
+                     None)
+        if cause is None and any(fo["group"] == g and t - FUSE_GRACE_S <= fo["at"] <= t
+                                 for fo in r.failovers):
+            cause = {"fault": {"kind": "failover"}}
+        r.fuse_isolations.append({**iso, "fault": cause["fault"]["kind"] if cause else None})
+        r.fuse_unjustified += cause is None
+    for f in r.faults:
+        if f["fault"]["kind"] in ("loss", "delay"):
+            mine = [i for i in isolations if i["group"] in f["fault"].get("groups", ())]
+            if any(i["at"] <= f["start"] and (i["until"] is None or i["until"] > f["start"])
+                   for i in mine):
+                f["fuse_detect_s"] = 0.0  # isolated already (an earlier fault's minute)
+                continue
+            hits = [i["at"] - f["start"] for i in mine if i["at"] >= f["start"]
+                    and (f["end"] is None or i["at"] <= f["end"])]
+            f["fuse_detect_s"] = round(min(hits), 3) if hits else None
 
 
 def _check_order(r: ChaosReport, ordered_keys: set[str],

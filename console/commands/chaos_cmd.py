@@ -49,6 +49,14 @@ def report_lines(r) -> list[str]:
         lines.append(f"failover   {fo['group']}: {fo['from']} -> {fo['to']} (epoch "
                      f"{fo['epoch']}) at {fo['at']:.1f} s; first ack by it "
                      + (f"{after:.2f} s later" if after is not None else "never"))
+    detected = [f.get("fuse_detect_s") for f in r.faults if f["fault"]["kind"] in
+                ("loss", "delay")]
+    if r.fuse_isolations or detected:
+        seen = [d for d in detected if d is not None]
+        lines.append(f"fuse       {len(r.fuse_isolations)} isolation(s), {r.fuse_unjustified} "
+                     f"of a group no fault touched; lossy/slow masters isolated "
+                     f"{len(seen)} of {len(detected)}"
+                     + (f", in {min(seen):.2f}-{max(seen):.2f} s" if seen else ""))
     windows = sorted(w["seconds"] for w in r.unavailable if w["seconds"] is not None)
     if r.unavailable:
         lines.append(f"unavailable {len(r.unavailable)} window(s) (a group's failed send to "

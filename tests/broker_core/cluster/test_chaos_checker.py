@@ -98,3 +98,22 @@ def test_unavailability_runs_from_the_first_failed_send_to_the_next_ack(tmp_path
     assert r.failed == 3 and r.unavailable == [  # per group: the other group's acks
         {"group": "group-2", "from": 21.5, "to": 24.2, "seconds": 2.7},  # do not end it
         {"group": "group-1", "from": 20.0, "to": 24.6, "seconds": 4.6}]
+
+
+def test_fuse_isolations_are_explained_by_a_fault_on_their_path_or_counted():
+    loss = {"kind": "loss", "node": "group-2-a", "pct": 5.0, "groups": ["group-2"]}
+    h = clean_history() + [
+        {"t": 10.0, "type": "nemesis", "action": "start", "fault": loss},
+        {"t": 10.6, "type": "fuse", "action": "isolate", "group": "group-2", "reason": "slow"},
+        {"t": 14.0, "type": "nemesis", "action": "stop", "fault": loss},
+        {"t": 30.0, "type": "fuse", "action": "isolate", "group": "group-3", "reason": "slow"}]
+    r = check(h)
+    assert [(i["group"], i["fault"]) for i in r.fuse_isolations] == [("group-2", "loss"),
+                                                                      ("group-3", None)]
+    assert r.fuse_unjustified == 1
+    assert r.faults[0]["fuse_detect_s"] == 0.6
+    again = dict(loss, node="group-2-b")  # within the isolation's minute: isolated already
+    h += [{"t": 40.0, "type": "nemesis", "action": "start", "fault": again},
+          {"t": 44.0, "type": "nemesis", "action": "stop", "fault": again},
+          {"t": 70.6, "type": "fuse", "action": "release", "group": "group-2"}]
+    assert check(h).faults[1]["fuse_detect_s"] == 0.0
