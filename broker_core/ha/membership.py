@@ -169,7 +169,7 @@ class Membership:
         node = self.node
         node.learn_epoch(record.epoch)
         if record.master == node.name:
-            await node.become_master(record.epoch, frozenset(record.in_sync))
+            await node.become_master(record.epoch, frozenset(record.in_sync), record.reason)
         else:
             await node.become_slave(MasterInfo(record.master, record.master_ha, record.epoch),
                                     record.master_addr)

@@ -143,7 +143,9 @@ class HaNode:
         return self.master.park(end, done) if self.sync else Code.OK
 
     # -- role changes -----------------------------------------------------------------
-    async def become_master(self, epoch: int, in_sync: frozenset[str] = frozenset()) -> None:
+    async def become_master(self, epoch: int, in_sync: frozenset[str] = frozenset(),
+                            reason: str = "") -> None:
+        """`reason`: why the record names it (the controller's words), for its events."""
         if self.role is Role.MASTER and epoch == self.epoch:
             return
         if self.slave is not None:
@@ -158,7 +160,8 @@ class HaNode:
         self.epoch, self.role = epoch, Role.MASTER
         self.master_name, self.master_addr = self.name, self.broker.config.addr
         self.master.start(frozenset(in_sync) - {self.name})
-        self._event("master", f"epoch {epoch}, log at {start}")
+        self._event("master", f"epoch {epoch}, log at {start}" + (f"; {reason}" if reason
+                                                                   else ""))
 
     async def become_slave(self, master: MasterInfo, master_addr: str) -> None:
         following = self.slave.master if self.slave is not None else None

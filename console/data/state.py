@@ -90,6 +90,7 @@ class BrokerView:
     repl_lag_s: float | None = None  # a master's worst slave
     replication: str = ""
     role_since: float | None = None  # wall clock of its last role change
+    role_why: str = ""  # why it became master (the controller's words), when it says
     stats: BrokerStats | None = None  # the latest /stats answer, for the broker screen
     history: tuple[HistorySecond, ...] = ()  # send histograms per second, oldest first
 
@@ -299,6 +300,7 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
         repl_lag_bytes=ha.worst_lag_bytes if ha else None,
         repl_lag_s=ha.worst_lag_s if ha else None,
         role_since=_since(ha) if ha else None,
+        role_why=_role_why(ha) if ha else "",
         last_seen=stats.time or now, in_per_s=send10.msgs_per_s, out_per_s=pull10.msgs_per_s,
         mean=send10.mean, p50=send10.p50, p99=send10.p99, p999=send10.p999, max=send10.max,
         over_20ms=send10.over_20ms, errors=send10.errors,
@@ -306,6 +308,41 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
         consumer_lag=sum(stats.consumer_lag.values()),
         fault=stats.faults if stats.fault_active else None, stats=stats,
         history=merge_history(prev.history if prev else (), stats.history.get("send", ())))
+
+
+def _role_why(ha) -> str:
+    """The reason its latest `master` event gives (after "; "), or ""."""
+    masters = [e for e in ha.events if e.get("kind") == "master"]
+    detail = str(masters[-1].get("detail", "")) if masters else ""
+    return detail.split("; ", 1)[1] if "; " in detail else ""
+
+
+def _peers_see(b: BrokerView, brokers: Sequence[BrokerView]) -> str:
+    """For a broker the console cannot reach: which members of its group still
+    replicate with it ("" when none does: down, or cut off from them too)."""
+    seen = []
+    for peer in brokers:
+        ha = peer.stats.ha if peer.stats is not None else None
+        if peer is b or ha is None or peer.group != b.group or peer.state == "DOWN":
+            continue
+        if ha.role == "MASTER" and any(sl.name == b.name for sl in ha.slaves):
+            seen.append(f"{peer.name} streams to it")
+        following = ha.doc.get("following") or {}
+        if ha.role == "SLAVE" and following.get("master") == b.name and \
+                following.get("connected"):
+            seen.append(f"{peer.name} follows it")
+    return ", ".join(seen)
+
+
+def with_peers(brokers: Sequence[BrokerView]) -> tuple[BrokerView, ...]:
+    """DOWN brokers its group's members still replicate with are unreachable from here,
+    not dead (a partition between the console and them): say so."""
+    out = []
+    for b in brokers:
+        seen = _peers_see(b, brokers) if b.state == "DOWN" and b.group else ""
+        out.append(replace(b, reason=f"unreachable from here ({b.reason}); alive to its "
+                                     f"peers: {seen}") if seen else b)
+    return tuple(out)
 
 
 def _since(ha) -> float | None:
@@ -360,11 +397,28 @@ def _events(prev: ClusterState | None, brokers: Sequence[BrokerView], now: float
         if old is not None and old.role and b.role and \
                 (old.role, old.epoch) != (b.role, b.epoch):
             if b.role == "MASTER" and old.role != "MASTER":
-                text = f"failover: master of {b.group} at epoch {b.epoch} (was {old.role})"
+                text = (f"failover: master of {b.group} at epoch {b.epoch} (was {old.role})"
+                        + _failover_cause(b, prev, brokers))
             else:
                 text = f"{old.role} → {b.role} of {b.group} (epoch {old.epoch} → {b.epoch})"
             events.append(Event(now, b.name, text))
     return tuple(events[-MAX_EVENTS:])
+
+
+def _failover_cause(new: BrokerView, prev: ClusterState, brokers: Sequence[BrokerView]) -> str:
+    """Why, as far as the console can tell: the controller's reason, and whether the
+    old master still answers (then it was cut off from ZooKeeper, not dead)."""
+    why = f": {new.role_why}" if new.role_why else ""
+    old = next((b for b in prev.brokers if b.group == new.group and b.role == "MASTER"
+                and b.name != new.name), None)
+    if old is None:
+        return why
+    now = next((b for b in brokers if b.key == old.key), None)
+    if now is not None and now.answering:
+        return why + f"; {old.name} still answers here: cut off from ZooKeeper, not dead"
+    if now is not None and "alive to its peers" in now.reason:
+        return why + f"; {old.name} unreachable from here but alive to its peers"
+    return why + f"; {old.name} does not answer"
 
 
 def build_state(samples: Sequence[BrokerSample], producers: Sequence[ProducerSample] = (),
@@ -375,8 +429,8 @@ def build_state(samples: Sequence[BrokerSample], producers: Sequence[ProducerSam
     pviews = tuple(producer_view(p) for p in producers)
     isolated = _isolation(pviews)
     before = {b.key: b for b in prev.brokers} if prev else {}
-    brokers = tuple(broker_view(s, before.get(s.key), isolated, now, down_after, sla_max_s)
-                    for s in samples)
+    brokers = with_peers([broker_view(s, before.get(s.key), isolated, now, down_after,
+                                      sla_max_s) for s in samples])
     answered = (prev.answered if prev else 0) + sum(1 for b in brokers if b.answering)
     asked = (prev.asked if prev else 0) + len(brokers)
     summary = summarize(brokers, pviews, answered, asked)

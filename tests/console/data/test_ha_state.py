@@ -39,7 +39,7 @@ def test_roles_lag_and_a_failover_seen_as_event_and_alert():
                       sample(doc("g1-b", "g1", "MASTER", 2, since=101, in_sync=()), "b")],
                      prev=s1, now=102)
     texts = [e.text for e in s2.events]
-    assert "failover: master of g1 at epoch 2 (was SLAVE)" in texts
+    assert "failover: master of g1 at epoch 2 (was SLAVE); g1-a does not answer" in texts
     keys = {al.key for al in s2.active_alerts}
     assert {"failover:g1", "no-slave:g1"} <= keys
     assert next(al for al in s2.active_alerts if al.key == "no-slave:g1").severity == "critical"
@@ -68,3 +68,37 @@ def test_ha_columns_only_for_replicated_clusters():
     row = [c.cell(ha.brokers[0], ha.sla).plain for c in columns_for(ha.brokers)]
     assert row[2:4] == ["g1", "master e4"]
     assert render(ha).columns[3].header == "role"
+
+
+def test_a_master_cut_off_from_the_console_but_not_its_slave_is_said_to_be_alive():
+    """Unreachable from here while its slave still follows it: not plainly DOWN."""
+    slave = doc("g1-b", "g1", "SLAVE", 1)
+    slave["ha"]["following"] = {"master": "g1-a", "connected": True, "lag_bytes": 0}
+    s1 = build_state([sample(doc("g1-a", "g1", "MASTER", 1), "a"), sample(slave, "b")],
+                     now=1)
+    s2 = build_state([BrokerSample("a", "g1-a", None, "timed out"), sample(slave, "b")],
+                     prev=s1, now=2, down_after=1)
+    a = s2.brokers[0]
+    assert a.state == "DOWN"
+    assert a.reason == "unreachable from here (timed out); alive to its peers: g1-b follows it"
+    slave["ha"]["following"]["connected"] = False  # its slave lost it too: just down
+    s3 = build_state([BrokerSample("a", "g1-a", None, "timed out"), sample(slave, "b")],
+                     prev=s2, now=3, down_after=1)
+    assert s3.brokers[0].reason == "timed out"
+
+
+def test_a_failover_whose_old_master_still_answers_says_it_was_cut_off():
+    """The controller's reason, and the old master answering: a partition from
+    ZooKeeper, not a crash."""
+    s1 = build_state([sample(doc("g1-a", "g1", "MASTER", 1), "a"),
+                      sample(doc("g1-b", "g1", "SLAVE", 1), "b")], now=1)
+    promoted = doc("g1-b", "g1", "MASTER", 2, since=2, in_sync=())
+    promoted["ha"]["events"] = [{"kind": "master", "time": 2, "epoch": 2, "detail":
+                                 "epoch 2, log at 900; failover: g1-a lost its ZooKeeper "
+                                 "session"}]
+    s2 = build_state([sample(doc("g1-a", "g1", "NONE", 2), "a"), sample(promoted, "b")],
+                     prev=s1, now=3)
+    text = next(e.text for e in s2.events if e.text.startswith("failover"))
+    assert text == ("failover: master of g1 at epoch 2 (was SLAVE): failover: g1-a lost its "
+                    "ZooKeeper session; g1-a still answers here: cut off from ZooKeeper, "
+                    "not dead")
