@@ -69,7 +69,9 @@ HEARTBEAT_S = 2.0
 PULL_WAIT_MS = 2000  # how long a broker holds a pull on a caught-up queue
 PULL_BATCH = 32  # messages a pull asks for, per queue it names (RocketMQ's pullBatchSize)
 BUFFER_PER_QUEUE = 256  # messages fetched and not yet handed out, before a queue's next pull
-DOWN_S = 1.0  # a broker that failed a pull is not asked again for this long (its slave is)
+DOWN_S = 1.0  # a broker that failed a pull is not asked again for this long (its slave is),
+DOWN_MAX_S = 16.0  # doubling with each failure in a row up to this: one that cannot be
+# reached (a partition) would otherwise cost a whole timeout every second
 ANSWER_S = 0.02  # a poll that sent pulls waits at least this long for their answers
 SAVE_OFFSETS_S = 1.0  # a broadcast instance writes its offsets file at most this often
 
@@ -158,6 +160,7 @@ class Consumer:
         self._ready: deque[tuple[tuple[str, int], list[Message], int]] = deque()
         self._buffered: dict[tuple[str, int], int] = {}
         self._down: dict[str, float] = {}  # address -> not pulled from until then
+        self._fails: dict[str, int] = {}  # address -> failures in a row
         self.corrupt = 0  # records that failed their CRC, skipped
         self._members: tuple[str, ...] = ()
         self._reset = 0  # the last operator's reset of the group's offsets heard of
@@ -193,13 +196,25 @@ class Consumer:
         if self.routes is None:
             return self._call_at(broker, op, body, timeout)
         last: BrokerUnavailable | None = None
-        for addr in self.routes.replicas(broker):  # the master first, then its slaves
+        now = self._clock()
+        replicas = self.routes.replicas(broker)  # the master first, then its slaves
+        up = [a for a in replicas if self._down.get(a, 0.0) <= now]
+        for addr in up + [a for a in replicas if a not in up]:  # the down ones last
             self._pool.addrs.setdefault(addr, addr)
             try:
-                return self._call_at(addr, op, body, timeout)
+                answer = self._call_at(addr, op, body, timeout)
             except BrokerUnavailable as exc:
                 last = exc
+                self._mark_down(addr)
+                continue
+            self._fails.pop(addr, None)
+            return answer
         raise last or BrokerUnavailable(f"group {broker}: no broker known")
+
+    def _mark_down(self, addr: str) -> None:
+        """Not asked again for DOWN_S, doubling with each failure in a row."""
+        n = self._fails[addr] = self._fails.get(addr, 0) + 1
+        self._down[addr] = self._clock() + min(DOWN_MAX_S, DOWN_S * 2 ** (n - 1))
 
     def _call_at(self, name: str, op: Op, body: bytes, timeout: float):
         try:
@@ -400,7 +415,7 @@ class Consumer:
                                   min(MAX_PULL_MSGS, PULL_BATCH * len(queues)), PULL_WAIT_MS)
                 fut = self._pool.get(addr).request(Op.PULL, encode_pull(req), watched=True)
             except (BrokerUnavailable, BrokerError):
-                self._down[addr] = self._clock() + DOWN_S
+                self._mark_down(addr)
                 continue
             self._inflight[broker] = (addr, fut, self._clock())
             sent = True
@@ -426,7 +441,7 @@ class Consumer:
                 if now - sent > self.timeout + PULL_WAIT_MS / 1000:
                     self._pool.get(addr).forget(fut)
                     del self._inflight[broker]
-                    self._down[addr] = now + DOWN_S
+                    self._mark_down(addr)
                 continue
             del self._inflight[broker]
             self._answered(broker, addr, fut)
@@ -435,8 +450,9 @@ class Consumer:
         try:
             code, body = fut.result()
         except BrokerUnavailable:
-            self._down[addr] = self._clock() + DOWN_S
+            self._mark_down(addr)
             return
+        self._fails.pop(addr, None)  # it answered
         if code == Code.NO_PERMISSION:  # the topic not readable there: not asked for a while
             self._down[addr] = self._clock() + DOWN_S
             return

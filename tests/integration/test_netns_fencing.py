@@ -120,3 +120,30 @@ def test_a_controller_cut_off_promotes_nobody(group):
     wait_for(lambda: broker_role(master.addr).get("role") == "MASTER"
              or group_records(cluster.file)["group-1"].epoch > before.epoch, 20,
              "the group served again")
+
+
+def test_a_consumer_cut_off_from_a_live_master_reads_from_its_slave(group):
+    """The master is alive and master in ZooKeeper, only the consumers' host cannot
+    reach it: the group's messages come from the slave."""
+    from broker_core.client.consumer import Consumer
+    from broker_core.client.producer import Producer
+    from broker_core.ha.routes import routes_for
+
+    cluster, master, slave = group
+    routes = routes_for(cluster.file)
+    try:
+        routes.wait()
+        with Producer(routes=routes, fuse=False) as producer:
+            assert {producer.send("orders", b"m%d" % i).status for i in range(100)} == \
+                {"SEND_OK"}
+        netfault.partition(cluster.layout, cluster.data, [netns.CLIENTS], [master.name])
+        got = []
+        with Consumer("billing", "orders", routes=routes) as consumer:
+            deadline = time.monotonic() + 30
+            while len(got) < 100 and time.monotonic() < deadline:
+                got += consumer.poll(64, timeout=0.5)
+        assert sorted(m.body for m in got) == sorted(b"m%d" % i for i in range(100))
+        assert group_records(cluster.file)["group-1"].master == master.name  # no failover
+    finally:
+        netfault.heal(cluster.layout, cluster.data)
+        routes.close()
