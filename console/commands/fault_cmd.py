@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from broker_core.client import admin
 from console.commands.common import (
     NON_NEGATIVE,
@@ -36,16 +38,19 @@ def register(sub) -> None:
     clear = add_subparser(fsub, "clear", "remove every injected fault")
     _target(clear)
     clear.set_defaults(func=run_clear)
-    show = add_subparser(fsub, "show", "print the active fault")
-    _target(show)
+    show = add_subparser(fsub, "show", "print the active fault (of a broker, or with "
+                         "--cluster every broker's and the network faults in force)")
+    _target(show, required=False)
+    show.add_argument("--cluster", type=Path, metavar="FILE",
+                      help="a cluster file: every broker's fault, and `fault net`'s")
     show.set_defaults(func=run_show)
     from console.commands import fault_net_cmd
 
     fault_net_cmd.register(fsub)
 
 
-def _target(parser) -> None:
-    parser.add_argument("--broker", required=True, metavar="HTTP_ADDR",
+def _target(parser, required: bool = True) -> None:
+    parser.add_argument("--broker", required=required, metavar="HTTP_ADDR",
                         help="the broker's HTTP address, e.g. 127.0.0.1:10912")
     parser.add_argument("--admin-token", help="the broker's --admin-token, if it set one")
     parser.add_argument("--json", action="store_true")
@@ -133,4 +138,29 @@ def run_clear(args) -> int:
 
 
 def run_show(args) -> int:
-    return _print(args, call(args.broker, "GET", None, args.admin_token))
+    if bool(args.broker) == bool(args.cluster):
+        raise UsageError("give --broker HTTP_ADDR or --cluster FILE")
+    if args.broker:
+        return _print(args, call(args.broker, "GET", None, args.admin_token))
+    from broker_core.cluster import netfault
+    from broker_core.cluster.cluster_file import load_cluster
+
+    spec = load_cluster(args.cluster)
+    brokers = {}
+    for b in spec.brokers:
+        try:
+            brokers[b.name] = admin.fault(b.http, "GET", None, args.admin_token)
+        except admin.AdminError as exc:
+            brokers[b.name] = {"error": str(exc)}
+    net = netfault.load(Path(args.cluster).parent) if spec.layout is not None else []
+    if args.json:
+        print_json({"brokers": brokers, "network": net})
+        return 0
+    for name, state in brokers.items():
+        text = (f"unreachable: {state['error']}" if "error" in state
+                else describe(state) if state.get("active") else "no fault active")
+        print(f"{name}: {text}")
+    if spec.layout is not None:
+        print("network: " + ("; ".join(netfault.describe(f) for f in net) if net
+                             else "no fault in force"))
+    return 0

@@ -126,6 +126,15 @@ def test_targets_and_values_it_did_not_make_are_refused(hosts):
                             capture_output=True, text=True)
     assert result.returncode != 0 and len(result.stderr.strip().splitlines()) == 1
     assert "no host '10.0.0.1'" in result.stderr
+    netfault.loss(layout, state, "broker-2", 5)
+    try:
+        shown = subprocess.run([sys.executable, "-m", "console.cli", "fault", "show",
+                                "--cluster", str(hosts.path)], capture_output=True, text=True)
+    finally:
+        netfault.heal(layout, state)
+    assert shown.returncode == 0, shown.stderr
+    assert "broker-1: no fault active" in shown.stdout
+    assert "network: loss 5 % on broker-2's link" in shown.stdout
 
 
 def test_a_sigkilled_launcher_leaves_no_namespace_link_rule_or_process(tmp_path):
