@@ -183,6 +183,7 @@ class Cluster:
         from dataclasses import replace
 
         from broker_core.cluster import netns
+        from broker_core.cluster.netns_reaper import start_reaper
 
         nodes = [e.name for e in entries]
         if self.zookeeper is not None:
@@ -190,7 +191,7 @@ class Cluster:
         nodes += [f"controller-{i + 1}" for i in range(controllers if zk else 0)]
         self.layout = netns.create(nodes)
         self.data.mkdir(parents=True, exist_ok=True)
-        self.reaper = netns.start_reaper(self.layout, os.getpid(), self.data / "netns.json")
+        self.reaper = start_reaper(self.layout, os.getpid(), self.data / "netns.json")
 
         def moved(addr: str, host: str) -> str:
             return f"{host}:{addr.rsplit(':', 1)[1]}" if addr else ""

@@ -12,19 +12,16 @@ link. The layout, for 2 hosts of cluster tag `3f2a`::
 The addresses live only on that bridge: no default route in a namespace, no NAT,
 no rule in the host's own tables, so nothing leaves the host. N is the first
 10.213.N.0/24 not on any interface. `destroy` removes what `create` made; a
-reaper process (`python -m broker_core.cluster.netns reap`) does it when the
-launcher dies without doing it itself.
+reaper process (cluster.netns_reaper) does it when the launcher dies without
+doing it itself.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -188,53 +185,3 @@ def leftovers(tag: str) -> list[str]:
     out += [ln.split(":")[1].strip().split("@")[0] for ln in links.splitlines()
             if f"fg{tag}" in ln]
     return out
-
-
-# -- the reaper: the launcher's death must not leave namespaces behind -----------------------
-def start_reaper(layout: NetLayout, launcher_pid: int, state: Path) -> subprocess.Popen:
-    """A process of its own session that removes `layout` (killing what runs in it)
-    once `launcher_pid` is gone; `state` is the layout's file, deleted by a clean
-    `down` (then the reaper only exits)."""
-    state.write_text(json.dumps(layout.to_dict()), encoding="utf-8")
-    return subprocess.Popen(
-        [sys.executable, "-m", "broker_core.cluster.netns", "reap", str(launcher_pid),
-         str(state)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of nobody waiting: dead for our purpose
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _reap(launcher_pid: int, state: Path) -> int:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the launcher's group stop is not ours
-    while alive(launcher_pid):
-        if not state.exists():
-            return 0  # taken down cleanly
-        time.sleep(0.5)
-    if not state.exists():
-        return 0
-    from broker_core.cluster import netfault  # rules and relays first, then the hosts
-
-    layout = NetLayout.from_dict(json.loads(state.read_text(encoding="utf-8")))
-    netfault.heal(layout, state.parent)
-    destroy(layout)
-    state.unlink(missing_ok=True)
-    return 0
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "reap":
-        sys.exit(_reap(int(sys.argv[2]), Path(sys.argv[3])))
-    sys.exit("usage: python -m broker_core.cluster.netns reap LAUNCHER_PID STATE_FILE")

@@ -16,6 +16,7 @@ import pytest
 
 from broker_core.cluster import netfault, netns
 from broker_core.cluster.launcher import Cluster
+from broker_core.cluster.netns_reaper import alive
 from broker_core.cluster.ports import free_port_range
 
 pytestmark = [pytest.mark.integration,
@@ -160,6 +161,6 @@ def test_a_sigkilled_launcher_leaves_no_namespace_link_rule_or_process(tmp_path)
     while netns.leftovers(tag) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert netns.leftovers(tag) == []
-    assert not [pid for pid in in_them if netns.alive(pid)]  # (a zombie is not alive)
+    assert not [pid for pid in in_them if alive(pid)]  # (a zombie is not alive)
     assert "floodgate" not in subprocess.run(["nft", "list", "ruleset"], capture_output=True,
                                              text=True).stdout
