@@ -46,6 +46,6 @@ class ConsumerGroupScreen(StateScreen):
         self.update_state(state)
 
     def action_offsets(self) -> None:
-        from console.tui.screens.consumers import open_offsets
+        from console.tui.screens.group_offsets import open_offsets
 
         open_offsets(self.app, self.group)

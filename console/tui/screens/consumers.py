@@ -44,13 +44,6 @@ class ConsumersScreen(StateScreen):
     def action_offsets(self) -> None:
         name = self.query_one(GroupTable).cursor_group
         if name is not None:
+            from console.tui.screens.group_offsets import open_offsets
+
             open_offsets(self.app, name)
-
-
-def open_offsets(app, name: str) -> None:
-    """The offsets screen of group `name` (a broadcast instance's row: its group's)."""
-    from console.tui.screens.group_offsets import GroupOffsetsScreen
-
-    state = getattr(app, "state", None)
-    view = state.group(name) if state is not None else None
-    app.push_screen(GroupOffsetsScreen(view.group if view is not None else name))

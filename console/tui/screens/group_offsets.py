@@ -46,3 +46,10 @@ class GroupOffsetsScreen(BackOnEscape):
     def show(self, view: offsets.OffsetsView) -> None:
         self.view = view
         self.query_one("#offsets-table", Static).update(group_offsets.render(view, time.time()))
+
+
+def open_offsets(app, name: str) -> None:
+    """The offsets screen of group `name` (a broadcast instance's row: its group's)."""
+    state = getattr(app, "state", None)
+    view = state.group(name) if state is not None else None
+    app.push_screen(GroupOffsetsScreen(view.group if view is not None else name))
