@@ -111,6 +111,10 @@ def main() -> None:
         "duplicates_stored": r["duplicates_stored"],
         "duplicates_delivered": r["duplicates_delivered"],
         "failovers": len(r["failovers"]),
+        "failover_unavailable_median_s": (round(statistics.median(per), 3) if (per := [
+            fo["unavailable_s"] for fo in r["failovers"] if fo["unavailable_s"] is not None])
+            else None),
+        "failover_unavailable_max_s": max(per, default=None),
         "unavailable_windows": len(windows),
         "unavailable_median_s": round(statistics.median(windows), 3) if windows else 0.0,
         "unavailable_max_s": max(windows, default=0.0),

@@ -24,8 +24,9 @@ What it finds:
   on any);
 - unavailability: per group, each window from a failed send (its last attempt's
   group) to the group's next acknowledged one;
-- failovers: each change of a group's master, its epoch, and how long after it the
-  new master acknowledged its first send;
+- failovers: each change of a group's master, its epoch, how long after it the new
+  master acknowledged its first send, and the group's unavailability window around it
+  (0: no send failed);
 - the fuse: each isolation of a group by the producer's fuse and the fault that
   explains it (none: an unjustified isolation), and for a loss or delay fault how
   soon its group was isolated.
@@ -161,6 +162,10 @@ def check(history: Iterable[dict]) -> ChaosReport:
 
     _check_order(r, ordered_keys, read_order)
     _check_masters(r, acks, masters)
+    for fo in r.failovers:  # the group's window around it: failed sends to the next ack
+        around = [w for w in r.unavailable if w["group"] == fo["group"] and w["from"] <= fo["at"]
+                  and (w["to"] is None or w["to"] >= fo["at"])]
+        fo["unavailable_s"] = around[0]["seconds"] if around else 0.0
     _check_fuse(r, isolations)
     return r
 

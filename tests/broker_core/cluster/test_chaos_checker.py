@@ -69,7 +69,8 @@ def test_it_finds_an_ack_from_a_deposed_master_and_times_the_failover():
     assert r.split_brain_acks == 1 and not r.ok
     assert "acked by group-1-a" in r.split_brain_sample[0]
     assert r.failovers == [{"group": "group-1", "from": "group-1-a", "to": "group-1-b",
-                            "epoch": 2, "at": 10.0, "first_ack_after_s": 2.5}]
+                            "epoch": 2, "at": 10.0, "first_ack_after_s": 2.5,
+                            "unavailable_s": 0.0}]
 
 
 def test_an_ack_by_the_next_master_seen_before_its_record_is_not_split_brain():
@@ -90,14 +91,17 @@ def test_unavailability_runs_from_the_first_failed_send_to_the_next_ack(tmp_path
     h = clean_history() + [send(20.0, "k", 20), fail(23.0, 20), send(21.0, "k", 21),
                            fail(24.0, 21), send(21.5, "k", 30), fail(22.0, 30, "group-2"),
                            send(24.1, "k", 31), ack(24.2, "k", 31, "group-2-a", "group-2"),
-                           send(24.5, "k", 22), ack(24.6, "k", 22), read("k", 22, 22),
-                           read("k", 31, 0, group="group-2")]
+                           {"t": 22.5, "type": "master", "group": "group-1",
+                            "master": "group-1-b", "epoch": 2},
+                           send(24.5, "k", 22), ack(24.6, "k", 22, "group-1-b"),
+                           read("k", 22, 22), read("k", 31, 0, group="group-2")]
     path = tmp_path / "history.jsonl"
     path.write_text("\n".join(json.dumps(e) for e in h) + "\n")
     r = check(load_history(path))
     assert r.failed == 3 and r.unavailable == [  # per group: the other group's acks
         {"group": "group-2", "from": 21.5, "to": 24.2, "seconds": 2.7},  # do not end it
         {"group": "group-1", "from": 20.0, "to": 24.6, "seconds": 4.6}]
+    assert [fo["unavailable_s"] for fo in r.failovers] == [4.6]  # the window around it
 
 
 def test_fuse_isolations_are_explained_by_a_fault_on_their_path_or_counted():
