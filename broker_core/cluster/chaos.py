@@ -96,8 +96,10 @@ class History:
         self._lock = threading.Lock()
         self.t0 = time.monotonic()
 
-    def add(self, kind: str, **fields) -> None:
-        line = json.dumps({"t": round(time.monotonic() - self.t0, 4), "type": kind, **fields})
+    def add(self, kind: str, at: float | None = None, **fields) -> None:
+        """`at`: when it happened (time.monotonic()), if not now."""
+        t = (time.monotonic() if at is None else at) - self.t0
+        line = json.dumps({"t": round(t, 4), "type": kind, **fields})
         with self._lock:
             self._f.write(line + "\n")
 
@@ -251,13 +253,14 @@ def _nemesis(run: _Run) -> None:
     run.stop.wait(rng.uniform(*chaos.gap_s))
     while not run.stop.is_set():
         kind = rng.choice(chaos.faults)
+        began = time.monotonic()  # applying takes a few hundred ms: it acts from the first
         try:
             fault = _apply(run, kind)
         except BrokerError as exc:
             log.warning("nemesis: %s not applied: %s", kind, exc)
             run.stop.wait(1.0)
             continue
-        run.history.add("nemesis", action="start", fault=fault)
+        run.history.add("nemesis", at=began, action="start", fault=fault)
         run.stop.wait(rng.uniform(*chaos.fault_s))
         _heal(run, fault)
         run.history.add("nemesis", action="stop", fault=fault)
