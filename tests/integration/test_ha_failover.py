@@ -1,6 +1,6 @@
 """Replicated groups as real processes on a real ZooKeeper: kill -9 of a master
-under load loses nothing acknowledged; a paused master is fenced and cuts its
-tail; a controller dying with a failover due hands it to the other; ZooKeeper
+under load loses nothing acknowledged; a paused master is fenced (refuses, or cuts
+its tail); a controller dying with a failover due hands it to the other; ZooKeeper
 itself away for seconds promotes nobody."""
 
 from __future__ import annotations
@@ -95,8 +95,12 @@ def test_paused_master_is_fenced_and_cuts_its_tail(ha_cluster):
     state = wait_for(lambda: (s := broker_role(a.addr)).get("role") == "SLAVE"
                      and s.get("following", {}).get("connected") and s, 20, "old master follows")
     assert state["epoch"] == new.epoch
+    # a master that resumes to silence refuses before storing (NOT_MASTER); whatever it
+    # stored before it noticed is cut from its log when it follows the new master
+    stored = [c for c in answers if c != Code.NOT_MASTER]
     cut = [e for e in state["events"] if e["kind"] == "truncated"]
-    assert cut and cut[-1]["bytes"] > 0, state["events"]
+    if stored:
+        assert cut and cut[-1]["bytes"] > 0, (answers, state["events"])
     end_b = wait_for(lambda: broker_role(b.addr)["offset"], 5)
     wait_for(lambda: broker_role(a.addr)["offset"] == end_b, 10, "logs agree")
     conn.close()
