@@ -31,9 +31,11 @@ from broker_core.client.attempts import (
     producer_brokers,
     with_group,
 )
-from broker_core.client.connection import BrokerUnavailable, parse_addr
+from broker_core.client.connection import BrokerUnavailable, Connection, parse_addr
+from broker_core.client.ordering import OrderedQueues, choose
 from broker_core.client.producer import encode_many, encode_one
 from broker_core.client.tracing import traced_properties
+from broker_core.errors import BrokerError
 from broker_core.protocol import (
     FLAG_RESPONSE,
     Code,
@@ -41,7 +43,10 @@ from broker_core.protocol import (
     Op,
     OutMessage,
     ProtocolError,
+    decode_json,
     encode_frame,
+    encode_json,
+    encode_send,
 )
 from broker_core.protocol.delay import with_delay
 from broker_core.trace.records import TRACE_TOPIC, now_ms
@@ -139,6 +144,7 @@ class AsyncProducer:
         self.options = SendOptions(retries, flow_retries, tuple(backoff), group)
         self.counters = counters if counters is not None else SendCounters()
         self._names = list(self.brokers)
+        self._ordered = OrderedQueues(lambda: self._names, self._route)
         self._rr = itertools.count()
         self._conns: dict[str, _AioConnection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
@@ -190,13 +196,16 @@ class AsyncProducer:
         return conn
 
     def _call_nowait(self, op: Op, payload: bytes,
-                     done: Callable[[SendResult | None, BaseException | None], None]) -> None:
-        """Start a send's attempts; `done(result, None)` or `done(None, SendFailed)`."""
+                     done: Callable[[SendResult | None, BaseException | None], None],
+                     pinned: str | None = None) -> None:
+        """Start a send's attempts; `done(result, None)` or `done(None, SendFailed)`.
+        `pinned`: every attempt to this broker only (an ordered send's queue)."""
         if self._heartbeat is None and self.fuse is not None and not self._closing:
             self._beat()
         if self.routes is not None and self.routes.version != self._routes_version:
             self._reroute()
-        plan = SendPlan(self.fuse, self._names, self.options, op, self._rr, self.counters)
+        plan = SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
+                        self._rr, self.counters)
         self._attempt(plan, payload, done)
 
     def _attempt(self, plan: SendPlan, payload: bytes, done) -> None:
@@ -248,17 +257,44 @@ class AsyncProducer:
 
     async def send(self, topic: str, body: bytes, tags: str | None = None,
                    keys: str | None = None, properties: dict[str, str] | None = None,
-                   delay: float | str | None = None) -> SendResult:
-        """`delay`: a delay level, as Producer.send takes it."""
+                   delay: float | str | None = None, order_key: str | None = None,
+                   allow_reorder: bool = False) -> SendResult:
+        """`delay`, `order_key`, `allow_reorder`: as Producer.send takes them."""
         properties = with_delay(properties, delay)
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
 
         def done(result, exc) -> None:
             if not fut.done():
                 fut.set_exception(exc) if exc is not None else fut.set_result(result)
 
-        self.send_nowait(topic, body, done, tags, keys, properties)
+        if order_key is None:
+            self.send_nowait(topic, body, done, tags, keys, properties)
+            return await fut
+        queues = self._ordered.cached(topic)
+        if queues is None:  # ROUTE each broker, off the loop (once per ROUTES_TTL_S)
+            queues = await loop.run_in_executor(None, self._ordered.queues, topic)
+        excluded = self.fuse.excluded if self.fuse is not None else frozenset()
+        broker, qid = choose(queues, order_key, excluded, allow_reorder)
+        self._call_nowait(Op.SEND, encode_send(topic, qid, OutMessage(
+            body, tags or "", keys or "", with_group(properties, self.options.group) or {})),
+            done, pinned=broker)
         return await fut
+
+    def _route(self, broker: str, topic: str) -> int:
+        """ROUTE (creating the topic, as a send would) on a connection of its own: an
+        executor thread's, not the loop's."""
+        conn = Connection(self.brokers[broker], connect_timeout=self.timeout)
+        try:
+            code, body = conn.call(Op.ROUTE, encode_json({"topic": topic, "create": True}),
+                                   self.timeout)
+        finally:
+            conn.close()
+        if code == Code.TOPIC_NOT_EXIST:
+            return 0
+        if code != Code.OK:
+            raise BrokerError(f"ROUTE answered {Code(code).name}")
+        return int(decode_json(body)["queues"])
 
     def send_nowait(self, topic: str, body: bytes,
                     done: Callable[[SendResult | None, BaseException | None], None],

@@ -33,8 +33,18 @@ from broker_core.client.attempts import (
     with_group,
 )
 from broker_core.client.connection import BrokerUnavailable, Connection, ConnectionPool
+from broker_core.client.ordering import OrderedQueues, choose
 from broker_core.client.tracing import SendTracer, traced_properties
-from broker_core.protocol import Code, Op, OutMessage, encode_send, encode_send_batch
+from broker_core.errors import BrokerError
+from broker_core.protocol import (
+    Code,
+    Op,
+    OutMessage,
+    decode_json,
+    encode_json,
+    encode_send,
+    encode_send_batch,
+)
 from broker_core.protocol.delay import with_delay
 from broker_core.trace.dispatcher import TraceDispatcher
 from broker_core.trace.records import TRACE_TOPIC, now_ms
@@ -96,6 +106,7 @@ class Producer:
         self._later_ids = itertools.count()
         self._clock = clock
         self._pool = ConnectionPool(self.brokers)
+        self._ordered = OrderedQueues(lambda: self._names, self._route)
         self._rr = itertools.count()
         self._names = list(self.brokers)
         self._deadlines: dict[Future, tuple[float, Connection]] = {}
@@ -112,12 +123,18 @@ class Producer:
 
     # -- public API ---------------------------------------------------------
     def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | None = None,
-             properties: dict[str, str] | None = None, delay: float | str | None = None
-             ) -> SendResult:
+             properties: dict[str, str] | None = None, delay: float | str | None = None,
+             order_key: str | None = None, allow_reorder: bool = False) -> SendResult:
         """Send one message, retrying on other brokers; raises SendFailed. The
         result's `msg_id` finds the message again (VIEW_BY_ID, `floodgate trace`).
         `delay`: one of RocketMQ's delay levels, in seconds or as a label ("5s", "1m":
-        protocol.delay.LABELS); the message is stored now and reaches consumers then."""
+        protocol.delay.LABELS); the message is stored now and reaches consumers then.
+        `order_key`: every message of the key to the same queue (client.ordering), retried
+        on that broker only; `allow_reorder`: to the next queue while its broker is
+        isolated, instead of failing ORDER_QUEUE_UNAVAILABLE."""
+        if order_key is not None:
+            return self._send_ordered(topic, body, tags, keys, with_delay(properties, delay),
+                                      order_key, allow_reorder)
         properties = with_delay(properties, delay)
         tr = self.tracer
         if tr is None or not tr.sampler.sample():
@@ -131,6 +148,27 @@ class Producer:
             raise
         tr.record(topic, tags, keys, len(body), born, time.perf_counter() - t0, result)
         return result
+
+    def _send_ordered(self, topic, body, tags, keys, properties, key: str,
+                      allow_reorder: bool) -> SendResult:
+        queues = self._ordered.queues(topic)
+        if self.routes is not None and self.routes.version != self._routes_version:
+            self._reroute()
+        excluded = self.fuse.excluded if self.fuse is not None else frozenset()
+        broker, qid = choose(queues, key, excluded, allow_reorder)
+        payload = encode_send(topic, qid, OutMessage(
+            body, tags or "", keys or "", with_group(properties, self.options.group) or {}))
+        return self._call(Op.SEND, payload, pinned=broker)
+
+    def _route(self, broker: str, topic: str) -> int:
+        """ROUTE (creating the topic, as a send would): its queues on `broker`."""
+        code, body = self._pool.get(broker).call(
+            Op.ROUTE, encode_json({"topic": topic, "create": True}), self.timeout)
+        if code == Code.TOPIC_NOT_EXIST:
+            return 0
+        if code != Code.OK:
+            raise BrokerError(f"ROUTE answered {Code(code).name}")
+        return int(decode_json(body)["queues"])
 
     def _encode(self, topic, body, tags, keys, properties) -> bytes:
         return encode_one(topic, body, tags, keys, with_group(properties, self.options.group))
@@ -210,12 +248,14 @@ class Producer:
                     self.fuse.remove_broker(group)
                     self.fuse.add_broker(group)
 
-    def _plan(self, op: Op) -> SendPlan:
+    def _plan(self, op: Op, pinned: str | None = None) -> SendPlan:
+        """`pinned`: every attempt to this broker only (an ordered send's queue)."""
         if self._sweeper is None:
             self._start_sweeper()
         if self.routes is not None and self.routes.version != self._routes_version:
             self._reroute()
-        return SendPlan(self.fuse, self._names, self.options, op, self._rr, self.counters)
+        return SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
+                        self._rr, self.counters)
 
     def _start(self, op: Op, payload: bytes) -> Future:
         outer: Future = Future()
@@ -259,10 +299,10 @@ class Producer:
         else:
             self._attempt(plan, payload, outer)
 
-    def _call(self, op: Op, payload: bytes) -> SendResult:
+    def _call(self, op: Op, payload: bytes, pinned: str | None = None) -> SendResult:
         """The blocking path: the same plan, without callbacks, an outer future or
         the timeout sweeper (a sync send waits itself)."""
-        plan = self._plan(op)
+        plan = self._plan(op, pinned)
         while True:
             broker = plan.next()
             code = body = None
