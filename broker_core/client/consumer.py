@@ -14,6 +14,13 @@ again), and told to the brokers in its heartbeats only so that they can judge it
 lag. A failed message is not retried there (there is no group to retry for, as in
 RocketMQ): `consume` logs and counts it.
 
+An orderly consumer (RocketMQ's MessageListenerOrderly) holds a lock on each
+queue it consumes (client.orderly, on the queue's master), handles one queue's
+messages one at a time in offset order, and retries a failed message in place:
+its queue waits SUSPEND_S and the same message comes again, up to
+`max_reconsume` times, then it goes to the dead-letter queue (no retry topic:
+that would put it behind the messages that followed it).
+
 Pulls are pipelined, as RocketMQ's push consumer keeps pulls outstanding: each
 broker has one long-poll PULL in flight for all the queues this consumer owns
 there (the broker holds it until messages arrive in one of them), answers are
@@ -25,6 +32,7 @@ serves them as stored.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -38,9 +46,11 @@ from pathlib import Path
 
 from broker_core.client.attempts import normalize_brokers
 from broker_core.client.connection import BrokerUnavailable, ConnectionPool, serve_any
+from broker_core.client.orderly import SUSPEND_S, QueueLeases
 from broker_core.client.retry import (
     DLQ_PREFIX,
     MAX_RECONSUME,
+    PROP_RETRY_TIMES,
     RETRY_PREFIX,
     as_first_sent,
     retry_topic,
@@ -128,11 +138,16 @@ class Consumer:
         retry_delay: str | float | None = None,
         broadcast: bool = False,
         offsets_file: str | os.PathLike | None = None,
+        orderly: bool = False,
     ) -> None:
         """`retry`: also read the group's retry topic (client.retry), where `nack` sends
         the messages a handler failed; `max_reconsume` tries before the dead-letter queue;
         `retry_delay`: one delay level for every retry (default: growing from 10 s).
-        `broadcast`: read every queue, offsets kept in `offsets_file` (required)."""
+        `broadcast`: read every queue, offsets kept in `offsets_file` (required).
+        `orderly`: lock each queue, one message at a time, retried in place (above)."""
+        if broadcast and orderly:
+            raise ValueError("a consumer is broadcast or orderly, not both: an orderly queue "
+                             "has one consumer in its group")
         if broadcast and offsets_file is None:
             raise ValueError("a broadcast consumer keeps its offsets in a file of its own: "
                              "give offsets_file")
@@ -186,7 +201,12 @@ class Consumer:
         if self._offsets_file is not None:
             self._saved = self._read_offsets_file()
             self._committed = dict(self._saved)
-        if retry and not broadcast and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+        self._leases = (QueueLeases(group, topic, self.client_id, self._json, clock)
+                        if orderly else None)
+        self._suspended: dict[tuple[str, int], float] = {}  # queue -> not handed out until
+        self._attempts: dict[tuple[tuple[str, int], int], int] = {}  # (queue, offset) -> fails
+        if (retry and not broadcast and not orderly
+                and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX))):
             self._retry = Consumer(group, retry_topic(group), None if routes else brokers,
                                    self.client_id, timeout, clock, routes, retry=False)
 
@@ -256,9 +276,42 @@ class Consumer:
                  else allocate(sorted(members), queues, self.client_id))
         if owned != self._owned:
             self.commit()
+            if self._leases is not None:  # committed first: the next holder starts there
+                self._leases.release(set(self._owned) - set(owned))
             self._owned = owned
             self._forget_queues(owned)
         self._members = tuple(sorted(members))
+        if self._leases is not None:
+            self._relock()
+
+    @property
+    def locked(self) -> list[tuple[str, int]]:
+        """An orderly consumer's queues whose locks it trusts now."""
+        return sorted(self._leases.held()) if self._leases is not None else []
+
+    def _relock(self) -> None:
+        """Renew the owned queues' locks; a queue won or lost starts again from its
+        committed offset (another holder may have moved it)."""
+        gained, lost = self._leases.renew(self._owned)
+        for queue in gained | lost:
+            self._clear_queue(queue)
+            for table in (self._offsets, self._delivered, self._committed):
+                table.pop(queue, None)
+
+    def _pullable(self, queue: tuple[str, int]) -> bool:
+        if self._leases is None:
+            return True
+        return self._leases.valid(queue) and self._suspended.get(queue, 0.0) <= self._clock()
+
+    def _clear_queue(self, queue: tuple[str, int]) -> None:
+        """Drop what was fetched for `queue` and not handed out, and the pull in flight
+        to its broker (its answer could bring the queue's messages from before)."""
+        if any(q == queue for q, _m, _n in self._ready):
+            self._ready = deque(e for e in self._ready if e[0] != queue)
+        self._buffered.pop(queue, None)
+        inflight = self._inflight.pop(queue[0], None)
+        if inflight is not None:
+            self._pool.get(inflight[0]).forget(inflight[1])
 
     @property
     def assignment(self) -> list[tuple[str, int]]:
@@ -295,6 +348,34 @@ class Consumer:
             msgs += [as_first_sent(m) for m in self._retry._poll(max_msgs - len(msgs), 0.0)]
         return msgs
 
+    def _fail_in_place(self, queue: tuple[str, int], message: Message) -> str:
+        """Orderly: `message` comes again after SUSPEND_S ("retry"), or past
+        `max_reconsume` tries goes to the dead-letter queue ("dlq") and its queue moves
+        on. Raises SendFailed when the dead letter could not be sent (it is retried)."""
+        key = (queue, message.queue_offset)
+        fails = self._attempts.get(key, 0) + 1
+        if fails > self.max_reconsume:
+            spent = dataclasses.replace(message, properties={
+                **(message.properties or {}), PROP_RETRY_TIMES: str(self.max_reconsume)})
+            try:
+                kind = send_back(self._sender_for_nacks(), self.group, spent, None,
+                                 self.max_reconsume)
+            except BrokerError:
+                fails = self.max_reconsume  # tried again after the pause
+            else:
+                self._attempts.pop(key, None)
+                return kind
+        self._attempts[key] = fails
+        self._clear_queue(queue)
+        self._offsets[queue] = self._delivered[queue] = message.queue_offset
+        self._suspended[queue] = self._clock() + SUSPEND_S
+        return "retry"
+
+    def _queue_of(self, message: Message) -> tuple[str, int] | None:
+        broker = self._origin.get((message.store_host_raw, message.queue_id,
+                                   message.physical_offset))
+        return None if broker is None else (broker, message.queue_id)
+
     def nack(self, message: Message, delay: str | float | None = None) -> str:
         """The handler failed `message`: send it back for this group, to come again after
         a growing delay (or `delay`, a level), or to the dead-letter queue past
@@ -303,6 +384,11 @@ class Consumer:
         if self.broadcast:
             raise ValueError("a broadcast consumer does not send messages back: there is no "
                              "group to retry them for")
+        if self._leases is not None:  # retried in place: its queue is read again from it
+            queue = self._queue_of(message)
+            if queue is None:
+                raise ValueError(f"{message.msg_id} was not handed out by this consumer")
+            return self._fail_in_place(queue, message)
         try:
             return send_back(self._sender_for_nacks(), self.group, message,
                              delay if delay is not None else self.retry_delay, self.max_reconsume)
@@ -337,7 +423,10 @@ class Consumer:
     def consume(self, handler: Callable[[Message], object], max_msgs: int = 32,
                 timeout: float = 1.0, stop=None) -> None:
         """Hand each message to `handler` until `stop` (an Event) is set; a message whose
-        handler raises is sent back (`nack`); offsets are committed after each batch."""
+        handler raises is sent back (`nack`); offsets are committed after each batch.
+        Orderly: one queue's messages in order, a failure retried in place."""
+        if self._leases is not None:
+            return self._consume_orderly(handler, max_msgs, timeout, stop)
         while stop is None or not stop.is_set():
             # send-backs go out without holding up the batch; all are acknowledged (or the
             # message's queue rewound) before the commit that covers them
@@ -364,11 +453,38 @@ class Consumer:
                         self._retry._rewind(m)
             self.commit()
 
+    def _consume_orderly(self, handler, max_msgs: int, timeout: float, stop) -> None:
+        while stop is None or not stop.is_set():
+            held_back: set[tuple[str, int]] = set()  # queues whose turn in this batch is over
+            for m in self.poll(max_msgs, timeout):
+                queue = self._queue_of(m)
+                if queue is None or queue in held_back:
+                    continue
+                if not self._leases.valid(queue):  # lapsed meanwhile: another may hold it
+                    self._clear_queue(queue)
+                    for table in (self._offsets, self._delivered):
+                        table.pop(queue, None)
+                    held_back.add(queue)
+                    continue
+                try:
+                    handler(m)
+                except Exception:  # noqa: BLE001 - the handler's failure: retried in place
+                    log.warning("%s: handler failed on %s (orderly: retried in place)",
+                                self.group, m.msg_id, exc_info=True)
+                    if self._fail_in_place(queue, m) == "retry":
+                        held_back.add(queue)
+                    continue
+                self._attempts.pop((queue, m.queue_offset), None)
+            self.commit()
+
     def _poll(self, max_msgs: int, timeout: float) -> list[Message]:
         deadline = self._clock() + timeout
         while True:
             if self._clock() >= self._next_heartbeat:
                 self.heartbeat()
+            elif (self._leases is not None and self._clock() >= self._leases.retry_at
+                  and len(self._leases.held()) < len(self._owned)):
+                self._relock()
             if self._fill():
                 deadline = max(deadline, self._clock() + ANSWER_S)
             self._serve(0.0)
@@ -395,7 +511,7 @@ class Consumer:
         sent = False
         wanted: dict[str, list[tuple[str, int]]] = {}
         for queue in self._owned:
-            if self._buffered.get(queue, 0) < BUFFER_PER_QUEUE:
+            if self._buffered.get(queue, 0) < BUFFER_PER_QUEUE and self._pullable(queue):
                 wanted.setdefault(queue[0], []).append(queue)
         for broker, queues in wanted.items():
             if broker in self._inflight:
@@ -467,7 +583,7 @@ class Consumer:
         owned = set(self._owned)
         for state, msgs, corrupt in queues:
             queue = (broker, state.queue_id)
-            if queue not in owned or state.status == "NOT_READ":
+            if queue not in owned or state.status == "NOT_READ" or not self._pullable(queue):
                 continue  # rebalanced away meanwhile, or not read this time
             if corrupt:
                 self.corrupt += corrupt
@@ -487,6 +603,11 @@ class Consumer:
         out: list[Message] = []
         while self._ready and len(out) < max_msgs:
             queue, msgs, next_offset = self._ready[0]
+            if not self._pullable(queue):  # its lock lapsed, or it waits after a failure
+                self._clear_queue(queue)
+                if queue in self._delivered:
+                    self._offsets[queue] = self._delivered[queue]
+                continue
             room = max_msgs - len(out)
             part, rest = msgs[:room], msgs[room:]
             out.extend(part)
@@ -599,6 +720,8 @@ class Consumer:
             if self._retry is not None:
                 self._retry.close()
             self.commit()
+            if self._leases is not None:
+                self._leases.release(self._owned)
             if self.broadcast:
                 self._save_offsets()
             self.heartbeat(leave=True)

@@ -227,6 +227,8 @@ class HaNode:
             self.broker.offsets.merge(offsets)
         if isinstance(delay, dict):  # delayed delivery goes on from there when promoted
             self.broker.delay_offsets.merge(delay)
+        if isinstance(locks := doc.get("locks"), list):  # orderly consumers keep their queues
+            self.broker.locks.adopt(locks)
 
     def _on_truncate(self, offset: int, cut: int) -> None:
         self.events.append({"time": self.wall(), "kind": "truncated",
@@ -237,7 +239,8 @@ class HaNode:
         return {"topics": self.broker.topics.document(),
                 "offsets": self.broker.offsets.nested(),
                 "offset_resets": dict(self.broker.offsets.resets),
-                "delay": self.broker.delay_offsets.document()}
+                "delay": self.broker.delay_offsets.document(),
+                "locks": self.broker.locks.document()}
 
     # -- figures -------------------------------------------------------------------------
     def figures(self) -> dict:

@@ -65,6 +65,11 @@ class Op(IntEnum):
     QUERY_BY_KEY = 10  # messages carrying a key (key index), within a time range
     VIEW_BY_ID = 11  # the message at a message id's physical offset
     QUERY_BY_TIME = 12  # a topic's messages stored within a time range (trace samples)
+    LOCK_BATCH = 13  # an orderly consumer locks (or renews) queues of its group
+    UNLOCK_BATCH = 14  # ... and releases them
+    END_TRANSACTION = 15  # commit or roll back a half message
+    CHECK_TRANSACTION = 16  # a transactional producer asks for the halves to check back
+    LIST_TRANSACTIONS = 17  # the half messages pending here (the operator's `tx list`)
 
 
 class Code(IntEnum):

@@ -34,6 +34,7 @@ from broker_core.server.group_state import (
     instance_name,
 )
 from broker_core.server.pull_ops import PullOps
+from broker_core.server.queue_locks import QueueLocks
 from broker_core.server.send_ops import SendOps
 from broker_core.server.topic_table import TopicError, TopicTable
 from broker_core.server.trace_store import StoreTracer
@@ -44,6 +45,17 @@ from heatmap.metrics_log import BROKER_OPS
 from heatmap.sla import HISTORY_S
 
 __all__ = ["Broker", "BrokerConfig"]
+
+
+def _lock_request(body: bytes) -> tuple[str, str, str, list[int]]:
+    req = p.decode_json(body)
+    group, client, topic = (str(req.get(k) or "") for k in ("group", "client_id", "topic"))
+    qids = req.get("queues")
+    if not (group and client and topic) or not isinstance(qids, list) or not all(
+            type(q) is int and q >= 0 for q in qids):
+        raise p.ProtocolError("a lock request needs group, client_id, topic and queues "
+                              "(a list of queue ids)")
+    return group, client, topic, qids
 
 OPS = BROKER_OPS
 
@@ -80,6 +92,7 @@ class Broker:
         self.members = GroupMembers(monotonic)
         self.broadcast = BroadcastProgress(monotonic)
         self.backlog = BacklogEvaluator(monotonic)
+        self.locks = QueueLocks(monotonic, clock)
         self.heat = QueueHeat(monotonic)
         self.recorder = OpRecorder(OPS, clock)
         self.faults = Faults(monotonic)
@@ -233,6 +246,18 @@ class Broker:
         return Code.OK, p.encode_json({"members": members, "queues": queues,
                                        "reset": self.offsets.resets.get(group, 0)})
 
+    async def _lock_batch(self, body: bytes) -> tuple[int, bytes]:
+        group, client, topic, qids = _lock_request(body)
+        if self.ha is not None and (refused := self.ha.refusal()) is not None:
+            return refused  # only a master grants: its slaves learn its locks (ha.node)
+        return Code.OK, p.encode_json({"locked": self.locks.lock(group, client, topic, qids),
+                                       "lease_s": self.locks.lease_s})
+
+    async def _unlock_batch(self, body: bytes) -> tuple[int, bytes]:
+        group, client, topic, qids = _lock_request(body)
+        return Code.OK, p.encode_json({"unlocked": self.locks.unlock(group, client, topic,
+                                                                     qids)})
+
     async def _stats(self, body: bytes) -> tuple[int, bytes]:
         history = int(p.decode_json(body).get("history", 0))
         return Code.OK, p.encode_json(self.stats(history))
@@ -258,6 +283,8 @@ class Broker:
         Op.QUERY_BY_KEY: lookup_ops.query_by_key,
         Op.VIEW_BY_ID: lookup_ops.view_by_id,
         Op.QUERY_BY_TIME: lookup_ops.query_by_time,
+        Op.LOCK_BATCH: _lock_batch,
+        Op.UNLOCK_BATCH: _unlock_batch,
     }
 
     # -- housekeeping, once a second ---------------------------------------------
