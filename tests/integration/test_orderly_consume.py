@@ -101,7 +101,7 @@ def test_consumers_joining_and_leaving_never_share_a_queue_and_keep_each_keys_or
     while (sum(len(set(s)) for s in journal.seqs.values()) < KEYS * PER_KEY
            and time.monotonic() < deadline):
         time.sleep(0.1)
-    for stop, t, c in zip(stops[1:], threads[1:], consumers[1:]):
+    for stop, t, c in zip(stops[1:], threads[1:], consumers[1:], strict=True):
         stop.set()
         t.join(10)
         c.close()
