@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "console.commands.topic_cmd",
     "console.commands.offsets_cmd",
     "console.commands.dlq_cmd",
+    "console.commands.tx_cmd",
     "console.commands.quota_cmd",
     "console.commands.drill_cmd",
     "console.commands.bench_cmd",

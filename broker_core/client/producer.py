@@ -160,6 +160,19 @@ class Producer:
             body, tags or "", keys or "", with_group(properties, self.options.group) or {}))
         return self._call(Op.SEND, payload, pinned=broker)
 
+    def request(self, broker: str, op: Op, payload: bytes,
+                timeout: float | None = None) -> tuple[int, bytes]:
+        """One request to `broker` (a name of this producer's), no retry elsewhere: the
+        operations bound to where a message is (END_TRANSACTION, CHECK_TRANSACTION)."""
+        if self.routes is not None and self.routes.version != self._routes_version:
+            self._reroute()
+        return self._pool.get(broker).call(op, payload, timeout or self.timeout)
+
+    @property
+    def names(self) -> list[str]:
+        """The brokers (or, with routes, the groups) this producer sends to."""
+        return list(self._names)
+
     def _route(self, broker: str, topic: str) -> int:
         """ROUTE (creating the topic, as a send would): its queues on `broker`."""
         code, body = self._pool.get(broker).call(

@@ -229,6 +229,8 @@ class HaNode:
             self.broker.delay_offsets.merge(delay)
         if isinstance(locks := doc.get("locks"), list):  # orderly consumers keep their queues
             self.broker.locks.adopt(locks)
+        if isinstance(tx := doc.get("tx"), dict):  # pending halves found from there when promoted
+            self.broker.tx_table.adopt(tx)
 
     def _on_truncate(self, offset: int, cut: int) -> None:
         self.events.append({"time": self.wall(), "kind": "truncated",
@@ -240,7 +242,8 @@ class HaNode:
                 "offsets": self.broker.offsets.nested(),
                 "offset_resets": dict(self.broker.offsets.resets),
                 "delay": self.broker.delay_offsets.document(),
-                "locks": self.broker.locks.document()}
+                "locks": self.broker.locks.document(),
+                "tx": self.broker.tx_table.document()}
 
     # -- figures -------------------------------------------------------------------------
     def figures(self) -> dict:

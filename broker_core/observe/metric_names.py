@@ -32,6 +32,10 @@ SEND_ERRORS = "floodgate_send_errors"
 SYSTEM_BUSY = "floodgate_system_busy"
 FLOW_THROTTLED = "floodgate_flow_control_throttled"
 DELAYED_DELIVERED = "floodgate_delayed_delivered"
+TX_COMMITS = "floodgate_tx_commits"
+TX_ROLLBACKS = "floodgate_tx_rollbacks"  # label: by (producer, check, operator, checks-exhausted)
+TX_CHECKS = "floodgate_tx_checks"
+LOCK_CHANGES = "floodgate_queue_lock_changes"
 
 
 def ha_counter(key: str) -> str:
@@ -63,6 +67,9 @@ DELAYED_PENDING = "floodgate_delayed_pending"
 DEAD_LETTERS = "floodgate_dead_letters"
 RETRIES = "floodgate_retries"
 DELAYED_OVERDUE = "floodgate_delayed_overdue_seconds"
+TX_PENDING = "floodgate_tx_halves_pending"
+TX_OLDEST = "floodgate_tx_oldest_half_seconds"
+LOCKS_HELD = "floodgate_queue_locks_held"
 
 # the send histogram's exposed series
 SEND_BUCKET = f"{SEND_LATENCY}_bucket"

@@ -105,6 +105,7 @@ class BrokerCollector(Collector):
             lag.add_metric([name, group], value)
         yield lag
         yield from delayed_families(name, snap.delayed)
+        yield from tx_families(name, snap.transactions, snap.locks)
         yield dead_letter_family(name, snap.dead_letters)
         yield dead_letter_family(name, snap.retries, n.RETRIES, "Messages a consumer group "
                                  "sent back for a retry, kept in its retry topic")
@@ -135,6 +136,37 @@ def consumer_families(name: str, consumers) -> list:
         for q in g["queues"]:
             queue_lag.add_metric([name, group, q["topic"], str(q["queue"])], float(q["lag"]))
     return [status, drain, queue_lag]
+
+
+def tx_families(name: str, tx, locks) -> list:
+    """Transactions (half messages pending, the oldest, checks, commits, rollbacks by
+    whom) and orderly consumers' queue locks (held, changes of holder)."""
+    out = [gauge_of(n.TX_PENDING, "Half messages neither committed nor rolled back", name,
+                    tx.get("pending", 0)),
+           gauge_of(n.TX_OLDEST, "Age of the oldest pending half message (0: none)", name,
+                    tx.get("oldest_pending_s", 0.0)),
+           gauge_of(n.LOCKS_HELD, "Queue locks orderly consumers hold here", name,
+                    locks.get("held", 0))]
+    for metric, doc, value in (
+            (n.TX_COMMITS, "Half messages committed", tx.get("committed_total", 0)),
+            (n.TX_CHECKS, "Check-backs of half messages made", tx.get("checks_total", 0)),
+            (n.LOCK_CHANGES, "Queue locks given to a new holder", locks.get("granted_total", 0))):
+        fam = CounterMetricFamily(metric, doc, labels=["broker"])
+        fam.add_metric([name], float(value or 0))
+        out.append(fam)
+    rolled = CounterMetricFamily(n.TX_ROLLBACKS, "Half messages rolled back, by who decided "
+                                 "(producer, check, operator, checks-exhausted)",
+                                 labels=["broker", "by"])
+    for by, count in sorted((tx.get("rolled_back") or {}).items()):
+        rolled.add_metric([name, by], float(count))
+    out.append(rolled)
+    return out
+
+
+def gauge_of(metric: str, doc: str, broker: str, value) -> GaugeMetricFamily:
+    fam = GaugeMetricFamily(metric, doc, labels=["broker"])
+    fam.add_metric([broker], float(value or 0))
+    return fam
 
 
 def delayed_families(name: str, delayed) -> list:

@@ -25,6 +25,8 @@ from broker_core.observe.recorder import WINDOWS_S, ClosedSecond, summarize
 from broker_core.protocol.system_topics import DLQ_PREFIX, RETRY_PREFIX
 from heatmap import LatencyHistogram
 
+MAX_LOCKS_SHOWN = 200  # queue locks a snapshot lists (all are counted)
+
 
 @dataclass(frozen=True)
 class BrokerSnapshot:
@@ -63,6 +65,10 @@ class BrokerSnapshot:
     dead_letters: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     # consumer group -> {count, per_s}: messages it sent back for a retry, kept here
     retries: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # half messages pending, checks, commits, rollbacks by resolver (server.transactions)
+    transactions: Mapping[str, Any] = field(default_factory=dict)
+    # orderly consumers' queue locks: holders and changes (server.queue_locks)
+    locks: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def flush_lag_bytes(self) -> int:
@@ -131,6 +137,8 @@ def take_snapshot(broker) -> BrokerSnapshot:
         delayed=broker.delay.figures(),
         dead_letters=dead_letters(broker),
         retries=dead_letters(broker, RETRY_PREFIX),
+        transactions=broker.tx.figures(),
+        locks={**broker.locks.figures(), "holders": broker.locks.holders()[:MAX_LOCKS_SHOWN]},
         hottest_queues=tuple(broker.heat.report(
             lambda t, q: (o := store.queue_offsets(t, q))[1] - o[0],
             lambda t: broker.topics.queues.get(t, 0))),

@@ -213,6 +213,12 @@ class BrokerStats:
     dead_letters: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     # consumer group -> {count, per_s}: messages it sent back for a retry (kept) and how fast
     retries: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # {pending, oldest_pending_s, halves_total, committed_total, checks_total,
+    # duplicate_ends_total, rolled_back: {by: n}}
+    transactions: Mapping[str, Any] = field(default_factory=dict)
+    # {held, granted_total, expired_total, refused_total, holders: [{group, topic, queue,
+    # client_id, since, lease_left_s}]}
+    locks: Mapping[str, Any] = field(default_factory=dict)
 
     def window(self, op: str, window: str = "10s") -> OpWindow:
         return self.ops.get(op, {}).get(window) or OpWindow()
@@ -280,6 +286,8 @@ _CODECS.update({
     "topics": (lambda v: _figures(v, int), dict),
     "faults": (lambda v: dict(_map(v)), dict),
     "delayed": (lambda v: dict(_map(v)), dict),
+    "transactions": (lambda v: dict(_map(v)), dict),
+    "locks": (lambda v: dict(_map(v)), dict),
     "dead_letters": (lambda v: {str(g): _figures(d, float) for g, d in _map(v).items()},
                      lambda d: {g: dict(x) for g, x in d.items()}),
     "retries": (lambda v: {str(g): _figures(d, float) for g, d in _map(v).items()},
@@ -296,7 +304,7 @@ _CODECS = {f.name: _CODECS[f.name] for f in fields(BrokerStats)}  # the document
 _FROM_SNAPSHOT = ("cluster", "addr", "http", "pid", "time", "uptime_s", "state", "flush_mode",
                   "totals", "commitlog", "flush_lag_bytes", "disk", "consumer_lag", "topics",
                   "faults", "inflight_writes", "loop_lag", "hottest_queues",
-                  "delayed", "dead_letters", "retries")
+                  "delayed", "dead_letters", "retries", "transactions", "locks")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from broker_core.observe.recorder import OpRecorder
 from broker_core.observe.snapshot import BrokerSnapshot, take_snapshot
 from broker_core.observe.stats_doc import stats_document
 from broker_core.protocol import Code, Op
-from broker_core.server import lookup_ops
+from broker_core.server import lookup_ops, tx_ops
 from broker_core.server.config import BrokerConfig
 from broker_core.server.delay_service import DelayOffsets, DelayService, store_due
 from broker_core.server.faults import Faults
@@ -38,6 +38,7 @@ from broker_core.server.queue_locks import QueueLocks
 from broker_core.server.send_ops import SendOps
 from broker_core.server.topic_table import TopicError, TopicTable
 from broker_core.server.trace_store import StoreTracer
+from broker_core.server.transactions import TxService, TxTable, committed_copy_props
 from broker_core.server.write_path import WritePath
 from broker_core.store import MessageStore, PutStatus, StoreConfig
 from broker_core.store.message import pack_host
@@ -88,6 +89,10 @@ class Broker:
         self.delay_offsets = DelayOffsets(data / "delay_offsets.json")
         self.delay = DelayService(self.store, self.delay_offsets, self._deliver_due,
                                   lambda: int(self.clock() * 1000))
+        self.tx_table = TxTable(data / "transactions.json")
+        self.tx = TxService(self.store, self.tx_table, self._commit_half,
+                            lambda: int(self.clock() * 1000), config.tx_check_s,
+                            config.tx_check_s)
         self.flow = FlowControl(data / "quotas.json")
         self.members = GroupMembers(monotonic)
         self.broadcast = BroadcastProgress(monotonic)
@@ -285,6 +290,9 @@ class Broker:
         Op.QUERY_BY_TIME: lookup_ops.query_by_time,
         Op.LOCK_BATCH: _lock_batch,
         Op.UNLOCK_BATCH: _unlock_batch,
+        Op.END_TRANSACTION: tx_ops.end_transaction,
+        Op.CHECK_TRANSACTION: tx_ops.check_transaction,
+        Op.LIST_TRANSACTIONS: tx_ops.list_transactions,
     }
 
     # -- housekeeping, once a second ---------------------------------------------
@@ -308,7 +316,8 @@ class Broker:
     def save_tables(self) -> Callable[[], None] | None:
         """The writes of the topic and offset tables that changed, to run on a worker
         thread (group_state.JsonTable), or None."""
-        docs = [(table, doc) for table in (self.topics, self.offsets, self.delay_offsets)
+        docs = [(table, doc) for table in (self.topics, self.offsets, self.delay_offsets,
+                                           self.tx_table)
                 if (doc := table.take()) is not None]
         if not docs:
             return None
@@ -341,6 +350,20 @@ class Broker:
         self.pulls.arrived(topic, qid)
         self.heat.hit(topic, qid)
         return True
+
+    def _commit_half(self, topic: str, qid: int, m):
+        """A committed half in its real queue as it was sent (born time included); None
+        when the topic takes no messages."""
+        queues = self.topics.get(topic, create=True)
+        if queues is None:
+            return None
+        qid = qid if qid < queues else qid % queues
+        result = self.store.put(topic, qid, m.body, m.tags, m.keys, committed_copy_props(m),
+                                wait=False, born_timestamp=m.born_timestamp)
+        if result.status is PutStatus.PUT_OK:
+            self.pulls.arrived(topic, qid)
+            self.heat.hit(topic, qid)
+        return result
 
     # -- figures ----------------------------------------------------------------
     def snapshot(self) -> BrokerSnapshot:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker_core.protocol.transactions import CHECK_AFTER_S
+
 
 @dataclass
 class BrokerConfig:
@@ -35,6 +37,8 @@ class BrokerConfig:
     replication: str = "async"  # or "sync": a send is answered once the in-sync slaves hold it
     zk_session_s: float = 1.0  # how soon a dead broker's registration goes
     sync_timeout_s: float = 3.0  # FLUSH_SLAVE_TIMEOUT after this
+    # a half message unresolved this long is checked back, then again as often
+    tx_check_s: float = CHECK_AFTER_S
 
     @property
     def addr(self) -> str:

@@ -16,6 +16,7 @@ import time
 
 from broker_core.errors import BrokerError
 from broker_core.observe.metrics_log import MetricsLogWriter
+from broker_core.server import tx_ops
 from broker_core.server.broker import Broker
 from broker_core.server.config import BrokerConfig
 from broker_core.server.delay_service import INTERVAL_S as DELAY_INTERVAL_S
@@ -163,6 +164,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         asyncio.ensure_future(reap_slow_clients(broker)),
         asyncio.ensure_future(broker.loop_lag.run()),
         asyncio.ensure_future(_deliver_delayed(broker)),
+        asyncio.ensure_future(tx_ops.check_loop(broker)),
     ]
     try:
         await stop.wait()

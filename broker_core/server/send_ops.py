@@ -28,6 +28,7 @@ from broker_core.protocol.delay import (
     SCHEDULE_TOPIC,
     parse_level,
 )
+from broker_core.protocol.transactions import HALF_TOPIC, PROP_TX_HALF
 from broker_core.server.topic_table import TopicError
 from broker_core.server.trace_store import StoreTracer
 from broker_core.server.write_path import WritePath
@@ -58,6 +59,7 @@ class PropertySet(NamedTuple):
     raw: bytes  # the record's encoding of them (tags and keys go in front per message)
     error: str  # why they cannot be stored ("" when they can)
     delay: int = 0  # the delay level asked for (protocol.delay), 0 for none
+    half: bool = False  # a transaction's half message (protocol.transactions)
 
 
 def property_set(text: str) -> PropertySet:
@@ -75,7 +77,14 @@ def property_set(text: str) -> PropertySet:
             delay = parse_level(props[PROP_DELAY])
         except ValueError as exc:
             return PropertySet("", False, b"", str(exc))
-    return PropertySet(props.get(p.PRODUCER_GROUP, ""), PROP_TRACE in props, raw, "", delay)
+    half = props.get(PROP_TX_HALF) == "true"
+    if half and delay:
+        return PropertySet("", False, b"", "a transactional message cannot be delayed")
+    if half and not props.get(p.PRODUCER_GROUP):
+        return PropertySet("", False, b"", "a half message names its producer group (PGROUP): "
+                           "the broker asks that group back")
+    return PropertySet(props.get(p.PRODUCER_GROUP, ""), PROP_TRACE in props, raw, "", delay,
+                       half)
 
 
 def _field(name: str, value: str) -> str:
@@ -140,9 +149,11 @@ class SendOps:
                 raise MessageIllegalError(ps.error)
             raw = ps.raw
             stored_topic, stored_qid = topic, qid
-            if ps.delay:  # kept in the schedule topic until due (server.delay_service)
+            if ps.delay or ps.half:  # kept aside until due (server.delay_service) or
+                # committed (server.transactions)
                 raw += (_field(PROP_REAL_TOPIC, topic) + _field(PROP_REAL_QID, str(qid))).encode()
-                stored_topic, stored_qid = SCHEDULE_TOPIC, ps.delay - 1
+                stored_topic, stored_qid = ((SCHEDULE_TOPIC, ps.delay - 1) if ps.delay
+                                            else (HALF_TOPIC, 0))
             if tags or keys:
                 head = (_field(PROP_TAGS, tags) if tags else "") + \
                     (_field(PROP_KEYS, keys) if keys else "")
@@ -161,19 +172,20 @@ class SendOps:
 
         def done(code: int, result) -> None:
             reply(self._answer(rid, code, result, topic, qid, len(data), ps.traced, received,
-                               bool(ps.delay)))
+                               bool(ps.delay or ps.half)))
 
         out = b.write_path.write(
             lambda: store.put_prepared(stored_topic, stored_qid, prepared, index_keys), done)
         if out is None:
             return None
         return self._answer(rid, out[0], out[1], topic, qid, len(data), ps.traced, received,
-                            bool(ps.delay))
+                            bool(ps.delay or ps.half))
 
     def _answer(self, rid: int, code: int, result, topic: str, qid: int, nbytes: int,
                 traced: bool, received: float, delayed: bool = False) -> bytes:
-        """The SEND answer (the queue the message is for, delayed or not); a delayed
-        message reaches its queue, and its consumers, when due."""
+        """The SEND answer (the queue the message is for, held aside or not; the offset
+        where it is stored); a delayed message reaches its queue, and its consumers, when
+        due, a half message when committed."""
         b = self.broker
         if isinstance(result, str):  # refused by the write path
             b.counters["send_errors"] += 1
@@ -212,8 +224,9 @@ class SendOps:
             if any(m.tags != first.tags or m.keys != first.keys or
                    m.properties != first.properties for m in msgs):
                 raise p.ProtocolError("a batch's messages must share tags, keys and properties")
-            if PROP_DELAY in first.properties:
-                raise p.ProtocolError("a batch cannot be delayed: send its messages one by one")
+            if PROP_DELAY in first.properties or PROP_TX_HALF in first.properties:
+                raise p.ProtocolError("a batch cannot be delayed or transactional: send its "
+                                      "messages one by one")
             nbytes = sum(len(m.body) for m in msgs)
             group = first.properties.get(p.PRODUCER_GROUP, "")
             code, checked = b.check_send(topic, qid, nbytes, group, len(msgs))

@@ -75,6 +75,9 @@ def register(sub) -> None:
                     help="ZooKeeper session: how soon a dead broker's registration goes (1.0)")
     ha.add_argument("--sync-timeout", type=float, default=3.0, metavar="SECONDS",
                     help="sync replication: FLUSH_SLAVE_TIMEOUT after this (3.0)")
+    serve.add_argument("--tx-check-s", type=float, default=6.0, metavar="SECONDS",
+                       help="a half message unresolved this long is checked back with its "
+                       "producer group, then again as often, 15 times at most (6.0)")
     serve.set_defaults(func=run_serve)
 
 
@@ -89,6 +92,8 @@ def run_serve(args) -> int:
         raise UsageError("--port and --http-port must differ")
     if args.queues < 1:
         raise UsageError("--queues must be at least 1")
+    if not 0 < args.tx_check_s <= 3600:
+        raise UsageError(f"--tx-check-s must be in (0, 3600], got {args.tx_check_s}")
     from broker_core.store.config import SYNCFS_ABOVE
 
     if args.max_mapped_queues not in (None, 0) and args.max_mapped_queues < SYNCFS_ABOVE:
@@ -108,7 +113,7 @@ def run_serve(args) -> int:
         metrics_roll_s=args.metrics_roll, busy_after_ms=args.busy_after_ms,
         admin_token=args.admin_token, admin_from=tuple(args.admin_from), group=args.group, zk=args.zk, ha_port=args.ha_port,
         replication=args.replication, zk_session_s=args.zk_session_timeout,
-        sync_timeout_s=args.sync_timeout,
+        sync_timeout_s=args.sync_timeout, tx_check_s=args.tx_check_s,
         store_extra={} if args.max_mapped_queues is None else
         {"consumequeue_max_mapped": args.max_mapped_queues},
     )

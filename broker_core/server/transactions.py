@@ -1,0 +1,276 @@
+"""Half messages pending, resolved and checked back (RocketMQ's
+TransactionalMessageService and its check service).
+
+The pending set is never a file of its own: it is what the half queue holds
+that the op queue does not resolve (protocol.transactions). The service reads
+both queues forward from watermarks — the oldest half still pending, and the op
+queue offset before which no op of a half at or past it lies — which `TxTable`
+keeps (saved by the tick, sent to slaves with the other tables, with each
+pending half's check count), so a restart or a promoted slave rebuilds the set
+by reading only what came after them.
+
+A commit stores the half in its real queue, then its op record, in one step on
+the loop (nothing can run in between); a resolved half is remembered, so a
+second commit of it (the producer's own, after a check-back's) delivers nothing.
+
+Check-backs: a half unresolved for `check_after_s` is handed to a producer of
+its group when one asks (CHECK_TRANSACTION: the producer polls, as our
+connections carry requests one way), then every `interval_s`, at most
+`max_checks` times; a check due with no producer of the group asking counts as
+made. After the last one, the half is rolled back ("checks-exhausted").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_core import protocol as p
+from broker_core.protocol.delay import PROP_REAL_QID, PROP_REAL_TOPIC
+from broker_core.protocol.transactions import (
+    CHECK_AFTER_S,
+    CHECK_INTERVAL_S,
+    HALF_TOPIC,
+    MAX_CHECKS,
+    OP_TOPIC,
+    PROP_TX_HALF,
+    TxState,
+    op_body,
+    parse_op,
+)
+from broker_core.server.group_state import JsonTable, read_json
+from broker_core.store import MessageStore, PutResult, PutStatus
+
+log = logging.getLogger("floodgate.broker")
+
+READ_BATCH = 256
+PRODUCER_ALIVE_S = 5.0  # a producer group that asked for checks this recently is alive
+
+
+class TxTable(JsonTable):
+    """The watermarks and the pending halves' check counts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        doc = read_json(path)
+        self.half = int(doc.get("half", 0))
+        self.op = int(doc.get("op", 0))
+        self.checks: dict[int, int] = {int(k): int(v) for k, v in doc.get("checks", {}).items()}
+        self.dirty = False
+
+    def document(self) -> dict:
+        return {"half": self.half, "op": self.op,
+                "checks": {str(k): v for k, v in sorted(self.checks.items())}}
+
+    def adopt(self, doc: dict) -> None:
+        """A master's table (a slave promoted reads on from there)."""
+        try:
+            half, op = int(doc["half"]), int(doc["op"])
+            checks = {int(k): int(v) for k, v in doc.get("checks", {}).items()}
+        except (KeyError, TypeError, ValueError):
+            return
+        if (half, op, checks) != (self.half, self.op, self.checks):
+            self.half, self.op, self.checks = half, op, checks
+            self.dirty = True
+
+
+@dataclass
+class Half:
+    offset: int  # in the half queue: the transaction's handle
+    group: str  # its producer group: who is asked back
+    topic: str  # where it goes when committed
+    stored_ms: int
+    msg_id: str
+    checks: int = 0
+    next_check_ms: int = 0
+
+
+class TxService:
+    """`put(topic, qid, message) -> PutResult`: store a committed half in its real
+    queue. `wall_ms`: the clock halves' ages are read against."""
+
+    def __init__(self, store: MessageStore, table: TxTable,
+                 put: Callable[[str, int, object], PutResult | None],
+                 wall_ms: Callable[[], int], check_after_s: float = CHECK_AFTER_S,
+                 interval_s: float = CHECK_INTERVAL_S, max_checks: int = MAX_CHECKS) -> None:
+        self.store, self.table, self.put, self.wall_ms = store, table, put, wall_ms
+        self.check_after_ms = int(check_after_s * 1000)
+        self.interval_ms = int(interval_s * 1000)
+        self.max_checks = max_checks
+        self.loaded = False
+        self.pending: dict[int, Half] = {}
+        self.resolved: dict[int, tuple[int, TxState]] = {}  # half -> (its op's offset, how)
+        self.resolving: set[int] = set()  # an END_TRANSACTION of it is being written
+        self._half_read = self._op_read = 0
+        self.producers: dict[str, int] = {}  # producer group -> when it last asked (ms)
+        self.counters = {"halves_total": 0, "committed_total": 0, "checks_total": 0,
+                         "duplicate_ends_total": 0}
+        self.rolled_back: dict[str, int] = {}  # by whom -> how many
+
+    # -- reading the two queues forward ---------------------------------------------------
+    def unload(self) -> None:
+        """Not a master any more: the pending set is rebuilt when it is again."""
+        self.loaded = False
+        self.pending.clear()
+        self.resolved.clear()
+        self.resolving.clear()
+
+    def catch_up(self) -> None:
+        if not self.loaded:
+            self._half_read, self._op_read = self.table.half, self.table.op
+            self.loaded = True
+        hlo, hhi = self.store.queue_offsets(HALF_TOPIC, 0)
+        self._half_read = max(self._half_read, hlo)
+        while self._half_read < hhi:
+            got = self.store.get(HALF_TOPIC, 0, self._half_read, READ_BATCH)
+            if not got.messages:  # a gap (retention, a record cut): past it
+                self._half_read = max(self._half_read + 1, got.next_offset)
+                continue
+            for m in got.messages:
+                if m.queue_offset not in self.resolved and m.queue_offset not in self.pending:
+                    self.counters["halves_total"] += 1
+                    props = m.properties or {}
+                    self.pending[m.queue_offset] = Half(
+                        m.queue_offset, props.get(p.PRODUCER_GROUP, ""),
+                        props.get(PROP_REAL_TOPIC, ""), m.store_timestamp, m.msg_id,
+                        self.table.checks.get(m.queue_offset, 0))
+            self._half_read = max(self._half_read, got.next_offset)
+        olo, ohi = self.store.queue_offsets(OP_TOPIC, 0)
+        self._op_read = max(self._op_read, olo)
+        while self._op_read < ohi:
+            got = self.store.get(OP_TOPIC, 0, self._op_read, READ_BATCH)
+            if not got.messages:
+                self._op_read = max(self._op_read + 1, got.next_offset)
+                continue
+            for m in got.messages:
+                op = parse_op(m.body)
+                if op is not None:
+                    self._resolved(op[1], m.queue_offset, op[0])
+            self._op_read = max(self._op_read, got.next_offset)
+
+    def _resolved(self, half: int, op_offset: int, decision: TxState) -> None:
+        if half < self.table.half:
+            return
+        self.resolved[half] = (op_offset, decision)
+        self.pending.pop(half, None)
+        self.table.checks.pop(half, None)
+
+    def advance(self) -> None:
+        """Move the watermarks past what is resolved (resolved entries below dropped)."""
+        half = min(self.pending, default=self._half_read)
+        drop = [h for h in self.resolved if h < half]
+        for h in drop:
+            del self.resolved[h]
+        op = min((o for o, _d in self.resolved.values()), default=self._op_read)
+        if (half, op) != (self.table.half, self.table.op):
+            self.table.half, self.table.op = half, op
+            self.table.dirty = True
+
+    # -- END_TRANSACTION ----------------------------------------------------------------------
+    def state_of(self, offset: int) -> str:
+        """pending, committed, rolled-back, resolving, resolved (before the watermark:
+        how is forgotten) or unknown (no half there)."""
+        self.catch_up()
+        if offset in self.resolving:
+            return "resolving"
+        if offset in self.pending:
+            return "pending"
+        if offset in self.resolved:
+            return "committed" if self.resolved[offset][1] is TxState.COMMIT else "rolled-back"
+        if offset < self.table.half and offset >= self.store.queue_offsets(HALF_TOPIC, 0)[0]:
+            return "resolved"
+        return "unknown"
+
+    def end(self, offset: int, decision: TxState, by: str) -> PutResult:
+        """Write the outcome of a pending half (the caller checked `state_of`): on commit
+        the message in its real queue, then the op record. The op's PutResult (its end
+        covers both), or the failed put's."""
+        half = self.pending[offset]
+        if decision is TxState.COMMIT:
+            got = self.store.get(HALF_TOPIC, 0, offset, 1)
+            if not got.messages or got.messages[0].queue_offset != offset:
+                return PutResult(PutStatus.SERVICE_NOT_AVAILABLE,
+                                 reason=f"half message {offset} not readable")
+            m = got.messages[0]
+            props = m.properties or {}
+            try:
+                qid = int(props.get(PROP_REAL_QID, "0"))
+            except ValueError:
+                qid = 0
+            result = self.put(half.topic, qid, m)
+            if result is None or result.status is not PutStatus.PUT_OK:
+                return result or PutResult(PutStatus.SERVICE_NOT_AVAILABLE,
+                                           reason=f"topic {half.topic!r} takes no messages")
+        result = self.store.put(OP_TOPIC, 0, op_body(decision, offset, by), wait=False)
+        if result.status is PutStatus.PUT_OK:
+            self._resolved(offset, result.queue_offset, decision)
+            self._op_read = max(self._op_read, result.queue_offset + 1)
+            if decision is TxState.COMMIT:
+                self.counters["committed_total"] += 1
+            else:
+                self.rolled_back[by] = self.rolled_back.get(by, 0) + 1
+        return result
+
+    # -- check-backs ----------------------------------------------------------------------------
+    def due(self, now_ms: int) -> list[Half]:
+        return [h for h in self.pending.values() if h.offset not in self.resolving
+                and now_ms - h.stored_ms >= self.check_after_ms and now_ms >= h.next_check_ms]
+
+    def checks_for(self, group: str) -> list[Half]:
+        """A producer of `group` asks: the halves it should check now (counted)."""
+        self.catch_up()
+        now = self.wall_ms()
+        self.producers[group] = now
+        out = [h for h in self.due(now) if h.group == group and h.checks < self.max_checks]
+        for h in out:
+            self._checked(h, now)
+        return out
+
+    def _checked(self, h: Half, now: int) -> None:
+        h.checks += 1
+        h.next_check_ms = now + self.interval_ms
+        self.table.checks[h.offset] = h.checks
+        self.table.dirty = True
+        self.counters["checks_total"] += 1
+
+    def run_once(self) -> list[int]:
+        """Count the checks no producer asked for and give up on halves past their last
+        check; the offsets to roll back now. Watermarks advanced."""
+        self.catch_up()
+        now = self.wall_ms()
+        give_up = []
+        for h in self.due(now):
+            if h.checks >= self.max_checks:
+                give_up.append(h.offset)
+            elif now - self.producers.get(h.group, -10**12) > PRODUCER_ALIVE_S * 1000:
+                self._checked(h, now)  # nobody of its group to ask: the check is spent
+        self.advance()
+        return give_up
+
+    def listing(self, group: str | None = None) -> list[dict]:
+        self.catch_up()
+        now = self.wall_ms()
+        return [{"offset": h.offset, "group": h.group, "topic": h.topic, "msg_id": h.msg_id,
+                 "age_s": round((now - h.stored_ms) / 1000, 1), "checks": h.checks,
+                 "next_check_s": round(max(0, max(h.next_check_ms, h.stored_ms +
+                                                  self.check_after_ms) - now) / 1000, 1),
+                 "producer_alive": now - self.producers.get(h.group, -10**12)
+                 <= PRODUCER_ALIVE_S * 1000}
+                for h in sorted(self.pending.values(), key=lambda h: h.offset)
+                if group is None or h.group == group]
+
+    def figures(self) -> dict:
+        now = self.wall_ms()
+        oldest = min((h.stored_ms for h in self.pending.values()), default=None)
+        return {"pending": len(self.pending),
+                "oldest_pending_s": 0.0 if oldest is None else round((now - oldest) / 1000, 1),
+                "rolled_back": dict(self.rolled_back), **self.counters}
+
+
+def committed_copy_props(m) -> dict[str, str] | None:
+    """A committed half's properties in its real queue: without the half's own."""
+    props = {k: v for k, v in (m.properties or {}).items()
+             if k not in (PROP_REAL_TOPIC, PROP_REAL_QID, PROP_TX_HALF, "TAGS", "KEYS")}
+    return props or None

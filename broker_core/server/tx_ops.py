@@ -1,0 +1,119 @@
+"""END_TRANSACTION, CHECK_TRANSACTION and LIST_TRANSACTIONS (PROTOCOL.md), and the
+check-back pass, over the broker's TxService (server.transactions).
+
+Only a master answers them: its slaves hold the same halves and ops (they are
+records) and rebuild the pending set when promoted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+
+from broker_core import protocol as p
+from broker_core.protocol import Code
+from broker_core.protocol.delay import PROP_REAL_QID
+from broker_core.protocol.transactions import HALF_TOPIC, RESOLVERS, TxState
+from broker_core.server.transactions import committed_copy_props
+
+log = logging.getLogger("floodgate.broker")
+
+CHECK_PASS_S = 0.5  # how often unanswered checks are counted and exhausted halves rolled back
+MAX_CHECKS_PER_ANSWER = 256
+
+
+def _refused(broker):
+    if broker.ha is not None and (refused := broker.ha.refusal()) is not None:
+        return refused
+    return None
+
+
+async def end_transaction(broker, body: bytes) -> tuple[int, bytes]:
+    req = p.decode_json(body)
+    offset, decision, by = req.get("offset"), str(req.get("decision", "")), str(req.get("by", ""))
+    if type(offset) is not int or offset < 0:
+        raise p.ProtocolError(f"offset must be a half message's offset, got {offset!r}")
+    if decision not in (TxState.COMMIT, TxState.ROLLBACK):
+        raise p.ProtocolError(f"decision must be COMMIT or ROLLBACK, got {decision!r}")
+    if by not in RESOLVERS[:3]:
+        raise p.ProtocolError(f"by must be one of {', '.join(RESOLVERS[:3])}, got {by!r}")
+    if (refused := _refused(broker)) is not None:
+        return refused
+    return await resolve(broker, offset, TxState(decision), by)
+
+
+async def resolve(broker, offset: int, decision: TxState, by: str) -> tuple[int, bytes]:
+    tx = broker.tx
+    state = tx.state_of(offset)
+    if state == "unknown":
+        return Code.MESSAGE_NOT_FOUND, (f"no half message at offset {offset} on "
+                                        f"{broker.config.name}").encode()
+    if state != "pending":  # resolved already (or being): nothing delivered twice
+        tx.counters["duplicate_ends_total"] += 1
+        return Code.OK, p.encode_json({"state": state, "already": True})
+    tx.resolving.add(offset)
+    fut = asyncio.get_running_loop().create_future()
+    try:
+        out = broker.write_path.write(
+            lambda: tx.end(offset, decision, by),
+            lambda code, result: fut.done() or fut.set_result((code, result)))
+        code, result = out if out is not None else await fut
+    finally:
+        tx.resolving.discard(offset)
+    if isinstance(result, str) or not result.ok:
+        reason = result if isinstance(result, str) else (result.reason or result.status.value)
+        return (code if code != Code.OK else Code.SYSTEM_ERROR), reason.encode()
+    return code, p.encode_json({"state": tx.state_of(offset), "already": False})
+
+
+async def check_transaction(broker, body: bytes) -> tuple[int, bytes]:
+    req = p.decode_json(body)
+    group = str(req.get("group") or "")
+    if not group:
+        raise p.ProtocolError("a check-back request names its producer group")
+    if (refused := _refused(broker)) is not None:
+        return refused
+    docs = []
+    for half in broker.tx.checks_for(group)[:MAX_CHECKS_PER_ANSWER]:
+        got = broker.store.get(HALF_TOPIC, 0, half.offset, 1)
+        if not got.messages:
+            continue
+        m = got.messages[0]
+        docs.append({"offset": half.offset, "msg_id": m.msg_id, "topic": half.topic,
+                     "queue_id": int((m.properties or {}).get(PROP_REAL_QID, "0") or 0),
+                     "body": base64.b64encode(m.body).decode(), "tags": m.tags,
+                     "keys": m.keys, "properties": committed_copy_props(m) or {},
+                     "born_ms": m.born_timestamp, "checks": half.checks})
+    return Code.OK, p.encode_json({"broker": broker.config.name, "checks": docs})
+
+
+async def list_transactions(broker, body: bytes) -> tuple[int, bytes]:
+    req = p.decode_json(body)
+    group = req.get("group")
+    if (refused := _refused(broker)) is not None:
+        return refused
+    return Code.OK, p.encode_json({"broker": broker.config.name,
+                                   "pending": broker.tx.listing(str(group) if group else None),
+                                   "figures": broker.tx.figures()})
+
+
+async def check_loop(broker) -> None:
+    """Count the checks nobody asked for, roll back halves past their last check, move
+    the watermarks; a broker that is not (or no longer) master forgets its pending set."""
+    while True:
+        await asyncio.sleep(CHECK_PASS_S)
+        if _refused(broker) is not None:
+            if broker.tx.loaded:
+                broker.tx.unload()
+            continue
+        try:
+            for offset in broker.tx.run_once():
+                code, answer = await resolve(broker, offset, TxState.ROLLBACK,
+                                             "checks-exhausted")
+                if code == Code.OK:
+                    log.warning("transaction %s:%d rolled back: no COMMIT or ROLLBACK after "
+                                "%d check-backs", broker.config.name, offset,
+                                broker.tx.max_checks)
+        except Exception:  # noqa: BLE001 - logged; checked again next pass
+            log.exception("transaction check pass")
