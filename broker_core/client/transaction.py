@@ -100,11 +100,13 @@ class TransactionProducer:
     def send_in_transaction(self, topic: str, body: bytes,
                             local_tx: Callable[[TxMessage], object], tags: str | None = None,
                             keys: str | None = None,
-                            properties: dict[str, str] | None = None) -> TxResult:
+                            properties: dict[str, str] | None = None,
+                            order_key: str | None = None) -> TxResult:
         """Store the half (raises SendFailed: then nothing was stored and `local_tx` did
-        not run), run `local_tx`, commit or roll back as it says."""
+        not run), run `local_tx`, commit or roll back as it says. `order_key`: the
+        committed message goes to the key's queue (Producer.send), in commit order."""
         props = {**(properties or {}), PROP_TX_HALF: "true"}
-        sent = self.producer.send(topic, body, tags, keys, props)
+        sent = self.producer.send(topic, body, tags, keys, props, order_key=order_key)
         handle = tx_id(sent.broker, sent.queue_offset)
         msg = TxMessage(topic, body, tags, keys, dict(properties or {}), handle, sent.msg_id)
         try:

@@ -169,6 +169,7 @@ def _headless(demo, args, stop: threading.Event) -> int:
                                              "statuses": seen.get(g.name, [g.status])}
                                     for g in (state.consumers if state else ())},
                 "throttled_total": state.flow.total if state else 0,
+                "transactions": _transactions(state),
                 "faults": [{"time": a.time, "broker": a.broker, "action": a.action}
                            for a in demo.actions]}
 
@@ -238,6 +239,23 @@ def _run_with_tui(demo, seconds: float, stop: threading.Event, record, track) ->
     return out or record(app.state)
 
 
+def _transactions(state) -> dict:
+    """Half messages and queue locks summed over the masters (a slave holds copies)."""
+    out = {"halves": 0, "committed": 0, "checks": 0, "pending": 0, "rolled_back": {},
+           "locks_held": 0}
+    for b in state.brokers if state else ():
+        if b.stats is None or b.role == "SLAVE":
+            continue
+        t = b.stats.transactions or {}
+        for key, name in (("halves", "halves_total"), ("committed", "committed_total"),
+                          ("checks", "checks_total"), ("pending", "pending")):
+            out[key] += int(t.get(name) or 0)
+        for by, n in (t.get("rolled_back") or {}).items():
+            out["rolled_back"][by] = out["rolled_back"].get(by, 0) + int(n)
+        out["locks_held"] += int((b.stats.locks or {}).get("held") or 0)
+    return out
+
+
 def _print_summary(summary: dict) -> None:
     from console.data.state import BEHIND_SHARE
     from console.tui.format import clock, ms
@@ -265,3 +283,9 @@ def _print_summary(summary: dict) -> None:
               f"(went {' -> '.join(g['statuses'])})")
     if summary["throttled_total"]:
         print(f"flow control: {summary['throttled_total']:,} sends throttled")
+    tx = summary["transactions"]
+    if tx["halves"]:
+        rolled = ", ".join(f"{k} {v:,}" for k, v in sorted(tx["rolled_back"].items()))
+        print(f"transactions: {tx['halves']:,} half messages, {tx['committed']:,} committed, "
+              f"rolled back {rolled or 'none'}, {tx['checks']:,} check-backs, "
+              f"{tx['pending']:,} pending; orderly queue locks held: {tx['locks_held']}")

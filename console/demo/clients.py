@@ -12,7 +12,12 @@ and a flooding producer group held back by a quota.
   MAX_RECONSUME times, then in its dead-letter queue: the console's alert,
   `floodgate dlq show --group warehouse`);
 - `demo-batch` offers `BATCH_RATE` msgs/s against quotas that admit half of it
-  (`batch_quota`), so brokers answer FLOW_CONTROL and the producer backs off once.
+  (`batch_quota`), so brokers answer FLOW_CONTROL and the producer backs off once;
+- `payments` publishes "paid order-N" transactionally at PAY_RATE (one in
+  DECLINED_EVERY declined: rolled back; one in UNKNOWN_EVERY left UNKNOWN, settled
+  by the broker's check-back), then a "receipt order-N", both by order id to one
+  queue; `ledger` consumes them orderly (queue locks: the console's ordered view)
+  and counts a receipt that came before its payment (never, if order holds).
 
 Both groups report their deliveries to the message trace at `--trace-rate`.
 
@@ -61,6 +66,68 @@ WAREHOUSE_SCRIPT: tuple[tuple[float, float | None], ...] = (
     (50.0, None),  # hangs, still heartbeating: STALLED
     (62.0, 0.0),  # recovers: drains its backlog
 )
+
+
+PAY_TOPIC = "demo-paid"
+PAY_GROUP = "payments"  # the transactional producer group the brokers ask back
+LEDGER_GROUP = "ledger"  # its orderly consumer group
+PAY_RATE = 20.0  # orders paid a second: the story, not the load
+DECLINED_EVERY = 10  # order-N with N % 10 == 3: the card is declined (rolled back)
+UNKNOWN_EVERY = 25  # N % 25 == 7: the bank has not answered (UNKNOWN: checked back)
+
+
+def pay(n: int) -> str:
+    """The payment's local transaction for order-N."""
+    if n % UNKNOWN_EVERY == 7:
+        return "UNKNOWN"
+    return "ROLLBACK" if n % DECLINED_EVERY == 3 else "COMMIT"
+
+
+def bank_says(msg) -> str:
+    """The check-back: the bank answered meanwhile (odd orders paid, even declined)."""
+    n = int((msg.keys or "order-0")[6:] or 0)
+    return "COMMIT" if n % 2 else "ROLLBACK"
+
+
+def payments(tx, stop: threading.Event) -> None:
+    """Pay an order every 1/PAY_RATE s: the paid event transactionally, then its receipt
+    (only for a committed payment), both to the order's queue."""
+    from broker_core.client.attempts import SendFailed
+
+    n = 0
+    while not stop.wait(1.0 / PAY_RATE):
+        n += 1
+        order = f"order-{n}"
+        try:
+            result = tx.send_in_transaction(PAY_TOPIC, b"paid " + order.encode(),
+                                            lambda _m, n=n: pay(n), keys=order, order_key=order)
+            if result.state == "COMMIT" and result.ended:
+                tx.producer.send(PAY_TOPIC, b"receipt " + order.encode(), keys=order,
+                                 order_key=order)
+        except (SendFailed, BrokerError):  # a failover: the next order goes on
+            continue
+    tx.close()
+
+
+class Ledger:
+    """The orderly `ledger` group's handler: a receipt must follow its payment."""
+
+    def __init__(self) -> None:
+        self.paid: set[str] = set()
+        self.out_of_order = 0
+
+    def __call__(self, m) -> None:
+        kind, order = m.body.decode().split(" ", 1)
+        if kind == "paid":
+            self.paid.add(order)
+        elif order not in self.paid:
+            self.out_of_order += 1
+            log.error("ledger: receipt of %s before its payment", order)
+
+
+def ledger(consumer, stop: threading.Event) -> None:
+    consumer.consume(Ledger(), timeout=0.5, stop=stop)
+    consumer.close()
 
 
 def processing_time(script, at: float) -> float | None:
@@ -143,6 +210,7 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0) -> N
     from broker_core.client.admin import ensure_topic, quota
     from broker_core.client.consumer import Consumer
     from broker_core.client.producer import Producer
+    from broker_core.client.transaction import TransactionProducer
     from broker_core.cluster.cluster_file import load_cluster
 
     spec = load_cluster(cluster_path)
@@ -168,10 +236,14 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0) -> N
         # cost more than its 100 sends a second
         (flood, Producer(brokers, routes=routes, group=BATCH_GROUP, fuse=False,
                          flow_retries=BATCH_FLOW_RETRIES), None),
+        (payments, TransactionProducer(PAY_GROUP, brokers, check=bank_says, routes=routes,
+                                       fuse=False), None),
+        (ledger, Consumer(LEDGER_GROUP, PAY_TOPIC, brokers, routes=routes, orderly=True), None),
     ]
     threads = []
     for fn, client, script in workers:
-        args = (client, stop) if fn is flood else (client, stop, script, started)
+        args = (client, stop) if fn in (flood, payments, ledger) else \
+            (client, stop, script, started)
         t = threading.Thread(target=fn, args=args, daemon=True, name=f"demo-{fn.__name__}")
         t.start()
         threads.append(t)

@@ -317,7 +317,24 @@ def consumer_alerts(window: str = RATE_WINDOW) -> list[Alert]:
             " slave (or a broker fenced from its group) does not deliver: check the group has a"
             " master; a full disk stops delivery too (`floodgate status`, disk).",
         ),
+        Alert(
+            "FloodgateHalfMessageStuck",
+            f"{n.TX_OLDEST} > {HALF_STUCK_S}",
+            "1m",
+            "warning",
+            "A transaction's half message unresolved on {{ $labels.broker }}",
+            "Broker {{ $labels.broker }} ({{ $labels.instance }}) holds a half message"
+            ' {{ $value | printf "%.0f" }} s old: neither committed nor rolled back, so its'
+            " message is not delivered (15 check-backs roll it back at last).",
+            "Runbook: `floodgate tx list --cluster FILE` names it, its producer group, its"
+            " check-backs and whether a producer of the group is asking; with the producer"
+            " gone, settle it from the business's own record: `floodgate tx resolve --id ID"
+            " --commit` or `--rollback`.",
+        ),
     ]
+
+
+HALF_STUCK_S = 300  # a half older than 5 minutes: its producer is gone or stuck UNKNOWN
 
 
 def rules_file(window: str = RATE_WINDOW) -> dict:

@@ -29,6 +29,7 @@ from console.tui.panels import (
     summary,
     throttling,
     throughput,
+    transactions,
 )
 
 Render = Callable[[Any, str | None], Any]
@@ -54,6 +55,8 @@ PANELS: dict[str, Render] = {
     "consumer_queues": consumer_queues.render,
     "throttling": throttling.render,
     "delayed": delayed.render,
+    "transactions": transactions.render,
+    "queue_locks": transactions.render_locks,
 }
 
 

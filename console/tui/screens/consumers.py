@@ -1,7 +1,8 @@
 """Consumer groups (`g`): one row per group (and per instance of a broadcast group),
 worst first (Enter opens its queues, `o` its offsets), retries and dead letters
-each; below, delayed messages per broker and flow control: quotas in force and
-throttled sends."""
+each; below, delayed messages per broker, transactions (half messages pending,
+check-backs, rollbacks), orderly groups' queue locks, and flow control: quotas in
+force and throttled sends."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ class ConsumersScreen(StateScreen):
                          "retry / dead: kept in %RETRY% / %DLQ%[/dim]",
                          id="groups-hint")
             yield PanelView("delayed", id="delayed", title="delayed messages (retries too)")
+            yield PanelView("transactions", id="transactions",
+                            title="transactional messages (half messages)")
+            yield PanelView("queue_locks", id="queue-locks",
+                            title="ordered queues: who holds which (locks)")
             yield PanelView("throttling", id="throttling", title="flow control (限流)")
         yield Footer()
 

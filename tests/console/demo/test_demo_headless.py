@@ -38,8 +38,12 @@ def test_headless_demo_summary(tmp_path):
     for t in summary["fuse_transitions"]:
         assert set(t) == {"time", "broker", "event", "reason"}
         assert t["event"] in ("isolate", "release", "overflow", "reexclude")
-    # the demo's clients: two consumer groups judged by the brokers, a throttled flood
-    assert set(summary["consumer_groups"]) == {"billing", "warehouse"}
+    # the demo's clients: two consumer groups judged by the brokers, a throttled flood,
+    # payments published transactionally and consumed orderly by the ledger
+    assert set(summary["consumer_groups"]) == {"billing", "warehouse", "ledger"}
+    tx = summary["transactions"]
+    assert tx["committed"] > 0 and tx["rolled_back"].get("producer", 0) > 0, tx
+    assert tx["locks_held"] > 0, tx
     assert summary["consumer_groups"]["billing"]["status"] in ("OK", "WARNING")
     assert summary["throttled_total"] > 0
     assert not list(tmp_path.glob("floodgate-demo-*"))  # its own temporary data dir: gone

@@ -108,10 +108,11 @@ def test_consumer_group_is_in_the_rules_file_with_runbooks():
     alerts = {a["alert"]: a for a in groups["floodgate.consumers"]}
     assert set(alerts) == {"FloodgateConsumerStalled", "FloodgateConsumerLagGrowing",
                            "FloodgateFlowControlThrottling", "FloodgateDelayedOverdue",
-                           "FloodgateDeadLettersGrowing"}
+                           "FloodgateDeadLettersGrowing", "FloodgateHalfMessageStuck"}
     assert alerts["FloodgateConsumerStalled"]["labels"]["severity"] == "page"
     assert alerts["FloodgateFlowControlThrottling"]["labels"]["severity"] == "info"
     for name, alert in alerts.items():
         assert alert["annotations"]["runbook"].startswith("Runbook:")
-        about = "$labels.broker" if name == "FloodgateDelayedOverdue" else "$labels.group"
+        about = "$labels.broker" if name in ("FloodgateDelayedOverdue",
+                                             "FloodgateHalfMessageStuck") else "$labels.group"
         assert about in alert["annotations"]["description"]

@@ -164,3 +164,14 @@ def test_recording_rules_p99_and_rates(tmp_path):
     proc = subprocess.run([PROMTOOL, "test", "rules", "test.yml"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_half_message_older_than_five_minutes_for_a_minute(tmp_path):
+    name = "FloodgateHalfMessageStuck"
+    run_promtool(tmp_path, [
+        series("floodgate_tx_oldest_half_seconds", BROKER, "200 315 330 345 360 375 390 0x4"),
+    ], [
+        check("30s", name),
+        check("90s", name, firing(name, BROKER, "390")),
+        check("2m", name),
+    ])
