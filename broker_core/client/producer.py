@@ -168,6 +168,12 @@ class Producer:
             self._reroute()
         return self._pool.get(broker).call(op, payload, timeout or self.timeout)
 
+    def request_oneway(self, broker: str, op: Op, payload: bytes) -> None:
+        """`request` without an answer (BrokerUnavailable when it cannot be sent)."""
+        if self.routes is not None and self.routes.version != self._routes_version:
+            self._reroute()
+        self._pool.get(broker).request(op, payload, oneway=True)
+
     @property
     def names(self) -> list[str]:
         """The brokers (or, with routes, the groups) this producer sends to."""

@@ -49,10 +49,13 @@ def test_commit_rollback_unknown_and_a_raising_local_transaction(cluster_factory
         checked.append((m.body, m.checks))
         return "COMMIT" if m.body == b"unknown-then-commit" else "ROLLBACK"
 
-    with TransactionProducer("payments", addrs, check=check, poll_s=0.1) as tx:
+    with TransactionProducer("payments", addrs, check=check, poll_s=0.1,
+                             end_oneway=False) as tx:  # `ended`: the broker wrote it
         committed = tx.send_in_transaction("paid", b"commit", lambda m: "COMMIT")
         assert committed.ended and committed.tx_id == f"broker-1:{committed.send.queue_offset}"
         assert tx.send_in_transaction("paid", b"rollback", lambda m: "ROLLBACK").ended
+    with TransactionProducer("payments", addrs, check=check, poll_s=0.1) as tx:  # oneway
+        assert tx.send_in_transaction("paid", b"commit-oneway", lambda m: "COMMIT").ended
         assert not tx.send_in_transaction("paid", b"unknown-then-commit",
                                           lambda m: "UNKNOWN").ended
         assert not tx.send_in_transaction("paid", b"unknown-then-rollback",
@@ -64,7 +67,8 @@ def test_commit_rollback_unknown_and_a_raising_local_transaction(cluster_factory
         code, body = tx.producer.request("broker-1", Op.END_TRANSACTION, encode_json(
             {"offset": committed.send.queue_offset, "decision": "COMMIT", "by": "producer"}))
         assert code == Code.OK and decode_json(body) == {"state": "committed", "already": True}
-    assert sorted(collect(addrs, 2, 10)) == [b"commit", b"unknown-then-commit"]
+    assert sorted(collect(addrs, 3, 10)) == [b"commit", b"commit-oneway",
+                                             b"unknown-then-commit"]
     assert {b for b, _n in checked} == {b"unknown-then-commit", b"unknown-then-rollback"}
     assert all(n == 1 for _b, n in checked)  # each settled by its first check-back
 
@@ -88,7 +92,8 @@ def test_fifteen_unknown_check_backs_roll_the_half_back(cluster_factory, capsys)
 def test_halves_pending_at_a_sigkill_are_settled_after_the_restart(cluster_factory):
     cluster = cluster_factory(1, extra_args=["--tx-check-s", CHECK_S])
     addrs, entry = cluster.file.addrs, cluster.file.brokers[0]
-    with TransactionProducer("payments", addrs) as tx:  # no check-back: it goes away
+    # no check-back (it goes away); each COMMIT or ROLLBACK written before the kill
+    with TransactionProducer("payments", addrs, end_oneway=False) as tx:
         for i in range(10):
             tx.send_in_transaction("paid", b"c%d" % i, lambda m: "COMMIT")
             tx.send_in_transaction("paid", b"r%d" % i, lambda m: "ROLLBACK")
