@@ -24,3 +24,18 @@ def median_seconds(fn: Callable[[], object], repeat: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def cluster_peak_rss_mib(cluster) -> float:
+    """The largest peak RSS (VmHWM) among a launcher.Cluster's broker processes, in MiB."""
+    from pathlib import Path
+
+    peak = 0.0
+    for proc in cluster.procs.values():
+        try:
+            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+        except OSError:
+            pass
+    return round(peak, 1)

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._util import peak_rss_mib  # noqa: E402
+from bench._util import cluster_peak_rss_mib, peak_rss_mib  # noqa: E402
 from broker_core.client.aio_producer import AsyncProducer  # noqa: E402
 from broker_core.cluster.drill import DrillSpec, run_drill  # noqa: E402
 from broker_core.cluster.launcher import Cluster  # noqa: E402
@@ -52,16 +52,6 @@ def cluster(data: Path, **kw) -> Cluster:
     return c
 
 
-def broker_rss_mib(c: Cluster) -> float:
-    peak = 0.0
-    for proc in c.procs.values():
-        try:
-            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]) / 1024)
-        except OSError:
-            pass
-    return peak
 
 
 def drills(data: Path, n: int, rate: float) -> dict:
@@ -78,7 +68,7 @@ def drills(data: Path, n: int, rate: float) -> dict:
             fo = f"{r.failover_s:.3f} s" if r.failover_s is not None else "never"
             say(f"  drill {i + 1}: {r.old_master} -> {r.new_master} failover {fo}, acked "
                 f"{r.acked}, lost {r.lost}, dup {r.duplicates}, errors {r.send_errors}")
-        rss = broker_rss_mib(c)
+        rss = cluster_peak_rss_mib(c)
     finally:
         stop.set()
         sup.join(5)
@@ -124,7 +114,7 @@ def throughput(data: Path, rounds: int, seconds: float) -> dict:
                         return await closed_loop(p, seconds)
                 out[kind].append(asyncio.run(run()))
         routes.close()
-        rss = max(broker_rss_mib(sync), broker_rss_mib(single))
+        rss = max(cluster_peak_rss_mib(sync), cluster_peak_rss_mib(single))
     finally:
         sync.down(grace=5)
         single.down(grace=5)

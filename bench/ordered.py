@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import peak_rss_mib  # noqa: E402
+from _util import cluster_peak_rss_mib, peak_rss_mib  # noqa: E402
 
 from broker_core.client.attempts import SendFailed  # noqa: E402
 from broker_core.client.consumer import Consumer  # noqa: E402
@@ -202,22 +202,12 @@ def order_run(data: Path, messages: int, keys: int) -> dict:
     result = check(journals, keys, per_key)
     routes.close()
     stop_sup.set()
-    rss = broker_rss(c)
+    rss = cluster_peak_rss_mib(c)
     c.down()
     return {"messages": keys * per_key, "keys": keys, "send_s": round(send_s, 1),
             "killed_master": killed, "broker_peak_rss_mib": rss, **result}
 
 
-def broker_rss(c: Cluster) -> float:
-    peak = 0.0
-    for proc in c.procs.values():
-        try:
-            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]) / 1024)
-        except OSError:
-            pass
-    return round(peak, 1)
 
 
 def drain_rate(addrs: dict, group: str, orderly: bool, total: int) -> float:

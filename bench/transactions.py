@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import peak_rss_mib  # noqa: E402
+from _util import cluster_peak_rss_mib, peak_rss_mib  # noqa: E402
 
 from broker_core.client.attempts import SendFailed  # noqa: E402
 from broker_core.client.connection import Connection  # noqa: E402
@@ -211,16 +211,6 @@ def pending(c: Cluster) -> int:
     return sum(f.get("pending", 0) for f in figures(c))
 
 
-def broker_rss(c: Cluster) -> float:
-    peak = 0.0
-    for proc in c.procs.values():
-        try:
-            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]) / 1024)
-        except OSError:
-            pass
-    return round(peak, 1)
 
 
 def main() -> int:
@@ -247,7 +237,7 @@ def main() -> int:
         finally:
             routes.close()
             stop_sup.set()
-            rss = broker_rss(c)
+            rss = cluster_peak_rss_mib(c)
             c.down()
     doc = {"cost": cost_doc, "kills": kill_doc, "broker_peak_rss_mib": rss,
            "bench_peak_rss_mib": round(peak_rss_mib(), 1),
