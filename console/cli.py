@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "console.commands.offsets_cmd",
     "console.commands.dlq_cmd",
     "console.commands.tx_cmd",
+    "console.commands.acl_cmd",
     "console.commands.quota_cmd",
     "console.commands.drill_cmd",
     "console.commands.bench_cmd",
@@ -76,10 +77,32 @@ def build_parser() -> Parser:
     parser.add_argument(
         "--debug", action="store_true", help="show tracebacks instead of one-line errors"
     )
+    parser.add_argument(
+        "--credentials", metavar="FILE",
+        help="user and secret (TOML, mode 0600) for brokers that enforce an ACL; default: "
+        "$FLOODGATE_CREDENTIALS")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
+
+
+def _use_credentials(args) -> None:
+    """`--credentials FILE`, else $FLOODGATE_CREDENTIALS, else the credentials file a
+    `--cluster` file names (`cluster up --acl`): every connection authenticates with them."""
+    from broker_core.acl import credentials
+
+    if args.credentials:
+        credentials.use(args.credentials)
+    elif not os.environ.get(credentials.ENV) and getattr(args, "cluster", None):
+        from broker_core.cluster.cluster_file import load_cluster
+        from broker_core.errors import BrokerError
+
+        try:
+            named = load_cluster(args.cluster).credentials
+        except BrokerError:
+            return  # the command says what is wrong with its cluster file
+        credentials.use(named or None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         (getattr(args, "_parser", None) or parser).print_help()
         return EXIT_USAGE
     debug = args.debug or os.environ.get("FLOODGATE_DEBUG") == "1"
+    try:
+        _use_credentials(args)
+    except ValueError as exc:
+        print(f"floodgate {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

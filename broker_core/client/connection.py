@@ -24,13 +24,20 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 
+from broker_core.acl import credentials
+from broker_core.acl.handshake import AuthFailed, client_handshake
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     FLAG_ONEWAY,
     HEADER_SIZE,
     LENGTH_SIZE,
+    Code,
+    FrameDecoder,
+    ProtocolError,
     decode_header,
+    decode_json,
     encode_frame,
+    encode_json,
 )
 
 
@@ -78,8 +85,12 @@ class _Link:
 
 
 class Connection:
-    def __init__(self, addr: str, connect_timeout: float = 3.0) -> None:
+    """`credentials` (acl.credentials; default: FLOODGATE_CREDENTIALS): each connect
+    authenticates with them before anything else is sent (acl.handshake)."""
+
+    def __init__(self, addr: str, connect_timeout: float = 3.0, credentials=None) -> None:
         self.addr = addr
+        self._credentials = credentials
         self._host, self._port = parse_addr(addr)
         self._connect_timeout = connect_timeout
         self._lock = threading.Lock()  # socket writes, pending map, (re)connect
@@ -97,9 +108,38 @@ class Connection:
             sock = socket.create_connection((self._host, self._port), self._connect_timeout)
         except OSError as exc:
             raise BrokerUnavailable(f"{self.addr}: {exc.strerror or exc}") from None
-        sock.settimeout(None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        creds = self._credentials if self._credentials is not None else credentials.default()
+        if creds is not None:
+            self._authenticate(sock, creds)
+        sock.settimeout(None)
         return _Link(sock)
+
+    def _authenticate(self, sock: socket.socket, creds) -> None:
+        """The handshake on the fresh socket, before the link reads it (blocking, within
+        the connect timeout). AuthFailed when refused; BrokerUnavailable when cut."""
+        decoder = FrameDecoder()
+        sock.settimeout(self._connect_timeout)
+
+        def call(op: int, payload: dict):
+            sock.sendall(encode_frame(op, 0, encode_json(payload)))
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    raise OSError("closed by the broker")
+                for header, body in decoder.feed(data):
+                    if header.code == Code.OK:
+                        return header.code, decode_json(body)
+                    return header.code, body.decode("utf-8", "replace")
+
+        try:
+            client_handshake(call, creds.user, creds.secret)
+        except (OSError, ProtocolError) as exc:
+            sock.close()
+            raise BrokerUnavailable(f"{self.addr}: authentication cut off: {exc}") from None
+        except AuthFailed as exc:
+            sock.close()
+            raise AuthFailed(f"{self.addr}: {exc}") from None
 
     def _send(self, op: int, body: bytes, oneway: bool, watched: bool) -> Future:
         fut: Future = Future()

@@ -57,6 +57,9 @@ class ClusterFile:
     replication: str = ""
     netns: dict | None = None  # hosts in network namespaces: cluster.netns.NetLayout
     restart: bool = False  # the supervisor restarts a broker that dies (`up --restart`)
+    # brokers enforcing an ACL (`up --acl`): the admin's credentials file (never a secret
+    # here), used by commands on this cluster when none is given
+    credentials: str = ""
 
     @property
     def layout(self):
@@ -100,6 +103,8 @@ class ClusterFile:
             data["netns"] = self.netns
         if self.restart:
             data["restart"] = True
+        if self.credentials:
+            data["credentials"] = self.credentials
         data["broker"] = [
             {"name": b.name, "addr": b.addr, "http": b.http, "data": b.data,
              **({"group": b.group, "ha": b.ha} if b.group else {})} for b in self.brokers
@@ -141,4 +146,5 @@ def load_cluster(path: str | Path) -> ClusterFile:
     netns = raw.get("netns")
     return ClusterFile(str(raw.get("name", "floodgate")), brokers, int(pid) if pid else None,
                        str(raw.get("zk", "")), str(raw.get("replication", "")),
-                       netns if isinstance(netns, dict) else None, bool(raw.get("restart")))
+                       netns if isinstance(netns, dict) else None, bool(raw.get("restart")),
+                       str(raw.get("credentials", "")))

@@ -136,9 +136,13 @@ class Cluster:
         zk: str | None = None,
         controllers: int = 1,
         netns: bool = False,
+        acl: bool = False,
     ) -> None:
         """`netns`: every broker, the embedded ZooKeeper and each controller on a host
-        of its own (cluster.netns), so that network faults can come between them."""
+        of its own (cluster.netns), so that network faults can come between them.
+        `acl`: brokers take authenticated users only; a super user `admin` with a random
+        secret is written to `admin.credentials.toml` (mode 0600) beside the cluster
+        file, which names it; the controllers use it."""
         if n < 1 and not groups:
             raise BrokerError("a cluster needs at least one broker")
         self.data = Path(data)
@@ -175,6 +179,11 @@ class Cluster:
                                 self.layout.to_dict() if self.layout else None)
         self.procs: dict[str, subprocess.Popen] = {}
         self.controllers: dict[str, subprocess.Popen] = {}
+        self.credentials: Path | None = None
+        if acl:
+            self.credentials = self.data / "admin.credentials.toml"
+            self.extra = [*self.extra, "--acl", "--acl-admin", str(self.credentials)]
+            self.file.credentials = str(self.credentials)
 
     def _on_hosts(self, entries: list[BrokerEntry], zk: str | None,
                   controllers: int) -> tuple[list[BrokerEntry], str | None]:
@@ -236,10 +245,12 @@ class Cluster:
     def start_controller(self, name: str) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         logfile = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - child owns it
+        env = None if self.credentials is None else {
+            **os.environ, "FLOODGATE_CREDENTIALS": str(self.credentials)}
         proc = subprocess.Popen([*self._prefix(name),
                                  *controller_argv(self.file.zk, self.file.name, name)],
                                 stdout=logfile, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, process_group=0)
+                                stdin=subprocess.DEVNULL, process_group=0, env=env)
         logfile.close()
         self.controllers[name] = proc
         return proc
@@ -252,6 +263,12 @@ class Cluster:
 
     def up(self, timeout: float = 30.0) -> ClusterFile:
         self.data.mkdir(parents=True, exist_ok=True)
+        if self.credentials is not None and not self.credentials.exists():
+            import secrets
+
+            from broker_core.acl.credentials import Credentials, write
+
+            write(self.credentials, Credentials("admin", secrets.token_urlsafe(24)))
         try:
             if self.zookeeper is not None:
                 self.zookeeper.start()

@@ -231,6 +231,8 @@ class HaNode:
             self.broker.locks.adopt(locks)
         if isinstance(tx := doc.get("tx"), dict):  # pending halves found from there when promoted
             self.broker.tx_table.adopt(tx)
+        if isinstance(acl := doc.get("acl"), dict):  # a promoted slave enforces the same rules
+            self.broker.acl.adopt(acl)
 
     def _on_truncate(self, offset: int, cut: int) -> None:
         self.events.append({"time": self.wall(), "kind": "truncated",
@@ -243,7 +245,8 @@ class HaNode:
                 "offset_resets": dict(self.broker.offsets.resets),
                 "delay": self.broker.delay_offsets.document(),
                 "locks": self.broker.locks.document(),
-                "tx": self.broker.tx_table.document()}
+                "tx": self.broker.tx_table.document(),
+                "acl": self.broker.acl.document()}
 
     # -- figures -------------------------------------------------------------------------
     def figures(self) -> dict:

@@ -70,6 +70,9 @@ class Op(IntEnum):
     END_TRANSACTION = 15  # commit or roll back a half message
     CHECK_TRANSACTION = 16  # a transactional producer asks for the halves to check back
     LIST_TRANSACTIONS = 17  # the half messages pending here (the operator's `tx list`)
+    AUTH_START = 18  # a connection's SCRAM-SHA-256 exchange (acl.handshake) ...
+    AUTH_FINISH = 19  # ... and its end
+    ACL = 20  # list or change users and rules (a super user's)
 
 
 class Code(IntEnum):

@@ -22,7 +22,9 @@ from broker_core.observe.recorder import OpRecorder
 from broker_core.observe.snapshot import BrokerSnapshot, take_snapshot
 from broker_core.observe.stats_doc import stats_document
 from broker_core.protocol import Code, Op
-from broker_core.server import lookup_ops, tx_ops
+from broker_core.server import acl_ops, lookup_ops, tx_ops
+from broker_core.server.access import Access
+from broker_core.server.acl_table import AclTable
 from broker_core.server.config import BrokerConfig
 from broker_core.server.delay_service import DelayOffsets, DelayService, store_due
 from broker_core.server.faults import Faults
@@ -94,6 +96,10 @@ class Broker:
                             lambda: int(self.clock() * 1000), config.tx_check_s,
                             config.tx_check_s)
         self.flow = FlowControl(data / "quotas.json")
+        self.acl = AclTable(data / "acl.json")
+        if config.acl_admin is not None and not self.acl.users:
+            self.acl.bootstrap(config.acl_admin)
+        self.access = Access(self.acl, config.acl)
         self.members = GroupMembers(monotonic)
         self.broadcast = BroadcastProgress(monotonic)
         self.backlog = BacklogEvaluator(monotonic)
@@ -293,6 +299,7 @@ class Broker:
         Op.END_TRANSACTION: tx_ops.end_transaction,
         Op.CHECK_TRANSACTION: tx_ops.check_transaction,
         Op.LIST_TRANSACTIONS: tx_ops.list_transactions,
+        Op.ACL: acl_ops.acl,
     }
 
     # -- housekeeping, once a second ---------------------------------------------
@@ -317,7 +324,7 @@ class Broker:
         """The writes of the topic and offset tables that changed, to run on a worker
         thread (group_state.JsonTable), or None."""
         docs = [(table, doc) for table in (self.topics, self.offsets, self.delay_offsets,
-                                           self.tx_table)
+                                           self.tx_table, self.acl)
                 if (doc := table.take()) is not None]
         if not docs:
             return None

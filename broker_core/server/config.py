@@ -39,6 +39,10 @@ class BrokerConfig:
     sync_timeout_s: float = 3.0  # FLUSH_SLAVE_TIMEOUT after this
     # a half message unresolved this long is checked back, then again as often
     tx_check_s: float = CHECK_AFTER_S
+    # the data port takes authenticated users only, each request checked against the ACL;
+    # `acl_admin`: a credentials file whose user becomes the first super user
+    acl: bool = False
+    acl_admin: Path | None = None
 
     @property
     def addr(self) -> str:

@@ -19,6 +19,7 @@ import time
 from time import perf_counter
 
 from broker_core import protocol as p
+from broker_core.server.access import no_permission
 from broker_core.server.broker import Broker
 
 log = logging.getLogger("floodgate.broker")
@@ -35,9 +36,11 @@ class BrokerProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.partial_since: float | None = None
         self.tasks: set[asyncio.Future] = set()  # control requests in progress
+        self.guard = None  # server.access.ConnectionGuard when the broker enforces its ACL
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self.guard = self.broker.access.guard(transport.get_extra_info("peername"))
         self.broker.counters["connections"] += 1
         self.broker.connections.add(self)
 
@@ -62,6 +65,20 @@ class BrokerProtocol(asyncio.Protocol):
                 return
             op, oneway = header.op, header.flags & p.FLAG_ONEWAY
             reply = _dropped if oneway else self.reply
+            if self.guard is not None:
+                if op == p.Op.AUTH_START or op == p.Op.AUTH_FINISH:
+                    code, answer, close = self.guard.authenticate(op, body)
+                    out.append(p.encode_answer(op, header.request_id, code, answer))
+                    if close:  # a failed handshake: the stream is not trusted past it
+                        self._flush(out)
+                        self.transport.close()
+                        return
+                    continue
+                why = self.guard.refusal(op, body)
+                if why is not None:
+                    if not oneway:
+                        out.append(no_permission(op, header.request_id, why))
+                    continue
             if op == p.Op.SEND:
                 answer = broker.sends.send(header.request_id, body, received, reply)
             elif op == p.Op.PULL:
@@ -78,6 +95,9 @@ class BrokerProtocol(asyncio.Protocol):
                     out.extend(answer)
                 else:
                     out.append(answer)
+        self._flush(out)
+
+    def _flush(self, out: list[bytes]) -> None:
         if out and self.transport is not None:
             self.transport.writelines(out) if len(out) > 1 else self.transport.write(out[0])
 

@@ -78,6 +78,12 @@ def register(sub) -> None:
     serve.add_argument("--tx-check-s", type=float, default=6.0, metavar="SECONDS",
                        help="a half message unresolved this long is checked back with its "
                        "producer group, then again as often, 15 times at most (6.0)")
+    serve.add_argument("--acl", action="store_true",
+                       help="the data port takes authenticated users only (SCRAM-SHA-256), "
+                       "each request checked against the ACL (`floodgate acl`)")
+    serve.add_argument("--acl-admin", type=Path, metavar="FILE",
+                       help="with --acl: a credentials file whose user becomes the first "
+                       "super user when the broker has none")
     serve.set_defaults(func=run_serve)
 
 
@@ -92,6 +98,15 @@ def run_serve(args) -> int:
         raise UsageError("--port and --http-port must differ")
     if args.queues < 1:
         raise UsageError("--queues must be at least 1")
+    if args.acl_admin is not None:
+        from broker_core.acl.credentials import load
+
+        if not args.acl:
+            raise UsageError("--acl-admin goes with --acl")
+        try:
+            load(args.acl_admin)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if not 0 < args.tx_check_s <= 3600:
         raise UsageError(f"--tx-check-s must be in (0, 3600], got {args.tx_check_s}")
     from broker_core.store.config import SYNCFS_ABOVE
@@ -114,6 +129,7 @@ def run_serve(args) -> int:
         admin_token=args.admin_token, admin_from=tuple(args.admin_from), group=args.group, zk=args.zk, ha_port=args.ha_port,
         replication=args.replication, zk_session_s=args.zk_session_timeout,
         sync_timeout_s=args.sync_timeout, tx_check_s=args.tx_check_s,
+        acl=args.acl, acl_admin=args.acl_admin,
         store_extra={} if args.max_mapped_queues is None else
         {"consumequeue_max_mapped": args.max_mapped_queues},
     )

@@ -42,6 +42,10 @@ def register(sub) -> None:
                     help="each broker, ZooKeeper and the controller on a host of its own: a "
                     "network namespace with its own address on a bridge (root only), so "
                     "`fault net` can partition them or slow their links")
+    up.add_argument("--acl", action="store_true",
+                    help="brokers take authenticated users only (`floodgate acl`); the admin's "
+                    "credentials go to admin.credentials.toml (mode 0600) beside the "
+                    "cluster file, which names it")
     up.add_argument("--no-auto-create-topics", action="store_true",
                     help="brokers refuse sends to unknown topics (TOPIC_NOT_EXIST): create "
                          "them with `floodgate topic create`, as in production")
@@ -67,10 +71,12 @@ def run_up(args) -> int:
     if groups:
         cluster = Cluster(0, args.base_port, args.data, args.flush, args.segment_size,
                           args.name, extra_args=extra, groups=groups, replicas=args.replicas,
-                          replication=args.replication, zk=args.zk, netns=args.netns)
+                          replication=args.replication, zk=args.zk, netns=args.netns,
+                          acl=args.acl)
     else:
         cluster = Cluster(args.brokers or 3, args.base_port, args.data, args.flush,
-                          args.segment_size, args.name, extra_args=extra, netns=args.netns)
+                          args.segment_size, args.name, extra_args=extra, netns=args.netns,
+                          acl=args.acl)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -88,6 +94,9 @@ def run_up(args) -> int:
               f"(this host is {cluster.layout.gateway}): "
               + ", ".join(f"{h.name} {h.addr}" for h in cluster.layout.hosts.values()
                           if h.name not in spec.addrs), flush=True)
+    if cluster.credentials is not None:
+        print(f"  ACL on: admin credentials in {cluster.credentials} (floodgate --credentials "
+              f"FILE acl ...)", flush=True)
     print("Ctrl-C (or `floodgate cluster down --cluster FILE`) stops them all.", flush=True)
     try:
         cluster.supervise(stop.is_set, restart=args.restart)

@@ -1,0 +1,118 @@
+"""Access control on a real broker (`cluster up --acl`): a client without credentials,
+with a wrong secret or a garbled handshake is refused in one line while the broker
+serves others; rules added and removed with `floodgate acl` take effect on the next
+request of connections already open; deny wins; system topics are named, not caught
+by `*`; a bad rule is refused in one line; no secret or key in any output."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+
+import pytest
+
+from broker_core.acl.credentials import Credentials, load
+from broker_core.acl.handshake import AuthFailed
+from broker_core.client.attempts import SendFailed
+from broker_core.client.connection import Connection
+from broker_core.client.consumer import Consumer
+from broker_core.client.producer import Producer
+from broker_core.protocol import Code, Op, encode_frame, encode_json
+from console.cli import main
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def acl_cluster(cluster_factory, monkeypatch):
+    cluster = cluster_factory(1, acl=True)
+    # recorded as unset, and unset again after the test (`--credentials` sets it)
+    monkeypatch.setenv("FLOODGATE_CREDENTIALS", "")
+    return cluster
+
+
+def floodgate(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_users_rules_and_refusals_end_to_end(acl_cluster, capsys, tmp_path, monkeypatch):
+    c = acl_cluster
+    path, admin = str(c.path), str(c.credentials)
+    addr = c.file.brokers[0].addr
+    code, body = Connection(addr).call(Op.STATS, b"{}")  # no credentials
+    assert code == Code.NO_PERMISSION and b"authenticate first" in body
+
+    app_file = tmp_path / "app.toml"
+    code, out, err = floodgate(capsys, "--credentials", admin, "acl", "user", "add",
+                               "--cluster", path, "--name", "app",
+                               "--write-credentials", str(app_file))
+    assert code == 0, err
+    app = load(app_file)
+    with pytest.raises(AuthFailed, match="authentication failed"):
+        Connection(addr, credentials=Credentials("app", "not-the-secret")).call(Op.STATS)
+    assert floodgate(capsys, "--credentials", admin, "acl", "allow", "--cluster", path,
+                     "--user", "app", "--resource", "topic:ord*", "--actions", "pub")[0] == 0
+
+    monkeypatch.setenv("FLOODGATE_CREDENTIALS", str(app_file))
+    with Producer(c.file.addrs, fuse=False) as p:
+        assert p.send("orders", b"paid").status == "SEND_OK"
+        with pytest.raises(SendFailed, match="may not pub on topic:audit: no rule allows"):
+            p.send("audit", b"x")
+        # a deny over the allow, live: this producer's connection is already open
+        assert floodgate(capsys, "--credentials", admin, "acl", "deny", "--cluster", path,
+                         "--user", "app", "--resource", "topic:orders",
+                         "--actions", "pub")[0] == 0
+        with pytest.raises(SendFailed, match="denied by rule"):
+            p.send("orders", b"again")
+        assert p.send("orders-eu", b"still allowed").status == "SEND_OK"
+    monkeypatch.setenv("FLOODGATE_CREDENTIALS", str(app_file))  # `--credentials` set admin's
+    with Consumer("billing", "orders", c.file.addrs, retry=False) as consumer:
+        assert consumer.poll(timeout=0.5) == []  # no sub: nothing returned
+    assert floodgate(capsys, "--credentials", admin, "acl", "allow", "--cluster", path,
+                     "--user", "app", "--resource", "topic:orders", "--actions", "sub")[0] == 0
+    assert floodgate(capsys, "--credentials", admin, "acl", "allow", "--cluster", path,
+                     "--user", "app", "--resource", "group:billing", "--actions", "sub")[0] == 0
+    monkeypatch.setenv("FLOODGATE_CREDENTIALS", str(app_file))
+    with Consumer("billing", "orders", c.file.addrs, retry=False) as consumer:
+        got = []
+        for _ in range(30):
+            got += [m.body for m in consumer.poll(timeout=0.2)]
+            if got:
+                break
+    assert got == [b"paid"]
+
+    # bad input: one line, exit 2, nothing changed
+    code, _out, err = floodgate(capsys, "--credentials", admin, "acl", "allow", "--cluster",
+                                path, "--user", "app", "--resource", "queue:x",
+                                "--actions", "pub")
+    assert code == 2 and err.count("\n") == 1 and "a resource is" in err
+    code, _out, err = floodgate(capsys, "--credentials", str(app_file), "acl", "list",
+                                "--cluster", path)
+    assert code == 1 and "a super user's" in err  # app may not read the ACL
+    # nothing secret anywhere an operator looks
+    code, out, _err = floodgate(capsys, "--credentials", admin, "acl", "list", "--cluster",
+                                path, "--json")
+    stats = urllib.request.urlopen(f"http://{c.file.brokers[0].http}/stats").read().decode()
+    logs = (c.log_dir / "broker-1.log").read_text()
+    for text in (out, stats, logs):
+        assert app.secret not in text and load(admin).secret not in text
+        assert "stored_key" not in text and "server_key" not in text
+    assert json.loads(out)["users"] == [{"name": "admin", "super": True},
+                                        {"name": "app", "super": False}]
+
+
+def test_a_garbled_handshake_closes_only_its_connection(acl_cluster):
+    addr = acl_cluster.file.brokers[0].addr
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), 3) as raw:
+        raw.sendall(encode_frame(Op.AUTH_START, 1, encode_json(
+            {"mechanism": "SCRAM-SHA-256", "first": "garbage"})))
+        raw.settimeout(3)
+        answer = raw.recv(4096)
+        assert b"authentication failed" in answer
+        assert raw.recv(4096) == b""  # closed by the broker
+    admin = load(acl_cluster.credentials)
+    assert Connection(addr, credentials=admin).call(Op.STATS)[0] == Code.OK
