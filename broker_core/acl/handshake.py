@@ -68,16 +68,16 @@ class ServerHandshake:
         return out, self.user
 
 
-def client_handshake(call: Callable[[int, dict], tuple[int, dict | str]], user: str,
-                     secret: str) -> None:
-    """Authenticate a connection; `call(op, payload) -> (code, answer)` sends one request.
+def handshake_steps(user: str, secret: str):
+    """The client's side as steps, for a blocking and an asyncio driver alike: yields
+    (op, payload) and is sent (code, answer: a dict when OK, else the broker's reason).
     Raises AuthFailed with the broker's reason (or when the broker's own proof is wrong:
     it does not hold this user's keys)."""
     from broker_core.protocol import Code, Op
 
     client = ScramClient([MECHANISM], user, secret)
-    code, answer = call(Op.AUTH_START, {"mechanism": MECHANISM,
-                                        "first": client.get_client_first()})
+    code, answer = yield Op.AUTH_START, {"mechanism": MECHANISM,
+                                         "first": client.get_client_first()}
     if code != Code.OK:
         raise AuthFailed(f"user {user}: {answer}")
     try:
@@ -85,7 +85,7 @@ def client_handshake(call: Callable[[int, dict], tuple[int, dict | str]], user: 
         final = client.get_client_final()
     except (ScramException, KeyError, TypeError) as exc:
         raise AuthFailed(f"user {user}: the broker's first message: {exc}") from None
-    code, answer = call(Op.AUTH_FINISH, {"final": final})
+    code, answer = yield Op.AUTH_FINISH, {"final": final}
     if code != Code.OK:
         raise AuthFailed(f"user {user}: {answer}")
     try:
@@ -93,3 +93,26 @@ def client_handshake(call: Callable[[int, dict], tuple[int, dict | str]], user: 
     except (ScramException, KeyError, TypeError):
         raise AuthFailed(f"user {user}: the broker could not prove it knows the user's "
                          f"keys: not the broker configured") from None
+
+
+def client_handshake(call: Callable[[int, dict], tuple[int, dict | str]], user: str,
+                     secret: str) -> None:
+    """Authenticate a connection; `call(op, payload) -> (code, answer)` sends one request."""
+    steps = handshake_steps(user, secret)
+    request = next(steps)
+    try:
+        while True:
+            request = steps.send(call(*request))
+    except StopIteration:
+        return
+
+
+async def client_handshake_async(call, user: str, secret: str) -> None:
+    """The same with `await call(op, payload)`."""
+    steps = handshake_steps(user, secret)
+    request = next(steps)
+    try:
+        while True:
+            request = steps.send(await call(*request))
+    except StopIteration:
+        return

@@ -22,6 +22,8 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from broker_core.acl import credentials
+from broker_core.acl.handshake import AuthFailed, client_handshake_async
 from broker_core.client.attempts import (
     FLOW_RETRIES,
     SendCounters,
@@ -117,6 +119,27 @@ class _AioConnection(asyncio.Protocol):
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
 
 
+async def _authenticate(conn: _AioConnection, creds) -> None:
+    """The connection's handshake (acl.handshake) before any send; AuthFailed when the
+    broker refuses, BrokerUnavailable when it does not answer."""
+    loop = asyncio.get_running_loop()
+
+    async def call(op: int, payload: dict):
+        fut = loop.create_future()
+        conn.request(op, encode_json(payload),
+                     lambda code, body, reason: fut.done() or fut.set_result((code, body, reason)))
+        code, body, reason = await fut
+        if code is None:
+            raise BrokerUnavailable(reason)
+        return code, decode_json(body) if code == Code.OK else body.decode("utf-8", "replace")
+
+    try:
+        await client_handshake_async(call, creds.user, creds.secret)
+    except AuthFailed as exc:
+        conn._fail("authentication failed")
+        raise AuthFailed(f"{conn.addr}: {exc}") from None
+
+
 # How often the producer's loop proves to its fuse that it is running (fuse.lateness):
 # often enough that a stalled loop is seen within a few ms, cheap at 200 timers/s.
 HEARTBEAT_S = 0.005
@@ -192,6 +215,9 @@ class AsyncProducer:
                     self.timeout)
             except (OSError, TimeoutError) as exc:
                 raise BrokerUnavailable(f"{self.brokers[name]}: {exc}") from None
+            creds = credentials.default()
+            if creds is not None:
+                await _authenticate(conn, creds)
             self._conns[name] = conn
         return conn
 

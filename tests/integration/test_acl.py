@@ -104,6 +104,23 @@ def test_users_rules_and_refusals_end_to_end(acl_cluster, capsys, tmp_path, monk
                                         {"name": "app", "super": False}]
 
 
+def test_the_asyncio_producer_authenticates_too(acl_cluster, monkeypatch):
+    import asyncio
+
+    from broker_core.client.aio_producer import AsyncProducer
+
+    monkeypatch.setenv("FLOODGATE_CREDENTIALS", str(acl_cluster.credentials))
+
+    async def go():
+        async with AsyncProducer(acl_cluster.file.addrs, fuse=False) as p:
+            return await p.send("orders", b"async")
+
+    assert asyncio.run(go()).status == "SEND_OK"
+    monkeypatch.setenv("FLOODGATE_CREDENTIALS", "")
+    with pytest.raises(SendFailed, match="authenticate first"):
+        asyncio.run(go())
+
+
 def test_a_garbled_handshake_closes_only_its_connection(acl_cluster):
     addr = acl_cluster.file.brokers[0].addr
     host, port = addr.rsplit(":", 1)
