@@ -36,6 +36,8 @@ TX_COMMITS = "floodgate_tx_commits"
 TX_ROLLBACKS = "floodgate_tx_rollbacks"  # label: by (producer, check, operator, checks-exhausted)
 TX_CHECKS = "floodgate_tx_checks"
 LOCK_CHANGES = "floodgate_queue_lock_changes"
+ACL_DENIED = "floodgate_acl_denied"  # labels: user, action, resource
+AUTH_FAILURES = "floodgate_acl_auth_failures"
 
 
 def ha_counter(key: str) -> str:

@@ -106,6 +106,7 @@ class BrokerCollector(Collector):
         yield lag
         yield from delayed_families(name, snap.delayed)
         yield from tx_families(name, snap.transactions, snap.locks)
+        yield from access_families(name, snap.access)
         yield dead_letter_family(name, snap.dead_letters)
         yield dead_letter_family(name, snap.retries, n.RETRIES, "Messages a consumer group "
                                  "sent back for a retry, kept in its retry topic")
@@ -161,6 +162,20 @@ def tx_families(name: str, tx, locks) -> list:
         rolled.add_metric([name, by], float(count))
     out.append(rolled)
     return out
+
+
+def access_families(name: str, access) -> list:
+    """Requests the ACL refused, per user x action x resource, and failed handshakes."""
+    denied = CounterMetricFamily(n.ACL_DENIED, "Requests refused NO_PERMISSION by the ACL",
+                                 labels=["broker", "user", "action", "resource"])
+    for d in access.get("denied") or []:
+        denied.add_metric([name, str(d["user"]), str(d["action"]), str(d["resource"])],
+                          float(d["count"]))
+    failures = CounterMetricFamily(n.AUTH_FAILURES, "Connections whose authentication failed "
+                                   "(wrong secret, unknown user, garbled handshake)",
+                                   labels=["broker"])
+    failures.add_metric([name], float(access.get("auth_failures_total") or 0))
+    return [denied, failures]
 
 
 def gauge_of(metric: str, doc: str, broker: str, value) -> GaugeMetricFamily:

@@ -69,6 +69,8 @@ class BrokerSnapshot:
     transactions: Mapping[str, Any] = field(default_factory=dict)
     # orderly consumers' queue locks: holders and changes (server.queue_locks)
     locks: Mapping[str, Any] = field(default_factory=dict)
+    # the ACL: enforced, its version, users and rules counted, denials (server.access)
+    access: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def flush_lag_bytes(self) -> int:
@@ -139,6 +141,7 @@ def take_snapshot(broker) -> BrokerSnapshot:
         retries=dead_letters(broker, RETRY_PREFIX),
         transactions=broker.tx.figures(),
         locks={**broker.locks.figures(), "holders": broker.locks.holders()[:MAX_LOCKS_SHOWN]},
+        access=broker.access.figures(),
         hottest_queues=tuple(broker.heat.report(
             lambda t, q: (o := store.queue_offsets(t, q))[1] - o[0],
             lambda t: broker.topics.queues.get(t, 0))),

@@ -219,6 +219,9 @@ class BrokerStats:
     # {held, granted_total, expired_total, refused_total, holders: [{group, topic, queue,
     # client_id, since, lease_left_s}]}
     locks: Mapping[str, Any] = field(default_factory=dict)
+    # {enforced, version, users, rules, auth_failures_total, denied: [{user, action,
+    # resource, count}]}: names and counts only, never a key
+    access: Mapping[str, Any] = field(default_factory=dict)
 
     def window(self, op: str, window: str = "10s") -> OpWindow:
         return self.ops.get(op, {}).get(window) or OpWindow()
@@ -288,6 +291,7 @@ _CODECS.update({
     "delayed": (lambda v: dict(_map(v)), dict),
     "transactions": (lambda v: dict(_map(v)), dict),
     "locks": (lambda v: dict(_map(v)), dict),
+    "access": (lambda v: dict(_map(v)), dict),
     "dead_letters": (lambda v: {str(g): _figures(d, float) for g, d in _map(v).items()},
                      lambda d: {g: dict(x) for g, x in d.items()}),
     "retries": (lambda v: {str(g): _figures(d, float) for g, d in _map(v).items()},
@@ -304,7 +308,8 @@ _CODECS = {f.name: _CODECS[f.name] for f in fields(BrokerStats)}  # the document
 _FROM_SNAPSHOT = ("cluster", "addr", "http", "pid", "time", "uptime_s", "state", "flush_mode",
                   "totals", "commitlog", "flush_lag_bytes", "disk", "consumer_lag", "topics",
                   "faults", "inflight_writes", "loop_lag", "hottest_queues",
-                  "delayed", "dead_letters", "retries", "transactions", "locks")
+                  "delayed", "dead_letters", "retries", "transactions", "locks",
+                  "access")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
+from collections import deque
 
 from broker_core import protocol as p
 from broker_core.acl.handshake import AuthFailed, ServerHandshake
@@ -37,6 +38,8 @@ SUB_OPS = frozenset({Op.QUERY_OFFSET, Op.COMMIT_OFFSET, Op.HEARTBEAT, Op.LOCK_BA
 CLUSTER_GET = frozenset({Op.STATS, Op.HA_STATE, Op.QUERY_BY_KEY, Op.VIEW_BY_ID,
                          Op.QUERY_BY_TIME})
 LOG_EVERY_S = 1.0
+RECENT_S = 10.0
+RECENT_MAX = 10_000
 NO_USER = ("authenticate first: this broker takes users only (give --credentials FILE or "
            "set FLOODGATE_CREDENTIALS)")
 
@@ -54,6 +57,7 @@ class Access:
         self.denied: dict[tuple[str, str, str], int] = {}
         self.auth_failures = 0
         self._logged: dict[str, float] = {}
+        self._recent: deque[float] = deque(maxlen=RECENT_MAX)  # when, of the last denials
 
     def guard(self, peer) -> ConnectionGuard | None:
         return ConnectionGuard(self, peer) if self.enforced else None
@@ -62,12 +66,19 @@ class Access:
         key = (user, action, resource)
         self.denied[key] = self.denied.get(key, 0) + 1
         now = time.monotonic()
+        self._recent.append(now)
         if now - self._logged.get(user, 0.0) >= LOG_EVERY_S:
             self._logged[user] = now
             log.warning("acl denied: %s", why)
 
+    def denied_recently(self) -> int:
+        """Denials in the last RECENT_S (the console's burst alert)."""
+        cutoff = time.monotonic() - RECENT_S
+        return sum(1 for t in self._recent if t >= cutoff)
+
     def figures(self) -> dict:
         return {"enforced": self.enforced, "version": self.table.version,
+                "denied_10s": self.denied_recently(),
                 "users": len(self.table.users), "rules": len(self.table.rules),
                 "auth_failures_total": self.auth_failures,
                 "denied": [{"user": u, "action": a, "resource": r, "count": n}

@@ -128,6 +128,7 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
                 b.errors, "errors")
         _hot_queue_alerts(b, add)
         _delayed_alerts(b, add)
+        _access_alerts(b, add)
     for p in producers:
         c = p.counts  # excluded against the cap, as the header and the fuse screen count
         if c.at_cap:
@@ -151,6 +152,21 @@ def _delayed_alerts(b: Any, add) -> None:
         add(f"delayed:{b.name}", "warning",
             f"delayed messages on {b.name} overdue by {overdue:.1f} s "
             f"({stats.delayed.get('pending_total', 0):,} pending)", overdue * 1000, "ms")
+
+
+DENIED_BURST = 50  # requests refused by the ACL in 10 s: a client misconfigured, or a probe
+
+
+def _access_alerts(b: Any, add) -> None:
+    """A burst of requests the ACL refused, naming who was refused most."""
+    access = getattr(getattr(b, "stats", None), "access", None) or {}
+    burst = int(access.get("denied_10s") or 0)
+    if burst >= DENIED_BURST:
+        top = max(access.get("denied") or [{}], key=lambda d: d.get("count", 0))
+        who = f"; most: {top.get('user')} {top.get('action')} on {top.get('resource')}" \
+            if top else ""
+        add(f"acl:{b.name}", "warning",
+            f"{b.name} refused {burst:,} requests in 10 s (ACL){who}", burst, "denials")
 
 
 def _dead_letter_alerts(brokers: Sequence[Any], add) -> None:

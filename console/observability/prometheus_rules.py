@@ -335,6 +335,28 @@ def consumer_alerts(window: str = RATE_WINDOW) -> list[Alert]:
 
 
 HALF_STUCK_S = 300  # a half older than 5 minutes: its producer is gone or stuck UNKNOWN
+DENIED_BURST_5M = 100  # requests one user had refused in 5 minutes
+
+
+def access_alerts() -> list[Alert]:
+    return [
+        Alert(
+            "FloodgateAclDenialsBurst",
+            f"sum by (cluster, broker, instance, user) (increase({n.ACL_DENIED}_total[5m]))"
+            f" > {DENIED_BURST_5M}",
+            None,
+            "warning",
+            "User {{ $labels.user }} refused by the ACL on {{ $labels.broker }}",
+            "Broker {{ $labels.broker }} ({{ $labels.instance }}) refused"
+            ' {{ $value | printf "%.0f" }} requests of user {{ $labels.user }} in the last'
+            " 5 minutes (NO_PERMISSION): a client deployed without its permissions, or"
+            " someone trying what they may not.",
+            "Runbook: `floodgate_acl_denied_total` names the action and resource; `floodgate"
+            " acl list --cluster FILE` shows the user's rules; grant the permission"
+            " (`floodgate acl allow`) if the client is right, else find the client by its"
+            " user.",
+        ),
+    ]
 
 
 def rules_file(window: str = RATE_WINDOW) -> dict:
@@ -347,5 +369,6 @@ def rules_file(window: str = RATE_WINDOW) -> dict:
             {"name": "floodgate.ha", "rules": [a.to_dict() for a in ha_alerts()]},
             {"name": "floodgate.consumers",
              "rules": [a.to_dict() for a in consumer_alerts(window)]},
+            {"name": "floodgate.access", "rules": [a.to_dict() for a in access_alerts()]},
         ]
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import urllib.request
 
 import pytest
@@ -102,6 +103,15 @@ def test_users_rules_and_refusals_end_to_end(acl_cluster, capsys, tmp_path, monk
         assert "stored_key" not in text and "server_key" not in text
     assert json.loads(out)["users"] == [{"name": "admin", "super": True},
                                         {"name": "app", "super": False}]
+    # the refusals counted for Prometheus, by user, action and resource
+    metrics_url = f"http://{c.file.brokers[0].http}/metrics"
+    wanted = ('floodgate_acl_denied_total{action="pub",broker="broker-1",'
+              'resource="topic:audit",user="app"} 1.0')
+    deadline = time.monotonic() + 5
+    while wanted not in (text := urllib.request.urlopen(metrics_url).read().decode()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert wanted in text, [line for line in text.splitlines() if "acl" in line]
 
 
 def test_the_asyncio_producer_authenticates_too(acl_cluster, monkeypatch):

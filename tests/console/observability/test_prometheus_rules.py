@@ -15,6 +15,7 @@ import yaml
 
 from console.observability.prometheus_config import RULES_FILE, dump_yaml
 from console.observability.prometheus_rules import (
+    access_alerts,
     consumer_alerts,
     ha_alerts,
     rules_file,
@@ -28,7 +29,8 @@ BROKER = {"cluster": "fg", "broker": "broker-1", "instance": "127.0.0.1:10912",
           "job": "floodgate-broker"}
 PRODUCER = {"cluster": "fg", "producer": "bench", "instance": "127.0.0.1:9500",
             "job": "floodgate-producer"}
-ANNOTATIONS = {a.name: a for a in (*sla_alerts(), *ha_alerts(), *consumer_alerts())}
+ANNOTATIONS = {a.name: a for a in (*sla_alerts(), *ha_alerts(), *consumer_alerts(),
+                                   *access_alerts())}
 
 
 def series(name: str, labels: dict, values: str) -> dict:
@@ -174,4 +176,18 @@ def test_a_half_message_older_than_five_minutes_for_a_minute(tmp_path):
         check("30s", name),
         check("90s", name, firing(name, BROKER, "390")),
         check("2m", name),
+    ])
+
+
+def test_a_burst_of_acl_denials_of_one_user(tmp_path):
+    name = "FloodgateAclDenialsBurst"
+    labels = {**BROKER, "user": "app", "action": "pub", "resource": "topic:audit"}
+    alert_labels = {k: v for k, v in labels.items()
+                    if k in ("cluster", "broker", "instance", "user")}
+    run_promtool(tmp_path, [
+        series("floodgate_acl_denied_total", labels, "0+10x4 40+60x10 640x30"),
+    ], [
+        check("45s", name),
+        check("2m", name, firing(name, alert_labels, "220")),
+        check("10m", name),
     ])
