@@ -158,8 +158,9 @@ class AsyncProducer:
                  fuse=None, timeout: float = 3.0, retries: int = 2,
                  clock: Callable[[], float] = time.monotonic, routes=None, group: str = "",
                  flow_retries: int = FLOW_RETRIES, backoff: Sequence[float] = (),
-                 counters: SendCounters | None = None, tracer=None) -> None:
+                 counters: SendCounters | None = None, tracer=None, credentials=None) -> None:
         self.routes = routes
+        self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
         self.tracer = tracer
         self._routes_version = routes.version if routes is not None else 0
         self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
@@ -215,7 +216,7 @@ class AsyncProducer:
                     self.timeout)
             except (OSError, TimeoutError) as exc:
                 raise BrokerUnavailable(f"{self.brokers[name]}: {exc}") from None
-            creds = credentials.default()
+            creds = self.credentials or credentials.default()
             if creds is not None:
                 await _authenticate(conn, creds)
             self._conns[name] = conn
@@ -310,7 +311,8 @@ class AsyncProducer:
     def _route(self, broker: str, topic: str) -> int:
         """ROUTE (creating the topic, as a send would) on a connection of its own: an
         executor thread's, not the loop's."""
-        conn = Connection(self.brokers[broker], connect_timeout=self.timeout)
+        conn = Connection(self.brokers[broker], connect_timeout=self.timeout,
+                          credentials=self.credentials)
         try:
             code, body = conn.call(Op.ROUTE, encode_json({"topic": topic, "create": True}),
                                    self.timeout)
@@ -354,7 +356,7 @@ class AsyncProducer:
         (no fuse: a trace batch's RT must not judge a broker), not from its thread."""
         sender = self._trace_sender = AsyncProducer(
             dict(self.brokers) if self.routes is None else None, fuse=False, timeout=self.timeout,
-            routes=self.routes)
+            routes=self.routes, credentials=self.credentials)
         self.tracer.dispatcher.attach(
             lambda body, keys: sender.send(TRACE_TOPIC, body, keys=keys))
 

@@ -334,10 +334,12 @@ def serve_any(conns: list[Connection], timeout: float) -> None:
 
 
 class ConnectionPool:
-    """One lazily opened Connection per broker."""
+    """One lazily opened Connection per broker (`credentials`: each authenticates with
+    them; None: the process's, FLOODGATE_CREDENTIALS)."""
 
-    def __init__(self, brokers: Mapping[str, str]) -> None:
+    def __init__(self, brokers: Mapping[str, str], credentials=None) -> None:
         self.addrs = dict(brokers)
+        self.credentials = credentials
         self._conns: dict[str, Connection] = {}
         self._lock = threading.Lock()
 
@@ -347,7 +349,8 @@ class ConnectionPool:
             if not self.addrs.get(name):
                 raise BrokerUnavailable(f"{name}: no address (a group without a master?)")
             with self._lock:
-                conn = self._conns.setdefault(name, Connection(self.addrs[name]))
+                conn = self._conns.get(name) or self._conns.setdefault(
+                    name, Connection(self.addrs[name], credentials=self.credentials))
         return conn
 
     def reroute(self, name: str, addr: str) -> None:

@@ -139,6 +139,7 @@ class Consumer:
         broadcast: bool = False,
         offsets_file: str | os.PathLike | None = None,
         orderly: bool = False,
+        credentials=None,
     ) -> None:
         """`retry`: also read the group's retry topic (client.retry), where `nack` sends
         the messages a handler failed; `max_reconsume` tries before the dead-letter queue;
@@ -165,7 +166,8 @@ class Consumer:
         self.timeout = timeout
         self._clock = clock
         # with routes: one connection per broker address, whichever group member answers
-        self._pool = ConnectionPool({} if routes is not None else self.brokers)
+        self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
+        self._pool = ConnectionPool({} if routes is not None else self.brokers, credentials)
         self._owned: list[tuple[str, int]] = []
         self._offsets: dict[tuple[str, int], int] = {}  # next offset to pull
         self._delivered: dict[tuple[str, int], int] = {}  # past the last one handed out
@@ -188,7 +190,8 @@ class Consumer:
 
             if trace is None:
                 trace = self._own_trace = trace_dispatcher(
-                    None if routes is not None else dict(self.brokers), routes)
+                    None if routes is not None else dict(self.brokers), routes,
+                    credentials=credentials)
             self.tracer = DeliveryTracer(trace, trace_rate, group, self.client_id)
         self.max_reconsume = max_reconsume
         self.retry_delay = retry_delay
@@ -208,7 +211,8 @@ class Consumer:
         if (retry and not broadcast and not orderly
                 and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX))):
             self._retry = Consumer(group, retry_topic(group), None if routes else brokers,
-                                   self.client_id, timeout, clock, routes, retry=False)
+                                   self.client_id, timeout, clock, routes, retry=False,
+                                   credentials=credentials)
 
     # -- plumbing -----------------------------------------------------------
     def _call(self, broker: str, op: Op, body: bytes, timeout: float | None = None):
@@ -404,7 +408,8 @@ class Consumer:
             from broker_core.client.producer import Producer
 
             self._sender = Producer(None if self.routes is not None else dict(self.brokers),
-                                    routes=self.routes, timeout=self.timeout)
+                                    routes=self.routes, timeout=self.timeout,
+                                    credentials=self.credentials)
         return self._sender
 
     def _rewind(self, message: Message) -> bool:

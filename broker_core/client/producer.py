@@ -94,6 +94,7 @@ class Producer:
         trace_rate: float = 0.0,
         trace=None,
         client: str | None = None,
+        credentials=None,
     ) -> None:
         self.routes = routes
         self.client_id = client or client_id()
@@ -105,7 +106,8 @@ class Producer:
         self._later: list[tuple[float, int, SendPlan, bytes, Future]] = []  # backoffs, a heap
         self._later_ids = itertools.count()
         self._clock = clock
-        self._pool = ConnectionPool(self.brokers)
+        self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
+        self._pool = ConnectionPool(self.brokers, credentials)
         self._ordered = OrderedQueues(lambda: self._names, self._route)
         self._rr = itertools.count()
         self._names = list(self.brokers)
@@ -118,7 +120,8 @@ class Producer:
         if trace_rate > 0:
             if trace is None:
                 trace = self._own_trace = trace_dispatcher(
-                    None if routes is not None else dict(self.brokers), routes)
+                    None if routes is not None else dict(self.brokers), routes,
+                    credentials=credentials)
             self.tracer = SendTracer(trace, trace_rate, self.client_id, self.fuse)
 
     # -- public API ---------------------------------------------------------
@@ -373,9 +376,11 @@ class Producer:
                         pass
 
 
-def trace_dispatcher(brokers=None, routes=None, **kwargs) -> TraceDispatcher:
+def trace_dispatcher(brokers=None, routes=None, credentials=None,
+                     **kwargs) -> TraceDispatcher:
     """A dispatcher whose own producer (no fuse, no tracing: a trace batch's RT must not
     judge a broker) sends the trace batches to `brokers` (or `routes`' masters)."""
-    producer = Producer(brokers, fuse=False, routes=routes, timeout=3.0)
+    producer = Producer(brokers, fuse=False, routes=routes, timeout=3.0,
+                        credentials=credentials)
     return TraceDispatcher(lambda body, keys: producer.send(TRACE_TOPIC, body, keys=keys),
                            close=producer.close, **kwargs)

@@ -43,12 +43,13 @@ def failover_events(spec: ClusterFile, last: int = 50) -> list[dict]:
         return read_events(zk, Paths(spec.name), last)
 
 
-def broker_role(addr: str, timeout: float = 1.0) -> dict:
-    """A broker's HA_STATE answer: role, epoch, log end ({} when it does not answer)."""
+def broker_role(addr: str, timeout: float = 1.0, credentials=None) -> dict:
+    """A broker's HA_STATE answer: role, epoch, log end ({} when it does not answer).
+    `credentials`: for a broker with an ACL (None: the process's)."""
     from broker_core.client.connection import Connection
     from broker_core.protocol import Code, Op, decode_json
 
-    conn = Connection(addr, connect_timeout=timeout)
+    conn = Connection(addr, connect_timeout=timeout, credentials=credentials)
     try:
         code, body = conn.call(Op.HA_STATE, b"{}", timeout)
         return decode_json(body) if code == Code.OK else {}
@@ -75,6 +76,11 @@ def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,
     with `in_sync`, lists every broker of the group as in sync). `check` raises when
     waiting is pointless (e.g. the controller exited)."""
     deadline = time.monotonic() + timeout
+    creds = None
+    if spec.credentials:  # the cluster's brokers take users only: asked as its admin
+        from broker_core.acl.credentials import load
+
+        creds = load(spec.credentials)
     with zk_client(spec.zk) as zk:
         while True:
             if check is not None:
@@ -87,7 +93,8 @@ def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,
                 entry = next((b for b in spec.groups[group] if b.name == rec.master), None)
                 if in_sync and len(rec.in_sync) < len(spec.groups[group]):
                     continue
-                if entry is not None and broker_role(entry.addr).get("role") == "MASTER":
+                if entry is not None and broker_role(
+                        entry.addr, credentials=creds).get("role") == "MASTER":
                     ready[group] = rec
             if len(ready) == len(records):
                 return ready

@@ -206,7 +206,9 @@ def batch_quota(spec) -> dict:
     return {"kind": "group", "target": BATCH_GROUP, "rate": rate, "burst": max(1.0, rate / 10)}
 
 
-def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0) -> None:
+def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
+        users: Path | None = None) -> None:
+    """`users`: the ACL's credentials files, one per client (console.demo.users)."""
     from broker_core.client.admin import ensure_topic, quota
     from broker_core.client.consumer import Consumer
     from broker_core.client.producer import Producer
@@ -226,19 +228,28 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0) -> N
         quota(b.http, "POST", batch_quota(spec))
     brokers = None if routes is not None else spec.addrs
     started = time.monotonic()
+
+    def as_user(name: str):
+        if users is None:
+            return None
+        from broker_core.acl.credentials import load
+
+        return load(users / f"{name}.toml")
+
     workers = [
-        (consume, Consumer("billing", TOPIC, brokers, routes=routes, trace_rate=trace_rate),
-         None),
+        (consume, Consumer("billing", TOPIC, brokers, routes=routes, trace_rate=trace_rate,
+                           credentials=as_user("billing")), None),
         (consume, Consumer("warehouse", TOPIC, brokers, routes=routes, trace_rate=trace_rate,
-                           retry_delay=RETRY_DELAY, max_reconsume=MAX_RECONSUME),
-         WAREHOUSE_SCRIPT),
+                           retry_delay=RETRY_DELAY, max_reconsume=MAX_RECONSUME,
+                           credentials=as_user("warehouse")), WAREHOUSE_SCRIPT),
         # no fuse: this producer's story is its quota, and a fuse's housekeeping thread
         # cost more than its 100 sends a second
         (flood, Producer(brokers, routes=routes, group=BATCH_GROUP, fuse=False,
-                         flow_retries=BATCH_FLOW_RETRIES), None),
+                         flow_retries=BATCH_FLOW_RETRIES, credentials=as_user("batch")), None),
         (payments, TransactionProducer(PAY_GROUP, brokers, check=bank_says, routes=routes,
-                                       fuse=False), None),
-        (ledger, Consumer(LEDGER_GROUP, PAY_TOPIC, brokers, routes=routes, orderly=True), None),
+                                       fuse=False, credentials=as_user("payments")), None),
+        (ledger, Consumer(LEDGER_GROUP, PAY_TOPIC, brokers, routes=routes, orderly=True,
+                          credentials=as_user("ledger")), None),
     ]
     threads = []
     for fn, client, script in workers:
@@ -266,7 +277,8 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, lambda *_: stop.set())
     rate = next((float(a.split("=", 1)[1]) for a in argv[1:] if a.startswith("--trace-rate=")),
                 0.0)
-    run(Path(argv[0]), stop, rate)
+    users = next((Path(a.split("=", 1)[1]) for a in argv[1:] if a.startswith("--users=")), None)
+    run(Path(argv[0]), stop, rate, users)
     return 0
 
 

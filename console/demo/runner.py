@@ -92,6 +92,7 @@ class DemoOptions:
     # share of the demo's sends traced (and of deliveries the consumer groups report):
     # every message, so any key order-N can be looked up in the console's trace screen
     trace_rate: float = 1.0
+    acl: bool = True  # brokers take users only; each client its own (console.demo.users)
 
 
 @dataclass
@@ -131,6 +132,8 @@ class Demo:
         if self.opts.data is None:  # made now, so its log can be named before the start
             self._made_data = Path(tempfile.mkdtemp(prefix="floodgate-demo-"))
         self.cluster = self.producer = self.clients = None
+        self.users: dict[str, Path] = {}  # the ACL's users: name -> credentials file
+        self._env_before: str | None = None  # FLOODGATE_CREDENTIALS before acting as admin
         self._threads: list[threading.Thread] = []
         self._transitions: dict[tuple, dict] = {}
         self.routes = None  # replicated demo: who is master of each group
@@ -160,16 +163,18 @@ class Demo:
                 from broker_core.ha.routes import routes_for
 
                 self.cluster = Cluster(0, o.base_port, data, name="demo", groups=o.groups,
-                                       replicas=2, replication="sync")
+                                       replicas=2, replication="sync", acl=o.acl)
                 self.cluster.up()
+                self._as_admin()
                 self.routes = routes_for(self.cluster.file)
                 ensure_topic(self.routes.wait(), DEMO_TOPIC)
                 # a killed broker comes back, and rejoins its group as slave
                 self._spawn(lambda: self.cluster.supervise(self._stop.is_set, restart=True),
                             "supervisor")
             else:
-                self.cluster = Cluster(o.brokers, o.base_port, data, name="demo")
+                self.cluster = Cluster(o.brokers, o.base_port, data, name="demo", acl=o.acl)
                 self.cluster.up()
+                self._as_admin()
                 ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
             if o.clients:
                 self.clients = self._start_clients()
@@ -180,6 +185,28 @@ class Demo:
             self.stop()
             raise
         return self
+
+    def _as_admin(self) -> None:
+        """With the ACL on: this process (console, faults) acts as admin; each client
+        gets a user of its own (console.demo.users)."""
+        if self.cluster.credentials is None:
+            return
+        import os
+
+        from console.demo.users import make_users
+
+        self._env_before = os.environ.get("FLOODGATE_CREDENTIALS", "")
+        os.environ["FLOODGATE_CREDENTIALS"] = str(self.cluster.credentials)
+        self.users = make_users(self.cluster.path, self.cluster.credentials,
+                                self.cluster.data / "users")
+
+    def _env_as(self, user: str) -> dict | None:
+        """A child's environment acting as `user` (None: as this process)."""
+        if not self.users:
+            return None
+        import os
+
+        return {**os.environ, "FLOODGATE_CREDENTIALS": str(self.users[user])}
 
     @property
     def producer_addr(self) -> str:
@@ -199,7 +226,8 @@ class Demo:
         try:
             proc = self.producer = subprocess.Popen(argv, stdout=log_file,
                                                     stderr=subprocess.STDOUT,
-                                                    process_group=0)
+                                                    process_group=0,
+                                                    env=self._env_as("producer"))
         finally:
             log_file.close()
         deadline = time.monotonic() + 30
@@ -237,10 +265,12 @@ class Demo:
         their own process: they cost the demo's producer no GIL time."""
         log_file = open(self.cluster.data / "clients.log", "ab")  # noqa: SIM115 - the child's
         try:
+            users = [f"--users={self.cluster.data / 'users'}"] if self.users else []
             return subprocess.Popen(
                 [sys.executable, "-m", "console.demo.clients", str(self.cluster.path),
-                 f"--trace-rate={self.opts.trace_rate:g}"],
-                stdout=log_file, stderr=subprocess.STDOUT, process_group=0)
+                 f"--trace-rate={self.opts.trace_rate:g}", *users],
+                stdout=log_file, stderr=subprocess.STDOUT, process_group=0,
+                env=self._env_as("batch"))
         finally:
             log_file.close()
 
@@ -390,6 +420,11 @@ class Demo:
             self.clients = None
         if self.cluster is not None:
             self.cluster.down()
+        if self._env_before is not None:  # the process no longer acts as the demo's admin
+            import os
+
+            os.environ["FLOODGATE_CREDENTIALS"] = self._env_before
+            self._env_before = None
         if self._made_data is not None:
             shutil.rmtree(self._made_data, ignore_errors=True)
             self._made_data = None
