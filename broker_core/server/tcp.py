@@ -1,7 +1,7 @@
 """TCP side of the broker: asyncio Protocol framing.
 
-SEND, SEND_BATCH and PULL are answered from `data_received` itself (`send_ops`,
-`pull_ops`): at once when they can be, later through `reply` when they must wait
+SEND, SEND_BATCH, PULL and END_TRANSACTION are answered from `data_received` itself
+(`send_ops`, `pull_ops`, `tx_ops`: a commit is stored in the order of the frames): at once when they can be, later through `reply` when they must wait
 (the slaves' acks, a sync flush, a held pull); the other ops, rare, get a task.
 
 Bad input never takes the server down: a frame with a wrong magic, a bad
@@ -19,6 +19,7 @@ import time
 from time import perf_counter
 
 from broker_core import protocol as p
+from broker_core.server import tx_ops
 from broker_core.server.access import no_permission
 from broker_core.server.broker import Broker
 
@@ -85,6 +86,8 @@ class BrokerProtocol(asyncio.Protocol):
                 answer = broker.pulls.pull(header.request_id, body, received, reply)
             elif op == p.Op.SEND_BATCH:
                 answer = broker.sends.send_batch(header.request_id, body, received, reply)
+            elif op == p.Op.END_TRANSACTION:  # in order with the sends around it
+                answer = tx_ops.end_frame(broker, header.request_id, body, reply)
             else:
                 task = asyncio.ensure_future(self._serve(header, body))
                 self.tasks.add(task)

@@ -12,7 +12,7 @@ import base64
 import logging
 
 from broker_core import protocol as p
-from broker_core.protocol import Code
+from broker_core.protocol import Code, Op
 from broker_core.protocol.delay import PROP_REAL_QID
 from broker_core.protocol.transactions import HALF_TOPIC, RESOLVERS, TxState
 from broker_core.server.transactions import committed_copy_props
@@ -29,7 +29,7 @@ def _refused(broker):
     return None
 
 
-async def end_transaction(broker, body: bytes) -> tuple[int, bytes]:
+def _end_request(body: bytes) -> tuple[int, TxState, str]:
     req = p.decode_json(body)
     offset, decision, by = req.get("offset"), str(req.get("decision", "")), str(req.get("by", ""))
     if type(offset) is not int or offset < 0:
@@ -38,12 +38,46 @@ async def end_transaction(broker, body: bytes) -> tuple[int, bytes]:
         raise p.ProtocolError(f"decision must be COMMIT or ROLLBACK, got {decision!r}")
     if by not in RESOLVERS[:3]:
         raise p.ProtocolError(f"by must be one of {', '.join(RESOLVERS[:3])}, got {by!r}")
+    return offset, TxState(decision), by
+
+
+def end_frame(broker, rid: int, body: bytes, reply) -> bytes | None:
+    """END_TRANSACTION from the TCP side, in the order of the connection's frames: its
+    commit is stored before the frames after it are read (a producer that sends the
+    next message of its order right after `send_in_transaction`, the END one way, must
+    not see that message stored first). The answer frame now, or None and `reply`."""
+    def frame(code: int, text: bytes) -> bytes:
+        return p.encode_answer(Op.END_TRANSACTION, rid, code, text)
+
+    try:
+        offset, decision, by = _end_request(body)
+    except p.ProtocolError as exc:
+        return frame(*broker.bad(str(exc)))
+    if (refused := _refused(broker)) is not None:
+        return frame(*refused)
+    out = start_end(broker, offset, decision, by, lambda code, text: reply(frame(code, text)))
+    return None if out is None else frame(*out)
+
+
+async def end_transaction(broker, body: bytes) -> tuple[int, bytes]:
+    offset, decision, by = _end_request(body)
     if (refused := _refused(broker)) is not None:
         return refused
-    return await resolve(broker, offset, TxState(decision), by)
+    return await resolve(broker, offset, decision, by)
 
 
 async def resolve(broker, offset: int, decision: TxState, by: str) -> tuple[int, bytes]:
+    fut = asyncio.get_running_loop().create_future()
+    out = start_end(broker, offset, decision, by,
+                    lambda code, text: fut.done() or fut.set_result((code, text)))
+    return out if out is not None else await fut
+
+
+def start_end(broker, offset: int, decision: TxState, by: str,
+              done) -> tuple[int, bytes] | None:
+    """Settle a half: the outcome is written now (the write path's common case) or
+    queued behind what came before. (code, answer) now, or None and `done(code, answer)`
+    once written and, with sync replication, held by the slaves."""
     tx = broker.tx
     state = tx.state_of(offset)
     if state == "unknown":
@@ -53,18 +87,17 @@ async def resolve(broker, offset: int, decision: TxState, by: str) -> tuple[int,
         tx.counters["duplicate_ends_total"] += 1
         return Code.OK, p.encode_json({"state": state, "already": True})
     tx.resolving.add(offset)
-    fut = asyncio.get_running_loop().create_future()
-    try:
-        out = broker.write_path.write(
-            lambda: tx.end(offset, decision, by),
-            lambda code, result: fut.done() or fut.set_result((code, result)))
-        code, result = out if out is not None else await fut
-    finally:
+
+    def answer(code: int, result) -> tuple[int, bytes]:
         tx.resolving.discard(offset)
-    if isinstance(result, str) or not result.ok:
-        reason = result if isinstance(result, str) else (result.reason or result.status.value)
-        return (code if code != Code.OK else Code.SYSTEM_ERROR), reason.encode()
-    return code, p.encode_json({"state": tx.state_of(offset), "already": False})
+        if isinstance(result, str) or not result.ok:
+            reason = result if isinstance(result, str) else (result.reason or result.status.value)
+            return (code if code != Code.OK else Code.SYSTEM_ERROR), reason.encode()
+        return code, p.encode_json({"state": tx.state_of(offset), "already": False})
+
+    out = broker.write_path.write(lambda: tx.end(offset, decision, by),
+                                  lambda code, result: done(*answer(code, result)))
+    return None if out is None else answer(*out)
 
 
 async def check_transaction(broker, body: bytes) -> tuple[int, bytes]:

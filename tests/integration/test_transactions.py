@@ -126,3 +126,27 @@ def test_an_operator_lists_and_settles_a_stuck_half(cluster_factory, capsys):
     assert main(["tx", "resolve", "--cluster", path, "--id", "nonsense", "--commit"]) == 2
     assert "BROKER:OFFSET" in capsys.readouterr().err
     assert collect(addrs, 1, 10) == [b"stuck"]
+
+
+def test_a_message_sent_after_a_one_way_commit_is_stored_after_it(cluster_factory):
+    """The END goes one way on the producer's connection, followed at once by the next
+    message of the same order: the broker stores the commit first (frames in order)."""
+    from broker_core.client.connection import Connection
+    from broker_core.cluster.readback import read_queue_bodies
+
+    cluster = cluster_factory(1)
+    addrs = cluster.file.addrs
+    with TransactionProducer("payments", addrs) as tx:
+        for n in range(50):
+            order = f"order-{n % 5}"
+            r = tx.send_in_transaction("paid", b"paid %d" % n, lambda m: "COMMIT",
+                                       order_key=order)
+            tx.producer.send("paid", b"receipt %d" % n, order_key=order)
+    conn = Connection(addrs["broker-1"])
+    try:
+        bodies = [b for q in range(4) for b in read_queue_bodies(conn, "paid", q)]
+    finally:
+        conn.close()
+    assert r.ended and len(bodies) == 100
+    for n in range(50):
+        assert bodies.index(b"paid %d" % n) < bodies.index(b"receipt %d" % n), n
