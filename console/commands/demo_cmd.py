@@ -243,9 +243,10 @@ def _run_with_tui(demo, seconds: float, stop: threading.Event, record, track) ->
 
 
 def _transactions(state) -> dict:
-    """Half messages and queue locks summed over the masters (a slave holds copies)."""
+    """Half messages, queue locks and the ACL's refusals summed over the masters (a slave
+    holds copies)."""
     out = {"halves": 0, "committed": 0, "checks": 0, "pending": 0, "rolled_back": {},
-           "locks_held": 0}
+           "locks_held": 0, "acl_denied": 0}
     for b in state.brokers if state else ():
         if b.stats is None or b.role == "SLAVE":
             continue
@@ -256,6 +257,8 @@ def _transactions(state) -> dict:
         for by, n in (t.get("rolled_back") or {}).items():
             out["rolled_back"][by] = out["rolled_back"].get(by, 0) + int(n)
         out["locks_held"] += int((b.stats.locks or {}).get("held") or 0)
+        out["acl_denied"] += sum(int(d.get("count") or 0)
+                                 for d in (b.stats.access or {}).get("denied") or [])
     return out
 
 
@@ -291,4 +294,5 @@ def _print_summary(summary: dict) -> None:
         rolled = ", ".join(f"{k} {v:,}" for k, v in sorted(tx["rolled_back"].items()))
         print(f"transactions: {tx['halves']:,} half messages, {tx['committed']:,} committed, "
               f"rolled back {rolled or 'none'}, {tx['checks']:,} check-backs, "
-              f"{tx['pending']:,} pending; orderly queue locks held: {tx['locks_held']}")
+              f"{tx['pending']:,} pending; orderly queue locks held: {tx['locks_held']}; "
+              f"requests the ACL refused: {tx['acl_denied']:,}")

@@ -129,6 +129,13 @@ def run(args) -> int:
         if any((b.stats.delayed or {}).get("pending_total") for b in state.brokers
                if b.stats is not None):
             console.print(render_panel("delayed", state))
+        stats = [b.stats for b in state.brokers if b.stats is not None]
+        if any((s.transactions or {}).get("pending") for s in stats):
+            console.print("transactional messages (half messages pending: `floodgate tx list`)")
+            console.print(render_panel("transactions", state))
+        if any((s.locks or {}).get("held") for s in stats):
+            console.print("ordered queues (locks)")
+            console.print(render_panel("queue_locks", state))
         for alert in state.active_alerts:
             word = "[cyan]info[/cyan]" if alert.severity == "info" else "[red]alert[/red]"
             console.print(f"{word} {alert.message}")

@@ -44,6 +44,7 @@ def test_headless_demo_summary(tmp_path):
     tx = summary["transactions"]
     assert tx["committed"] > 0 and tx["rolled_back"].get("producer", 0) > 0, tx
     assert tx["locks_held"] > 0, tx
+    assert tx["acl_denied"] == 0, tx  # every client allowed what its job needs, no more
     assert summary["consumer_groups"]["billing"]["status"] in ("OK", "WARNING")
     assert summary["throttled_total"] > 0
     assert not list(tmp_path.glob("floodgate-demo-*"))  # its own temporary data dir: gone
