@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "console.commands.dlq_cmd",
     "console.commands.tx_cmd",
     "console.commands.acl_cmd",
+    "console.commands.certs_cmd",
     "console.commands.quota_cmd",
     "console.commands.drill_cmd",
     "console.commands.bench_cmd",
@@ -78,6 +79,10 @@ def build_parser() -> Parser:
         "--debug", action="store_true", help="show tracebacks instead of one-line errors"
     )
     parser.add_argument(
+        "--tls-ca", metavar="FILE",
+        help="brokers serve TLS signed by this CA; default: $FLOODGATE_TLS_CA, or the CA the "
+        "--cluster file names (`cluster up --tls`)")
+    parser.add_argument(
         "--credentials", metavar="FILE",
         help="user and secret (TOML, mode 0600) for brokers that enforce an ACL; default: "
         "$FLOODGATE_CREDENTIALS")
@@ -89,20 +94,28 @@ def build_parser() -> Parser:
 
 def _use_credentials(args) -> None:
     """`--credentials FILE`, else $FLOODGATE_CREDENTIALS, else the credentials file a
-    `--cluster` file names (`cluster up --acl`): every connection authenticates with them."""
-    from broker_core.acl import credentials
+    `--cluster` file names (`cluster up --acl`): every connection authenticates with them.
+    The same for TLS: `--tls-ca`, $FLOODGATE_TLS_CA, the cluster file's `tls_ca`."""
+    from broker_core.acl import credentials, tls
 
-    if args.credentials:
-        credentials.use(args.credentials)
-    elif not os.environ.get(credentials.ENV) and getattr(args, "cluster", None):
+    named = named_tls = None
+    if getattr(args, "cluster", None):
         from broker_core.cluster.cluster_file import load_cluster
         from broker_core.errors import BrokerError
 
         try:
-            named = load_cluster(args.cluster).credentials
+            spec = load_cluster(args.cluster)
+            named, named_tls = spec.credentials or None, spec.tls_ca or None
         except BrokerError:
-            return  # the command says what is wrong with its cluster file
-        credentials.use(named or None)
+            pass  # the command says what is wrong with its cluster file
+    if args.credentials:
+        credentials.use(args.credentials)
+    elif not os.environ.get(credentials.ENV):
+        credentials.use(named)
+    if args.tls_ca:
+        tls.use(args.tls_ca)
+    elif not os.environ.get(tls.ENV_CA):
+        tls.use(named_tls)
 
 
 def main(argv: list[str] | None = None) -> int:

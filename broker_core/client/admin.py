@@ -93,14 +93,16 @@ NOT_HTTP = ("not an HTTP port (a broker's data port?): give the broker's HTTP po
 
 def admin_call(http_addr: str, path: str, method: str, body: dict | None,
                token: str | None, timeout: float) -> dict[str, Any]:
-    url = f"http://{http_addr}{path}"
+    from broker_core.acl import tls
+
+    url, ctx = tls.broker_http(http_addr, path)
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"})
     if token:
         req.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         try:

@@ -22,7 +22,7 @@ import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from broker_core.acl import credentials
+from broker_core.acl import credentials, tls
 from broker_core.acl.handshake import AuthFailed, client_handshake_async
 from broker_core.client.attempts import (
     FLOW_RETRIES,
@@ -209,10 +209,12 @@ class AsyncProducer:
             if conn is not None and conn.transport is not None:
                 return conn
             host, port = parse_addr(self.brokers[name])
+            ctx = tls.client_context()
             try:
                 _t, conn = await asyncio.wait_for(
                     asyncio.get_running_loop().create_connection(
-                        lambda: _AioConnection(self.brokers[name], self.timeout), host, port),
+                        lambda: _AioConnection(self.brokers[name], self.timeout), host, port,
+                        ssl=ctx, server_hostname=host if ctx is not None else None),
                     self.timeout)
             except (OSError, TimeoutError) as exc:
                 raise BrokerUnavailable(f"{self.brokers[name]}: {exc}") from None

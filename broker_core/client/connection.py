@@ -19,12 +19,13 @@ import ipaddress
 import itertools
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 
-from broker_core.acl import credentials
+from broker_core.acl import credentials, tls
 from broker_core.acl.handshake import AuthFailed, client_handshake
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
@@ -74,10 +75,15 @@ class _Link:
     """One TCP connection and its read buffer: replaced as a whole on reconnect,
     so a reader still holding the old one never mixes bytes of two streams."""
 
-    __slots__ = ("sock", "buf", "chunk")
+    __slots__ = ("sock", "buf", "chunk", "tls", "answered")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, tls: threading.Lock | None = None) -> None:
         self.sock = sock
+        # TLS: the socket is non-blocking and this lock is held around each of its reads
+        # and writes (an OpenSSL connection must not be used by two threads at once; the
+        # reader and the writers here are different threads)
+        self.tls = tls
+        self.answered = False  # any frame read: a broker that speaks our protocol here
         self.buf = bytearray()
         # read into one buffer kept for the link: recv(256 KiB) allocated (mmap'd) and
         # shrank a fresh one on every read, three system calls and page faults each
@@ -86,11 +92,15 @@ class _Link:
 
 class Connection:
     """`credentials` (acl.credentials; default: FLOODGATE_CREDENTIALS): each connect
-    authenticates with them before anything else is sent (acl.handshake)."""
+    authenticates with them before anything else is sent (acl.handshake).
+    `tls_context`: an ssl.SSLContext for a broker serving TLS (default: the process's,
+    FLOODGATE_TLS_CA: acl.tls)."""
 
-    def __init__(self, addr: str, connect_timeout: float = 3.0, credentials=None) -> None:
+    def __init__(self, addr: str, connect_timeout: float = 3.0, credentials=None,
+                 tls_context=None) -> None:
         self.addr = addr
         self._credentials = credentials
+        self._tls_context = tls_context
         self._host, self._port = parse_addr(addr)
         self._connect_timeout = connect_timeout
         self._lock = threading.Lock()  # socket writes, pending map, (re)connect
@@ -109,11 +119,37 @@ class Connection:
         except OSError as exc:
             raise BrokerUnavailable(f"{self.addr}: {exc.strerror or exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        ctx = self._tls_context if self._tls_context is not None else tls.client_context()
+        if ctx is not None:
+            try:
+                sock = ctx.wrap_socket(sock, server_hostname=self._host)
+            except (OSError, ssl.SSLError) as exc:
+                sock.close()
+                raise BrokerUnavailable(f"{self.addr}: TLS handshake failed: {exc}") from None
         creds = self._credentials if self._credentials is not None else credentials.default()
         if creds is not None:
             self._authenticate(sock, creds)
-        sock.settimeout(None)
-        return _Link(sock)
+        if ctx is None:
+            sock.settimeout(None)
+            return _Link(sock)
+        sock.setblocking(False)
+        return _Link(sock, threading.Lock())
+
+    @staticmethod
+    def _send_tls(link: _Link, data: bytes) -> None:
+        """sendall on a non-blocking TLS socket: each write under the link's lock, waiting
+        for room outside it (a reader may need the lock meanwhile)."""
+        view = memoryview(data)
+        while view:
+            try:
+                with link.tls:
+                    n = link.sock.send(view)
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+                poller = select.poll()
+                poller.register(link.sock, select.POLLOUT | select.POLLIN)
+                poller.poll(50)
+                continue
+            view = view[n:]
 
     def _authenticate(self, sock: socket.socket, creds) -> None:
         """The handshake on the fresh socket, before the link reads it (blocking, within
@@ -157,8 +193,11 @@ class Connection:
                 if not watched:
                     self._unwatched += 1
             try:
-                link.sock.sendall(encode_frame(op, rid, body,
-                                               flags=FLAG_ONEWAY if oneway else 0))
+                frame = encode_frame(op, rid, body, flags=FLAG_ONEWAY if oneway else 0)
+                if link.tls is None:
+                    link.sock.sendall(frame)
+                else:
+                    self._send_tls(link, frame)
             except OSError as exc:
                 self._fail_all(link, f"{self.addr}: send failed: {exc}")
                 raise BrokerUnavailable(f"{self.addr}: send failed: {exc}") from None
@@ -201,6 +240,11 @@ class Connection:
                     pass
         return fut.result(0)
 
+    def pending(self) -> bool:
+        """TLS: decrypted bytes wait in OpenSSL (poll cannot see them)."""
+        link = self._link
+        return link is not None and link.tls is not None and bool(link.sock.pending())
+
     def fileno(self) -> int:
         """The socket's descriptor (-1 when not connected): for `serve_any`."""
         link = self._link
@@ -230,25 +274,34 @@ class Connection:
         if link is None:
             return
         try:
-            if not ready:
+            if not ready and not (link.tls is not None and link.sock.pending()):
                 # poll, not select: select() fails for an fd over 1023, which a busy
-                # process (many brokers, ZooKeeper clients) reaches
+                # process (many brokers, ZooKeeper clients) reaches. TLS: what OpenSSL
+                # already decrypted is not on the socket for poll to see (pending)
                 poller = select.poll()
                 poller.register(link.sock, select.POLLIN)
                 if not poller.poll(max(0.0, timeout) * 1000.0):
                     return
             # another reader may have taken what poll saw: never block here
-            n = link.sock.recv_into(link.chunk, 0, socket.MSG_DONTWAIT)
-        except BlockingIOError:
+            if link.tls is None:
+                n = link.sock.recv_into(link.chunk, 0, socket.MSG_DONTWAIT)
+            else:
+                with link.tls:
+                    n = link.sock.recv_into(link.chunk)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except (OSError, ValueError) as exc:  # ValueError: closed under us
             with self._lock:
                 self._fail_all(link, f"{self.addr}: connection lost: {exc}")
             return
         if not n:
+            hint = "" if link.answered or link.tls is not None else (
+                " before any answer (a broker serving TLS? give --tls-ca or set "
+                "FLOODGATE_TLS_CA)")
             with self._lock:
-                self._fail_all(link, f"{self.addr}: connection closed by broker")
+                self._fail_all(link, f"{self.addr}: connection closed by broker{hint}")
             return
+        link.answered = True
         buf = link.buf
         buf += memoryview(link.chunk)[:n]
         pos = 0
@@ -319,6 +372,11 @@ class Connection:
 def serve_any(conns: list[Connection], timeout: float) -> None:
     """Wait up to `timeout` for any of `conns` to have an answer, and read those that do:
     one thread serving its own watched requests on several brokers, no pump threads."""
+    ready = [conn for conn in conns if conn.pending()]
+    if ready:  # already decrypted (TLS): read now, poll would not wake for it
+        for conn in ready:
+            conn.serve()
+        return
     poller = select.poll()
     by_fd = {}
     for conn in conns:

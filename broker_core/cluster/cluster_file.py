@@ -60,6 +60,7 @@ class ClusterFile:
     # brokers enforcing an ACL (`up --acl`): the admin's credentials file (never a secret
     # here), used by commands on this cluster when none is given
     credentials: str = ""
+    tls_ca: str = ""  # brokers serving TLS (`up --tls`): the CA that signed them
 
     @property
     def layout(self):
@@ -105,6 +106,8 @@ class ClusterFile:
             data["restart"] = True
         if self.credentials:
             data["credentials"] = self.credentials
+        if self.tls_ca:
+            data["tls_ca"] = self.tls_ca
         data["broker"] = [
             {"name": b.name, "addr": b.addr, "http": b.http, "data": b.data,
              **({"group": b.group, "ha": b.ha} if b.group else {})} for b in self.brokers
@@ -147,4 +150,4 @@ def load_cluster(path: str | Path) -> ClusterFile:
     return ClusterFile(str(raw.get("name", "floodgate")), brokers, int(pid) if pid else None,
                        str(raw.get("zk", "")), str(raw.get("replication", "")),
                        netns if isinstance(netns, dict) else None, bool(raw.get("restart")),
-                       str(raw.get("credentials", "")))
+                       str(raw.get("credentials", "")), str(raw.get("tls_ca", "")))

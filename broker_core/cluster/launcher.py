@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_core.acl import tls
 from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile
 from broker_core.errors import BrokerError
 
@@ -101,14 +102,20 @@ def controller_argv(zk: str, cluster: str, name: str) -> list[str]:
 
 
 def wait_healthy(
-    http_addr: str, timeout: float = 30.0, proc: subprocess.Popen | None = None
+    http_addr: str, timeout: float = 30.0, proc: subprocess.Popen | None = None,
+    tls_ca: str | None = None,
 ) -> None:
+    """`tls_ca`: the broker serves TLS signed by this CA (None: as this process's TLS
+    settings say)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise BrokerError(f"broker at {http_addr} exited with {proc.returncode} while starting")
         try:
-            with urllib.request.urlopen(f"http://{http_addr}/healthz", timeout=1) as r:
+            url, ctx = tls.broker_http(http_addr, "/healthz")
+            if tls_ca:
+                url, ctx = f"https://{http_addr}/healthz", tls.context_for(tls_ca)
+            with urllib.request.urlopen(url, timeout=1, context=ctx) as r:
                 if r.status == 200:
                     return
         except OSError:
@@ -137,12 +144,15 @@ class Cluster:
         controllers: int = 1,
         netns: bool = False,
         acl: bool = False,
+        tls: bool = False,
     ) -> None:
         """`netns`: every broker, the embedded ZooKeeper and each controller on a host
         of its own (cluster.netns), so that network faults can come between them.
         `acl`: brokers take authenticated users only; a super user `admin` with a random
         secret is written to `admin.credentials.toml` (mode 0600) beside the cluster
-        file, which names it; the controllers use it."""
+        file, which names it; the controllers use it.
+        `tls`: a local CA and a broker certificate in `tls/` (acl.tls.make_certs); every
+        port speaks TLS; the cluster file names the CA (`tls_ca`)."""
         if n < 1 and not groups:
             raise BrokerError("a cluster needs at least one broker")
         self.data = Path(data)
@@ -180,6 +190,17 @@ class Cluster:
         self.procs: dict[str, subprocess.Popen] = {}
         self.controllers: dict[str, subprocess.Popen] = {}
         self.credentials: Path | None = None
+        self.tls_ca: Path | None = None
+        if tls:
+            from broker_core.acl.tls import make_certs
+
+            hosts = sorted({"localhost", bind, *(b.addr.rsplit(":", 1)[0]
+                                                 for b in self.file.brokers)})
+            certs = make_certs(self.data / "tls", hosts)
+            self.tls_ca = certs["ca"]
+            self.extra = [*self.extra, "--tls-cert", str(certs["broker"]), "--tls-key",
+                          str(certs["broker_key"]), "--tls-ca", str(certs["ca"])]
+            self.file.tls_ca = str(self.tls_ca)
         if acl:
             self.credentials = self.data / "admin.credentials.toml"
             self.extra = [*self.extra, "--acl", "--acl-admin", str(self.credentials)]
@@ -245,8 +266,12 @@ class Cluster:
     def start_controller(self, name: str) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         logfile = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - child owns it
-        env = None if self.credentials is None else {
-            **os.environ, "FLOODGATE_CREDENTIALS": str(self.credentials)}
+        env = None
+        if self.credentials is not None or self.tls_ca is not None:
+            env = {**os.environ,
+                   **({"FLOODGATE_CREDENTIALS": str(self.credentials)} if self.credentials
+                      else {}),
+                   **({tls.ENV_CA: str(self.tls_ca)} if self.tls_ca else {})}
         proc = subprocess.Popen([*self._prefix(name),
                                  *controller_argv(self.file.zk, self.file.name, name)],
                                 stdout=logfile, stderr=subprocess.STDOUT,
@@ -278,7 +303,8 @@ class Cluster:
             for entry in self.file.brokers:
                 self.start_broker(entry)
             for entry in self.file.brokers:
-                wait_healthy(entry.http, timeout, self.procs[entry.name])
+                wait_healthy(entry.http, timeout, self.procs[entry.name],
+                             str(self.tls_ca) if self.tls_ca else None)
             if self.file.replicated:
                 from broker_core.cluster.roles import wait_masters
 

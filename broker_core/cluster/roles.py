@@ -43,13 +43,14 @@ def failover_events(spec: ClusterFile, last: int = 50) -> list[dict]:
         return read_events(zk, Paths(spec.name), last)
 
 
-def broker_role(addr: str, timeout: float = 1.0, credentials=None) -> dict:
+def broker_role(addr: str, timeout: float = 1.0, credentials=None, tls_context=None) -> dict:
     """A broker's HA_STATE answer: role, epoch, log end ({} when it does not answer).
-    `credentials`: for a broker with an ACL (None: the process's)."""
+    `credentials`, `tls_context`: for a broker with an ACL or TLS (None: the process's)."""
     from broker_core.client.connection import Connection
     from broker_core.protocol import Code, Op, decode_json
 
-    conn = Connection(addr, connect_timeout=timeout, credentials=credentials)
+    conn = Connection(addr, connect_timeout=timeout, credentials=credentials,
+                      tls_context=tls_context)
     try:
         code, body = conn.call(Op.HA_STATE, b"{}", timeout)
         return decode_json(body) if code == Code.OK else {}
@@ -76,11 +77,15 @@ def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,
     with `in_sync`, lists every broker of the group as in sync). `check` raises when
     waiting is pointless (e.g. the controller exited)."""
     deadline = time.monotonic() + timeout
-    creds = None
+    creds = ctx = None
     if spec.credentials:  # the cluster's brokers take users only: asked as its admin
         from broker_core.acl.credentials import load
 
         creds = load(spec.credentials)
+    if spec.tls_ca:  # they serve TLS
+        from broker_core.acl.tls import context_for
+
+        ctx = context_for(spec.tls_ca)
     with zk_client(spec.zk) as zk:
         while True:
             if check is not None:
@@ -94,7 +99,7 @@ def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,
                 if in_sync and len(rec.in_sync) < len(spec.groups[group]):
                     continue
                 if entry is not None and broker_role(
-                        entry.addr, credentials=creds).get("role") == "MASTER":
+                        entry.addr, credentials=creds, tls_context=ctx).get("role") == "MASTER":
                     ready[group] = rec
             if len(ready) == len(records):
                 return ready

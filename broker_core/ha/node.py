@@ -92,7 +92,7 @@ class HaNode:
     async def start(self) -> None:
         self._server = await asyncio.get_running_loop().create_server(
             self.master.link_factory, self.broker.config.bind, self.settings.ha_port,
-            reuse_address=True)
+            reuse_address=True, ssl=self.broker.tls)
 
     async def close(self) -> None:
         if self.slave is not None:
@@ -179,7 +179,7 @@ class HaNode:
         self.slave = ReplicaClient(
             self.broker.store, self.epochs, self.name, self.group, master,
             known_epoch=lambda: self.epoch, on_records=self._on_records,
-            on_meta=self._on_meta, on_truncate=self._on_truncate)
+            on_meta=self._on_meta, on_truncate=self._on_truncate, tls=self.broker.tls_peer)
         self.slave.start()
         self._event("slave", f"of {master.name} (epoch {master.epoch})")
 

@@ -41,7 +41,9 @@ class ReplicaClient:
                  on_records: Callable[[set[tuple[str, int]]], None],
                  on_meta: Callable[[dict], None],
                  on_truncate: Callable[[int, int], None],
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, tls=None) -> None:
+        """`tls`: the client context towards the master's HA port (None: plain TCP)."""
+        self.tls = tls
         self.store, self.epochs = store, epochs
         self.name, self.group, self.master = name, group, master
         self._known_epoch = known_epoch
@@ -105,7 +107,9 @@ class ReplicaClient:
         host, _, port = self.master.ha_addr.rpartition(":")
         loop = asyncio.get_running_loop()
         transport, link = await asyncio.wait_for(
-            loop.create_connection(lambda: _Follower(self), host, int(port)), 2.0)
+            loop.create_connection(lambda: _Follower(self), host, int(port), ssl=self.tls,
+                                   server_hostname=host if self.tls is not None else None),
+            2.0)
         self._writer = transport
         if self._stopped:
             return

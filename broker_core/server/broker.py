@@ -100,6 +100,18 @@ class Broker:
         if config.acl_admin is not None and not self.acl.users:
             self.acl.bootstrap(config.acl_admin)
         self.access = Access(self.acl, config.acl)
+        # TLS (acl.tls): the data and HA ports' context, the HTTP port's (never asking
+        # for a client certificate: Prometheus scrapes it), a slave's towards its master
+        self.tls = self.tls_http = self.tls_peer = None
+        if config.tls_cert is not None:
+            from broker_core.acl import tls
+
+            self.tls = tls.server_context(config.tls_cert, config.tls_key, config.tls_ca,
+                                          config.tls_verify_clients)
+            self.tls_http = tls.server_context(config.tls_cert, config.tls_key)
+            if config.tls_ca is not None:
+                self.tls_peer = tls.context_for(config.tls_ca, config.tls_cert,
+                                                config.tls_key)
         self.members = GroupMembers(monotonic)
         self.broadcast = BroadcastProgress(monotonic)
         self.backlog = BacklogEvaluator(monotonic)

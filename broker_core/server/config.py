@@ -43,6 +43,12 @@ class BrokerConfig:
     # `acl_admin`: a credentials file whose user becomes the first super user
     acl: bool = False
     acl_admin: Path | None = None
+    # TLS on the data, HA and HTTP ports (acl.tls); `tls_ca` signs the other brokers (the
+    # HA link) and, with `tls_verify_clients`, the clients' certificates (mutual TLS)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    tls_verify_clients: bool = False
 
     @property
     def addr(self) -> str:

@@ -214,6 +214,7 @@ def _error(status: int, message: str) -> web.Response:
 async def start_http(broker) -> web.AppRunner:
     runner = web.AppRunner(build_app(broker), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, broker.config.bind, broker.config.http_port, reuse_address=True)
+    site = web.TCPSite(runner, broker.config.bind, broker.config.http_port, reuse_address=True,
+                       ssl_context=broker.tls_http)
     await site.start()
     return runner

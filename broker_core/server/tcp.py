@@ -153,5 +153,6 @@ async def start_tcp(broker: Broker) -> asyncio.base_events.Server:
         broker.config.bind,
         broker.config.port,
         reuse_address=True,
+        ssl=broker.tls,
         backlog=2048,
     )

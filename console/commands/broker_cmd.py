@@ -84,6 +84,16 @@ def register(sub) -> None:
     serve.add_argument("--acl-admin", type=Path, metavar="FILE",
                        help="with --acl: a credentials file whose user becomes the first "
                        "super user when the broker has none")
+    serve.add_argument("--tls-cert", type=Path, metavar="FILE",
+                       help="TLS on the data, HA and HTTP ports: this broker's certificate "
+                       "(PEM; `floodgate certs make` makes a local one)")
+    serve.add_argument("--tls-key", type=Path, metavar="FILE", help="its private key")
+    serve.add_argument("--tls-ca", type=Path, metavar="FILE",
+                       help="the CA of the other brokers (the HA link) and of client "
+                       "certificates")
+    serve.add_argument("--tls-verify-clients", action="store_true",
+                       help="mutual TLS on the data and HA ports: clients show a "
+                       "certificate --tls-ca signed")
     serve.set_defaults(func=run_serve)
 
 
@@ -105,6 +115,17 @@ def run_serve(args) -> int:
             raise UsageError("--acl-admin goes with --acl")
         try:
             load(args.acl_admin)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise UsageError("--tls-cert and --tls-key go together")
+    if (args.tls_ca or args.tls_verify_clients) and args.tls_cert is None:
+        raise UsageError("--tls-ca and --tls-verify-clients need --tls-cert and --tls-key")
+    if args.tls_cert is not None:
+        from broker_core.acl.tls import server_context
+
+        try:
+            server_context(args.tls_cert, args.tls_key, args.tls_ca, args.tls_verify_clients)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     if not 0 < args.tx_check_s <= 3600:
@@ -129,7 +150,8 @@ def run_serve(args) -> int:
         admin_token=args.admin_token, admin_from=tuple(args.admin_from), group=args.group, zk=args.zk, ha_port=args.ha_port,
         replication=args.replication, zk_session_s=args.zk_session_timeout,
         sync_timeout_s=args.sync_timeout, tx_check_s=args.tx_check_s,
-        acl=args.acl, acl_admin=args.acl_admin,
+        acl=args.acl, acl_admin=args.acl_admin, tls_cert=args.tls_cert,
+        tls_key=args.tls_key, tls_ca=args.tls_ca, tls_verify_clients=args.tls_verify_clients,
         store_extra={} if args.max_mapped_queues is None else
         {"consumequeue_max_mapped": args.max_mapped_queues},
     )

@@ -46,6 +46,9 @@ def register(sub) -> None:
                     help="brokers take authenticated users only (`floodgate acl`); the admin's "
                     "credentials go to admin.credentials.toml (mode 0600) beside the "
                     "cluster file, which names it")
+    up.add_argument("--tls", action="store_true",
+                    help="every port speaks TLS: a local CA and broker certificate go to "
+                    "tls/ in the data dir, and the cluster file names the CA")
     up.add_argument("--no-auto-create-topics", action="store_true",
                     help="brokers refuse sends to unknown topics (TOPIC_NOT_EXIST): create "
                          "them with `floodgate topic create`, as in production")
@@ -72,11 +75,11 @@ def run_up(args) -> int:
         cluster = Cluster(0, args.base_port, args.data, args.flush, args.segment_size,
                           args.name, extra_args=extra, groups=groups, replicas=args.replicas,
                           replication=args.replication, zk=args.zk, netns=args.netns,
-                          acl=args.acl)
+                          acl=args.acl, tls=args.tls)
     else:
         cluster = Cluster(args.brokers or 3, args.base_port, args.data, args.flush,
                           args.segment_size, args.name, extra_args=extra, netns=args.netns,
-                          acl=args.acl)
+                          acl=args.acl, tls=args.tls)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -94,6 +97,9 @@ def run_up(args) -> int:
               f"(this host is {cluster.layout.gateway}): "
               + ", ".join(f"{h.name} {h.addr}" for h in cluster.layout.hosts.values()
                           if h.name not in spec.addrs), flush=True)
+    if cluster.tls_ca is not None:
+        print(f"  TLS on: CA {cluster.tls_ca} (clients: FLOODGATE_TLS_CA or --tls-ca)",
+              flush=True)
     if cluster.credentials is not None:
         print(f"  ACL on: admin credentials in {cluster.credentials} (floodgate --credentials "
               f"FILE acl ...)", flush=True)

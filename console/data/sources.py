@@ -30,11 +30,18 @@ from console.data.state import BrokerSample, ProducerSample
 SHOWN_HISTORY = ("send",)  # the only per-second histograms the console draws
 
 
-def fetch_json(addr: str, path: str, timeout: float) -> tuple[Mapping[str, Any] | None, str | None]:
-    """(document, None) or (None, one-line reason)."""
-    url = addr if addr.startswith("http") else f"http://{addr}"
+def fetch_json(addr: str, path: str, timeout: float,
+               broker: bool = False) -> tuple[Mapping[str, Any] | None, str | None]:
+    """(document, None) or (None, one-line reason). `broker`: a broker's HTTP port (https
+    when this process has TLS settings: acl.tls); a producer's is plain HTTP."""
+    from broker_core.acl import tls
+
+    if broker:
+        url, ctx = tls.broker_http(addr, path)
+    else:
+        url, ctx = (addr if addr.startswith("http") else f"http://{addr}").rstrip("/") + path, None
     try:
-        with urllib.request.urlopen(url.rstrip("/") + path, timeout=timeout) as resp:
+        with urllib.request.urlopen(url, timeout=timeout, context=ctx) as resp:
             body = resp.read()
     except urllib.error.HTTPError as exc:
         return None, f"HTTP {exc.code} from {path.split('?')[0]}"
@@ -87,7 +94,7 @@ class HttpBrokers:
     def _one(self, name: str, http: str) -> BrokerSample:
         last = self._last_ok.get(http)
         history = HISTORY_S if last is None else min(HISTORY_S, int(self._clock() - last) + 3)
-        doc, error = fetch_json(http, f"/stats?history={history}", self.timeout)
+        doc, error = fetch_json(http, f"/stats?history={history}", self.timeout, broker=True)
         if doc is None:
             return BrokerSample(http, name, None, error)
         self._last_ok[http] = self._clock()
