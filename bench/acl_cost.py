@@ -9,6 +9,7 @@ connection's set-up, and throughput with the ACL on against off, in the same run
 3. Throughput: one broker with `--acl` and one without, side by side; sync sends from
    one thread and batched sends (32 a batch), each run alternating three times
    (medians). Goal: ACL on >= 95 % of off.
+4. TLS: the same against a third broker serving TLS (`--tls`). Goal: >= 70 % of plain.
 
     .venv/bin/python bench/acl_cost.py [--sends 5000] [--json]
 """
@@ -87,7 +88,9 @@ def setup_cost(acl: Cluster, plain: Cluster, creds: Credentials, n: int = 40) ->
             "handshake_ms": round((a - b) * 1000, 2), "goal_ms": 2.0}
 
 
-def throughput(acl: Cluster, plain: Cluster, creds_file: Path, sends: int) -> dict:
+def throughput(acl: Cluster, plain: Cluster, creds_file: Path, sends: int,
+               label: str = "acl", env: dict | None = None) -> dict:
+    """`acl` (or any other cluster: `label`) against `plain`; `env`: its client settings."""
     def run(cluster: Cluster, batch: bool) -> float:
         with Producer(cluster.file.addrs, fuse=False) as prod:
             prod.send("orders", b"warm-up")
@@ -105,18 +108,20 @@ def throughput(acl: Cluster, plain: Cluster, creds_file: Path, sends: int) -> di
         on, off = [], []
         for i in range(3):
             for which in (("on", "off") if i % 2 == 0 else ("off", "on")):
+                settings = env or {"FLOODGATE_CREDENTIALS": str(creds_file)}
                 if which == "on":
-                    os.environ["FLOODGATE_CREDENTIALS"] = str(creds_file)
+                    os.environ.update(settings)
                     on.append(run(acl, kind == "batch"))
                 else:
-                    os.environ["FLOODGATE_CREDENTIALS"] = ""
+                    os.environ.update({k: "" for k in settings})
                     off.append(run(plain, kind == "batch"))
-        out[kind] = {"acl_msgs_s": round(statistics.median(on)),
+        out[kind] = {f"{label}_msgs_s": round(statistics.median(on)),
                      "plain_msgs_s": round(statistics.median(off)),
                      "ratio": round(statistics.median(on) / statistics.median(off), 3)}
-        say(f"  {kind}: ACL on {out[kind]['acl_msgs_s']:,}/s, off "
+        say(f"  {kind}: {label} {out[kind][f'{label}_msgs_s']:,}/s, plain "
             f"{out[kind]['plain_msgs_s']:,}/s")
-    os.environ["FLOODGATE_CREDENTIALS"] = ""
+    for k in env or {"FLOODGATE_CREDENTIALS": ""}:
+        os.environ[k] = ""
     return out
 
 
@@ -133,8 +138,11 @@ def main() -> int:
                       name="acl")
         plain = Cluster(1, free_port_range(2), tmp / "plain", segment_size="256M",
                         name="plain")
+        tls = Cluster(1, free_port_range(2), tmp / "tls", segment_size="256M", tls=True,
+                      name="tls")
         acl.up()
         plain.up()
+        tls.up()
         try:
             admin = load(acl.credentials)
             conn = Connection(acl.file.brokers[0].addr, credentials=admin)
@@ -149,18 +157,27 @@ def main() -> int:
             setup = setup_cost(acl, plain, APP)
             say(f"throughput: {args.sends:,} sends, sync and batched, ACL on and off")
             tput = throughput(acl, plain, creds_file, args.sends)
-            rss = max(cluster_peak_rss_mib(acl), cluster_peak_rss_mib(plain))
+            say(f"TLS: {args.sends:,} sends, sync and batched, TLS against plain")
+            tls_tput = throughput(tls, plain, creds_file, args.sends, "tls",
+                                  {"FLOODGATE_TLS_CA": str(tls.tls_ca)})
+            rss = max(cluster_peak_rss_mib(acl), cluster_peak_rss_mib(plain),
+                      cluster_peak_rss_mib(tls))
         finally:
             acl.down()
             plain.down()
-    doc = {"check": check, "setup": setup, "throughput": tput, "broker_peak_rss_mib": rss,
+            tls.down()
+    doc = {"check": check, "setup": setup, "throughput": tput, "tls": tls_tput,
+           "broker_peak_rss_mib": rss,
            "bench_peak_rss_mib": round(peak_rss_mib(), 1),
            "goals": {"check_1us": check["per_request_us"] <= 1.0,
                      "setup_2ms": setup["handshake_ms"] <= 2.0,
                      "sync_95pct": tput["sync"]["ratio"] >= 0.95,
-                     "batch_95pct": tput["batch"]["ratio"] >= 0.95}}
+                     "batch_95pct": tput["batch"]["ratio"] >= 0.95,
+                     "tls_sync_70pct": tls_tput["sync"]["ratio"] >= 0.70,
+                     "tls_batch_70pct": tls_tput["batch"]["ratio"] >= 0.70}}
     print(json.dumps(doc, indent=2) if args.json else
-          f"check: {check}\nsetup: {setup}\nthroughput: {tput}\ngoals: {doc['goals']}")
+          f"check: {check}\nsetup: {setup}\nthroughput: {tput}\ntls: {tls_tput}\n"
+          f"goals: {doc['goals']}")
     return 0 if all(doc["goals"].values()) else 1
 
 

@@ -45,6 +45,9 @@ def register(sub) -> None:
     parser.add_argument("--trace-rate", type=float, default=1.0, metavar="R",
                         help="share of messages traced, 0..1 (1: every message, keyed "
                              "order-N: `floodgate trace --key order-N` or the console's t)")
+    parser.add_argument("--no-tls", action="store_true",
+                        help="plain TCP and HTTP (by default every broker port speaks TLS, "
+                        "signed by a CA made in the data dir)")
     parser.add_argument("--no-acl", action="store_true",
                         help="brokers without access control (by default each demo client "
                         "is a user of its own, allowed only what its job needs)")
@@ -92,7 +95,7 @@ def run(args) -> int:
     _check(args)
     opts = DemoOptions(args.brokers, args.rate, not args.no_faults, args.data, args.base_port,
                        groups=args.groups, clients=not args.no_clients,
-                       trace_rate=args.trace_rate, acl=not args.no_acl)
+                       trace_rate=args.trace_rate, acl=not args.no_acl, tls=not args.no_tls)
     demo = Demo(opts)
     stop = threading.Event()
     log_file = demo.data_dir / "demo.log"

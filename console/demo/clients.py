@@ -246,8 +246,11 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
         # cost more than its 100 sends a second
         (flood, Producer(brokers, routes=routes, group=BATCH_GROUP, fuse=False,
                          flow_retries=BATCH_FLOW_RETRIES, credentials=as_user("batch")), None),
+        # the receipt follows only a commit the broker took: a COMMIT sent one way and lost
+        # (an injected error) is settled by a check-back seconds later, after the receipt
         (payments, TransactionProducer(PAY_GROUP, brokers, check=bank_says, routes=routes,
-                                       fuse=False, credentials=as_user("payments")), None),
+                                       fuse=False, credentials=as_user("payments"),
+                                       end_oneway=False), None),
         (ledger, Consumer(LEDGER_GROUP, PAY_TOPIC, brokers, routes=routes, orderly=True,
                           credentials=as_user("ledger")), None),
     ]

@@ -93,6 +93,7 @@ class DemoOptions:
     # every message, so any key order-N can be looked up in the console's trace screen
     trace_rate: float = 1.0
     acl: bool = True  # brokers take users only; each client its own (console.demo.users)
+    tls: bool = True  # every broker port speaks TLS (a local CA in the data dir)
 
 
 @dataclass
@@ -133,7 +134,7 @@ class Demo:
             self._made_data = Path(tempfile.mkdtemp(prefix="floodgate-demo-"))
         self.cluster = self.producer = self.clients = None
         self.users: dict[str, Path] = {}  # the ACL's users: name -> credentials file
-        self._env_before: str | None = None  # FLOODGATE_CREDENTIALS before acting as admin
+        self._env_before: dict | None = None  # the ACL and TLS settings before the demo's
         self._threads: list[threading.Thread] = []
         self._transitions: dict[tuple, dict] = {}
         self.routes = None  # replicated demo: who is master of each group
@@ -163,7 +164,7 @@ class Demo:
                 from broker_core.ha.routes import routes_for
 
                 self.cluster = Cluster(0, o.base_port, data, name="demo", groups=o.groups,
-                                       replicas=2, replication="sync", acl=o.acl)
+                                       replicas=2, replication="sync", acl=o.acl, tls=o.tls)
                 self.cluster.up()
                 self._as_admin()
                 self.routes = routes_for(self.cluster.file)
@@ -172,7 +173,8 @@ class Demo:
                 self._spawn(lambda: self.cluster.supervise(self._stop.is_set, restart=True),
                             "supervisor")
             else:
-                self.cluster = Cluster(o.brokers, o.base_port, data, name="demo", acl=o.acl)
+                self.cluster = Cluster(o.brokers, o.base_port, data, name="demo", acl=o.acl,
+                                       tls=o.tls)
                 self.cluster.up()
                 self._as_admin()
                 ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
@@ -188,14 +190,20 @@ class Demo:
 
     def _as_admin(self) -> None:
         """With the ACL on: this process (console, faults) acts as admin; each client
-        gets a user of its own (console.demo.users)."""
-        if self.cluster.credentials is None:
-            return
+        gets a user of its own (console.demo.users). With TLS: this process and its
+        children trust the cluster's CA."""
         import os
 
+        from broker_core.acl.tls import ENV_CA
+
+        self._env_before = {k: os.environ.get(k, "") for k in ("FLOODGATE_CREDENTIALS",
+                                                               ENV_CA)}
+        if self.cluster.tls_ca is not None:
+            os.environ[ENV_CA] = str(self.cluster.tls_ca)
+        if self.cluster.credentials is None:
+            return
         from console.demo.users import make_users
 
-        self._env_before = os.environ.get("FLOODGATE_CREDENTIALS", "")
         os.environ["FLOODGATE_CREDENTIALS"] = str(self.cluster.credentials)
         self.users = make_users(self.cluster.path, self.cluster.credentials,
                                 self.cluster.data / "users")
@@ -423,7 +431,7 @@ class Demo:
         if self._env_before is not None:  # the process no longer acts as the demo's admin
             import os
 
-            os.environ["FLOODGATE_CREDENTIALS"] = self._env_before
+            os.environ.update(self._env_before)
             self._env_before = None
         if self._made_data is not None:
             shutil.rmtree(self._made_data, ignore_errors=True)
