@@ -38,6 +38,7 @@ TX_CHECKS = "floodgate_tx_checks"
 LOCK_CHANGES = "floodgate_queue_lock_changes"
 ACL_DENIED = "floodgate_acl_denied"  # labels: user, action, resource
 AUTH_FAILURES = "floodgate_acl_auth_failures"
+ACL_CHANGES = "floodgate_acl_changes"
 
 
 def ha_counter(key: str) -> str:

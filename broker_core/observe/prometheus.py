@@ -175,7 +175,10 @@ def access_families(name: str, access) -> list:
                                    "(wrong secret, unknown user, garbled handshake)",
                                    labels=["broker"])
     failures.add_metric([name], float(access.get("auth_failures_total") or 0))
-    return [denied, failures]
+    changes = CounterMetricFamily(n.ACL_CHANGES, "Users and rules added or removed",
+                                  labels=["broker"])
+    changes.add_metric([name], float(access.get("changes_total") or 0))
+    return [denied, failures, changes]
 
 
 def gauge_of(metric: str, doc: str, broker: str, value) -> GaugeMetricFamily:

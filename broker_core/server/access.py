@@ -56,6 +56,7 @@ class Access:
         self.table, self.enforced = table, enforced
         self.denied: dict[tuple[str, str, str], int] = {}
         self.auth_failures = 0
+        self.changes = 0  # users and rules added or removed (an operator's `floodgate acl`)
         self._logged: dict[str, float] = {}
         self._recent: deque[float] = deque(maxlen=RECENT_MAX)  # when, of the last denials
 
@@ -71,6 +72,11 @@ class Access:
             self._logged[user] = now
             log.warning("acl denied: %s", why)
 
+    def changed(self, action: str, what: str) -> None:
+        """An ACL change: counted and logged (names and rules only, never a key)."""
+        self.changes += 1
+        log.warning("acl change: %s %s (version %d)", action, what, self.table.version)
+
     def denied_recently(self) -> int:
         """Denials in the last RECENT_S (the console's burst alert)."""
         cutoff = time.monotonic() - RECENT_S
@@ -80,7 +86,7 @@ class Access:
         return {"enforced": self.enforced, "version": self.table.version,
                 "denied_10s": self.denied_recently(),
                 "users": len(self.table.users), "rules": len(self.table.rules),
-                "auth_failures_total": self.auth_failures,
+                "auth_failures_total": self.auth_failures, "changes_total": self.changes,
                 "denied": [{"user": u, "action": a, "resource": r, "count": n}
                            for (u, a, r), n in sorted(self.denied.items())]}
 

@@ -44,4 +44,5 @@ async def acl(broker, body: bytes) -> tuple[int, bytes]:
         return broker.bad(str(exc))
     if changed:
         table.save()
+        broker.access.changed(action, str(req.get("name") or req.get("rule") or ""))
     return Code.OK, p.encode_json({"changed": changed, **table.listing()})

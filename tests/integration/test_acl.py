@@ -107,11 +107,14 @@ def test_users_rules_and_refusals_end_to_end(acl_cluster, capsys, tmp_path, monk
     metrics_url = f"http://{c.file.brokers[0].http}/metrics"
     wanted = ('floodgate_acl_denied_total{action="pub",broker="broker-1",'
               'resource="topic:audit",user="app"} 1.0')
+    changes = 'floodgate_acl_changes_total{broker="broker-1"} 5.0'  # a user, four rules
     deadline = time.monotonic() + 5
-    while wanted not in (text := urllib.request.urlopen(metrics_url).read().decode()) \
-            and time.monotonic() < deadline:
+    while not (wanted in (text := urllib.request.urlopen(metrics_url).read().decode())
+               and changes in text) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert wanted in text, [line for line in text.splitlines() if "acl" in line]
+    assert wanted in text and changes in text, [
+        line for line in text.splitlines() if "acl" in line]
+    assert (c.log_dir / "broker-1.log").read_text().count("acl change:") == 5
 
 
 def test_the_asyncio_producer_authenticates_too(acl_cluster, monkeypatch):
