@@ -43,6 +43,8 @@ def _register_heatmap(rsub) -> None:
     )
     p.add_argument("--input", required=True, metavar="DIR", help="metrics log (path or URI)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (path or URI)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out (refused otherwise)")
     p.add_argument("--from", dest="start", metavar="T", help="first time, ISO 8601 UTC (inclusive)")
     p.add_argument("--to", dest="end", metavar="T", help="end time, ISO 8601 UTC (exclusive)")
     p.add_argument("--cluster", help="only this cluster")
@@ -86,6 +88,14 @@ def run_heatmap(args) -> int:
         raise UsageError(f"--op: unknown op {unknown[0]}; known: {','.join(KNOWN_OPS)}")
     if opts.start and opts.end and opts.start >= opts.end:
         raise UsageError("--from must be before --to")
+    from spark_reports import preflight
+
+    try:  # before Spark starts: a JVM takes ~10 s to say the same
+        days = preflight.check_input(args.input)
+        preflight.check_range(days, opts.start, opts.end)
+        preflight.check_out(args.out, args.force)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
     with spark_failures():
         summary = run_heatmap(opts)
     if args.json:

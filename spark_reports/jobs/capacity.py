@@ -30,6 +30,8 @@ RATE_FIELDS = ("peak_msgs_per_s", "mean_msgs_per_s")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="metrics log directory (latency/, broker_stats/)")
     p.add_argument("--out", required=True, help="output directory (capacity.json, report.html)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out (refused otherwise)")
     p.add_argument("--target-date", required=True, help="Double-11 to plan for, YYYY-MM-DD")
     p.add_argument("--history", default=None, help="CSV year,messages (default: seed history)")
     p.add_argument("--load-test", default=None, help="CSV concurrency,throughput of one broker")
