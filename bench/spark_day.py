@@ -112,7 +112,7 @@ def main() -> int:
                 continue
             out = work / report
             cmd = [*FLOODGATE, "report", report, "--input", str(log), "--out", str(out),
-                   "--master", a.master, "--json"]  # fmt: skip
+                   "--master", a.master, "--json", "--force"]  # a kept work dir: again  # fmt: skip
             if report == "capacity":
                 cmd += ["--target-date", "2027-11-11"]
             wall, rss, code, tail = run_tree(cmd, a.timeout)
