@@ -33,8 +33,11 @@ def test_bad_inputs_fail_before_spark_starts(tmp_path):
     args = parse("capacity", "--input", "LOG", "--out", str(tmp_path), "--target-date", "11/11")
     with pytest.raises(UsageError, match="YYYY-MM-DD"):
         args.func(args)
-    args = parse("capacity", "--input", "LOG", "--out", str(tmp_path), "--target-date",
-                 "2027-11-11", "--history", str(tmp_path / "none.csv"))  # fmt: skip
+    log = tmp_path / "log" / "latency" / "date=2026-11-11"  # past the pre-flight's look
+    log.mkdir(parents=True)
+    (log / "part-0.parquet").write_bytes(b"x")
+    args = parse("capacity", "--input", str(tmp_path / "log"), "--out", str(tmp_path / "out"),
+                 "--target-date", "2027-11-11", "--history", str(tmp_path / "none.csv"))
     with pytest.raises(CapacityError, match="cannot read history"):
         args.func(args)
 
