@@ -306,9 +306,9 @@ def test_empty_input_is_a_clear_error(spark, tmp_path, job, capsys):
                 str(tmp_path / "o"),
             ]
         )
-        == 1
+        == 2  # said before Spark starts (spark_reports.preflight): bad input, exit 2
     )
-    assert "no metrics log at" in capsys.readouterr().err
+    assert "no such directory" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
