@@ -45,6 +45,7 @@ COMMAND_MODULES = (
     # reports and planning
     "console.commands.gen_cmd",
     "console.commands.report_cmd",
+    "console.commands.spark_cmd",
     "console.commands.capacity_cmd",
     "console.commands.heatmap_cmd",
     # Prometheus and Grafana

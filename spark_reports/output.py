@@ -15,6 +15,7 @@ Modes: Hadoop's local file system applies its own `fs.permissions.umask-mode`
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -71,58 +72,122 @@ def apply_umask(root: str | Path, umask: int | None = None) -> None:
             os.chmod(os.path.join(folder, name), file_mode)
 
 
+class _HadoopFiles:
+    """Files through the session's JVM (Hadoop's FileSystem): any URI Spark writes."""
+
+    def __init__(self, spark, root: str) -> None:
+        self._path = spark._jvm.org.apache.hadoop.fs.Path
+        self.fs = self._path(root).getFileSystem(spark._jsc.hadoopConfiguration())
+        if self.fs.getScheme() == "file":
+            self.fs.setWriteChecksum(False)  # no .report.html.crc beside the report
+
+    def local(self, path: str) -> str | None:
+        """The local path, for a file: file system; None for any other."""
+        if self.fs.getScheme() != "file":
+            return None
+        return str(self.fs.pathToFile(self._path(path)).getPath())
+
+    def mkdirs(self, path: str) -> None:
+        self.fs.mkdirs(self._path(path))
+
+    def create(self, path: str, data: bytes) -> None:
+        stream = self.fs.create(self._path(path), True)
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(self._path(path)))
+
+    def delete(self, path: str) -> None:
+        self.fs.delete(self._path(path), True)
+
+    def rename(self, src: str, dst: str) -> bool:
+        return bool(self.fs.rename(self._path(src), self._path(dst)))
+
+
+class _LocalFiles:
+    """Files on this host's file system: a Spark Connect client has no JVM (the
+    server writes the tables at the same paths; spark_reports.connect)."""
+
+    def local(self, path: str) -> str:
+        return path
+
+    def mkdirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def create(self, path: str, data: bytes) -> None:
+        write_atomic(path, data)
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(path)
+
+    def delete(self, path: str) -> None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            os.unlink(path)
+
+    def rename(self, src: str, dst: str) -> bool:
+        os.rename(src, dst)
+        return True
+
+
 class StagedOutput:
     def __init__(self, spark, out: str) -> None:
-        jvm = spark._jvm
-        self._path = jvm.org.apache.hadoop.fs.Path
+        from spark_reports.connect import local_only
+
         self.root = out.rstrip("/") or "/"
-        self.fs = self._path(self.root).getFileSystem(spark._jsc.hadoopConfiguration())
-        self.local = self.fs.getScheme() == "file"
-        if self.local:
-            self.fs.setWriteChecksum(False)  # no .report.html.crc beside the report
+        if (local := local_only(spark, self.root, "--out")) is not None:
+            self.root = local.rstrip("/") or "/"
+            self.files = _LocalFiles()
+        else:
+            self.files = _HadoopFiles(spark, self.root)
         self.staging = f"{self.root}/_tmp-{uuid.uuid4().hex[:12]}"
-        if self.local:
+        staging = self.files.local(self.staging)
+        if staging is not None:
             # os.makedirs honours the umask for OUT and the staging folder; with
             # 077 nothing under staging is reachable by others while it is written.
-            os.makedirs(self._local(self.staging), exist_ok=True)
+            os.makedirs(staging, exist_ok=True)
         else:
-            self.fs.mkdirs(self._path(self.staging))
-
-    def _local(self, path: str) -> str:
-        return str(self.fs.pathToFile(self._path(path)).getPath())
+            self.files.mkdirs(self.staging)
 
     def path(self, name: str) -> str:
         """Where to write output `name` while the job runs."""
         return f"{self.staging}/{name}"
 
     def write_bytes(self, name: str, data: bytes) -> None:
-        if self.local:
-            write_atomic(self._local(self.path(name)), data)
-            return
-        stream = self.fs.create(self._path(self.path(name)), True)
-        try:
-            stream.write(bytearray(data))
-        finally:
-            stream.close()
+        local = self.files.local(self.path(name))
+        if local is not None:
+            write_atomic(local, data)
+        else:
+            self.files.create(self.path(name), data)
 
     def promote(self, names: list[str]) -> None:
         """Replace OUT/<name> by the staged one, for each name; then drop staging."""
-        if self.local:
-            umask = current_umask()
-            for name in names:
-                apply_umask(self._local(self.path(name)), umask)
+        umask = current_umask()
         for name in names:
-            final = self._path(f"{self.root}/{name}")
-            if self.fs.exists(final):
-                self.fs.delete(final, True)
-            if not self.fs.rename(self._path(self.path(name)), final):
-                raise OSError(f"could not move {self.path(name)} to {self.root}/{name}")
+            local = self.files.local(self.path(name))
+            if local is not None:
+                apply_umask(local, umask)
+        for name in names:
+            final = f"{self.root}/{name}"
+            if self.files.exists(final):
+                self.files.delete(final)
+            if not self.files.rename(self.path(name), final):
+                raise OSError(f"could not move {self.path(name)} to {final}")
         self.discard()
 
     def discard(self) -> None:
-        self.fs.delete(self._path(self.staging), True)
+        self.files.delete(self.staging)
 
 
 def exists(spark, path: str) -> bool:
+    from spark_reports.connect import local_only
+
+    local = local_only(spark, path, "--input")
+    if local is not None:
+        return os.path.exists(local)
     jpath = spark._jvm.org.apache.hadoop.fs.Path(path)
     return bool(jpath.getFileSystem(spark._jsc.hadoopConfiguration()).exists(jpath))

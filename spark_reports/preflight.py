@@ -29,24 +29,25 @@ def local_path(uri: str) -> Path | None:
     return Path(uri)
 
 
+def table_days(folder: Path) -> set[date]:
+    """The days of one table: its date= folders with a file in them (as
+    sources.list_days finds them through Hadoop)."""
+    days = set()
+    if folder.is_dir():
+        for part in folder.iterdir():
+            if not (part.is_dir() and part.name.startswith(PARTITION)):
+                continue
+            if any(f.is_file() and not f.name.startswith((".", "_")) for f in part.iterdir()):
+                try:
+                    days.add(date.fromisoformat(part.name[len(PARTITION):]))
+                except ValueError:
+                    continue  # not a partition of ours: Spark ignores it too
+    return days
+
+
 def log_days(root: Path) -> dict[str, set[date]]:
-    """table -> the days it holds (date= folders with a file in them), like
-    sources.list_days without Hadoop."""
-    out: dict[str, set[date]] = {}
-    for table in TABLES:
-        days = set()
-        folder = root / table
-        if folder.is_dir():
-            for part in folder.iterdir():
-                if not (part.is_dir() and part.name.startswith(PARTITION)):
-                    continue
-                if any(f.is_file() and not f.name.startswith((".", "_")) for f in part.iterdir()):
-                    try:
-                        days.add(date.fromisoformat(part.name[len(PARTITION):]))
-                    except ValueError:
-                        continue  # not a partition of ours: Spark ignores it too
-        out[table] = days
-    return out
+    """table -> the days it holds."""
+    return {table: table_days(root / table) for table in TABLES}
 
 
 def check_input(uri: str) -> set[date] | None:

@@ -178,8 +178,15 @@ def get_session(
     app_name: str = "floodgate-report",
     progress: bool = True,
     debug: bool = False,
+    remote: str | None = None,
 ):
-    """The active session, or a new one on `master` (default local[*])."""
+    """The active session, a Spark Connect one on `remote` (or $SPARK_REMOTE when no
+    `master` is given), or a new one on `master` (default local[*])."""
+    from spark_reports.connect import connect_session, remote_from
+
+    url = remote_from(remote, master)
+    if url:
+        return connect_session(url, app_name)
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 

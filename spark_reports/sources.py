@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime
+from pathlib import Path
 
 from spark_reports.errors import EmptyInput
 from spark_reports.schema import LATENCY_1M_TABLE, LATENCY_TABLE, PARTITION_COLUMN
@@ -36,6 +37,12 @@ def table_path(root: str, table: str) -> str:
 
 def list_days(spark, path: str) -> set[date]:
     """The days of a table: its ``date=YYYY-MM-DD`` folders holding at least one file."""
+    from spark_reports.connect import local_only
+    from spark_reports.preflight import table_days
+
+    local = local_only(spark, path, "--input")
+    if local is not None:  # a Connect client: no JVM here, the same folders locally
+        return table_days(Path(local))
     jvm = spark._jvm
     jpath = jvm.org.apache.hadoop.fs.Path(path)
     fs = jpath.getFileSystem(spark._jsc.hadoopConfiguration())

@@ -96,7 +96,7 @@ def spark_failures():
     try:
         yield
     except Exception as exc:
-        if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
+        if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j", "grpc"):
             raise
         from spark_reports.session import failure_message
 

@@ -26,6 +26,8 @@ def register(sub) -> None:
 
 def _add_spark_options(p) -> None:
     p.add_argument("--master", help="Spark master URL (default local[*])")
+    p.add_argument("--remote", metavar="sc://HOST:PORT",
+                   help="Spark Connect server, sc://HOST:PORT (default: $SPARK_REMOTE; `floodgate spark up` starts one)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -135,6 +137,7 @@ def run_compact(args) -> int:
     from spark_reports.jobs.compact import CompactOptions, run_compact
 
     opts = CompactOptions(input=args.input, force=args.force, master=args.master,
+                          remote=args.remote,
                           progress=not args.json, debug=bool(getattr(args, "debug", False)))  # fmt: skip
     with spark_failures():
         summary = run_compact(opts)

@@ -39,6 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--per-broker-rate", type=float, default=None, help="msgs/s per broker (overrides)"
     )
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                   help="Spark Connect server, sc://HOST:PORT (default: $SPARK_REMOTE; `floodgate spark up` starts one)")
     p.add_argument(
         "--heatmap", default=None, metavar="DIR",
         help="output of `report heatmap`: take brokers at risk from its spike list "
@@ -297,7 +299,7 @@ def run(args, spark=None) -> dict:
 
         spark = get_session(
             args.master, "floodgate-report-capacity", progress=not args.json,
-            debug=bool(getattr(args, "debug", False)),
+            debug=bool(getattr(args, "debug", False)), remote=getattr(args, "remote", None),
         )  # fmt: skip
     measured, minutes = collect_measured(spark, str(args.input), opts, args.op, args.heatmap)
     plan = build_plan(measured, opts)

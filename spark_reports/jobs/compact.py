@@ -29,6 +29,7 @@ class CompactOptions:
     input: str
     force: bool = False
     master: str | None = None
+    remote: str | None = None  # a Spark Connect server, sc://HOST:PORT
     progress: bool = True
     debug: bool = False
 
@@ -80,7 +81,7 @@ def run_compact(opts: CompactOptions, spark=None) -> dict:
     from spark_reports.session import get_session
 
     spark = spark or get_session(opts.master, "floodgate-report-compact", opts.progress,
-                                 debug=opts.debug)  # fmt: skip
+                                 debug=opts.debug, remote=opts.remote)  # fmt: skip
     seconds_path = sources.table_path(opts.input, schema.LATENCY_TABLE)
     minutes_path = sources.table_path(opts.input, schema.LATENCY_1M_TABLE)
     days = sources.list_days(spark, seconds_path)

@@ -39,6 +39,7 @@ class HeatmapOptions:
     ops: list[str] = field(default_factory=list)
     window_s: int | None = None
     master: str | None = None
+    remote: str | None = None  # a Spark Connect server, sc://HOST:PORT
     static: bool = False  # PNG pictures (print, e-mail) instead of interactive charts
     progress: bool = True
     debug: bool = False  # the JVM's stderr and Spark's warnings to ours (else to a log)
@@ -58,6 +59,7 @@ class HeatmapOptions:
             ops=split_list(a.op),
             window_s=parse_window(a.window) if a.window else None,
             master=a.master,
+            remote=getattr(a, "remote", None),
             static=bool(getattr(a, "static", False)),
             progress=progress,
             debug=bool(getattr(a, "debug", False)),
@@ -86,7 +88,8 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
             f"--from {opts.start:%Y-%m-%dT%H:%M:%SZ} is not before --to {opts.end:%Y-%m-%dT%H:%M:%SZ}"
         )
     spark = spark or get_session(
-        opts.master, "floodgate-report-heatmap", opts.progress, debug=opts.debug
+        opts.master, "floodgate-report-heatmap", opts.progress, debug=opts.debug,
+        remote=opts.remote,
     )
     # Timestamps as the contract stores them (UTC micros), whoever made the session.
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -274,6 +277,7 @@ def parse_args(argv: list[str] | None = None) -> HeatmapOptions:
     p.add_argument("--op", action="append", default=[], help="repeat or comma-separate")
     p.add_argument("--window", help="1s, 10s, 1m, 5m ... (default: from the time range)")
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
+    p.add_argument("--remote", help="Spark Connect server, sc://HOST:PORT")
     p.add_argument("--static", action="store_true", help="PNG pictures instead of interactive charts")
     return HeatmapOptions.from_args(p.parse_args(argv))
 

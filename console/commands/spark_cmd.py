@@ -1,0 +1,163 @@
+"""`floodgate spark up|down|status`: a warm Spark for reports (a Spark Connect server).
+
+floodgate spark up [--port 15002] [--master local[*] | spark://HOST:7077] [--host 127.0.0.1]
+floodgate report heatmap --remote sc://localhost:15002 ...   (or SPARK_REMOTE=sc://...)
+floodgate spark status [--port P] [--json]
+floodgate spark down [--port P]
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from console.commands.common import add_subparser, print_json
+from console.errors import EXIT_FAILED, EXIT_OK, CommandFailed, UsageError
+
+
+def register(sub) -> None:
+    parser = add_subparser(
+        sub, "spark", "a warm Spark for reports: a supervised Spark Connect server",
+        epilog="Reports run through it with `--remote sc://HOST:PORT` or SPARK_REMOTE; "
+        "their --input and --out must be paths the server sees at the same place.",
+    )  # fmt: skip
+    ssub = parser.add_subparsers(metavar="ACTION")
+    p = add_subparser(ssub, "up", "start the server (supervised: started again if it dies)")
+    _common(p)
+    p.add_argument(
+        "--master",
+        default="local[*]",
+        help="where the server runs jobs: local[*] (default) or spark://HOST:PORT",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (Spark Connect has no authentication: "
+        "opening it lets anyone who reaches it run code)",
+    )
+    p.add_argument(
+        "--driver-memory",
+        metavar="SIZE",
+        help="the server's heap, e.g. 4g (default: a quarter of memory, 1-4 GiB)",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="how long to wait for it to answer (120)",
+    )
+    p.add_argument(
+        "--no-warm",
+        dest="warm",
+        action="store_false",
+        help="skip the warm-up query (a report's first plan, paid once here)",
+    )
+    p.set_defaults(func=run_up)
+    p = add_subparser(ssub, "status", "whether the server is up, its URL, log and restarts")
+    _common(p)
+    p.set_defaults(func=run_status)
+    p = add_subparser(ssub, "down", "stop the server and its supervisor")
+    _common(p)
+    p.set_defaults(func=run_down)
+
+
+def _common(p) -> None:
+    from spark_reports.connect import DEFAULT_PORT
+
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"gRPC port ({DEFAULT_PORT})")
+    p.add_argument(
+        "--dir",
+        type=Path,
+        metavar="DIR",
+        help="the server's state and logs (default ~/.floodgate/spark-connect-PORT)",
+    )
+    p.add_argument("--json", action="store_true")
+
+
+def _folder(args) -> Path:
+    from spark_reports.connect_server import default_dir
+
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be within 1..65535, got {args.port}")
+    return args.dir or default_dir(args.port)
+
+
+def run_up(args) -> int:
+    from spark_reports import connect_server as cs
+
+    folder = _folder(args)
+    if not (args.master.startswith(("local", "spark://"))):
+        raise UsageError(f"--master: expected local[N] or spark://HOST:PORT, got {args.master!r}")
+    got = cs.up(folder, args.port, args.host, args.master, args.driver_memory, args.wait)
+    if args.warm and not got["already"]:
+        got["warm_s"] = _warm(got["url"])
+    if args.json:
+        print_json(got)
+        return EXIT_OK
+    if got["already"]:
+        print(f"already up at {got['url']} (pid {got['supervisor_pid']}); log {got['log']}")
+        return EXIT_OK
+    warm = f", warmed in {got['warm_s']:.1f} s" if "warm_s" in got else ""
+    print(f"up at {got['url']} in {got['ready_s']:.1f} s{warm} (master {got['master']}, "
+          f"supervisor pid {got['supervisor_pid']})")  # fmt: skip
+    print(f"  log  {got['log']}")
+    print(
+        f"  use  floodgate report heatmap --remote {got['url']} ...  (or SPARK_REMOTE={got['url']})"
+    )
+    return EXIT_OK
+
+
+def _warm(url: str) -> float:
+    """One small query of the shape reports run (explode, group, Arrow back), so the
+    first report does not pay the server's first plan and code generation."""
+    from pyspark.sql import functions as F
+
+    from spark_reports.connect import connect_session
+
+    t0 = time.monotonic()
+    spark = connect_session(url, "floodgate-warm-up")
+    df = spark.range(1000).select(
+        (F.col("id") % 7).alias("k"), F.create_map(F.col("id") % 5, F.col("id")).alias("m")
+    )
+    df.select("k", F.posexplode_outer("m")).groupBy("k", "key").agg(F.sum("value")).toArrow()
+    spark.stop()
+    return time.monotonic() - t0
+
+
+def run_status(args) -> int:
+    from spark_reports import connect_server as cs
+
+    st = cs.status(_folder(args))
+    if args.json:
+        print_json(st)
+        return EXIT_OK if st["running"] else EXIT_FAILED
+    if st["state"] == "none":
+        raise CommandFailed(
+            f"no Spark Connect server on port {args.port} (`floodgate spark up` starts one)"
+        )
+    if not st["running"]:
+        last = f": {st['last_log'][-1]}" if st.get("last_log") else ""
+        how = "the supervisor gave up after repeated exits" if st["state"] == "failed" \
+            else "its supervisor is gone"  # fmt: skip
+        raise CommandFailed(f"Spark Connect server on port {args.port} {st['state']} ({how}){last}; "
+                            f"log {st['log']}; `floodgate spark up` starts it again")  # fmt: skip
+    since = f", up {time.time() - st['up_since']:.0f} s" if st.get("up_since") else ""
+    answer = "answers" if st["answers"] else "does not answer yet"
+    print(f"{st['state']} at {st['url']}{since}: {answer} (master {st['master']}, "
+          f"restarts {st['restarts']}, supervisor pid {st['supervisor_pid']})")  # fmt: skip
+    print(f"  log  {st['log']}")
+    return EXIT_OK
+
+
+def run_down(args) -> int:
+    from spark_reports import connect_server as cs
+
+    got = cs.down(_folder(args))
+    if args.json:
+        print_json(got)
+    elif got["stopped"]:
+        print(f"stopped the Spark Connect server at {got['url']}")
+    else:
+        print(f"no Spark Connect server on port {args.port}: nothing to stop")
+    return EXIT_OK

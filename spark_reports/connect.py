@@ -1,0 +1,93 @@
+"""Reports through a warm Spark: a client session on a Spark Connect server.
+
+A local run starts a JVM and pays Spark's first-query cost (planning, code
+generation, class loading) on every `floodgate report`; a Connect server
+(`floodgate spark up`, or any Spark 4 Connect endpoint) has paid it already.
+The jobs are the same DataFrame code either way: only the session differs,
+and what the driver does with files. A Connect client has no JVM of its own,
+so listing days and staging outputs go through the local file system:
+`--input` and `--out` must be paths the server sees at the same place (the
+same host, or a mount shared by both). hdfs:// and s3a:// reports run with
+spark-submit, whose driver has Hadoop.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import urlparse
+
+from spark_reports.errors import ReportError
+
+DEFAULT_PORT = 15002  # Spark Connect's own default (spark.connect.grpc.binding.port)
+REMOTE_ENV = "SPARK_REMOTE"  # the variable Spark's own clients read
+
+
+def parse_remote(url: str) -> tuple[str, int]:
+    """(host, port) of sc://HOST[:PORT][/;params]; ReportError if it is not one."""
+    parsed = urlparse(url.strip())
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise ReportError(f"--remote: expected sc://HOST:PORT, got {url!r}")
+    try:
+        port = parsed.port or DEFAULT_PORT
+    except ValueError:
+        raise ReportError(f"--remote: bad port in {url!r}") from None
+    return parsed.hostname, port
+
+
+def remote_from(asked: str | None, master: str | None = None) -> str | None:
+    """The Connect URL a report should use: --remote, else $SPARK_REMOTE unless a
+    --master was given (a master asks for a classic driver of our own)."""
+    if asked:
+        return asked
+    if master or "PYSPARK_GATEWAY_PORT" in os.environ:  # spark-submit's driver wins
+        return None
+    return os.environ.get(REMOTE_ENV) or None
+
+
+def answers(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts TCP connections at host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def connect_session(url: str, app_name: str):
+    """A Spark Connect session on ``url``, in UTC; ReportError within a second when
+    nothing listens there (the client would otherwise retry for minutes)."""
+    host, port = parse_remote(url)
+    if not answers(host, port):
+        raise ReportError(
+            f"no Spark Connect server answers at sc://{host}:{port} "
+            "(start one with `floodgate spark up`, or run without --remote)"
+        )
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.remote(url).appName(app_name).getOrCreate()
+    session.conf.set("spark.sql.session.timeZone", "UTC")
+    session.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    return session
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (no JVM on our side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def local_only(spark, uri: str, flag: str) -> str | None:
+    """The local path of ``uri`` when ``spark`` is a Connect session (None for a
+    classic one, which reaches any URI through Hadoop); ReportError for a URI
+    a Connect client cannot list or write."""
+    if not is_connect(spark):
+        return None
+    from spark_reports.preflight import local_path
+
+    path = local_path(uri)
+    if path is None:
+        raise ReportError(
+            f"{flag} {uri}: through Spark Connect, reports read and write local paths "
+            "(the server's at the same place); run spark-submit for other file systems"
+        )
+    return str(path)

@@ -1,0 +1,161 @@
+"""A warm Spark, for real: `floodgate spark up` starts PySpark's own Spark Connect server
+under a supervisor, reports run through it with --remote (and SPARK_REMOTE) and
+equal the local run row for row; `status` and `down` tell the truth about a
+server that died, a supervisor that was killed, a port in use, a second `down`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from broker_core.cluster.ports import free_port_range
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def floodgate(*args: str, env=None, timeout: float = 600) -> subprocess.CompletedProcess:
+    if env is None:  # a local run unless the test asks for SPARK_REMOTE
+        env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    return subprocess.run([sys.executable, "-m", "console.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """(url, port, state dir) of a server started by `floodgate spark up`; down at the end."""
+    folder = tmp_path_factory.mktemp("connect")
+    port = free_port_range(1)
+    up = floodgate("spark", "up", "--port", str(port), "--dir", str(folder), "--driver-memory",
+                   "1g", "--json")  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    got = json.loads(up.stdout)
+    assert got["state"] == "up" and got["url"] == f"sc://localhost:{port}"
+    yield got["url"], port, folder
+    floodgate("spark", "down", "--port", str(port), "--dir", str(folder))
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory):
+    from spark_reports.generator import Double11Config, generate_double11
+
+    root = tmp_path_factory.mktemp("log")
+    start = datetime(2026, 11, 10, 23, 58, tzinfo=UTC)
+    generate_double11(Double11Config(brokers=4, hours=0.1, start=start, seed=3), root)
+    return root
+
+
+def table(path: Path, keys: tuple[str, ...]) -> list[dict]:
+    return sorted(pq.read_table(path).to_pylist(), key=lambda r: tuple(str(r[k]) for k in keys))
+
+
+def test_heatmap_through_connect_equals_the_local_run(server, log, tmp_path):
+    url, _, _ = server
+    runs = {}
+    for name, extra in (("remote", ["--remote", url]), ("local", ["--master", "local[2]"])):
+        done = floodgate("report", "heatmap", "--input", str(log), "--out", str(tmp_path / name),
+                         "--window", "10s", "--json", *extra)  # fmt: skip
+        assert done.returncode in (0, 1), done.stderr
+        runs[name] = json.loads(done.stdout)
+        runs[name].pop("out"), runs[name].pop("outputs")
+    assert runs["remote"] == runs["local"] and runs["local"]["table"] == "latency"
+    keys = ("window_start", "broker", "op")
+    for name, k in (("heatmap", (*keys, "bucket")), ("percentiles", keys),
+                    ("quarantine", ("ts", "broker", "op"))):  # fmt: skip
+        assert table(tmp_path / "remote" / name, k) == table(tmp_path / "local" / name, k), name
+    assert not list(tmp_path.glob("*/_tmp-*")), "staging left behind"
+
+
+def test_capacity_through_spark_remote_env_equals_the_local_run(server, log, tmp_path):
+    url, _, _ = server
+    plans = {}
+    for name, env in (("remote", dict(os.environ, SPARK_REMOTE=url)), ("local", None)):
+        done = floodgate("report", "capacity", "--input", str(log), "--out", str(tmp_path / name),
+                         "--target-date", "2027-11-11", "--json", env=env)  # fmt: skip
+        assert done.returncode in (0, 1), done.stderr
+        plans[name] = json.loads((tmp_path / name / "capacity.json").read_text())
+        plans[name]["inputs"].pop("versions")
+    assert plans["remote"] == plans["local"]
+
+
+def test_status_up_again_and_a_port_in_use(server):
+    url, port, folder = server
+    st = floodgate("spark", "status", "--port", str(port), "--dir", str(folder))
+    assert st.returncode == 0 and f"up at {url}" in st.stdout and "answers" in st.stdout
+    again = floodgate("spark", "up", "--port", str(port), "--dir", str(folder))
+    assert again.returncode == 0 and "already up" in again.stdout
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        other = taken.getsockname()[1]
+        t0 = time.monotonic()
+        busy = floodgate("spark", "up", "--port", str(other), "--dir", str(folder.parent / "busy"))
+        assert busy.returncode == 1 and f"port {other} is in use" in busy.stderr
+        assert time.monotonic() - t0 < 10 and len(busy.stderr.strip().splitlines()) == 1
+
+
+def test_a_report_with_no_server_says_so_in_a_line(log, tmp_path):
+    port = free_port_range(1)
+    t0 = time.monotonic()
+    done = floodgate("report", "heatmap", "--input", str(log), "--out", str(tmp_path / "o"),
+                     "--remote", f"sc://localhost:{port}")  # fmt: skip
+    assert done.returncode == 1 and time.monotonic() - t0 < 10
+    assert done.stderr.strip().count("\n") == 0 and "no Spark Connect server answers" in done.stderr
+    bad = floodgate("report", "heatmap", "--input", str(log), "--out", str(tmp_path / "o"),
+                    "--remote", "http://x")  # fmt: skip
+    assert bad.returncode != 0 and "expected sc://HOST:PORT" in bad.stderr
+
+
+def _wait(check, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if got := check():
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"{what} not within {timeout_s} s")
+
+
+def test_a_dead_server_is_restarted_a_killed_supervisor_is_named_and_down_twice(tmp_path):
+    from spark_reports.connect_server import read_state
+
+    port, folder = free_port_range(1), tmp_path / "sc"
+    args = ("--port", str(port), "--dir", str(folder))
+    up = floodgate("spark", "up", *args, "--driver-memory", "1g", "--no-warm")
+    assert up.returncode == 0, up.stderr
+    try:
+        first = read_state(folder)
+        os.killpg(first.server_pid, signal.SIGKILL)  # the JVM dies: the supervisor starts it again
+
+        def restarted():
+            st = read_state(folder)
+            return st if st and st.restarts == 1 and st.state == "up" else None
+
+        again = _wait(restarted, 120, "the restart")
+        assert again.server_pid != first.server_pid
+        os.kill(again.supervisor_pid, signal.SIGKILL)  # nothing will restart it now
+        st = floodgate("spark", "status", *args)
+        assert st.returncode == 1 and "died" in st.stderr and "supervisor is gone" in st.stderr
+    finally:
+        down = floodgate("spark", "down", *args)
+    assert down.returncode == 0 and "stopped" in down.stdout
+    _wait(lambda: not _listening(port), 30, "the port's release")
+    twice = floodgate("spark", "down", *args)
+    assert twice.returncode == 0 and "nothing to stop" in twice.stdout
+    none = floodgate("spark", "status", *args)
+    assert none.returncode == 1 and "no Spark Connect server" in none.stderr
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
