@@ -15,6 +15,7 @@ import functools
 import html
 import io
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -102,3 +103,24 @@ def json_block(element_id: str, data) -> str:
     """``data`` as an inert JSON script element ("</" escaped so it cannot close it)."""
     text = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
+
+
+def ms_text(ms: float) -> str:
+    """A latency tick's label: 0.05 ms, 0.5 ms, 20 ms, 2 s."""
+    return f"{ms / 1e3:g} s" if ms >= 1000 else f"{ms:g} ms"
+
+
+def log_axis_ms(values: Iterable[float | None], floor: float = 0.01) -> dict:
+    """A plotly log axis in milliseconds whose every tick says its value and unit
+    (1-2-5 steps). Plotly's own log ticks label the steps between powers of ten
+    by their first digit alone: 20 ms read "2" and 0.5 ms "5"."""
+    seen = [v for v in values if v is not None and v == v and v > 0]
+    lo, hi = (min(seen), max(seen)) if seen else (0.1, 100.0)
+    lo, hi = max(lo, floor), max(hi, lo * 10)
+    vals, decade = [], 10.0 ** math.floor(math.log10(lo))
+    steps = (1, 2, 5) if hi / lo <= 1e3 else (1, 5)  # at most ~12 ticks on a wide range
+    while decade <= hi * 10:
+        vals += [decade * k for k in steps if lo / 2 <= decade * k <= hi * 2]
+        decade *= 10
+    vals = [float(f"{v:.6g}") for v in vals]
+    return {"type": "log", "tickvals": vals, "ticktext": [ms_text(v) for v in vals]}

@@ -7,12 +7,12 @@ its sub-parsers so the heatmap and capacity reports live in separate files.
 from __future__ import annotations
 
 from console.commands.common import add_subparser, print_json, spark_failures
+from console.commands.report_cmd import EXIT_RULE
 from console.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 EPILOG = (
-    "Exit status: 0 on PASS, 1 on FAIL (capacity.json and report.html are written either "
-    "way), 1 when the report cannot be made, 2 on bad usage; so it can gate a pipeline. "
-    "Spark's and Java's messages go to a log file named on failure (`floodgate --debug report ...`: to stderr)."
+    f"{EXIT_RULE} Spark's and Java's messages go to a log file named on failure "
+    "(`floodgate --debug report ...`: to stderr)."
 )
 
 

@@ -11,7 +11,13 @@ To add a report: a `_register_<name>(rsub)` that builds its parser and sets
 from __future__ import annotations
 
 from console.commands.common import add_subparser, print_json, spark_failures
-from console.errors import UsageError
+from console.errors import EXIT_FAILED, EXIT_OK, UsageError
+
+# One rule for every report that gives a verdict, so either can gate a pipeline.
+EXIT_RULE = (
+    "Exit status: 0 on PASS (or no data to judge), 1 on FAIL (the outputs are written either "
+    "way) and when the report cannot be made (nothing written), 2 on bad usage (nothing started)."
+)
 
 
 def register(sub) -> None:
@@ -41,7 +47,8 @@ def _register_heatmap(rsub) -> None:
         "latency heatmaps, percentiles over time and an HTML report from a metrics log",
         epilog="The first line printed (and report.html's, and `verdict` in --json) is the "
         "verdict on seed 000's 20 ms max: the worst broker, when, and how far over. "
-        "Spark's and Java's messages go to a log file named on failure (`floodgate --debug report ...`: to stderr).",
+        + EXIT_RULE + " Spark's and Java's messages go to a log file named on failure "
+        "(`floodgate --debug report ...`: to stderr).",
     )
     p.add_argument("--input", required=True, metavar="DIR", help="metrics log (path or URI)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (path or URI)")
@@ -112,7 +119,7 @@ def run_heatmap(args) -> int:
         )
         for name, path in summary["outputs"].items():
             print(f"  {name:<12} {path}")
-    return 0
+    return EXIT_FAILED if summary["verdict"].get("pass") is False else EXIT_OK
 
 
 # --- report compact ------------------------------------------------------------

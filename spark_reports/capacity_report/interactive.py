@@ -10,7 +10,7 @@ import json
 import numpy as np
 
 from capacity.usl import usl_throughput
-from spark_reports.report_kit import json_block, plotly_js
+from spark_reports.report_kit import json_block, log_axis_ms, plotly_js
 
 DATA_ID = "floodgate-capacity-charts"
 LAYOUT = {"height": 380, "margin": {"l": 70, "r": 20, "t": 40, "b": 40}, "hovermode": "x unified"}
@@ -21,6 +21,15 @@ def _figure(traces: list, layout: dict) -> dict:
 
     fig = go.Figure(data=traces, layout={**LAYOUT, **layout})
     return json.loads(fig.to_json())  # plotly's own encoding (dates, numpy), as plain JSON
+
+
+def forecast_title(fc: dict) -> str:
+    """The forecast chart's title; says where the band stops when the target lies beyond."""
+    title = "Double-11 volume: history and forecast band"
+    if fc.get("target_beyond_horizon"):
+        title += (f" (drawn to {fc['curve_end_year']}; the target {fc['target_year']} is beyond "
+                  "what the history supports)")
+    return title
 
 
 def forecast_figure(plan: dict) -> dict:
@@ -38,8 +47,9 @@ def forecast_figure(plan: dict) -> dict:
             go.Scatter(x=[h["year"] for h in fc["history"]], y=[h["messages"] for h in fc["history"]],
                        name="history (seeds)", mode="markers", marker={"color": "black"}),
         ],  # fmt: skip
-        {"title": {"text": "Double-11 volume: history and forecast band"},
-         "yaxis": {"type": "log", "title": {"text": "messages on Double-11"}}},
+        {"title": {"text": forecast_title(fc)},
+         "yaxis": {"type": "log", "dtick": 1, "exponentformat": "power",
+                   "title": {"text": "messages on Double-11"}}},
     )  # fmt: skip
 
 
@@ -90,7 +100,9 @@ def traffic_figures(plan: dict, minutes: list[dict]) -> list[dict]:
          go.Scatter(x=t, y=[(m["mean_us"] or 0) / 1e3 for m in minutes], name="mean",
                     line={"color": "green"})],
         {"title": {"text": "Send latency per minute"},
-         "yaxis": {"type": "log", "title": {"text": "send latency, ms"}},
+         "yaxis": {**log_axis_ms([(m[k] or 0) / 1e3 for m in minutes for k in ("max_us", "mean_us")]
+                                 + [ms for ms, _, _ in lines]),
+                   "title": {"text": "send latency"}},
          "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": ms, "y1": ms,
                      "line": {"color": c, "dash": "dash", "width": 1}} for ms, c, _ in lines],
          "annotations": [{"xref": "paper", "x": 1, "y": float(np.log10(ms)), "text": text,

@@ -38,7 +38,42 @@ def _png(fig) -> str:
     return kit.img(kit.figure_png(fig, dpi=90, bbox_inches="tight"), "chart")
 
 
+AT_RISK_LISTED = 50  # rows in the page; capacity.json has them all
+
+
+def at_risk_html(rows: list[dict], brokers: int | None) -> list[str]:
+    """The ranked list, worst first; says so when it is every broker, and what they share."""
+    if not rows:
+        return ["<p>None.</p>"]
+    every = brokers is not None and len(rows) >= brokers
+    shared = set.intersection(*(set(x.get("kinds", [])) for x in rows))
+    head = (
+        f"Every broker ({len(rows)} of {brokers}) is at risk"
+        if every
+        else f"{len(rows)} of {brokers} brokers"
+        if brokers
+        else f"{len(rows)} brokers"
+    )
+    if every and shared:
+        head += f"; all of them for: {'; '.join(sorted(shared))}"
+    head += ". Worst first (severity: how far past its line the worst reason is)" + (
+        f"; the first {AT_RISK_LISTED} shown, all in capacity.json"
+        if len(rows) > AT_RISK_LISTED
+        else ""
+    )
+    table = [{"rank": i + 1, "broker": r["broker"], "severity": f"{r.get('severity', 0):.1f}x",
+              "why": "; ".join(r["reasons"])} for i, r in enumerate(rows[:AT_RISK_LISTED])]  # fmt: skip
+    return [
+        f"<p>{html.escape(head)}.</p>",
+        _table(
+            table, [("rank", "#"), ("broker", "broker"), ("severity", "severity"), ("why", "why")]
+        ),
+    ]
+
+
 def forecast_chart(plan: dict) -> str:
+    from spark_reports.capacity_report.interactive import forecast_title
+
     fc = plan["forecast"]
     with kit.figure(10, 3.6) as (fig, ax):
         hist = fc["history"]
@@ -50,7 +85,7 @@ def forecast_chart(plan: dict) -> str:
         ax.plot(years, [c["mid"] for c in fc["curve"]], "b-", label="mid (damped)")
         ax.set_yscale("log")
         ax.set_ylabel("messages on Double-11")
-        ax.set_title("Double-11 volume: history and forecast band")
+        ax.set_title(forecast_title(fc), fontsize=9 if fc.get("target_beyond_horizon") else None)
         ax.legend(loc="upper left")
         ax.grid(True, which="both", alpha=0.3)
         return _png(fig)
@@ -257,8 +292,7 @@ def render(
                  f"{mid['in_flight_requests']:,.0f} sends in flight, {mid['clients_needed']} clients. "
                  f"For {opts['sla_rate']:,.0f} msgs/s: {v['brokers_for_sla_rate']} brokers.</p>")  # fmt: skip
     parts.append("<h2>Brokers at risk</h2>")
-    parts.append(_table([{"broker": r["broker"], "why": "; ".join(r["reasons"])} for r in plan["at_risk"]],
-                        [("broker", "broker"), ("why", "why")]) if plan["at_risk"] else "<p>None.</p>")  # fmt: skip
+    parts += at_risk_html(plan["at_risk"], v.get("brokers_now"))
     parts.append("<h2>Reliability and availability</h2>")
     pct = {"reliability": lambda x: f"{x * 100:.12f} %", "cluster_reliability": lambda x: f"{x * 100:.12f} %",
            "loss_probability": lambda x: f"{x:.3e}", "recovery_hours": lambda x: f"{x:.2f}"}  # fmt: skip
@@ -267,8 +301,12 @@ def render(
                  ("cluster_reliability", "whole cluster"), ("recovery_hours", "rebuild h")], pct))  # fmt: skip
     a = plan["availability"]
     drills = a.get("measured")
-    how = (f"measured: median failover of {drills['drills']} drill(s), "
-           f"{drills['lost']} acknowledged message(s) lost" if drills else "seed 000's assumption")
+    how = (
+        f"measured: median failover of {drills['drills']} drill(s), "
+        f"{drills['lost']} acknowledged message(s) lost"
+        if drills
+        else "seed 000's assumption"
+    )
     parts.append(f"<p>{a.get('replicas', '?')} copies of each message. "
                  f"Availability with MTBF {a['mtbf_s']:,.0f} s and MTTR {a['mttr_s']:g} s ({how}): "
                  f"{a['availability'] * 100:.4f} % ({a['nines']:.2f} nines); target {a['target'] * 100:g} % "

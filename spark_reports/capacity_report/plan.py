@@ -26,6 +26,9 @@ from spark_reports.errors import ReportError
 QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999), ("p9999", 0.9999))
 
 
+FORECAST_HORIZON_YEARS = 3  # past the last year of history, the band is not drawn
+
+
 @dataclass
 class Options:
     target_date: date
@@ -183,7 +186,7 @@ def build_plan(measured: dict, opts: Options) -> dict:
     availability = availability_model.assess(opts.mtbf_s, opts.mttr_s)
 
     warnings = []
-    if history_forecast.horizon_years > 3:
+    if history_forecast.horizon_years > FORECAST_HORIZON_YEARS:
         warnings.append(
             f"the forecast runs {history_forecast.horizon_years} years beyond the last year of "
             f"history ({history_forecast.last_year}): the band is wide; add recent years (--history)"
@@ -231,6 +234,8 @@ def build_plan(measured: dict, opts: Options) -> dict:
             "history": [vars(p) for p in opts.history],
             "history_forecast": history_forecast.to_dict(),
             "curve": forecast_curve(opts.history, target_year),
+            "curve_end_year": curve_end_year(opts.history, target_year),
+            "target_beyond_horizon": target_year > curve_end_year(opts.history, target_year),
         },
         "usl": usl,
         "quotas": {
@@ -256,12 +261,19 @@ def build_plan(measured: dict, opts: Options) -> dict:
     })  # fmt: skip
 
 
-def forecast_curve(history: list, target_year: int) -> list[dict]:
-    """Yearly low/mid/high from the last year of history to the target (for the chart)."""
+def curve_end_year(history: list, target_year: int) -> int:
+    """The last year the chart draws: the target, or FORECAST_HORIZON_YEARS past the
+    history when the target lies further (compounding a trend over a longer gap
+    draws numbers no one should read: 10^18 messages by 2027 from 2012-16 growth)."""
     last = history[-1].year
+    return max(last, min(target_year, last + FORECAST_HORIZON_YEARS))
+
+
+def forecast_curve(history: list, target_year: int) -> list[dict]:
+    """Yearly low/mid/high from the last year of history to curve_end_year (the chart's)."""
     return [
         {"year": y, **{k: getattr(f, k) for k in ("low", "mid", "high")}}
-        for y in range(last, max(target_year, last) + 1)
+        for y in range(history[-1].year, curve_end_year(history, target_year) + 1)
         for f in [forecast_model.forecast(history, y)]
     ]
 
@@ -270,27 +282,48 @@ def _check(name: str, ok: bool, detail: str) -> dict:
     return {"check": name, "pass": bool(ok), "detail": detail}
 
 
+SPIKES, HOT, DISK = (
+    "latency spikes",
+    "peak above the target utilisation",
+    "disk fills before retention",
+)
+
+
 def brokers_at_risk(measured: dict, opts: Options) -> list[dict]:
-    """Brokers with SLA spikes, a peak above the target utilisation, or a disk filling too soon."""
-    risk: dict[str, list[str]] = {}
+    """Brokers with SLA spikes, a peak above the target utilisation, or a disk filling too
+    soon; worst first. ``severity`` is how far past its line the broker's worst reason is
+    (worst spike / SLA max, utilisation / target, retention / hours to water): a ranking
+    that still says something when every broker is on the list."""
+    risk: dict[str, list[tuple[float, str, str]]] = {}
     for s in measured.get("spikes", []):
         n = s.get("spike_seconds", s.get("spike_windows"))
         unit = "s" if "spike_seconds" in s else ("window" if n == 1 else "windows")
-        many = f"{n} {unit}"
+        worst_ms = s["worst_max_us"] / 1e3
         risk.setdefault(s["broker"], []).append(
-            f"{many} over {opts.sla_max_ms:g} ms (worst {s['worst_max_us'] / 1e3:.0f} ms)"
+            (
+                worst_ms / opts.sla_max_ms,
+                SPIKES,
+                f"{n} {unit} over {opts.sla_max_ms:g} ms (worst {worst_ms:.0f} ms)",
+            )
         )
     for b in measured["brokers"]:
         u = b.get("utilisation")
         if u is not None and u > opts.target_utilisation:
-            risk.setdefault(b["broker"], []).append(f"peak at {u:.0%} of capacity")
+            risk.setdefault(b["broker"], []).append(
+                (u / opts.target_utilisation, HOT, f"peak at {u:.0%} of capacity")
+            )
     for d in measured.get("disk", []):
         h = d.get("hours_to_water")
         if h is not None and h < opts.retention_hours:
-            risk.setdefault(d["broker"], []).append(
-                f"disk at {opts.water:.0%} water in {h:.0f} h (< {opts.retention_hours:g} h retention)"
-            )
-    return [{"broker": b, "reasons": r} for b, r in sorted(risk.items())]
+            risk.setdefault(d["broker"], []).append((
+                opts.retention_hours / max(h, 1e-3), DISK,
+                f"disk at {opts.water:.0%} water in {h:.0f} h (< {opts.retention_hours:g} h retention)",
+            ))  # fmt: skip
+    rows = [{"broker": b, "reasons": [text for _, _, text in sorted(r, reverse=True)],
+             "kinds": sorted({kind for _, kind, _ in r}),
+             "severity": round(max(x for x, _, _ in r), 3)} for b, r in risk.items()]  # fmt: skip
+    rows.sort(key=lambda r: (-len(r["reasons"]), -r["severity"], r["broker"]))
+    return rows
 
 
 def _clean(value):

@@ -21,7 +21,7 @@ import pandas as pd
 
 from heatmap.layout import bucket_index, bucket_lower, bucket_upper
 from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
-from spark_reports.report_kit import json_block, plotly_js
+from spark_reports.report_kit import json_block, log_axis_ms, plotly_js
 
 __all__ = ["DATA_ID", "bucket_labels", "charts_html", "json_block", "plotly_js", "row_of", "sparse"]
 
@@ -87,6 +87,8 @@ def report_payload(d, epochs: np.ndarray) -> dict:
                 {"name": f"{SLA_MAX_S * 1e3:g} ms max", "ms": SLA_MAX_S * 1e3,
                  "row": row_of(SLA_MAX_S, lo)}],
         "heatmaps": maps, "curves": curves, "drills": _drills(d, lo),
+        "ms_axis": log_axis_ms([v for k in ("mean", "p50", "p99", "p999", "max")
+                                for v in curves[k]] + [SLA_MEAN_S * 1e3, SLA_MAX_S * 1e3]),
     }  # fmt: skip
 
 
@@ -189,7 +191,7 @@ PAGE_JS = r"""
     line: {color: styles[k], width: k === 'mean' ? 2 : 1.2},
     hovertemplate: '%{x|%Y-%m-%d %H:%M:%S} UTC<br>' + k + ' %{y:.3f} ms<extra></extra>'}));
   Plotly.newPlot('fg-curves', traces, Object.assign({height: 380, hovermode: 'x unified',
-    xaxis: {type: 'date', title: {text: 'UTC'}}, yaxis: {type: 'log', title: {text: 'latency (ms)'}},
+    xaxis: {type: 'date', title: {text: 'UTC'}}, yaxis: Object.assign({title: {text: 'latency'}}, D.ms_axis),
     shapes: D.sla.map((s) => ({type: 'line', xref: 'paper', x0: 0, x1: 1, y0: s.ms, y1: s.ms,
       line: {color: s.ms > 10 ? '#ff6b6b' : '#4da3ff', dash: 'dash', width: 1}})),
     annotations: D.sla.map((s) => ({xref: 'paper', x: 1, y: Math.log10(s.ms), xanchor: 'right',

@@ -131,7 +131,7 @@ def render_report(d: ReportData) -> str:
         f"<h1>{html.escape(d.title)}</h1>",
         _verdict_html(d.verdict),
         f'<div class="meta">{html.escape(d.source)} · {d.first:%Y-%m-%d %H:%M:%S} – {d.last:%Y-%m-%d %H:%M:%S} UTC'
-        f" · window {d.window_s} s · {d.rows:,} rows of {read}"
+        f" · window {d.window_s} s · {d.rows:,} {read}"
         f" · generated {d.generated:%Y-%m-%d %H:%M} UTC</div>",
         '<div class="tiles">',
     ]

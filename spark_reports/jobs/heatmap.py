@@ -124,6 +124,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         )  # fmt: skip
         drills = []
         with ThreadPoolExecutor(max_workers=1) as pool:
+            clusters = pool.submit(_clusters, spark, source, opts)
             # The drill-downs' read of the 1 s table runs while the outputs are
             # written: two Spark jobs at once keep both cores busy through each
             # one's planning and single-task stages.
@@ -138,7 +139,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         total_rows = sum(r["rows"] for r in per_op.values())
         html = render_report(
             ReportData(
-                title=f"Latency report: {opts.cluster or 'all clusters'}, op {report_op}",
+                title=f"Latency report: {_clusters_text(opts.cluster, clusters.result())}, op {report_op}",
                 source=opts.input, first=first, last=last, window_s=window_s, rows=total_rows,
                 quarantined=reasons, op=report_op, verdict=verdict, table=source.table,
                 drills=drills, static=opts.static, **data,
@@ -219,6 +220,27 @@ def _time_range(spark, source, opts: HeatmapOptions) -> tuple[datetime, datetime
         raise EmptyInput(f"no latency rows in {source.path}{_filters_text(opts)}")
     tail = 59 if source.rollup else 0  # a minute row's ts is its first second
     return datetime.fromtimestamp(got[0], tz=UTC), datetime.fromtimestamp(got[1] + tail, tz=UTC)
+
+
+def _clusters(spark, source, opts: HeatmapOptions, most: int = 10) -> list[str]:
+    """The cluster names in the selected rows (up to most + 1), for the page's title."""
+    from spark_reports.heatmap_report import frames as hf
+    from spark_reports.schema import conform_spark_frame
+
+    raw = conform_spark_frame(_read(spark, source.path))
+    selected = hf.select_rows(raw, opts.start, opts.end, opts.cluster, opts.brokers, opts.ops)
+    rows = selected.select("cluster").distinct().limit(most + 1).collect()
+    return sorted(str(r["cluster"]) for r in rows if r["cluster"] is not None)
+
+
+def _clusters_text(asked: str | None, names: list[str], most: int = 10) -> str:
+    if asked:
+        return f"cluster {asked}"
+    if len(names) > most:
+        return f"more than {most} clusters"
+    if not names:
+        return "no cluster named"
+    return f"cluster{'s' if len(names) > 1 else ''} {', '.join(names)}"
 
 
 def _span_s(opts: HeatmapOptions, first: datetime, last: datetime) -> float:
@@ -307,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         f"heatmap: {summary['rows']:,} rows, {summary['quarantined']:,} quarantined, "
         f"window {summary['window_s']} s -> {summary['outputs']['report.html']}"
     )
-    return 0
+    return 1 if summary["verdict"].get("pass") is False else 0  # as `floodgate report heatmap`
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def report(env, log: Path, out: Path, master: str) -> dict:
            "--out", str(out), "--window", "1m", "--master", master, "--json"]  # fmt: skip
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
                           cwd=Path(__file__).resolve().parents[2])  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode in (0, 1), done.stderr  # PASS or FAIL: the run itself worked
     return json.loads(done.stdout)
 
 

@@ -44,3 +44,14 @@ def test_a_figure_is_closed_even_when_drawing_fails():
     except RuntimeError:
         pass
     assert len(plt.get_fignums()) == before
+
+
+def test_log_axis_ticks_say_their_value_and_unit():
+    from spark_reports.report_kit import log_axis_ms
+
+    axis = log_axis_ms([0.4, 3.0, 25.0, None, float("nan")])
+    labels = dict(zip(axis["tickvals"], axis["ticktext"], strict=True))
+    assert axis["type"] == "log" and labels[20.0] == "20 ms" and labels[0.5] == "0.5 ms"
+    assert labels[1.0] == "1 ms" and min(labels) <= 0.4 and max(labels) >= 25
+    wide = log_axis_ms([0.05, 1500.0])
+    assert "1 s" in wide["ticktext"] and len(wide["tickvals"]) <= 14

@@ -130,3 +130,41 @@ def test_quotas_are_each_topics_share_of_the_high_forecast_with_headroom():
     assert plan["quotas"]["fuse_reserve"] == 0.3
     bare = build_plan(measured(), options(per_broker_rate=1e6))
     assert [q["topic"] for q in bare["quotas"]["topics"]] == ["*"]
+
+
+def test_brokers_at_risk_are_ranked_worst_first_and_every_broker_is_said_so():
+    from spark_reports.capacity_report.page import at_risk_html
+
+    m = measured()
+    m["disk"] = [{"broker": "b0", "disk_total_bytes": 8e12, "hours_to_water": 30.0},
+                 {"broker": "b1", "disk_total_bytes": 8e12, "hours_to_water": 6.0}]  # fmt: skip
+    m["spikes"] = [{"broker": "b0", "spike_seconds": 3, "worst_max_us": 100_000}]
+    risk = build_plan(m, options(per_broker_rate=1e6))["at_risk"]
+    # each has two reasons; then how far past its line the worst is: b1's disk (72 h
+    # retention / 6 h = 12x) before b0's spike (100 ms / 20 ms = 5x; its disk is 2.4x)
+    assert [(r["broker"], r["severity"]) for r in risk] == [("b1", 12.0), ("b0", 5.0)]
+    b0 = next(r for r in risk if r["broker"] == "b0")
+    assert b0["reasons"][0].startswith("3 s over 20 ms") and b0["severity"] == pytest.approx(5.0)
+    text = "".join(at_risk_html(risk, 2))
+    assert "Every broker (2 of 2) is at risk; all of them for: disk fills before retention" in text
+    assert "2 of 5 brokers" in "".join(at_risk_html(risk, 5)) and "None" in at_risk_html([], 5)[0]
+
+
+def test_the_forecast_chart_stops_where_the_history_stops_supporting_it():
+    from spark_reports.capacity_report.interactive import forecast_figure
+    from spark_reports.capacity_report.plan import FORECAST_HORIZON_YEARS
+
+    plan = build_plan(measured(), options(per_broker_rate=1e6))  # history ends 2016, target 2027
+    fc = plan["forecast"]
+    last = fc["history"][-1]["year"]
+    assert [c["year"] for c in fc["curve"]][-1] == last + FORECAST_HORIZON_YEARS == fc["curve_end_year"]
+    assert fc["target_beyond_horizon"] is True
+    assert max(c["high"] for c in fc["curve"]) < 1e15  # not the 10^18 of compounding to 2027
+    title = forecast_figure(plan)["layout"]["title"]["text"]
+    assert f"drawn to {last + FORECAST_HORIZON_YEARS}" in title and "2027 is beyond" in title
+    from capacity.forecast import HistoryPoint
+
+    recent = [HistoryPoint(2021 + i, 1e12 * 1.5**i) for i in range(5)]  # to 2025: 2027 is near
+    near = build_plan(measured(), Options(target_date=date(2027, 11, 11), history=recent,
+                                          per_broker_rate=1e6))["forecast"]  # fmt: skip
+    assert near["curve"][-1]["year"] == 2027 and near["target_beyond_horizon"] is False

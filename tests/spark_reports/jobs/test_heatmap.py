@@ -221,14 +221,15 @@ def test_cli_prints_the_verdict_first_and_outputs_follow_the_umask(spark, job, t
         return code, capsys.readouterr(), stat.S_IMODE(root.stat().st_mode), modes
 
     code, io, root_mode, modes = run("text", 0o022)
-    assert code == 0 and io.err == ""
+    failed = summary["verdict"]["pass"] is False
+    assert code == (1 if failed else 0) and io.err == ""  # the exit rule: 1 on FAIL, outputs written
     assert io.out.splitlines()[0] == summary["verdict"]["line"]
     assert root_mode == 0o755
     assert {m for p, m in modes.items() if (tmp_path / "text" / p).is_dir()} == {0o755}
     assert {m for p, m in modes.items() if (tmp_path / "text" / p).is_file()} == {0o644}
 
     code, io, root_mode, modes = run("private", 0o077, "--json", "--static")
-    assert code == 0 and json.loads(io.out)["verdict"] == summary["verdict"]
+    assert code == (1 if failed else 0) and json.loads(io.out)["verdict"] == summary["verdict"]
     static = (tmp_path / "private" / "report.html").read_text()
     images = re.findall(r'<img[^>]+src="([^"]+)"', static)
     assert len(images) >= 3 and all(i.startswith("data:image/png;base64,") for i in images)
