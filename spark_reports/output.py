@@ -72,6 +72,9 @@ def apply_umask(root: str | Path, umask: int | None = None) -> None:
             os.chmod(os.path.join(folder, name), file_mode)
 
 
+FORCE_SPARK_WRITES = False  # tests: the path a non-local --out takes, on a local one
+
+
 class _HadoopFiles:
     """Files through the session's JVM (Hadoop's FileSystem): any URI Spark writes."""
 
@@ -163,6 +166,24 @@ class StagedOutput:
             write_atomic(local, data)
         else:
             self.files.create(self.path(name), data)
+
+    def write_table(self, spark, name: str, table, part: int = 0) -> None:
+        """Part ``part`` of the Parquet folder ``name`` from a driver-side Arrow table, laid
+        out as Spark lays one out (part files, _SUCCESS): by pyarrow on a local file
+        system (a Spark write of rows the driver holds costs an upload and a job), else
+        through Spark."""
+        local = self.files.local(self.path(name))
+        if local is None or FORCE_SPARK_WRITES:
+            mode = "append" if part else "errorifexists"
+            spark.createDataFrame(table).write.mode(mode).parquet(self.path(name))
+            return
+        import pyarrow.parquet as pq
+
+        os.makedirs(local, exist_ok=True)
+        pq.write_table(table, os.path.join(local, f"part-{part:05d}.snappy.parquet"),
+                       compression="snappy")  # fmt: skip
+        if not os.path.exists(os.path.join(local, "_SUCCESS")):
+            write_atomic(os.path.join(local, "_SUCCESS"), b"")
 
     def promote(self, names: list[str]) -> None:
         """Replace OUT/<name> by the staged one, for each name; then drop staging."""

@@ -109,19 +109,27 @@ def run_up(args) -> int:
 
 
 def _warm(url: str) -> float:
-    """One small query of the shape reports run (explode, group, Arrow back), so the
-    first report does not pay the server's first plan and code generation."""
-    from pyspark.sql import functions as F
+    """Both reports over a small generated log, through the server: the first report
+    a user runs then finds the JIT and code generation of every query it makes paid."""
+    import argparse
+    import tempfile
+    from datetime import UTC, datetime
 
-    from spark_reports.connect import connect_session
+    from spark_reports.generator import Double11Config, generate_double11
+    from spark_reports.jobs import capacity
+    from spark_reports.jobs.heatmap import HeatmapOptions, run_heatmap
 
     t0 = time.monotonic()
-    spark = connect_session(url, "floodgate-warm-up")
-    df = spark.range(1000).select(
-        (F.col("id") % 7).alias("k"), F.create_map(F.col("id") % 5, F.col("id")).alias("m")
-    )
-    df.select("k", F.posexplode_outer("m")).groupBy("k", "key").agg(F.sum("value")).toArrow()
-    spark.stop()
+    with tempfile.TemporaryDirectory(prefix="floodgate-warm-") as tmp:
+        log = Path(tmp) / "log"
+        start = datetime(2026, 11, 10, 23, 57, tzinfo=UTC)
+        generate_double11(Double11Config(brokers=2, hours=0.1, start=start), log)
+        run_heatmap(HeatmapOptions(input=str(log), out=f"{tmp}/heatmap", remote=url,
+                                   progress=False, window_s=10))  # fmt: skip
+        parser = argparse.ArgumentParser()
+        capacity.add_arguments(parser)
+        capacity.run(parser.parse_args(["--input", str(log), "--out", f"{tmp}/capacity",
+                                        "--target-date", "2027-11-11", "--remote", url, "--json"]))  # fmt: skip
     return time.monotonic() - t0
 
 

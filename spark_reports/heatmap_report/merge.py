@@ -77,7 +77,7 @@ class Merged:
 def from_arrow(table: pa.Table, window_s: int, tail_s: int = 0) -> Merged:
     """A Merged from frames.window_entries' rows (as Arrow). ``tail_s``: seconds a
     row covers after its ts (59 for minute rows), added to each op's last time."""
-    per_op, reasons = _overview(table, tail_s)
+    per_op, reasons = overview(table, tail_s)
     good = table.filter(pc.is_null(table["reason"]))
     brokers = pc.unique(good["broker"])
     ops = pc.unique(good["op"])
@@ -102,7 +102,7 @@ def from_arrow(table: pa.Table, window_s: int, tail_s: int = 0) -> Merged:
                   _concat(per_broker, cluster), per_op, reasons)  # fmt: skip
 
 
-def _overview(table: pa.Table, tail_s: int) -> tuple[dict, dict]:
+def overview(table: pa.Table, tail_s: int) -> tuple[dict, dict]:
     """Rows and time range per op, quarantined rows per reason, as the job reports
     them: a (op, reason) group whose rows all lack a time is left out of the range."""
     summary = table.group_by(["op", "reason"], use_threads=False).aggregate(
@@ -247,9 +247,8 @@ def report_data(m: Merged, pcts: dict, op: str, draw_s: int, worst_n: int = 4) -
     ranking = ranking.join(per, on="broker")
     ranking["spike_windows"] = ranking["spike_windows"].fillna(0).astype(np.int64)
 
-    brokers = ranking[ranking["broker"] != ALL_BROKERS]
-    worst = brokers.sort_values(["p999", "max"], ascending=False).head(worst_n)
-    wanted = [ALL_BROKERS, *worst["broker"].tolist()]
+    worst = worst_brokers(ranking, worst_n)
+    wanted = [ALL_BROKERS, *worst]
     shown = in_op & (is_all | spike)
     windows = _frame(m, g.key[shown], {k: pcts[k][shown] for k in
                                        ("count", "mean", "p50", "p99", "p999", "max")})  # fmt: skip
@@ -265,6 +264,26 @@ def report_data(m: Merged, pcts: dict, op: str, draw_s: int, worst_n: int = 4) -
                       "bucket": g.bucket[e], "count": g.n[e]})
         .groupby(["t", "broker", "bucket"], as_index=False, sort=False)["count"].sum()
     )  # fmt: skip
+    return {
+        "cells": cells,
+        "cells_window_s": draw_s,
+        "curves": curves.reset_index(drop=True),
+        "spikes": spikes.reset_index(drop=True),
+        **summary(ranking, worst_n),
+    }
+
+
+def worst_brokers(ranking: pd.DataFrame, worst_n: int) -> list[str]:
+    """The brokers drawn one by one: the highest p999, then max."""
+    brokers = ranking[ranking["broker"] != ALL_BROKERS]
+    order = brokers.sort_values(["p999", "max", "broker"], ascending=[False, False, True])
+    return order.head(worst_n)["broker"].tolist()
+
+
+def summary(ranking: pd.DataFrame, worst_n: int) -> dict:
+    """The verdict's figures from the ranking (brokers and ALL): the worst window, the
+    spike windows and brokers, the calls over 20 ms."""
+    brokers = ranking[ranking["broker"] != ALL_BROKERS]
     timed = brokers.dropna(subset=["max"])
     top = timed.sort_values(["max", "worst_t", "broker"], ascending=[False, True, True]).head(1)
     worst_window = (
@@ -273,12 +292,8 @@ def report_data(m: Merged, pcts: dict, op: str, draw_s: int, worst_n: int = 4) -
         if len(top) else None
     )  # fmt: skip
     return {
-        "cells": cells,
-        "cells_window_s": draw_s,
-        "worst_brokers": worst["broker"].tolist(),
-        "curves": curves.reset_index(drop=True),
+        "worst_brokers": worst_brokers(ranking, worst_n),
         "ranking": ranking,
-        "spikes": spikes.reset_index(drop=True),
         "spike_total": int(brokers["spike_windows"].sum()),
         "worst_window": worst_window,
         "spike_brokers": int((brokers["spike_windows"] > 0).sum()),

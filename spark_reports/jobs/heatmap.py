@@ -40,6 +40,7 @@ class HeatmapOptions:
     window_s: int | None = None
     master: str | None = None
     remote: str | None = None  # a Spark Connect server, sc://HOST:PORT
+    slice_rows: int | None = None  # the driver's slice of the aggregate (rows); None: chunked's
     static: bool = False  # PNG pictures (print, e-mail) instead of interactive charts
     progress: bool = True
     debug: bool = False  # the JVM's stderr and Spark's warnings to ours (else to a log)
@@ -77,7 +78,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     drill-downs read a few minutes of the 1 s table.
     """
     from spark_reports import output, sources
-    from spark_reports.heatmap_report import collect, merge
+    from spark_reports.heatmap_report import chunked, collect, merge
     from spark_reports.heatmap_report import frames as hf
     from spark_reports.heatmap_report.page import ReportData, heatmap_verdict, render_report
     from spark_reports.schema import LATENCY_TABLE, conform_spark_frame
@@ -94,30 +95,39 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     # Timestamps as the contract stores them (UTC micros), whoever made the session.
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     source = sources.pick_source(spark, opts.input, opts.start, opts.end, opts.window_s)
+    first, last, brokers = _shape(spark, source, opts)
     window_s = opts.window_s
     if window_s is None:
-        window_s = hf.choose_window_s(_span_s(opts, *_time_range(spark, source, opts)))
+        window_s = hf.choose_window_s(_span_s(opts, first, last))
         if source.rollup and window_s % sources.MINUTE_S:  # the range wants seconds after all
             source = sources.LatencySource(LATENCY_TABLE, source.seconds_path, source.seconds_path)
+    tail_s = 59 if source.rollup else 0
     checked = _checked(spark, source, opts)
-    # The pass, kept by a local checkpoint: the driver reads it (Arrow) and Spark
-    # writes heatmap/ from it (shipping 2.5 M rows back from Python took 5-9 s a day).
-    entries = hf.window_entries(checked, window_s).localCheckpoint()
-    merged = merge.from_arrow(entries.toArrow(), window_s, 59 if source.rollup else 0)
-    per_op, reasons = merged.per_op, merged.reasons
+    windows = math.ceil(_span_s(opts, first, last) / window_s)
+    slices = chunked.slices_for(brokers, windows, len(opts.ops) or 2, opts.slice_rows)
+    overview, tables = _pass(hf.window_entries(checked, window_s), slices)
+    per_op, reasons = merge.overview(overview, tail_s)
     if not per_op:
         raise EmptyInput(f"no latency rows in {source.path}{_filters_text(opts)}")
     first = min(r["first"] for r in per_op.values())
     last = max(r["last"] for r in per_op.values())
     span_s = _span_s(opts, first, last)
+    report_op = _report_op(opts.ops, per_op)
+    # Pictures need at most ~1,200 columns: coarser windows for them only.
+    draw_s = window_s * max(1, math.ceil(span_s / window_s / MAX_DRAWN_COLUMNS))
 
     staged = output.StagedOutput(spark, opts.out)
     try:
-        pcts = merge.percentiles(merged.groups)
-        report_op = _report_op(opts.ops, per_op)
-        # Pictures need at most ~1,200 columns: coarser windows for them only.
-        draw_s = window_s * max(1, math.ceil(span_s / window_s / MAX_DRAWN_COLUMNS))
-        data = collect.report_data(merged, pcts, report_op, draw_s)
+        finish = chunked.Finish(window_s, report_op, draw_s, collect.WORST_BROKERS,
+                                collect.SPIKES_LISTED)  # fmt: skip
+        for part, table in enumerate(tables):  # one slice of brokers at a time
+            heat, rows = finish.add(merge.from_arrow(table, window_s, tail_s))
+            del table
+            staged.write_table(spark, "heatmap", heat, part)
+            staged.write_table(spark, "percentiles", rows, part)
+        cluster, pcts, data = finish.done()
+        staged.write_table(spark, "heatmap", merge.heatmap_table(cluster), slices)
+        staged.write_table(spark, "percentiles", merge.percentiles_table(cluster, pcts), slices)
         verdict = heatmap_verdict(
             report_op, data.pop("worst_window"), window_s, data["spike_total"],
             data.pop("spike_brokers"), data.pop("brokers"), data.pop("calls_over"),
@@ -125,7 +135,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         drills = []
         with ThreadPoolExecutor(max_workers=1) as pool:
             clusters = pool.submit(_clusters, spark, source, opts)
-            # The drill-downs' read of the 1 s table runs while the outputs are
+            # The drill-downs' read of the 1 s table runs while quarantine/ is
             # written: two Spark jobs at once keep both cores busy through each
             # one's planning and single-task stages.
             cells = None
@@ -133,7 +143,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
                 drills = collect.drill_windows(data["spikes"])
                 seconds = conform_spark_frame(_read(spark, source.seconds_path))
                 cells = pool.submit(collect.drill_cells, seconds, drills, window_s, report_op)
-            write_tables(spark, staged, checked, entries, merged, pcts)
+            write_quarantine(spark, staged, checked, reasons)
             if cells is not None:
                 data["drill_cells"] = cells.result()
         total_rows = sum(r["rows"] for r in per_op.values())
@@ -150,8 +160,6 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     except BaseException:
         staged.discard()
         raise
-    finally:
-        entries.unpersist()
     return {
         "out": opts.out,
         "outputs": {name: f"{opts.out.rstrip('/')}/{name}" for name in OUTPUTS},
@@ -170,29 +178,40 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     }
 
 
-def write_tables(spark, staged, checked, entries, merged, pcts: dict) -> None:
-    """quarantine/, heatmap/ and percentiles/ under ``staged``.
+def write_quarantine(spark, staged, checked, reasons: dict) -> None:
+    """quarantine/: the rows that break a rule, read again only when the pass counted some."""
+    from spark_reports.heatmap_report import frames as hf
 
-    heatmap/ is the brokers' rows of ``entries`` (frames.window_entries, kept)
-    and the cluster's from the driver; percentiles/ comes from the driver. The
-    quarantined rows are read again only when the pass counted some.
+    bad = hf.bad_rows(checked)
+    if not reasons:  # commonly: an empty output of the same columns, no pass
+        bad = spark.createDataFrame([], bad.schema)
+    bad.write.parquet(staged.path("quarantine"))
+
+
+def _pass(entries, slices: int):
+    """(overview rows, the aggregate's Arrow tables, one slice of brokers each).
+
+    One slice: the pass comes back in one action and its own rows give the overview.
+    More: the pass is kept by a local checkpoint with each row's slice (a hash of
+    its broker), the overview is a small query on it, and the slices come back one
+    by one while the driver finishes and drops each (chunked.Finish).
     """
     from pyspark.sql import functions as F
 
-    from spark_reports.heatmap_report import frames as hf
-    from spark_reports.heatmap_report import merge
+    if slices == 1:
+        table = entries.toArrow()
+        return table.select(["op", "reason", "rows", "first", "last"]), [table]
+    kept = entries.withColumn("_slice", F.pmod(F.xxhash64("broker"), F.lit(slices))).localCheckpoint()
+    overview = kept.groupBy("op", "reason").agg(
+        F.sum("rows").alias("rows"), F.min("first").alias("first"), F.max("last").alias("last")
+    ).toArrow()  # fmt: skip
 
-    bad = hf.bad_rows(checked)
-    if not merged.reasons:  # commonly: an empty output of the same columns, no pass
-        bad = spark.createDataFrame([], bad.schema)
-    bad.write.parquet(staged.path("quarantine"))
-    brokers = entries.filter(F.col("reason").isNull() & F.col("bucket").isNotNull())
-    columns = ["window_start", "broker", "op", "bucket", "count"]
-    cluster = spark.createDataFrame(merge.heatmap_table(merged, brokers=False))
-    brokers.select(*columns).unionByName(cluster).write.parquet(staged.path("heatmap"))
-    spark.createDataFrame(merge.percentiles_table(merged, pcts)).write.parquet(
-        staged.path("percentiles")
-    )
+    def tables():
+        for i in range(slices):
+            yield kept.filter(F.col("_slice") == i).drop("_slice").toArrow()
+        kept.unpersist()
+
+    return overview, tables()
 
 
 def _checked(spark, source, opts: HeatmapOptions):
@@ -205,9 +224,10 @@ def _checked(spark, source, opts: HeatmapOptions):
     return hf.with_quarantine_reason(selected)
 
 
-def _time_range(spark, source, opts: HeatmapOptions) -> tuple[datetime, datetime]:
-    """First and last time of the selected rows (any rule broken), from their ts
-    alone: Parquet reads that column only, and the window follows from it."""
+def _shape(spark, source, opts: HeatmapOptions) -> tuple[datetime, datetime, int]:
+    """First and last time of the selected rows (any rule broken) and how many brokers
+    they name, from ts and broker alone (Parquet reads those columns only): the window
+    and the slices the driver takes the aggregate in follow from them."""
     from pyspark.sql import functions as F
 
     from spark_reports.heatmap_report import frames as hf
@@ -215,11 +235,13 @@ def _time_range(spark, source, opts: HeatmapOptions) -> tuple[datetime, datetime
 
     raw = conform_spark_frame(_read(spark, source.path))
     selected = hf.select_rows(raw, opts.start, opts.end, opts.cluster, opts.brokers, opts.ops)
-    got = selected.agg(F.unix_seconds(F.min("ts")), F.unix_seconds(F.max("ts"))).first()
+    got = selected.agg(F.unix_seconds(F.min("ts")), F.unix_seconds(F.max("ts")),
+                       F.approx_count_distinct("broker")).first()  # fmt: skip
     if got[0] is None:
         raise EmptyInput(f"no latency rows in {source.path}{_filters_text(opts)}")
     tail = 59 if source.rollup else 0  # a minute row's ts is its first second
-    return datetime.fromtimestamp(got[0], tz=UTC), datetime.fromtimestamp(got[1] + tail, tz=UTC)
+    return (datetime.fromtimestamp(got[0], tz=UTC), datetime.fromtimestamp(got[1] + tail, tz=UTC),
+            int(got[2]))  # fmt: skip
 
 
 def _clusters(spark, source, opts: HeatmapOptions, most: int = 10) -> list[str]:
