@@ -359,7 +359,7 @@ async def hover(page, element_id: str, col: int, row: int) -> str:
     )
 
 
-def test_the_driver_in_slices_of_brokers_gives_the_same_report(spark, job, tmp_path):
+def test_the_driver_in_slices_of_brokers_gives_the_same_report(spark, job, tmp_path, monkeypatch):
     """The bounded-driver path (one broker a slice, the pass kept by a checkpoint) against
     the one-slice run of the same log: outputs row for row, the page's data float for float."""
     log, out, summary = job
@@ -390,3 +390,11 @@ def test_the_driver_in_slices_of_brokers_gives_the_same_report(spark, job, tmp_p
         return re.sub(r"generated [0-9-]+ [0-9:]+ UTC", "", (root / "report.html").read_text())
 
     assert page(tmp_path / "sliced") == page(out)
+    # the writes a non-local --out (hdfs://, s3a://) takes: Spark's, slice by slice
+    from spark_reports import output
+
+    monkeypatch.setattr(output, "FORCE_SPARK_WRITES", True)
+    run_heatmap(HeatmapOptions(input=str(log), out=str(tmp_path / "spark"), window_s=WINDOW_S,
+                               slice_rows=1, static=True), spark=spark)  # fmt: skip
+    for name, k in (("heatmap", (*keys, "bucket")), ("percentiles", keys)):
+        assert rows(tmp_path / "spark", name, k) == rows(out, name, k), name
