@@ -1,7 +1,7 @@
 """Reports through a warm Spark Connect server against cold local runs and DuckDB, one run.
 
-    .venv/bin/python bench/spark_connect.py --data /tmp/d11 --brokers 20 --hours 2
-    .venv/bin/python bench/spark_connect.py --data /tmp/d11day            # 100 brokers x 24 h
+    .venv/bin/python bench/spark_connect.py                       # 20 brokers x 2 h, generated
+    .venv/bin/python bench/spark_connect.py --data /tmp/d11day --brokers 100 --hours 24
 
 Generates the log with `floodgate gen double11` when --data has none, starts a
 server with `floodgate spark up` (its start and warm-up timed), then for each
@@ -70,16 +70,20 @@ def report_cmd(report: str, log: Path, out: Path, *spark: str) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True, help="the log (generated here when absent)")
-    ap.add_argument("--brokers", type=int, default=100)
-    ap.add_argument("--hours", type=float, default=24.0)
+    ap.add_argument("--data", default=None,
+                    help="the log (generated here when absent; default: a temporary one)")
+    ap.add_argument("--brokers", type=int, default=20)
+    ap.add_argument("--hours", type=float, default=2.0)
     ap.add_argument("--reports", default="heatmap,capacity")
     ap.add_argument("--runs", type=int, default=3, help="warm runs per report (median)")
     ap.add_argument("--port", type=int, default=15123)
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per report run")
+    ap.add_argument("--no-cold", dest="cold", action="store_false", help="skip the local runs")
+    ap.add_argument("--no-duckdb", dest="duckdb", action="store_false", help="skip the peer")
+    ap.add_argument("--driver-memory", default=None, help="the server's heap (spark up's)")
     a = ap.parse_args()
-    log = Path(a.data)
     work = Path(tempfile.mkdtemp(prefix="bench-spark-connect-"))
+    log = Path(a.data) if a.data else work / "log"
     small = a.brokers <= 20 and a.hours <= 2
     failed = False
     sc = ["--port", str(a.port), "--dir", str(work / "server")]
@@ -91,7 +95,8 @@ def main() -> int:
             print(f"gen double11 {a.brokers} x {a.hours:g} h: {wall:.1f} s, peak RSS {rss:.0f} MiB")
         size = sum(f.stat().st_size for f in log.rglob("*.parquet"))
         print(f"log {log}: {size / 2**30:.2f} GiB of Parquet")
-        wall, rss, code, tail = run_tree([*FLOODGATE, "spark", "up", *sc, "--json"], 300)
+        memory = ["--driver-memory", a.driver_memory] if a.driver_memory else []
+        wall, rss, code, tail = run_tree([*FLOODGATE, "spark", "up", *sc, *memory, "--json"], 300)
         if code != 0:
             print(f"spark up failed: {tail}")
             return 1
@@ -100,9 +105,11 @@ def main() -> int:
         url = f"sc://localhost:{a.port}"
         for report in a.reports.split(","):
             out = work / report
-            cold_s, cold_rss, code, tail = run_tree(report_cmd(report, log, out), a.timeout)
-            print(f"{report} cold (local[*], JVM start counted): {cold_s:.1f} s, peak RSS "
-                  f"{cold_rss:.0f} MiB, exit {code}")  # fmt: skip
+            cold_s = float("nan")
+            if a.cold:
+                cold_s, cold_rss, code, tail = run_tree(report_cmd(report, log, out), a.timeout)
+                print(f"{report} cold (local[*], JVM start counted): {cold_s:.1f} s, peak RSS "
+                      f"{cold_rss:.0f} MiB, exit {code}")  # fmt: skip
             warm, client = [], 0.0
             with ServerRss(state["server_pid"]) as server:
                 for _ in range(a.runs):
@@ -116,6 +123,8 @@ def main() -> int:
             median = statistics.median(warm)
             print(f"{report} through Connect: runs {', '.join(f'{s:.1f}' for s in warm)} s, median "
                   f"{median:.1f} s; client peak RSS {client:.0f} MiB, server {server.peak / 2**20:.0f} MiB")  # fmt: skip
+            if not a.duckdb:
+                continue
             duck_s, duck_rss = _duckdb(report, log, work)
             ratio = median / duck_s
             print(f"DuckDB (2 threads) {report}: {duck_s:.1f} s, peak RSS {duck_rss:.0f} MiB")
