@@ -48,7 +48,7 @@ class HeatmapOptions:
     @classmethod
     def from_args(cls, a, progress: bool = True) -> HeatmapOptions:
         """From parsed command-line options (spark-submit's and `floodgate report`'s)."""
-        from spark_reports.heatmap_report.frames import parse_window
+        from spark_reports.heatmap_report.windows import parse_window
 
         return cls(
             input=a.input,
