@@ -42,14 +42,16 @@ def test_bad_inputs_fail_before_spark_starts(tmp_path):
         args.func(args)
 
 
-def test_help_says_fail_exits_1(capsys):
+@pytest.mark.parametrize("report", ["capacity", "heatmap"])
+def test_help_says_fail_exits_1_in_both_reports(capsys, report):
     from console.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["report", "capacity", "--help"])
+        main(["report", report, "--help"])
     assert exc.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "0 on PASS, 1 on FAIL (capacity.json and report.html are written either way)" in text
+    assert "0 on PASS (or no data to judge), 1 on FAIL (the outputs are written either way)" in text
+    assert "2 on bad usage (nothing started)" in text
 
 
 def _quiet_log(root) -> None:
