@@ -29,7 +29,7 @@ from spark_reports.heatmap_report import merge
 from spark_reports.heatmap_report.merge import _NO_MAX, _NO_MIN, ALL_BROKERS, Groups, Merged
 
 _OPS = 256  # op codes per window in a cluster key (the schema knows a handful of ops)
-SLICE_ROWS = 2_000_000  # aggregate rows the driver holds at once (~100 bytes each, twice)
+SLICE_ROWS = 3_000_000  # aggregate rows the driver holds at once (~100 bytes each, twice)
 BUCKETS_PER_GROUP = 40  # buckets in use per (window, broker, op): measured on generated nights
 
 
