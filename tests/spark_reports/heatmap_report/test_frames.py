@@ -121,10 +121,11 @@ def test_every_row_quarantined_leaves_empty_tables_and_a_report_with_no_data(spa
 
 
 def test_slices_keep_the_drivers_share_of_the_aggregate_near_its_budget():
-    from spark_reports.heatmap_report.chunked import BUCKETS_PER_GROUP, slices_for
+    from spark_reports.heatmap_report.chunked import BUCKETS_PER_GROUP, SLICE_ROWS, slices_for
 
     assert slices_for(20, 720, 2) == 1  # 1.15 M rows: one action, as before
-    # 1,000 brokers over a day of 5-minute windows: ~23 M rows in 12 slices of ~2 M
-    assert slices_for(1000, 288, 2) == -(-1000 * 288 * 2 * BUCKETS_PER_GROUP // 2_000_000) == 12
+    assert slices_for(100, 288, 2) == 1  # a 100-broker day: 2.3 M rows
+    # 1,000 brokers over a day of 5-minute windows: ~23 M rows in 8 slices of ~3 M
+    assert slices_for(1000, 288, 2) == -(-1000 * 288 * 2 * BUCKETS_PER_GROUP // SLICE_ROWS) == 8
     assert slices_for(3, 10**6, 2) == 3  # never more slices than brokers
     assert slices_for(0, 0, 0) == 1
