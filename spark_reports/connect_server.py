@@ -32,19 +32,17 @@ RESTART_WINDOW_S = 600.0
 READY_TIMEOUT_S = 120.0  # a JVM on a busy 2-core host takes 10-30 s to listen
 STOP_GRACE_S = 20.0
 
-# The server's log: Spark's warnings and errors, not its INFO (a night of reports
-# would fill it with task lines); SparkConnectServer's start line is kept.
-_SERVER_LOG4J2 = """\
-rootLogger.level = warn
-rootLogger.appenderRef.stdout.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_OUT
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yyyy-MM-dd HH:mm:ss} %p %c{1}: %m%n
-logger.connect.name = org.apache.spark.sql.connect.service.SparkConnectServer
-logger.connect.level = info
-"""
+
+
+def server_log4j2() -> str:
+    """The server's log: Spark's warnings and errors with their dates, not its INFO (a
+    night of reports would fill it with task lines); SparkConnectServer's start line kept."""
+    from spark_reports.session import QUIET_LOG4J2
+
+    return (QUIET_LOG4J2.replace(" = error", " = warn").replace("SYSTEM_ERR", "SYSTEM_OUT")
+            .replace("%d{HH:mm:ss}", "%d{yyyy-MM-dd HH:mm:ss}")
+            + "logger.connect.name = org.apache.spark.sql.connect.service.SparkConnectServer\n"
+            "logger.connect.level = info\n")  # fmt: skip
 
 
 def default_dir(port: int) -> Path:
@@ -94,19 +92,13 @@ def write_state(folder: Path, state: State) -> None:
 
 
 def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
+    """Running, and not a zombie no one has waited for."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return bool(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours counts as gone
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def spark_home() -> Path:
@@ -121,7 +113,7 @@ def server_command(home: Path, args) -> list[str]:
     from spark_reports.session import local_driver_memory
 
     log_conf = Path(args.dir) / "log4j2.properties"
-    log_conf.write_text(_SERVER_LOG4J2)
+    log_conf.write_text(server_log4j2())
     java_opts = f"-Duser.timezone=UTC -Dlog4j2.configurationFile=file:{log_conf}"
     conf = {
         "spark.connect.grpc.binding.address": args.host,

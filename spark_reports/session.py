@@ -22,7 +22,7 @@ import tempfile
 import threading
 
 # Spark's own INFO/WARN chatter is noise for someone reading a report run.
-_QUIET_LOG4J2 = """\
+QUIET_LOG4J2 = """\
 # Spark prints a "Setting default log level" banner when its shell logger
 # (an org.* class) and the root disagree: both are at ERROR.
 rootLogger.level = error
@@ -55,10 +55,10 @@ def _quiet_log_config() -> str:
     if os.path.exists(path):
         with open(path, encoding="utf-8") as fh:
             current = fh.read()
-    if current != _QUIET_LOG4J2:
+    if current != QUIET_LOG4J2:
         tmp = f"{path}.{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(_QUIET_LOG4J2)
+            fh.write(QUIET_LOG4J2)
         os.replace(tmp, path)
     return path
 
