@@ -13,6 +13,13 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
+# One rule for every report that gives a verdict (`report heatmap`, `report capacity`),
+# so either can gate a pipeline.
+REPORT_EXIT_RULE = (
+    "Exit status: 0 on PASS (or no data to judge), 1 on FAIL (the outputs are written either "
+    "way) and when the report cannot be made (nothing written), 2 on bad usage (nothing started)."
+)
+
 
 class UsageError(Exception):
     """Bad input from the user: exit 2 with a one-line message."""

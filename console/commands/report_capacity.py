@@ -7,11 +7,10 @@ its sub-parsers so the heatmap and capacity reports live in separate files.
 from __future__ import annotations
 
 from console.commands.common import add_subparser, print_json, spark_failures
-from console.commands.report_cmd import EXIT_RULE
-from console.errors import EXIT_FAILED, EXIT_OK, UsageError
+from console.errors import EXIT_FAILED, EXIT_OK, REPORT_EXIT_RULE, UsageError
 
 EPILOG = (
-    f"{EXIT_RULE} Spark's and Java's messages go to a log file named on failure "
+    f"{REPORT_EXIT_RULE} Spark's and Java's messages go to a log file named on failure "
     "(`floodgate --debug report ...`: to stderr)."
 )
 

@@ -11,13 +11,7 @@ To add a report: a `_register_<name>(rsub)` that builds its parser and sets
 from __future__ import annotations
 
 from console.commands.common import add_subparser, print_json, spark_failures
-from console.errors import EXIT_FAILED, EXIT_OK, UsageError
-
-# One rule for every report that gives a verdict, so either can gate a pipeline.
-EXIT_RULE = (
-    "Exit status: 0 on PASS (or no data to judge), 1 on FAIL (the outputs are written either "
-    "way) and when the report cannot be made (nothing written), 2 on bad usage (nothing started)."
-)
+from console.errors import EXIT_FAILED, EXIT_OK, REPORT_EXIT_RULE, UsageError
 
 
 def register(sub) -> None:
@@ -47,7 +41,7 @@ def _register_heatmap(rsub) -> None:
         "latency heatmaps, percentiles over time and an HTML report from a metrics log",
         epilog="The first line printed (and report.html's, and `verdict` in --json) is the "
         "verdict on seed 000's 20 ms max: the worst broker, when, and how far over. "
-        + EXIT_RULE + " Spark's and Java's messages go to a log file named on failure "
+        + REPORT_EXIT_RULE + " Spark's and Java's messages go to a log file named on failure "
         "(`floodgate --debug report ...`: to stderr).",
     )
     p.add_argument("--input", required=True, metavar="DIR", help="metrics log (path or URI)")
