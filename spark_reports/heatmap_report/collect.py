@@ -1,9 +1,7 @@
-"""The small pieces the heatmap report draws: the broker ranking (with each
-broker's spike windows and worst window), the cluster curves with every spike
-window and the heatmap cells of the cluster and the worst brokers, from the
-merged aggregate on the driver (heatmap_report.merge); and the 1-second cells
-of the worst spike windows, read from the 1 s table (only those brokers and
-minutes) in one Spark action."""
+"""The heatmap report's sizes (worst brokers drawn, spike windows listed, drill-downs)
+and its one read beyond the pass: the 1-second cells of the worst spike windows, from
+the 1 s table (only those brokers and minutes) in one Spark action. The figures
+themselves come from the driver's aggregate (heatmap_report.chunked and merge)."""
 
 from __future__ import annotations
 
@@ -15,18 +13,10 @@ from pyspark.sql import functions as F
 
 from spark_reports import schema
 from spark_reports.heatmap_report import frames as hf
-from spark_reports.heatmap_report import merge
 
 WORST_BROKERS = 4  # per-broker heatmaps in the report
-SPIKES_LISTED = 1000  # spike rows listed in the report (all are in percentiles/)
+SPIKES_LISTED = 1000  # spike rows listed in the report, first in time (all are in percentiles/)
 DRILLS = 40  # spike windows, worst first, carried with their 1-second heatmap
-
-
-def report_data(merged: merge.Merged, pcts: dict, op: str, draw_s: int) -> dict:
-    """Ranking, curves, spikes, cells and the verdict's figures (no Spark action)."""
-    data = merge.report_data(merged, pcts, op, draw_s, WORST_BROKERS)
-    data["spikes"] = data["spikes"].head(SPIKES_LISTED).reset_index(drop=True)
-    return data
 
 
 def drill_windows(spikes: pd.DataFrame, n: int = DRILLS) -> list[tuple[str, int]]:

@@ -7,8 +7,8 @@ Why here and not in Spark: after the pass over the log, what is left is small
 (windows x brokers x ops x the buckets in use: ~2.5 M rows for a day of 100
 brokers at 5-minute windows) and each further Spark query cost 1-9 s of fixed
 cost on a 2-core machine (planning, code generation, scheduling), where numpy
-answers in well under a second. The driver holds the aggregate: ~100 bytes a
-row (a 1,000-broker day at the default window needs a driver of a few GiB).
+answers in well under a second. The aggregate is ~100 bytes a row on the driver, so
+a big cluster's comes a slice of brokers at a time (heatmap_report.chunked).
 
 The rules are the Spark frames' (spark_reports.heatmap_report.frames) and
 heatmap.LatencyHistogram's: merge by adding counts; percentiles by
@@ -211,7 +211,8 @@ def _frame(m: Merged, keys: np.ndarray, values: dict) -> pd.DataFrame:
 
 
 def report_data(m: Merged, pcts: dict, op: str, draw_s: int, worst_n: int = 4) -> dict:
-    """The report's figures for ``op``, as collect.report_data gives them."""
+    """The report's figures for ``op`` from one aggregate (a slice of brokers, or the
+    cluster alone: chunked.Finish puts them together)."""
     g = m.groups
     hits = np.flatnonzero(m.ops == op)
     w, b, o = m.parts(g.key)
