@@ -60,16 +60,20 @@ def table(path: Path, keys: tuple[str, ...]) -> list[dict]:
     return sorted(pq.read_table(path).to_pylist(), key=lambda r: tuple(str(r[k]) for k in keys))
 
 
-def test_heatmap_through_connect_equals_the_local_run(server, log, tmp_path):
+def test_heatmap_through_connect_equals_the_local_run(server, log, tmp_path, spark):
+    from spark_reports.jobs.heatmap import HeatmapOptions, run_heatmap
+
     url, _, _ = server
-    runs = {}
-    for name, extra in (("remote", ["--remote", url]), ("local", ["--master", "local[2]"])):
-        done = floodgate("report", "heatmap", "--input", str(log), "--out", str(tmp_path / name),
-                         "--window", "10s", "--json", *extra)  # fmt: skip
-        assert done.returncode in (0, 1), done.stderr
-        runs[name] = json.loads(done.stdout)
-        runs[name].pop("out"), runs[name].pop("outputs")
-    assert runs["remote"] == runs["local"] and runs["local"]["table"] == "latency"
+    done = floodgate("report", "heatmap", "--input", str(log), "--out", str(tmp_path / "remote"),
+                     "--window", "10s", "--json", "--remote", url)  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr  # PASS or FAIL: the run itself worked
+    remote = json.loads(done.stdout)
+    # the local run in this process's session (its JVM is started once for the suite)
+    local = run_heatmap(HeatmapOptions(input=str(log), out=str(tmp_path / "local"), window_s=10),
+                        spark=spark)  # fmt: skip
+    for run in (remote, local):
+        run.pop("out"), run.pop("outputs")
+    assert remote == json.loads(json.dumps(local, default=str)) and local["table"] == "latency"
     keys = ("window_start", "broker", "op")
     for name, k in (("heatmap", (*keys, "bucket")), ("percentiles", keys),
                     ("quarantine", ("ts", "broker", "op"))):  # fmt: skip
@@ -77,15 +81,23 @@ def test_heatmap_through_connect_equals_the_local_run(server, log, tmp_path):
     assert not list(tmp_path.glob("*/_tmp-*")), "staging left behind"
 
 
-def test_capacity_through_spark_remote_env_equals_the_local_run(server, log, tmp_path):
+def test_capacity_through_spark_remote_env_equals_the_local_run(server, log, tmp_path, spark):
+    import argparse
+
+    from spark_reports.jobs import capacity
+
     url, _, _ = server
-    plans = {}
-    for name, env in (("remote", dict(os.environ, SPARK_REMOTE=url)), ("local", None)):
-        done = floodgate("report", "capacity", "--input", str(log), "--out", str(tmp_path / name),
-                         "--target-date", "2027-11-11", "--json", env=env)  # fmt: skip
-        assert done.returncode in (0, 1), done.stderr
-        plans[name] = json.loads((tmp_path / name / "capacity.json").read_text())
-        plans[name]["inputs"].pop("versions")
+    args = ["--input", str(log), "--target-date", "2027-11-11", "--json"]
+    done = floodgate("report", "capacity", *args, "--out", str(tmp_path / "remote"),
+                     env=dict(os.environ, SPARK_REMOTE=url))  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    parser = argparse.ArgumentParser()
+    capacity.add_arguments(parser)
+    capacity.run(parser.parse_args([*args, "--out", str(tmp_path / "local")]), spark=spark)
+    plans = {name: json.loads((tmp_path / name / "capacity.json").read_text())
+             for name in ("remote", "local")}  # fmt: skip
+    for plan in plans.values():
+        plan["inputs"].pop("versions")
     assert plans["remote"] == plans["local"]
 
 
@@ -126,13 +138,12 @@ def _wait(check, timeout_s: float, what: str):
     raise AssertionError(f"{what} not within {timeout_s} s")
 
 
-def test_a_dead_server_is_restarted_a_killed_supervisor_is_named_and_down_twice(tmp_path):
+def test_a_dead_server_is_restarted_a_killed_supervisor_is_named_and_down_twice(server):
+    """Last in the file: it ends the module's server."""
     from spark_reports.connect_server import read_state
 
-    port, folder = free_port_range(1), tmp_path / "sc"
+    _, port, folder = server
     args = ("--port", str(port), "--dir", str(folder))
-    up = floodgate("spark", "up", *args, "--driver-memory", "1g", "--no-warm")
-    assert up.returncode == 0, up.stderr
     try:
         first = read_state(folder)
         os.killpg(first.server_pid, signal.SIGKILL)  # the JVM dies: the supervisor starts it again
