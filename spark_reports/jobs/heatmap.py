@@ -95,7 +95,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     # Timestamps as the contract stores them (UTC micros), whoever made the session.
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     source = sources.pick_source(spark, opts.input, opts.start, opts.end, opts.window_s)
-    first, last, brokers = _shape(spark, source, opts)
+    first, last, brokers, clusters = _shape(spark, source, opts)
     window_s = opts.window_s
     if window_s is None:
         window_s = hf.choose_window_s(_span_s(opts, first, last))
@@ -134,7 +134,6 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         )  # fmt: skip
         drills = []
         with ThreadPoolExecutor(max_workers=1) as pool:
-            clusters = pool.submit(_clusters, spark, source, opts)
             # The drill-downs' read of the 1 s table runs while quarantine/ is
             # written: two Spark jobs at once keep both cores busy through each
             # one's planning and single-task stages.
@@ -149,7 +148,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         total_rows = sum(r["rows"] for r in per_op.values())
         html = render_report(
             ReportData(
-                title=f"Latency report: {_clusters_text(opts.cluster, clusters.result())}, op {report_op}",
+                title=f"Latency report: {_clusters_text(opts.cluster, clusters)}, op {report_op}",
                 source=opts.input, first=first, last=last, window_s=window_s, rows=total_rows,
                 quarantined=reasons, op=report_op, verdict=verdict, table=source.table,
                 drills=drills, static=opts.static, **data,
@@ -224,10 +223,11 @@ def _checked(spark, source, opts: HeatmapOptions):
     return hf.with_quarantine_reason(selected)
 
 
-def _shape(spark, source, opts: HeatmapOptions) -> tuple[datetime, datetime, int]:
-    """First and last time of the selected rows (any rule broken) and how many brokers
-    they name, from ts and broker alone (Parquet reads those columns only): the window
-    and the slices the driver takes the aggregate in follow from them."""
+def _shape(spark, source, opts: HeatmapOptions) -> tuple[datetime, datetime, int, list[str]]:
+    """First and last time of the selected rows (any rule broken), how many brokers they
+    name and the clusters (for the page's title), from ts, broker and cluster alone
+    (Parquet reads those columns only): the window and the slices the driver takes the
+    aggregate in follow from them."""
     from pyspark.sql import functions as F
 
     from spark_reports.heatmap_report import frames as hf
@@ -236,23 +236,12 @@ def _shape(spark, source, opts: HeatmapOptions) -> tuple[datetime, datetime, int
     raw = conform_spark_frame(_read(spark, source.path))
     selected = hf.select_rows(raw, opts.start, opts.end, opts.cluster, opts.brokers, opts.ops)
     got = selected.agg(F.unix_seconds(F.min("ts")), F.unix_seconds(F.max("ts")),
-                       F.approx_count_distinct("broker")).first()  # fmt: skip
+                       F.approx_count_distinct("broker"), F.collect_set("cluster")).first()  # fmt: skip
     if got[0] is None:
         raise EmptyInput(f"no latency rows in {source.path}{_filters_text(opts)}")
     tail = 59 if source.rollup else 0  # a minute row's ts is its first second
     return (datetime.fromtimestamp(got[0], tz=UTC), datetime.fromtimestamp(got[1] + tail, tz=UTC),
-            int(got[2]))  # fmt: skip
-
-
-def _clusters(spark, source, opts: HeatmapOptions, most: int = 10) -> list[str]:
-    """The cluster names in the selected rows (up to most + 1), for the page's title."""
-    from spark_reports.heatmap_report import frames as hf
-    from spark_reports.schema import conform_spark_frame
-
-    raw = conform_spark_frame(_read(spark, source.path))
-    selected = hf.select_rows(raw, opts.start, opts.end, opts.cluster, opts.brokers, opts.ops)
-    rows = selected.select("cluster").distinct().limit(most + 1).collect()
-    return sorted(str(r["cluster"]) for r in rows if r["cluster"] is not None)
+            int(got[2]), sorted(str(c) for c in got[3]))  # fmt: skip
 
 
 def _clusters_text(asked: str | None, names: list[str], most: int = 10) -> str:
