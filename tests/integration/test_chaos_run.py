@@ -1,6 +1,8 @@
 """The CI-sized chaos run (`-m chaos`): two sync-replicated groups on hosts of their own
-under every fault kind for 45 s with a fixed seed; nothing acknowledged may be lost
-and no deposed master may acknowledge. The long run is bench/chaos_long.py."""
+under faults for 32 s with a fixed seed (11: a lossy link, an isolated master, a
+partition, a slow link); nothing acknowledged may be lost and no deposed master may
+acknowledge. Kills and pauses: tests/integration/test_ha_failover.py; the long run with
+every kind: bench/chaos_long.py."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def test_a_seeded_chaos_run_loses_nothing_acknowledged(tmp_path):
         history = tmp_path / "history.jsonl"
         run = subprocess.run(
             [sys.executable, "-m", "console.cli", "drill", "chaos", "--cluster",
-             str(data / "cluster.toml"), "--duration", "45", "--seed", "11", "--rate", "150",
+             str(data / "cluster.toml"), "--duration", "32", "--seed", "11", "--rate", "150",
              "--history", str(history), "--json"],
             capture_output=True, text=True, timeout=200)
     finally:

@@ -3,7 +3,8 @@
 2-core machine the producer carries the rate the demo announces, the stalled
 master's group is taken out of routing (excluded, not overflow) within a second,
 no fault-free group is isolated, and act 2 shows rule 4 (the cap of 1 of 4 full,
-the group isolated earliest serves again as overflow). The tight figures (p99,
+the group isolated earliest serves again as overflow); the summary has the shape
+`--json` promises, and nothing is left behind. The tight figures (p99,
 max, CPU) are the bench's (bench/cpu_per_message.py): this suite shares a loaded
 machine."""
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_core.cluster.ports import free_port_range
+from broker_core.cluster.ports import free_port_range, port_free
 from broker_core.cluster.zookeeper import available as zk_missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow,
@@ -39,9 +40,10 @@ def test_make_demo_isolates_the_stalled_master_and_no_healthy_group(tmp_path):
     groups = int(args[args.index("--groups") + 1])
     assert groups >= 4  # seed 000's 30 % cap lets the fuse take one out
     floodgate = Path(sys.executable).with_name("floodgate")
+    base, ports = free_port_range(3 * 2 * groups + 2), 3 * 2 * groups + 2
     proc = subprocess.run(
         [str(floodgate), "demo", *args, "--headless", "52", "--json", "--with-tui",
-         "--base-port", str(free_port_range(3 * 2 * groups + 2))],
+         "--base-port", str(base)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
         env={**os.environ, "TMPDIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
@@ -62,4 +64,28 @@ def test_make_demo_isolates_the_stalled_master_and_no_healthy_group(tmp_path):
     # act 2: the cap (1 of 4) is full, so group-2, isolated earliest, serves again
     assert ("group-2", "overflow") in events, events
     assert run["client_lateness"]["beats"] > 1000  # the producer's loop beat all along
+    assert_summary_shape(run, groups)
     assert not list(tmp_path.glob("floodgate-demo-*"))  # its temporary data: gone
+    assert all(port_free(p) for p in range(base, base + ports))  # every process stopped
+
+
+def assert_summary_shape(run: dict, groups: int) -> None:
+    """What `--json` promises a script: each broker's figures, the fuse's transitions,
+    and the demo's clients (two consumer groups judged by the brokers, a throttled
+    flood, payments published transactionally and consumed orderly by the ledger)."""
+    names = [f"group-{g}-{side}" for g in range(1, groups + 1) for side in "ab"]
+    assert sorted(b["name"] for b in run["brokers"]) == sorted(names)
+    assert all(set(b) == {"name", "state", "p99_s", "max_s", "faulted", "faults", "isolations"}
+               and b["state"] in {"UP", "SLOW", "ISOLATED", "DOWN"} for b in run["brokers"])
+    assert {"false_isolations", "stall_detection", "client_lateness", "excused"} <= set(run)
+    assert run["acked"] > 1000 and "stall_ms=800.0" in run["faults"][0]["action"]
+    for t in run["fuse_transitions"]:
+        assert set(t) == {"time", "broker", "event", "reason"}
+        assert t["event"] in ("isolate", "release", "overflow", "reexclude")
+    assert set(run["consumer_groups"]) == {"billing", "warehouse", "ledger"}
+    assert run["consumer_groups"]["billing"]["status"] in ("OK", "WARNING")
+    tx = run["transactions"]
+    assert tx["committed"] > 0 and tx["rolled_back"].get("producer", 0) > 0, tx
+    assert tx["locks_held"] > 0, tx
+    assert tx["acl_denied"] == 0, tx  # every client allowed what its job needs, no more
+    assert run["throttled_total"] > 0
