@@ -181,7 +181,10 @@ def measure(procs: dict[str, int], seconds: float, count=None, consumed=None) ->
 
 
 def http_json(addr: str, path: str) -> dict:
-    with urllib.request.urlopen(f"http://{addr}{path}", timeout=5) as r:
+    from broker_core.acl import tls
+
+    url, ctx = tls.broker_http(addr, path)  # https once tls.use() named the cluster's CA
+    with urllib.request.urlopen(url, timeout=5, context=ctx) as r:
         return json.loads(r.read())
 
 
@@ -321,10 +324,10 @@ def run_pair(tmp: Path, rate: float, seconds: float, warm: float, consumers: boo
 
 
 def run_demo(tmp: Path, seconds: float, warm: float, groups: int,
-             rate: float | None = None) -> tuple[Window, dict]:
+             rate: float | None = None, flags: tuple[str, ...] = ()) -> tuple[Window, dict]:
     """`floodgate demo --groups G --headless` as make demo runs it (with the TUI)."""
     base = free_port_range(3 * 2 * groups + 2)
-    extra = ["--rate", f"{rate:g}"] if rate else []
+    extra = [*(["--rate", f"{rate:g}"] if rate else []), *flags]
     proc = subprocess.Popen([*FLOODGATE, "demo", *extra, "--groups", str(groups), "--headless",
                              str(warm + seconds + 30), "--json", "--with-tui", "--base-port",
                              str(base)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -354,6 +357,10 @@ def run_demo(tmp: Path, seconds: float, warm: float, groups: int,
     from broker_core.cluster.cluster_file import load_cluster
 
     spec = load_cluster(next(tmp.glob("floodgate-demo-*/cluster.toml")))
+    if spec.tls_ca:  # the demo serves TLS: its HTTP ports too
+        from broker_core.acl import tls
+
+        tls.use(spec.tls_ca)
 
     def stored() -> int:  # by every master: the load, the batch producer, trace batches
         total = 0
@@ -364,6 +371,8 @@ def run_demo(tmp: Path, seconds: float, warm: float, groups: int,
                 pass
         return total
 
+    if not stored():
+        raise RuntimeError("no master of the demo answered /stats")
     w = measure(procs, seconds, stored)
     proc.send_signal(signal.SIGTERM)  # the run ends here: its summary, then everything stops
     out, _ = proc.communicate(timeout=120)
@@ -387,6 +396,8 @@ def main() -> int:
                     help="each round measures every scenario in turn; medians are reported")
     ap.add_argument("--groups", type=int, default=4, help="demo groups (make demo's)")
     ap.add_argument("--demo-rate", type=float, help="demo --rate (default: the demo's own)")
+    ap.add_argument("--demo-flags", default="", metavar="'--no-tls ...'",
+                    help="more flags for the demo (what a part costs: --no-tls, --no-acl)")
     ap.add_argument("--only", help="comma-separated: floor,single,flat,pair,consumers,trace,demo")
     ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--consume", nargs=2, help=argparse.SUPPRESS)
@@ -414,7 +425,8 @@ def main() -> int:
                     runs.setdefault(name, []).append(run())
         demo = None
         if "demo" in only:
-            demo = run_demo(tmp, s * 3, wu, args.groups, args.demo_rate)
+            demo = run_demo(tmp, s * 3, wu, args.groups, args.demo_rate,
+                            tuple(args.demo_flags.split()))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -319,18 +319,29 @@ class Broker:
         """Close finished seconds and take the tick's snapshot; returns the seconds
         closed (the metrics log writes them). The topic and offset tables are saved
         by `save_tables`, off the loop."""
+        closed = self.close_seconds()
+        self.refresh()
+        return closed
+
+    def close_seconds(self):
+        """The tick's first half, cheap, run at the second's boundary so that each
+        closed second holds its own requests: the seconds that ended."""
         flush = self.store.take_latency().get("flush")
         if flush is not None and flush.hist.count:
             self.recorder.add("flush", flush)
+        return self.recorder.roll()
+
+    def refresh(self) -> None:
+        """The tick's second half (~10 ms of the loop under load: the windows'
+        percentiles, the backlog): consumer backlog, queue heat, trace records, the
+        snapshot that /stats and the metrics log serve."""
         committed = self.offsets.offsets
         if broadcast := self.broadcast.offsets():  # each instance judged as a group of its own
             committed = {**committed, **broadcast}
         self.backlog.sample(committed, lambda t, q: self.store.queue_offsets(t, q)[1])
         self.heat.tick()
         self.trace_store.flush()
-        closed = self.recorder.roll()
         self.latest = take_snapshot(self)
-        return closed
 
     def save_tables(self) -> Callable[[], None] | None:
         """The writes of the topic and offset tables that changed, to run on a worker

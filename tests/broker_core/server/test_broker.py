@@ -85,6 +85,29 @@ def test_tick_takes_the_snapshot_every_exporter_reads(broker):
     assert doc["broker"] == "b1" and len(doc["history"]["send"]) == 1
 
 
+def test_a_second_closed_at_its_boundary_holds_only_its_own_sends(broker):
+    """The tick's halves: the seconds close at the boundary; the snapshot comes later in
+    the second (runner.tick_phase), and a send between the two belongs to the new second."""
+    send(broker)
+    broker.clock.t += 1
+    closed = broker.close_seconds()
+    send(broker)  # after the boundary, before the heavy half
+    broker.refresh()
+    assert [s.ops["send"].msgs for s in closed] == [1]
+    assert broker.snapshot().windows["send"]["1s"].msgs_per_s == 1
+    broker.clock.t += 1
+    assert [s.ops["send"].msgs for s in broker.close_seconds()] == [1]
+
+
+def test_brokers_a_launcher_starts_on_one_host_tick_apart():
+    from broker_core.server.runner import TICK_SPREAD_S, tick_phase
+
+    for stride, count in ((1, 11), (2, 11), (3, 8)):
+        phases = sorted(tick_phase(20900 + stride * i) for i in range(count))
+        assert TICK_SPREAD_S[0] <= phases[0] and phases[-1] < TICK_SPREAD_S[1]
+        assert min(b - a for a, b in zip(phases, phases[1:])) > 0.07, (stride, phases)
+
+
 def test_a_topic_made_just_before_a_crash_comes_back_from_the_store(tmp_path):
     """The topic table is saved by the tick, off the loop: a broker killed before that
     must still serve the topic's stored messages to a new group after it restarts."""
