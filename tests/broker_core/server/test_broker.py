@@ -100,12 +100,14 @@ def test_a_second_closed_at_its_boundary_holds_only_its_own_sends(broker):
 
 
 def test_brokers_a_launcher_starts_on_one_host_tick_apart():
+    from itertools import pairwise
+
     from broker_core.server.runner import TICK_SPREAD_S, tick_phase
 
     for stride, count in ((1, 11), (2, 11), (3, 8)):
         phases = sorted(tick_phase(20900 + stride * i) for i in range(count))
         assert TICK_SPREAD_S[0] <= phases[0] and phases[-1] < TICK_SPREAD_S[1]
-        assert min(b - a for a, b in zip(phases, phases[1:])) > 0.07, (stride, phases)
+        assert min(b - a for a, b in pairwise(phases)) > 0.07, (stride, phases)
 
 
 def test_a_topic_made_just_before_a_crash_comes_back_from_the_store(tmp_path):
