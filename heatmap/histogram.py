@@ -273,6 +273,21 @@ class LatencyHistogram:
             "buckets": {str(i): c for i, c in sorted(self._buckets.items())},
         }
 
+    def counts_view(self) -> Mapping[int, int]:
+        """The sparse counts as held (index -> count), not copied: for a caller keeping
+        running sums of many histograms (broker_core.observe.recorder). Read only."""
+        self._fold()
+        return self._buckets
+
+    @classmethod
+    def from_parts(cls, buckets: dict[int, int], count: int, total: float, lo: float,
+                   hi: float, schema: int = SCHEMA) -> LatencyHistogram:
+        """A histogram of parts already consistent (kept running sums): no checks, and
+        `buckets` is taken, not copied."""
+        new = cls(schema)
+        new._buckets, new._count, new._sum, new._min, new._max = buckets, count, total, lo, hi
+        return new
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LatencyHistogram:
         """Inverse of :meth:`to_dict`; HeatmapError naming the field if inconsistent."""

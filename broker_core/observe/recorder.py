@@ -18,6 +18,7 @@ from heatmap import LatencyHistogram
 from heatmap.op_latency import OpLatency
 from heatmap.sla import HISTORY_S
 
+_inf = float("inf")
 HISTORY_SECONDS = HISTORY_S  # heatmap.sla: the same window everywhere
 WINDOWS_S = (1, 10, 60)
 
@@ -50,6 +51,10 @@ class OpRecorder:
         self._second = int(clock())
         self._current = {op: OpSecond() for op in self.ops}
         self.history: deque[ClosedSecond] = deque(maxlen=history_s)
+        # Bucket counts of each op over the last w closed seconds (WINDOWS_S), kept by
+        # adding the second that closes and taking out the one that leaves: a snapshot
+        # merged 71 histograms an op each tick (~2 ms of the loop, the tick's largest part).
+        self._running = {op: {w: {} for w in WINDOWS_S if w < history_s} for op in self.ops}
         self.total = {op: LatencyHistogram() for op in self.ops}
         self.msgs_total = dict.fromkeys(self.ops, 0)
         self.bytes_total = dict.fromkeys(self.ops, 0)
@@ -84,6 +89,7 @@ class OpRecorder:
                 self.errors_total[op] += fig.errors
                 self.over_sla_total[op] += fig.over_sla
             self.history.append(second)
+            self._slide(second)
             closed.append(second)
             self._current = {op: OpSecond() for op in self.ops}
             self._second += 1
@@ -91,16 +97,52 @@ class OpRecorder:
                 self._second = now - self.history.maxlen
         return closed
 
+    def _slide(self, second: ClosedSecond) -> None:
+        n = len(self.history)
+        for op, fig in second.ops.items():
+            for w, counts in self._running[op].items():
+                _add_counts(counts, fig.hist.counts_view(), 1)
+                if n > w:
+                    _add_counts(counts, self.history[n - w - 1].ops[op].hist.counts_view(), -1)
+
     def window(self, op: str, seconds: int) -> OpSecond:
         """Merged figures of the last ``seconds`` closed seconds."""
+        n = len(self.history)
+        recent = [self.history[i] for i in range(max(0, n - seconds), n)]
+        running = self._running[op].get(seconds)
         out = OpSecond()
-        for second in list(self.history)[-seconds:]:
+        if running is None:
+            for second in recent:
+                fig = second.ops[op]
+                out.merge(fig)
+                out.msgs += fig.msgs
+                out.bytes += fig.bytes
+                out.errors += fig.errors
+            return out
+        # the counts are kept; the rest is a pass over scalars, in the order a merge adds
+        count, total, lo, hi = 0, 0.0, _inf, -_inf
+        for second in recent:
             fig = second.ops[op]
-            out.merge(fig)
+            h = fig.hist
+            if c := h.count:
+                count += c
+                total += h.sum
+                lo, hi = min(lo, h.min), max(hi, h.max)
+            out.over_sla += fig.over_sla
             out.msgs += fig.msgs
             out.bytes += fig.bytes
             out.errors += fig.errors
+        out.hist = LatencyHistogram.from_parts(dict(running), count, total, lo, hi)
         return out
+
+
+def _add_counts(into: dict[int, int], counts, sign: int) -> None:
+    get = into.get
+    for i, c in counts.items():
+        if v := get(i, 0) + sign * c:
+            into[i] = v
+        else:
+            del into[i]
 
 
 def summarize(fig: OpSecond, seconds: int) -> OpWindow:
