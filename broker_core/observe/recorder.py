@@ -105,20 +105,25 @@ class OpRecorder:
                 if n > w:
                     _add_counts(counts, self.history[n - w - 1].ops[op].hist.counts_view(), -1)
 
+    def merged_window(self, op: str, seconds: int) -> OpSecond:
+        """The last ``seconds`` closed seconds merged one by one: windows not kept running."""
+        out = OpSecond()
+        for second in list(self.history)[-seconds:]:
+            fig = second.ops[op]
+            out.merge(fig)
+            out.msgs += fig.msgs
+            out.bytes += fig.bytes
+            out.errors += fig.errors
+        return out
+
     def window(self, op: str, seconds: int) -> OpSecond:
         """Merged figures of the last ``seconds`` closed seconds."""
+        running = self._running[op].get(seconds)
+        if running is None:
+            return self.merged_window(op, seconds)
         n = len(self.history)
         recent = [self.history[i] for i in range(max(0, n - seconds), n)]
-        running = self._running[op].get(seconds)
         out = OpSecond()
-        if running is None:
-            for second in recent:
-                fig = second.ops[op]
-                out.merge(fig)
-                out.msgs += fig.msgs
-                out.bytes += fig.bytes
-                out.errors += fig.errors
-            return out
         # the counts are kept; the rest is a pass over scalars, in the order a merge adds
         count, total, lo, hi = 0, 0.0, _inf, -_inf
         for second in recent:
