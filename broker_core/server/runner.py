@@ -72,16 +72,17 @@ async def _tick(broker: Broker, writer: MetricsLogWriter) -> None:
         now = time.time()
         await asyncio.sleep(1.0 - (now % 1.0) + 0.001)  # just after each second boundary
         closed = broker.close_seconds()
-        await asyncio.sleep(phase)
-        broker.refresh()
+        try:
+            await asyncio.sleep(phase)
+        finally:  # stopped in between: the seconds closed still reach the metrics log
+            broker.refresh()
+            if closed:
+                writer.add(broker.snapshot(), closed)
         if saving is None or saving.done():
             save = broker.save_tables()
             if save is not None:
                 saving = loop.run_in_executor(None, save)
-        if not closed:
-            continue
-        writer.add(broker.snapshot(), closed)
-        if writer.due(time.time()) and (rolling is None or rolling.done()):
+        if closed and writer.due(time.time()) and (rolling is None or rolling.done()):
             # Off the loop: converting two minutes of rows, the Parquet write and two
             # fsyncs took 50 ms and more under load, and held every send meanwhile.
             rolling = loop.run_in_executor(None, writer.roll, writer.take())

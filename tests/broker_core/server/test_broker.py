@@ -110,6 +110,31 @@ def test_brokers_a_launcher_starts_on_one_host_tick_apart():
         assert min(b - a for a, b in pairwise(phases)) > 0.07, (stride, phases)
 
 
+def test_a_broker_stopped_before_its_tick_phase_still_logs_the_seconds_it_closed(broker, tmp_path):
+    """Stopped between the boundary (seconds closed) and its phase (the snapshot): the
+    closed second's rows reach the metrics log all the same (shutdown then closes only
+    the seconds after it)."""
+    import time
+
+    from broker_core.observe.metrics_log import MetricsLogWriter
+    from broker_core.server.runner import _tick, tick_phase
+
+    assert tick_phase(broker.config.port) > 0.5  # the default port: late in the second
+    writer = MetricsLogWriter(tmp_path / "metrics", "c", "b1")
+    send(broker)
+    broker.clock.t += 1  # the send's second has ended on the broker's clock
+
+    async def stopped_mid_tick() -> None:
+        task = asyncio.ensure_future(_tick(broker, writer))
+        await asyncio.sleep(1.0 - time.time() % 1.0 + 0.3)  # past a boundary, before the phase
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(stopped_mid_tick())
+    latency, stats, _ = writer.take()
+    assert [(r["op"], r["msgs"]) for r in latency] == [("send", 1)] and len(stats) == 1
+
+
 def test_a_topic_made_just_before_a_crash_comes_back_from_the_store(tmp_path):
     """The topic table is saved by the tick, off the loop: a broker killed before that
     must still serve the topic's stored messages to a new group after it restarts."""
