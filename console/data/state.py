@@ -285,13 +285,16 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
     name = stats.broker or sample.name
     send10, pull10 = stats.window("send", "10s"), stats.window("pull", "10s")
     slow = _judge(send10, sla_max_s)
-    if name in isolated:
-        state, reason = "ISOLATED", isolated[name] + (f"; {slow}" if slow else "")
+    ha = stats.ha
+    # a replicated cluster's producers route, and so isolate, groups: its master is out
+    fused = isolated.get(name) or (isolated.get(ha.group) if ha and ha.role == "MASTER"
+                                   else None)  # fmt: skip
+    if fused:
+        state, reason = "ISOLATED", fused + (f"; {slow}" if slow else "")
     elif slow:
         state, reason = "SLOW", slow
     else:
         state, reason = "UP", ""
-    ha = stats.ha
     return BrokerView(
         key=sample.key, name=name, state=state, reason=reason, failures=0,
         group=ha.group if ha else None, role=ha.role if ha else None,

@@ -102,3 +102,18 @@ def test_a_failover_whose_old_master_still_answers_says_it_was_cut_off():
     assert text == ("failover: master of g1 at epoch 2 (was SLAVE): failover: g1-a lost its "
                     "ZooKeeper session; g1-a still answers here: cut off from ZooKeeper, "
                     "not dead")
+
+
+def test_the_master_of_a_group_the_fuse_isolates_reads_isolated_its_slave_does_not():
+    from broker_core.observe.stats_doc import ProducerStats
+    from console.data.state import ProducerSample
+
+    fuse = {"cap": 1, "excluded": ["g1"], "overflow": [],
+            "isolated": [{"broker": "g1", "reason": "slow", "left_s": 30}]}
+    producer = ProducerSample("p", ProducerStats.from_dict({"producer": "demo", "fuse": fuse}))
+    s = build_state([sample(doc("g1-a", "g1", "MASTER", 1), "a"),
+                     sample(doc("g1-b", "g1", "SLAVE", 1), "b"),
+                     sample(doc("g2-a", "g2", "MASTER", 1), "c")], [producer], now=1)
+    assert [(b.name, b.state) for b in s.brokers] == [
+        ("g1-a", "ISOLATED"), ("g1-b", "UP"), ("g2-a", "UP")]
+    assert s.brokers[0].reason == "fuse of demo: slow"
