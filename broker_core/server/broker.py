@@ -332,9 +332,9 @@ class Broker:
         return self.recorder.roll()
 
     def refresh(self) -> None:
-        """The tick's second half (~10 ms of the loop under load: the windows'
-        percentiles, the backlog): consumer backlog, queue heat, trace records, the
-        snapshot that /stats and the metrics log serve."""
+        """The tick's second half (~5 ms of a demo master's loop: the windows'
+        percentiles, the backlog report, the hottest queues): consumer backlog, queue
+        heat, trace records, the snapshot that /stats and the metrics log serve."""
         committed = self.offsets.offsets
         if broadcast := self.broadcast.offsets():  # each instance judged as a group of its own
             committed = {**committed, **broadcast}
