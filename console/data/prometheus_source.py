@@ -21,7 +21,7 @@ from typing import Any
 from broker_core.observe import metric_names as n
 from broker_core.observe.figures import DiskFigures, OpWindow
 from broker_core.observe.stats_doc import BrokerStats
-from console.data.sources import _reason
+from console.data.kept_http import reason as _reason
 from console.data.state import BrokerSample
 
 STALE_S = 30.0  # no scrape of a broker for this long: DOWN

@@ -12,64 +12,19 @@ the full 5 minutes every second.
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from broker_core.client.admin import NOT_HTTP
 from broker_core.observe.stats_doc import BrokerStats, ProducerStats
 from console.data.histories import HISTORY_S
+from console.data.kept_http import KeptConnections, decode
 from console.data.state import BrokerSample, ProducerSample
 
 SHOWN_HISTORY = ("send",)  # the only per-second histograms the console draws
-
-
-def fetch_json(addr: str, path: str, timeout: float,
-               broker: bool = False) -> tuple[Mapping[str, Any] | None, str | None]:
-    """(document, None) or (None, one-line reason). `broker`: a broker's HTTP port (https
-    when this process has TLS settings: acl.tls); a producer's is plain HTTP."""
-    from broker_core.acl import tls
-
-    if broker:
-        url, ctx = tls.broker_http(addr, path)
-    else:
-        url, ctx = (addr if addr.startswith("http") else f"http://{addr}").rstrip("/") + path, None
-    try:
-        with urllib.request.urlopen(url, timeout=timeout, context=ctx) as resp:
-            body = resp.read()
-    except urllib.error.HTTPError as exc:
-        return None, f"HTTP {exc.code} from {path.split('?')[0]}"
-    except http.client.HTTPException:
-        return None, NOT_HTTP
-    except urllib.error.URLError as exc:
-        return None, _reason(exc.reason)
-    except (OSError, ValueError) as exc:
-        return None, _reason(exc)
-    return decode(body)
-
-
-def _reason(exc: Any) -> str:
-    if isinstance(exc, TimeoutError) or "timed out" in str(exc):
-        return "timed out"
-    if isinstance(exc, ConnectionRefusedError) or "Connection refused" in str(exc):
-        return "connection refused"
-    return str(exc) or type(exc).__name__
-
-
-def decode(body: bytes | str) -> tuple[Mapping[str, Any] | None, str | None]:
-    try:
-        doc = json.loads(body)
-    except ValueError as exc:
-        return None, f"malformed /stats: {exc}"
-    if not isinstance(doc, Mapping):
-        return None, "malformed /stats: not a JSON object"
-    return doc, None
 
 
 def producer_sample(key: str, doc: Mapping[str, Any] | None, error: str | None
@@ -90,11 +45,12 @@ class HttpBrokers:
                                         thread_name_prefix="floodgate-poll")
         self._clock = clock
         self._last_ok: dict[str, float] = {}
+        self.http = KeptConnections(timeout, broker=True)
 
     def _one(self, name: str, http: str) -> BrokerSample:
         last = self._last_ok.get(http)
         history = HISTORY_S if last is None else min(HISTORY_S, int(self._clock() - last) + 3)
-        doc, error = fetch_json(http, f"/stats?history={history}", self.timeout, broker=True)
+        doc, error = self.http.get(http, f"/stats?history={history}")
         if doc is None:
             return BrokerSample(http, name, None, error)
         self._last_ok[http] = self._clock()
@@ -105,17 +61,19 @@ class HttpBrokers:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.http.close()
 
 
 class HttpProducers:
     def __init__(self, addrs: Sequence[str], timeout: float = 0.8) -> None:
         self.addrs, self.timeout = list(addrs), timeout
+        self.http = KeptConnections(timeout, broker=False)
 
     def fetch(self) -> list[ProducerSample]:
-        return [producer_sample(a, *fetch_json(a, "/stats", self.timeout)) for a in self.addrs]
+        return [producer_sample(a, *self.http.get(a, "/stats")) for a in self.addrs]
 
     def close(self) -> None:
-        pass
+        self.http.close()
 
 
 class ReplayDir:

@@ -57,6 +57,15 @@ def test_a_tls_cluster_end_to_end_and_clear_refusals(cluster_factory, no_tls_env
     url, ctx = broker_http(http, "/stats")
     assert url.startswith("https://")
     assert b'"broker"' in urllib.request.urlopen(url, context=ctx, timeout=5).read()
+    # the console polls over TLS on one kept connection, not a handshake a poll
+    from console.data.sources import HttpBrokers
+
+    console = HttpBrokers([("b0", http)], timeout=5)
+    try:
+        samples = [console.fetch()[0] for _ in range(3)]
+    finally:
+        console.close()
+    assert [s.error for s in samples] == [None] * 3 and console.http.opened == 1
 
 
 def test_mutual_tls_refuses_a_client_without_a_certificate(cluster_factory, no_tls_env,
