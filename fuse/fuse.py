@@ -295,7 +295,7 @@ class Fuse:
             entries = k.list
             isolated = tuple(
                 IsolatedBroker(st.name, st.reason, st.since, st.until, max(0.0, st.until - now),
-                               st.overflow, st.offences, st.repeats)
+                               st.overflow, st.offences, st.repeats, st.cause)
                 for st in entries.entries
             )
             return FuseSnapshot(

@@ -196,6 +196,7 @@ class Keeper:
         state.repeats = state.repeats + 1 if repeat else 0
         state.duration_s = min(cfg.isolation_s * cfg.backoff**state.repeats, cfg.max_isolation_s)
         state.offences = 1
+        state.cause = reason
         state.episode_errors = int(error)
         state.worst_rt_s = 0.0 if error else rt
         state.since = now

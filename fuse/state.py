@@ -27,7 +27,8 @@ class BrokerState:
     samples: int = 0
     isolated: bool = False
     overflow: bool = False
-    reason: str = ""
+    reason: str = ""  # of the latest offence
+    cause: str = ""  # what isolated it: the reason of its first offence this isolation
     since: float = 0.0
     until: float = 0.0
     last_offence: float = 0.0
@@ -69,11 +70,12 @@ class IsolatedBroker:
     overflow: bool  # isolated but serving because of the cap
     offences: int
     repeats: int
+    cause: str = ""  # what isolated it (the transition's reason): slow | error
 
     def to_dict(self) -> dict[str, Any]:
-        return {"broker": self.broker, "reason": self.reason, "since": self.since,
-                "until": self.until, "left_s": self.left_s, "overflow": self.overflow,
-                "offences": self.offences, "repeats": self.repeats}
+        return {"broker": self.broker, "reason": self.reason, "cause": self.cause,
+                "since": self.since, "until": self.until, "left_s": self.left_s,
+                "overflow": self.overflow, "offences": self.offences, "repeats": self.repeats}
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,18 @@ def test_error_isolates_and_choose_skips_it():
     assert (entry.broker, entry.reason, entry.overflow) == ("b3", "error", False)
 
 
+def test_the_cause_of_an_isolation_stays_while_its_latest_offence_changes():
+    fuse, clock = make(10)
+    fuse.report("b3", 0.001, ok=False)  # isolated for an error ...
+    clock.advance(0.5)
+    slow(fuse, "b3", 0.200)  # ... then its calls in flight come back slow
+    snap = fuse.snapshot()
+    entry = snap.isolated[0]
+    assert (entry.cause, entry.reason, entry.offences) == ("error", "slow", 3)
+    assert [(t.event, t.reason) for t in snap.transitions] == [("isolate", "error")]
+    assert snap.to_dict()["isolated"][0]["cause"] == "error"
+
+
 def test_slow_calls_isolate_fast_calls_do_not():
     fuse, _ = make(10)
     slow(fuse, "b1", 0.009)

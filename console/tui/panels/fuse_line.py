@@ -19,14 +19,24 @@ WHY = {"slow": "slowness", "error": "errors"}  # isolated for …
 BEING = {"slow": "slow", "error": "erroring"}  # … serving as overflow
 
 
+def why(e) -> str:
+    """`errors`, or `errors (now slow)` when its latest offence differs from what isolated
+    it (the transitions table shows the cause: the line must not contradict it)."""
+    latest = e.get("reason")
+    cause = e.get("cause") or latest  # a producer before `cause` sent the latest only
+    if not cause:
+        return ""
+    text = WHY.get(cause, cause)
+    return text + (f" (now {BEING.get(latest, latest)})" if latest and latest != cause else "")
+
+
 def _isolated(c: FuseCounts, broker: str) -> str:
     e = c.entry(broker)
-    reason = e.get("reason")
     text = f"{broker} isolated"
     if e.get("since_wall"):
         text += f" {clock(e['since_wall'])}"
-    if reason:
-        text += f" for {WHY.get(reason, reason)}"
+    if reason := why(e):
+        text += f" for {reason}"
     left = e.get("left_s")
     return text + (f", {left:.0f} s left" if isinstance(left, int | float) else "")
 

@@ -42,10 +42,17 @@ def render(state, focus=None):
             table.add_column(label)
         for i in c.isolated:
             left = i.get("left_s")
-            table.add_row(str(i.get("broker")), str(i.get("reason")),
+            table.add_row(str(i.get("broker")), _reason(i),
                           clock(i.get("since_wall")),
                           f"{left:.0f} s" if isinstance(left, int | float) else "-",
                           Text("overflow (rule 4)", style="yellow") if i["broker"] in c.overflow
                           else Text("excluded", style="magenta"), str(i.get("offences", "")))
         parts.append(table if c.isolated else Text("no broker isolated", style="green"))
     return Group(*parts)
+
+
+def _reason(i) -> str:
+    """What isolated the broker (the transitions' word), and its latest offence if other."""
+    latest = i.get("reason")
+    cause = i.get("cause") or latest  # a producer before `cause` sent the latest only
+    return f"{cause}, now {latest}" if latest and cause != latest else str(cause or "-")

@@ -53,6 +53,16 @@ def test_one_isolated_for_slowness():
         "fuse: broker-2 isolated 00:41:07 for slowness, 42 s left; cap 1 of 6 brokers full"
 
 
+def test_the_cause_is_said_and_a_different_latest_offence_beside_it():
+    e = {**entry("broker-2", "slow"), "cause": "error"}
+    assert sentence(producer(fuse(e))) == ("fuse: broker-2 isolated 00:41:07 for errors (now "
+                                           "slow), 42 s left; cap 1 of 6 brokers full")
+    console = Console(width=200)
+    with console.capture() as out:
+        console.print(render_panel("fuse_status", build_state([], [producer(fuse(e))], None, T0)))
+    assert "broker-2  error, now slow" in out.get()
+
+
 def test_isolated_and_overflow_by_rule_4_earliest_first():
     f = fuse(entry("broker-4", "error", since=2400, overflow=True),
              entry("broker-1", since=2410, overflow=True), entry("broker-2", left=5))
