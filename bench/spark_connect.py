@@ -89,14 +89,14 @@ def main() -> int:
     sc = ["--port", str(a.port), "--dir", str(work / "server")]
     try:
         if not (log / "latency").exists():
-            wall, rss, code, tail = run_tree([*FLOODGATE, "gen", "double11", "--brokers",
+            wall, rss, _, code, tail = run_tree([*FLOODGATE, "gen", "double11", "--brokers",
                                               str(a.brokers), "--hours", str(a.hours), "--out",
                                               str(log), "--json"], a.timeout)  # fmt: skip
             print(f"gen double11 {a.brokers} x {a.hours:g} h: {wall:.1f} s, peak RSS {rss:.0f} MiB")
         size = sum(f.stat().st_size for f in log.rglob("*.parquet"))
         print(f"log {log}: {size / 2**30:.2f} GiB of Parquet")
         memory = ["--driver-memory", a.driver_memory] if a.driver_memory else []
-        wall, rss, code, tail = run_tree([*FLOODGATE, "spark", "up", *sc, *memory, "--json"], 300)
+        wall, rss, _, code, tail = run_tree([*FLOODGATE, "spark", "up", *sc, *memory, "--json"], 300)
         if code != 0:
             print(f"spark up failed: {tail}")
             return 1
@@ -107,13 +107,13 @@ def main() -> int:
             out = work / report
             cold_s = float("nan")
             if a.cold:
-                cold_s, cold_rss, code, tail = run_tree(report_cmd(report, log, out), a.timeout)
+                cold_s, cold_rss, _, code, tail = run_tree(report_cmd(report, log, out), a.timeout)
                 print(f"{report} cold (local[*], JVM start counted): {cold_s:.1f} s, peak RSS "
                       f"{cold_rss:.0f} MiB, exit {code}")  # fmt: skip
             warm, client = [], 0.0
             with ServerRss(state["server_pid"]) as server:
                 for _ in range(a.runs):
-                    s, rss, code, tail = run_tree(report_cmd(report, log, out, "--remote", url),
+                    s, rss, _, code, tail = run_tree(report_cmd(report, log, out, "--remote", url),
                                                   a.timeout)  # fmt: skip
                     if code not in (0, 1):
                         print(f"  warm run failed: {tail}")
