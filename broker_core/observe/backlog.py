@@ -6,8 +6,11 @@ tick the broker samples, per (group, topic, queue), the group's committed
 offset and the queue's end; a queue's last `window` samples are judged:
 
 - OK: no lag, or lag that is not growing;
-- WARNING: the group moves, but its lag grew in every interval of the window
-  (at least `WARN_SAMPLES` samples): it consumes slower than producers write;
+- WARNING: the group moves, but since it last caught up (lag 0: Burrow's first
+  rule) its lag never fell, grew in at least a third of the intervals, and that over
+  at least `WARN_SAMPLES` samples: it consumes slower than producers write (a
+  group keeping up at a low rate, lag 0 0 0 0 2, or a steady lag that ticks up once,
+  3 3 3 3 4, is not behind);
 - STALLED: the group is alive (heartbeats or commits) but its offset has not
   moved for `stall_polls` samples while there is lag;
 - STOPPED: lag, and nothing from the group (no commit, no heartbeat) for
@@ -74,12 +77,22 @@ def judge(samples: Iterable[Sample], alive: bool, stall_polls: int = 2) -> Verdi
         status = "STOPPED"
     elif len(s) > stall_polls and len({x.committed for x in s[-stall_polls - 1:]}) == 1:
         status = "STALLED"
-    elif (len(s) >= WARN_SAMPLES and last.lag > first.lag
-          and all(b.lag >= a.lag for a, b in pairwise(s))):
-        status = "WARNING"  # Burrow's rule: lag up in every interval, not a sawtooth's noise
+    elif _falling_behind(s):
+        status = "WARNING"
     else:
         status = "OK"
     return Verdict(status, lag, trend, consume, produce, drain)
+
+
+def _falling_behind(s: list[Sample]) -> bool:
+    """Burrow's rules over the samples since the lag was last 0: never down (not a
+    sawtooth's noise), and up in at least a third of the intervals (not one blip)."""
+    since = next((i + 1 for i in range(len(s) - 1, -1, -1) if s[i].lag == 0), 0)
+    tail = [x.lag for x in s[since:]]
+    if len(tail) < WARN_SAMPLES:
+        return False
+    steps = list(pairwise(tail))
+    return all(b >= a for a, b in steps) and 3 * sum(b > a for a, b in steps) >= len(steps)
 
 
 def _slope(points: list[tuple[float, float]]) -> float:

@@ -30,6 +30,22 @@ def test_lag_that_grows_with_a_dip_is_not_a_warning():
     assert judge(s[:4], alive=True).status == "OK"  # too few samples for a trend
 
 
+def test_a_blip_after_keeping_up_or_on_a_steady_lag_is_not_a_warning():
+    # a group keeping up at 40 msgs/s: lag 0 at each sample, then 2 in flight at the last
+    s = series([40 * i for i in range(9)] + [358], [40 * i for i in range(10)])
+    assert judge(s, alive=True).status == "OK"
+    # a steady 3 in flight that ticks up once
+    s = series([100 * i for i in range(10)], [100 * i + 3 for i in range(9)] + [904])
+    assert judge(s, alive=True).status == "OK"
+    # behind since 5 samples ago, after keeping up: a warning without waiting for the window
+    s = series([10 * i for i in range(5)] + [40 + 8 * i for i in range(1, 6)],
+               [10 * i for i in range(10)])  # lags 0 0 0 0 0 2 4 6 8 10
+    assert judge(s, alive=True).status == "WARNING"
+    # falling behind by half a message a second: up in 3 of 7 intervals
+    s = series([40 * i for i in range(8)], [40 * i + 1 + i // 2 for i in range(8)])
+    assert judge(s, alive=True).status == "WARNING"  # lags 1 1 2 2 3 3 4 4
+
+
 def test_a_sawtooth_is_ok_and_drain_time_is_lag_over_the_net_rate():
     s = series([0, 90, 90, 300, 300, 500], [200, 300, 400, 500, 600, 700])
     v = judge(s, alive=True)
