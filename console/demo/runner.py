@@ -45,7 +45,7 @@ STALLS = {"stall_ms": 800.0, "stall_every_s": 3.0, "stall_random": True}
 ERRORS = {"error_rate": 0.2}
 # (seconds into the cycle, broker number (1-based), fault body or None to clear)
 FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
-    (6.0, 2, STALLS),  # act 1: isolated for slowness within a second
+    (6.0, 2, STALLS),  # act 1: busy answers (fast failure) and slow calls: isolated at once
     (36.0, 2, None),  # its stalls end; it stays isolated for its minute
     (45.0, 4, ERRORS),  # act 2: isolated for errors; the cap sends #2 back (rule 4)
     (75.0, 4, None),
