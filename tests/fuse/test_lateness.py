@@ -7,10 +7,12 @@ late timer runs, so after a pause the answers come first, then the beat.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from fuse import Fuse, FuseError
-from fuse.lateness import ClientLateness
+from fuse.lateness import KEEP_GAPS, ClientLateness
 from tests.clock import ManualClock
 
 BEAT = 0.005
@@ -179,3 +181,38 @@ def test_snapshot_and_metrics_carry_the_clients_lateness():
     fams = {f.name: f for f in metric_families(fuse.snapshot())}
     assert fams["floodgate_fuse_client_lateness_seconds"].samples[0][1] == pytest.approx(0.025)
     assert "floodgate_fuse_excused_total" in fams
+
+
+def _walked_cutoff(gaps: list[tuple[float, float]], t: float, need: float) -> float:
+    """The cutoff by walking every gap back from t (the definition, slowly)."""
+    for gap_start, gap_end in reversed(gaps):
+        if gap_end >= t:
+            t = min(t, gap_start)
+            continue
+        if t - gap_end >= need:
+            return t - need
+        need -= t - gap_end
+        t = gap_start
+    return t - need
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_cutoff_equals_walking_the_gaps_back(seed):
+    """The bisected cutoff is the walk's, on random beats: long runs of late ones,
+    lines reaching past every gap kept, and `now` read before the latest beat."""
+    rng = random.Random(seed)
+    late, t, gaps = ClientLateness(), 100.0, []
+    for beat in range(rng.choice([5, 300, 6 * KEEP_GAPS])):  # the last: trimmed twice
+        step = BEAT if rng.random() < 0.6 else BEAT + rng.uniform(0.002, 0.05)
+        if late.last is not None and step - BEAT > late.tolerance_s:
+            gaps.append((late.last, t + step))
+        t += step
+        late.beat(t, BEAT)
+        if beat % 11:
+            continue
+        kept = gaps[-len(late._gaps):] if late._gaps else []
+        for line in (0.0013, 0.0107, 0.1003, 1.0001, 100.0):  # (no ties with whole beats)
+            for now in (t, t + 0.003, t + 0.2, t - 0.004):
+                expected = _walked_cutoff(kept, late.watched_until(now), line)
+                assert late.cutoff(now, line) == pytest.approx(expected, abs=1e-9)
+    assert len(late._gaps) <= 2 * KEEP_GAPS
