@@ -14,6 +14,13 @@ pull woken meanwhile. On this kind of host a round trip's two system calls cost
 more than the Python that serves a message, so a consumer at the head of a
 paced stream gets a message every `hold_s` in bursts, not one pull per message.
 Timeouts are swept every SWEEP_S: no timer per held pull.
+
+A wide pull (a consumer's hundred queues of a topic with thousands) is checked in
+one pass over its queues when it comes in, and remembers which of them have
+something to answer: those behind then and those a message arrived in since. When
+arrivals make it due it reads just those, not every queue it names again; a pull
+answered at its timeout reads them all (what moved without an arrival, retention
+passing an offset, is answered then).
 """
 
 from __future__ import annotations
@@ -54,14 +61,17 @@ Reply = Callable[[list[bytes]], None]
 class HeldPull:
     """A pull waiting for one of its queues."""
 
-    __slots__ = ("rid", "req", "reply", "received", "deadline", "due", "done", "qids")
+    __slots__ = ("rid", "req", "reply", "received", "deadline", "due", "done", "qids", "reads")
 
     def __init__(self, rid: int, req: p.PullRequest, reply: Reply, received: float,
                  deadline: float) -> None:
         self.rid, self.req, self.reply, self.received = rid, req, reply, received
         self.deadline = deadline
         self.due = self.done = False
-        self.qids: frozenset[int] | None = None  # a wide pull's queues (held per topic)
+        # a wide pull's queues (held per topic): queue id -> its place in the pull, and
+        # the places of those with something to answer
+        self.qids: dict[int, int] | None = None
+        self.reads: set[int] = set()
 
 
 class PullContext(Protocol):
@@ -111,10 +121,13 @@ class PullOps:
         if (refusal := b.topics.read_refusal(req.topic, b.config.name)) is not None:
             return [p.encode_answer(Op.PULL, rid, Code.NO_PERMISSION, refusal.encode())]
         if req.timeout_ms:
-            waiting = self._available(req)
+            wide = len(req.queues) > NARROW
+            reads, waiting = self._behind(req) if wide else (None, self._available(req))
             if waiting < min(MIN_BATCH, req.max_msgs):
                 held = HeldPull(rid, req, reply, received, self._clock() + req.timeout_ms / 1000)
                 self._hold(held)
+                if reads is not None:
+                    held.reads = reads
                 if waiting:  # some are there: they go with the next batch
                     self._make_due(held)
                 return None
@@ -130,14 +143,31 @@ class PullOps:
         topic = req.topic
         return sum(max(0, offsets(topic, qid)[1] - offset) for qid, offset in req.queues)
 
-    def answer(self, rid: int, req: p.PullRequest, received: float) -> list[bytes]:
+    def _behind(self, req: p.PullRequest) -> tuple[set[int], int]:
+        """A wide pull's queues that are not caught up (their places in the pull) and
+        the messages they hold past its offsets: one pass, nothing read."""
+        queues, topic = self.broker.store.queue_table.queues, req.topic
+        places, waiting = set(), 0
+        for i, (qid, offset) in enumerate(req.queues):
+            cq = queues.get((topic, qid))
+            if cq is None:
+                if offset:  # past a queue never written: answered OFFSET_OVERFLOW
+                    places.add(i)
+            elif offset != cq.max_offset or cq.min_offset > offset:
+                places.add(i)
+                waiting += max(0, cq.max_offset - offset)
+        return places, waiting
+
+    def answer(self, rid: int, req: p.PullRequest, received: float,
+               queues: list[tuple[int, int]] | None = None) -> list[bytes]:
+        """The answer to `req`, reading `queues` (of a wide pull) or every queue it names."""
         b = self.broker
         left = req.max_msgs
         states, records = [], []
         offsets = b.store.queue_offsets
         wide = len(req.queues) > NARROW
         try:
-            for qid, offset in req.queues:
+            for qid, offset in req.queues if queues is None else queues:
                 if left <= 0:
                     if not wide:
                         states.append((qid, "NOT_READ", offset, 0, 0, 0))
@@ -169,7 +199,7 @@ class PullOps:
     def _hold(self, held: HeldPull) -> None:
         topic = held.req.topic
         if len(held.req.queues) > NARROW:
-            held.qids = frozenset(qid for qid, _offset in held.req.queues)
+            held.qids = {qid: i for i, (qid, _offset) in enumerate(held.req.queues)}
             self._wide.setdefault(topic, set()).add(held)
         else:
             for qid, _offset in held.req.queues:
@@ -189,8 +219,11 @@ class PullOps:
         wide = self._wide.get(topic)
         if wide:
             for h in wide:
-                if not h.due and queue_id in h.qids:
-                    self._make_due(h)
+                place = h.qids.get(queue_id)
+                if place is not None:
+                    h.reads.add(place)
+                    if not h.due:
+                        self._make_due(h)
 
     def _make_due(self, held: HeldPull) -> None:
         held.due = True
@@ -208,11 +241,11 @@ class PullOps:
         self._sweep = None
         now = self._clock()
         for held in [h for h in self._waiting if h.deadline <= now]:
-            self._finish(held)
+            self._finish(held, every_queue=True)
         if self._waiting:
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
 
-    def _finish(self, held: HeldPull) -> None:
+    def _finish(self, held: HeldPull, every_queue: bool = False) -> None:
         if held.done:
             return
         held.done = True
@@ -224,7 +257,8 @@ class PullOps:
                 wide.discard(held)
                 if not wide:
                     del self._wide[topic]
-            held.reply(self.answer(held.rid, held.req, held.received))
+            queues = None if every_queue else [held.req.queues[i] for i in sorted(held.reads)]
+            held.reply(self.answer(held.rid, held.req, held.received, queues))
             return
         for qid, _offset in held.req.queues:
             waiting = self._held.get((topic, qid))
@@ -237,4 +271,4 @@ class PullOps:
     def answer_all(self) -> None:
         """Shutting down: every held pull answered now (with what there is)."""
         for held in list(self._waiting):
-            self._finish(held)
+            self._finish(held, every_queue=True)

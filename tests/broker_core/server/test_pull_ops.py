@@ -113,6 +113,31 @@ def test_a_wide_pull_is_held_per_topic_and_woken_by_any_of_its_queues_only(broke
     asyncio.run(main())
 
 
+def test_a_woken_wide_pull_answers_what_was_behind_and_what_arrived_in_its_order(broker):
+    """Woken by arrivals, a wide pull reads the queues behind when it came in and those
+    a message arrived in since (not all it names again), in the pull's own order."""
+    from broker_core.server.pull_ops import NARROW
+
+    broker.topics.put("orders", 64)
+    order = list(range(10, NARROW + 26)) + list(range(10))  # a consumer's rotated share
+    send(broker, 12, b"behind")  # there before the pull: too few to answer at once
+    wide = [(q, 7 if q == 30 else 0) for q in order]  # queue 30: an offset past its end
+
+    async def main():
+        replies: list[list[bytes]] = []
+        assert pull(broker, wide, wait_ms=5000, replies=replies) is None
+        send(broker, 3, b"first")
+        send(broker, 25, b"second")
+        while not replies:
+            await asyncio.sleep(0.001)
+        got = answer(replies[0])
+        assert [(s.queue_id, s.status, [m.body for m in msgs]) for s, msgs, _c in got] == [
+            (12, "FOUND", [b"behind"]), (25, "FOUND", [b"second"]),
+            (30, "OFFSET_OVERFLOW", []), (3, "FOUND", [b"first"])]
+
+    asyncio.run(main())
+
+
 def test_a_pull_that_would_bring_few_waits_for_more_a_full_one_does_not(broker):
     async def main():
         send(broker, 0, b"early")
