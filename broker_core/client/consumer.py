@@ -169,6 +169,7 @@ class Consumer:
         self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
         self._pool = ConnectionPool({} if routes is not None else self.brokers, credentials)
         self._owned: list[tuple[str, int]] = []
+        self._owned_by_broker: dict[str, list[tuple[str, int]]] = {}
         self._offsets: dict[tuple[str, int], int] = {}  # next offset to pull
         self._delivered: dict[tuple[str, int], int] = {}  # past the last one handed out
         self._committed: dict[tuple[str, int], int] = {}
@@ -283,6 +284,9 @@ class Consumer:
             if self._leases is not None:  # committed first: the next holder starts there
                 self._leases.release(set(self._owned) - set(owned))
             self._owned = owned
+            self._owned_by_broker = {}
+            for queue in owned:
+                self._owned_by_broker.setdefault(queue[0], []).append(queue)
             self._forget_queues(owned)
         self._members = tuple(sorted(members))
         if self._leases is not None:
@@ -514,12 +518,12 @@ class Consumer:
         """A pull in flight on every broker where an owned queue has room in the buffer;
         whether any was sent."""
         sent = False
-        wanted: dict[str, list[tuple[str, int]]] = {}
-        for queue in self._owned:
-            if self._buffered.get(queue, 0) < BUFFER_PER_QUEUE and self._pullable(queue):
-                wanted.setdefault(queue[0], []).append(queue)
-        for broker, queues in wanted.items():
-            if broker in self._inflight:
+        for broker, owned in self._owned_by_broker.items():
+            if broker in self._inflight:  # (checked first: a poll's loop asks often)
+                continue
+            queues = [q for q in owned
+                      if self._buffered.get(q, 0) < BUFFER_PER_QUEUE and self._pullable(q)]
+            if not queues:
                 continue
             addr = self._pull_addr(broker)
             if addr is None:
