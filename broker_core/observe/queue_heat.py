@@ -93,29 +93,24 @@ class QueueHeat:
         (`queues_of(topic)`: the topic's queues here, the idle ones counting as 0)."""
         rates = self.rates() if rates is None else rates
         top = heapq.nlargest(limit, rates.items(), key=lambda kv: kv[1])
-        medians: dict[str, float] = {}
-        out = []
-        for (t, q), r in top:
-            if t not in medians:
-                medians[t] = self._topic_median(t, rates, queues_of)
-            med = medians[t]
-            out.append(QueueRate(t, q, r, r / med if med else None))
-        return out
+        mine: dict[str, list[float]] = {t: [] for (t, _q), _r in top}
+        for (t, _q), r in rates.items():  # one pass for every topic in the top
+            if t in mine:
+                mine[t].append(r)
+        medians = {t: _median(rs, queues_of(t) if queues_of is not None else 0)
+                   for t, rs in mine.items()}
+        return [QueueRate(t, q, r, r / medians[t] if medians[t] else None)
+                for (t, q), r in top]
 
-    @staticmethod
-    def _topic_median(topic: str, rates: dict[Queue, float],
-                      queues_of: Callable[[str], int] | None) -> float:
-        mine = [r for (t, _q), r in rates.items() if t == topic]
-        n = max(len(mine), queues_of(topic) if queues_of is not None else 0)
-        return statistics.median(mine + [0.0] * (n - len(mine))) if mine else 0.0
-
-    def hot(self, queues_of: Callable[[str], int], rates: dict[Queue, float] | None = None
-            ) -> list[QueueRate]:
+    def hot(self, queues_of: Callable[[str], int], rates: dict[Queue, float] | None = None,
+            top: list[QueueRate] | None = None) -> list[QueueRate]:
         """Queues far hotter than the other queues of their topic (the idle ones count),
-        hottest first: one key's traffic landing on one queue."""
-        rates = self.rates() if rates is None else rates
+        hottest first: one key's traffic landing on one queue. `top`: `hottest`'s answer
+        of at least 10, when the caller has it."""
+        if top is None:
+            top = self.hottest(10, rates, queues_of)
         out = []
-        for r in self.hottest(10, rates, queues_of):
+        for r in top[:10]:
             if r.rate < HOT_MIN_RATE or queues_of(r.topic) < HOT_MIN_QUEUES:
                 continue
             if r.times_median is None or r.times_median >= HOT_FACTOR:
@@ -126,8 +121,15 @@ class QueueHeat:
                limit: int = 10) -> list[dict]:
         """The hottest queues, hottest first: {topic, queue, rate, times_median (its
         topic's median queue), depth (messages held), hot}."""
-        rates = self.rates()
-        hot = {(r.topic, r.queue) for r in self.hot(queues_of, rates)}
+        top = self.hottest(max(limit, 10), self.rates(), queues_of)
+        hot = {(r.topic, r.queue) for r in self.hot(queues_of, top=top)}
         return [{**r.to_dict(), "depth": depth(r.topic, r.queue),
                  "hot": (r.topic, r.queue) in hot}
-                for r in self.hottest(limit, rates, queues_of)]
+                for r in top[:limit]]
+
+
+def _median(rates: list[float], queues: int) -> float:
+    """The median of a topic's queues' rates, those not in `rates` (idle) as 0."""
+    if not rates:
+        return 0.0
+    return statistics.median(rates + [0.0] * (max(len(rates), queues) - len(rates)))

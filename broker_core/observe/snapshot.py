@@ -107,8 +107,24 @@ def dead_letters(broker, prefix: str = DLQ_PREFIX) -> dict[str, dict[str, float]
     return out
 
 
-def take_snapshot(broker) -> BrokerSnapshot:
-    """The broker's figures now, through its public parts only."""
+def consumers_report(broker) -> dict[str, dict]:
+    """The consumer groups' backlog verdicts (none on a slave: its groups read the master)."""
+    if broker.ha is not None and broker.ha.role.value == "SLAVE":
+        return {}
+    return broker.backlog.report(broker.broadcast.instances())
+
+
+def hottest_report(broker) -> tuple[dict, ...]:
+    """The hottest queues here, with their depth (observe.queue_heat)."""
+    store = broker.store
+    return tuple(broker.heat.report(lambda t, q: (o := store.queue_offsets(t, q))[1] - o[0],
+                                    lambda t: broker.topics.queues.get(t, 0)))
+
+
+def take_snapshot(broker, consumers: dict[str, dict] | None = None,
+                  hottest: tuple[dict, ...] | None = None) -> BrokerSnapshot:
+    """The broker's figures now, through its public parts only (`consumers` and
+    `hottest`: those reports when the caller made them a step before)."""
     cfg, rec, store = broker.config, broker.recorder, broker.store
     st = store.stats()
     now = broker.clock()
@@ -133,8 +149,7 @@ def take_snapshot(broker) -> BrokerSnapshot:
                                 late_total=broker.loop_lag.late_total),
         history=tuple(rec.history), cumulative={op: h.copy() for op, h in rec.total.items()},
         ha=broker.ha.figures() if broker.ha is not None else None,
-        consumers={} if broker.ha is not None and broker.ha.role.value == "SLAVE"
-        else broker.backlog.report(broker.broadcast.instances()),
+        consumers=consumers_report(broker) if consumers is None else consumers,
         flow=broker.flow.describe(),
         delayed=broker.delay.figures(),
         dead_letters=dead_letters(broker),
@@ -142,7 +157,5 @@ def take_snapshot(broker) -> BrokerSnapshot:
         transactions=broker.tx.figures(),
         locks={**broker.locks.figures(), "holders": broker.locks.holders()[:MAX_LOCKS_SHOWN]},
         access=broker.access.figures(),
-        hottest_queues=tuple(broker.heat.report(
-            lambda t, q: (o := store.queue_offsets(t, q))[1] - o[0],
-            lambda t: broker.topics.queues.get(t, 0))),
+        hottest_queues=hottest_report(broker) if hottest is None else hottest,
     )

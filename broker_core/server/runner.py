@@ -72,10 +72,15 @@ async def _tick(broker: Broker, writer: MetricsLogWriter) -> None:
         now = time.time()
         await asyncio.sleep(1.0 - (now % 1.0) + 0.001)  # just after each second boundary
         closed = broker.close_seconds()
+        refreshed = False
         try:
             await asyncio.sleep(phase)
+            for _step in broker.refresh_steps():  # sends and pulls served between steps
+                await asyncio.sleep(0)
+            refreshed = True
         finally:  # stopped in between: the seconds closed still reach the metrics log
-            broker.refresh()
+            if not refreshed:
+                broker.refresh()
             if closed:
                 writer.add(broker.snapshot(), closed)
         if saving is None or saving.done():

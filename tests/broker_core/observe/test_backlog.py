@@ -148,3 +148,24 @@ def test_a_group_on_thousands_of_queues_lists_those_behind_worst_first_and_count
     assert all(q["status"] == "STALLED" for q in g["queues"])  # alive, offsets still
     assert lags == sorted(lags, reverse=True) and lags[0] == 4998
     assert all(q["lag"] > 0 for q in g["queues"])  # caught-up queues are not listed
+
+
+def test_a_sample_in_steps_is_the_whole_sample_and_ignores_commits_made_between_steps():
+    """The tick samples 10,000 queues in steps with the loop serving between them: the
+    result is the one-pass sample's, and a commit meanwhile waits for the next sample."""
+    clock = ManualClock(0.0)
+    whole, stepped = BacklogEvaluator(clock), BacklogEvaluator(clock)
+    committed = {(g, "t", q): q for g in ("a", "b") for q in range(50)}
+    ends = {("t", q): 2 * q for q in range(50)}
+    for offset in range(3):
+        clock.advance(1.0)
+        committed = {k: v + offset for k, v in committed.items()}
+        whole.sample(committed, lambda t, q: ends[(t, q)])
+        mine = dict(committed)
+        steps = 0
+        for _ in stepped.sample_steps(mine, lambda t, q: ends[(t, q)], step=7):
+            steps += 1
+            mine[("c", "t", steps)] = 0  # a new group's commit between two steps
+        assert steps == len(committed) // 7
+    assert stepped.report() == whole.report() and stepped.lag() == whole.lag()
+    assert "c" not in stepped.lag()
