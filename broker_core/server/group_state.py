@@ -44,15 +44,24 @@ class JsonTable:
         raise NotImplementedError
 
     def take(self) -> dict | None:
-        """What to save, if anything changed (the table is clean from here on)."""
+        """What to save, if anything changed (the table is clean from here on): a copy
+        the loop can go on changing the table under."""
         if not self.dirty:
             return None
         self.dirty = False
+        return self.snapshot()
+
+    def snapshot(self) -> dict:
+        """The table's state, cheap to take on the loop; `write` makes the document of it."""
         return self.document()
 
-    def write(self, doc: dict) -> None:
+    def shaped(self, snapshot: dict) -> dict:
+        """The document to write of a `snapshot` (on the worker thread)."""
+        return snapshot
+
+    def write(self, snapshot: dict) -> None:
         try:
-            write_json_atomic(self.path, doc)
+            write_json_atomic(self.path, self.shaped(snapshot))
         except OSError as exc:
             self.dirty = True  # saved again next time
             log.warning("%s not saved: %s", self.path, exc)
@@ -120,6 +129,13 @@ class OffsetTable(JsonTable):
     def document(self) -> dict:
         return self.nested()
 
+    def snapshot(self) -> dict:
+        # a flat copy (C speed); nesting 10,000 queues' offsets took 7 ms of the loop
+        return dict(self.offsets)
+
+    def shaped(self, snapshot: dict) -> dict:
+        return _nest(snapshot)
+
     def drop_topic(self, topic: str) -> int:
         """Forget every group's offsets in `topic` (deleted); how many there were."""
         gone = [k for k in self.offsets if k[1] == topic]
@@ -129,10 +145,7 @@ class OffsetTable(JsonTable):
         return len(gone)
 
     def nested(self) -> dict[str, dict[str, dict[str, int]]]:
-        out: dict[str, dict[str, dict[str, int]]] = {}
-        for (group, topic, qid), offset in self.offsets.items():
-            out.setdefault(group, {}).setdefault(topic, {})[str(qid)] = offset
-        return out
+        return _nest(self.offsets)
 
     def merge(self, nested: dict) -> None:
         """Take a master's offsets, never moving one back (a consumer may have
@@ -228,3 +241,11 @@ class BroadcastProgress:
         """(instance name, topic, queue) -> next offset, as the backlog samples it."""
         return {(instance_name(g, c), t, q): o for (g, c), (_t, known) in self._live().items()
                 for (t, q), o in known.items()}
+
+
+def _nest(offsets: dict[tuple[str, str, int], int]) -> dict[str, dict[str, dict[str, int]]]:
+    """(group, topic, queue) -> offset as the file keeps it: group -> topic -> queue."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for (group, topic, qid), offset in offsets.items():
+        out.setdefault(group, {}).setdefault(topic, {})[str(qid)] = offset
+    return out
