@@ -19,15 +19,21 @@ WHY = {"slow": "slowness", "error": "errors"}  # isolated for …
 BEING = {"slow": "slow", "error": "erroring"}  # … serving as overflow
 
 
-def why(e) -> str:
-    """`errors`, or `errors (now slow)` when its latest offence differs from what isolated
-    it (the transitions table shows the cause: the line must not contradict it)."""
+def cause_of(e) -> tuple[str | None, str | None]:
+    """An isolated broker's (cause, latest offence when it differs): what isolated it
+    and what it does now. The line and the fuse table both say it in their words and
+    must not contradict the transitions table, which shows the cause."""
     latest = e.get("reason")
     cause = e.get("cause") or latest  # a producer before `cause` sent the latest only
+    return cause, latest if latest and latest != cause else None
+
+
+def _why(e) -> str:
+    """`errors`, or `errors (now slow)`."""
+    cause, now = cause_of(e)
     if not cause:
         return ""
-    text = WHY.get(cause, cause)
-    return text + (f" (now {BEING.get(latest, latest)})" if latest and latest != cause else "")
+    return WHY.get(cause, cause) + (f" (now {BEING.get(now, now)})" if now else "")
 
 
 def _isolated(c: FuseCounts, broker: str) -> str:
@@ -35,7 +41,7 @@ def _isolated(c: FuseCounts, broker: str) -> str:
     text = f"{broker} isolated"
     if e.get("since_wall"):
         text += f" {clock(e['since_wall'])}"
-    if reason := why(e):
+    if reason := _why(e):
         text += f" for {reason}"
     left = e.get("left_s")
     return text + (f", {left:.0f} s left" if isinstance(left, int | float) else "")

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console.tui.format import clock, rate
-from console.tui.panels.fuse_line import describe_fuse
+from console.tui.panels.fuse_line import cause_of, describe_fuse
 
 
 def render(state, focus=None):
@@ -53,6 +53,5 @@ def render(state, focus=None):
 
 def _reason(i) -> str:
     """What isolated the broker (the transitions' word), and its latest offence if other."""
-    latest = i.get("reason")
-    cause = i.get("cause") or latest  # a producer before `cause` sent the latest only
-    return f"{cause}, now {latest}" if latest and cause != latest else str(cause or "-")
+    cause, now = cause_of(i)
+    return f"{cause}, now {now}" if now else str(cause or "-")
