@@ -35,6 +35,10 @@ class SendTracer:
         self.client_id, self.fuse = client_id, fuse
         self._client = json_str(client_id)
         self._names: dict[str, str] = {}  # broker name -> its JSON text
+        # the fuse's view as JSON text for the excluded set it was made for (the fuse
+        # replaces the set when it changes): a broker isolated all night made every
+        # traced send sort and dump it again
+        self._views: tuple[frozenset, dict[bool, str]] = (frozenset(), {})
 
     def _fuse_view(self, broker: str) -> str:
         """The fuse's view of the send, as JSON text."""
@@ -43,9 +47,16 @@ class SendTracer:
         excluded = self.fuse.excluded
         if not excluded:
             return '"usable"'
-        # a broker the fuse excludes was chosen only as overflow (every candidate excluded)
-        return json.dumps({"broker": "overflow" if broker in excluded else "usable",
-                           "excluded": sorted(excluded)})
+        made_for, views = self._views
+        if made_for is not excluded:
+            views = {}
+            self._views = (excluded, views)
+        overflow = broker in excluded
+        view = views.get(overflow)
+        if view is None:  # a broker the fuse excludes was chosen only as overflow
+            view = views[overflow] = json.dumps({"broker": "overflow" if overflow else "usable",
+                                                 "excluded": sorted(excluded)})
+        return view
 
     def record(self, topic: str, tags, keys, nbytes: int, born_ms: int, rt_s: float,
                result=None, exc: BaseException | None = None) -> None:

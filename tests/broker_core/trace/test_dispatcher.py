@@ -135,3 +135,31 @@ def test_a_big_batch_is_compressed_and_read_back_also_from_a_base64_document():
     assert decode_batch(body_of(doc)) == records
     assert decode_batch(b"\x78 not zlib") == []
     assert len(keys.split()) == len({trace_key(r["id"]) for r in records}) < 10
+
+
+def test_a_send_record_carries_the_fuse_view_as_it_changes():
+    """The fuse's view is made once per excluded set (a broker isolated all night made
+    every traced send sort and dump it again) and follows the fuse when it changes."""
+    from fuse import Fuse
+    from tests.clock import ManualClock
+
+    clock = ManualClock()
+    fuse = Fuse([f"b{i}" for i in range(10)], clock=clock, warmup_calls=0, warmup_s=0)
+    d = TraceDispatcher(lambda body, keys: None)
+    d._thread = object()
+    tracer = SendTracer(d, 1.0, "host-1", fuse=fuse)
+
+    def view(broker: str):
+        d._pending.clear()
+        tracer.record("orders", None, None, 10, 1000, 0.001,
+                      SendResult("SEND_OK", broker, 0, 1, msg_id="ID1"))
+        [rec] = decode_batch(encode_batch(list(d._pending))[0])
+        return rec["fuse"]
+
+    assert view("b1") == "usable"
+    fuse.report("b3", 0.001, ok=False)
+    assert [view("b1"), view("b3"), view("b1")] == [
+        {"broker": "usable", "excluded": ["b3"]}, {"broker": "overflow", "excluded": ["b3"]},
+        {"broker": "usable", "excluded": ["b3"]}]
+    fuse.report("b5", 0.001, ok=False)
+    assert view("b5") == {"broker": "overflow", "excluded": ["b3", "b5"]}
