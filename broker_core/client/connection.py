@@ -41,6 +41,8 @@ from broker_core.protocol import (
     encode_json,
 )
 
+PUMP_LINGER_S = 1.0  # a pump thread with nothing to serve this long exits
+
 
 class BrokerUnavailable(BrokerError):
     """The broker could not be reached or the connection broke mid-call."""
@@ -330,10 +332,20 @@ class Connection:
                 fut.set_result((header.code, body))
 
     def _pump_loop(self) -> None:
-        """Serve futures nobody blocks on; exit when there are none."""
+        """Serve futures nobody blocks on; exit when there were none for PUMP_LINGER_S
+        (a sender paced at 100 msgs/s, each answer back before the next send, started
+        a thread a message)."""
+        idle_since = None
         while True:
             with self._lock:
-                if self._unwatched <= 0 or self._link is None:
+                if self._link is None:
+                    self._pump = None
+                    return
+                if self._unwatched > 0:
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since >= PUMP_LINGER_S:
                     self._pump = None
                     return
             if self._read_lock.acquire(timeout=0.05):

@@ -203,3 +203,35 @@ def test_the_pool_reroutes_a_broker_to_its_new_address(peers):
             pool.get("group-2")
     finally:
         pool.close()
+
+
+def test_one_pump_thread_serves_a_paced_sender_and_exits_once_idle(peers, monkeypatch):
+    """Requests nobody waits on are read by a pump thread: a sender whose answers come
+    back before its next send keeps the one thread (it started one a message), and the
+    thread goes once nothing was in flight for PUMP_LINGER_S."""
+    import time
+
+    from broker_core.client import connection
+
+    monkeypatch.setattr(connection, "PUMP_LINGER_S", 0.3)
+
+    def echo(conn):
+        for _ in range(5):
+            ((op, rid, body),) = read_requests(conn, 1)
+            conn.sendall(encode_answer(op, rid, 0, body))
+        conn.recv(1)
+
+    peer = peers(echo)
+    conn = Connection(peer.addr)
+    try:
+        pumps = set()
+        for i in range(5):
+            assert conn.request(7, b"%d" % i).result(5) == (0, b"%d" % i)
+            pumps.add(conn._pump)
+            time.sleep(0.05)  # answered: nothing in flight until the next send
+        assert len(pumps) == 1 and None not in pumps
+        (pump,) = pumps
+        pump.join(2)
+        assert not pump.is_alive() and conn._pump is None
+    finally:
+        conn.close()
