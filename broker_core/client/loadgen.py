@@ -89,6 +89,9 @@ def failure_reason(exc: BaseException) -> str:
     return text[:160] or type(exc).__name__
 
 
+RECENT_MAX_S = 60  # the longest window `recent_summary` answers for
+
+
 class LoadGenerator:
     def __init__(self, producer: Producer, spec: LoadSpec) -> None:
         if spec.count is None and spec.duration is None:
@@ -96,7 +99,9 @@ class LoadGenerator:
         self.producer, self.spec = producer, spec
         self.result = LoadResult()
         self.lock = threading.Lock()
-        self.recent: deque[tuple[float, float, bool]] = deque(maxlen=200_000)  # (t, rt, ok)
+        # per wall-clock second of answers: [second, its RTs, ok, failed] (the producer's
+        # /stats summarises the last ten: a walk over 10,000 sends held the lock ms a poll)
+        self.seconds: deque[list] = deque(maxlen=RECENT_MAX_S + 1)
         self._stop = threading.Event()
         self.started = 0.0  # wall clock, once running
 
@@ -110,7 +115,13 @@ class LoadGenerator:
                 reason = retry_reason(why)
                 self.result.retry_reasons[reason] = self.result.retry_reasons.get(reason, 0) + 1
             self.result.rt.record(rt)
-            self.recent.append((time.time(), rt, exc is None))
+            second = int(time.time())
+            last = self.seconds[-1] if self.seconds else None
+            if last is None or last[0] != second:
+                last = [second, LatencyHistogram(), 0, 0]
+                self.seconds.append(last)
+            last[1].record(rt)
+            last[2 if exc is None else 3] += 1
             if exc is None:
                 self.result.acked += n
             else:
@@ -215,23 +226,22 @@ class LoadGenerator:
         """RT and outcome of the last `seconds`, for the producer's /stats; `rate` is
         messages answered a second over them, `target_rate` what the load offers."""
         now = time.time()
-        seconds = max(1e-3, min(seconds, now - self.started)) if self.started else seconds
-        cutoff = now - seconds
-        # Under the lock only the copy: the sends' own thread records through it, and
-        # histogramming 10,000 sends in here held it (and the send loop) ms a poll.
-        with self.lock:
-            window = []
-            for entry in reversed(self.recent):
-                if entry[0] < cutoff:
-                    break
-                window.append(entry)
+        seconds = max(1e-3, min(seconds, now - self.started, RECENT_MAX_S)) if self.started \
+            else min(seconds, RECENT_MAX_S)
+        # the whole seconds in the window and this one so far (under a second: this one)
+        first = int(now - seconds) + 1 if seconds >= 1 else int(now)
+        seconds = max(1e-3, now - first)
+        h, ok, err = LatencyHistogram(), 0, 0
+        with self.lock:  # the sends' own thread records through it: copies only
+            window = [(hist.copy(), good, bad) for second, hist, good, bad in self.seconds
+                      if second >= first]
             totals = {"acked": self.result.acked, "errors": self.result.errors,
                       "error_reasons": dict(self.result.error_reasons),
                       "retry_reasons": dict(self.result.retry_reasons)}
-        h = LatencyHistogram()
-        h.record_many([rt for _t, rt, _good in window])
-        ok = sum(good for _t, _rt, good in window)
-        err = len(window) - ok
+        for hist, good, bad in window:
+            h.merge(hist)
+            ok += good
+            err += bad
         return {
             "totals": totals,
             "target_rate": self.spec.rate,  # None: flat out
