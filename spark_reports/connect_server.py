@@ -143,6 +143,7 @@ def supervise(args) -> int:
                SPARK_PID_DIR=str(folder), SPARK_IDENT_STRING=f"connect-{args.port}")  # fmt: skip
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("SPARK_REMOTE", None)  # the server is the driver, not a client of another
+    env.setdefault("PYSPARK_PYTHON", sys.executable)  # its Python workers: numpy, pyarrow
     state = State(port=args.port, host=args.host, master=args.master,
                   supervisor_pid=os.getpid(), log=str(folder / "server.log"))  # fmt: skip
     stopping = False

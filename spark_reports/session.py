@@ -225,6 +225,9 @@ def get_session(
         # jobs' cached frames to disk on a day of 100 brokers. A heap is a ceiling, not taken.
         conf.set("spark.driver.memory", os.environ.get("FLOODGATE_SPARK_DRIVER_MEMORY")
                  or local_driver_memory())  # fmt: skip
+        # The heatmap's merge runs in Python workers: ours, with numpy and pyarrow
+        # (PySpark's default is whatever `python3` is on PATH; it reads the variable).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if not (debug or submitted or SparkContext._active_spark_context):
         SparkContext(conf=conf, gateway=_launch_quiet_gateway(conf, progress))
     session = SparkSession.builder.config(conf=conf).getOrCreate()

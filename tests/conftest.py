@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 import pytest
 
 from broker_core.cluster.ports import free_port_range
 
+# Spark's Python workers (the heatmap's merge) need this interpreter's pyarrow.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # Test queries are tiny, so the JVMs tests start through spark-submit (a report's own
 # driver, the Spark Connect server) get C1-only JIT and the serial GC as `spark` below
 # does: a report of the suite's small log took 28 s, 22-24 s with them.

@@ -1,10 +1,10 @@
 """The heatmap job's Spark side as pure DataFrame -> DataFrame functions (no session, no I/O).
 
-Histograms merge by adding counts, so a window of a broker is: explode each
-row's bucket map and sum counts per (window, broker, op, bucket), in one pass
-with the quarantine rules (`window_entries`). That aggregate is small; the
+Histograms merge by adding counts, so a window of a broker is the sum of its rows'
+bucket maps, in one pass with the quarantine rules (`window_entries`). The rules
+are Spark SQL expressions; the merge runs in Spark's Python workers on Arrow
+batches (heatmap_report.window_reduce says why). That aggregate is small; the
 driver finishes it (heatmap_report.merge: the cluster-wide row, percentiles).
-Everything here is Spark SQL expressions: no Python UDF runs.
 """
 
 from __future__ import annotations
@@ -79,36 +79,23 @@ def window_entries(checked: DataFrame, window_s: int) -> DataFrame:
     """The job's one pass over rows carrying a quarantine ``reason``, for the driver
     (spark_reports.heatmap_report.merge) to finish.
 
-    Rows of (window_start, broker, op, reason, bucket, count, s_count, s_sum_us,
-    s_min_us, s_max_us, rows, first, last): good rows' buckets merged per
-    window, broker and op; a quarantined row is one entry (bucket null) under
-    its reason. Each input row's stats ride on its first exploded entry (pos 0,
-    or the null entry of an empty map), so summing the s_* columns over a
-    window's buckets counts every row once. ``rows`` counts input rows,
-    ``first``/``last`` are their earliest and latest ts (epoch s), so the
-    overview needs no pass of its own. Nothing filters on ``reason``: Spark
-    would push such a filter below the projection that computes it and run the
-    rules again inside the filter.
+    Rows of heatmap_report.window_reduce.OUTPUT_SCHEMA: per window, broker, op and
+    reason, the rows' stats (``s_count``, ``s_sum_us``, ``s_min_us``, ``s_max_us``;
+    null for quarantined rows), how many rows (``rows``) with their earliest and
+    latest ts (``first``/``last``, epoch s), and the good rows' histograms merged
+    (``buckets``, ``counts``: two lists). A group may come in more than one row (it
+    spanned two chunks of a worker's input): counts add up. Nothing filters on
+    ``reason``: Spark would push such a filter below the projection that computes it
+    and run the rules again inside the filter.
     """
-    good = F.col("reason").isNull()
-    entries = checked.select(
-        window_start(window_s).alias("window_start"), "broker", "op", "reason", "count",
-        "sum_us", "min_us", "max_us", F.unix_seconds("ts").alias("t"),
-        F.posexplode_outer(F.when(good, F.col("buckets"))).alias("pos", "bucket", "n"),
-    )  # fmt: skip
-    first = F.col("pos").isNull() | (F.col("pos") == 0)
-    stats = first & good
-    nonempty = stats & (F.col("count") > 0)
-    return entries.groupBy(*KEYS, "reason", "bucket").agg(
-        F.sum("n").alias("count"),
-        F.sum(F.when(stats, F.col("count"))).alias("s_count"),
-        F.sum(F.when(stats, F.col("sum_us"))).alias("s_sum_us"),
-        F.min(F.when(nonempty, F.col("min_us"))).alias("s_min_us"),
-        F.max(F.when(nonempty, F.col("max_us"))).alias("s_max_us"),
-        F.count(F.when(first, F.lit(1))).alias("rows"),
-        F.min(F.when(first, F.col("t"))).alias("first"),
-        F.max(F.when(first, F.col("t"))).alias("last"),
-    )
+    from functools import partial
+
+    from spark_reports.heatmap_report import window_reduce
+
+    window_reduce.ship()
+    rows = checked.select(*window_reduce.INPUT_COLUMNS)
+    return rows.mapInArrow(partial(window_reduce.reduce_rows, window_s=window_s),
+                           window_reduce.OUTPUT_SCHEMA)  # fmt: skip
 
 
 def spikes(pcts: DataFrame, threshold_s: float = SLA_MAX_S) -> DataFrame:

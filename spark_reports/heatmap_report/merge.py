@@ -87,13 +87,17 @@ def from_arrow(table: pa.Table, window_s: int, tail_s: int = 0) -> Merged:
     t0 = int(secs.min()) if len(secs) else 0
     w = (secs - t0) // window_s  # window codes by arithmetic: no sort
     nb, no = len(brokers) + 1, len(ops)
-
-    def col(name, fill):
-        return pc.fill_null(good[name], fill).to_numpy()
-
-    stats = (col("s_count", 0), col("s_sum_us", 0), col("s_min_us", _NO_MIN),
-             col("s_max_us", _NO_MAX), col("bucket", ZERO_INDEX - 1).astype(np.int64),
-             col("count", 0))  # fmt: skip
+    # A row's stats, then its buckets as rows of their own (reduce_groups' input).
+    owner = pc.list_parent_indices(good["buckets"]).to_numpy()
+    entries = len(owner)
+    bucket = pc.list_flatten(good["buckets"]).to_numpy().astype(np.int64)
+    stats = (np.r_[good["s_count"].to_numpy(), np.zeros(entries, np.int64)],
+             np.r_[good["s_sum_us"].to_numpy(), np.zeros(entries, np.int64)],
+             np.r_[pc.fill_null(good["s_min_us"], _NO_MIN).to_numpy(), np.full(entries, _NO_MIN)],
+             np.r_[pc.fill_null(good["s_max_us"], _NO_MAX).to_numpy(), np.full(entries, _NO_MAX)],
+             np.r_[np.full(len(b), ZERO_INDEX - 1), bucket],
+             np.r_[np.zeros(len(b), np.int64), pc.list_flatten(good["counts"]).to_numpy()])  # fmt: skip
+    w, b, o = (np.r_[x, x[owner]] for x in (w, b, o))
     per_broker = reduce_groups((w * nb + b) * no + o, *stats)
     cluster = reduce_groups((w * nb + (nb - 1)) * no + o, *stats)  # the roll-up: broker "ALL"
     names = np.array([*brokers.to_pylist(), ALL_BROKERS], dtype=object)
