@@ -125,6 +125,8 @@ def server_command(home: Path, args) -> list[str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.hadoop.fs.permissions.umask-mode": f"{current_umask():03o}",
+        # The reports' shared session (spark_reports.connect) outlives a night's gaps.
+        "spark.connect.session.manager.defaultSessionTimeout": "12h",
     }
     if args.master.startswith("local"):
         conf["spark.sql.shuffle.partitions"] = str(4 * (os.cpu_count() or 2))

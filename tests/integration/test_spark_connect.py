@@ -102,6 +102,28 @@ def test_capacity_through_spark_remote_env_equals_the_local_run(server, log, tmp
     assert plans["remote"] == plans["local"]
 
 
+def test_reports_share_one_session_and_a_closed_one_gives_way_to_the_next(server):
+    """Generated code and Python workers are per session: reports reuse one (its id the
+    same on every client); once the server closed it, the next id in turn is used."""
+    from spark_reports.connect import SHARED_SESSIONS, shared_session_id
+
+    url, _, _ = server
+    probe = ("import sys; from spark_reports.connect import connect_session; "
+             "s = connect_session(sys.argv[1], 'probe'); s.range(3).count(); print(s.session_id); "
+             "s.stop() if sys.argv[2] == 'close' else None")  # fmt: skip
+
+    def session_of(mode: str) -> str:
+        done = subprocess.run([sys.executable, "-c", probe, url, mode], capture_output=True,
+                              text=True, timeout=120, cwd=ROOT)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()[-1]
+
+    ids = [shared_session_id(k) for k in range(SHARED_SESSIONS)]
+    first, second = session_of("keep"), session_of("close")
+    assert first == second and first in ids[:-1]
+    assert session_of("keep") == ids[ids.index(first) + 1]
+
+
 def test_status_up_again_and_a_port_in_use(server):
     url, port, folder = server
     st = floodgate("spark", "status", "--port", str(port), "--dir", str(folder))
