@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from spark_reports import schema
 from spark_reports.heatmap_report import frames as hf
+from spark_reports.heatmap_report import merge
 
 WORST_BROKERS = 4  # per-broker heatmaps in the report
 SPIKES_LISTED = 1000  # spike rows listed in the report, first in time (all are in percentiles/)
@@ -21,7 +22,7 @@ DRILLS = 40  # spike windows, worst first, carried with their 1-second heatmap
 
 def drill_windows(spikes: pd.DataFrame, n: int = DRILLS) -> list[tuple[str, int]]:
     """(broker, window start) of the ``n`` worst spike windows, worst first."""
-    worst = spikes.sort_values(["max", "t", "broker"], ascending=[False, True, True]).head(n)
+    worst = merge.worst_spikes(spikes, n)
     return [(str(b), int(t)) for b, t in zip(worst["broker"], worst["t"], strict=True)]
 
 

@@ -278,6 +278,26 @@ def report_data(m: Merged, pcts: dict, op: str, draw_s: int, worst_n: int = 4) -
     }
 
 
+def worst_spikes(spikes: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The ``n`` worst of spike windows (t, broker, max): the highest max, then the
+    earliest, then by broker name."""
+    return spikes.sort_values(["max", "t", "broker"], ascending=[False, True, True]).head(n)
+
+
+def spike_windows(table: pa.Table, op: str) -> pd.DataFrame:
+    """t, broker, max of every broker's windows of ``op`` over the SLA's max, straight from
+    the pass's rows (report_data finds the same windows after the whole finish)."""
+    good = table.filter(pc.and_(pc.is_null(table["reason"]), pc.equal(table["op"], op)))
+    per = good.group_by(["window_start", "broker"], use_threads=False).aggregate(
+        [("s_max_us", "max")]
+    )
+    worst = pc.fill_null(per["s_max_us_max"], -1).to_numpy() / 1e6
+    spike = worst > SLA_MAX_S
+    t = pc.divide(pc.cast(per["window_start"], pa.int64()), 1_000_000).to_numpy()
+    return pd.DataFrame({"t": t[spike], "broker": per["broker"].to_numpy(zero_copy_only=False)[spike],
+                         "max": worst[spike]})  # fmt: skip
+
+
 def worst_brokers(ranking: pd.DataFrame, worst_n: int) -> list[str]:
     """The brokers drawn one by one: the highest p999, then max."""
     brokers = ranking[ranking["broker"] != ALL_BROKERS]

@@ -81,7 +81,7 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     from spark_reports.heatmap_report import chunked, collect, merge
     from spark_reports.heatmap_report import frames as hf
     from spark_reports.heatmap_report.page import ReportData, heatmap_verdict, render_report
-    from spark_reports.schema import LATENCY_TABLE, conform_spark_frame
+    from spark_reports.schema import LATENCY_TABLE
     from spark_reports.session import get_session
 
     if opts.start and opts.end and opts.start >= opts.end:
@@ -117,31 +117,37 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     draw_s = window_s * max(1, math.ceil(span_s / window_s / MAX_DRAWN_COLUMNS))
 
     staged = output.StagedOutput(spark, opts.out)
+    wants_drills = not opts.static and window_s > 1 and bool(source.seconds_path)
     try:
-        finish = chunked.Finish(window_s, report_op, draw_s, collect.WORST_BROKERS,
-                                collect.SPIKES_LISTED)  # fmt: skip
-        for part, table in enumerate(tables):  # one slice of brokers at a time
-            heat, rows = finish.add(merge.from_arrow(table, window_s, tail_s))
-            del table
-            staged.write_table(spark, "heatmap", heat, part)
-            staged.write_table(spark, "percentiles", rows, part)
-        cluster, pcts, data = finish.done()
-        staged.write_table(spark, "heatmap", merge.heatmap_table(cluster), slices)
-        staged.write_table(spark, "percentiles", merge.percentiles_table(cluster, pcts), slices)
-        verdict = heatmap_verdict(
-            report_op, data.pop("worst_window"), window_s, data["spike_total"],
-            data.pop("spike_brokers"), data.pop("brokers"), data.pop("calls_over"),
-        )  # fmt: skip
-        drills = []
+        # The drill-downs' read of the 1 s table runs beside the driver's finish and
+        # quarantine/'s write: two Spark jobs at once keep both cores busy through each
+        # one's planning and single-task stages. With the pass in one slice its worst
+        # windows are known at once (merge.spike_windows); else after the last slice.
         with ThreadPoolExecutor(max_workers=1) as pool:
-            # The drill-downs' read of the 1 s table runs while quarantine/ is
-            # written: two Spark jobs at once keep both cores busy through each
-            # one's planning and single-task stages.
-            cells = None
-            if not opts.static and window_s > 1 and source.seconds_path:
-                drills = collect.drill_windows(data["spikes"])
-                seconds = conform_spark_frame(_read(spark, source.seconds_path))
-                cells = pool.submit(collect.drill_cells, seconds, drills, window_s, report_op)
+            drills, cells = [], None
+            if wants_drills and slices == 1:
+                drills, cells = _drills(spark, pool, source, window_s, report_op,
+                                        merge.spike_windows(tables[0], report_op))  # fmt: skip
+            finish = chunked.Finish(window_s, report_op, draw_s, collect.WORST_BROKERS,
+                                    collect.SPIKES_LISTED, collect.DRILLS)  # fmt: skip
+            for part, table in enumerate(tables):  # one slice of brokers at a time
+                heat, rows = finish.add(merge.from_arrow(table, window_s, tail_s))
+                del table
+                staged.write_table(spark, "heatmap", heat, part)
+                staged.write_table(spark, "percentiles", rows, part)
+            if slices == 1:
+                tables.clear()
+            cluster, pcts, data = finish.done()
+            worst_spikes = data.pop("worst_spikes")
+            if wants_drills and slices > 1:
+                drills, cells = _drills(spark, pool, source, window_s, report_op, worst_spikes)
+            staged.write_table(spark, "heatmap", merge.heatmap_table(cluster), slices)
+            staged.write_table(spark, "percentiles", merge.percentiles_table(cluster, pcts),
+                               slices)  # fmt: skip
+            verdict = heatmap_verdict(
+                report_op, data.pop("worst_window"), window_s, data["spike_total"],
+                data.pop("spike_brokers"), data.pop("brokers"), data.pop("calls_over"),
+            )  # fmt: skip
             write_quarantine(spark, staged, checked, reasons)
             if cells is not None:
                 data["drill_cells"] = cells.result()
@@ -175,6 +181,16 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
         "drills": len(drills),
         "verdict": verdict,
     }
+
+
+def _drills(spark, pool, source, window_s: int, op: str, spikes):
+    """(the worst spike windows, a future of their 1 s cells) read on ``pool``."""
+    from spark_reports.heatmap_report import collect
+    from spark_reports.schema import conform_spark_frame
+
+    drills = collect.drill_windows(spikes)
+    seconds = conform_spark_frame(_read(spark, source.seconds_path))
+    return drills, pool.submit(collect.drill_cells, seconds, drills, window_s, op)
 
 
 def write_quarantine(spark, staged, checked, reasons: dict) -> None:
