@@ -114,3 +114,11 @@ def test_a_chunk_of_quarantined_rows_only_and_no_rows_at_all():
     rows = [r for r in make_rows(seed=3) if r["reason"] is not None]
     assert merged(list(reduce_rows(iter(batches(rows, 5)), 10))) == expected(rows, 10)
     assert list(reduce_rows(iter([]), 10)) == []
+
+
+def test_the_workers_layout_is_the_histograms():
+    """The module copies the bucket layout's bounds (workers import no floodgate)."""
+    from heatmap import layout
+    from spark_reports.heatmap_report import window_reduce
+
+    assert (window_reduce.ZERO_INDEX, window_reduce.MAX_INDEX) == (layout.ZERO_INDEX, layout.MAX_INDEX)
