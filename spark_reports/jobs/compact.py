@@ -103,9 +103,11 @@ def run_compact(opts: CompactOptions, spark=None) -> dict:
         counts = checked.groupBy("reason").count().collect()
         reasons = {r["reason"]: r["count"] for r in counts if r["reason"] is not None}
         rolled = minute_rollup(hf.good_rows(checked)).cache()
-        spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
         spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        rolled.write.mode("overwrite").partitionBy(schema.PARTITION_COLUMN).parquet(minutes_path)
+        # Only the days rolled up are replaced; an option of this write, not of the
+        # session, which reports through a Connect server share (spark_reports.connect).
+        (rolled.write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+         .partitionBy(schema.PARTITION_COLUMN).parquet(minutes_path))
         summary.update(
             rows=sum(r["count"] for r in counts), minute_rows=rolled.count(),
             quarantined=sum(reasons.values()), quarantine_reasons=reasons,

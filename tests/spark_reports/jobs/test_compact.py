@@ -75,3 +75,16 @@ def test_compact_equals_the_writers_rollup_and_heatmaps_agree(spark, log, capsys
     assert main(["report", "compact", "--input", str(log / "nowhere")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no metrics log at" in err[0]
+
+
+def test_compacting_one_day_again_keeps_the_others(spark, log):
+    """Only the days rolled up are replaced (dynamic partition overwrite, an option of
+    the write: the session's own setting is left as it was)."""
+    root = log / "log"
+    run_compact(CompactOptions(input=str(root)), spark=spark)  # both days, if not yet
+    compacted = root / schema.LATENCY_1M_TABLE
+    before = rows(compacted)
+    shutil.rmtree(compacted / "date=2026-11-11")
+    again = run_compact(CompactOptions(input=str(root)), spark=spark)
+    assert again["days"] == ["2026-11-11"] and rows(compacted) == before
+    assert spark.conf.get("spark.sql.sources.partitionOverwriteMode").lower() == "static"
