@@ -46,12 +46,10 @@ class Finish:
     draw_s: int
     worst_n: int
     spikes_kept: int  # spike windows kept, first in time (the page lists these)
-    worst_kept: int = 0  # the worst spike windows kept (the drill-downs)
     ops: dict[str, int] = field(default_factory=dict)  # op name -> code in cluster keys
     cluster: Groups | None = None  # key = epoch window index * _OPS + op code
     rankings: list[pd.DataFrame] = field(default_factory=list)
     spikes: pd.DataFrame | None = None
-    worst: pd.DataFrame | None = None
     cells: dict[str, pd.DataFrame] = field(default_factory=dict)  # candidates' cells
     candidates: pd.DataFrame | None = None  # their ranking rows
 
@@ -62,8 +60,6 @@ class Finish:
         ranking = data["ranking"]
         self.rankings.append(ranking[ranking["broker"] != ALL_BROKERS])
         self._keep_spikes(data["spikes"])
-        both = data["spikes"] if self.worst is None else pd.concat([self.worst, data["spikes"]])
-        self.worst = merge.worst_spikes(both, self.worst_kept)
         self._keep_cells(data["cells"], ranking, data["worst_brokers"])
         self._add_cluster(m)
         heat, rows = merge.heatmap_table(m), merge.percentiles_table(m, pcts)
@@ -119,10 +115,9 @@ class Finish:
         facts = merge.summary(ranking, self.worst_n)
         cells = [data["cells"], *(self.cells[b] for b in facts["worst_brokers"] if b in self.cells)]
         spikes = self.spikes if self.spikes is not None else data["spikes"]
-        worst = self.worst if self.worst is not None else data["spikes"].head(0)
         return cluster, pcts, {
             **data, **facts, "cells": pd.concat(cells, ignore_index=True),
-            "spikes": spikes.reset_index(drop=True), "worst_spikes": worst,
+            "spikes": spikes.reset_index(drop=True),
         }  # fmt: skip
 
 

@@ -77,6 +77,8 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     small one finds the time range when the window is not given, and the
     drill-downs read a few minutes of the 1 s table.
     """
+    import pandas as pd
+
     from spark_reports import output, sources
     from spark_reports.heatmap_report import chunked, collect, merge
     from spark_reports.heatmap_report import frames as hf
@@ -121,26 +123,27 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     try:
         # The drill-downs' read of the 1 s table runs beside the driver's finish and
         # quarantine/'s write: two Spark jobs at once keep both cores busy through each
-        # one's planning and single-task stages. With the pass in one slice its worst
-        # windows are known at once (merge.spike_windows); else after the last slice.
+        # one's planning and single-task stages. Their windows, the worst spike windows,
+        # come from the pass's rows (merge.spike_windows): with the pass in one slice the
+        # read starts before the finish, else after the last slice.
         with ThreadPoolExecutor(max_workers=1) as pool:
-            drills, cells = [], None
-            if wants_drills and slices == 1:
-                drills, cells = _drills(spark, pool, source, window_s, report_op,
-                                        merge.spike_windows(tables[0], report_op))  # fmt: skip
+            drills, cells, worst = [], None, None
             finish = chunked.Finish(window_s, report_op, draw_s, collect.WORST_BROKERS,
-                                    collect.SPIKES_LISTED, collect.DRILLS)  # fmt: skip
+                                    collect.SPIKES_LISTED)  # fmt: skip
             for part, table in enumerate(tables):  # one slice of brokers at a time
+                if wants_drills:
+                    worst = merge.worst_spikes(
+                        pd.concat([worst, merge.spike_windows(table, report_op)]), collect.DRILLS
+                    )
+                    if slices == 1:
+                        drills, cells = _drills(spark, pool, source, window_s, report_op, worst)
                 heat, rows = finish.add(merge.from_arrow(table, window_s, tail_s))
                 del table
                 staged.write_table(spark, "heatmap", heat, part)
                 staged.write_table(spark, "percentiles", rows, part)
-            if slices == 1:
-                tables.clear()
-            cluster, pcts, data = finish.done()
-            worst_spikes = data.pop("worst_spikes")
             if wants_drills and slices > 1:
-                drills, cells = _drills(spark, pool, source, window_s, report_op, worst_spikes)
+                drills, cells = _drills(spark, pool, source, window_s, report_op, worst)
+            cluster, pcts, data = finish.done()
             staged.write_table(spark, "heatmap", merge.heatmap_table(cluster), slices)
             staged.write_table(spark, "percentiles", merge.percentiles_table(cluster, pcts),
                                slices)  # fmt: skip

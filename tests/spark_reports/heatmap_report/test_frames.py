@@ -129,3 +129,32 @@ def test_slices_keep_the_drivers_share_of_the_aggregate_near_its_budget():
     assert slices_for(1000, 288, 2) == -(-1000 * 288 * 2 * BUCKETS_PER_GROUP // SLICE_ROWS) == 8
     assert slices_for(3, 10**6, 2) == 3  # never more slices than brokers
     assert slices_for(0, 0, 0) == 1
+
+
+def test_spike_windows_from_the_pass_are_the_finishs_spike_windows(spark):
+    """The drill-downs start from merge.spike_windows on the pass's rows, before the
+    finish: the same windows and maxima as report_data's, on both sides of 20 ms."""
+    from heatmap.layout import bucket_index
+    from spark_reports import schema
+    from spark_reports.heatmap_report import frames as hf
+    from spark_reports.heatmap_report import merge
+
+    t0 = datetime(2026, 11, 11, 0, 0, tzinfo=UTC)
+    base = dict(cluster="c", op="send", msgs=1, bytes=1, count=1, min_us=100)
+
+    def row(broker, second, max_us, op="send"):
+        return dict(base, broker=broker, op=op, ts=t0.replace(second=second), sum_us=max_us,
+                    max_us=max_us, buckets={bucket_index(max_us / 1e6): 1})  # fmt: skip
+
+    data = [row("b1", 5, 25_000), row("b1", 6, 1_000), row("b2", 5, 20_000),  # 20 ms: no spike
+            row("b2", 40, 21_000), row("b3", 7, 90_000, op="pull"), row("b3", 8, 15_000)]  # fmt: skip
+    df = schema.with_quarantine_reason(spark.createDataFrame(data, schema.spark_schema()))
+    table = hf.window_entries(df, 30).toArrow()
+    m = merge.from_arrow(table, 30)
+    finish = merge.report_data(m, merge.percentiles(m.groups), "send", 30)["spikes"]
+    early = merge.spike_windows(table, "send")
+    key = ["t", "broker"]
+    assert early.sort_values(key)[["t", "broker", "max"]].values.tolist() == \
+        finish.sort_values(key)[["t", "broker", "max"]].values.tolist()  # fmt: skip
+    t = int(t0.timestamp())
+    assert sorted(early[["broker", "t"]].values.tolist()) == [["b1", t], ["b2", t + 30]]
