@@ -152,3 +152,20 @@ def test_latency_1m_is_the_exact_rollup_of_the_seconds_across_chunks_and_days(tm
         assert minutes.to_pylist() == rollup_rows(seconds.to_pylist())
     first = pq.read_table(tmp_path / "latency_1m").column("ts").to_pylist()
     assert min(first) == datetime(2026, 11, 10, 23, 40, tzinfo=UTC)  # the partial first minute
+
+
+def test_seconds_go_broker_by_broker_in_small_indexed_pages(tmp_path):
+    """A drill-down after one broker's minutes reads a page or two of a row group: each
+    row group is ordered by broker then time, its pages are small and indexed."""
+    cfg = Double11Config(brokers=100, hours=0.25, start=START, ops=("send", "pull"))
+    generate_double11(cfg, tmp_path)
+    path = next((tmp_path / schema.LATENCY_TABLE).glob("date=2026-11-11/*.parquet"))
+    pf = pq.ParquetFile(path)
+    assert pf.num_row_groups > 1
+    for i in range(pf.num_row_groups):
+        group = pf.read_row_group(i, columns=["broker", "ts"])
+        keys = list(zip(group["broker"].to_pylist(), group["ts"].to_pylist(), strict=True))
+        assert keys == sorted(keys)
+        assert len(set(group["broker"].to_pylist())) == 100
+        column = pf.metadata.row_group(i).column(0)
+        assert column.has_column_index and column.has_offset_index
