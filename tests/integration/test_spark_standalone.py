@@ -135,7 +135,13 @@ def test_report_on_a_standalone_cluster_equals_the_local_run(standalone, tmp_pat
     assert local["table"] == "latency_1m"
     keys = ("window_start", "broker", "op")
     for name, k in (("heatmap", (*keys, "bucket")), ("percentiles", keys)):
-        assert table(tmp_path / "cluster" / name, k) == table(tmp_path / "local" / name, k)
+        cluster, here = table(tmp_path / "cluster" / name, k), table(tmp_path / "local" / name, k)
+        assert len(cluster) == len(here)
+        # each differing row with only its differing fields (once seen in CI: a float of
+        # one percentiles row; the whole rows did not say which)
+        differ = [{f: (a[f], b[f]) for f in a if a[f] != b[f]} | {x: a[x] for x in k}
+                  for a, b in zip(cluster, here, strict=True) if a != b]
+        assert not differ, f"{name}: {len(differ)} rows differ (cluster, local): {differ[:5]}"
     assert embedded(tmp_path / "cluster") == embedded(tmp_path / "local")
     # the work ran on the worker: its executor left a directory behind
     assert any((tmp_path / "work").iterdir())
