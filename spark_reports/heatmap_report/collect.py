@@ -49,12 +49,14 @@ def drill_cells(
     rows = seconds.filter((F.col("op") == op) & cond)
     if schema.PARTITION_COLUMN in seconds.columns:
         rows = rows.filter(F.col(schema.PARTITION_COLUMN).isin(*sorted(days)))
-    return (
+    cells = (
         hf.good_rows(rows)
         .select(
-            F.unix_seconds("ts").alias("t"), "broker", F.explode("buckets").alias("bucket", "n")
+            F.unix_seconds("ts").alias("t"), "broker", F.explode("buckets").alias("bucket", "count")
         )
-        .groupBy("t", "broker", "bucket")
-        .agg(F.sum("n").alias("count"))
         .toPandas()
     )
+    # A broker's second is one row of an op but for a restart's rewrite of it: those add up
+    # here, not in a Spark aggregate, whose shuffle was half the drill-downs' read (40
+    # windows of the 100-broker day, warm: 3.7 s -> 1.8 s)
+    return cells.groupby(["t", "broker", "bucket"], as_index=False, sort=True)["count"].sum()

@@ -158,3 +158,21 @@ def test_spike_windows_from_the_pass_are_the_finishs_spike_windows(spark):
         finish.sort_values(key)[["t", "broker", "max"]].values.tolist()  # fmt: skip
     t = int(t0.timestamp())
     assert sorted(early[["broker", "t"]].values.tolist()) == [["b1", t], ["b2", t + 30]]
+
+
+def test_drill_cells_are_the_windows_seconds_summed_per_bucket(spark):
+    """The drill-downs' read: only the named brokers' windows, good rows only, and a second
+    written twice (a broker's restart rewrites its minute) adds up bucket by bucket."""
+    from spark_reports import schema
+    from spark_reports.heatmap_report.collect import drill_cells
+
+    again = rows()[1]  # b1's second 10, written a second time
+    bad = dict(rows()[0], ts=rows()[0]["ts"].replace(second=20), count=5)  # count != buckets
+    other_op = dict(rows()[0], op="pull")
+    df = spark.createDataFrame([*rows(), again, bad, other_op], schema.spark_schema())
+    t0 = int(rows()[0]["ts"].timestamp())
+    cells = drill_cells(df, [("b1", t0)], 60, "send")
+    got = {(int(r.t) - t0, r.broker, int(r.bucket)): int(r.count) for r in cells.itertuples()}
+    assert got == {(0, "b1", -160): 3, (0, "b1", -80): 1, (10, "b1", -70): 2, (10, "b1", -66): 2}
+    assert list(cells.columns) == ["t", "broker", "bucket", "count"]
+    assert drill_cells(df, [("b9", t0)], 60, "send").empty
