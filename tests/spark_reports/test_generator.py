@@ -157,8 +157,9 @@ def test_latency_1m_is_the_exact_rollup_of_the_seconds_across_chunks_and_days(tm
 def test_seconds_go_broker_by_broker_in_small_indexed_pages(tmp_path):
     """A drill-down after one broker's minutes reads a page or two of a row group: each
     row group is ordered by broker then time, its pages are small and indexed."""
-    cfg = Double11Config(brokers=100, hours=0.25, start=START, ops=("send", "pull"))
-    generate_double11(cfg, tmp_path)
+    start = datetime(2026, 11, 11, 0, 0, tzinfo=UTC)  # 6 minutes: a row group of 5, one of 1
+    generate_double11(Double11Config(brokers=100, hours=0.1, start=start, ops=("send", "pull")),
+                      tmp_path)  # fmt: skip
     path = next((tmp_path / schema.LATENCY_TABLE).glob("date=2026-11-11/*.parquet"))
     pf = pq.ParquetFile(path)
     assert pf.num_row_groups > 1
