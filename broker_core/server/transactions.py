@@ -23,6 +23,7 @@ made. After the last one, the half is rolled back ("checks-exhausted").
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ log = logging.getLogger("floodgate.broker")
 
 READ_BATCH = 256
 PRODUCER_ALIVE_S = 5.0  # a producer group that asked for checks this recently is alive
+RECENT = 4096  # resolved halves past the watermark whose outcome is still named
 
 
 class TxTable(JsonTable):
@@ -102,6 +104,9 @@ class TxService:
         self.loaded = False
         self.pending: dict[int, Half] = {}
         self.resolved: dict[int, tuple[int, TxState]] = {}  # half -> (its op's offset, how)
+        # how the last RECENT halves past the watermark went: an operator's second resolve
+        # of a half hears "committed already", not just "resolved", whenever the watermark moved
+        self.recent: OrderedDict[int, TxState] = OrderedDict()
         self.resolving: set[int] = set()  # an END_TRANSACTION of it is being written
         self._half_read = self._op_read = 0
         self.producers: dict[str, int] = {}  # producer group -> when it last asked (ms)
@@ -115,6 +120,7 @@ class TxService:
         self.loaded = False
         self.pending.clear()
         self.resolved.clear()
+        self.recent.clear()
         self.resolving.clear()
 
     def catch_up(self) -> None:
@@ -162,7 +168,9 @@ class TxService:
         half = min(self.pending, default=self._half_read)
         drop = [h for h in self.resolved if h < half]
         for h in drop:
-            del self.resolved[h]
+            self.recent[h] = self.resolved.pop(h)[1]
+        while len(self.recent) > RECENT:
+            self.recent.popitem(last=False)
         op = min((o for o, _d in self.resolved.values()), default=self._op_read)
         if (half, op) != (self.table.half, self.table.op):
             self.table.half, self.table.op = half, op
@@ -177,8 +185,9 @@ class TxService:
             return "resolving"
         if offset in self.pending:
             return "pending"
-        if offset in self.resolved:
-            return "committed" if self.resolved[offset][1] is TxState.COMMIT else "rolled-back"
+        how = self.resolved[offset][1] if offset in self.resolved else self.recent.get(offset)
+        if how is not None:
+            return "committed" if how is TxState.COMMIT else "rolled-back"
         if offset < self.table.half and offset >= self.store.queue_offsets(HALF_TOPIC, 0)[0]:
             return "resolved"
         return "unknown"
