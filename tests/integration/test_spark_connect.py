@@ -25,26 +25,57 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def floodgate(*args: str, env=None, timeout: float = 600) -> subprocess.CompletedProcess:
+def started(*args: str, env=None) -> subprocess.Popen:
+    """`floodgate ARGS` in a process of its own, while the test goes on (two JVMs at work on
+    two cores: a server's start or a remote report beside the test's local run)."""
     if env is None:  # a local run unless the test asks for SPARK_REMOTE
         env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
-    return subprocess.run([sys.executable, "-m", "console.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT, env=env)  # fmt: skip
+    return subprocess.Popen([sys.executable, "-m", "console.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)  # fmt: skip
+
+
+def finished(proc: subprocess.Popen, timeout: float = 600) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def floodgate(*args: str, env=None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return finished(started(*args, env=env), timeout)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """(url, port, state dir) of a server started by `floodgate spark up`; down at the end.
-    Not warmed: the warm-up runs the two reports the tests below run first (11 s)."""
+def starting(tmp_path_factory):
+    """A server being started by `floodgate spark up`; calling it waits for it: (url, port,
+    state dir). Down at the end. Not warmed: the warm-up runs the two reports the tests
+    below run first (11 s)."""
     folder = tmp_path_factory.mktemp("connect")
     port = free_port_range(1)
-    up = floodgate("spark", "up", "--port", str(port), "--dir", str(folder), "--driver-memory",
-                   "1g", "--no-warm", "--json")  # fmt: skip
-    assert up.returncode == 0, up.stderr
-    got = json.loads(up.stdout)
-    assert got["state"] == "up" and got["url"] == f"sc://localhost:{port}"
-    yield got["url"], port, folder
+    up = started("spark", "up", "--port", str(port), "--dir", str(folder), "--driver-memory",
+                 "1g", "--no-warm", "--json")  # fmt: skip
+    ready: list = []
+
+    def wait() -> tuple[str, int, Path]:
+        if not ready:
+            done = finished(up)
+            assert done.returncode == 0, done.stderr
+            got = json.loads(done.stdout)
+            assert got["state"] == "up" and got["url"] == f"sc://localhost:{port}"
+            ready.append((got["url"], port, folder))
+        return ready[0]
+
+    yield wait
+    if not ready:  # never waited for (a test failed first): up before it is brought down
+        finished(up)
     floodgate("spark", "down", "--port", str(port), "--dir", str(folder))
+
+
+@pytest.fixture(scope="module")
+def server(starting):
+    """(url, port, state dir) of the module's server, up."""
+    return starting()
 
 
 @pytest.fixture(scope="module")
@@ -61,17 +92,18 @@ def table(path: Path, keys: tuple[str, ...]) -> list[dict]:
     return sorted(pq.read_table(path).to_pylist(), key=lambda r: tuple(str(r[k]) for k in keys))
 
 
-def test_heatmap_through_connect_equals_the_local_run(server, log, tmp_path, spark):
+def test_heatmap_through_connect_equals_the_local_run(starting, log, tmp_path, spark):
     from spark_reports.jobs.heatmap import HeatmapOptions, run_heatmap
 
-    url, _, _ = server
+    # the local run in this process's session (its JVM is started once for the suite),
+    # while the server starts
+    local = run_heatmap(HeatmapOptions(input=str(log), out=str(tmp_path / "local"), window_s=10),
+                        spark=spark)  # fmt: skip
+    url, _, _ = starting()
     done = floodgate("report", "heatmap", "--input", str(log), "--out", str(tmp_path / "remote"),
                      "--window", "10s", "--json", "--remote", url)  # fmt: skip
     assert done.returncode in (0, 1), done.stderr  # PASS or FAIL: the run itself worked
     remote = json.loads(done.stdout)
-    # the local run in this process's session (its JVM is started once for the suite)
-    local = run_heatmap(HeatmapOptions(input=str(log), out=str(tmp_path / "local"), window_s=10),
-                        spark=spark)  # fmt: skip
     for run in (remote, local):
         run.pop("out"), run.pop("outputs")
     assert remote == json.loads(json.dumps(local, default=str)) and local["table"] == "latency"
@@ -89,12 +121,13 @@ def test_capacity_through_spark_remote_env_equals_the_local_run(server, log, tmp
 
     url, _, _ = server
     args = ["--input", str(log), "--target-date", "2027-11-11", "--json"]
-    done = floodgate("report", "capacity", *args, "--out", str(tmp_path / "remote"),
+    remote = started("report", "capacity", *args, "--out", str(tmp_path / "remote"),
                      env=dict(os.environ, SPARK_REMOTE=url))  # fmt: skip
-    assert done.returncode in (0, 1), done.stderr
     parser = argparse.ArgumentParser()
     capacity.add_arguments(parser)
     capacity.run(parser.parse_args([*args, "--out", str(tmp_path / "local")]), spark=spark)
+    done = finished(remote)
+    assert done.returncode in (0, 1), done.stderr
     plans = {name: json.loads((tmp_path / name / "capacity.json").read_text())
              for name in ("remote", "local")}  # fmt: skip
     for plan in plans.values():
