@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from console.commands.common import add_subparser, print_json
+from console.commands.common import add_realtime_arg, add_subparser, print_json, take_realtime
 from console.errors import CommandFailed, UsageError
 
 
@@ -40,6 +40,7 @@ def register(sub) -> None:
     prod.add_argument("--name", default="bench", help="the producer's name on its /stats")
     prod.add_argument("--http-port", type=int,
                       help="serve this producer's /metrics and /stats (fuse state) on this port")
+    add_realtime_arg(prod, "a load generator")
     prod.add_argument("--json", action="store_true")
     prod.set_defaults(func=run_produce)
 
@@ -100,6 +101,7 @@ def run_produce(args) -> int:
         raise UsageError(f"--trace-rate must be within 0..1, got {args.trace_rate:g}")
     if args.flow_retries < 0 or any(not 0 <= b <= 60 for b in backoff):
         raise UsageError("--flow-retries must be >= 0 and --backoff intervals within 0..60 s")
+    take_realtime(args, "floodgate.bench")
     routes = _routes(args)
     brokers = routes.masters() if routes is not None else brokers_from(args)
     producer = Producer(brokers, fuse=False if args.no_fuse else None, timeout=args.timeout,

@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from console.commands.common import add_subparser
+from console.commands.common import add_realtime_arg, add_subparser, take_realtime
 from console.errors import UsageError
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -62,6 +62,7 @@ def register(sub) -> None:
                        "besides loopback (repeatable; cluster up --netns passes its bridge's)")
     serve.add_argument("--numa", choices=("default", "interleave"), default="default",
                        help="memory policy (interleave: seed 000's NUMA fix)")
+    add_realtime_arg(serve, "a broker")
     ha = serve.add_argument_group(
         "high availability", "a replicated group: the role (master or slave) comes from the "
         "group record the controller keeps in ZooKeeper, never from a flag")
@@ -137,6 +138,7 @@ def run_serve(args) -> int:
                          f"{SYNCFS_ABOVE}, got {args.max_mapped_queues}")
     _check_ha(args)
     configure_logging()
+    take_realtime(args, "floodgate.broker")
     if args.numa == "interleave":
         from kernel_tuning.numa import set_interleave
 

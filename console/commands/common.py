@@ -138,3 +138,27 @@ def finish(answers: dict, failed: list[str]) -> int:
         done = f"; done on {', '.join(answers)}" if answers else ""
         raise CommandFailed(f"{len(failed)} broker(s) failed: {'; '.join(failed)}{done}")
     return 0
+
+
+def add_realtime_arg(parser, who: str) -> None:
+    parser.add_argument("--realtime", type=int, metavar="PRIO",
+                        help=f"run under SCHED_RR at PRIO (1-99): {who} sharing a small host, "
+                        "as the demo's do (needs root or CAP_SYS_NICE; refused, it says so "
+                        "and runs at normal priority)")
+
+
+def take_realtime(args, logger: str) -> None:
+    """--realtime, before any thread starts (each inherits the policy); a refusal is a
+    warning: the process runs, at normal priority."""
+    if args.realtime is None:
+        return
+    from kernel_tuning.realtime import MAX_PRIORITY, set_realtime
+
+    if not 1 <= args.realtime <= MAX_PRIORITY:
+        raise UsageError(f"--realtime must be 1 to {MAX_PRIORITY}, got {args.realtime}")
+    refused = set_realtime(args.realtime)
+    if refused:
+        import logging
+
+        logging.getLogger(logger).warning("SCHED_RR %d %s: at normal priority",
+                                          args.realtime, refused)

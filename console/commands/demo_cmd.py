@@ -45,6 +45,10 @@ def register(sub) -> None:
     parser.add_argument("--trace-rate", type=float, default=1.0, metavar="R",
                         help="share of messages traced, 0..1 (1: every message, keyed "
                              "order-N: `floodgate trace --key order-N` or the console's t)")
+    parser.add_argument("--no-realtime", action="store_true",
+                        help="brokers at normal priority (by default, where this user may, "
+                        "they run under SCHED_RR: on a small host a woken broker no longer "
+                        "waits behind the demo's clients and console)")
     parser.add_argument("--no-tls", action="store_true",
                         help="plain TCP and HTTP (by default every broker port speaks TLS, "
                         "signed by a CA made in the data dir)")
@@ -95,7 +99,8 @@ def run(args) -> int:
     _check(args)
     opts = DemoOptions(args.brokers, args.rate, not args.no_faults, args.data, args.base_port,
                        groups=args.groups, clients=not args.no_clients,
-                       trace_rate=args.trace_rate, acl=not args.no_acl, tls=not args.no_tls)
+                       trace_rate=args.trace_rate, acl=not args.no_acl, tls=not args.no_tls,
+                       realtime=not args.no_realtime)
     demo = Demo(opts)
     stop = threading.Event()
     log_file = demo.data_dir / "demo.log"
@@ -108,6 +113,10 @@ def run(args) -> int:
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
     what = (f"{args.groups} groups of master + slave (sync replication), a controller and "
             f"ZooKeeper" if args.groups else f"{args.brokers} brokers")
+    if demo.realtime:
+        what += " (brokers and the load under SCHED_RR)"
+    elif not args.no_realtime:  # asked for and refused: the latencies will say why
+        what += " (brokers at normal priority: not root; fault-free ones may read SLOW)"
     print(f"starting {what} on ports {args.base_port}.. and a producer at "
           f"{args.rate:g} msgs/s; {where} …", file=sys.stderr)
     demo.start()

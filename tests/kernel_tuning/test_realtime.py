@@ -1,0 +1,70 @@
+"""SCHED_RR for the demo's brokers and load (kernel_tuning.realtime), on the real kernel:
+taken by the calling thread and inherited by the threads it starts later; refused without
+the privilege, said in a phrase, the process left as it was; bad priorities refused by
+name before anything starts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from console.cli import main
+from kernel_tuning.realtime import allowed, set_realtime
+
+PROBE = """
+import os, sys, threading
+from kernel_tuning.realtime import allowed, set_realtime
+print(allowed(1), set_realtime(1))
+seen = []
+t = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0)))
+t.start(); t.join()
+print(os.sched_getscheduler(0) == os.SCHED_RR, seen[0] == os.SCHED_RR)
+"""
+
+
+def probe(prefix=(), preexec=None) -> list[str]:
+    done = subprocess.run([*prefix, sys.executable, "-c", PROBE], capture_output=True,
+                          text=True, timeout=60, preexec_fn=preexec)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("\n")
+
+
+@pytest.mark.skipif(not allowed(1), reason="needs root or CAP_SYS_NICE")
+def test_taken_by_the_process_and_the_threads_it_starts_later():
+    assert probe()[:2] == ["True None", "True True"]
+
+
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv (util-linux)")
+def test_refused_without_the_privilege_leaves_the_process_as_it_was():
+    """Root without CAP_SYS_NICE (as in a container that dropped it) and no RLIMIT_RTPRIO."""
+    def no_budget():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
+
+    drop = ("setpriv", "--bounding-set", "-sys_nice", "--inh-caps", "-sys_nice")
+    first, second = probe(drop, no_budget)[:2]
+    assert first == "False not permitted (needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO)"
+    assert second == "False False"
+
+
+@pytest.mark.parametrize("priority", [0, 100, -1])
+def test_a_priority_out_of_range_is_refused(priority):
+    with pytest.raises(ValueError, match=f"1 to 99, got {priority}"):
+        set_realtime(priority)
+
+
+@pytest.mark.parametrize("argv", [
+    ["broker", "serve", "--name", "b", "--data", "D", "--realtime", "100"],
+    ["bench", "produce", "--brokers", "127.0.0.1:9", "--count", "1", "--realtime", "0"],
+])  # fmt: skip
+def test_the_flag_out_of_range_is_a_usage_error(tmp_path, capsys, argv):
+    argv = [str(tmp_path) if a == "D" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--realtime must be 1 to 99, got " + argv[-1]) and "\n" not in err
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # nothing taken on the way
