@@ -22,7 +22,7 @@ and a flooding producer group held back by a quota.
 Both groups report their deliveries to the message trace at `--trace-rate`.
 
 Run by `console.demo.runner` as `python -m console.demo.clients CLUSTER_FILE
-[--trace-rate=R] [--users=DIR] [--nice=N]`;
+[--trace-rate=R]`;
 it stops on SIGTERM, committing what it consumed.
 """
 
@@ -47,15 +47,11 @@ BATCH_GROUP = "demo-batch"
 BATCH_RATE = 100.0  # offered, msgs/s
 BATCH_ADMITTED = 0.5  # of BATCH_RATE, over all the brokers that take sends
 BATCH_FLOW_RETRIES = 1  # one backoff, then give up: the demo shows refusals, not a retry storm
-# What a poll takes from the consumer's buffer (its pulls ask the brokers for 32 a queue):
-# 32 capped a group at 32 messages a turn of its loop, and under real-time brokers a turn
-# took long enough (the process waits behind them) that `billing` fell 8,000-20,000 behind
-POLL_MAX = 256
-# A poll that brought fewer than FEW waits PAUSE_S (fuller pulls, fewer of them). 16 and
-# 20 ms kept a group near 1,000 msgs/s only while the brokers were slow to answer: under
-# real-time brokers `billing` ended runs 8,000-22,000 behind; with 4 and 10 ms, 960.
-FEW = 4
-PAUSE_S = 0.01
+# RocketMQ's pull batch (seed 002): a broker answers a pull on the loop its sends wait
+# on, and 256 messages at a time held them for milliseconds
+PULL_BATCH = 32
+FEW = 16  # a poll that brought fewer waits PAUSE_S: fuller pulls, fewer of them (2 cores)
+PAUSE_S = 0.02
 NICE = 10  # below the brokers and the load: see runner.CONSOLE_NICE
 COMMIT_S = 0.5  # the brokers judge offsets every second: commit more often than that
 CYCLE_S = 150.0  # the fault script's cycle (console.demo.runner.CYCLE_S)
@@ -165,7 +161,7 @@ def consume(consumer, stop: threading.Event, script=None, started: float = 0.0) 
             consumer.heartbeat()
             stop.wait(1.0)
             continue
-        msgs = consumer.poll(POLL_MAX, timeout=0.5)
+        msgs = consumer.poll(PULL_BATCH, timeout=0.5)
         if script:
             for m in msgs:
                 if fails(m):
@@ -276,7 +272,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING)
     # the demo's producer and brokers come first on a small host: these clients show
     # backlog and throttling, and a late producer would blur the fuse's story
-    os.nice(next((int(a.split("=", 1)[1]) for a in argv[1:] if a.startswith("--nice=")), NICE))
+    os.nice(NICE)
     gc.collect()
     gc.freeze()  # start-up's objects are not walked by every full collection
     stop = threading.Event()
