@@ -3,8 +3,9 @@
 On a host where brokers, load generators and a console share two cores, a broker
 woken by a frame waited behind whatever ran: 1-15 ms at the host's 90 % load, and a
 sync send waits for three such wake-ups (master, slave, master). Under SCHED_RR a
-woken broker preempts every ordinary process at once (`make demo` at 1,000 msgs/s:
-fault-free masters' send p99 12-14 ms -> 1.4-1.5 ms, max 18-36 ms -> 3.4-5.8 ms). The
+woken broker preempts every ordinary process at once (`floodgate demo --realtime` at
+1,000 msgs/s: fault-free masters' send p99 9-12 ms -> 1.8-2.5 ms, max 21-26 ms -> 5-13 ms,
+while the ordinary consumer processes fell behind: bench/README.md). The
 kernel keeps 5 % of each second for ordinary processes
 (/proc/sys/kernel/sched_rt_runtime_us), so a broker that spun would slow the host,
 not stop it; brokers wait on their sockets and timers, they do not spin.
@@ -36,14 +37,21 @@ def allowed(priority: int) -> bool:
 
 
 def set_realtime(priority: int) -> str | None:
-    """SCHED_RR at `priority` for the calling thread and the threads it starts later
-    (call it before any); None once done, else why not, in a phrase."""
+    """SCHED_RR at `priority` for every thread of this process (the native ones that
+    imports started too) and the threads they start later; None once done, else why
+    not, in a phrase."""
     if not 1 <= priority <= MAX_PRIORITY:
         raise ValueError(f"a real-time priority is 1 to {MAX_PRIORITY}, got {priority}")
+    param = os.sched_param(priority)
     try:
-        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(priority))
+        os.sched_setscheduler(0, os.SCHED_RR, param)  # this thread: the refusal, if any
     except PermissionError:
         return "not permitted (needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO)"
     except OSError as exc:  # e.g. a container's cgroup with no real-time budget
         return exc.strerror or str(exc)
+    for tid in os.listdir("/proc/self/task"):  # Linux: a policy is per thread
+        try:
+            os.sched_setscheduler(int(tid), os.SCHED_RR, param)
+        except ProcessLookupError:  # ended meanwhile
+            pass
     return None

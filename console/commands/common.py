@@ -143,8 +143,8 @@ def finish(answers: dict, failed: list[str]) -> int:
 def add_realtime_arg(parser, who: str) -> None:
     parser.add_argument("--realtime", type=int, metavar="PRIO",
                         help=f"run under SCHED_RR at PRIO (1-99): {who} sharing a small host, "
-                        "as the demo's do (needs root or CAP_SYS_NICE; refused, it says so "
-                        "and runs at normal priority)")
+                        "as `floodgate demo --realtime` runs them (needs root or CAP_SYS_NICE; "
+                        "refused, it says so and runs at normal priority)")
 
 
 def take_realtime(args, logger: str) -> None:

@@ -117,7 +117,8 @@ def run(args) -> int:
     if demo.realtime:
         what += " (brokers and the load under SCHED_RR)"
     elif args.realtime:  # asked for and refused: the latencies will say why
-        what += " (brokers at normal priority: not root; fault-free ones may read SLOW)"
+        what += (" (brokers at normal priority: SCHED_RR needs root or CAP_SYS_NICE; "
+                 "fault-free ones may read SLOW)")
     print(f"starting {what} on ports {args.base_port}.. and a producer at "
           f"{args.rate:g} msgs/s; {where} …", file=sys.stderr)
     demo.start()

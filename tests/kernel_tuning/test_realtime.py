@@ -19,10 +19,13 @@ PROBE = """
 import os, sys, threading
 from kernel_tuning.realtime import allowed, set_realtime
 print(allowed(1), set_realtime(1))
+early = threading.Thread(target=threading.Event().wait, daemon=True)
+early.start()  # a thread that was there before: the whole process takes the policy
 seen = []
 t = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0)))
 t.start(); t.join()
-print(os.sched_getscheduler(0) == os.SCHED_RR, seen[0] == os.SCHED_RR)
+print(os.sched_getscheduler(0) == os.SCHED_RR, seen[0] == os.SCHED_RR,
+      os.sched_getscheduler(early.native_id) == os.SCHED_RR)
 """
 
 
@@ -34,8 +37,8 @@ def probe(prefix=(), preexec=None) -> list[str]:
 
 
 @pytest.mark.skipif(not allowed(1), reason="needs root or CAP_SYS_NICE")
-def test_taken_by_the_process_and_the_threads_it_starts_later():
-    assert probe()[:2] == ["True None", "True True"]
+def test_taken_by_every_thread_of_the_process_and_those_it_starts_later():
+    assert probe()[:2] == ["True None", "True True True"]
 
 
 @pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv (util-linux)")
@@ -49,7 +52,7 @@ def test_refused_without_the_privilege_leaves_the_process_as_it_was():
     drop = ("setpriv", "--bounding-set", "-sys_nice", "--inh-caps", "-sys_nice")
     first, second = probe(drop, no_budget)[:2]
     assert first == "False not permitted (needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO)"
-    assert second == "False False"
+    assert second == "False False False"
 
 
 @pytest.mark.parametrize("priority", [0, 100, -1])
@@ -68,3 +71,26 @@ def test_the_flag_out_of_range_is_a_usage_error(tmp_path, capsys, argv):
     err = capsys.readouterr().err.strip()
     assert err.endswith("--realtime must be 1 to 99, got " + argv[-1]) and "\n" not in err
     assert os.sched_getscheduler(0) == os.SCHED_OTHER  # nothing taken on the way
+
+
+@pytest.mark.skipif(not allowed(1), reason="needs root or CAP_SYS_NICE")
+def test_a_broker_started_with_the_flag_serves_under_sched_rr(cluster_factory):
+    """Every thread of the broker process (its loop, the flusher, the executor's, and the
+    native ones its imports started before the flag was read), as `floodgate demo
+    --realtime` starts them; and it still answers."""
+    from broker_core.client.producer import Producer
+
+    cluster = cluster_factory(n=1, extra_args=["--realtime", "1"])
+    pid = next(iter(cluster.procs.values())).pid
+    producer = Producer(cluster.file.addrs, fuse=False)
+    try:
+        producer.send("rt", b"x")
+    finally:
+        producer.close()
+    policies = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            policies.append(os.sched_getscheduler(int(tid)))
+        except ProcessLookupError:  # a worker thread that ended meanwhile
+            pass
+    assert len(policies) > 1 and set(policies) == {os.SCHED_RR}
