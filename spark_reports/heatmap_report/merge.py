@@ -180,6 +180,12 @@ def _timestamps(secs: np.ndarray) -> pa.Array:
     return pa.array(secs * 1_000_000, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
 
 
+def _names(names: np.ndarray, codes: np.ndarray) -> pa.Array:
+    """A string column of ``names`` by code, taken in Arrow: a heatmap/ output of ~2 M rows
+    spent 0.3 s building a Python string object a row."""
+    return pa.array(names, pa.string()).take(pa.array(codes, pa.int64()))
+
+
 def heatmap_table(m: Merged, brokers: bool = True) -> pa.Table:
     """window_start, broker, op, bucket, count: the heatmap/ output (brokers=False:
     the cluster's rows only)."""
@@ -191,8 +197,8 @@ def heatmap_table(m: Merged, brokers: bool = True) -> pa.Table:
                    g.n[keep])  # fmt: skip
         w, b, o = w[keep], b[keep], o[keep]
     return pa.table({
-        "window_start": _timestamps(m.windows[w]), "broker": pa.array(m.brokers[b], pa.string()),
-        "op": pa.array(m.ops[o], pa.string()), "bucket": pa.array(g.bucket, pa.int32()),
+        "window_start": _timestamps(m.windows[w]), "broker": _names(m.brokers, b),
+        "op": _names(m.ops, o), "bucket": pa.array(g.bucket, pa.int32()),
         "count": pa.array(g.n, pa.int64()),
     })  # fmt: skip
 
@@ -201,7 +207,7 @@ def percentiles_table(m: Merged, pcts: dict) -> pa.Table:
     """window_start, broker, op, count, mean, p50, p99, p999, max: the percentiles/ output."""
     w, b, o = m.parts(m.groups.key)
     cols = {"window_start": _timestamps(m.windows[w]),
-            "broker": pa.array(m.brokers[b], pa.string()), "op": pa.array(m.ops[o], pa.string()),
+            "broker": _names(m.brokers, b), "op": _names(m.ops, o),
             "count": pa.array(pcts["count"], pa.int64())}  # fmt: skip
     for name in ("mean", *QUANTILES, "max"):
         cols[name] = pa.array(pcts[name], pa.float64(), from_pandas=True)  # NaN -> null
