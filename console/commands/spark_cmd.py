@@ -110,7 +110,16 @@ def run_up(args) -> int:
 
 def _warm(url: str) -> float:
     """Both reports over a small generated log, through the server: the first report
-    a user runs then finds the JIT and code generation of every query it makes paid."""
+    a user runs then finds the JIT and code generation of every query it makes paid.
+
+    The heatmap runs twice, as a day's report (5-minute windows from the minute table,
+    drill-downs read from the 1 s table's pages) and as an hour's (10 s windows from the
+    1 s table), on 10 brokers x 2 h (3 s to generate): enough rows for the JVM to
+    compile the hot loops of the real thing. The first report of the 100-broker day
+    after `spark up`: 14.0-18.5 s after a 2-broker 6-minute warm-up, 12.9-13.7 s after
+    this one (the next: 10-11 s either way); `spark up` takes ~15 s longer
+    (bench/README, issue 31).
+    """
     import argparse
     import tempfile
     from datetime import UTC, datetime
@@ -122,10 +131,11 @@ def _warm(url: str) -> float:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="floodgate-warm-") as tmp:
         log = Path(tmp) / "log"
-        start = datetime(2026, 11, 10, 23, 57, tzinfo=UTC)
-        generate_double11(Double11Config(brokers=2, hours=0.1, start=start), log)
-        run_heatmap(HeatmapOptions(input=str(log), out=f"{tmp}/heatmap", remote=url,
-                                   progress=False, window_s=10))  # fmt: skip
+        start = datetime(2026, 11, 10, 23, 0, tzinfo=UTC)
+        generate_double11(Double11Config(brokers=10, hours=2, start=start), log)
+        for window_s in (300, 10):
+            run_heatmap(HeatmapOptions(input=str(log), out=f"{tmp}/heatmap-{window_s}", remote=url,
+                                       progress=False, window_s=window_s))  # fmt: skip
         parser = argparse.ArgumentParser()
         capacity.add_arguments(parser)
         capacity.run(parser.parse_args(["--input", str(log), "--out", f"{tmp}/capacity",
