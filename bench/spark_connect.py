@@ -8,8 +8,8 @@ server with `floodgate spark up` (its start and warm-up timed), then for each
 report runs `floodgate report ...` as a user would: once cold (local[*], the
 JVM's start counted), then --runs rounds of one run through `--remote` and one of
 DuckDB (2 threads) on the same files (spark_day.py's peer): the ratio is of the two
-medians, the first warm run (the first after `spark up`) shown apart. Peak RSS beside each: the client's process tree, and the server's JVM
-(not in the client's tree). Goals (issue 31): the 100-broker day's heatmap
+medians, the first warm run (the first after `spark up`) shown apart. Peak RSS beside
+each: the client's process tree, and the server's JVM (not in the client's tree). Goals (issue 31): the 100-broker day's heatmap
 through the server <= 3x DuckDB; the 20-broker x 2 h report <= 10 s.
 """
 

@@ -26,10 +26,6 @@ def rows(path) -> list[dict]:
     return sorted((dict(r, date=str(r["date"])) for r in table.to_pylist()), key=key)
 
 
-def frame_rows(path, keys) -> list[dict]:
-    return sorted(pq.read_table(path).to_pylist(), key=lambda r: tuple(r[k] for k in keys))
-
-
 @pytest.fixture(scope="module")
 def log(tmp_path_factory):
     root = tmp_path_factory.mktemp("compact")
@@ -63,7 +59,7 @@ def test_compact_equals_the_writers_rollup_and_heatmaps_agree(spark, log, capsys
     assert minutes["table"] == schema.LATENCY_1M_TABLE
     assert minutes["verdict"] == seconds["verdict"]
     keys = ("window_start", "broker", "op")
-    assert frame_rows(log / "a" / "heatmap", (*keys, "bucket")) == frame_rows(
+    assert rows_of(log / "a" / "heatmap", (*keys, "bucket")) == rows_of(
         log / "b" / "heatmap", (*keys, "bucket")
     )
     # floats to 1e-9 (tests/report_rows.py: the host's vector division, now and then)
