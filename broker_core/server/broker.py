@@ -140,7 +140,7 @@ class Broker:
         self.latest: BrokerSnapshot | None = None  # taken each tick (runner) or on demand
         self._rr: dict[str, int] = {}  # topic -> the queue its last send without one took
         self.sends = SendOps(self, self._host)
-        self.pulls = PullOps(self)
+        self.pulls = PullOps(self, clock=monotonic)
         self.connections: set = set()  # BrokerProtocol instances (server.tcp)
         self.counters = {
             "send_errors": 0,

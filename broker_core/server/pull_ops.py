@@ -13,6 +13,12 @@ and arrivals wake held pulls through one timer of `hold_s` that answers every
 pull woken meanwhile. On this kind of host a round trip's two system calls cost
 more than the Python that serves a message, so a consumer at the head of a
 paced stream gets a message every `hold_s` in bursts, not one pull per message.
+The hold only pays where it batches: a pull that had waited `hold_s` or more
+before its first arrival is on a stream sparser than a message a hold (a consumer
+of a hundred queues among ten thousand gets one every ~50 ms), where holding
+would bring no second message, only delay. Such a pull is answered at the loop's
+next turn (with every other pull woken in the same turn), as RocketMQ's and
+Kafka's defaults answer a long poll on arrival.
 Timeouts are swept every SWEEP_S: no timer per held pull.
 
 A wide pull (a consumer's hundred queues of a topic with thousands) is checked in
@@ -61,12 +67,13 @@ Reply = Callable[[list[bytes]], None]
 class HeldPull:
     """A pull waiting for one of its queues."""
 
-    __slots__ = ("rid", "req", "reply", "received", "deadline", "due", "done", "qids", "reads")
+    __slots__ = ("rid", "req", "reply", "received", "since", "deadline", "due", "done",
+                 "qids", "reads")
 
     def __init__(self, rid: int, req: p.PullRequest, reply: Reply, received: float,
-                 deadline: float) -> None:
+                 since: float, deadline: float) -> None:
         self.rid, self.req, self.reply, self.received = rid, req, reply, received
-        self.deadline = deadline
+        self.since, self.deadline = since, deadline  # held at, timed out at (the ops' clock)
         self.due = self.done = False
         # a wide pull's queues (held per topic): queue id -> its place in the pull, and
         # the places of those with something to answer
@@ -99,6 +106,8 @@ class PullOps:
         self._waiting: set[HeldPull] = set()
         self._due: list[HeldPull] = []
         self._batch: asyncio.TimerHandle | None = None
+        self._soon: list[HeldPull] = []  # woken after a quiet wait: answered next turn
+        self._soon_armed = False
         self._sweep: asyncio.TimerHandle | None = None
 
     @property
@@ -124,7 +133,8 @@ class PullOps:
             wide = len(req.queues) > NARROW
             reads, waiting = self._behind(req) if wide else (None, self._available(req))
             if waiting < min(MIN_BATCH, req.max_msgs):
-                held = HeldPull(rid, req, reply, received, self._clock() + req.timeout_ms / 1000)
+                now = self._clock()
+                held = HeldPull(rid, req, reply, received, now, now + req.timeout_ms / 1000)
                 self._hold(held)
                 if reads is not None:
                     held.reads = reads
@@ -227,6 +237,12 @@ class PullOps:
 
     def _make_due(self, held: HeldPull) -> None:
         held.due = True
+        if self._clock() - held.since >= self.hold_s:  # a sparse stream: no batch to wait for
+            self._soon.append(held)
+            if not self._soon_armed:
+                self._soon_armed = True
+                asyncio.get_running_loop().call_soon(self._answer_soon)
+            return
         self._due.append(held)
         if self._batch is None:
             self._batch = asyncio.get_running_loop().call_later(self.hold_s, self._answer_due)
@@ -235,6 +251,12 @@ class PullOps:
         self._batch = None
         due, self._due = self._due, []
         for held in due:
+            self._finish(held)
+
+    def _answer_soon(self) -> None:
+        self._soon_armed = False
+        soon, self._soon = self._soon, []
+        for held in soon:
             self._finish(held)
 
     def _expire(self) -> None:

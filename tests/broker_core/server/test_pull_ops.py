@@ -1,6 +1,7 @@
 """PULL through the broker in-process: records served as stored (also across a
 segment roll) and verified by the consumer's decoder, several queues in one pull,
-a held pull answered once for a burst of arrivals, a small answer held for more."""
+a held pull answered once for a burst of arrivals, a small answer held for more, and
+one woken after a quiet wait answered at once."""
 
 from __future__ import annotations
 
@@ -136,6 +137,40 @@ def test_a_woken_wide_pull_answers_what_was_behind_and_what_arrived_in_its_order
             (30, "OFFSET_OVERFLOW", []), (3, "FOUND", [b"first"])]
 
     asyncio.run(main())
+
+
+def test_a_pull_woken_after_a_quiet_wait_is_answered_at_once_a_busy_one_after_the_hold(
+        tmp_path):
+    """A pull whose first arrival came a hold or more after it was held is on a stream
+    too sparse to batch: answered at the loop's next turn. One woken sooner waits for
+    the batch's timer (the time is the broker's monotonic clock, driven here)."""
+    now = [1000.0]
+    b = Broker(BrokerConfig("b1", tmp_path / "b1", store_extra={"preallocate_next": False}),
+               monotonic=lambda: now[0])
+    b.topics.get("orders", create=True)
+
+    async def main():
+        quiet: list[list[bytes]] = []
+        busy: list[list[bytes]] = []
+        assert pull(b, [(0, 0)], wait_ms=5000, replies=quiet) is None
+        now[0] += 2 * b.pulls.hold_s  # holds passed with nothing for it
+        assert pull(b, [(1, 0)], wait_ms=5000, replies=busy) is None  # held just now
+        send(b, 0, b"sparse")
+        send(b, 1, b"stream")
+        await asyncio.sleep(0)
+        assert len(quiet) == 1 and not busy  # the quiet one at once; the other holds
+        ((_s, msgs, _c),) = answer(quiet[0])
+        assert [m.body for m in msgs] == [b"sparse"]
+        while not busy:
+            await asyncio.sleep(0.001)
+        ((_s, msgs, _c),) = answer(busy[0])
+        assert [m.body for m in msgs] == [b"stream"]
+        assert b.pulls.held == 0
+
+    try:
+        asyncio.run(main())
+    finally:
+        b.close()
 
 
 def test_a_pull_that_would_bring_few_waits_for_more_a_full_one_does_not(broker):
