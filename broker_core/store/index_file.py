@@ -20,6 +20,7 @@ count; a reader that sees a slot ahead of the count walks past it.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import zlib
@@ -58,6 +59,9 @@ class IndexFile:
     def __init__(self, mf: MappedFile) -> None:
         self.mf = mf
         self.mm = mf.mm
+        # slots are hashed and entries looked up by chain: a fault reads the page it
+        # needs, not the disk's readahead (MiBs, allocated inside a store: commitlog.py)
+        mf.advise(mmap.MADV_RANDOM)
         (magic, version, _z, self.slots, self.capacity, self.count, self.begin_ts,
          self.begin_phys, self.end_ts, self.end_phys) = HEADER.unpack_from(self.mm, 0)
         if magic != MAGIC or version != VERSION:

@@ -166,6 +166,13 @@ class MappedFile:
         for pos in range(0, self.size, PAGE):
             mm[pos] = mm[pos]
 
+    def advise(self, advice: int) -> None:
+        """madvise the whole mapping (mmap.MADV_*); a closed one is left alone."""
+        try:
+            (self._raw or self.mm).madvise(advice)
+        except ValueError:  # closed meanwhile (retention)
+            pass
+
     def lock_in_memory(self) -> bool:
         """mlock the mapping; logs a warning and returns False where not permitted."""
         ok = (self._raw.mlock(True) if self._raw is not None

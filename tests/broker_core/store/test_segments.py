@@ -103,3 +103,30 @@ def test_concurrent_puts_and_gets(tmp_path, small_config):
             t.join()
         assert errors == []
         assert store.queue_offsets("T", 0) == (0, 600) == store.queue_offsets("T", 1)
+
+
+def _vm_flags(path) -> set[str]:
+    """The VmFlags of this process's mapping of `path` (smaps: `rr` is MADV_RANDOM)."""
+    lines = open("/proc/self/smaps").read().splitlines()
+    for i, line in enumerate(lines):
+        if line.endswith(" " + str(path)):
+            for flags in lines[i + 1:]:
+                if flags.startswith("VmFlags:"):
+                    return set(flags.split()[1:])
+    raise AssertionError(f"{path} is not mapped")
+
+
+def test_the_segment_written_reads_no_ahead_and_gets_readahead_back_when_full(
+        tmp_path, small_config):
+    """A write fault on the written segment must not run the disk's readahead (MiBs
+    allocated inside a store); the full segment before it streams to readers again."""
+    seg = 64 * 1024
+    first, second = tmp_path / "commitlog" / file_name(0), tmp_path / "commitlog" / file_name(seg)
+    with MessageStore(tmp_path, small_config()) as store:
+        store.put("T", 0, b"x")
+        assert "rr" in _vm_flags(first)
+        while store.commitlog.write_offset < seg:
+            store.put("T", 0, b"y" * 4000)
+        assert "rr" in _vm_flags(second) and "rr" not in _vm_flags(first)
+        store.put("T", 0, b"k", keys="order-1")  # the key index: hashed, read by page too
+        assert "rr" in _vm_flags(store.index.files[-1].mf.path)
