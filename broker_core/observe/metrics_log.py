@@ -55,6 +55,19 @@ class MetricsLogWriter:
         self._rolling = threading.Lock()
         self.files_written = 0
 
+    @staticmethod
+    def warm() -> None:
+        """Load now what the first roll would (a broker calls this before it serves).
+
+        pyarrow converts rows through pandas' type checks when pandas is installed and
+        imports it on first use: ~0.15 s holding the GIL, 0.5 s or more without
+        bytecode caches, in the roll's worker thread while the loop serves. In `make
+        demo` that first roll, a minute or two in, was a fault-free master's 45-57 ms
+        send (SLOW); and modules loaded after start-up are not in the frozen
+        generation, so each later full collection walked them on the loop."""
+        for schema in SCHEMAS.values():
+            pq.write_table(pa.Table.from_pylist([], schema=schema), pa.BufferOutputStream())
+
     def add(self, snap: BrokerSnapshot, closed: Iterable[ClosedSecond]) -> None:
         """The seconds a tick closed, with the tick's snapshot's broker figures."""
         closed = list(closed)

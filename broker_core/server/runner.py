@@ -167,6 +167,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             await http.cleanup()
             broker.close()
             raise
+    writer.warm()  # before the freeze: what the first roll loads is start-up's too
     broker.serving = True
     # What start-up made (modules, the store's tables) lives as long as the process: a
     # full collection need not walk it. Without this each one held the loop 20-30 ms.

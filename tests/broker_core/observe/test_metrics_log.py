@@ -1,7 +1,10 @@
 """The broker's metrics log writes heatmap's contract: files the readers accept,
 histograms that come back as recorded (to the log's microsecond precision)."""
 
+import subprocess
+import sys
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -72,3 +75,31 @@ def test_minute_rollups_are_written_as_minutes_close_and_equal_their_seconds(tmp
     assert sorted(minutes.to_pylist(), key=key) == sorted(rollup_rows(seconds.to_pylist()), key=key)
     assert sorted({r["ts"].minute for r in minutes.to_pylist()}) == [0, 1, 2]
     assert sum(minutes.column("count").to_pylist()) == sum(seconds.column("count").to_pylist())
+
+
+def test_a_warmed_writer_loads_no_module_in_its_first_roll(tmp_path):
+    """The first roll runs in a worker thread while the broker's loop serves: a module
+    it loads holds the GIL (pandas: 0.15-0.7 s), so warm() loads them at start-up."""
+    script = f"""
+import sys
+from broker_core.observe.metrics_log import MetricsLogWriter
+from broker_core.observe.recorder import OpRecorder
+from tests.clock import ManualClock
+
+clock = ManualClock(1_794_355_200.0)
+rec = OpRecorder(("send",), clock)
+writer = MetricsLogWriter({str(tmp_path)!r}, "c1", "b1", roll_s=60)
+writer.warm()
+before = set(sys.modules)
+rec.record("send", 0.001, nbytes=128)
+clock.t += 61
+closed = rec.roll()
+writer.add_seconds(closed)
+writer.add_stats(closed[0].ts, 1, 2, 1.0, 0.0, 1, 0)
+assert len(writer.roll()) == 3
+print(sorted(set(sys.modules) - before))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[3], timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
