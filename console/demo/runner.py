@@ -64,10 +64,10 @@ LOAD_AFTER_S = 3.0
 # supervisor and the load, started from threads made before, keep 0): the fault-free
 # masters' send p99 went from 8-11 ms to 5-6 ms at 1,500 msgs/s.
 CONSOLE_NICE = 10
-# Nice levels order who runs next, not how soon a woken broker runs: with a dozen
-# processes on two cores the fault-free masters' send p99 was 9-18 ms and max 18-64 ms
-# (SLOW). `--realtime` runs the brokers and the load under SCHED_RR at this priority
-# (kernel_tuning.realtime): p99 1.8-2.5 ms, max 5-13 ms at 1,000 msgs/s. Not the default:
+# Nice levels order who runs next, not how soon a woken broker runs. `--realtime` runs
+# the brokers and the load under SCHED_RR at this priority (kernel_tuning.realtime),
+# for a host busier than the project's VM (where, since the CommitLog's written segment
+# reads no ahead, the fault-free masters stay UP at normal priority). Not the default:
 # the consumer groups' process, left what real-time work leaves, fell 8,000-29,000
 # messages behind (`billing` read STALLED), and one step below the brokers in SCHED_RR
 # it made them SLOW again (the kernel gives ordinary work its reserved 50 ms at once).
