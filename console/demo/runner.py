@@ -176,6 +176,9 @@ class Demo:
         if busy:
             from console.errors import CommandFailed
 
+            if self._made_data is not None:  # nothing started: its log's directory goes too
+                shutil.rmtree(self._made_data, ignore_errors=True)
+                self._made_data = None
             raise CommandFailed(f"port(s) {', '.join(map(str, busy[:5]))} in use: "
                                 f"pick another --base-port")
         data = o.data or self._made_data

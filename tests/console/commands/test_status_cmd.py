@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,8 @@ def test_config_order_flags_then_env_then_defaults():
         config_from_args(argparse.Namespace(), {**env, "FLOODGATE_REFRESH": "soon"})
 
 
-def test_demo_refuses_a_port_in_use(capsys):
+def test_demo_refuses_a_port_in_use(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where its log would be made
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -122,6 +124,7 @@ def test_demo_refuses_a_port_in_use(capsys):
         rc, _, err = run(capsys, "demo", "--headless", "1", "--brokers", "1",
                          "--base-port", str(port))
     assert rc == 1 and "in use" in err and err.count("\n") == 2  # the start line + one error
+    assert not list(tmp_path.glob("floodgate-demo-*"))  # nothing started: nothing left
 
 
 
