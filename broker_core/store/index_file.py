@@ -76,6 +76,7 @@ class IndexFile:
                first_ts: int, pending_dirs=None) -> IndexFile:
         mf = MappedFile(path, first_phys, file_bytes(slots, capacity), create=True,
                         pending_dirs=pending_dirs)
+        mf.advise(mmap.MADV_RANDOM)  # before the header's write: its fault read MiBs ahead
         HEADER.pack_into(mf.mm, 0, MAGIC, VERSION, 0, slots, capacity, 0, first_ts, first_phys,
                          first_ts, first_phys)
         return cls(mf)
