@@ -60,11 +60,10 @@ class MetricsLogWriter:
         """Load now what the first roll would (a broker calls this before it serves).
 
         pyarrow converts rows through pandas' type checks when pandas is installed and
-        imports it on first use: ~0.15 s holding the GIL, 0.5 s or more without
-        bytecode caches, in the roll's worker thread while the loop serves. In `make
-        demo` that first roll, a minute or two in, was a fault-free master's 45-57 ms
-        send (SLOW); and modules loaded after start-up are not in the frozen
-        generation, so each later full collection walked them on the loop."""
+        imports it on first use: 0.14 s with bytecode caches, 0.7 s without (py-spy, a
+        demo broker), much of it holding the GIL, in the roll's worker thread while the
+        loop serves; and modules loaded after start-up are not in the frozen
+        generation, so each later full collection would walk them on the loop."""
         for schema in SCHEMAS.values():
             pq.write_table(pa.Table.from_pylist([], schema=schema), pa.BufferOutputStream())
 
