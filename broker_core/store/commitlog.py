@@ -17,7 +17,7 @@ import threading
 
 from broker_core.errors import StoreCorruptError
 from broker_core.store.allocate import SegmentAllocator
-from broker_core.store.mapped_file import MappedFile, parse_file_name
+from broker_core.store.mapped_file import PAGE, MappedFile, parse_file_name
 from broker_core.store.message import (
     BLANK,
     BLANK_MAGIC,
@@ -30,6 +30,7 @@ from broker_core.store.message import (
 )
 
 _CHUNK = 1 << 20
+READAHEAD_STEP = 4 << 20  # the written part of the segment gets readahead back this often
 _COPY_ONCE_ABOVE = 1024  # body bytes from which three copies beat one concatenation
 
 
@@ -45,6 +46,7 @@ class CommitLog:
         self.flushed_offset = 0
         self.active: MappedFile | None = None  # the segment holding write_offset, if any
         self._writing: MappedFile | None = None  # the segment advised for writes (below)
+        self._readahead_to = 0  # ... and how much of it has readahead back (bytes into it)
         self._segments_lock = threading.Lock()
         self._flush_lock = threading.Lock()
 
@@ -130,12 +132,26 @@ class CommitLog:
         on this VM's disk) at each readahead mark: MiBs of page cache allocated inside
         one store, 1-2 ms in a quiet process and 20 ms in `make demo`, on the master
         and its slave at the same offsets (a fault-free master's SLOW at the first
-        segment's 6 MiB). The written tail is in the page cache already: nothing to
-        read ahead for."""
+        segment's 6 MiB). What is written gets readahead back as it is flushed
+        (`_readahead_written`): a consumer catching up from disk streams it."""
         if self._writing is not None:
             self._writing.advise(mmap.MADV_NORMAL)
         seg.advise(mmap.MADV_RANDOM)
-        self._writing = seg
+        self._writing, self._readahead_to = seg, 0
+
+    def _readahead_written(self, upto: int) -> None:
+        """Readahead back for the segment being written below `upto` (flushed), in
+        steps of READAHEAD_STEP: read page by page, a cold 64 MiB came at 65 MiB/s
+        against 1.1-2.2 GiB/s read ahead (this VM)."""
+        seg, done = self._writing, self._readahead_to
+        if seg is None:
+            return
+        end = min(upto, seg.end_offset) - seg.start_offset
+        end -= end % PAGE
+        if end - done >= READAHEAD_STEP:
+            seg.advise(mmap.MADV_NORMAL, end)
+            if self._writing is seg:  # (the put path may have moved on meanwhile)
+                self._readahead_to = end
 
     def write_records(self, prepared, queue_id: int, first_queue_offset: int, born_ms: int,
                       store_ms: int, host: bytes) -> int:
@@ -227,6 +243,7 @@ class CommitLog:
                     if seg.end_offset > flushed and seg.start_offset < target:
                         seg.flush()
                 self.flushed_offset = target
+                self._readahead_written(target)
             return self.flushed_offset
 
     # -- reading ------------------------------------------------------------

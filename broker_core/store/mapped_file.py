@@ -166,10 +166,14 @@ class MappedFile:
         for pos in range(0, self.size, PAGE):
             mm[pos] = mm[pos]
 
-    def advise(self, advice: int) -> None:
-        """madvise the whole mapping (mmap.MADV_*); a closed one is left alone."""
+    def advise(self, advice: int, length: int | None = None) -> None:
+        """madvise the mapping (mmap.MADV_*), or its first `length` bytes (a multiple
+        of PAGE; a segment's only); a closed one is left alone."""
         try:
-            (self._raw or self.mm).madvise(advice)
+            if length is None:
+                (self._raw or self.mm).madvise(advice)
+            else:
+                self.mm.madvise(advice, 0, length)
         except ValueError:  # closed meanwhile (retention)
             pass
 
