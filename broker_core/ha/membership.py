@@ -32,6 +32,8 @@ from broker_core.ha.slave import MasterInfo
 
 log = logging.getLogger("floodgate.ha")
 
+HANDOVER_S = 1.0  # after our old session's node ends, before registering again (below)
+
 
 class Membership:
     def __init__(self, node: HaNode, zk_hosts: str, cluster: str, session_s: float = 1.0,
@@ -89,7 +91,11 @@ class Membership:
 
     def _register(self) -> None:
         """Create the ephemeral node; a leftover of our own previous session (a fast
-        restart) blocks the name until that session expires: wait for it."""
+        restart) blocks the name until that session expires: wait for it, then for
+        HANDOVER_S more, so the controller sees this broker gone before it is back.
+        Registered within 0.1 s of the old node's end, a restarted master was at
+        times seen by the controller as never gone: it kept its group at the old
+        epoch and the slave was not promoted (a CI run of the demo's kill act)."""
         from kazoo.exceptions import NodeExistsError
 
         path = self.paths.broker(self.node.group, self.node.name)
@@ -97,7 +103,12 @@ class Membership:
         retry(self.zk.ensure_path, self.paths.brokers(self.node.group))
         data = self.registration().to_json()
         deadline = time.monotonic() + 120
+        blocked = False
         while not self._closed.is_set():
+            if blocked and retry(self.zk.exists, path) is None:
+                blocked = False
+                if self._closed.wait(HANDOVER_S):
+                    return
             try:
                 retry(self.zk.create, path, data, ephemeral=True)
                 self.sessions += 1
@@ -110,6 +121,7 @@ class Membership:
                 if time.monotonic() > deadline:
                     raise BrokerError(f"{path} held by another live session: is a broker "
                                       f"named {self.node.name} running elsewhere?") from None
+                blocked = True
                 time.sleep(0.1)
 
     def _on_state(self, state) -> None:
