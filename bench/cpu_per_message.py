@@ -106,37 +106,42 @@ def cmdline(pid: int) -> str:
 
 # -- the floor: a bare uvloop server -----------------------------------------------------
 
+class EchoProtocol(asyncio.Protocol):
+    """Answers every SEND frame with a fixed SEND OK answer (what a broker's answer holds)."""
+
+    def __init__(self) -> None:
+        from broker_core import protocol as p
+
+        self.p = p
+        self.answer = p.encode_send_response(0, 0, 0, 0, b"\x7f\0\0\x01\0\0\0\0")
+
+    def connection_made(self, transport):
+        self.t, self.buf = transport, bytearray()
+
+    def data_received(self, data):
+        p, buf = self.p, self.buf
+        buf += data
+        out = []
+        pos = 0
+        while len(buf) - pos >= p.HEADER_SIZE:
+            length, _m, _v, op, _f, _r, _c, rid = p.HEADER.unpack_from(buf, pos)
+            end = pos + 4 + length
+            if end > len(buf):
+                break
+            out.append(p.encode_frame(op, rid, self.answer, flags=p.FLAG_RESPONSE))
+            pos = end
+        del buf[:pos]
+        if out:
+            self.t.write(b"".join(out))
+
+
 def echo_server(port: int) -> None:
-    """Answer every SEND frame with a fixed SEND OK answer (what a broker's answer holds)."""
+    """The floor: a bare uvloop server of EchoProtocol."""
     import uvloop
-
-    from broker_core import protocol as p
-
-    answer = p.encode_send_response(0, 0, 0, 0, b"\x7f\0\0\x01\0\0\0\0")
-
-    class Echo(asyncio.Protocol):
-        def connection_made(self, transport):
-            self.t, self.buf = transport, bytearray()
-
-        def data_received(self, data):
-            buf = self.buf
-            buf += data
-            out = []
-            pos = 0
-            while len(buf) - pos >= p.HEADER_SIZE:
-                length, _m, _v, op, _f, _r, _c, rid = p.HEADER.unpack_from(buf, pos)
-                end = pos + 4 + length
-                if end > len(buf):
-                    break
-                out.append(p.encode_frame(op, rid, answer, flags=p.FLAG_RESPONSE))
-                pos = end
-            del buf[:pos]
-            if out:
-                self.t.write(b"".join(out))
 
     async def main():
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(Echo, "127.0.0.1", port)
+        server = await loop.create_server(EchoProtocol, "127.0.0.1", port)
         stop = asyncio.Event()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         async with server:
