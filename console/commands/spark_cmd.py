@@ -91,7 +91,7 @@ def run_up(args) -> int:
         raise UsageError(f"--master: expected local[N] or spark://HOST:PORT, got {args.master!r}")
     got = cs.up(folder, args.port, args.host, args.master, args.driver_memory, args.wait)
     if args.warm and not got["already"]:
-        got["warm_s"] = _warm(got["url"])
+        got["warm_s"] = warm_up(got["url"])
     if args.json:
         print_json(got)
         return EXIT_OK
@@ -108,7 +108,7 @@ def run_up(args) -> int:
     return EXIT_OK
 
 
-def _warm(url: str) -> float:
+def warm_up(url: str) -> float:
     """Both reports over a small generated log, through the server: the first report
     a user runs then finds the JIT and code generation of every query it makes paid.
 

@@ -172,6 +172,19 @@ def test_status_up_again_and_a_port_in_use(server):
         assert time.monotonic() - t0 < 10 and len(busy.stderr.strip().splitlines()) == 1
 
 
+def test_the_warm_up_runs_both_reports_through_the_server(server):
+    """What a plain `spark up` does once the server answers (the fixture's server skipped
+    it): both reports over a small generated log, through the server, which then still
+    answers."""
+    from console.commands.spark_cmd import warm_up
+    from spark_reports.connect import answers
+
+    url, port, _folder = server
+    took = warm_up(url)
+    assert 0 < took < 300
+    assert answers("localhost", port)
+
+
 def test_a_report_with_no_server_says_so_in_a_line(log, tmp_path):
     port = free_port_range(1)
     t0 = time.monotonic()
