@@ -65,6 +65,17 @@ def test_stuck_offsets_with_lag_are_stalled_within_two_polls():
     assert judge(s, alive=True).status == "STALLED"  # the second poll
 
 
+def test_traffic_resuming_on_an_idle_queue_is_not_a_stall_until_it_waits_two_polls():
+    # nothing to consume for two samples, then messages arrive (a broker the fuse lets
+    # back into routing): the offset has not moved, but there was nothing to move for
+    s = series([180, 180, 180], [180, 180, 192])
+    assert judge(s, alive=True).status == "OK"
+    s = series([180] * 4, [180, 180, 192, 200])
+    assert judge(s, alive=True).status == "OK"  # waited one poll
+    s = series([180] * 5, [180, 180, 192, 200, 210])
+    assert judge(s, alive=True).status == "STALLED"  # messages waited two polls, unread
+
+
 def test_no_lag_is_ok_even_when_offsets_do_not_move():
     s = series([500] * 6, [500] * 6)
     assert judge(s, alive=True).status == "OK"
