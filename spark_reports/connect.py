@@ -88,9 +88,19 @@ def connect_session(url: str, app_name: str):
         except Exception as exc:  # noqa: BLE001 - pyspark's class for it varies by version
             if "SESSION_CLOSED" not in str(exc):
                 raise
+            _forget(session)
     session = SparkSession.builder.remote(url).create()
     atexit.register(session.client.close)
     return _configured(session)
+
+
+def _forget(session) -> None:
+    """A session the server had closed: its client closed, and no longer this process's
+    default or active session. pyspark's column functions ask the active session for a
+    setting; left active, the closed one failed a report's first aggregate
+    (INVALID_HANDLE.SESSION_CLOSED) although the next session in turn was the one in use."""
+    session.release_session_on_close = False  # the server closed it: nothing to release
+    session.stop()
 
 
 def shared_session_id(k: int) -> str:

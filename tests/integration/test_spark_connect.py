@@ -140,9 +140,12 @@ def test_reports_share_one_session_and_a_closed_one_gives_way_to_the_next(server
     from spark_reports.connect import SHARED_SESSIONS, shared_session_id
 
     url, _, _ = server
-    probe = ("import sys; from spark_reports.connect import connect_session; "
-             "s = connect_session(sys.argv[1], 'probe'); s.range(3).count(); print(s.session_id); "
-             "s.stop() if sys.argv[2] == 'close' else None")  # fmt: skip
+    # a column function, as every report's first aggregate: it asks the process's active
+    # session for a setting (a closed one left active failed it)
+    probe = ("import sys; from pyspark.sql import functions as F; "
+             "from spark_reports.connect import connect_session; "
+             "s = connect_session(sys.argv[1], 'probe'); s.range(3).agg(F.min('id')).collect(); "
+             "print(s.session_id); s.stop() if sys.argv[2] == 'close' else None")  # fmt: skip
 
     def session_of(mode: str) -> str:
         done = subprocess.run([sys.executable, "-c", probe, url, mode], capture_output=True,
@@ -175,13 +178,17 @@ def test_status_up_again_and_a_port_in_use(server):
 def test_the_warm_up_runs_both_reports_through_the_server(server):
     """What a plain `spark up` does once the server answers (the fixture's server skipped
     it): both reports over a small generated log, through the server, which then still
-    answers."""
-    from console.commands.spark_cmd import warm_up
+    answers. In a process of its own: a Connect session left in the test's process was
+    what later tests' local sessions got (and the server is gone by then)."""
     from spark_reports.connect import answers
 
     url, port, _folder = server
-    took = warm_up(url)
-    assert 0 < took < 300
+    warm = ("import sys; from console.commands.spark_cmd import warm_up; "
+            "print(warm_up(sys.argv[1]))")
+    done = subprocess.run([sys.executable, "-c", warm, url], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert 0 < float(done.stdout.split()[-1]) < 300
     assert answers("localhost", port)
 
 
