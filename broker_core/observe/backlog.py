@@ -90,7 +90,7 @@ def _stuck(window: list[Sample]) -> bool:
     """The offset did not move while messages waited the whole time: there was lag at the
     window's start. Without that, a queue whose traffic resumes in the last second (a
     broker back in the producers' routing) read STALLED for a group that had had nothing
-    to consume: `make demo`'s billing, every time the fuse let a broker's traffic back."""
+    to consume: `make demo`'s billing, when the fuse let a broker's traffic back."""
     return window[0].lag > 0 and len({x.committed for x in window}) == 1
 
 
