@@ -23,7 +23,7 @@ HELP = f"""[b]floodgate console[/b]
 A [b]?[/b] after a state: the last poll failed, the row is stale.
 
 [b]Groups[/b] [green]OK[/green]; [yellow]WARNING[/yellow] lag growing over 10 s; [red]STALLED[/red] alive, offsets
-not moving with lag; [red]STOPPED[/red] lag and no consumer heard from for 10 s.
+still 2 s while messages wait; [red]STOPPED[/red] lag, no consumer heard for 10 s.
 [b]o[/b] on a group: its offsets per queue (move them with `floodgate offsets reset`);
 retry / dead: messages kept in %RETRY% / %DLQ%; a broadcast group: a row per instance.
 [b]Fuse[/b] excluded n/cap: isolated, not serving (cap: {FUSE_CAP_RATIO * 100:g} % of the brokers);
