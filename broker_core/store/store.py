@@ -22,18 +22,12 @@ import logging
 import os
 import threading
 from concurrent.futures import Future
-from functools import partial
 from time import perf_counter
 
 from broker_core.errors import MessageIllegalError, StoreClosedError
-from broker_core.fsutil import PendingDirs, syncfs
-from broker_core.store.allocate import SegmentAllocator
-from broker_core.store.checkpoint import Checkpoint
-from broker_core.store.commitlog import CommitLog
+from broker_core.fsutil import PendingDirs
 from broker_core.store.config import StoreConfig
-from broker_core.store.consume_queue import ConsumeQueueTable
-from broker_core.store.flush import ConsumeQueueFlushService, commitlog_flush_service
-from broker_core.store.index_service import IndexService, split_keys
+from broker_core.store.index_service import split_keys
 from broker_core.store.latency import LatencyRecorder
 from broker_core.store.lockfile import take_lock
 from broker_core.store.lookup import (
@@ -46,11 +40,10 @@ from broker_core.store.lookup import (
     store_ts,
 )
 from broker_core.store.message import Message, pack_host, prepare, prepare_batch
+from broker_core.store.opening import StoreServices, open_files
 from broker_core.store.reader import get_result, read_queue, read_queue_records
-from broker_core.store.recovery import recover
 from broker_core.store.replica import ReplicaLog
 from broker_core.store.results import GetResult, GetStatus, PutResult, PutStatus
-from broker_core.store.retention import RetentionService
 from broker_core.store.tags import TagFilter
 
 log = logging.getLogger(__name__)
@@ -88,85 +81,23 @@ class MessageStore:
         self.disk_used_ratio = 0.0
         self.disk_full = False
 
-        abort_path = os.path.join(self.path, "abort")
-        crashed = os.path.exists(abort_path)
-        self._checkpoint_path = os.path.join(self.path, "checkpoint")
         # derived files' new names are made durable with the next checkpoint, not on
         # the thread that makes them (the broker's loop)
         self.pending_dirs = PendingDirs()
-        self.queue_table = ConsumeQueueTable(
-            os.path.join(self.path, "consumequeue"), config.consumequeue_units_per_file,
-            self.pending_dirs, config.consumequeue_max_mapped,
-        )
+        files = open_files(self.path, config, self.pending_dirs)
+        self.commitlog, self.queue_table, self.index = files.commitlog, files.queue_table, files.index
         self._queues = self.queue_table.queues  # (topic, queue id) -> ConsumeQueue
-        allocator = SegmentAllocator(
-            os.path.join(self.path, "commitlog"),
-            config.commitlog_segment_bytes,
-            warm=config.warm_mapped_file,
-            mlock=config.mlock,
-            background=config.preallocate_next,
-        )
-        self.commitlog = CommitLog(allocator.directory, allocator)
-        self.commitlog.load()
-        self.queue_table.load()
-        self.index = IndexService(os.path.join(self.path, "index"), config.index_slots,
-                                  config.index_entries, int(config.index_span_s * 1000),
-                                  self.pending_dirs)
-        self.index.load()
-        self.recovery = recover(
-            self.commitlog,
-            list(self._queues.values()),
-            self.queue_table.get_or_create,
-            Checkpoint.load(self._checkpoint_path),
-            crashed,
-            self.index,
-        )
-        for derived in self._derived():
-            derived.delete_below(self.commitlog.min_offset)
-        self.queue_table.evict()  # recovery may have mapped every queue it replayed into
-        open(abort_path, "wb").close()
-
-        self.cq_flush = ConsumeQueueFlushService(
-            self.commitlog,
-            self._derived,
-            self._checkpoint_path,
-            self._clock,
-            interval_s=config.cq_flush_interval_s,
-            pending_dirs=self.pending_dirs,
-            sync_fs=partial(syncfs, self.path),
-        )
-        try:
-            self.cq_flush.run_once(force=True)
-        except OSError as exc:  # a full disk must not stop the store from opening
-            log.warning("no checkpoint written at start of %s: %s", self.path, exc)
-        self.flush_service = commitlog_flush_service(self.commitlog, config, self._record_flush)
-        self.retention = RetentionService(
-            self.commitlog,
-            self._derived,
-            retention_hours=config.retention_hours,
-            disk_max_used_ratio=config.disk_max_used_ratio,
-            wall_clock=self._clock,
-            on_disk_ratio=self._set_disk_ratio,
-            check_interval_s=config.disk_check_interval_s,
-            retention_interval_s=config.retention_interval_s,
-        )
-        self.retention.check_disk()
-        if config.background_services:
-            self._services = [self.flush_service, self.cq_flush, self.retention]
-        else:  # group commit is how sync puts complete: it always runs
-            self._services = [self.flush_service] if config.flush == "sync" else []
-        for svc in self._services:
-            svc.start()
+        self.recovery = files.recovery
+        self._services = services = StoreServices(self.path, config, files, self.pending_dirs,
+                                                  self._record_flush, self._set_disk_ratio)
+        self.cq_flush, self.flush_service, self.retention = (services.cq_flush, services.flush,
+                                                             services.retention)
+        services.start()
         # the segment the next roll takes, ready in the background: also the first one of
         # a new store (made on the first put, it held the put, and a slave's first copy)
         active = self.commitlog.active
         self.commitlog.allocator.prepare(active.end_offset if active is not None
                                          else self.commitlog.write_offset)
-
-    def _derived(self) -> list:
-        """What is built from the CommitLog and follows it (flush before the checkpoint,
-        delete_below after retention): the ConsumeQueues and the key index."""
-        return [*self.queue_table.all(), self.index]
 
     def _set_disk_ratio(self, ratio: float) -> None:
         self.disk_used_ratio = ratio
@@ -430,8 +361,7 @@ class MessageStore:
             return
         with self._put_lock:
             self._closed = True
-        for svc in self._services:
-            svc.stop()
+        self._services.stop()
         clean = True
         try:
             self.commitlog.flush()

@@ -121,8 +121,7 @@ def test_no_stale_hit_after_recovery_cuts_a_torn_record(tmp_path, small_config):
         cq.close()
     store.index.close()
     os.close(store._lock_fd)
-    for svc in store._services:
-        svc.stop()
+    store._services.stop()
 
     with MessageStore(tmp_path, cfg) as store:
         assert store.recovery.recovered_to == torn.physical_offset
