@@ -39,10 +39,8 @@ def register(sub) -> None:
     _target(clear)
     clear.set_defaults(func=run_clear)
     show = add_subparser(fsub, "show", "print the active fault (of a broker, or with "
-                         "--cluster every broker's and the network faults in force)")
+                         "--cluster alone every broker's and the network faults in force)")
     _target(show, required=False)
-    show.add_argument("--cluster", type=Path, metavar="FILE",
-                      help="a cluster file: every broker's fault, and `fault net`'s")
     show.set_defaults(func=run_show)
     from console.commands import fault_net_cmd
 
@@ -50,10 +48,34 @@ def register(sub) -> None:
 
 
 def _target(parser, required: bool = True) -> None:
-    parser.add_argument("--broker", required=required, metavar="HTTP_ADDR",
-                        help="the broker's HTTP address, e.g. 127.0.0.1:10912")
+    parser.add_argument("--broker", required=required, metavar="HTTP_ADDR|NAME",
+                        help="the broker's HTTP address, e.g. 127.0.0.1:10912, or its name "
+                        "in the --cluster file, e.g. group-2-a")
+    parser.add_argument("--cluster", type=Path, metavar="FILE",
+                        help="cluster.toml (from `floodgate cluster up`): brokers by name")
     parser.add_argument("--admin-token", help="the broker's --admin-token, if it set one")
     parser.add_argument("--json", action="store_true")
+
+
+def _address(args) -> str:
+    """The HTTP address --broker means: as given, or the named broker's in --cluster."""
+    if args.cluster is None:
+        if ":" not in args.broker:
+            raise UsageError(f"--broker {args.broker!r} is not an HTTP address (HOST:PORT); "
+                             "to name a broker, give its --cluster FILE too")
+        return args.broker
+    from broker_core.cluster.cluster_file import load_cluster
+
+    spec = load_cluster(args.cluster)
+    for b in spec.brokers:
+        if args.broker in (b.name, b.http):
+            return b.http
+    members = [b.name for b in spec.brokers if b.group == args.broker]
+    if members:  # which of them is the master now is ZooKeeper's to say, not the file's
+        raise UsageError(f"{args.broker} is a group: name one of its brokers "
+                         f"({', '.join(members)})")
+    raise UsageError(f"no broker {args.broker!r} in {args.cluster}: it has "
+                     f"{', '.join(b.name for b in spec.brokers)}")
 
 
 def call(addr: str, method: str, body: dict | None = None, token: str | None = None) -> dict:
@@ -130,18 +152,18 @@ def run_inject(args) -> int:
                          "--error-rate or --pause")
     if args.stall_ms and not args.every:
         raise UsageError("--stall-ms needs --every SECONDS")
-    return _print(args, call(args.broker, "POST", spec, args.admin_token))
+    return _print(args, call(_address(args), "POST", spec, args.admin_token))
 
 
 def run_clear(args) -> int:
-    return _print(args, call(args.broker, "DELETE", None, args.admin_token))
+    return _print(args, call(_address(args), "DELETE", None, args.admin_token))
 
 
 def run_show(args) -> int:
-    if bool(args.broker) == bool(args.cluster):
-        raise UsageError("give --broker HTTP_ADDR or --cluster FILE")
+    if not args.broker and not args.cluster:
+        raise UsageError("give --broker HTTP_ADDR|NAME or --cluster FILE")
     if args.broker:
-        return _print(args, call(args.broker, "GET", None, args.admin_token))
+        return _print(args, call(_address(args), "GET", None, args.admin_token))
     from broker_core.cluster import netfault
     from broker_core.cluster.cluster_file import load_cluster
 

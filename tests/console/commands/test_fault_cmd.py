@@ -51,11 +51,12 @@ def broker(tmp_path_factory):
 
     cluster = Cluster(1, free_port_range(2), tmp_path_factory.mktemp("fault"))
     cluster.up()
-    yield cluster.file.brokers[0].http
+    yield cluster
     cluster.down(grace=3)
 
 
 def test_inject_show_clear_on_a_live_broker(broker, capsys):
+    broker = broker.file.brokers[0].http
     args = ["--broker", broker]
     assert main(["fault", "inject", *args, "--stall-ms", "300", "--every", "1",
                  "--error-rate", "0.1", "--duration", "30"]) == 0  # fmt: skip
@@ -73,3 +74,45 @@ def test_inject_show_clear_on_a_live_broker(broker, capsys):
     assert state["active"] and state["stall_ms"] == 300.0 and isinstance(state["since_s"], float)
     assert main(["fault", "clear", *args]) == 0
     assert capsys.readouterr().out == f"{broker}: no fault active\n"
+
+
+def test_a_broker_named_in_its_cluster_file(broker, capsys):
+    """At midnight the operator knows the broker's name, not its HTTP port."""
+    cluster = str(broker.path)
+    assert main(["fault", "inject", "--broker", "broker-1", "--cluster", cluster,
+                 "--latency-ms", "5", "--duration", "30"]) == 0  # fmt: skip
+    assert capsys.readouterr().out.startswith("broker-1: fault active: latency +5 ms")
+    assert main(["fault", "show", "--broker", broker.file.brokers[0].http, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["latency_ms"] == 5.0  # the very broker
+    assert main(["fault", "clear", "--broker", "broker-1", "--cluster", cluster]) == 0
+    assert capsys.readouterr().out == "broker-1: no fault active\n"
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [(["--broker", "broker-1"], "--broker 'broker-1' is not an HTTP address (HOST:PORT); "
+      "to name a broker, give its --cluster FILE too"),
+     (["--broker", "broker-7", "--cluster", "{cluster}"],
+      "no broker 'broker-7' in {cluster}: it has broker-1")],
+)  # fmt: skip
+def test_a_broker_not_found_by_name_is_one_line(broker, capsys, target, message):
+    cluster = str(broker.path)
+    target = [t.format(cluster=cluster) for t in target]
+    assert main(["fault", "inject", *target, "--pause", "1"]) == 2
+    assert capsys.readouterr().err == f"floodgate fault: error: {message.format(cluster=cluster)}\n"
+
+
+def test_a_group_named_asks_for_one_of_its_brokers(tmp_path, capsys):
+    """Which broker of a group is master is ZooKeeper's to say: the file cannot."""
+    (tmp_path / "cluster.toml").write_text(
+        'zk = "127.0.0.1:9"\n'
+        + "".join(f'[[broker]]\nname = "group-2-{x}"\ngroup = "group-2"\n'
+                  f'addr = "127.0.0.1:{9 + i}"\nhttp = "127.0.0.1:{19 + i}"\n'
+                  for i, x in enumerate("ab"))
+    )  # fmt: skip
+    args = ["--broker", "group-2", "--cluster", str(tmp_path / "cluster.toml")]
+    assert main(["fault", "clear", *args]) == 2
+    assert capsys.readouterr().err == (
+        "floodgate fault: error: group-2 is a group: name one of its brokers "
+        "(group-2-a, group-2-b)\n"
+    )
