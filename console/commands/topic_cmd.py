@@ -98,13 +98,30 @@ def run_list(args) -> int:
     if args.json:
         print_json(answers)
         return 0
-    print_listing(answers)
+    print_listing(answers, _group_of(args.cluster))
     if args.topic and not _holders(answers, args.topic):
         raise CommandFailed(f"no broker has topic {args.topic!r}")
     return 0
 
 
-def print_listing(answers: dict[str, dict]) -> None:
+def _group_of(cluster_path) -> dict[str, str]:
+    """broker name -> its group (a broker without one is a group of its own)."""
+    from broker_core.cluster.cluster_file import load_cluster
+
+    return {b.name: b.group or b.name for b in load_cluster(cluster_path).brokers}
+
+
+def stored_messages(rows: list[tuple[str, dict]], group_of: dict[str, str]) -> int:
+    """A topic's messages, each counted once: a group's slaves hold copies of its
+    master's, so a group counts as its fullest broker (a lagging slave holds fewer)."""
+    most: dict[str, int] = {}
+    for name, row in rows:
+        group = group_of.get(name, name)
+        most[group] = max(most.get(group, 0), row["messages"])
+    return sum(most.values())
+
+
+def print_listing(answers: dict[str, dict], group_of: dict[str, str]) -> None:
     for name, doc in answers.items():
         state = "writable" if doc.get("writable", True) else "WRITES WIPED"
         print(f"{name}: {state}, {len(doc.get('topics', [])):,} topics, "
@@ -120,7 +137,7 @@ def print_listing(answers: dict[str, dict]) -> None:
         queues = {r["queues"] for _, r in rows}
         perms = {r["perm"] for _, r in rows}
         print(f"{topic:32} {_one_or_many(queues):>8} {_one_or_many(perms):>5} "
-              f"{sum(r['messages'] for _, r in rows):>12,}  {len(rows)}")
+              f"{stored_messages(rows, group_of):>12,}  {len(rows)}")
     hottest = sorted(((q, name) for name, doc in answers.items()
                       for q in doc.get("hottest", [])), key=lambda x: -x[0]["rate"])
     if hottest:
@@ -187,7 +204,9 @@ def run_delete(args) -> int:
     if not held:
         raise CommandFailed(f"no broker has topic {args.topic!r}")
     if not args.yes:
-        messages = sum(r["messages"] for doc in answers.values() for r in doc["topics"])
+        messages = stored_messages([(name, r) for name, doc in answers.items()
+                                    for r in doc["topics"] if r["topic"] == args.topic],
+                                   _group_of(args.cluster))
         raise UsageError(f"deleting {args.topic} drops its queues and every group's offsets "
                          f"on {len(held)} broker(s) ({messages:,} messages no consumer reads "
                          f"again): add --yes")

@@ -115,3 +115,26 @@ def test_an_update_that_changes_nothing_is_refused(cluster, capsys):
     capsys.readouterr()
     assert topic(cluster, "update", "--topic", "quiet") == 2
     assert "say what to change: --queues and/or --perm" in capsys.readouterr().err
+
+
+def test_a_replicated_topic_counts_each_message_once(tmp_path, zookeeper, capsys):
+    """A slave holds copies of its master's messages: 10 sent are 10, not 20."""
+    import uuid
+
+    from broker_core.cluster.launcher import Cluster
+
+    c = Cluster(0, free_port_range(7), tmp_path, segment_size="8M", groups=1, replicas=2,
+                replication="sync", zk=zookeeper.addr, name=f"t{uuid.uuid4().hex[:8]}")
+    c.up(timeout=60)
+    try:
+        with producer(c) as p:
+            for i in range(10):
+                p.send("orders", b"o%d" % i)  # acked once the slave holds it too
+        assert topic(c, "list", "--topic", "orders") == 0
+        rows = [line.split() for line in capsys.readouterr().out.splitlines()
+                if line.startswith("orders ")]
+        assert rows == [["orders", "4", "rw", "10", "2"]]
+        assert topic(c, "delete", "--topic", "orders") == 2
+        assert "on 2 broker(s) (10 messages no consumer" in capsys.readouterr().err
+    finally:
+        c.down(grace=3)
