@@ -132,6 +132,13 @@ def each_broker(cluster_path, call, only=None) -> tuple[dict[str, Any], list[str
     return answers, failed
 
 
+def broker_groups(cluster_path) -> dict[str, str]:
+    """broker name -> its group in the cluster file (a broker without one: its own)."""
+    from broker_core.cluster.cluster_file import load_cluster
+
+    return {b.name: b.group or b.name for b in load_cluster(cluster_path).brokers}
+
+
 def finish(answers: dict, failed: list[str]) -> int:
     """Exit 0, or fail naming the brokers that were not reached (after the others)."""
     if failed:

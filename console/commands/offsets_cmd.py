@@ -19,6 +19,7 @@ from broker_core.client import admin
 from console.commands.common import (
     add_cluster_args,
     add_subparser,
+    broker_groups,
     each_broker,
     finish,
     print_json,
@@ -66,9 +67,9 @@ def run_show(args) -> int:
     if args.json:
         print_json(answers)
         return finish(answers, failed)
-    rows = [(name, q) for name, doc in answers.items() for q in doc.get("queues", [])]
-    instances = [(name, q) for name, doc in answers.items() if doc.get("role") != "SLAVE"
-                 for q in doc.get("instances", [])]
+    held = _holders(answers, broker_groups(args.cluster))
+    rows = [(name, q) for name, doc in held.items() for q in doc.get("queues", [])]
+    instances = [(name, q) for name, doc in held.items() for q in doc.get("instances", [])]
     if instances:
         _print_instances(args.group, instances)
         if not rows:
@@ -84,7 +85,19 @@ def run_show(args) -> int:
         print(f"{name:14} {q['topic']:20} {q['queue']:>5} {q['committed']:>11,} "
               f"{q['max']:>11,} {q['lag']:>9,}  {_when(q['committed_time_ms'])}")
     print(f"total lag {sum(q['lag'] for _, q in rows):,} over {len(rows)} queue(s)")
+    for name in sorted(n for n, doc in held.items() if doc.get("role") == "SLAVE"):
+        print(f"{name}: a slave's copy (no other broker of its group answered), "
+              "up to a second behind its master's")
     return finish(answers, failed)
+
+
+def _holders(answers: dict[str, dict], group_of: dict[str, str]) -> dict[str, dict]:
+    """The answers whose offsets count: masters' and single-copy brokers'. A slave holds
+    a copy of its master's (replicated once a second): shown only while no other broker
+    of its group answered, or every queue would be counted twice."""
+    led = {group_of.get(n, n) for n, doc in answers.items() if doc.get("role") != "SLAVE"}
+    return {n: doc for n, doc in answers.items()
+            if doc.get("role") != "SLAVE" or group_of.get(n, n) not in led}
 
 
 def _print_instances(group: str, rows: list[tuple[str, dict]]) -> None:

@@ -11,7 +11,14 @@ broker that cannot be reached is named, the others still get theirs (exit 1).
 from __future__ import annotations
 
 from broker_core.client import admin
-from console.commands.common import add_cluster_args, add_subparser, each_broker, finish, print_json
+from console.commands.common import (
+    add_cluster_args,
+    add_subparser,
+    broker_groups,
+    each_broker,
+    finish,
+    print_json,
+)
 from console.errors import CommandFailed, UsageError
 
 
@@ -98,17 +105,10 @@ def run_list(args) -> int:
     if args.json:
         print_json(answers)
         return 0
-    print_listing(answers, _group_of(args.cluster))
+    print_listing(answers, broker_groups(args.cluster))
     if args.topic and not _holders(answers, args.topic):
         raise CommandFailed(f"no broker has topic {args.topic!r}")
     return 0
-
-
-def _group_of(cluster_path) -> dict[str, str]:
-    """broker name -> its group (a broker without one is a group of its own)."""
-    from broker_core.cluster.cluster_file import load_cluster
-
-    return {b.name: b.group or b.name for b in load_cluster(cluster_path).brokers}
 
 
 def stored_messages(rows: list[tuple[str, dict]], group_of: dict[str, str]) -> int:
@@ -206,7 +206,7 @@ def run_delete(args) -> int:
     if not args.yes:
         messages = stored_messages([(name, r) for name, doc in answers.items()
                                     for r in doc["topics"] if r["topic"] == args.topic],
-                                   _group_of(args.cluster))
+                                   broker_groups(args.cluster))
         raise UsageError(f"deleting {args.topic} drops its queues and every group's offsets "
                          f"on {len(held)} broker(s) ({messages:,} messages no consumer reads "
                          f"again): add --yes")

@@ -117,24 +117,56 @@ def test_an_update_that_changes_nothing_is_refused(cluster, capsys):
     assert "say what to change: --queues and/or --perm" in capsys.readouterr().err
 
 
-def test_a_replicated_topic_counts_each_message_once(tmp_path, zookeeper, capsys):
-    """A slave holds copies of its master's messages: 10 sent are 10, not 20."""
+
+
+def test_a_replicated_cluster_counts_each_copy_once(tmp_path, zookeeper, capsys):
+    """A slave holds copies of its master's messages and offsets: 10 messages sent are
+    10, not 20, and a queue's lag is counted on its master only."""
+    import json
     import uuid
 
+    from broker_core.client.consumer import Consumer
     from broker_core.cluster.launcher import Cluster
+    from broker_core.cluster.roles import group_records
+    from broker_core.ha.routes import routes_for
+    from tests.waiting import wait_for
 
     c = Cluster(0, free_port_range(7), tmp_path, segment_size="8M", groups=1, replicas=2,
                 replication="sync", zk=zookeeper.addr, name=f"t{uuid.uuid4().hex[:8]}")
     c.up(timeout=60)
+    routes = routes_for(c.file)
     try:
-        with producer(c) as p:
+        assert topic(c, "create", "--topic", "orders", "--queues", "1") == 0
+        with Producer(None, routes=routes, retries=1) as p:
             for i in range(10):
                 p.send("orders", b"o%d" % i)  # acked once the slave holds it too
+        capsys.readouterr()
         assert topic(c, "list", "--topic", "orders") == 0
         rows = [line.split() for line in capsys.readouterr().out.splitlines()
                 if line.startswith("orders ")]
-        assert rows == [["orders", "4", "rw", "10", "2"]]
+        assert rows == [["orders", "1", "rw", "10", "2"]]
+
+        with Consumer("billing", "orders", None, routes=routes) as consumer:
+            got = []
+            while len(got) < 4:
+                got += consumer.poll(4 - len(got), timeout=1.0)
+            consumer.commit()
+
+        def copied() -> bool:  # the master's offsets reach its slave once a second
+            assert main(["offsets", "show", "--group", "billing", "--cluster", str(c.path),
+                         "--json"]) == 0
+            docs = json.loads(capsys.readouterr().out)
+            return len(docs) == 2 and all(
+                [q["committed"] for q in doc["queues"]] == [4] for doc in docs.values())
+
+        wait_for(copied, timeout=10, what="the slave's copy of the offsets")
+        assert main(["offsets", "show", "--group", "billing", "--cluster", str(c.path)]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert [line.split()[:6] for line in out[1:-1]] == [
+            [group_records(c.file)["group-1"].master, "orders", "0", "4", "10", "6"]]
+        assert out[-1] == "total lag 6 over 1 queue(s)"
         assert topic(c, "delete", "--topic", "orders") == 2
         assert "on 2 broker(s) (10 messages no consumer" in capsys.readouterr().err
     finally:
+        routes.close()
         c.down(grace=3)
