@@ -348,6 +348,15 @@ def with_peers(brokers: Sequence[BrokerView]) -> tuple[BrokerView, ...]:
     return tuple(out)
 
 
+def without_copied_lag(brokers: Sequence[BrokerView]) -> tuple[BrokerView, ...]:
+    """A slave's consumer lag is a copy: its master's offsets, replicated once a second,
+    against its own end, so always a little higher than the master's. Shown only while
+    no other broker of its group answers (consumers then read, and commit, there)."""
+    led = {b.group for b in brokers if b.group and b.role != "SLAVE" and b.answering}
+    return tuple(replace(b, consumer_lag=None) if b.role == "SLAVE" and b.group in led
+                 else b for b in brokers)
+
+
 def _since(ha) -> float | None:
     value = ha.doc.get("since")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
@@ -432,8 +441,9 @@ def build_state(samples: Sequence[BrokerSample], producers: Sequence[ProducerSam
     pviews = tuple(producer_view(p) for p in producers)
     isolated = _isolation(pviews)
     before = {b.key: b for b in prev.brokers} if prev else {}
-    brokers = with_peers([broker_view(s, before.get(s.key), isolated, now, down_after,
-                                      sla_max_s) for s in samples])
+    brokers = without_copied_lag(with_peers([
+        broker_view(s, before.get(s.key), isolated, now, down_after, sla_max_s)
+        for s in samples]))
     answered = (prev.answered if prev else 0) + sum(1 for b in brokers if b.answering)
     asked = (prev.asked if prev else 0) + len(brokers)
     summary = summarize(brokers, pviews, answered, asked)

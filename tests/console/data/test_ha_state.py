@@ -117,3 +117,19 @@ def test_the_master_of_a_group_the_fuse_isolates_reads_isolated_its_slave_does_n
     assert [(b.name, b.state) for b in s.brokers] == [
         ("g1-a", "ISOLATED"), ("g1-b", "UP"), ("g2-a", "UP")]
     assert s.brokers[0].reason == "fuse of demo: slow"
+
+
+def test_a_slaves_consumer_lag_is_its_masters_copy_shown_only_while_the_master_is_away():
+    """The slave's offsets are its master's, a second old, against its own end: 627
+    beside the master's 99 read as a slave falling behind. Consumers read from the slave
+    only while its master does not answer; then its lag is the one."""
+    def with_lag(d, lag):
+        return {**d, "consumer_lag": {"billing": lag}}
+
+    master = with_lag(doc("g1-a", "g1", "MASTER", 1), 99)
+    slave = with_lag(doc("g1-b", "g1", "SLAVE", 1), 627)
+    s1 = build_state([sample(master, "a"), sample(slave, "b")], now=1)
+    assert [b.consumer_lag for b in s1.brokers] == [99, None]
+    s2 = build_state([BrokerSample("a", "g1-a", None, "refused"), sample(slave, "b")],
+                     prev=s1, now=2, down_after=1)
+    assert [b.consumer_lag for b in s2.brokers] == [99, 627]  # the master's, from its last poll
