@@ -23,6 +23,7 @@ from broker_core.server.delay_service import INTERVAL_S as DELAY_INTERVAL_S
 from broker_core.server.http import start_http
 from broker_core.server.tcp import reap_slow_clients, start_tcp
 from broker_core.store.config import SYNCFS_ABOVE
+from heatmap import layout
 
 log = logging.getLogger("floodgate.broker")
 TICK_SPREAD_S = (0.1, 0.9)  # where in each second the tick's heavy half may run (tick_phase)
@@ -168,6 +169,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             broker.close()
             raise
     writer.warm()  # before the freeze: what the first roll loads is start-up's too
+    layout.warm()  # the latency histograms' bucket tables, 6 MiB
     broker.serving = True
     # What start-up made (modules, the store's tables) lives as long as the process: a
     # full collection need not walk it. Without this each one held the loop 20-30 ms.
