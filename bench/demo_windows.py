@@ -94,6 +94,7 @@ def one_run(args, k: int) -> dict:
     summary = json.loads(out.stdout)
     masters = {b["name"]: b for b in summary["brokers"] if b["name"] in seconds}
     per_master, worst = {}, {"p99_s": 0.0, "max_s": 0.0, "windows_over": 0}
+    first = {"p99_s": 0.0, "max_s": 0.0}  # start-up's window: not judged, shown
     for name, row in sorted(masters.items()):
         wins = windows(seconds[name])
         figures = [{"p99_ms": round(h.quantile(0.99) * 1000, 2),
@@ -101,6 +102,9 @@ def one_run(args, k: int) -> dict:
         per_master[name] = {"faulted": row["faulted"], "windows": figures}
         if row["faulted"]:
             continue
+        if wins:
+            first["p99_s"] = max(first["p99_s"], wins[0][1].quantile(0.99))
+            first["max_s"] = max(first["max_s"], wins[0][1].max)
         for _s, h in wins[1:]:  # the first window holds start-up
             worst["p99_s"] = max(worst["p99_s"], h.quantile(0.99))
             worst["max_s"] = max(worst["max_s"], h.max)
@@ -112,6 +116,8 @@ def one_run(args, k: int) -> dict:
         "fault_free_worst_p99_ms": round(worst["p99_s"] * 1000, 2),
         "fault_free_worst_max_ms": round(worst["max_s"] * 1000, 2),
         "windows_over_goal": worst["windows_over"],
+        "first_window_p99_ms": round(first["p99_s"] * 1000, 2),
+        "first_window_max_ms": round(first["max_s"] * 1000, 2),
         "achieved_of_target": round(summary["achieved_rate"] / summary["target_rate"], 4),
         "late_beats_pct": round(100 * late["late_beats"] / max(1, late["beats"]), 1),
         "stall_excluded_after_s": stall.get("delay_s"),
@@ -135,11 +141,14 @@ def main() -> int:
         print(json.dumps({"runs": runs, "met": met, "bench_peak_rss_mib": round(peak_rss_mib())}))
         return 0
     print("| run | fault-free masters: worst p99 / max, windows after the first | windows over "
+          "| the first window (start-up, not judged) "
           "| producer | beats late | stall excluded | false isolations |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         print(f"| {r['run']} | {r['fault_free_worst_p99_ms']} / {r['fault_free_worst_max_ms']} ms "
-              f"| {r['windows_over_goal']} | {100 * r['achieved_of_target']:.1f} % "
+              f"| {r['windows_over_goal']} "
+              f"| {r['first_window_p99_ms']} / {r['first_window_max_ms']} ms "
+              f"| {100 * r['achieved_of_target']:.1f} % "
               f"| {r['late_beats_pct']} % | {r['stall_excluded_after_s']:.2f} s "
               f"| {r['false_isolations']} |")
     for r in runs:
