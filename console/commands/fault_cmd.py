@@ -39,7 +39,8 @@ def register(sub) -> None:
     _target(clear)
     clear.set_defaults(func=run_clear)
     show = add_subparser(fsub, "show", "print the active fault (of a broker, or with "
-                         "--cluster alone every broker's and the network faults in force)")
+                         "--cluster alone every broker's and the network faults in force)",
+                         aliases=["list"])
     _target(show, required=False)
     show.set_defaults(func=run_show)
     from console.commands import fault_net_cmd

@@ -31,7 +31,8 @@ def register(sub) -> None:
     parser = add_subparser(sub, "offsets", "a consumer group's offsets: show them, move them")
     osub = parser.add_subparsers(metavar="ACTION")
     show = add_subparser(osub, "show", "per queue: committed, end, lag, the time at the "
-                                       "committed offset")
+                                       "committed offset",
+                         aliases=["list"])
     _common(show)
     show.add_argument("--topic", metavar="T")
     show.set_defaults(func=run_show)

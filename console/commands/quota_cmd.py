@@ -20,7 +20,8 @@ from heatmap.sla import FUSE_CAP_RATIO
 def register(sub) -> None:
     parser = add_subparser(sub, "quota", "flow-control quotas per topic and producer group")
     qsub = parser.add_subparsers(metavar="ACTION")
-    show = add_subparser(qsub, "show", "quotas in force and sends throttled, per broker")
+    show = add_subparser(qsub, "show", "quotas in force and sends throttled, per broker",
+                         aliases=["list"])
     add_cluster_args(show)
     show.set_defaults(func=run_show)
     put = add_subparser(qsub, "set", "set a quota on every broker (kept across restarts)")

@@ -26,7 +26,8 @@ def register(sub) -> None:
     parser = add_subparser(sub, "topic", "topics, queues and write permission on every broker")
     tsub = parser.add_subparsers(metavar="ACTION")
     show = add_subparser(tsub, "list", "topics with their queues, permission and messages, "
-                                       "and the hottest queues")
+                                       "and the hottest queues",
+                         aliases=["show"])
     add_cluster_args(show)
     show.add_argument("--topic", metavar="T", help="only this topic")
     show.add_argument("--hottest", type=int, default=10, metavar="N",

@@ -19,7 +19,8 @@ def register(sub) -> None:
                                       "stuck one")
     tsub = parser.add_subparsers(metavar="ACTION")
     show = add_subparser(tsub, "list", "the pending halves per producer group: age, "
-                                       "check-backs, whether a producer of the group is alive")
+                                       "check-backs, whether a producer of the group is alive",
+                         aliases=["show"])
     add_cluster_args(show)
     show.add_argument("--group", metavar="G", help="one producer group")
     show.set_defaults(func=run_list)
