@@ -134,7 +134,7 @@ class Broker:
             self.store, config.name, config.addr, config.flush,
             lambda: "none" if self.ha is None else config.replication,
             lambda end: self.ha.appended(end) if self.ha is not None else None,
-            lambda: self.ha is None or self.ha.refusal() is None)
+            lambda: self.write_refusal() is None)
         self.started = clock()
         self.serving = False
         self.latest: BrokerSnapshot | None = None  # taken each tick (runner) or on demand
@@ -175,7 +175,7 @@ class Broker:
     def check_send(self, topic: str, qid: int, nbytes: int, group: str, n: int = 1
                    ) -> tuple[int, object]:
         """(OK, queue id) or an error answer, before anything is written."""
-        if self.ha is not None and (refused := self.ha.refusal()) is not None:
+        if (refused := self.write_refusal()) is not None:
             self.counters["send_errors"] += 1
             return refused
         limit = self.store.config.max_message_bytes
@@ -276,7 +276,7 @@ class Broker:
 
     async def _lock_batch(self, body: bytes) -> tuple[int, bytes]:
         group, client, topic, qids = _lock_request(body)
-        if self.ha is not None and (refused := self.ha.refusal()) is not None:
+        if (refused := self.write_refusal()) is not None:
             return refused  # only a master grants: its slaves learn its locks (ha.node)
         return Code.OK, p.encode_json({"locked": self.locks.lock(group, client, topic, qids),
                                        "lease_s": self.locks.lease_s})
@@ -375,6 +375,18 @@ class Broker:
 
         return write
 
+    def write_refusal(self) -> tuple[int, bytes] | None:
+        """Why this broker takes no write now (NOT_MASTER and who is), or None. A broker
+        of a group writes nothing before its replication is attached: its data port opens
+        first, and a send stored then would be on one copy, answered as if replicated,
+        and cut if the broker turns out to be its group's slave (a fast restart)."""
+        if self.ha is not None:
+            return self.ha.refusal()
+        if self.config.group:
+            return Code.NOT_MASTER, (f"{self.config.name} is starting: its role in group "
+                                     f"{self.config.group} is not known yet").encode()
+        return None
+
     def role_name(self) -> str:
         """MASTER, SLAVE or NONE (outside any group, or no role yet)."""
         return self.ha.role.value if self.ha is not None else "NONE"
@@ -382,7 +394,7 @@ class Broker:
     # -- delayed messages (server.delay_service) ----------------------------------------
     def delivers_delayed(self) -> bool:
         """A broker outside any group, or its group's writable master."""
-        return self.ha is None or self.ha.refusal() is None
+        return self.write_refusal() is None
 
     def _deliver_due(self, topic: str, qid: int, message) -> bool:
         queues = self.topics.get(topic, create=True)

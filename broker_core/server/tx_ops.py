@@ -23,12 +23,6 @@ CHECK_PASS_S = 0.5  # how often unanswered checks are counted and exhausted halv
 MAX_CHECKS_PER_ANSWER = 256
 
 
-def _refused(broker):
-    if broker.ha is not None and (refused := broker.ha.refusal()) is not None:
-        return refused
-    return None
-
-
 def _end_request(body: bytes) -> tuple[int, TxState, str]:
     req = p.decode_json(body)
     offset, decision, by = req.get("offset"), str(req.get("decision", "")), str(req.get("by", ""))
@@ -53,7 +47,7 @@ def end_frame(broker, rid: int, body: bytes, reply) -> bytes | None:
         offset, decision, by = _end_request(body)
     except p.ProtocolError as exc:
         return frame(*broker.bad(str(exc)))
-    if (refused := _refused(broker)) is not None:
+    if (refused := broker.write_refusal()) is not None:
         return frame(*refused)
     out = start_end(broker, offset, decision, by, lambda code, text: reply(frame(code, text)))
     return None if out is None else frame(*out)
@@ -61,7 +55,7 @@ def end_frame(broker, rid: int, body: bytes, reply) -> bytes | None:
 
 async def end_transaction(broker, body: bytes) -> tuple[int, bytes]:
     offset, decision, by = _end_request(body)
-    if (refused := _refused(broker)) is not None:
+    if (refused := broker.write_refusal()) is not None:
         return refused
     return await resolve(broker, offset, decision, by)
 
@@ -105,7 +99,7 @@ async def check_transaction(broker, body: bytes) -> tuple[int, bytes]:
     group = str(req.get("group") or "")
     if not group:
         raise p.ProtocolError("a check-back request names its producer group")
-    if (refused := _refused(broker)) is not None:
+    if (refused := broker.write_refusal()) is not None:
         return refused
     docs = []
     for half in broker.tx.checks_for(group)[:MAX_CHECKS_PER_ANSWER]:
@@ -124,7 +118,7 @@ async def check_transaction(broker, body: bytes) -> tuple[int, bytes]:
 async def list_transactions(broker, body: bytes) -> tuple[int, bytes]:
     req = p.decode_json(body)
     group = req.get("group")
-    if (refused := _refused(broker)) is not None:
+    if (refused := broker.write_refusal()) is not None:
         return refused
     return Code.OK, p.encode_json({"broker": broker.config.name,
                                    "pending": broker.tx.listing(str(group) if group else None),
@@ -136,7 +130,7 @@ async def check_loop(broker) -> None:
     the watermarks; a broker that is not (or no longer) master forgets its pending set."""
     while True:
         await asyncio.sleep(CHECK_PASS_S)
-        if _refused(broker) is not None:
+        if broker.write_refusal() is not None:
             if broker.tx.loaded:
                 broker.tx.unload()
             continue

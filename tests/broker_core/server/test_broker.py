@@ -183,3 +183,26 @@ def test_a_drill_fault_ends_on_the_brokers_own_clock(tmp_path):
         assert send(b)[0] == Code.OK  # serving normally again
     finally:
         b.close()
+
+
+def test_a_group_broker_writes_nothing_before_its_replication_is_attached(tmp_path):
+    """Its data port opens before its HA node attaches: a send then would be stored on one
+    copy, answered as if replicated, and cut when the broker turns out to be the slave
+    (a master killed and restarted fast, producers still routed to it)."""
+    from broker_core.server.broker import Broker
+    from broker_core.server.config import BrokerConfig
+    from tests.clock import ManualClock
+
+    b = Broker(BrokerConfig("group-1-a", tmp_path / "a", segment_bytes=8 << 20,
+                            group="group-1"), clock=ManualClock(1_794_355_200.0))
+    try:
+        code, text = send(b)
+        assert code == Code.NOT_MASTER
+        assert text == b"group-1-a is starting: its role in group group-1 is not known yet"
+        assert b.store.queues() == []  # nothing stored
+        lock = p.encode_json({"group": "g", "client_id": "c", "topic": "orders",
+                              "queues": [0]})
+        assert call(b, Op.LOCK_BATCH, lock)[0] == Code.NOT_MASTER
+        assert not b.delivers_delayed()
+    finally:
+        b.close()
