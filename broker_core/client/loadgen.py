@@ -47,6 +47,8 @@ class LoadResult:
     seconds: float = 0.0
     rt: LatencyHistogram = field(default_factory=LatencyHistogram)
     error_reasons: dict[str, int] = field(default_factory=dict)
+    # the first failure of each reason in full: NOT_MASTER alone did not say who is
+    error_examples: dict[str, str] = field(default_factory=dict)
     # attempts given up and sent again elsewhere, by why (a send that then succeeded is
     # acked, but its broker was judged by the fuse: this says what the fuse heard)
     retry_reasons: dict[str, int] = field(default_factory=dict)
@@ -60,6 +62,8 @@ class LoadResult:
             "tps": self.acked / self.seconds if self.seconds else 0.0,
             **h.summary(suffix="_s"),
             "error_reasons": dict(sorted(self.error_reasons.items(), key=lambda kv: -kv[1])[:10]),
+            "error_examples": {r: self.error_examples[r] for r in self.error_reasons
+                               if r in self.error_examples},
             "retry_reasons": dict(sorted(self.retry_reasons.items(), key=lambda kv: -kv[1])[:10]),
         }
 
@@ -128,6 +132,7 @@ class LoadGenerator:
                 self.result.errors += n
                 reason = failure_reason(exc)
                 self.result.error_reasons[reason] = self.result.error_reasons.get(reason, 0) + n
+                self.result.error_examples.setdefault(reason, str(exc)[:300])
 
     def run(self) -> LoadResult:
         gc.collect()

@@ -139,11 +139,14 @@ def run_produce(args) -> int:
         print(f"RT p50 {ms(result['p50_s'])}  p99 {ms(result['p99_s'])}  "
               f"p999 {ms(result['p999_s'])}  max {ms(result['max_s'])}")
         for reason, n in result["error_reasons"].items():
-            print(f"  errors {reason}: {n:,}")
+            # a broker's code alone (NOT_MASTER) does not say who is master: its words do
+            example = result["error_examples"].get(reason) if reason.isupper() else None
+            print(f"  errors {reason}: {n:,}" + (f" (first: {example})" if example else ""))
         flow = result["flow_control"]
         if flow["flow_control"]:
             print(f"throttled {flow['flow_control']:,.0f} attempt(s) (FLOW_CONTROL), backed off "
                   f"{flow['backoff_s']:.1f} s in all, gave up on {flow['flow_control_gave_up']:,.0f}")
     if result["acked"] == 0:
-        raise CommandFailed("no message was acknowledged")
+        first = next(iter(result["error_examples"].values()), "")
+        raise CommandFailed("no message was acknowledged" + (f": {first}" if first else ""))
     return 0

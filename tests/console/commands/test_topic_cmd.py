@@ -119,54 +119,80 @@ def test_an_update_that_changes_nothing_is_refused(cluster, capsys):
 
 
 
-def test_a_replicated_cluster_counts_each_copy_once(tmp_path, zookeeper, capsys):
+
+@pytest.fixture(scope="module")
+def replicated(tmp_path_factory, zookeeper):
+    """One group of master + slave (sync) on the session's ZooKeeper, with its routes."""
+    import uuid
+
+    from broker_core.cluster.launcher import Cluster
+    from broker_core.ha.routes import routes_for
+
+    c = Cluster(0, free_port_range(7), tmp_path_factory.mktemp("replicated"),
+                segment_size="8M", groups=1, replicas=2, replication="sync",
+                zk=zookeeper.addr, name=f"t{uuid.uuid4().hex[:8]}")
+    c.up(timeout=60)
+    routes = routes_for(c.file)
+    yield c, routes
+    routes.close()
+    c.down(grace=3)
+
+
+def test_a_replicated_cluster_counts_each_copy_once(replicated, capsys):
     """A slave holds copies of its master's messages and offsets: 10 messages sent are
     10, not 20, and a queue's lag is counted on its master only."""
     import json
-    import uuid
 
     from broker_core.client.consumer import Consumer
-    from broker_core.cluster.launcher import Cluster
     from broker_core.cluster.roles import group_records
-    from broker_core.ha.routes import routes_for
     from tests.waiting import wait_for
 
-    c = Cluster(0, free_port_range(7), tmp_path, segment_size="8M", groups=1, replicas=2,
-                replication="sync", zk=zookeeper.addr, name=f"t{uuid.uuid4().hex[:8]}")
-    c.up(timeout=60)
-    routes = routes_for(c.file)
-    try:
-        assert topic(c, "create", "--topic", "orders", "--queues", "1") == 0
-        with Producer(None, routes=routes, retries=1) as p:
-            for i in range(10):
-                p.send("orders", b"o%d" % i)  # acked once the slave holds it too
-        capsys.readouterr()
-        assert topic(c, "list", "--topic", "orders") == 0
-        rows = [line.split() for line in capsys.readouterr().out.splitlines()
-                if line.startswith("orders ")]
-        assert rows == [["orders", "1", "rw", "10", "2"]]
+    c, routes = replicated
+    assert topic(c, "create", "--topic", "orders", "--queues", "1") == 0
+    with Producer(None, routes=routes, retries=1) as p:
+        for i in range(10):
+            p.send("orders", b"o%d" % i)  # acked once the slave holds it too
+    capsys.readouterr()
+    assert topic(c, "list", "--topic", "orders") == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("orders ")]
+    assert rows == [["orders", "1", "rw", "10", "2"]]
 
-        with Consumer("billing", "orders", None, routes=routes) as consumer:
-            got = []
-            while len(got) < 4:
-                got += consumer.poll(4 - len(got), timeout=1.0)
-            consumer.commit()
+    with Consumer("billing", "orders", None, routes=routes) as consumer:
+        got = []
+        while len(got) < 4:
+            got += consumer.poll(4 - len(got), timeout=1.0)
+        consumer.commit()
 
-        def copied() -> bool:  # the master's offsets reach its slave once a second
-            assert main(["offsets", "show", "--group", "billing", "--cluster", str(c.path),
-                         "--json"]) == 0
-            docs = json.loads(capsys.readouterr().out)
-            return len(docs) == 2 and all(
-                [q["committed"] for q in doc["queues"]] == [4] for doc in docs.values())
+    def copied() -> bool:  # the master's offsets reach its slave once a second
+        assert main(["offsets", "show", "--group", "billing", "--cluster", str(c.path),
+                     "--json"]) == 0
+        docs = json.loads(capsys.readouterr().out)
+        return len(docs) == 2 and all(
+            [q["committed"] for q in doc["queues"]] == [4] for doc in docs.values())
 
-        wait_for(copied, timeout=10, what="the slave's copy of the offsets")
-        assert main(["offsets", "show", "--group", "billing", "--cluster", str(c.path)]) == 0
-        out = capsys.readouterr().out.splitlines()
-        assert [line.split()[:6] for line in out[1:-1]] == [
-            [group_records(c.file)["group-1"].master, "orders", "0", "4", "10", "6"]]
-        assert out[-1] == "total lag 6 over 1 queue(s)"
-        assert topic(c, "delete", "--topic", "orders") == 2
-        assert "on 2 broker(s) (10 messages no consumer" in capsys.readouterr().err
-    finally:
-        routes.close()
-        c.down(grace=3)
+    wait_for(copied, timeout=10, what="the slave's copy of the offsets")
+    assert main(["offsets", "show", "--group", "billing", "--cluster", str(c.path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[:6] for line in out[1:-1]] == [
+        [group_records(c.file)["group-1"].master, "orders", "0", "4", "10", "6"]]
+    assert out[-1] == "total lag 6 over 1 queue(s)"
+    assert topic(c, "delete", "--topic", "orders") == 2
+    assert "on 2 broker(s) (10 messages no consumer" in capsys.readouterr().err
+
+
+def test_a_load_sent_to_a_slave_says_who_the_master_is(replicated, capsys):
+    """NOT_MASTER alone sent the operator to the logs: the broker's words name the master."""
+    from broker_core.cluster.roles import group_records
+
+    c, _routes = replicated
+    master = group_records(c.file)["group-1"].master
+    slave = next(b for b in c.file.brokers if b.name != master)
+    addr = next(b.addr for b in c.file.brokers if b.name == master)
+    assert main(["bench", "produce", "--brokers", slave.addr, "--count", "3",
+                 "--topic", "orders"]) == 1  # fmt: skip
+    out, err = capsys.readouterr()
+    said = (f"{slave.name} is slave of group group-1", f"; master is {master} at {addr}")
+    assert "errors NOT_MASTER: 3 (first: " in out and all(s in out for s in said)
+    assert err.startswith("floodgate bench: error: no message was acknowledged: ")
+    assert all(s in err for s in said)
