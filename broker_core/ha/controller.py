@@ -181,7 +181,10 @@ class Controller:
                     log.exception("reconcile round failed")
         finally:
             self.leading = False
-            log.warning("controller %s no longer leads", self.name)
+            if self._stop.is_set():  # stopped: a clean leave, nothing for an operator
+                log.info("controller %s stopped leading", self.name)
+            else:
+                log.warning("controller %s no longer leads", self.name)
 
     def _on_groups(self, _groups) -> bool:
         self._dirty.set()  # the leader's thread watches new groups (no blocking call here)

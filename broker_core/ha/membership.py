@@ -135,7 +135,10 @@ class Membership:
             self.node.zk_connected = connected
         if state == KazooState.LOST:
             self._lost = True
-            log.warning("ZooKeeper session lost: registering again once reconnected")
+            if self._closed.is_set():  # our own close() ended it: a clean leave
+                log.info("ZooKeeper session closed: left group %s", self.node.group)
+            else:
+                log.warning("ZooKeeper session lost: registering again once reconnected")
         elif state == KazooState.SUSPENDED:
             log.warning("ZooKeeper unreachable: keeping role %s", self.node.role.value)
         elif state == KazooState.CONNECTED and self._lost and not self._closed.is_set():
