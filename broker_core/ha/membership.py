@@ -207,8 +207,15 @@ class Membership:
             return retry(write_record, self.zk, self.paths, node.group,
                          record.with_in_sync(in_sync | {me}, node.wall()), version)
 
+        if self._closed.is_set():
+            return False  # left the group: nothing is recorded in its name
         loop = self._loop or asyncio.get_running_loop()
-        return await loop.run_in_executor(None, write)
+        try:
+            return await loop.run_in_executor(None, write)
+        except Exception:
+            if self._closed.is_set():  # the session closed under the write: a clean stop
+                return False
+            raise
 
     def figures(self) -> dict:
         return {"zk": self.hosts, "zk_state": self.state, "registrations": self.sessions}

@@ -185,19 +185,27 @@ class _Follower(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self.done: asyncio.Future = loop.create_future()  # the link's end (or why)
         self.transport = None
+        # whoever awaits `done` sees its exception; a link nobody waits for any more (the
+        # broker's role changed) must not log "Future exception was never retrieved"
+        self.done.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._buf = bytearray()
         self._welcomed = False
         self._last = time.monotonic()
-        self._watch = loop.call_later(wire.HEARTBEAT_S, self._watchdog)
+        # armed once connected: uvloop makes the protocol before it connects, and a
+        # refused connection left its watchdog running for 5 s (a master just killed)
+        self._watch: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self._last = time.monotonic()
+        self._watch = asyncio.get_running_loop().call_later(wire.HEARTBEAT_S, self._watchdog)
 
     def connection_lost(self, exc) -> None:
         self._end(exc or wire.LinkError("replication link closed by peer"))
 
     def _end(self, exc: BaseException) -> None:
-        self._watch.cancel()
+        if self._watch is not None:
+            self._watch.cancel()
         if not self.done.done():
             self.done.set_exception(exc)
         if self.transport is not None:

@@ -52,3 +52,26 @@ def test_a_fast_restart_registers_only_a_handover_after_its_old_session_ends(
         old.close()
     assert waited >= HANDOVER_S
     assert registration["name"] == "a" and registration["pid"] != 1
+
+
+def test_a_closed_membership_records_nothing_and_logs_a_clean_leave(
+        tmp_path, zookeeper, zk_root, caplog):
+    """A master stopping while its in-sync loop drops the slave (stopping too) wrote to a
+    closed session: a traceback in every stopped demo's log, and a session "lost"."""
+    import logging
+
+    cluster = zk_root.strip("/").replace("/", "_")
+
+    async def main():
+        m = await member(tmp_path, "a", "async")
+        membership = Membership(m.node, zookeeper.addr, cluster, session_s=2.0)
+        try:
+            await membership.start()
+        finally:
+            await membership.close()
+            await m.close()
+        return await membership.persist_isr(frozenset({"b"}))
+
+    caplog.set_level(logging.INFO, logger="floodgate.ha")
+    assert asyncio.run(main()) is False  # nothing recorded, nothing raised
+    assert "session lost" not in caplog.text
