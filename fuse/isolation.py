@@ -18,17 +18,17 @@ class IsolationList:
         self.isolations_total = dict.fromkeys(REASONS, 0)
         self.overflow_total = 0
 
-    def log(self, now: float, broker: str, event: str, reason: str) -> None:
-        self.transitions.append(Transition(now, broker, event, reason))
+    def log(self, now: float, broker: str, event: str, reason: str, detail: str = "") -> None:
+        self.transitions.append(Transition(now, broker, event, reason, detail))
         self.transitions_total[event] += 1
 
-    def add(self, state: BrokerState, now: float, reason: str) -> None:
+    def add(self, state: BrokerState, now: float, reason: str, detail: str = "") -> None:
         """`state` was just isolated (its times already set): it goes last."""
         state.isolated = True
         state.overflow = False
         self.entries.append(state)
         self.isolations_total[reason] += 1
-        self.log(now, state.name, "isolate", reason)
+        self.log(now, state.name, "isolate", reason, detail)
 
     def release(self, state: BrokerState, now: float, reason: str) -> None:
         self.entries.remove(state)

@@ -202,7 +202,11 @@ class Keeper:
         state.since = now
         state.until = now + state.duration_s * jitter
         state.isolations += 1
-        self.list.add(state, now, reason)
+        # what an operator asks first: how slow, against what (the line moves with the
+        # cluster's baseline)
+        detail = "" if error else (f"a call of {rt * 1000:.1f} ms, the line "
+                                   f"{self.threshold * 1000:.1f} ms")
+        self.list.add(state, now, reason, detail)
         self.rebuild_locked(now)
 
     def _slow_enough_locked(self, state: BrokerState, now: float, rt: float, calls: int,

@@ -54,10 +54,14 @@ class Transition:
     broker: str
     event: str  # isolate | release | overflow | reexclude
     reason: str  # slow | error (isolate); expired | removed | cluster-slow | rejudged (release); cap
+    detail: str = ""  # a slow isolation's evidence: the call's wait against the line
 
     def to_dict(self) -> dict[str, Any]:
-        return {"time": self.time, "broker": self.broker, "event": self.event,
-                "reason": self.reason}
+        doc = {"time": self.time, "broker": self.broker, "event": self.event,
+               "reason": self.reason}
+        if self.detail:
+            doc["detail"] = self.detail
+        return doc
 
 
 @dataclass(frozen=True, slots=True)

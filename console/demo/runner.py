@@ -409,7 +409,9 @@ class Demo:
         for t in (stats.get("fuse") or {}).get("transitions", []):
             key = (t["time"], t["broker"], t["event"], t["reason"])
             self._transitions.setdefault(key, {"time": t["wall_time"], "broker": t["broker"],
-                                               "event": t["event"], "reason": t["reason"]})
+                                               "event": t["event"], "reason": t["reason"],
+                                               **({"detail": t["detail"]} if t.get("detail")
+                                                  else {})})
         return sorted(self._transitions.values(), key=lambda t: t["time"])
 
     def fuse_snapshot(self) -> dict:

@@ -61,6 +61,18 @@ def test_slow_calls_isolate_fast_calls_do_not():
     assert snap.excluded == {"b2"} and snap.isolated[0].reason == "slow"
 
 
+def test_a_slow_isolation_says_how_slow_against_what_line():
+    """'isolated for slowness' sent the operator to the broker's graphs for the number."""
+    fuse, _ = make(10)
+    for b in names(10):
+        fuse.report(b, 0.001, ok=True)
+    slow(fuse, "b4", 0.0432)
+    isolate = [t for t in fuse.snapshot().transitions if t.event == "isolate"]
+    assert [t.to_dict()["detail"] for t in isolate] == ["a call of 43.2 ms, the line 10.0 ms"]
+    fuse.report("b5", 0.001, ok=False)  # an error's isolation has nothing to add
+    assert "detail" not in fuse.snapshot().transitions[-1].to_dict()
+
+
 def test_one_slow_call_is_a_suspect_two_within_a_second_isolate():
     fuse, clock = make(10)  # line 10 ms (no baseline yet)
     fuse.report("b1", 0.015, ok=True)

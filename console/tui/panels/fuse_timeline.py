@@ -31,5 +31,6 @@ def render(state, focus=None):
     for t in reversed(rows[-LINES:]):
         event = str(t.get("event"))
         table.add_row(clock(t.get("wall_time")), str(t["producer"]), str(t.get("broker")),
-                      Text(event, style=EVENT_STYLE.get(event, "")), str(t.get("reason")))
+                      Text(event, style=EVENT_STYLE.get(event, "")),
+                      str(t.get("reason")) + (f": {t['detail']}" if t.get("detail") else ""))
     return table

@@ -171,3 +171,13 @@ def test_a_producer_short_of_its_target_rate_is_said_on_the_cluster_header():
     assert producer_view(with_load(800.0)).behind == (800.0, 1000.0)
     assert "producer demo behind: 800 of 1,000 msgs/s (80%)" in header(with_load(800.0))
     assert producer_view(with_load(800.0, None)).behind is None  # flat out: no target
+
+
+def test_the_transitions_table_says_how_slow():
+    t = {"time": 100.0, "wall_time": T0 + 2467, "broker": "broker-2", "event": "isolate",
+         "reason": "slow", "detail": "a call of 43.2 ms, the line 10.0 ms"}
+    state = build_state([], [producer(fuse(entry("broker-2"), transitions=[t]))], None, T0)
+    console = Console(width=200)
+    with console.capture() as out:
+        console.print(render_panel("fuse_timeline", state))
+    assert "isolate  slow: a call of 43.2 ms, the line 10.0 ms" in out.get()
