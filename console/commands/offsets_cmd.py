@@ -24,6 +24,7 @@ from console.commands.common import (
     finish,
     print_json,
 )
+from console.data.replicas import slave_copies
 from console.errors import UsageError
 
 
@@ -68,7 +69,10 @@ def run_show(args) -> int:
     if args.json:
         print_json(answers)
         return finish(answers, failed)
-    held = _holders(answers, broker_groups(args.cluster))
+    group_of = broker_groups(args.cluster)
+    copies = slave_copies((n, group_of.get(n, n), doc.get("role") == "SLAVE")
+                          for n, doc in answers.items())
+    held = {n: doc for n, doc in answers.items() if n not in copies}
     rows = [(name, q) for name, doc in held.items() for q in doc.get("queues", [])]
     instances = [(name, q) for name, doc in held.items() for q in doc.get("instances", [])]
     if instances:
@@ -90,15 +94,6 @@ def run_show(args) -> int:
         print(f"{name}: a slave's copy (no other broker of its group answered), "
               "up to a second behind its master's")
     return finish(answers, failed)
-
-
-def _holders(answers: dict[str, dict], group_of: dict[str, str]) -> dict[str, dict]:
-    """The answers whose offsets count: masters' and single-copy brokers'. A slave holds
-    a copy of its master's (replicated once a second): shown only while no other broker
-    of its group answered, or every queue would be counted twice."""
-    led = {group_of.get(n, n) for n, doc in answers.items() if doc.get("role") != "SLAVE"}
-    return {n: doc for n, doc in answers.items()
-            if doc.get("role") != "SLAVE" or group_of.get(n, n) not in led}
 
 
 def _print_instances(group: str, rows: list[tuple[str, dict]]) -> None:

@@ -28,6 +28,7 @@ from console.data.alerts import Alert, AlertLog, evaluate_alerts
 from console.data.consumers import GroupView, merge_groups
 from console.data.flow_control import FlowView, merge_flow
 from console.data.histories import merge_histograms, merge_history
+from console.data.replicas import slave_copies
 from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 
 STATES = ("DOWN", "ISOLATED", "SLOW", "UP")  # worst first
@@ -350,11 +351,10 @@ def with_peers(brokers: Sequence[BrokerView]) -> tuple[BrokerView, ...]:
 
 def without_copied_lag(brokers: Sequence[BrokerView]) -> tuple[BrokerView, ...]:
     """A slave's consumer lag is a copy: its master's offsets, replicated once a second,
-    against its own end, so always a little higher than the master's. Shown only while
-    no other broker of its group answers (consumers then read, and commit, there)."""
-    led = {b.group for b in brokers if b.group and b.role != "SLAVE" and b.answering}
-    return tuple(replace(b, consumer_lag=None) if b.role == "SLAVE" and b.group in led
-                 else b for b in brokers)
+    against its own end, so always a little higher than the master's (`replicas`)."""
+    copies = slave_copies((b.name, b.group, b.role == "SLAVE") for b in brokers
+                          if b.group and b.answering)
+    return tuple(replace(b, consumer_lag=None) if b.name in copies else b for b in brokers)
 
 
 def _since(ha) -> float | None:

@@ -408,10 +408,8 @@ class Demo:
         stats = self._producer_stats() or {}
         for t in (stats.get("fuse") or {}).get("transitions", []):
             key = (t["time"], t["broker"], t["event"], t["reason"])
-            self._transitions.setdefault(key, {"time": t["wall_time"], "broker": t["broker"],
-                                               "event": t["event"], "reason": t["reason"],
-                                               **({"detail": t["detail"]} if t.get("detail")
-                                                  else {})})
+            kept = {k: t[k] for k in ("broker", "event", "reason", "detail") if k in t}
+            self._transitions.setdefault(key, {"time": t["wall_time"], **kept})
         return sorted(self._transitions.values(), key=lambda t: t["time"])
 
     def fuse_snapshot(self) -> dict:

@@ -168,11 +168,11 @@ def test_a_broadcast_group_shows_each_instance_and_refuses_a_reset(cluster, caps
             c.close()
 
 
-def test_a_slaves_copy_counts_only_while_its_group_has_no_other_answer():
-    from console.commands.offsets_cmd import _holders
 
-    group_of = {"g1-a": "g1", "g1-b": "g1", "g2-a": "g2", "g2-b": "g2", "single": "single"}
-    answers = {"g1-a": {"role": "MASTER"}, "g1-b": {"role": "SLAVE"},  # both answered
-               "g2-b": {"role": "SLAVE"},  # its master down, not yet replaced
-               "single": {}}  # fmt: skip
-    assert sorted(_holders(answers, group_of)) == ["g1-a", "g2-b", "single"]
+def test_a_slaves_copy_counts_only_while_its_group_has_no_other_answer():
+    from console.data.replicas import slave_copies
+
+    answered = [("g1-a", "g1", False), ("g1-b", "g1", True),  # both answered
+                ("g2-b", "g2", True),  # its master down, not yet replaced
+                ("single", "single", False)]  # fmt: skip
+    assert slave_copies(answered) == {"g1-b"}
