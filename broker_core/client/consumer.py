@@ -1,4 +1,4 @@
-"""Pull consumer, clustering or broadcast (see broker_core/client.py for the producer).
+"""Pull consumer, clustering or broadcast (client.producer is the producer).
 
 Each member heartbeats every broker; the union of live members, sorted, and
 the sorted list of (broker, queue) are split evenly (RocketMQ's averaging
@@ -9,9 +9,8 @@ after a rebalance or a restart.
 
 A broadcast consumer (RocketMQ's BROADCASTING) reads every queue of the topic, as
 every other instance of its group does; its offsets are its own, kept in a file
-it names (saved at most once a second and on close: a crash reads up to a second
-again), and told to the brokers in its heartbeats only so that they can judge its
-lag. A failed message is not retried there (there is no group to retry for, as in
+it names (client.offsets_file), and told to the brokers in its heartbeats only so
+that they can judge its lag. A failed message is not retried there (there is no group to retry for, as in
 RocketMQ): `consume` logs and counts it.
 
 An orderly consumer (RocketMQ's MessageListenerOrderly) holds a lock on each
@@ -21,32 +20,25 @@ its queue waits SUSPEND_S and the same message comes again, up to
 `max_reconsume` times, then it goes to the dead-letter queue (no retry topic:
 that would put it behind the messages that followed it).
 
-Pulls are pipelined, as RocketMQ's push consumer keeps pulls outstanding: each
-broker has one long-poll PULL in flight for all the queues this consumer owns
-there (the broker holds it until messages arrive in one of them), answers are
-read by the thread that polls (no reader thread), and what they bring waits in
-a buffer (at most BUFFER_PER_QUEUE a queue before it is pulled again) until
-`poll` hands it out. A pull's records are verified here (CRC), as the broker
-serves them as stored.
+Pulls are pipelined, one long poll in flight per broker, what they bring buffered
+until `poll` hands it out (client.pulls).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import socket
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
-from pathlib import Path
 
 from broker_core.client.attempts import normalize_brokers
-from broker_core.client.connection import BrokerUnavailable, ConnectionPool, serve_any
+from broker_core.client.connection import BrokerUnavailable, ConnectionPool
+from broker_core.client.offsets_file import OffsetsFile
 from broker_core.client.orderly import SUSPEND_S, QueueLeases
+from broker_core.client.pulls import DownList, Pulls
 from broker_core.client.retry import (
     DLQ_PREFIX,
     MAX_RECONSUME,
@@ -57,46 +49,13 @@ from broker_core.client.retry import (
     send_back,
 )
 from broker_core.errors import BrokerError
-from broker_core.fsutil import write_json_atomic
-from broker_core.protocol import (
-    MAX_PULL_MSGS,
-    Code,
-    Op,
-    ProtocolError,
-    PullRequest,
-    QueueState,
-    decode_json,
-    decode_pull_head,
-    encode_json,
-    encode_pull,
-)
-from broker_core.store.message import CorruptRecord, Message
-from broker_core.store.served import decode_records
+from broker_core.protocol import Code, Op, decode_json, encode_json
+from broker_core.store.message import Message
 
 log = logging.getLogger("floodgate.consumer")
 
 HEARTBEAT_S = 2.0
-PULL_WAIT_MS = 2000  # how long a broker holds a pull on a caught-up queue
-PULL_BATCH = 32  # messages a pull asks for, per queue it names (RocketMQ's pullBatchSize)
-BUFFER_PER_QUEUE = 256  # messages fetched and not yet handed out, before a queue's next pull
-DOWN_S = 1.0  # a broker that failed a pull is not asked again for this long (its slave is),
-DOWN_MAX_S = 16.0  # doubling with each failure in a row up to this: one that cannot be
-# reached (a partition) would otherwise cost a whole timeout every second
 ANSWER_S = 0.02  # a poll that sent pulls waits at least this long for their answers
-SAVE_OFFSETS_S = 1.0  # a broadcast instance writes its offsets file at most this often
-
-
-def read_pull_answer(body: bytes) -> list[tuple[QueueState, list[Message], int]]:
-    """A PULL answer, per queue it names: (its state, its messages verified and decoded,
-    corrupt records skipped). ProtocolError or CorruptRecord when it cannot be read."""
-    states, pos = decode_pull_head(body)
-    out = []
-    for state in states:
-        msgs, corrupt, pos = decode_records(body, pos, state.count)
-        out.append((state, msgs, corrupt))
-    if pos != len(body):
-        raise ProtocolError(f"{len(body) - pos} unexpected bytes after a pull's records")
-    return out
 
 
 def allocate(
@@ -155,9 +114,6 @@ class Consumer:
         self.group, self.topic = group, topic
         self.broadcast = broadcast
         self.failed = 0  # broadcast: messages whose handler raised (not retried)
-        self._offsets_file = Path(offsets_file) if offsets_file is not None else None
-        self._saved: dict[tuple[str, int], int] = {}  # as the offsets file holds them
-        self._save_at = 0.0
         self.routes = routes
         if routes is not None:
             brokers = {g: g for g in routes.groups}
@@ -170,16 +126,10 @@ class Consumer:
         self._pool = ConnectionPool({} if routes is not None else self.brokers, credentials)
         self._owned: list[tuple[str, int]] = []
         self._owned_by_broker: dict[str, list[tuple[str, int]]] = {}
-        self._offsets: dict[tuple[str, int], int] = {}  # next offset to pull
-        self._delivered: dict[tuple[str, int], int] = {}  # past the last one handed out
         self._committed: dict[tuple[str, int], int] = {}
-        self._inflight: dict[str, tuple[str, Future, float]] = {}  # broker -> its pull
-        self._turn = 0
-        self._ready: deque[tuple[tuple[str, int], list[Message], int]] = deque()
-        self._buffered: dict[tuple[str, int], int] = {}
-        self._down: dict[str, float] = {}  # address -> not pulled from until then
-        self._fails: dict[str, int] = {}  # address -> failures in a row
-        self.corrupt = 0  # records that failed their CRC, skipped
+        self._down = DownList(clock)  # addresses that failed: not asked for a while
+        self._pulls = Pulls(group, topic, self._pool, routes, self._down, timeout, clock,
+                            self._pullable)
         self._members: tuple[str, ...] = ()
         self._reset = 0  # the last operator's reset of the group's offsets heard of
         self.resets_seen = 0  # how many times this consumer started over for one
@@ -202,9 +152,10 @@ class Consumer:
         # its broker: a message whose send-back failed is read again from there
         self._origin: dict[tuple[bytes, int, int], str] = {}
         self._retry: Consumer | None = None
-        if self._offsets_file is not None:
-            self._saved = self._read_offsets_file()
-            self._committed = dict(self._saved)
+        self._file = None
+        if offsets_file is not None:
+            self._file = OffsetsFile(offsets_file, group, topic, self.client_id, clock)
+            self._committed = dict(self._file.saved)
         self._leases = (QueueLeases(group, topic, self.client_id, self._json, clock)
                         if orderly else None)
         self._suspended: dict[tuple[str, int], float] = {}  # queue -> not handed out until
@@ -223,23 +174,18 @@ class Consumer:
         last: BrokerUnavailable | None = None
         now = self._clock()
         replicas = self.routes.replicas(broker)  # the master first, then its slaves
-        up = [a for a in replicas if self._down.get(a, 0.0) <= now]
+        up = [a for a in replicas if self._down.up(a, now)]
         for addr in up + [a for a in replicas if a not in up]:  # the down ones last
             self._pool.addrs.setdefault(addr, addr)
             try:
                 answer = self._call_at(addr, op, body, timeout)
             except BrokerUnavailable as exc:
                 last = exc
-                self._mark_down(addr)
+                self._down.failed(addr)
                 continue
-            self._fails.pop(addr, None)
+            self._down.answered(addr)
             return answer
         raise last or BrokerUnavailable(f"group {broker}: no broker known")
-
-    def _mark_down(self, addr: str) -> None:
-        """Not asked again for DOWN_S, doubling with each failure in a row."""
-        n = self._fails[addr] = self._fails.get(addr, 0) + 1
-        self._down[addr] = self._clock() + min(DOWN_MAX_S, DOWN_S * 2 ** (n - 1))
 
     def _call_at(self, name: str, op: Op, body: bytes, timeout: float):
         try:
@@ -287,7 +233,7 @@ class Consumer:
             self._owned_by_broker = {}
             for queue in owned:
                 self._owned_by_broker.setdefault(queue[0], []).append(queue)
-            self._forget_queues(owned)
+            self._pulls.forget(owned)
         self._members = tuple(sorted(members))
         if self._leases is not None:
             self._relock()
@@ -302,24 +248,13 @@ class Consumer:
         committed offset (another holder may have moved it)."""
         gained, lost = self._leases.renew(self._owned)
         for queue in gained | lost:
-            self._clear_queue(queue)
-            for table in (self._offsets, self._delivered, self._committed):
-                table.pop(queue, None)
+            self._pulls.drop(queue)
+            self._committed.pop(queue, None)
 
     def _pullable(self, queue: tuple[str, int]) -> bool:
         if self._leases is None:
             return True
         return self._leases.valid(queue) and self._suspended.get(queue, 0.0) <= self._clock()
-
-    def _clear_queue(self, queue: tuple[str, int]) -> None:
-        """Drop what was fetched for `queue` and not handed out, and the pull in flight
-        to its broker (its answer could bring the queue's messages from before)."""
-        if any(q == queue for q, _m, _n in self._ready):
-            self._ready = deque(e for e in self._ready if e[0] != queue)
-        self._buffered.pop(queue, None)
-        inflight = self._inflight.pop(queue[0], None)
-        if inflight is not None:
-            self._pool.get(inflight[0]).forget(inflight[1])
 
     @property
     def assignment(self) -> list[tuple[str, int]]:
@@ -331,9 +266,9 @@ class Consumer:
 
     def _start_offset(self, queue: tuple[str, int]) -> int:
         broker, qid = queue
-        if queue in self._saved:  # a broadcast instance's own offset
-            self._delivered[queue] = self._saved[queue]
-            return self._saved[queue]
+        if self._file is not None and queue in self._file.saved:  # its own offset
+            self._pulls.delivered[queue] = self._file.saved[queue]
+            return self._file.saved[queue]
         answer = self._json(
             broker, Op.QUERY_OFFSET, {"group": self.group, "topic": self.topic, "queue_id": qid}
         )
@@ -342,7 +277,7 @@ class Consumer:
         offset = -1 if self.broadcast else int(answer.get("offset", -1))
         if offset < 0:  # no committed offset: consume from the first message kept
             offset = int(answer.get("min_offset", 0))
-        self._committed[queue] = self._delivered[queue] = offset
+        self._committed[queue] = self._pulls.delivered[queue] = offset
         return offset
 
     # -- consuming ----------------------------------------------------------
@@ -374,8 +309,8 @@ class Consumer:
                 self._attempts.pop(key, None)
                 return kind
         self._attempts[key] = fails
-        self._clear_queue(queue)
-        self._offsets[queue] = self._delivered[queue] = message.queue_offset
+        self._pulls.clear(queue)
+        self._pulls.offsets[queue] = self._pulls.delivered[queue] = message.queue_offset
         self._suspended[queue] = self._clock() + SUSPEND_S
         return "retry"
 
@@ -423,10 +358,10 @@ class Consumer:
                                    message.physical_offset))
         if broker is None:
             return False
-        queue = (broker, message.queue_id)
-        if queue in self._delivered:
-            self._delivered[queue] = min(self._delivered[queue], message.queue_offset)
-        self._forget_queues(self._owned)  # fetched-ahead messages dropped, read again
+        queue, delivered = (broker, message.queue_id), self._pulls.delivered
+        if queue in delivered:
+            delivered[queue] = min(delivered[queue], message.queue_offset)
+        self._pulls.forget(self._owned)  # fetched-ahead messages dropped, read again
         return True
 
     def consume(self, handler: Callable[[Message], object], max_msgs: int = 32,
@@ -470,9 +405,7 @@ class Consumer:
                 if queue is None or queue in held_back:
                     continue
                 if not self._leases.valid(queue):  # lapsed meanwhile: another may hold it
-                    self._clear_queue(queue)
-                    for table in (self._offsets, self._delivered):
-                        table.pop(queue, None)
+                    self._pulls.drop(queue)
                     held_back.add(queue)
                     continue
                 try:
@@ -487,6 +420,7 @@ class Consumer:
             self.commit()
 
     def _poll(self, max_msgs: int, timeout: float) -> list[Message]:
+        pulls = self._pulls
         deadline = self._clock() + timeout
         while True:
             if self._clock() >= self._next_heartbeat:
@@ -494,156 +428,34 @@ class Consumer:
             elif (self._leases is not None and self._clock() >= self._leases.retry_at
                   and len(self._leases.held()) < len(self._owned)):
                 self._relock()
-            if self._fill():
+            if pulls.fill(self._owned_by_broker, self._start_offset):
                 deadline = max(deadline, self._clock() + ANSWER_S)
-            self._serve(0.0)
-            if self._ready:
+            pulls.serve(0.0, self._owned)
+            if pulls.ready:
                 return self._take(max_msgs)
             left = deadline - self._clock()
             if left <= 0:
                 return []
-            self._serve(min(left, 0.1))
-            if self._ready:
+            pulls.serve(min(left, 0.1), self._owned)
+            if pulls.ready:
                 return self._take(max_msgs)
 
-    def _serve(self, timeout: float) -> None:
-        """Read the answers that arrive within `timeout`, and take them in."""
-        if self._inflight:
-            serve_any([self._pool.get(a) for a, _f, _t in self._inflight.values()], timeout)
-            self._collect()
-        elif timeout:
-            time.sleep(min(timeout, 0.1))
-
-    def _fill(self) -> bool:
-        """A pull in flight on every broker where an owned queue has room in the buffer;
-        whether any was sent."""
-        sent = False
-        for broker, owned in self._owned_by_broker.items():
-            if broker in self._inflight:  # (checked first: a poll's loop asks often)
-                continue
-            queues = [q for q in owned
-                      if self._buffered.get(q, 0) < BUFFER_PER_QUEUE and self._pullable(q)]
-            if not queues:
-                continue
-            addr = self._pull_addr(broker)
-            if addr is None:
-                continue
-            try:
-                for queue in queues:
-                    if queue not in self._offsets:
-                        self._offsets[queue] = self._start_offset(queue)
-                turn = self._turn = self._turn + 1  # rotate: no queue always last
-                k = turn % len(queues)
-                queues = queues[k:] + queues[:k]
-                req = PullRequest(self.group, self.topic,
-                                  [(q, self._offsets[(broker, q)]) for _b, q in queues],
-                                  min(MAX_PULL_MSGS, PULL_BATCH * len(queues)), PULL_WAIT_MS)
-                fut = self._pool.get(addr).request(Op.PULL, encode_pull(req), watched=True)
-            except (BrokerUnavailable, BrokerError):
-                self._mark_down(addr)
-                continue
-            self._inflight[broker] = (addr, fut, self._clock())
-            sent = True
-        return sent
-
-    def _pull_addr(self, broker: str) -> str | None:
-        """Where a queue of `broker` is pulled from: the broker, or with routes its
-        group's master, or a slave while the master fails pulls."""
-        if self.routes is None:
-            return broker
-        now = self._clock()
-        for addr in self.routes.replicas(broker):  # the master first, then its slaves
-            self._pool.addrs.setdefault(addr, addr)
-            if self._down.get(addr, 0.0) <= now:
-                return addr
-        return None
-
-    def _collect(self) -> None:
-        """Take in the answers that arrived (and drop pulls that never will)."""
-        now = self._clock()
-        for broker, (addr, fut, sent) in list(self._inflight.items()):
-            if not fut.done():
-                if now - sent > self.timeout + PULL_WAIT_MS / 1000:
-                    self._pool.get(addr).forget(fut)
-                    del self._inflight[broker]
-                    self._mark_down(addr)
-                continue
-            del self._inflight[broker]
-            self._answered(broker, addr, fut)
-
-    def _answered(self, broker: str, addr: str, fut: Future) -> None:
-        try:
-            code, body = fut.result()
-        except BrokerUnavailable:
-            self._mark_down(addr)
-            return
-        self._fails.pop(addr, None)  # it answered
-        if code == Code.NO_PERMISSION:  # the topic not readable there: not asked for a while
-            self._down[addr] = self._clock() + DOWN_S
-            return
-        if code not in (Code.OK, Code.PULL_NOT_FOUND):
-            return  # refused (a topic not there yet): asked again next time
-        try:
-            queues = read_pull_answer(body)
-        except (ProtocolError, CorruptRecord) as exc:
-            log.warning("%s: bad pull answer for %s: %s", addr, self.topic, exc)
-            self._down[addr] = self._clock() + DOWN_S
-            return
-        owned = set(self._owned)
-        for state, msgs, corrupt in queues:
-            queue = (broker, state.queue_id)
-            if queue not in owned or state.status == "NOT_READ" or not self._pullable(queue):
-                continue  # rebalanced away meanwhile, or not read this time
-            if corrupt:
-                self.corrupt += corrupt
-                log.warning("%s: %d records of %s queue %d failed their CRC: skipped", addr,
-                            corrupt, self.topic, state.queue_id)
-            next_offset = state.next_offset
-            if state.status == "OFFSET_TOO_SMALL":  # retention removed them: the oldest kept
-                next_offset = max(next_offset, state.min_offset)
-            self._offsets[queue] = next_offset
-            if msgs:
-                self._ready.append((queue, msgs, next_offset))
-                self._buffered[queue] = self._buffered.get(queue, 0) + len(msgs)
-            elif not self._buffered.get(queue):
-                self._delivered[queue] = next_offset  # nothing in between: skipped ahead
-
     def _take(self, max_msgs: int) -> list[Message]:
+        """Hand out what is buffered, remembering each message's broker (`nack`)."""
         out: list[Message] = []
-        while self._ready and len(out) < max_msgs:
-            queue, msgs, next_offset = self._ready[0]
-            if not self._pullable(queue):  # its lock lapsed, or it waits after a failure
-                self._clear_queue(queue)
-                if queue in self._delivered:
-                    self._offsets[queue] = self._delivered[queue]
-                continue
-            room = max_msgs - len(out)
-            part, rest = msgs[:room], msgs[room:]
+        origin = self._origin
+        for queue, part in self._pulls.take(max_msgs):
             out.extend(part)
-            self._buffered[queue] -= len(part)
-            if rest:
-                self._ready[0] = (queue, rest, next_offset)
-                self._delivered[queue] = rest[0].queue_offset
-            else:
-                self._ready.popleft()
-                self._delivered[queue] = next_offset
             if self.tracer is not None:
                 self.tracer.polled(queue[0], part)
-            origin = self._origin
             for m in part:
                 origin[(m.store_host_raw, m.queue_id, m.physical_offset)] = queue[0]
         return out
 
-    def _forget_queues(self, keep: list[tuple[str, int]]) -> None:
-        """Rebalanced: what was fetched and not handed out is dropped (and fetched again
-        from the offset past the last message handed out, if the queue stays ours)."""
-        self._ready.clear()
-        for addr, fut, _sent in self._inflight.values():
-            self._pool.get(addr).forget(fut)
-        self._inflight.clear()
-        self._buffered.clear()
-        self._offsets = {q: self._delivered[q] for q in keep if q in self._delivered}
-        self._delivered = dict(self._offsets)
+    @property
+    def corrupt(self) -> int:
+        """Records that failed their CRC, skipped."""
+        return self._pulls.corrupt
 
     def _heard_reset(self, reset: int) -> None:
         """An operator moved the group's offsets (`floodgate offsets reset`): what this
@@ -651,12 +463,12 @@ class Consumer:
         offsets the brokers have now (nothing of the old range is committed after)."""
         if reset <= self._reset:
             return
-        started = bool(self._offsets or self._delivered)
+        started = bool(self._pulls.offsets or self._pulls.delivered)
         self._reset = reset
         if not started:
             return
         self.resets_seen += 1
-        self._forget_queues([])
+        self._pulls.forget([])
         self._committed.clear()
         if self.tracer is not None:
             self.tracer.release_all()
@@ -666,13 +478,12 @@ class Consumer:
         instance: in its offsets file, at most once a second)."""
         self._origin.clear()  # a message handed out before is past its nack now
         if self.broadcast:
-            self._committed.update(self._delivered)
-            if self._clock() >= self._save_at:
-                self._save_offsets()
+            self._committed.update(self._pulls.delivered)
+            self._file.save(self._committed)
             return
         if self._retry is not None:
             self._retry.commit()
-        for queue, offset in list(self._delivered.items()):
+        for queue, offset in list(self._pulls.delivered.items()):
             if self._committed.get(queue) == offset:
                 continue
             broker, qid = queue
@@ -692,38 +503,6 @@ class Consumer:
             except (BrokerUnavailable, BrokerError):
                 pass  # at-least-once: committed again next time
 
-    # -- a broadcast instance's offsets file -----------------------------------------
-    def _read_offsets_file(self) -> dict[tuple[str, int], int]:
-        path = self._offsets_file
-        if not path.exists():
-            return {}
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            if doc.get("group") != self.group or doc.get("topic") != self.topic:
-                raise ValueError(f"it holds group {doc.get('group')!r} topic "
-                                 f"{doc.get('topic')!r}, not {self.group!r} {self.topic!r}")
-            return {(str(b), int(q)): int(o) for b, queues in doc["offsets"].items()
-                    for q, o in queues.items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"offsets file {path}: unreadable ({exc})") from None
-
-    def _save_offsets(self) -> None:
-        self._save_at = self._clock() + SAVE_OFFSETS_S
-        if self._committed == self._saved:
-            return
-        offsets: dict[str, dict[str, int]] = {}
-        for (b, q), o in sorted(self._committed.items()):
-            offsets.setdefault(b, {})[str(q)] = o
-        try:
-            self._offsets_file.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self._offsets_file, {"group": self.group, "topic": self.topic,
-                                                   "client_id": self.client_id,
-                                                   "offsets": offsets})
-        except OSError as exc:  # at least once: read again from the last saved offsets
-            log.warning("%s: offsets not saved to %s: %s", self.group, self._offsets_file, exc)
-            return
-        self._saved = dict(self._committed)
-
     def close(self) -> None:
         try:
             if self._retry is not None:
@@ -731,8 +510,8 @@ class Consumer:
             self.commit()
             if self._leases is not None:
                 self._leases.release(self._owned)
-            if self.broadcast:
-                self._save_offsets()
+            if self._file is not None:
+                self._file.save(self._committed, force=True)
             self.heartbeat(leave=True)
         finally:
             self._pool.close()

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from broker_core.client.connection import BrokerUnavailable, Connection
-from broker_core.client.consumer import read_pull_answer
+from broker_core.client.pulls import read_pull_answer
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     Code,

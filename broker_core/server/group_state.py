@@ -194,7 +194,7 @@ def instance_name(group: str, client_id: str) -> str:
 class BroadcastProgress:
     """Where each instance of a broadcast group is, as its heartbeats say.
 
-    A broadcast instance keeps its offsets in its own file (client.consumer); the
+    A broadcast instance keeps its offsets in its own file (client.offsets_file); the
     broker only hears them, to judge each instance's lag as it judges a group's
     (observe.backlog) and to refuse an operator's reset that could not reach them.
     Not saved: the instance's file is the truth. An instance unheard of for

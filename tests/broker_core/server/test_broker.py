@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from broker_core import protocol as p
-from broker_core.client.consumer import read_pull_answer
+from broker_core.client.pulls import read_pull_answer
 from broker_core.protocol import Code, Op
 from broker_core.server.faults import FaultSpec
 

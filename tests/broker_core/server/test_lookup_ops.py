@@ -5,7 +5,7 @@ for bad input."""
 import asyncio
 
 from broker_core import protocol as p
-from broker_core.client.consumer import read_pull_answer
+from broker_core.client.pulls import read_pull_answer
 from broker_core.message_id import decode_id, encode_id
 from broker_core.protocol import Code, Op
 from broker_core.trace.records import PROP_TRACE, TRACE_TOPIC, decode_batch, stored_key, trace_key

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from broker_core import protocol as p
-from broker_core.client.consumer import read_pull_answer
+from broker_core.client.pulls import read_pull_answer
 from broker_core.server.broker import Broker, BrokerConfig
 from broker_core.server.pull_ops import MIN_BATCH
 

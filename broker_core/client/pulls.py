@@ -1,0 +1,263 @@
+"""A consumer's pull pipeline: what it has fetched ahead of `poll` (client.consumer).
+
+Pulls are pipelined, as RocketMQ's push consumer keeps pulls outstanding: each
+broker has one long-poll PULL in flight for all the queues the consumer owns
+there (the broker holds it until messages arrive in one of them), answers are
+read by the thread that polls (no reader thread), and what they bring waits in
+a buffer (at most BUFFER_PER_QUEUE a queue before it is pulled again) until
+`poll` hands it out. A pull's records are verified here (CRC), as the broker
+serves them as stored.
+
+Per queue two offsets: `offsets`, the next one to pull (ahead of what was handed
+out by what is buffered), and `delivered`, past the last message handed out (what
+a commit stores). Dropping the buffer (a rebalance, a rewind) pulls again from
+`delivered`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+
+from broker_core.client.connection import BrokerUnavailable, ConnectionPool, serve_any
+from broker_core.errors import BrokerError
+from broker_core.protocol import (
+    MAX_PULL_MSGS,
+    Code,
+    Op,
+    ProtocolError,
+    PullRequest,
+    QueueState,
+    decode_pull_head,
+    encode_pull,
+)
+from broker_core.store.message import CorruptRecord, Message
+from broker_core.store.served import decode_records
+
+log = logging.getLogger("floodgate.consumer")
+
+PULL_WAIT_MS = 2000  # how long a broker holds a pull on a caught-up queue
+PULL_BATCH = 32  # messages a pull asks for, per queue it names (RocketMQ's pullBatchSize)
+BUFFER_PER_QUEUE = 256  # messages fetched and not yet handed out, before a queue's next pull
+DOWN_S = 1.0  # a broker that failed a pull is not asked again for this long (its slave is),
+DOWN_MAX_S = 16.0  # doubling with each failure in a row up to this: one that cannot be
+# reached (a partition) would otherwise cost a whole timeout every second
+
+Queue = tuple[str, int]  # (broker or group, queue id)
+
+
+def read_pull_answer(body: bytes) -> list[tuple[QueueState, list[Message], int]]:
+    """A PULL answer, per queue it names: (its state, its messages verified and decoded,
+    corrupt records skipped). ProtocolError or CorruptRecord when it cannot be read."""
+    states, pos = decode_pull_head(body)
+    out = []
+    for state in states:
+        msgs, corrupt, pos = decode_records(body, pos, state.count)
+        out.append((state, msgs, corrupt))
+    if pos != len(body):
+        raise ProtocolError(f"{len(body) - pos} unexpected bytes after a pull's records")
+    return out
+
+
+class DownList:
+    """Addresses not asked for a while: DOWN_S after a failure, doubling with each
+    failure in a row up to DOWN_MAX_S."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._until: dict[str, float] = {}  # address -> not asked until then
+        self._fails: dict[str, int] = {}  # address -> failures in a row
+
+    def failed(self, addr: str) -> None:
+        n = self._fails[addr] = self._fails.get(addr, 0) + 1
+        self._until[addr] = self._clock() + min(DOWN_MAX_S, DOWN_S * 2 ** (n - 1))
+
+    def hold(self, addr: str, seconds: float = DOWN_S) -> None:
+        """Not asked for `seconds`: it answered, with nothing this consumer can use."""
+        self._until[addr] = self._clock() + seconds
+
+    def answered(self, addr: str) -> None:
+        self._fails.pop(addr, None)
+
+    def up(self, addr: str, now: float) -> bool:
+        return self._until.get(addr, 0.0) <= now
+
+
+class Pulls:
+    """`pool` holds a connection per address; `routes` (None: the names are the brokers'
+    addresses) gives a group's replicas, the master first; `pullable(queue)` says whether
+    a queue is read now (an orderly consumer's lock, a pause after a failure)."""
+
+    def __init__(self, group: str, topic: str, pool: ConnectionPool, routes, down: DownList,
+                 timeout: float, clock: Callable[[], float],
+                 pullable: Callable[[Queue], bool]) -> None:
+        self.group, self.topic = group, topic
+        self._pool, self._routes, self._down = pool, routes, down
+        self._timeout, self._clock, self._pullable = timeout, clock, pullable
+        self.offsets: dict[Queue, int] = {}  # next offset to pull
+        self.delivered: dict[Queue, int] = {}  # past the last one handed out
+        self.corrupt = 0  # records that failed their CRC, skipped
+        self._inflight: dict[str, tuple[str, Future, float]] = {}  # broker -> its pull
+        self._turn = 0
+        self._ready: deque[tuple[Queue, list[Message], int]] = deque()
+        self._buffered: dict[Queue, int] = {}
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._ready)
+
+    def fill(self, owned_by_broker: dict[str, list[Queue]],
+             start_offset: Callable[[Queue], int]) -> bool:
+        """A pull in flight on every broker where an owned queue has room in the buffer
+        (`start_offset` for a queue not read before); whether any was sent."""
+        sent = False
+        for broker, owned in owned_by_broker.items():
+            if broker in self._inflight:  # (checked first: a poll's loop asks often)
+                continue
+            queues = [q for q in owned
+                      if self._buffered.get(q, 0) < BUFFER_PER_QUEUE and self._pullable(q)]
+            if not queues:
+                continue
+            addr = self._pull_addr(broker)
+            if addr is None:
+                continue
+            try:
+                for queue in queues:
+                    if queue not in self.offsets:
+                        self.offsets[queue] = start_offset(queue)
+                turn = self._turn = self._turn + 1  # rotate: no queue always last
+                k = turn % len(queues)
+                queues = queues[k:] + queues[:k]
+                req = PullRequest(self.group, self.topic,
+                                  [(q, self.offsets[(broker, q)]) for _b, q in queues],
+                                  min(MAX_PULL_MSGS, PULL_BATCH * len(queues)), PULL_WAIT_MS)
+                fut = self._pool.get(addr).request(Op.PULL, encode_pull(req), watched=True)
+            except (BrokerUnavailable, BrokerError):
+                self._down.failed(addr)
+                continue
+            self._inflight[broker] = (addr, fut, self._clock())
+            sent = True
+        return sent
+
+    def _pull_addr(self, broker: str) -> str | None:
+        """Where a queue of `broker` is pulled from: the broker, or with routes its
+        group's master, or a slave while the master fails pulls."""
+        if self._routes is None:
+            return broker
+        now = self._clock()
+        for addr in self._routes.replicas(broker):  # the master first, then its slaves
+            self._pool.addrs.setdefault(addr, addr)
+            if self._down.up(addr, now):
+                return addr
+        return None
+
+    def serve(self, timeout: float, owned: Iterable[Queue]) -> None:
+        """Read the answers that arrive within `timeout`, and take in those of `owned`."""
+        if self._inflight:
+            serve_any([self._pool.get(a) for a, _f, _t in self._inflight.values()], timeout)
+            self._collect(owned)
+        elif timeout:
+            time.sleep(min(timeout, 0.1))
+
+    def _collect(self, owned: Iterable[Queue]) -> None:
+        """Take in the answers that arrived (and drop pulls that never will)."""
+        now = self._clock()
+        for broker, (addr, fut, sent) in list(self._inflight.items()):
+            if not fut.done():
+                if now - sent > self._timeout + PULL_WAIT_MS / 1000:
+                    self._pool.get(addr).forget(fut)
+                    del self._inflight[broker]
+                    self._down.failed(addr)
+                continue
+            del self._inflight[broker]
+            self._answered(broker, addr, fut, owned)
+
+    def _answered(self, broker: str, addr: str, fut: Future, owned: Iterable[Queue]) -> None:
+        try:
+            code, body = fut.result()
+        except BrokerUnavailable:
+            self._down.failed(addr)
+            return
+        self._down.answered(addr)
+        if code == Code.NO_PERMISSION:  # the topic not readable there: not asked for a while
+            self._down.hold(addr)
+            return
+        if code not in (Code.OK, Code.PULL_NOT_FOUND):
+            return  # refused (a topic not there yet): asked again next time
+        try:
+            queues = read_pull_answer(body)
+        except (ProtocolError, CorruptRecord) as exc:
+            log.warning("%s: bad pull answer for %s: %s", addr, self.topic, exc)
+            self._down.hold(addr)
+            return
+        owned = set(owned)
+        for state, msgs, corrupt in queues:
+            queue = (broker, state.queue_id)
+            if queue not in owned or state.status == "NOT_READ" or not self._pullable(queue):
+                continue  # rebalanced away meanwhile, or not read this time
+            if corrupt:
+                self.corrupt += corrupt
+                log.warning("%s: %d records of %s queue %d failed their CRC: skipped", addr,
+                            corrupt, self.topic, state.queue_id)
+            next_offset = state.next_offset
+            if state.status == "OFFSET_TOO_SMALL":  # retention removed them: the oldest kept
+                next_offset = max(next_offset, state.min_offset)
+            self.offsets[queue] = next_offset
+            if msgs:
+                self._ready.append((queue, msgs, next_offset))
+                self._buffered[queue] = self._buffered.get(queue, 0) + len(msgs)
+            elif not self._buffered.get(queue):
+                self.delivered[queue] = next_offset  # nothing in between: skipped ahead
+
+    def take(self, max_msgs: int) -> list[tuple[Queue, list[Message]]]:
+        """Up to `max_msgs` buffered messages, in runs of one queue each, oldest first."""
+        out: list[tuple[Queue, list[Message]]] = []
+        room = max_msgs
+        while self._ready and room > 0:
+            queue, msgs, next_offset = self._ready[0]
+            if not self._pullable(queue):  # its lock lapsed, or it waits after a failure
+                self.clear(queue)
+                if queue in self.delivered:
+                    self.offsets[queue] = self.delivered[queue]
+                continue
+            part, rest = msgs[:room], msgs[room:]
+            out.append((queue, part))
+            room -= len(part)
+            self._buffered[queue] -= len(part)
+            if rest:
+                self._ready[0] = (queue, rest, next_offset)
+                self.delivered[queue] = rest[0].queue_offset
+            else:
+                self._ready.popleft()
+                self.delivered[queue] = next_offset
+        return out
+
+    def clear(self, queue: Queue) -> None:
+        """Drop what was fetched for `queue` and not handed out, and the pull in flight
+        to its broker (its answer could bring the queue's messages from before)."""
+        if any(q == queue for q, _m, _n in self._ready):
+            self._ready = deque(e for e in self._ready if e[0] != queue)
+        self._buffered.pop(queue, None)
+        inflight = self._inflight.pop(queue[0], None)
+        if inflight is not None:
+            self._pool.get(inflight[0]).forget(inflight[1])
+
+    def forget(self, keep: Iterable[Queue]) -> None:
+        """Drop everything fetched and not handed out, and every pull in flight; the
+        queues in `keep` are pulled again from past the last message handed out."""
+        self._ready.clear()
+        for addr, fut, _sent in self._inflight.values():
+            self._pool.get(addr).forget(fut)
+        self._inflight.clear()
+        self._buffered.clear()
+        self.offsets = {q: self.delivered[q] for q in keep if q in self.delivered}
+        self.delivered = dict(self.offsets)
+
+    def drop(self, queue: Queue) -> None:
+        """Forget where `queue` was: it starts again from its committed offset."""
+        self.clear(queue)
+        self.offsets.pop(queue, None)
+        self.delivered.pop(queue, None)
