@@ -349,11 +349,16 @@ def with_peers(brokers: Sequence[BrokerView]) -> tuple[BrokerView, ...]:
     return tuple(out)
 
 
+def copied(brokers: Sequence[BrokerView]) -> set[str]:
+    """The slaves whose figures copy an answering master's (`replicas.slave_copies`)."""
+    return slave_copies((b.name, b.group, b.role == "SLAVE") for b in brokers
+                        if b.group and b.answering)
+
+
 def without_copied_lag(brokers: Sequence[BrokerView]) -> tuple[BrokerView, ...]:
     """A slave's consumer lag is a copy: its master's offsets, replicated once a second,
     against its own end, so always a little higher than the master's (`replicas`)."""
-    copies = slave_copies((b.name, b.group, b.role == "SLAVE") for b in brokers
-                          if b.group and b.answering)
+    copies = copied(brokers)
     return tuple(replace(b, consumer_lag=None) if b.name in copies else b for b in brokers)
 
 

@@ -1,13 +1,16 @@
 """Delayed messages per broker (server.delay_service): pending per level, in all,
 and how late the oldest due one is. The groups screen shows it under the groups
 (a retry is a delayed message: a growing pending count is retries piling up), and
-`floodgate status` prints it."""
+`floodgate status` prints it. A slave's rows are its master's copy (the schedule queues
+and their delivery offsets, a second old: a few more pending than its master's, none
+overdue, as only a master delivers) and are shown only while that master does not answer."""
 
 from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
 
+from console.data.state import copied
 from console.tui.format import count
 
 LEVELS_SHOWN = 4  # the fullest levels named in a row; the rest summed
@@ -23,7 +26,10 @@ def _levels(pending: dict) -> str:
 
 def render(state, focus=None) -> Table | Text:
     rows = []
+    copies = copied(state.brokers)
     for b in state.brokers:
+        if b.name in copies:
+            continue
         d = (b.stats.delayed if b.stats is not None else None) or {}
         if d.get("pending_total") or d.get("overdue_s"):
             rows.append((b.name, d))

@@ -1,6 +1,7 @@
 """The groups screen's transactions and queue-lock panels from brokers' /stats: halves
 pending with the oldest in red past a minute, rollbacks by who decided; each orderly
-client's queues on one line; a slave's copies not counted twice."""
+client's queues on one line; a slave's copies not counted twice (delayed messages
+per broker, the master's only while it answers)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,20 @@ def test_each_orderly_client_holds_its_queues_on_one_line():
     assert "ledger  paid   host-1-abc  broker-1  0 2 3" in out, out
     assert "5 lock changes" in out
     assert "no orderly consumer" in shown("queue_locks", [{"broker": "b", "time": 1.0}])
+
+
+def test_delayed_messages_of_a_slave_are_its_masters_copy_shown_only_without_it():
+    def doc(name: str, role: str, pending: int) -> dict:
+        return {"broker": name, "time": 1.0, "ha": {"group": "g1", "role": role, "epoch": 1},
+                "delayed": {"pending": {"5s": pending}, "pending_total": pending,
+                            "overdue_s": 0.0}}
+
+    master, slave = doc("g1-a", "MASTER", 10), doc("g1-b", "SLAVE", 13)
+    out = shown("delayed", [master, slave])
+    assert "g1-a" in out and "g1-b" not in out, out
+    state = build_state([BrokerSample("g1-a", "g1-a", None, "connection refused"),
+                         BrokerSample("g1-b", "g1-b", BrokerStats.from_dict(slave))], now=1)
+    console = Console(width=150, record=True)
+    console.print(render_panel("delayed", state))
+    out = console.export_text()
+    assert "g1-b" in out and "13" in out, out
