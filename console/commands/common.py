@@ -127,8 +127,9 @@ def each_broker(cluster_path, call, only=None) -> tuple[dict[str, Any], list[str
             continue
         try:
             answers[b.name] = call(b.http)
-        except AdminError as exc:
-            failed.append(str(exc))
+        except AdminError as exc:  # its words start with the address: put the name first
+            why = str(exc)
+            failed.append(f"{b.name} at {why}" if why.startswith(b.http) else f"{b.name}: {why}")
     return answers, failed
 
 

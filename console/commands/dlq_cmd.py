@@ -4,7 +4,10 @@ group's consumers failed max_reconsume times) and the retries pending
 to once their cause is fixed, or exporting them (JSON lines) for whoever fixes it.
 
 Read from the brokers that hold the data (masters and single-copy brokers; a slave
-holds its master's copy). A dead letter stays in its queue after a resend (as in
+holds its master's copy, read only while no other broker of its group answers). `list`
+and `show` print what the brokers that answered hold, then fail naming those that did
+not; `resend` and `export` fail first (a group's dead letters left out would be
+unsaid). A dead letter stays in its queue after a resend (as in
 RocketMQ): resending it again sends it again, so `resend` says how many it sent.
 """
 
@@ -18,7 +21,15 @@ from pathlib import Path
 from broker_core.client import admin
 from broker_core.client.retry import PROP_ORIGIN_ID, PROP_ORIGIN_TOPIC, PROP_RETRY_TIMES
 from broker_core.protocol.system_topics import DLQ_PREFIX, RETRY_PREFIX
-from console.commands.common import add_cluster_args, add_subparser, each_broker, finish, print_json
+from console.commands.common import (
+    add_cluster_args,
+    add_subparser,
+    broker_groups,
+    each_broker,
+    finish,
+    print_json,
+)
+from console.data.replicas import slave_copies
 from console.errors import CommandFailed, UsageError
 
 PAGE = 256
@@ -56,14 +67,21 @@ def register(sub) -> None:
     export.set_defaults(func=run_export)
 
 
+def _holders(args, answers: dict[str, dict]) -> list[str]:
+    """The brokers to read: not a slave whose master answered (it holds that master's
+    copy); a slave whose group has no other answer is read (`replicas.slave_copies`)."""
+    group_of = broker_groups(args.cluster)
+    copies = slave_copies((n, group_of.get(n, n), doc.get("role") == "SLAVE")
+                          for n, doc in answers.items())
+    return [n for n in answers if n not in copies]
+
+
 def run_list(args) -> int:
     answers, failed = each_broker(args.cluster, lambda http: admin.topic(
         http, token=args.admin_token, query={"hottest": "0"}))
     groups: dict[str, dict[str, int]] = {}
-    for doc in answers.values():
-        if doc.get("role") == "SLAVE":
-            continue  # its master's copy
-        for row in doc.get("topics", []):
+    for name in _holders(args, answers):
+        for row in answers[name].get("topics", []):
             for prefix, what in ((DLQ_PREFIX, "dead"), (RETRY_PREFIX, "retrying")):
                 if row["topic"].startswith(prefix):
                     g = groups.setdefault(row["topic"][len(prefix):], {"dead": 0, "retrying": 0})
@@ -79,17 +97,21 @@ def run_list(args) -> int:
     return finish(answers, failed)
 
 
-def _dead_letters(args, limit: int | None = None) -> list[dict]:
-    """A group's dead letters on every broker that holds data, oldest first."""
+def _dead_letters(args, limit: int | None = None,
+                  partial: bool = False) -> tuple[list[dict], dict, list[str]]:
+    """A group's dead letters on every broker that holds data, oldest first; the brokers'
+    answers and those that failed. Unless `partial`, a broker that failed fails it (a
+    resend or an export must not leave a group's dead letters out unsaid)."""
     from broker_core.cluster.cluster_file import load_cluster
 
     roles, failed = each_broker(args.cluster, lambda http: admin.topic(
         http, token=args.admin_token, query={"hottest": "0", "topic": DLQ_PREFIX + args.group}))
-    finish(roles, failed)
+    if not partial:
+        finish(roles, failed)
+    holders = set(_holders(args, roles))
     out: list[dict] = []
     for b in load_cluster(args.cluster).brokers:
-        doc = roles.get(b.name, {})
-        if doc.get("role") == "SLAVE" or not doc.get("topics"):
+        if b.name not in holders or not roles[b.name].get("topics"):
             continue
         begin, seen = 0, set()
         while limit is None or len(out) < limit:
@@ -105,7 +127,7 @@ def _dead_letters(args, limit: int | None = None) -> list[dict]:
                 break
             begin = page["messages"][-1]["store_ms"]
     out.sort(key=lambda m: m["store_ms"])
-    return out if limit is None else out[:limit]
+    return (out if limit is None else out[:limit]), roles, failed
 
 
 def _body(m: dict) -> bytes:
@@ -115,13 +137,13 @@ def _body(m: dict) -> bytes:
 def run_show(args) -> int:
     if args.limit < 1:
         raise UsageError(f"--limit must be >= 1, got {args.limit}")
-    dead = _dead_letters(args, args.limit)
+    dead, answers, failed = _dead_letters(args, args.limit, partial=True)
     if args.json:
         print_json(dead)
-        return 0
+        return finish(answers, failed)
     if not dead:
         print(f"no dead letters for group {args.group}")
-        return 0
+        return finish(answers, failed)
     for m in dead:
         p = m.get("properties") or {}
         when = datetime.fromtimestamp(m["store_ms"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -129,13 +151,13 @@ def run_show(args) -> int:
         print(f"{when}  {m['id']}  from {p.get(PROP_ORIGIN_TOPIC, '?')} "
               f"(first id {p.get(PROP_ORIGIN_ID, '?')}), tried {p.get(PROP_RETRY_TIMES, '?')} "
               f"times  keys {m.get('keys') or '-'}  {preview!r}")
-    return 0
+    return finish(answers, failed)  # what the others hold is shown first
 
 
 def run_resend(args) -> int:
     if not args.rate > 0:
         raise UsageError(f"--rate must be > 0, got {args.rate:g}")
-    dead = _dead_letters(args)
+    dead, _answers, _failed = _dead_letters(args)
     if args.id:
         chosen = [m for m in dead if m["id"] == args.id]
         if not chosen:
@@ -192,7 +214,7 @@ def run_export(args) -> int:
     if out is not None and not out.parent.is_dir():
         raise UsageError(f"--out {out}: no directory {out.parent}")
     lines = []
-    for m in _dead_letters(args):
+    for m in _dead_letters(args)[0]:
         p = m.get("properties") or {}
         lines.append(json.dumps({
             "id": m["id"], "origin_topic": p.get(PROP_ORIGIN_TOPIC),

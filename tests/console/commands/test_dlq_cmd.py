@@ -94,3 +94,48 @@ def test_bad_input_is_one_line_and_exit_2(cluster, capsys, args, message):
     assert dlq(cluster, *args) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_replicated_group_counts_its_dead_letters_once_and_shows_them_without_its_master(
+        tmp_path, zookeeper, capsys):
+    """A slave holds its master's copy of the dead letters: counted once; with the master
+    gone, `show` reads them from the slave (or the slave promoted) and then fails naming
+    the broker that did not answer."""
+    import signal
+    import uuid
+
+    from broker_core.cluster.launcher import Cluster
+    from broker_core.cluster.roles import group_records
+    from broker_core.ha.routes import routes_for
+
+    c = Cluster(0, free_port_range(7), tmp_path, segment_size="8M", groups=1, replicas=2,
+                replication="sync", zk=zookeeper.addr, name=f"t{uuid.uuid4().hex[:8]}")
+    c.up(timeout=60)
+    routes = routes_for(c.file)
+    try:
+        with Producer(None, routes=routes) as p:
+            p.send("refunds", b"refund-1", keys="order-9")  # acked once the slave has it
+        with Consumer("settle", "refunds", None, routes=routes, max_reconsume=0) as consumer:
+            deadline = time.monotonic() + 20
+            sent_back = []
+            while not sent_back and time.monotonic() < deadline:
+                sent_back = [consumer.nack(m) for m in consumer.poll(timeout=0.2)]
+            assert sent_back == ["dlq"]
+            consumer.commit()
+        capsys.readouterr()
+        assert dlq(c, "list") == 0
+        rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+        assert ["settle", "1", "0"] in rows, rows
+
+        master = group_records(c.file)["group-1"].master
+        c.procs[master].send_signal(signal.SIGKILL)
+        c.procs[master].wait(10)
+        assert dlq(c, "show", "--group", "settle") == 1
+        out, err = capsys.readouterr()
+        assert len(out.splitlines()) == 1 and "keys order-9" in out, out
+        assert f"1 broker(s) failed: {master} at 127.0.0.1:" in err, err
+        assert dlq(c, "export", "--group", "settle") == 1  # not a partial export
+        assert capsys.readouterr().out == ""
+    finally:
+        routes.close()
+        c.down(grace=3)
