@@ -86,10 +86,16 @@ def _checked_topic(args) -> dict:
     return body
 
 
-def _listing(args, topic: str | None = None, hottest: int = 0) -> dict[str, dict]:
+def _asked(args, topic: str | None = None, hottest: int = 0) -> tuple[dict, list[str]]:
     query = {"hottest": str(hottest), **({"topic": topic} if topic else {})}
-    answers, failed = each_broker(args.cluster, lambda http: admin.topic(
+    return each_broker(args.cluster, lambda http: admin.topic(
         http, token=args.admin_token, query=query))
+
+
+def _listing(args, topic: str | None = None) -> dict[str, dict]:
+    """Every broker's topics, or a failure naming those that did not answer: a change
+    is planned on all of them, never on the ones that happened to answer."""
+    answers, failed = _asked(args, topic)
     finish(answers, failed)
     return answers
 
@@ -102,11 +108,12 @@ def _holders(answers: dict[str, dict], topic: str) -> list[str]:
 def run_list(args) -> int:
     if args.hottest < 0:
         raise UsageError(f"--hottest must be >= 0, got {args.hottest}")
-    answers = _listing(args, args.topic, args.hottest)
+    answers, failed = _asked(args, args.topic, args.hottest)
     if args.json:
         print_json(answers)
-        return 0
+        return finish(answers, failed)
     print_listing(answers, broker_groups(args.cluster))
+    finish(answers, failed)  # after what the others hold: a broker down is when it is read
     if args.topic and not _holders(answers, args.topic):
         raise CommandFailed(f"no broker has topic {args.topic!r}")
     return 0

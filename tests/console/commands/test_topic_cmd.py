@@ -118,6 +118,34 @@ def test_an_update_that_changes_nothing_is_refused(cluster, capsys):
 
 
 
+def test_with_a_broker_down_list_shows_the_others_and_a_change_touches_none(
+        cluster, capsys, tmp_path):
+    """`list` is read when a broker is down: what the others hold, then a failure naming
+    the missing one; a change is refused before any broker is asked (not half made)."""
+    from dataclasses import replace
+
+    from broker_core.cluster.cluster_file import BrokerEntry, load_cluster
+
+    assert topic(cluster, "create", "--topic", "audit") == 0
+    spec = load_cluster(cluster.path)
+    port = free_port_range(2)
+    spec = replace(spec, brokers=[*spec.brokers, BrokerEntry(
+        "broker-3", f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}")])
+    spec.save(tmp_path / "cluster.toml")
+    capsys.readouterr()
+    at = ["--cluster", str(tmp_path / "cluster.toml")]
+    assert main(["topic", "list", *at, "--topic", "audit"]) == 1
+    out, err = capsys.readouterr()
+    assert "broker-1: writable" in out and "broker-2: writable" in out, out
+    assert any(line.startswith("audit ") for line in out.splitlines()), out
+    assert f"1 broker(s) failed: broker-3 at 127.0.0.1:{port + 1}" in err, err
+    assert main(["topic", "update", *at, "--topic", "audit", "--queues", "16"]) == 1
+    assert "broker-3" in capsys.readouterr().err
+    assert topic(cluster, "list", "--topic", "audit") == 0
+    out = capsys.readouterr().out
+    assert [line.split()[:2] for line in out.splitlines() if line.startswith("audit ")] == [
+        ["audit", "4"]], out  # as made: the update reached no broker
+    assert topic(cluster, "delete", "--topic", "audit", "--yes") == 0
 
 
 @pytest.fixture(scope="module")
