@@ -21,6 +21,9 @@ from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 @dataclass
 class ConsoleConfig:
     brokers: list[tuple[str, str]] = field(default_factory=list)  # (name, HTTP addr)
+    # broker name -> its replicated group, from the cluster file: a group serves sends while
+    # one member answers as its master (availability), a dead member's group still known
+    groups: dict[str, str] = field(default_factory=dict)
     producers: list[str] = field(default_factory=list)  # producers' HTTP addrs (/stats)
     prometheus: str | None = None  # read figures from Prometheus instead of /stats
     replay: Path | None = None  # recorded /stats files instead of live brokers
@@ -60,10 +63,12 @@ def parse_brokers(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def brokers_from_cluster(path: Path) -> list[tuple[str, str]]:
+def brokers_from_cluster(path: Path) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """(name, HTTP addr) of each broker the file lists, and the groups of those in one."""
     from broker_core.cluster.cluster_file import load_cluster
 
-    return [(b.name, b.http) for b in load_cluster(path).brokers]
+    brokers = load_cluster(path).brokers
+    return [(b.name, b.http) for b in brokers], {b.name: b.group for b in brokers if b.group}
 
 
 def config_from_args(args, env: Mapping[str, str] | None = None) -> ConsoleConfig:
@@ -81,9 +86,9 @@ def config_from_args(args, env: Mapping[str, str] | None = None) -> ConsoleConfi
     if brokers:
         cfg.brokers = parse_brokers(brokers)
     elif cluster:
-        cfg.brokers = brokers_from_cluster(Path(cluster))
+        cfg.brokers, cfg.groups = brokers_from_cluster(Path(cluster))
     elif not cfg.prometheus and not cfg.replay and Path("cluster.toml").exists():
-        cfg.brokers = brokers_from_cluster(Path("cluster.toml"))
+        cfg.brokers, cfg.groups = brokers_from_cluster(Path("cluster.toml"))
         cfg.cluster = Path("cluster.toml")
     if cluster:
         cfg.cluster = Path(cluster)

@@ -97,7 +97,7 @@ class Poller:
             producers, host, prev = self._producer_samples, self._host, self.state
         now = _doc_time(samples) if self.cfg.replay else self.clock()
         state = build_state(samples, producers, prev, now, host, self.cfg.down_after,
-                            self.cfg.sla_max_s, self.cfg.sla_mean_s)
+                            self.cfg.sla_max_s, self.cfg.sla_mean_s, self.cfg.groups)
         with self._lock:
             self.state = state
         self.on_state(state)

@@ -204,7 +204,7 @@ class Summary:
     p99: float | None = None
     max: float | None = None
     mean: float | None = None
-    availability: float | None = None  # share of broker polls answered this session
+    availability: float | None = None  # share of polls each group could take sends (`serving`)
     isolated: int = 0  # brokers some producer's fuse excludes (FuseCounts.excluded)
     overflow: int = 0  # isolated but serving again by rule 4, excluded by none
     cap: int | None = None
@@ -230,8 +230,8 @@ class ClusterState:
     alerts: AlertLog = field(default_factory=AlertLog)
     events: tuple[Event, ...] = ()
     polls: int = 0
-    answered: int = 0  # broker polls answered, for availability
-    asked: int = 0
+    answered: int = 0  # groups serving, summed over this session's polls (availability)
+    asked: int = 0  # groups polled, summed likewise
     host: Mapping[str, Any] | None = None
     sla: Sla = Sla()
     consumers: tuple[GroupView, ...] = ()  # consumer groups, worst first
@@ -368,6 +368,21 @@ def _since(ha) -> float | None:
         else None
 
 
+def serving(brokers: Sequence[BrokerView], groups: Mapping[str, str]) -> tuple[int, int]:
+    """(groups that can take sends, groups) in one poll: a replicated group while one of
+    its members answers as its master, a single-copy broker while it answers. Not brokers:
+    a group failed over to its slave serves in full while its old master lies dead.
+    `groups`: broker name -> group from the cluster file (a dead broker tells none)."""
+    units: dict[str, bool] = {}
+    for b in brokers:
+        group = b.group or groups.get(b.name)
+        if group:
+            units[group] = units.get(group, False) or (b.answering and b.role == "MASTER")
+        else:
+            units[b.name] = b.answering
+    return sum(units.values()), len(units)
+
+
 def producer_view(sample: ProducerSample) -> ProducerView:
     stats = sample.stats
     if stats is None:
@@ -441,7 +456,8 @@ def _failover_cause(new: BrokerView, prev: ClusterState, brokers: Sequence[Broke
 def build_state(samples: Sequence[BrokerSample], producers: Sequence[ProducerSample] = (),
                 prev: ClusterState | None = None, now: float = 0.0,
                 host: Mapping[str, Any] | None = None, down_after: int = 2,
-                sla_max_s: float = SLA_MAX_S, sla_mean_s: float = SLA_MEAN_S) -> ClusterState:
+                sla_max_s: float = SLA_MAX_S, sla_mean_s: float = SLA_MEAN_S,
+                groups: Mapping[str, str] | None = None) -> ClusterState:
     """The next state from one poll of every broker (and the latest producer answers)."""
     pviews = tuple(producer_view(p) for p in producers)
     isolated = _isolation(pviews)
@@ -449,8 +465,9 @@ def build_state(samples: Sequence[BrokerSample], producers: Sequence[ProducerSam
     brokers = without_copied_lag(with_peers([
         broker_view(s, before.get(s.key), isolated, now, down_after, sla_max_s)
         for s in samples]))
-    answered = (prev.answered if prev else 0) + sum(1 for b in brokers if b.answering)
-    asked = (prev.asked if prev else 0) + len(brokers)
+    up, units = serving(brokers, groups or {})
+    answered = (prev.answered if prev else 0) + up
+    asked = (prev.asked if prev else 0) + units
     summary = summarize(brokers, pviews, answered, asked)
     groups = merge_groups(brokers, prev.consumers if prev else (), now)
     flow = merge_flow(brokers, prev.flow if prev else None)

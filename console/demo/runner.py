@@ -325,7 +325,8 @@ class Demo:
         from console.config import ConsoleConfig
 
         brokers = [(b.name, b.http) for b in self.cluster.file.brokers]
-        return ConsoleConfig(brokers=brokers, producers=[self.producer_addr],
+        groups = {b.name: b.group for b in self.cluster.file.brokers if b.group}
+        return ConsoleConfig(brokers=brokers, groups=groups, producers=[self.producer_addr],
                              title="floodgate demo", cluster=self.cluster.path).validate()
 
     # --- faults --------------------------------------------------------------------

@@ -115,6 +115,18 @@ def test_config_order_flags_then_env_then_defaults():
         config_from_args(argparse.Namespace(), {**env, "FLOODGATE_REFRESH": "soon"})
 
 
+def test_a_cluster_file_gives_the_brokers_and_their_groups(tmp_path):
+    from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile
+
+    ClusterFile("c", [BrokerEntry("g1-a", "127.0.0.1:1", "127.0.0.1:2", group="g1", ha="h:1"),
+                      BrokerEntry("g1-b", "127.0.0.1:3", "127.0.0.1:4", group="g1", ha="h:2"),
+                      BrokerEntry("solo", "127.0.0.1:5", "127.0.0.1:6")],
+                zk="127.0.0.1:7", replication="sync").save(tmp_path / "c.toml")
+    cfg = config_from_args(argparse.Namespace(cluster=str(tmp_path / "c.toml")), {})
+    assert cfg.brokers == [("g1-a", "127.0.0.1:2"), ("g1-b", "127.0.0.1:4"),
+                           ("solo", "127.0.0.1:6")]
+    assert cfg.groups == {"g1-a": "g1", "g1-b": "g1"}  # availability counts g1 once
+
 def test_demo_refuses_a_port_in_use(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where its log would be made
     with socket.socket() as s:

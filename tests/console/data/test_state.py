@@ -67,6 +67,26 @@ def test_down_only_after_two_missed_polls_and_back_up():
     assert s4.summary.availability == pytest.approx(2 / 4)
 
 
+
+def test_availability_counts_groups_that_can_take_sends_not_brokers():
+    """A replicated group serves while a member answers as its master: failed over to
+    its slave, it serves in full with its old master dead; between the two it does not."""
+    def member(name, role, key):
+        return sample({**doc(name), "ha": {"group": "g1", "role": role, "epoch": 1}},
+                      key=key, name=name)
+
+    groups = {"g1-a": "g1", "g1-b": "g1"}
+    single = sample(doc("solo"), key="h3", name="solo")
+    dead = sample(None, "connection refused", key="h1", name="g1-a")
+    s1 = build_state([dead, member("g1-b", "SLAVE", "h2"), single], now=1, groups=groups)
+    assert s1.summary.availability == pytest.approx(1 / 2)  # g1 has no master: solo only
+    s2 = build_state([dead, member("g1-b", "MASTER", "h2"), single], prev=s1, now=2,
+                     groups=groups)
+    assert (s2.answered, s2.asked) == (3, 4)  # this poll: both serve, one broker dead
+    s3 = build_state([member("g1-a", "SLAVE", "h1"), member("g1-b", "MASTER", "h2"), single],
+                     prev=s2, now=3, groups=groups)
+    assert s3.summary.availability == pytest.approx(5 / 6)
+
 def test_never_seen_broker_is_down_at_once():
     s = build_state([sample(None, "timed out")], now=1)
     assert s.brokers[0].state == "DOWN" and s.brokers[0].reason == "timed out"
