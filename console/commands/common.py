@@ -140,6 +140,16 @@ def broker_groups(cluster_path) -> dict[str, str]:
     return {b.name: b.group or b.name for b in load_cluster(cluster_path).brokers}
 
 
+def copied_answers(cluster_path, answers: dict[str, dict]) -> set[str]:
+    """Of the brokers' admin answers, the slaves' that copy an answering broker of their
+    group (`console.data.replicas.slave_copies`): shown, they would count twice."""
+    from console.data.replicas import slave_copies
+
+    group_of = broker_groups(cluster_path)
+    return slave_copies((n, group_of.get(n, n), doc.get("role") == "SLAVE")
+                        for n, doc in answers.items())
+
+
 def finish(answers: dict, failed: list[str]) -> int:
     """Exit 0, or fail naming the brokers that were not reached (after the others)."""
     if failed:

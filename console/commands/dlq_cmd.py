@@ -24,12 +24,11 @@ from broker_core.protocol.system_topics import DLQ_PREFIX, RETRY_PREFIX
 from console.commands.common import (
     add_cluster_args,
     add_subparser,
-    broker_groups,
+    copied_answers,
     each_broker,
     finish,
     print_json,
 )
-from console.data.replicas import slave_copies
 from console.errors import CommandFailed, UsageError
 
 PAGE = 256
@@ -70,9 +69,7 @@ def register(sub) -> None:
 def _holders(args, answers: dict[str, dict]) -> list[str]:
     """The brokers to read: not a slave whose master answered (it holds that master's
     copy); a slave whose group has no other answer is read (`replicas.slave_copies`)."""
-    group_of = broker_groups(args.cluster)
-    copies = slave_copies((n, group_of.get(n, n), doc.get("role") == "SLAVE")
-                          for n, doc in answers.items())
+    copies = copied_answers(args.cluster, answers)
     return [n for n in answers if n not in copies]
 
 

@@ -19,12 +19,11 @@ from broker_core.client import admin
 from console.commands.common import (
     add_cluster_args,
     add_subparser,
-    broker_groups,
+    copied_answers,
     each_broker,
     finish,
     print_json,
 )
-from console.data.replicas import slave_copies
 from console.errors import UsageError
 
 
@@ -69,9 +68,7 @@ def run_show(args) -> int:
     if args.json:
         print_json(answers)
         return finish(answers, failed)
-    group_of = broker_groups(args.cluster)
-    copies = slave_copies((n, group_of.get(n, n), doc.get("role") == "SLAVE")
-                          for n, doc in answers.items())
+    copies = copied_answers(args.cluster, answers)
     held = {n: doc for n, doc in answers.items() if n not in copies}
     rows = [(name, q) for name, doc in held.items() for q in doc.get("queues", [])]
     instances = [(name, q) for name, doc in held.items() for q in doc.get("instances", [])]
