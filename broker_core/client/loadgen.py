@@ -52,6 +52,9 @@ class LoadResult:
     # attempts given up and sent again elsewhere, by why (a send that then succeeded is
     # acked, but its broker was judged by the fuse: this says what the fuse heard)
     retry_reasons: dict[str, int] = field(default_factory=dict)
+    # acked but not SEND_OK, by status: stored, yet not as the broker's policy promises
+    # (SLAVE_NOT_AVAILABLE: on its master alone, a failover now would lose them)
+    degraded: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         h = self.rt
@@ -65,6 +68,7 @@ class LoadResult:
             "error_examples": {r: self.error_examples[r] for r in self.error_reasons
                                if r in self.error_examples},
             "retry_reasons": dict(sorted(self.retry_reasons.items(), key=lambda kv: -kv[1])[:10]),
+            "degraded": dict(sorted(self.degraded.items(), key=lambda kv: -kv[1])),
         }
 
 
@@ -128,6 +132,9 @@ class LoadGenerator:
             last[2 if exc is None else 3] += 1
             if exc is None:
                 self.result.acked += n
+                status = getattr(result, "status", "SEND_OK")
+                if status != "SEND_OK":
+                    self.result.degraded[status] = self.result.degraded.get(status, 0) + n
             else:
                 self.result.errors += n
                 reason = failure_reason(exc)
