@@ -368,16 +368,20 @@ def _since(ha) -> float | None:
         else None
 
 
-def serving(brokers: Sequence[BrokerView], groups: Mapping[str, str]) -> tuple[int, int]:
+def in_group(b: BrokerView, groups: Mapping[str, str]) -> BrokerView:
+    """A broker that never answered has told no group: the cluster file's (`groups`:
+    broker name -> group), so a dead master is shown, and counted, in its group."""
+    return replace(b, group=groups[b.name]) if not b.group and b.name in groups else b
+
+
+def serving(brokers: Sequence[BrokerView]) -> tuple[int, int]:
     """(groups that can take sends, groups) in one poll: a replicated group while one of
     its members answers as its master, a single-copy broker while it answers. Not brokers:
-    a group failed over to its slave serves in full while its old master lies dead.
-    `groups`: broker name -> group from the cluster file (a dead broker tells none)."""
+    a group failed over to its slave serves in full while its old master lies dead."""
     units: dict[str, bool] = {}
     for b in brokers:
-        group = b.group or groups.get(b.name)
-        if group:
-            units[group] = units.get(group, False) or (b.answering and b.role == "MASTER")
+        if b.group:
+            units[b.group] = units.get(b.group, False) or (b.answering and b.role == "MASTER")
         else:
             units[b.name] = b.answering
     return sum(units.values()), len(units)
@@ -462,10 +466,11 @@ def build_state(samples: Sequence[BrokerSample], producers: Sequence[ProducerSam
     pviews = tuple(producer_view(p) for p in producers)
     isolated = _isolation(pviews)
     before = {b.key: b for b in prev.brokers} if prev else {}
+    groups = groups or {}
     brokers = without_copied_lag(with_peers([
-        broker_view(s, before.get(s.key), isolated, now, down_after, sla_max_s)
-        for s in samples]))
-    up, units = serving(brokers, groups or {})
+        in_group(broker_view(s, before.get(s.key), isolated, now, down_after, sla_max_s),
+                 groups) for s in samples]))
+    up, units = serving(brokers)
     answered = (prev.answered if prev else 0) + up
     asked = (prev.asked if prev else 0) + units
     summary = summarize(brokers, pviews, answered, asked)

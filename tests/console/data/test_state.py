@@ -80,6 +80,7 @@ def test_availability_counts_groups_that_can_take_sends_not_brokers():
     dead = sample(None, "connection refused", key="h1", name="g1-a")
     s1 = build_state([dead, member("g1-b", "SLAVE", "h2"), single], now=1, groups=groups)
     assert s1.summary.availability == pytest.approx(1 / 2)  # g1 has no master: solo only
+    assert [b.group for b in s1.brokers] == ["g1", "g1", None]  # the dead one's: the file's
     s2 = build_state([dead, member("g1-b", "MASTER", "h2"), single], prev=s1, now=2,
                      groups=groups)
     assert (s2.answered, s2.asked) == (3, 4)  # this poll: both serve, one broker dead
