@@ -104,11 +104,14 @@ class KeptConnections:
         return resp.status, body
 
 
+REFUSED = "connection refused"  # the host answered: nothing listens on the port
+
+
 def reason(exc: Any) -> str:
     if isinstance(exc, TimeoutError) or "timed out" in str(exc):
         return "timed out"
     if isinstance(exc, ConnectionRefusedError) or "Connection refused" in str(exc):
-        return "connection refused"
+        return REFUSED
     return str(exc) or type(exc).__name__
 
 

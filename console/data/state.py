@@ -28,6 +28,7 @@ from console.data.alerts import Alert, AlertLog, evaluate_alerts
 from console.data.consumers import GroupView, merge_groups
 from console.data.flow_control import FlowView, merge_flow
 from console.data.histories import merge_histograms, merge_history
+from console.data.kept_http import REFUSED
 from console.data.replicas import slave_copies
 from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 
@@ -340,10 +341,13 @@ def _peers_see(b: BrokerView, brokers: Sequence[BrokerView]) -> str:
 
 def with_peers(brokers: Sequence[BrokerView]) -> tuple[BrokerView, ...]:
     """DOWN brokers its group's members still replicate with are unreachable from here,
-    not dead (a partition between the console and them): say so."""
+    not dead (a partition between the console and them): say so. Not when its host
+    refused the connection: the host answered, and nothing listens (its peers' figures,
+    up to a second old, can still show the link a kill has just cut)."""
     out = []
     for b in brokers:
-        seen = _peers_see(b, brokers) if b.state == "DOWN" and b.group else ""
+        seen = (_peers_see(b, brokers) if b.state == "DOWN" and b.group
+                and b.reason != REFUSED else "")
         out.append(replace(b, reason=f"unreachable from here ({b.reason}); alive to its "
                                      f"peers: {seen}") if seen else b)
     return tuple(out)

@@ -81,6 +81,9 @@ def test_a_master_cut_off_from_the_console_but_not_its_slave_is_said_to_be_alive
     a = s2.brokers[0]
     assert a.state == "DOWN"
     assert a.reason == "unreachable from here (timed out); alive to its peers: g1-b follows it"
+    refused = build_state([BrokerSample("a", "g1-a", None, "connection refused"),
+                           sample(slave, "b")], prev=s1, now=2, down_after=1)
+    assert refused.brokers[0].reason == "connection refused"  # its host said: nothing there
     slave["ha"]["following"]["connected"] = False  # its slave lost it too: just down
     s3 = build_state([BrokerSample("a", "g1-a", None, "timed out"), sample(slave, "b")],
                      prev=s2, now=3, down_after=1)
