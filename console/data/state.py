@@ -23,13 +23,13 @@ from functools import cached_property
 from typing import Any
 
 from broker_core.observe.figures import OpWindow
-from broker_core.observe.stats_doc import BrokerStats, HistorySecond, ProducerStats
+from broker_core.observe.stats_doc import BrokerStats, ProducerStats
 from console.data.alerts import Alert, AlertLog, evaluate_alerts
 from console.data.consumers import GroupView, merge_groups
 from console.data.flow_control import FlowView, merge_flow
 from console.data.histories import merge_histograms, merge_history
-from console.data.kept_http import REFUSED
-from console.data.replicas import slave_copies
+from console.data.replicas import in_group, serving, with_peers, without_copied_lag
+from console.data.views import BrokerView
 from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 
 STATES = ("DOWN", "ISOLATED", "SLOW", "UP")  # worst first
@@ -60,45 +60,6 @@ class ProducerSample:
     key: str
     stats: ProducerStats | None
     error: str | None = None
-
-
-@dataclass(frozen=True)
-class BrokerView:
-    key: str
-    name: str
-    state: str
-    reason: str = ""
-    failures: int = 0  # polls in a row without an answer
-    last_seen: float | None = None
-    in_per_s: float | None = None
-    out_per_s: float | None = None
-    mean: float | None = None
-    p50: float | None = None
-    p99: float | None = None
-    p999: float | None = None
-    max: float | None = None
-    over_20ms: int | None = None  # sends over 20 ms in the last 10 s
-    errors: int | None = None  # send errors in the last 10 s
-    disk_used_ratio: float | None = None
-    flush_lag_bytes: int | None = None
-    consumer_lag: int | None = None
-    fault: Mapping[str, Any] | None = None
-    # a replicated group's broker: its role, epoch, and the replication lag it sees
-    group: str | None = None
-    role: str | None = None  # MASTER | SLAVE | NONE
-    epoch: int | None = None
-    in_sync: int | None = None  # a master's slaves in sync (0: one copy only)
-    repl_lag_bytes: int | None = None  # a master's worst slave, or a slave's own
-    repl_lag_s: float | None = None  # a master's worst slave
-    replication: str = ""
-    role_since: float | None = None  # wall clock of its last role change
-    role_why: str = ""  # why it became master (the controller's words), when it says
-    stats: BrokerStats | None = None  # the latest /stats answer, for the broker screen
-    history: tuple[HistorySecond, ...] = ()  # send histograms per second, oldest first
-
-    @property
-    def answering(self) -> bool:
-        return self.failures == 0 and self.stats is not None
 
 
 @dataclass(frozen=True)
@@ -322,73 +283,10 @@ def _role_why(ha) -> str:
     return detail.split("; ", 1)[1] if "; " in detail else ""
 
 
-def _peers_see(b: BrokerView, brokers: Sequence[BrokerView]) -> str:
-    """For a broker the console cannot reach: which members of its group still
-    replicate with it ("" when none does: down, or cut off from them too)."""
-    seen = []
-    for peer in brokers:
-        ha = peer.stats.ha if peer.stats is not None else None
-        if peer is b or ha is None or peer.group != b.group or peer.state == "DOWN":
-            continue
-        if ha.role == "MASTER" and any(sl.name == b.name for sl in ha.slaves):
-            seen.append(f"{peer.name} streams to it")
-        following = ha.doc.get("following") or {}
-        if ha.role == "SLAVE" and following.get("master") == b.name and \
-                following.get("connected"):
-            seen.append(f"{peer.name} follows it")
-    return ", ".join(seen)
-
-
-def with_peers(brokers: Sequence[BrokerView]) -> tuple[BrokerView, ...]:
-    """DOWN brokers its group's members still replicate with are unreachable from here,
-    not dead (a partition between the console and them): say so. Not when its host
-    refused the connection: the host answered, and nothing listens (its peers' figures,
-    up to a second old, can still show the link a kill has just cut)."""
-    out = []
-    for b in brokers:
-        seen = (_peers_see(b, brokers) if b.state == "DOWN" and b.group
-                and b.reason != REFUSED else "")
-        out.append(replace(b, reason=f"unreachable from here ({b.reason}); alive to its "
-                                     f"peers: {seen}") if seen else b)
-    return tuple(out)
-
-
-def copied(brokers: Sequence[BrokerView]) -> set[str]:
-    """The slaves whose figures copy an answering master's (`replicas.slave_copies`)."""
-    return slave_copies((b.name, b.group, b.role == "SLAVE") for b in brokers
-                        if b.group and b.answering)
-
-
-def without_copied_lag(brokers: Sequence[BrokerView]) -> tuple[BrokerView, ...]:
-    """A slave's consumer lag is a copy: its master's offsets, replicated once a second,
-    against its own end, so always a little higher than the master's (`replicas`)."""
-    copies = copied(brokers)
-    return tuple(replace(b, consumer_lag=None) if b.name in copies else b for b in brokers)
-
-
 def _since(ha) -> float | None:
     value = ha.doc.get("since")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
         else None
-
-
-def in_group(b: BrokerView, groups: Mapping[str, str]) -> BrokerView:
-    """A broker that never answered has told no group: the cluster file's (`groups`:
-    broker name -> group), so a dead master is shown, and counted, in its group."""
-    return replace(b, group=groups[b.name]) if not b.group and b.name in groups else b
-
-
-def serving(brokers: Sequence[BrokerView]) -> tuple[int, int]:
-    """(groups that can take sends, groups) in one poll: a replicated group while one of
-    its members answers as its master, a single-copy broker while it answers. Not brokers:
-    a group failed over to its slave serves in full while its old master lies dead."""
-    units: dict[str, bool] = {}
-    for b in brokers:
-        if b.group:
-            units[b.group] = units.get(b.group, False) or (b.answering and b.role == "MASTER")
-        else:
-            units[b.name] = b.answering
-    return sum(units.values()), len(units)
 
 
 def producer_view(sample: ProducerSample) -> ProducerView:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from console.data.state import copied
+from console.data.replicas import copied
 from console.tui.format import count
 
 LEVELS_SHOWN = 4  # the fullest levels named in a row; the rest summed
