@@ -32,9 +32,10 @@ def register(sub) -> None:
     chaos_cmd.register(dsub)
 
 
-def report_lines(result) -> list[str]:
+def report_lines(result, restarts: bool = False) -> list[str]:
     """The drill's result for a person: counts with separators, acks stored on one copy
-    called out, and what to do about the master it killed."""
+    called out, and what becomes of the master it killed (`restarts`: the cluster's
+    supervisor restarts brokers that die, `cluster up --restart`)."""
     fo = f"{result.failover_s:.3f} s" if result.failover_s is not None else "never"
     lines = [f"group {result.group}: master {result.old_master} killed, "
              f"{result.new_master or 'nobody'} master now (epoch {result.epoch_before} -> "
@@ -51,9 +52,14 @@ def report_lines(result) -> list[str]:
                      "second failure then would lose them")
     lines.append(f"lost       {result.lost}   duplicates {result.duplicates}   "
                  f"send errors {result.send_errors}")
-    lines.append(f"next       {result.old_master} stays down: `floodgate cluster up "
-                 "--restart` restarts brokers that die; restarted, it rejoins its group as a "
-                 "slave (`floodgate status` counts it down until then)")
+    if restarts:
+        lines.append(f"next       the supervisor restarts {result.old_master}: it rejoins "
+                     f"{result.group} as a slave (`floodgate status`: slave "
+                     f"e{result.epoch_after} once back)")
+    else:
+        lines.append(f"next       {result.old_master} stays down: `floodgate cluster up "
+                     "--restart` restarts brokers that die; restarted, it rejoins its group "
+                     "as a slave (`floodgate status` counts it down until then)")
     return lines
 
 
@@ -71,7 +77,7 @@ def run_failover(args) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        print("\n".join(report_lines(result)))
+        print("\n".join(report_lines(result, spec.restart)))
     if not result.ok:
         raise CommandFailed(f"{result.lost} acknowledged message(s) lost "
                             f"(first seqs: {result.lost_sample[:5]})")

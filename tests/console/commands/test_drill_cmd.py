@@ -51,5 +51,9 @@ def test_the_report_reads_as_sentences_and_calls_out_one_copy_acks():
     assert "{" not in text
     assert "warning    4,510 acks (30%) were stored on one copy only" in text
     assert "group-1-a stays down: `floodgate cluster up --restart`" in text
+    supervised = "\n".join(report_lines(result, restarts=True))  # `cluster up --restart`
+    assert "stays down" not in supervised, supervised
+    assert "the supervisor restarts group-1-a: it rejoins group-1 as a slave" in supervised
+    assert "slave e2 once back" in supervised
     clean = DrillResult("group-1", "group-1-a", acked=10, acked_by_status={"SEND_OK": 10})
     assert "warning" not in "\n".join(report_lines(clean))
