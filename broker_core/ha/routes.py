@@ -12,11 +12,26 @@ read, and pick up the new addresses at their next call.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 
 from broker_core.errors import BrokerError
 from broker_core.ha.records import GroupRecord, Paths, RecordError
+
+
+class _WhereLogged(logging.Filter):
+    """kazoo reconnects the routes' session by itself (its watches come back with it);
+    its connection chatter at WARNING ("Connection dropped: outstanding heartbeat ping not
+    received") went through logging's last resort into a command's report, mid-drill. A
+    process that set up logging (a broker, the demo, the console) keeps all of it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return bool(logging.getLogger().handlers) or record.levelno >= logging.ERROR
+
+
+ZK_LOG = logging.getLogger("floodgate.routes.zookeeper")
+ZK_LOG.addFilter(_WhereLogged())
 
 
 class ZkRoutes:
@@ -27,7 +42,7 @@ class ZkRoutes:
 
         self.paths = Paths(cluster)
         self.members = {g: list(addrs) for g, addrs in members.items()}
-        self.zk = KazooClient(hosts=zk_hosts, timeout=session_s)
+        self.zk = KazooClient(hosts=zk_hosts, timeout=session_s, logger=ZK_LOG)
         self.records: dict[str, GroupRecord] = {}
         self.version = 0
         self._lock = threading.Lock()
