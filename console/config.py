@@ -64,11 +64,16 @@ def parse_brokers(text: str) -> list[tuple[str, str]]:
 
 
 def brokers_from_cluster(path: Path) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """(name, HTTP addr) of each broker the file lists, and the groups of those in one."""
     from broker_core.cluster.cluster_file import load_cluster
 
-    brokers = load_cluster(path).brokers
-    return [(b.name, b.http) for b in brokers], {b.name: b.group for b in brokers if b.group}
+    return brokers_of(load_cluster(path))
+
+
+def brokers_of(spec) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """(name, HTTP addr) of each broker a cluster file lists, and the groups of those in
+    one."""
+    return ([(b.name, b.http) for b in spec.brokers],
+            {b.name: b.group for b in spec.brokers if b.group})
 
 
 def config_from_args(args, env: Mapping[str, str] | None = None) -> ConsoleConfig:

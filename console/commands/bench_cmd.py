@@ -5,16 +5,14 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from console.commands.common import add_realtime_arg, add_subparser, print_json, take_realtime
+from console.commands.common import (
+    STORED_SHORT,
+    add_realtime_arg,
+    add_subparser,
+    print_json,
+    take_realtime,
+)
 from console.errors import CommandFailed, UsageError
-
-# An acked send answered short of SEND_OK (RocketMQ's SendStatus): stored, not as promised.
-DEGRADED = {
-    "SLAVE_NOT_AVAILABLE": "stored on its master alone: no slave in sync, a failover now "
-                           "would lose them",
-    "FLUSH_SLAVE_TIMEOUT": "stored on its master; the slave did not confirm in time",
-    "FLUSH_DISK_TIMEOUT": "stored, not flushed to disk in time",
-}
 
 
 def register(sub) -> None:
@@ -147,7 +145,7 @@ def run_produce(args) -> int:
         print(f"RT p50 {ms(result['p50_s'])}  p99 {ms(result['p99_s'])}  "
               f"p999 {ms(result['p999_s'])}  max {ms(result['max_s'])}")
         for status, n in result["degraded"].items():
-            print(f"  acked {status}: {n:,} ({DEGRADED.get(status, 'stored, not as asked')})")
+            print(f"  acked {status}: {n:,} ({STORED_SHORT.get(status, 'stored, not as asked')})")
         for reason, n in result["error_reasons"].items():
             # a broker's code alone (NOT_MASTER) does not say who is master: its words do
             example = result["error_examples"].get(reason) if reason.isupper() else None

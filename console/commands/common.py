@@ -42,6 +42,15 @@ class Range:
         return f"within {left}{self.low:g}, {self.high:g}{right}"
 
 
+# Acked sends answered short of SEND_OK (protocol.STORED_CODES): stored, not as promised
+STORED_SHORT = {
+    "SLAVE_NOT_AVAILABLE": "stored on its master alone: no slave in sync, a failover now "
+                           "would lose them",
+    "FLUSH_SLAVE_TIMEOUT": "stored on its master; the slave did not confirm in time",
+    "FLUSH_DISK_TIMEOUT": "stored, not flushed to disk in time",
+}
+ONE_COPY = ("SLAVE_NOT_AVAILABLE", "FLUSH_SLAVE_TIMEOUT")  # of those, on the master alone
+
 POSITIVE = Range(0, low_open=True)
 NON_NEGATIVE = Range(0)
 AT_LEAST_1 = Range(1)

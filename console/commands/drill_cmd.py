@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.commands.common import POSITIVE, Range, add_subparser, checked, number, print_json
+from console.commands.common import (
+    ONE_COPY,
+    POSITIVE,
+    Range,
+    add_subparser,
+    checked,
+    number,
+    print_json,
+)
 from console.errors import CommandFailed, UsageError
-
-# answers that stored a message on the master alone (protocol.STORED_CODES, short of sync)
-ONE_COPY = ("SLAVE_NOT_AVAILABLE", "FLUSH_SLAVE_TIMEOUT")
 
 
 def register(sub) -> None:

@@ -322,10 +322,9 @@ class Demo:
         return self._made_data is not None
 
     def console_config(self):
-        from console.config import ConsoleConfig
+        from console.config import ConsoleConfig, brokers_of
 
-        brokers = [(b.name, b.http) for b in self.cluster.file.brokers]
-        groups = {b.name: b.group for b in self.cluster.file.brokers if b.group}
+        brokers, groups = brokers_of(self.cluster.file)
         return ConsoleConfig(brokers=brokers, groups=groups, producers=[self.producer_addr],
                              title="floodgate demo", cluster=self.cluster.path).validate()
 
