@@ -156,7 +156,7 @@ class Fuse:
         else:
             counted = LEVEL_COUNTS[self._calls.level(call_id)]
         state = self._states.get(broker)
-        if state is None:  # unknown or removed meanwhile
+        if state is None or start < state.joined_at:  # unknown, removed or replaced since
             return rt
         if counted >= 3 and state.stuck > 0:
             state.stuck -= 1
@@ -193,7 +193,8 @@ class Fuse:
         errors, broker busy), not the caller's own (a message too large).
         Judged like `end`: client lateness within the call is taken off,
         `broker_s` (the broker's own service time) is a floor. Reports for
-        unknown or removed brokers are ignored.
+        unknown or removed brokers are ignored, and so are calls that started
+        before the broker was added (again: a name re-added after a failover).
         """
         try:
             if not rt_s >= 0.0:  # also catches NaN
@@ -201,7 +202,7 @@ class Fuse:
         except TypeError:
             raise FuseError(f"rt_s must be a number >= 0, got {rt_s!r}") from None
         state = self._states.get(broker)
-        if state is None:
+        if state is None or self._clock() - rt_s < state.joined_at:  # (see `end`)
             return
         late = self._late
         if late.last is not None:
@@ -260,9 +261,10 @@ class Fuse:
     # ---- membership -------------------------------------------------------
 
     def add_broker(self, broker: str) -> None:
-        """Start using `broker` (no-op if known); the cap is recomputed."""
+        """Start using `broker` (no-op if known); the cap is recomputed. Calls that
+        started before this are not its own (a name added back after a failover)."""
         with self._k.lock:
-            if self._k.add_locked(broker):
+            if self._k.add_locked(broker, joined_at=self._clock()):
                 self._k.rebuild_locked(self._clock())
 
     def remove_broker(self, broker: str) -> None:

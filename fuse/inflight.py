@@ -70,6 +70,13 @@ class InflightCalls:
         for stage in self._stages:
             stage.pop(call_id, None)
 
+    def drop(self, broker: str) -> None:
+        """Forget every call in flight to `broker` (removed: a rare path)."""
+        for stage in self._stages:
+            for call_id, (name, _start) in list(stage.items()):  # a copy: begin() adds
+                if name == broker:
+                    stage.pop(call_id, None)
+
     def climb(self, cutoffs: tuple[float, ...]) -> tuple[dict[str, tuple[int, float]], ...]:
         """Move calls up a stage where they started before that stage's cutoff (past
         the line, past twice the line, stuck, hung); per stage reached: broker ->

@@ -61,12 +61,12 @@ class Keeper:
 
     # ---- membership (lock held by the caller) ------------------------------
 
-    def add_locked(self, broker: str) -> bool:
+    def add_locked(self, broker: str, joined_at: float = float("-inf")) -> bool:
         if not isinstance(broker, str) or not broker:
             raise FuseError(f"a broker is a non-empty string, got {broker!r}")
         if broker in self._states:
             return False
-        self._states[broker] = BrokerState(broker)
+        self._states[broker] = BrokerState(broker, joined_at=joined_at)
         self.order.append(broker)
         return True
 
@@ -76,6 +76,7 @@ class Keeper:
             return False
         self.order.remove(broker)
         self.judge.forget(broker)
+        self._calls.drop(broker)  # its calls in flight are not a successor's
         now = self._clock()
         if state.isolated:
             self._release_locked(state, now, "removed")

@@ -46,6 +46,9 @@ class BrokerState:
     seen_at: float = float("-inf")  # last answer of any kind
     first_seen: float = float("-inf")  # first answer
     stuck: int = 0  # calls in flight past stuck_factor x the line
+    # when `add_broker` added this name (-inf: one the fuse started with): a call that
+    # started before went to what the name stood for then (a failed-over master)
+    joined_at: float = float("-inf")
 
 
 @dataclass(frozen=True, slots=True)

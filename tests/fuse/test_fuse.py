@@ -189,6 +189,28 @@ def test_add_broker_raises_the_cap_and_remove_drops_state():
     fuse.remove_broker("nope")  # no-op
 
 
+
+def test_calls_to_a_replaced_broker_are_not_held_against_its_successor():
+    """A failover: the producer drops the dead master's name and adds it back for the
+    promoted slave (remove, add). Calls sent to the dead one that fail or hang after
+    that belong to it, not to the new master (the demo's kill act re-isolated the
+    healthy group 26 ms after 'removed' and kept it out for the minute)."""
+    fuse, clock = make(10)
+    failed = fuse.begin("b1")
+    hanging = fuse.begin("b1")
+    clock.advance(0.5)
+    fuse.remove_broker("b1")
+    fuse.add_broker("b1")
+    clock.advance(0.01)
+    fuse.end(failed, ok=False)  # its connection to the dead process broke just now
+    fuse.report("b1", 0.6, ok=False)  # the same, reported with its RT
+    clock.advance(5.0)
+    fuse.tick()  # `hanging` is 500 lines old by now
+    assert fuse.snapshot().isolated == ()
+    fuse.end(hanging, ok=True)
+    assert fuse.snapshot().isolated == ()
+    fuse.report("b1", 0.001, ok=False)  # a call to the new master does count
+    assert fuse.snapshot().excluded == {"b1"}
 def test_in_flight_call_counts_as_slow_once_it_passes_the_line():
     fuse, clock = make(10)
     token = fuse.begin("b4")
