@@ -133,8 +133,10 @@ class Fuse:
         self._fresh[call_id] = (broker, start)
         return (call_id, broker, start)
 
-    def end(self, token: CallToken, ok: bool = True, broker_s: float | None = None) -> float:
-        """The call of `token` returned (`ok=False`: it threw). Returns its RT.
+    def end(self, token: CallToken, ok: bool = True, broker_s: float | None = None,
+            why: str = "") -> float:
+        """The call of `token` returned (`ok=False`: it threw; `why`: what, the evidence
+        an error isolation shows the operator). Returns its RT.
 
         The broker is judged on its part of the RT: the time the client was
         away (see `heartbeat`) is taken off, and `broker_s`, the broker's own
@@ -182,12 +184,13 @@ class Fuse:
                 return rt
             k.offend(state, True, judged, weight)
         else:
-            k.offend(state, False, judged, 1)
+            k.offend(state, False, judged, 1, why)
         return rt
 
     def report(self, broker: str, rt_s: float, ok: bool = True,
-               broker_s: float | None = None) -> None:
-        """A call to `broker` that took `rt_s` seconds just finished; `ok=False` if it threw.
+               broker_s: float | None = None, why: str = "") -> None:
+        """A call to `broker` that took `rt_s` seconds just finished; `ok=False` if it
+        threw, `why` what it threw (an isolation's evidence, as `end`'s).
 
         Report only the broker's faults as failures (timeouts, connection
         errors, broker busy), not the caller's own (a message too large).
@@ -221,7 +224,7 @@ class Fuse:
         line = self._k.threshold
         if ok and rt_s <= line:
             return
-        self._k.offend(state, ok, rt_s, self._weight(rt_s, line) if ok else 1)
+        self._k.offend(state, ok, rt_s, self._weight(rt_s, line) if ok else 1, why)
 
     def _weight(self, rt: float, line: float) -> int:
         """Offences a slow call is worth: past the line, twice it, stuck, hung."""
@@ -250,8 +253,8 @@ class Fuse:
         token = self.begin(broker)
         try:
             yield token
-        except Exception:
-            self.end(token, ok=False)
+        except Exception as exc:
+            self.end(token, ok=False, why=f"{type(exc).__name__}: {exc}")
             raise
         except BaseException:
             self.abandon(token)

@@ -25,6 +25,7 @@ from fuse.slowness import SHARED, UNSURE, SlowJudge, slow_alone
 from fuse.state import BrokerState
 
 REJUDGE_MARGIN = 1.2
+DETAIL_CHARS = 160  # an error's text as a transition keeps it (a line on the fuse screen)
 
 
 class Keeper:
@@ -85,11 +86,14 @@ class Keeper:
 
     # ---- what the hot path calls -------------------------------------------
 
-    def offend(self, state: BrokerState, ok: bool, rt: float, counts: int) -> None:
-        """A slow (`ok`) or failed call of `state`'s broker, worth `counts` offences."""
+    def offend(self, state: BrokerState, ok: bool, rt: float, counts: int,
+               why: str = "") -> None:
+        """A slow (`ok`) or failed call of `state`'s broker, worth `counts` offences;
+        `why`: what the failed call got."""
         with self.lock:
             if self._states.get(state.name) is state:
-                self._offend_locked(state, "slow" if ok else "error", self._clock(), rt, counts)
+                self._offend_locked(state, "slow" if ok else "error", self._clock(), rt, counts,
+                                    why=why)
 
     # ---- housekeeping -----------------------------------------------------
 
@@ -178,7 +182,8 @@ class Keeper:
     # ---- state changes (lock held) ---------------------------------------
 
     def _offend_locked(self, state: BrokerState, reason: str, now: float, rt: float,
-                       calls: int = 1, serving: tuple[str, ...] | None = None) -> None:
+                       calls: int = 1, serving: tuple[str, ...] | None = None,
+                       why: str = "") -> None:
         cfg = self.config
         if reason == "slow" and not self._slow_enough_locked(state, now, rt, calls, serving):
             return
@@ -203,10 +208,10 @@ class Keeper:
         state.since = now
         state.until = now + state.duration_s * jitter
         state.isolations += 1
-        # what an operator asks first: how slow, against what (the line moves with the
-        # cluster's baseline)
-        detail = "" if error else (f"a call of {rt * 1000:.1f} ms, the line "
-                                   f"{self.threshold * 1000:.1f} ms")
+        # what an operator asks first: what the call got, or how slow against what (the
+        # line moves with the cluster's baseline)
+        detail = why[:DETAIL_CHARS] if error else (f"a call of {rt * 1000:.1f} ms, the line "
+                                                   f"{self.threshold * 1000:.1f} ms")
         self.list.add(state, now, reason, detail)
         self.rebuild_locked(now)
 

@@ -57,7 +57,7 @@ class Transition:
     broker: str
     event: str  # isolate | release | overflow | reexclude
     reason: str  # slow | error (isolate); expired | removed | cluster-slow | rejudged (release); cap
-    detail: str = ""  # a slow isolation's evidence: the call's wait against the line
+    detail: str = ""  # an isolation's evidence: the call's wait against the line, or its error
 
     def to_dict(self) -> dict[str, Any]:
         doc = {"time": self.time, "broker": self.broker, "event": self.event,

@@ -205,16 +205,17 @@ class SendPlan:
             try:
                 result = self._result(code, body)
             except BrokerError as exc:
-                self._end(False)
+                self._end(False, why=f"bad response: {exc}")
                 return "fail", SendFailed(f"{broker}: bad response: {exc}")
-            self._end(broker_ok, result.broker_s)
+            self._end(broker_ok, result.broker_s,
+                      "" if broker_ok else f"{code.name}: stored short of its promise")
             return "ok", result
-        self._end(broker_ok)
+        why = reason or f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
+        self._end(broker_ok, why=why)
         if code is not None and code not in RETRYABLE:
             message = body.decode("utf-8", "replace") if body else code.name
             return "fail", SendFailed(f"{broker}: {code.name}: {message}", code,
                                       tuple(self.why))
-        why = reason or f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
         self.why.append(f"{broker}: {why}")
         if self.attempt - self.throttled - self.refused > self.options.retries or closing:
             return "fail", SendFailed(
@@ -280,7 +281,7 @@ class SendPlan:
         return SendResult(status, self.broker, qid, first, count, self.attempt, broker_s,
                           None, tuple(self.why))
 
-    def _end(self, ok: bool, broker_s: float | None = None) -> None:
+    def _end(self, ok: bool, broker_s: float | None = None, why: str = "") -> None:
         if self.token is not None:
-            self.fuse.end(self.token, ok=ok, broker_s=broker_s)
+            self.fuse.end(self.token, ok=ok, broker_s=broker_s, why=why)
             self.token = None

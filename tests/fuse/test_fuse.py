@@ -69,8 +69,20 @@ def test_a_slow_isolation_says_how_slow_against_what_line():
     slow(fuse, "b4", 0.0432)
     isolate = [t for t in fuse.snapshot().transitions if t.event == "isolate"]
     assert [t.to_dict()["detail"] for t in isolate] == ["a call of 43.2 ms, the line 10.0 ms"]
-    fuse.report("b5", 0.001, ok=False)  # an error's isolation has nothing to add
+    fuse.report("b5", 0.001, ok=False)  # an error with nothing to say adds nothing
     assert "detail" not in fuse.snapshot().transitions[-1].to_dict()
+
+
+def test_an_error_isolation_says_what_the_call_got():
+    """'isolated: error' left the operator to guess between a dead process, a full disk
+    and a master whose slave had not rejoined yet."""
+    fuse, _ = make(10)
+    fuse.end(fuse.begin("b3"), ok=False, why="SYSTEM_ERROR: injected error")
+    with pytest.raises(ConnectionResetError), fuse.calling("b6"):
+        raise ConnectionResetError("connection reset by peer")
+    details = [t.detail for t in fuse.snapshot().transitions if t.event == "isolate"]
+    assert details == ["SYSTEM_ERROR: injected error",
+                       "ConnectionResetError: connection reset by peer"]
 
 
 def test_one_slow_call_is_a_suspect_two_within_a_second_isolate():

@@ -49,6 +49,8 @@ def test_a_busy_broker_is_retried_elsewhere_and_isolated_then_retries_run_out():
     assert "no answer in 3 s" in failed.retries[1]
     isolated = {b.broker for b in fuse.snapshot().isolated}
     assert tried[0] in isolated  # an error isolates at once (rule 3), within the cap
+    isolate = [t for t in fuse.snapshot().transitions if t.event == "isolate"]
+    assert isolate[0].detail == "SYSTEM_BUSY: write path busy"  # what the operator reads
 
 
 def test_the_callers_own_error_fails_at_once_and_the_broker_stays_healthy():
@@ -69,6 +71,7 @@ def test_stored_short_of_a_promise_is_a_result_never_resent_and_held_against_the
     kind, result = p.answer(code, OK_BODY)
     assert kind == "ok" and result.status == code.name and p.attempt == 1
     assert broker in {b.broker for b in fuse.snapshot().isolated}
+    assert fuse.snapshot().transitions[-1].detail == f"{code.name}: stored short of its promise"
 
 
 def test_flow_control_backs_off_within_bounds_then_gives_up():
