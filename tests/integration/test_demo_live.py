@@ -85,12 +85,15 @@ def assert_summary_shape(run: dict, groups: int) -> None:
     assert {"false_isolations", "stall_detection", "client_lateness", "excused"} <= set(run)
     assert run["acked"] > 1000 and "stall_ms=800.0" in run["faults"][0]["action"]
     for t in run["fuse_transitions"]:
-        slow_isolation = (t["event"], t["reason"]) == ("isolate", "slow")
-        # a slow isolation says how slow against what line; the others have nothing to add
-        assert set(t) == {"time", "broker", "event", "reason"} | ({"detail"} if slow_isolation
+        isolation = t["event"] == "isolate"
+        # an isolation says how slow against what line, or what the failed call got;
+        # the other transitions have nothing to add
+        assert set(t) == {"time", "broker", "event", "reason"} | ({"detail"} if isolation
                                                                    else set())
-        assert not slow_isolation or re.fullmatch(r"a call of [\d.]+ ms, the line [\d.]+ ms",
-                                                  t["detail"]), t
+        assert not isolation or t["reason"] == "error" or re.fullmatch(
+            r"a call of [\d.]+ ms, the line [\d.]+ ms", t["detail"]), t
+        assert (t["broker"], t["reason"]) != ("group-3", "error") or not isolation or \
+            t["detail"] == "SYSTEM_ERROR: injected error", t  # the errors act's own
         assert t["event"] in ("isolate", "release", "overflow", "reexclude")
     assert set(run["consumer_groups"]) == {"billing", "warehouse", "ledger"}
     assert run["consumer_groups"]["billing"]["status"] in ("OK", "WARNING")
