@@ -102,7 +102,9 @@ class Pulls:
         self.corrupt = 0  # records that failed their CRC, skipped
         self._inflight: dict[str, tuple[str, Future, float]] = {}  # broker -> its pull
         self._turn = 0
-        self._ready: deque[tuple[Queue, list[Message], int]] = deque()
+        # per queue, its fetched runs (messages, the offset past them) oldest first; the
+        # queues in the order of their turns (a dict keeps it: a served queue goes last)
+        self._ready: dict[Queue, deque[tuple[list[Message], int]]] = {}
         self._buffered: dict[Queue, int] = {}
 
     @property
@@ -207,39 +209,46 @@ class Pulls:
                 next_offset = max(next_offset, state.min_offset)
             self.offsets[queue] = next_offset
             if msgs:
-                self._ready.append((queue, msgs, next_offset))
+                self._ready.setdefault(queue, deque()).append((msgs, next_offset))
                 self._buffered[queue] = self._buffered.get(queue, 0) + len(msgs)
             elif not self._buffered.get(queue):
                 self.delivered[queue] = next_offset  # nothing in between: skipped ahead
 
     def take(self, max_msgs: int) -> list[tuple[Queue, list[Message]]]:
-        """Up to `max_msgs` buffered messages, in runs of one queue each, oldest first."""
+        """Up to `max_msgs` buffered messages, in runs of one queue each: the queues take
+        turns, each its oldest run (Kafka's fairness across partitions, KIP-41). Oldest
+        first across queues, a consumer slower than its producers handed a queue whose
+        traffic had just started only after the hundreds fetched ahead for the others:
+        seconds in which the broker saw that queue still and called the group STALLED."""
         out: list[tuple[Queue, list[Message]]] = []
         room = max_msgs
         while self._ready and room > 0:
-            queue, msgs, next_offset = self._ready[0]
+            queue = next(iter(self._ready))
             if not self._pullable(queue):  # its lock lapsed, or it waits after a failure
                 self.clear(queue)
                 if queue in self.delivered:
                     self.offsets[queue] = self.delivered[queue]
                 continue
+            runs = self._ready.pop(queue)
+            msgs, next_offset = runs[0]
             part, rest = msgs[:room], msgs[room:]
             out.append((queue, part))
             room -= len(part)
             self._buffered[queue] -= len(part)
             if rest:
-                self._ready[0] = (queue, rest, next_offset)
+                runs[0] = (rest, next_offset)
                 self.delivered[queue] = rest[0].queue_offset
             else:
-                self._ready.popleft()
+                runs.popleft()
                 self.delivered[queue] = next_offset
+            if runs:
+                self._ready[queue] = runs  # last in turn
         return out
 
     def clear(self, queue: Queue) -> None:
         """Drop what was fetched for `queue` and not handed out, and the pull in flight
         to its broker (its answer could bring the queue's messages from before)."""
-        if any(q == queue for q, _m, _n in self._ready):
-            self._ready = deque(e for e in self._ready if e[0] != queue)
+        self._ready.pop(queue, None)
         self._buffered.pop(queue, None)
         inflight = self._inflight.pop(queue[0], None)
         if inflight is not None:

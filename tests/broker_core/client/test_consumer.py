@@ -5,6 +5,8 @@ group over starts there, and what was polled but never committed comes again
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from broker_core.client.consumer import Consumer
@@ -80,3 +82,30 @@ def test_another_group_keeps_offsets_of_its_own(broker_addr):
     with Consumer("two", TOPIC, {"b1": broker_addr}) as two:  # closing commits
         assert set(poll_all(two, 12)) == sent
         assert sum(committed(two, "one").values()) == 12
+
+
+def test_a_queue_whose_traffic_starts_is_not_read_after_all_that_was_fetched_ahead(
+        broker_addr):
+    """A consumer slower than its producers holds hundreds of one queue's messages
+    fetched ahead. Messages arriving in its other queues are handed out at their turn,
+    not after all of those: the broker would see those queues still and call the group
+    STALLED there (`make demo`'s warehouse, behind, when a group came back to routing)."""
+    with Producer({"b1": broker_addr}, retries=0) as producer:
+        for i in range(400):
+            producer.send(TOPIC, f"busy-{i}".encode(), order_key="busy")
+        consumer = Consumer("slow", TOPIC, {"b1": broker_addr})
+        handed: list[bytes] = []
+        for _ in range(10):  # fetched ahead as far as the buffer goes
+            handed += [m.body for m in consumer.poll(max_msgs=1, timeout=0.2)]
+        busy_queue = producer.send(TOPIC, b"busy-400", order_key="busy").queue_id
+        late = 0
+        while late < 12:  # spread over the queues: most land in the others
+            late += producer.send(TOPIC, f"late-{late}".encode()).queue_id != busy_queue
+    for _ in range(60):
+        handed += [m.body for m in consumer.poll(max_msgs=8, timeout=0.5)]
+        if any(b.startswith(b"late") for b in handed):
+            break
+        time.sleep(0.05)  # processing them: slower than the producer
+    consumer.close()
+    first_late = next(i for i, b in enumerate(handed) if b.startswith(b"late"))
+    assert first_late < 128, handed[:first_late + 1]  # at its turn, not after the 256 ahead
