@@ -3,10 +3,10 @@ producer, and its fuse, no GIL time): two consumer groups on the demo topic
 and a flooding producer group held back by a quota.
 
 - `billing` consumes at full speed the whole time;
-- `warehouse` follows `WAREHOUSE_SCRIPT` every cycle: it slows down (its lag
-  grows: WARNING), then hangs while still heartbeating (STALLED), then
-  recovers and drains its backlog while `billing` never falls behind (seed
-  001: one group's backlog must not delay another's);
+- `warehouse` follows `WAREHOUSE_SCRIPT` every cycle: it slows down below the
+  demo's rate (its lag grows: WARNING), then hangs while still heartbeating
+  (STALLED), then recovers and drains its backlog while `billing` never falls
+  behind (seed 001: one group's backlog must not delay another's);
   It also fails some messages (`fails`): one in FAIL_EVERY once (retried after
   RETRY_DELAY and then processed), one in DEAD_EVERY every time (retried
   MAX_RECONSUME times, then in its dead-letter queue: the console's alert,
@@ -22,7 +22,7 @@ and a flooding producer group held back by a quota.
 Both groups report their deliveries to the message trace at `--trace-rate`.
 
 Run by `console.demo.runner` as `python -m console.demo.clients CLUSTER_FILE
-[--trace-rate=R]`;
+[--trace-rate=R] [--rate=R] [--users=DIR]`;
 it stops on SIGTERM, committing what it consumed.
 """
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import signal
 import sys
@@ -59,12 +60,14 @@ FAIL_EVERY = 200  # warehouse fails order-N once when N is a multiple ...
 DEAD_EVERY = 1000  # ... and every time when N is a multiple of this: a dead letter
 RETRY_DELAY = "5s"  # a level: the retries show up in the demo's first minutes
 MAX_RECONSUME = 2
-# (seconds into the cycle, per-message processing time in s, or None: hang)
-WAREHOUSE_SCRIPT: tuple[tuple[float, float | None], ...] = (
-    (0.0, 0.0),
-    (20.0, 0.0006),  # slows to ~1,600 msgs/s: its lag grows (WARNING)
-    (50.0, None),  # hangs, still heartbeating: STALLED
-    (62.0, 0.0),  # recovers: drains its backlog
+# (seconds into the cycle, what the group processes as a share of the demo's rate:
+# inf = as fast as it pulls, 0 = hangs). A share, not a time per message: at 0.6 ms a
+# message (1,600/s) the demo's 1,000 msgs/s never made a lag, so WARNING never showed
+WAREHOUSE_SCRIPT: tuple[tuple[float, float], ...] = (
+    (0.0, math.inf),
+    (20.0, 0.6),  # slows below the rate: its lag grows (WARNING)
+    (50.0, 0.0),  # hangs, still heartbeating: STALLED
+    (62.0, math.inf),  # recovers: drains its backlog
 )
 
 
@@ -130,13 +133,16 @@ def ledger(consumer, stop: threading.Event) -> None:
     consumer.close()
 
 
-def processing_time(script, at: float) -> float | None:
-    """The warehouse group's per-message time `at` seconds into the cycle."""
-    current = script[0][1]
+def processing_time(script, at: float, rate: float) -> float | None:
+    """The warehouse group's time a message `at` seconds into the cycle, the demo's
+    producer sending `rate` msgs/s (None: it hangs)."""
+    share = script[0][1]
     for start, value in script:
         if at >= start:
-            current = value
-    return current
+            share = value
+    if share == 0:
+        return None
+    return 0.0 if math.isinf(share) or rate <= 0 else 1.0 / (share * rate)
 
 
 def fails(message) -> bool:
@@ -150,12 +156,13 @@ def fails(message) -> bool:
     return n % DEAD_EVERY == 0 or (n % FAIL_EVERY == 0 and retry_times(message) == 0)
 
 
-def consume(consumer, stop: threading.Event, script=None, started: float = 0.0) -> None:
-    """Poll, 'process', commit every COMMIT_S until `stop`; follow `script` if given (and
-    then fail what `fails` says: sent back for a retry)."""
+def consume(consumer, stop: threading.Event, script=None, started: float = 0.0,
+            rate: float = 0.0) -> None:
+    """Poll, 'process', commit every COMMIT_S until `stop`; follow `script` if given at
+    the demo's `rate` (and then fail what `fails` says: sent back for a retry)."""
     last_commit = time.monotonic()
     while not stop.is_set():
-        per_msg = processing_time(script, (time.monotonic() - started) % CYCLE_S) \
+        per_msg = processing_time(script, (time.monotonic() - started) % CYCLE_S, rate) \
             if script else 0.0
         if per_msg is None:  # hung: alive (heartbeats) but not moving
             consumer.heartbeat()
@@ -207,8 +214,9 @@ def batch_quota(spec) -> dict:
 
 
 def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
-        users: Path | None = None) -> None:
-    """`users`: the ACL's credentials files, one per client (console.demo.users)."""
+        users: Path | None = None, rate: float = 0.0) -> None:
+    """`users`: the ACL's credentials files, one per client (console.demo.users);
+    `rate`: the demo producer's, which the warehouse group's script falls behind."""
     from broker_core.client.admin import ensure_topic, quota
     from broker_core.client.consumer import Consumer
     from broker_core.client.producer import Producer
@@ -257,7 +265,7 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
     threads = []
     for fn, client, script in workers:
         args = (client, stop) if fn in (flood, payments, ledger) else \
-            (client, stop, script, started)
+            (client, stop, script, started, rate)
         t = threading.Thread(target=fn, args=args, daemon=True, name=f"demo-{fn.__name__}")
         t.start()
         threads.append(t)
@@ -278,10 +286,13 @@ def main(argv: list[str]) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    rate = next((float(a.split("=", 1)[1]) for a in argv[1:] if a.startswith("--trace-rate=")),
-                0.0)
-    users = next((Path(a.split("=", 1)[1]) for a in argv[1:] if a.startswith("--users=")), None)
-    run(Path(argv[0]), stop, rate, users)
+    def option(name: str, default=None):
+        return next((a.split("=", 1)[1] for a in argv[1:] if a.startswith(f"--{name}=")),
+                    default)
+
+    users = option("users")
+    run(Path(argv[0]), stop, float(option("trace-rate", 0.0)),
+        Path(users) if users else None, float(option("rate", 0.0)))
     return 0
 
 

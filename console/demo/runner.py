@@ -300,7 +300,8 @@ class Demo:
             users = [f"--users={self.cluster.data / 'users'}"] if self.users else []
             return subprocess.Popen(
                 [sys.executable, "-m", "console.demo.clients", str(self.cluster.path),
-                 f"--trace-rate={self.opts.trace_rate:g}", *users],
+                 f"--trace-rate={self.opts.trace_rate:g}", f"--rate={self.opts.rate:g}",
+                 *users],
                 stdout=log_file, stderr=subprocess.STDOUT, process_group=0,
                 env=self._env_as("batch"))
         finally:

@@ -1,0 +1,30 @@
+"""The demo's scripted consumer group and what the console tells of its scripts."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.commands.demo_cmd import scripted_acts
+from console.demo.clients import WAREHOUSE_SCRIPT, processing_time
+
+
+@pytest.mark.parametrize("rate", [200.0, 1000.0, 5000.0])
+def test_warehouse_falls_behind_whatever_the_rate_then_hangs_then_drains(rate):
+    def per_second(at: float) -> float | None:
+        t = processing_time(WAREHOUSE_SCRIPT, at, rate)
+        return t if t is None else (float("inf") if t == 0 else 1 / t)
+
+    assert per_second(5.0) == float("inf")  # keeps up
+    assert per_second(30.0) < 0.7 * rate  # behind the producer: its lag grows (WARNING)
+    assert per_second(55.0) is None  # hangs, heartbeating (STALLED)
+    assert per_second(70.0) == float("inf")  # drains its backlog
+
+
+def test_the_opening_hint_tells_only_the_scripts_that_run():
+    acts = scripted_acts(4, faults=True, clients=True)
+    assert "group-2's master stalls" in acts and "hangs at 50 s (STALLED)" in acts
+    assert "offsets are reset 30 s back" in acts
+    quiet = scripted_acts(4, faults=False, clients=True)
+    assert "faults" not in quiet and "offsets are reset" not in quiet
+    assert "warehouse" not in scripted_acts(0, faults=True, clients=False)
+    assert scripted_acts(0, faults=False, clients=False).startswith("no faults")
