@@ -111,7 +111,10 @@ class _AioConnection(asyncio.Protocol):
 
     def request(self, op: int, body: bytes, answered: Answered) -> None:
         if self.transport is None or self.transport.is_closing():
-            raise BrokerUnavailable(f"{self.addr}: not connected")
+            # closing: the peer reset it (or a reroute closed it) and connection_lost, with
+            # the cause, has not run yet
+            raise BrokerUnavailable(f"{self.addr}: " + (
+                "not connected" if self.transport is None else "connection closing"))
         rid = next(self.ids) & 0xFFFFFFFF
         self.pending[rid] = (time.monotonic() + self.timeout, answered)
         self.transport.write(encode_frame(op, rid, body))
