@@ -163,9 +163,10 @@ def scripted_acts(groups: int, faults: bool, clients: bool) -> str:
                     "events, alerts)" if groups else
                     "faults start at 6 s: broker-2 stalls (isolated at once), at 45 s broker-4 "
                     "errors while the cap is full (rule 4)")
-    if clients:  # console.demo.clients' WAREHOUSE_SCRIPT
-        acts.append("consumer group warehouse falls behind at 20 s (WARNING), hangs at 50 s "
-                    "(STALLED) and drains from 62 s" +
+    if clients:
+        from console.demo.clients import WAREHOUSE_GROUP, script_story
+
+        acts.append(f"consumer group {WAREHOUSE_GROUP} {script_story()}" +
                     (", and at 125 s its offsets are reset 30 s back" if groups and faults
                      else ""))
     return "; ".join(acts) or "no faults and no consumers (--no-faults --no-clients)"
@@ -314,9 +315,12 @@ def _print_summary(summary: dict) -> None:
     isolations = [t for t in summary["fuse_transitions"] if t["event"] == "isolate"]
     print(f"fuse: {len(summary['fuse_transitions'])} transitions, {len(isolations)} isolations "
           f"({summary['false_isolations']} of a broker without a fault)")
+    from console.demo.clients import WAREHOUSE_GROUP, script_story
+
     for name, g in summary["consumer_groups"].items():
+        scripted = f"; scripted: {script_story()}" if name == WAREHOUSE_GROUP else ""
         print(f"  consumer group {name}: {g['status']}, lag {g['lag']:,} "
-              f"(went {' -> '.join(g['statuses'])})")
+              f"(went {' -> '.join(g['statuses'])}{scripted})")
     if summary["throttled_total"]:
         print(f"flow control: {summary['throttled_total']:,} sends throttled")
     tx = summary["transactions"]

@@ -60,6 +60,7 @@ FAIL_EVERY = 200  # warehouse fails order-N once when N is a multiple ...
 DEAD_EVERY = 1000  # ... and every time when N is a multiple of this: a dead letter
 RETRY_DELAY = "5s"  # a level: the retries show up in the demo's first minutes
 MAX_RECONSUME = 2
+WAREHOUSE_GROUP = "warehouse"  # the group that follows WAREHOUSE_SCRIPT
 # (seconds into the cycle, what the group processes as a share of the demo's rate:
 # inf = as fast as it pulls, 0 = hangs). A share, not a time per message: at 0.6 ms a
 # message (1,600/s) the demo's 1,000 msgs/s never made a lag, so WARNING never showed
@@ -131,6 +132,20 @@ class Ledger:
 def ledger(consumer, stop: threading.Event) -> None:
     consumer.consume(Ledger(), timeout=0.5, stop=stop)
     consumer.close()
+
+
+def script_story(script=WAREHOUSE_SCRIPT) -> str:
+    """The script in words, for the console's opening note and the headless summary:
+    "falls behind at 20 s (60 % of the rate: WARNING), hangs 50-62 s (STALLED), then
+    drains"."""
+    parts = []
+    ends = [start for start, _share in script[1:]] + [CYCLE_S]
+    for (start, share), end in zip(script, ends, strict=True):
+        if share == 0:
+            parts.append(f"hangs {start:g}-{end:g} s (STALLED)")
+        elif not math.isinf(share):
+            parts.append(f"falls behind at {start:g} s ({share * 100:g} % of the rate: WARNING)")
+    return ", ".join(parts) + ", then drains"
 
 
 def processing_time(script, at: float, rate: float) -> float | None:
@@ -247,9 +262,9 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
     workers = [
         (consume, Consumer("billing", TOPIC, brokers, routes=routes, trace_rate=trace_rate,
                            credentials=as_user("billing")), None),
-        (consume, Consumer("warehouse", TOPIC, brokers, routes=routes, trace_rate=trace_rate,
+        (consume, Consumer(WAREHOUSE_GROUP, TOPIC, brokers, routes=routes, trace_rate=trace_rate,
                            retry_delay=RETRY_DELAY, max_reconsume=MAX_RECONSUME,
-                           credentials=as_user("warehouse")), WAREHOUSE_SCRIPT),
+                           credentials=as_user(WAREHOUSE_GROUP)), WAREHOUSE_SCRIPT),
         # no fuse: this producer's story is its quota, and a fuse's housekeeping thread
         # cost more than its 100 sends a second
         (flood, Producer(brokers, routes=routes, group=BATCH_GROUP, fuse=False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from console.commands.demo_cmd import scripted_acts
-from console.demo.clients import WAREHOUSE_SCRIPT, processing_time
+from console.demo.clients import WAREHOUSE_SCRIPT, processing_time, script_story
 
 
 @pytest.mark.parametrize("rate", [200.0, 1000.0, 5000.0])
@@ -22,9 +22,16 @@ def test_warehouse_falls_behind_whatever_the_rate_then_hangs_then_drains(rate):
 
 def test_the_opening_hint_tells_only_the_scripts_that_run():
     acts = scripted_acts(4, faults=True, clients=True)
-    assert "group-2's master stalls" in acts and "hangs at 50 s (STALLED)" in acts
+    assert "group-2's master stalls" in acts and "hangs 50-62 s (STALLED)" in acts
     assert "offsets are reset 30 s back" in acts
     quiet = scripted_acts(4, faults=False, clients=True)
     assert "faults" not in quiet and "offsets are reset" not in quiet
     assert "warehouse" not in scripted_acts(0, faults=True, clients=False)
     assert scripted_acts(0, faults=False, clients=False).startswith("no faults")
+
+
+def test_the_script_is_told_as_it_runs():
+    assert script_story() == ("falls behind at 20 s (60 % of the rate: WARNING), "
+                              "hangs 50-62 s (STALLED), then drains")
+    assert script_story(((0.0, float("inf")), (10.0, 0.0), (15.0, float("inf")))) == \
+        "hangs 10-15 s (STALLED), then drains"
