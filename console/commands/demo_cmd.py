@@ -133,11 +133,14 @@ def run(args) -> int:
         from console.tui.app import FloodgateApp
 
         cluster_file = demo.data_dir / "cluster.toml"
+        from console.demo.narration import scripted_acts
+
         acts = scripted_acts(args.groups, faults=not args.no_faults,
                              clients=not args.no_clients)
         app = FloodgateApp(demo.console_config(), hint=(
             f"{acts}. In another "
-            f"terminal: floodgate status --cluster {cluster_file} --producers {demo.producer_addr}"))
+            f"terminal: floodgate status --cluster {cluster_file} --producers {demo.producer_addr}"),
+            narration=_narration(demo))
         def quit_(*_) -> None:
             app.exit()
             # a console whose terminal went away (tmux killed, ssh dropped) may never get
@@ -152,24 +155,13 @@ def run(args) -> int:
         demo.stop()
 
 
-def scripted_acts(groups: int, faults: bool, clients: bool) -> str:
-    """What the demo's scripts will do and when, for the console's opening hint: a
-    STALLED consumer group or an isolated master the operator was told of is the script's,
-    not a defect of the demo."""
-    acts = []
-    if faults:
-        acts.append("faults start at 6 s: group-2's master stalls, at 45 s group-3's errors, "
-                    "at 95 s group-1's master is killed (its slave takes over: role column, "
-                    "events, alerts)" if groups else
-                    "faults start at 6 s: broker-2 stalls (isolated at once), at 45 s broker-4 "
-                    "errors while the cap is full (rule 4)")
-    if clients:
-        from console.demo.clients import WAREHOUSE_GROUP, script_story
+def _narration(demo):
+    """The console header's last words: what the demo's scripts do now."""
+    from console.demo.narration import now_playing
 
-        acts.append(f"consumer group {WAREHOUSE_GROUP} {script_story()}" +
-                    (", and at 125 s its offsets are reset 30 s back" if groups and faults
-                     else ""))
-    return "; ".join(acts) or "no faults and no consumers (--no-faults --no-clients)"
+    o = demo.opts
+    return lambda: now_playing(demo.script_elapsed(), o.groups, o.brokers, faults=o.faults,
+                               clients=o.clients)
 
 
 def _exit_later(demo, grace_s: float = 5.0) -> None:
@@ -251,7 +243,7 @@ def _run_with_tui(demo, seconds: float, stop: threading.Event, record, track) ->
     the record of the run at its end."""
     from console.tui.app import FloodgateApp
 
-    app = FloodgateApp(demo.console_config())
+    app = FloodgateApp(demo.console_config(), narration=_narration(demo))
     out: dict = {}
 
     async def drill(pilot) -> None:

@@ -147,6 +147,7 @@ class Demo:
         self._threads: list[threading.Thread] = []
         self._transitions: dict[tuple, dict] = {}
         self.routes = None  # replicated demo: who is master of each group
+        self._script_start: float | None = None  # monotonic: the fault script's cycle began
 
     @property
     def producer_port(self) -> int:
@@ -205,6 +206,7 @@ class Demo:
             if o.clients:
                 self.clients = self._start_clients()
             self._spawn(self._load_later, "load")
+            self._script_start = time.monotonic()  # the clients' cycle began just before
             if o.faults:
                 self._spawn(self._fault_loop, "faults")
         except BaseException:
@@ -393,7 +395,7 @@ class Demo:
         script = HA_FAULT_SCRIPT if self.opts.groups else FAULT_SCRIPT
         if self.opts.groups:
             targets = {n: n for _at, n, _b in script}
-        start = time.monotonic()
+        start = self._script_start
         cycle = 0
         while not self._stop.is_set():
             for at, number, body in script:
@@ -402,6 +404,11 @@ class Demo:
                     return
                 self._fault(targets[number], body)
             cycle += 1
+
+    def script_elapsed(self) -> float:
+        """Seconds since the scripts began (0 before they have)."""
+        start = self._script_start
+        return 0.0 if start is None else time.monotonic() - start
 
     # --- what happened ---------------------------------------------------------------
     def collect_transitions(self) -> list[dict]:

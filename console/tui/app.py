@@ -8,6 +8,8 @@ group's queues), fuse, host, alerts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
@@ -51,10 +53,11 @@ class FloodgateApp(App):
     ]
 
     def __init__(self, cfg: ConsoleConfig, poller: Poller | None = None,
-                 hint: str | None = None) -> None:
+                 hint: str | None = None, narration: Callable[[], str] | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         self.hint = hint  # shown once at start, e.g. how to run `floodgate status` on the demo
+        self.narration = narration  # the header's last words each refresh (the demo's act)
         self.state = None
         self.poller = poller or Poller.from_config(cfg)
         self.poller.on_state = lambda state: self.post_message(StateUpdated(state))
@@ -75,7 +78,8 @@ class FloodgateApp(App):
             if alert.key.startswith("down:") and not alert.cleared:
                 self.notify(alert.text, severity="error", timeout=10)
         n = message.state.summary.brokers
-        self.sub_title = f"{self.cfg.title} · {n} brokers · refresh {self.cfg.refresh:g} s"
+        self.sub_title = f"{self.cfg.title} · {n} brokers · refresh {self.cfg.refresh:g} s" + (
+            f" · {self.narration()}" if self.narration is not None else "")
         if not self.screen_stack:  # shutting down: a late poll has nowhere to go
             return
         update = getattr(self.screen, "update_state", None)

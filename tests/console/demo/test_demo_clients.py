@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from console.commands.demo_cmd import scripted_acts
 from console.demo.clients import WAREHOUSE_SCRIPT, processing_time, script_story
+from console.demo.narration import now_playing, scripted_acts
 
 
 @pytest.mark.parametrize("rate", [200.0, 1000.0, 5000.0])
@@ -35,3 +35,21 @@ def test_the_script_is_told_as_it_runs():
                               "hangs 50-62 s (STALLED), then drains")
     assert script_story(((0.0, float("inf")), (10.0, 0.0), (15.0, float("inf")))) == \
         "hangs 10-15 s (STALLED), then drains"
+
+
+def test_the_header_says_what_the_scripts_do_now():
+    def now(at: float, groups: int = 4, **kw) -> str:
+        return now_playing(at, groups, 6, **kw)
+
+    assert now(10) == "0:10 · group-2's master stalls (6-36 s)"
+    assert now(40) == "0:40 · no fault injected now, next at 45 s · warehouse behind (20-50 s)"
+    assert now(55) == ("0:55 · group-3's master answers 20 % errors (45-75 s) · "
+                       "warehouse hung (50-62 s)")
+    assert now(100) == "1:40 · group-1's master killed at 95 s: its slave takes over"
+    assert now(130) == "2:10 · warehouse's offsets moved 30 s back at 125 s"
+    assert now(150 + 7) == "0:07 · group-2's master stalls (6-36 s)"  # the next cycle
+    assert now(146) == "2:26 · no fault injected now"
+    # six single-copy brokers: the same acts on broker-2 and broker-4
+    assert now(48, groups=0) == "0:48 · broker-4 answers 20 % errors (45-75 s) · warehouse " \
+        "behind (20-50 s)"
+    assert now(55, faults=False, clients=False) == "0:55"

@@ -49,6 +49,12 @@ def test_demo_in_tmux_isolates_a_broker(tmp_path):
         assert re.search(r"^ broker\s+state\s+in\s+out", pane, re.M), pane
         assert len(re.findall(r"^ broker-\d\s+(UP|SLOW|ISOLATED|DOWN)", pane, re.M)) == BROKERS
         assert re.search(r"^ broker-\d\s+ISOLATED", pane, re.M), pane
+        # the header says what the script does now (console.demo.narration): act 1 runs
+        # from 6 s to 36 s of its cycle
+        clock = re.search(r"refresh 1 s · (\d):(\d\d) · ", pane)
+        assert clock, pane.splitlines()[0]
+        if 6 <= 60 * int(clock[1]) + int(clock[2]) < 36:
+            assert "broker-2 stalls (6-36 s)" in pane.splitlines()[0], pane.splitlines()[0]
         tmux("send-keys", "-t", session, "q")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and tmux("has-session", "-t", session).returncode == 0:
