@@ -1,4 +1,4 @@
-"""The demo's scripted consumer group and what the console tells of its scripts."""
+"""The demo's scripted consumer group, and the scripts told in words (opening note, header)."""
 
 from __future__ import annotations
 
