@@ -275,6 +275,15 @@ class Fuse:
         with self._k.lock:
             self._k.remove_locked(broker)
 
+    def release_if(self, broker: str, why: str, reason: str) -> bool:
+        """End `broker`'s isolation before its minute is out, if every call held against it
+        this time failed with `why` and the caller knows that cause is gone (a producer
+        whose group has a slave in sync again: `why` its one-copy answers, reason
+        "in-sync"). An isolation for slowness or for any other error runs its minute.
+        True if it was released."""
+        with self._k.lock:
+            return self._k.release_if_locked(broker, why, reason)
+
     @property
     def brokers(self) -> tuple[str, ...]:
         return tuple(self._k.order)

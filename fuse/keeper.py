@@ -84,6 +84,17 @@ class Keeper:
         self.rebuild_locked(now)
         return True
 
+    def release_if_locked(self, broker: str, why: str, reason: str) -> bool:
+        """End `broker`'s isolation now if every offence of it was a call that got `why`."""
+        state = self._states.get(broker)
+        if state is None or not state.isolated or not why or state.episode_why != why:
+            return False
+        now = self._clock()
+        self._release_locked(state, now, reason)
+        state.pardoned_why = why
+        self.rebuild_locked(now)
+        return True
+
     # ---- what the hot path calls -------------------------------------------
 
     def offend(self, state: BrokerState, ok: bool, rt: float, counts: int,
@@ -187,6 +198,9 @@ class Keeper:
         cfg = self.config
         if reason == "slow" and not self._slow_enough_locked(state, now, rt, calls, serving):
             return
+        if (why and why == state.pardoned_why and state.released_at is not None
+                and now - rt <= state.released_at):
+            return  # began before release_if knew that cause gone: the cause, not news
         jitter = 1.0 + self._rng.random() * cfg.jitter_ratio
         state.reason = reason
         state.last_offence = now
@@ -194,6 +208,8 @@ class Keeper:
         if state.isolated:  # offending again: the minute restarts from now
             state.offences += 1
             state.episode_errors += error
+            if not error or why != state.episode_why:
+                state.episode_why = ""
             if not error:
                 state.worst_rt_s = max(state.worst_rt_s, rt)
             state.until = max(state.until, now + state.duration_s * jitter)
@@ -204,6 +220,7 @@ class Keeper:
         state.offences = 1
         state.cause = reason
         state.episode_errors = int(error)
+        state.episode_why = why if error else ""
         state.worst_rt_s = 0.0 if error else rt
         state.since = now
         state.until = now + state.duration_s * jitter

@@ -40,6 +40,11 @@ class BrokerState:
     suspect_calls: int = 0
     worst_rt_s: float = 0.0  # slowest call of this isolation, to re-judge it later
     episode_errors: int = 0
+    # what every offence of this isolation got, when it was the same failure each time
+    # ("" when they differed, or one was slow): `Fuse.release_if` ends such an isolation
+    # when its caller knows the cause is gone
+    episode_why: str = ""
+    pardoned_why: str = ""  # the cause release_if last let it back for
     isolations: int = 0  # times isolated since the fuse started
     sluggish_at: float = float("-inf")  # last answer older than aged_fraction x the line
     sluggish_s: float = 0.0  # ... and how long it took
@@ -56,7 +61,9 @@ class Transition:
     time: float
     broker: str
     event: str  # isolate | release | overflow | reexclude
-    reason: str  # slow | error (isolate); expired | removed | cluster-slow | rejudged (release); cap
+    # slow | error (isolate); expired | removed | cluster-slow | rejudged or the caller's own
+    # (release_if: in-sync) (release); cap (overflow, reexclude)
+    reason: str
     detail: str = ""  # an isolation's evidence: the call's wait against the line, or its error
 
     def to_dict(self) -> dict[str, Any]:

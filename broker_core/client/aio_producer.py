@@ -31,6 +31,7 @@ from broker_core.client.attempts import (
     SendPlan,
     SendResult,
     producer_brokers,
+    release_resynced,
     with_group,
 )
 from broker_core.client.connection import BrokerUnavailable, Connection, parse_addr
@@ -165,7 +166,7 @@ class AsyncProducer:
         self.routes = routes
         self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
         self.tracer = tracer
-        self._routes_version = routes.version if routes is not None else 0
+        self._routes_changes = routes.changes if routes is not None else 0
         self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
         self.timeout = timeout
         self.options = SendOptions(retries, flow_retries, tuple(backoff), group)
@@ -188,8 +189,9 @@ class AsyncProducer:
             self._heartbeat = asyncio.get_running_loop().call_later(HEARTBEAT_S, self._beat)
 
     def _reroute(self) -> None:
-        """The routes moved (a failover): follow each group to its master."""
-        self._routes_version = self.routes.version
+        """The routes moved: follow each group to its master (a failover), and let back
+        a group whose master has a slave in sync again."""
+        self._routes_changes = self.routes.changes
         for group, addr in self.routes.masters().items():
             if addr == self.brokers.get(group):
                 continue
@@ -200,6 +202,8 @@ class AsyncProducer:
             if self.fuse is not None:  # judged as the dead master: forget it
                 self.fuse.remove_broker(group)
                 self.fuse.add_broker(group)
+        if self.fuse is not None:
+            release_resynced(self.fuse, self.routes)
 
     async def _conn(self, name: str) -> _AioConnection:
         conn = self._conns.get(name)
@@ -234,7 +238,7 @@ class AsyncProducer:
         `pinned`: every attempt to this broker only (an ordered send's queue)."""
         if self._heartbeat is None and self.fuse is not None and not self._closing:
             self._beat()
-        if self.routes is not None and self.routes.version != self._routes_version:
+        if self.routes is not None and self.routes.changes != self._routes_changes:
             self._reroute()
         plan = SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
                         self._rr, self.counters)

@@ -146,6 +146,22 @@ def producer_brokers(brokers, routes, fuse, clock) -> tuple[dict[str, str], obje
     return brokers, fuse or None
 
 
+def release_resynced(fuse, routes) -> None:
+    """Each group whose master has a slave in sync again: an isolation its one-copy
+    answers alone caused ends now ("in-sync"), not at the end of its minute."""
+    for group in routes.groups:
+        if routes.copies(group) > 1:
+            fuse.release_if(group, ONE_COPY, "in-sync")
+
+
+def stored_short(code: Code) -> str:
+    """What the fuse hears of a send stored short of its promise."""
+    return f"{code.name}: stored short of its promise"
+
+
+ONE_COPY = stored_short(Code.SLAVE_NOT_AVAILABLE)  # the master has no slave in sync
+
+
 def with_group(properties: dict[str, str] | None, group: str) -> dict[str, str] | None:
     """The message's properties with its producer group (what brokers' quotas see)."""
     if not group:
@@ -207,8 +223,7 @@ class SendPlan:
             except BrokerError as exc:
                 self._end(False, why=f"bad response: {exc}")
                 return "fail", SendFailed(f"{broker}: bad response: {exc}")
-            self._end(broker_ok, result.broker_s,
-                      "" if broker_ok else f"{code.name}: stored short of its promise")
+            self._end(broker_ok, result.broker_s, "" if broker_ok else stored_short(code))
             return "ok", result
         why = reason or f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
         self._end(broker_ok, why=why)

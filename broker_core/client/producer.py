@@ -30,6 +30,7 @@ from broker_core.client.attempts import (
     SendResult,
     normalize_brokers,
     producer_brokers,
+    release_resynced,
     with_group,
 )
 from broker_core.client.connection import BrokerUnavailable, Connection, ConnectionPool
@@ -98,7 +99,7 @@ class Producer:
     ) -> None:
         self.routes = routes
         self.client_id = client or client_id()
-        self._routes_version = routes.version if routes is not None else 0
+        self._routes_changes = routes.changes if routes is not None else 0
         self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
         self.timeout = timeout
         self.options = SendOptions(retries, flow_retries, tuple(backoff), group)
@@ -155,7 +156,7 @@ class Producer:
     def _send_ordered(self, topic, body, tags, keys, properties, key: str,
                       allow_reorder: bool) -> SendResult:
         queues = self._ordered.queues(topic)
-        if self.routes is not None and self.routes.version != self._routes_version:
+        if self.routes is not None and self.routes.changes != self._routes_changes:
             self._reroute()
         excluded = self.fuse.excluded if self.fuse is not None else frozenset()
         broker, qid = choose(queues, key, excluded, allow_reorder)
@@ -167,13 +168,13 @@ class Producer:
                 timeout: float | None = None) -> tuple[int, bytes]:
         """One request to `broker` (a name of this producer's), no retry elsewhere: the
         operations bound to where a message is (END_TRANSACTION, CHECK_TRANSACTION)."""
-        if self.routes is not None and self.routes.version != self._routes_version:
+        if self.routes is not None and self.routes.changes != self._routes_changes:
             self._reroute()
         return self._pool.get(broker).call(op, payload, timeout or self.timeout)
 
     def request_oneway(self, broker: str, op: Op, payload: bytes) -> None:
         """`request` without an answer (BrokerUnavailable when it cannot be sent)."""
-        if self.routes is not None and self.routes.version != self._routes_version:
+        if self.routes is not None and self.routes.changes != self._routes_changes:
             self._reroute()
         self._pool.get(broker).request(op, payload, oneway=True)
 
@@ -261,7 +262,9 @@ class Producer:
         return candidates[next(self._rr) % len(candidates)]
 
     def _reroute(self) -> None:
-        self._routes_version = self.routes.version
+        """The routes moved: follow each group to its master (a failover), and let back
+        a group whose master has a slave in sync again."""
+        self._routes_changes = self.routes.changes
         for group, addr in self.routes.masters().items():
             if addr != self.brokers.get(group):
                 self.brokers[group] = addr
@@ -269,12 +272,14 @@ class Producer:
                 if self.fuse is not None:  # judged as the dead master: forget it
                     self.fuse.remove_broker(group)
                     self.fuse.add_broker(group)
+        if self.fuse is not None:
+            release_resynced(self.fuse, self.routes)
 
     def _plan(self, op: Op, pinned: str | None = None) -> SendPlan:
         """`pinned`: every attempt to this broker only (an ordered send's queue)."""
         if self._sweeper is None:
             self._start_sweeper()
-        if self.routes is not None and self.routes.version != self._routes_version:
+        if self.routes is not None and self.routes.changes != self._routes_changes:
             self._reroute()
         return SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
                         self._rr, self.counters)

@@ -2,11 +2,13 @@
 
 `ZkRoutes` watches the group records in ZooKeeper (RocketMQ clients ask their
 name server; ZooKeeper is ours). Producers send a group's messages to its
-master only and re-read the routes when `version` moves (a failover);
-consumers may read a group from its slaves while the master is gone.
+master only and re-read the routes when `changes` moves: a failover (which
+also moves `version`), or a group whose master has a slave in sync again (its
+one-copy answers are over: the producer's fuse lets it back); consumers may read
+a group from its slaves while the master is gone.
 
 Watch callbacks run on kazoo's thread and only replace a dict and bump a
-counter; clients compare `version` on their own threads, a lock-free int
+counter; clients compare the counters on their own threads, a lock-free int
 read, and pick up the new addresses at their next call.
 """
 
@@ -44,7 +46,8 @@ class ZkRoutes:
         self.members = {g: list(addrs) for g, addrs in members.items()}
         self.zk = KazooClient(hosts=zk_hosts, timeout=session_s, logger=ZK_LOG)
         self.records: dict[str, GroupRecord] = {}
-        self.version = 0
+        self.version = 0  # moves when a group's master does
+        self.changes = 0  # ... and when a group has a second copy again
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
 
@@ -79,6 +82,9 @@ class ZkRoutes:
             self.records = {**self.records, group: record}
             if old is None or (old.master, old.master_addr) != (record.master, record.master_addr):
                 self.version += 1
+                self.changes += 1
+            elif copies(record) > 1 >= copies(old):
+                self.changes += 1
             self._changed.notify_all()
 
     # -- what clients ask ----------------------------------------------------------------
@@ -90,6 +96,11 @@ class ZkRoutes:
     def master(self, group: str) -> str:
         rec = self.records.get(group)
         return rec.master_addr if rec is not None else ""
+
+    def copies(self, group: str) -> int:
+        """How many of the group's brokers hold what its master acknowledges (0: unknown)."""
+        rec = self.records.get(group)
+        return copies(rec) if rec is not None else 0
 
     def replicas(self, group: str) -> list[str]:
         """The group's brokers, its master first: where a reader may go."""
@@ -116,6 +127,11 @@ class ZkRoutes:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def copies(record: GroupRecord) -> int:
+    """The master and the slaves in sync with it."""
+    return len(set(record.in_sync) | {record.master}) if record.master else 0
 
 
 def routes_for(spec, session_s: float = 5.0) -> ZkRoutes:

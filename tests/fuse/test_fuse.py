@@ -85,6 +85,42 @@ def test_an_error_isolation_says_what_the_call_got():
                        "ConnectionResetError: connection reset by peer"]
 
 
+def test_an_isolation_whose_one_cause_is_known_to_be_gone_ends_before_its_minute():
+    """A failed-over group's new master answers "one copy only" until its slave is back;
+    the producer, told so by the routes, ends that isolation then. Any other offence in
+    the same isolation (another error, a slow call) keeps it for its minute."""
+    one_copy = "SLAVE_NOT_AVAILABLE: stored short of its promise"
+    fuse, clock = make(10)
+    for _ in range(3):
+        fuse.end(fuse.begin("b1"), ok=False, why=one_copy)
+    fuse.end(fuse.begin("b2"), ok=False, why=one_copy)
+    fuse.end(fuse.begin("b2"), ok=False, why="SYSTEM_ERROR: injected error")
+    fuse.end(fuse.begin("b3"), ok=False, why=one_copy)
+    slow(fuse, "b3", 0.05)
+    fuse.end(fuse.begin("b4"), ok=False, why="SYSTEM_ERROR: injected error")
+    clock.advance(1.0)
+    assert not fuse.release_if("b4", one_copy, "in-sync")  # isolated for something else
+    assert not fuse.release_if("b5", one_copy, "in-sync")  # not isolated at all
+    assert [b for b in ("b1", "b2", "b3") if fuse.release_if(b, one_copy, "in-sync")] == ["b1"]
+    snap = fuse.snapshot()
+    assert snap.excluded == {"b2", "b3", "b4"}  # the cap of 3 of 10 holds all three
+    assert [(t.broker, t.event, t.reason) for t in snap.transitions][-1] == (
+        "b1", "release", "in-sync")
+    assert "b1" in [fuse.choose() for _ in range(10)]
+    # a call begun before the release, answered after it, is the old cause, not news ...
+    fuse2, clock2 = make(10)
+    early = fuse2.begin("b1")
+    fuse2.end(fuse2.begin("b1"), ok=False, why=one_copy)
+    clock2.advance(0.5)
+    assert fuse2.release_if("b1", one_copy, "in-sync")
+    clock2.advance(0.01)
+    fuse2.end(early, ok=False, why=one_copy)
+    assert fuse2.snapshot().excluded == frozenset()
+    # ... and one begun after it is
+    fuse2.end(fuse2.begin("b1"), ok=False, why=one_copy)
+    assert fuse2.snapshot().excluded == {"b1"}
+
+
 def test_one_slow_call_is_a_suspect_two_within_a_second_isolate():
     fuse, clock = make(10)  # line 10 ms (no baseline yet)
     fuse.report("b1", 0.015, ok=True)

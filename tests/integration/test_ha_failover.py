@@ -216,3 +216,36 @@ def test_delayed_messages_pending_on_a_killed_master_are_delivered_by_the_new_on
     finally:
         routes.close()
     assert set(got) == {b"d%d" % i for i in range(30)}  # at least once, none lost
+
+
+def test_a_group_out_for_one_copy_comes_back_when_its_slave_is_in_sync(ha_cluster):
+    """Its slave away, a sync master answers SLAVE_NOT_AVAILABLE and the producer's fuse
+    isolates the group (one copy only); once the slave is back in sync, which the group
+    record says, the fuse lets the group back then, not a minute later."""
+    from broker_core.client.producer import Producer
+    from broker_core.ha.routes import routes_for
+
+    cluster = ha_cluster(groups=1, replicas=2)
+    master = record(cluster).master
+    slave = next(b for b in cluster.file.groups["group-1"] if b.name != master)
+    routes = routes_for(cluster.file)
+    try:
+        routes.wait()
+        with Producer(routes=routes) as producer:
+            def events() -> list[tuple[str, str, str]]:
+                return [(t.broker, t.event, t.reason)
+                        for t in producer.fuse.snapshot().transitions]
+
+            assert producer.send("orders", b"two copies").status == "SEND_OK"
+            cluster.procs[slave.name].kill()
+            cluster.procs[slave.name].wait(10)
+            wait_for(lambda: producer.send("orders", b"one").status == "SLAVE_NOT_AVAILABLE",
+                     30, "the master to answer one copy only")
+            assert ("group-1", "isolate", "error") in events()
+            cluster.start_broker(slave)
+            wait_for(lambda: producer.send("orders", b"two").status == "SEND_OK"
+                     and ("group-1", "release", "in-sync") in events(), 60,
+                     "the group let back once its slave is in sync")
+            assert ("group-1", "release", "expired") not in events()
+    finally:
+        routes.close()
