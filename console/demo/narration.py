@@ -27,9 +27,9 @@ def scripted_acts(groups: int, faults: bool, clients: bool) -> str:
     """What the demo's scripts will do and when: the console's opening note."""
     acts = []
     if faults:
-        acts.append("faults start at 6 s: group-2's master stalls, at 45 s group-3's errors, "
-                    "at 95 s group-1's master is killed (its slave takes over: role column, "
-                    "events, alerts)" if groups else
+        acts.append(f"faults start at 6 s: group-{min(2, groups)}'s master stalls, at 45 s "
+                    f"group-{min(3, groups)}'s errors, at 95 s group-1's master is killed (its "
+                    "slave takes over: role column, events, alerts)" if groups else
                     "faults start at 6 s: broker-2 stalls (isolated at once), at 45 s broker-4 "
                     "errors while the cap is full (rule 4)")
     if clients:
@@ -42,7 +42,9 @@ def scripted_acts(groups: int, faults: bool, clients: bool) -> str:
 def _fault_acts(groups: int, brokers: int) -> list[tuple[float, float, str]]:
     """(from, until, words) for each act of the fault script, in cycle seconds."""
     script = HA_FAULT_SCRIPT if groups else FAULT_SCRIPT
-    targets = {n: n for _at, n, _b in script} if groups else script_targets(brokers)
+    # as Demo._target folds them: group-3's act on group-2 of a 2-group cluster
+    targets = ({n: min(n, groups) for _at, n, _b in script} if groups
+               else script_targets(brokers))
     acts = []
     for i, (at, number, body) in enumerate(script):
         kind = fault_kind(body)

@@ -53,3 +53,6 @@ def test_the_header_says_what_the_scripts_do_now():
     assert now(48, groups=0) == "0:48 · broker-4 answers 20 % errors (45-75 s) · warehouse " \
         "behind (20-50 s)"
     assert now(55, faults=False, clients=False) == "0:55"
+    # two groups: act 2 falls on group-2, as the demo aims it
+    assert now(46, groups=2, clients=False) == "0:46 · group-2's master answers 20 % errors " \
+        "(45-75 s)"
