@@ -151,7 +151,7 @@ def release_resynced(fuse, routes) -> None:
     answers alone caused ends now ("in-sync"), not at the end of its minute."""
     for group in routes.groups:
         if routes.copies(group) > 1:
-            fuse.release_if(group, ONE_COPY, "in-sync")
+            fuse.release_if(group, NO_SLAVE_IN_SYNC, "in-sync")
 
 
 def stored_short(code: Code) -> str:
@@ -159,7 +159,7 @@ def stored_short(code: Code) -> str:
     return f"{code.name}: stored short of its promise"
 
 
-ONE_COPY = stored_short(Code.SLAVE_NOT_AVAILABLE)  # the master has no slave in sync
+NO_SLAVE_IN_SYNC = stored_short(Code.SLAVE_NOT_AVAILABLE)  # what a one-copy answer says
 
 
 def with_group(properties: dict[str, str] | None, group: str) -> dict[str, str] | None:

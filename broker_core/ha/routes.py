@@ -83,7 +83,7 @@ class ZkRoutes:
             if old is None or (old.master, old.master_addr) != (record.master, record.master_addr):
                 self.version += 1
                 self.changes += 1
-            elif copies(record) > 1 >= copies(old):
+            elif copies_of(record) > 1 >= copies_of(old):
                 self.changes += 1
             self._changed.notify_all()
 
@@ -100,7 +100,7 @@ class ZkRoutes:
     def copies(self, group: str) -> int:
         """How many of the group's brokers hold what its master acknowledges (0: unknown)."""
         rec = self.records.get(group)
-        return copies(rec) if rec is not None else 0
+        return copies_of(rec) if rec is not None else 0
 
     def replicas(self, group: str) -> list[str]:
         """The group's brokers, its master first: where a reader may go."""
@@ -129,7 +129,7 @@ class ZkRoutes:
         self.close()
 
 
-def copies(record: GroupRecord) -> int:
+def copies_of(record: GroupRecord) -> int:
     """The master and the slaves in sync with it."""
     return len(set(record.in_sync) | {record.master}) if record.master else 0
 
