@@ -136,7 +136,7 @@ def run(args) -> int:
         from console.demo.narration import scripted_acts
 
         acts = scripted_acts(args.groups, faults=not args.no_faults,
-                             clients=not args.no_clients)
+                             clients=not args.no_clients, brokers=args.brokers)
         app = FloodgateApp(demo.console_config(), hint=(
             f"{acts}. In another "
             f"terminal: floodgate status --cluster {cluster_file} --producers {demo.producer_addr}"),

@@ -23,19 +23,14 @@ from console.demo.runner import (
 SHOWN_S = 15.0  # a moment's act (a kill, a rewind) stays in the header this long
 
 
-def scripted_acts(groups: int, faults: bool, clients: bool) -> str:
+def scripted_acts(groups: int, faults: bool, clients: bool, brokers: int = 6) -> str:
     """What the demo's scripts will do and when: the console's opening note."""
     acts = []
     if faults:
-        acts.append(f"faults start at 6 s: group-{min(2, groups)}'s master stalls, at 45 s "
-                    f"group-{min(3, groups)}'s errors, at 95 s group-1's master is killed (its "
-                    "slave takes over: role column, events, alerts)" if groups else
-                    "faults start at 6 s: broker-2 stalls (isolated at once), at 45 s broker-4 "
-                    "errors while the cap is full (rule 4)")
+        acts.append("faults: " + ", ".join(words for _start, _until, words
+                                           in _fault_acts(groups, brokers)))
     if clients:
-        acts.append(f"consumer group {WAREHOUSE_GROUP} {script_story()}" +
-                    (", and at 125 s its offsets are reset 30 s back" if groups and faults
-                     else ""))
+        acts.append(f"consumer group {WAREHOUSE_GROUP} {script_story()}")
     return "; ".join(acts) or "no faults and no consumers (--no-faults --no-clients)"
 
 

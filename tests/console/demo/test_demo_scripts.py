@@ -22,11 +22,12 @@ def test_warehouse_falls_behind_whatever_the_rate_then_hangs_then_drains(rate):
 
 def test_the_opening_hint_tells_only_the_scripts_that_run():
     acts = scripted_acts(4, faults=True, clients=True)
-    assert "group-2's master stalls" in acts and "hangs 50-62 s (STALLED)" in acts
-    assert "offsets are reset 30 s back" in acts
+    assert "group-2's master stalls (6-36 s)" in acts and "hangs 50-62 s (STALLED)" in acts
+    assert "warehouse's offsets moved 30 s back at 125 s" in acts
     quiet = scripted_acts(4, faults=False, clients=True)
-    assert "faults" not in quiet and "offsets are reset" not in quiet
+    assert "faults" not in quiet and "offsets moved" not in quiet
     assert "warehouse" not in scripted_acts(0, faults=True, clients=False)
+    assert "broker-4 answers 20 % errors (45-75 s)" in scripted_acts(0, True, False)
     assert scripted_acts(0, faults=False, clients=False).startswith("no faults")
 
 
