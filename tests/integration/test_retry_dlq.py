@@ -103,3 +103,32 @@ def test_a_message_that_cannot_be_sent_back_is_read_again_not_committed_past(
         assert failing.body in [m.body for m in again]
     finally:
         consumer.close()
+
+
+def test_a_group_behind_on_its_topic_still_gets_its_retries_when_due(cluster_factory):
+    """The retry topic takes turns with the topic: a consumer with a backlog fills every
+    batch from the topic, and its retries used to wait until it had caught up (with a
+    slow group behind by an hour, an hour past their delay; their queues read STALLED)."""
+    cluster = cluster_factory(1)
+    addrs = cluster.file.addrs
+    backlog = 5000
+    with Producer(addrs) as p:
+        for start in range(0, backlog, 250):
+            p.send_batch("orders", [b"b%d" % i for i in range(start, start + 250)])
+    consumer = Consumer("slow", "orders", addrs, retry_delay="1s")
+    try:
+        read, retried = 0, None
+        deadline = time.monotonic() + 30
+        while retried is None and time.monotonic() < deadline:
+            for m in consumer.poll(max_msgs=4, timeout=0.2):
+                if read == 0:
+                    consumer.nack(m)  # the first message fails once
+                elif retry_times(m):
+                    retried = m
+                read += 1
+            consumer.commit()
+            time.sleep(0.01)  # a slow handler: ~400 messages a second at most
+        assert retried is not None and retried.topic == "orders"
+        assert read < backlog  # came while the topic's backlog was still being read
+    finally:
+        consumer.close()
