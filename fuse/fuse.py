@@ -280,7 +280,8 @@ class Fuse:
         this time failed with `why` and the caller knows that cause is gone (a producer
         whose group has a slave in sync again: `why` its one-copy answers, reason
         "in-sync"). An isolation for slowness or for any other error runs its minute.
-        True if it was released."""
+        Isolated or not, a call begun before now that answers `why` later is not held
+        against the broker. True if it was released."""
         with self._k.lock:
             return self._k.release_if_locked(broker, why, reason)
 

@@ -85,13 +85,17 @@ class Keeper:
         return True
 
     def release_if_locked(self, broker: str, why: str, reason: str) -> bool:
-        """End `broker`'s isolation now if every offence of it was a call that got `why`."""
+        """End `broker`'s isolation now if every offence of it was a call that got `why`;
+        isolated or not, `why` from a call begun before now is no longer held against it
+        (the caller may learn that the cause is gone before a late answer says it)."""
         state = self._states.get(broker)
-        if state is None or not state.isolated or not why or state.episode_why != why:
+        if state is None or not why:
             return False
         now = self._clock()
+        state.pardoned_why, state.pardoned_at = why, now
+        if not state.isolated or state.episode_why != why:
+            return False
         self._release_locked(state, now, reason)
-        state.pardoned_why = why
         self.rebuild_locked(now)
         return True
 
@@ -198,8 +202,7 @@ class Keeper:
         cfg = self.config
         if reason == "slow" and not self._slow_enough_locked(state, now, rt, calls, serving):
             return
-        if (why and why == state.pardoned_why and state.released_at is not None
-                and now - rt <= state.released_at):
+        if why and why == state.pardoned_why and now - rt <= state.pardoned_at:
             return  # began before release_if knew that cause gone: the cause, not news
         jitter = 1.0 + self._rng.random() * cfg.jitter_ratio
         state.reason = reason

@@ -44,7 +44,10 @@ class BrokerState:
     # ("" when they differed, or one was slow): `Fuse.release_if` ends such an isolation
     # when its caller knows the cause is gone
     episode_why: str = ""
-    pardoned_why: str = ""  # the cause release_if last let it back for
+    # the cause release_if last said was gone, and when: a call begun before that and
+    # answered with it afterwards is the old cause, held against nobody
+    pardoned_why: str = ""
+    pardoned_at: float = float("-inf")
     isolations: int = 0  # times isolated since the fuse started
     sluggish_at: float = float("-inf")  # last answer older than aged_fraction x the line
     sluggish_s: float = 0.0  # ... and how long it took

@@ -121,6 +121,27 @@ def test_an_isolation_whose_one_cause_is_known_to_be_gone_ends_before_its_minute
     assert fuse2.snapshot().excluded == {"b1"}
 
 
+def test_a_cause_known_gone_before_its_answer_arrives_isolates_nobody():
+    """The producer may learn that the group's slave is in sync before the answer of a
+    call sent while it was not: that late one-copy answer is old news, not a minute out.
+    One from a call begun after is news."""
+    one_copy = "SLAVE_NOT_AVAILABLE: stored short of its promise"
+    fuse, clock = make(10)
+    early = fuse.begin("b1")
+    clock.advance(0.2)
+    assert not fuse.release_if("b1", one_copy, "in-sync")  # nothing to release yet
+    clock.advance(0.01)
+    fuse.end(early, ok=False, why=one_copy)
+    assert fuse.snapshot().excluded == frozenset()
+    fuse.end(fuse.begin("b1"), ok=False, why="SYSTEM_ERROR: injected error")  # another cause
+    assert fuse.snapshot().excluded == {"b1"}
+    fuse2, clock2 = make(10)
+    fuse2.release_if("b1", one_copy, "in-sync")
+    clock2.advance(0.01)
+    fuse2.end(fuse2.begin("b1"), ok=False, why=one_copy)
+    assert fuse2.snapshot().excluded == {"b1"}
+
+
 def test_one_slow_call_is_a_suspect_two_within_a_second_isolate():
     fuse, clock = make(10)  # line 10 ms (no baseline yet)
     fuse.report("b1", 0.015, ok=True)
