@@ -92,3 +92,43 @@ def test_controller_on_zookeeper_creates_and_fails_over(zookeeper, zk_root):
         zk.stop()
         zk.close()
 
+
+
+def test_a_master_restarted_between_two_looks_is_failed_over_all_the_same(zookeeper, zk_root):
+    """A supervisor restarts a killed master, and it registers again within one round of
+    its old session's end: the controller never sees the name missing, only under a new
+    session. That is a master gone: its in-sync slave takes over (the demo's kill act
+    once kept group-1 at its old epoch for good)."""
+    from kazoo.client import KazooClient
+
+    cluster = zk_root.strip("/").replace("/", "_") + "_restart"
+    paths = Paths(cluster)
+    now = [0.0]
+    controller = Controller(zookeeper.addr, cluster, session_s=5.0, clock=lambda: now[0])
+    zk = KazooClient(hosts=zookeeper.addr, timeout=5.0)
+    sessions = [KazooClient(hosts=zookeeper.addr, timeout=5.0) for _ in range(3)]
+    try:
+        for client in (controller.zk, zk, *sessions):
+            client.start(timeout=10)
+        a_first, a_again, other = sessions
+        a_first.create(paths.broker("g", "a"), reg("a").to_json(), ephemeral=True, makepath=True)
+        zk.create(paths.broker("g", "b"), reg("b").to_json(), ephemeral=True, makepath=True)
+        zk.ensure_path(paths.groups)
+        controller.reconcile()
+        now[0] = BOOTSTRAP_S
+        assert [d.kind for d in controller.reconcile()] == ["create"]
+        rec, version = read_record(zk, paths, "g")
+        zk.set(paths.record("g"), rec.with_in_sync({"b"}, 1.0).to_json(), version=version)
+        assert controller.reconcile() == []  # a alive, under the session it had
+        other.create(paths.broker("g", "c"), reg("c").to_json(), ephemeral=True)
+        assert controller.reconcile() == []  # another broker joining changes nothing
+        a_first.stop()  # its session ends: the registration goes ...
+        a_again.create(paths.broker("g", "a"), reg("a").to_json(), ephemeral=True)  # ... is back
+        made = controller.reconcile()
+        assert [(d.kind, d.record.master, d.record.epoch, d.old_master) for d in made] == [
+            ("failover", "b", rec.epoch + 1, "a")]
+        assert controller.reconcile() == []  # b leads; a (alive) is not news twice
+    finally:
+        for client in (controller.zk, zk, *sessions):
+            client.stop()
+            client.close()
