@@ -134,13 +134,18 @@ def ledger(consumer, stop: threading.Event) -> None:
     consumer.close()
 
 
+def script_phases(script=WAREHOUSE_SCRIPT) -> list[tuple[float, float, float]]:
+    """(from, until, share) for each phase of the script, in cycle seconds."""
+    ends = [start for start, _share in script[1:]] + [CYCLE_S]
+    return [(start, end, share) for (start, share), end in zip(script, ends, strict=True)]
+
+
 def script_story(script=WAREHOUSE_SCRIPT) -> str:
     """The script in words, for the console's opening note and the headless summary:
     "falls behind at 20 s (60 % of the rate: WARNING), hangs 50-62 s (STALLED), then
     drains"."""
     parts = []
-    ends = [start for start, _share in script[1:]] + [CYCLE_S]
-    for (start, share), end in zip(script, ends, strict=True):
+    for start, end, share in script_phases(script):
         if share == 0:
             parts.append(f"hangs {start:g}-{end:g} s (STALLED)")
         elif not math.isinf(share):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from console.demo.clients import WAREHOUSE_GROUP, WAREHOUSE_SCRIPT, script_story
+from console.demo.clients import WAREHOUSE_GROUP, script_phases, script_story
 from console.demo.runner import (
     CYCLE_S,
     FAULT_SCRIPT,
@@ -60,8 +60,7 @@ def _fault_acts(groups: int, brokers: int) -> list[tuple[float, float, str]]:
 
 
 def _warehouse_now(at: float) -> str:
-    ends = [start for start, _share in WAREHOUSE_SCRIPT[1:]] + [CYCLE_S]
-    for (start, share), end in zip(WAREHOUSE_SCRIPT, ends, strict=True):
+    for start, end, share in script_phases():
         if start <= at < end and not math.isinf(share):
             state = "hung" if share == 0 else "behind"
             return f"{WAREHOUSE_GROUP} {state} ({start:g}-{end:g} s)"
