@@ -156,8 +156,7 @@ class Producer:
     def _send_ordered(self, topic, body, tags, keys, properties, key: str,
                       allow_reorder: bool) -> SendResult:
         queues = self._ordered.queues(topic)
-        if self.routes is not None and self.routes.changes != self._routes_changes:
-            self._reroute()
+        self._follow_routes()
         excluded = self.fuse.excluded if self.fuse is not None else frozenset()
         broker, qid = choose(queues, key, excluded, allow_reorder)
         payload = encode_send(topic, qid, OutMessage(
@@ -168,14 +167,12 @@ class Producer:
                 timeout: float | None = None) -> tuple[int, bytes]:
         """One request to `broker` (a name of this producer's), no retry elsewhere: the
         operations bound to where a message is (END_TRANSACTION, CHECK_TRANSACTION)."""
-        if self.routes is not None and self.routes.changes != self._routes_changes:
-            self._reroute()
+        self._follow_routes()
         return self._pool.get(broker).call(op, payload, timeout or self.timeout)
 
     def request_oneway(self, broker: str, op: Op, payload: bytes) -> None:
         """`request` without an answer (BrokerUnavailable when it cannot be sent)."""
-        if self.routes is not None and self.routes.changes != self._routes_changes:
-            self._reroute()
+        self._follow_routes()
         self._pool.get(broker).request(op, payload, oneway=True)
 
     @property
@@ -261,6 +258,11 @@ class Producer:
             return self.fuse.choose(candidates)
         return candidates[next(self._rr) % len(candidates)]
 
+    def _follow_routes(self) -> None:
+        """Before a call: catch up with the routes if they moved (a lock-free int read)."""
+        if self.routes is not None and self.routes.changes != self._routes_changes:
+            self._reroute()
+
     def _reroute(self) -> None:
         """The routes moved: follow each group to its master (a failover), and let back
         a group whose master has a slave in sync again."""
@@ -279,8 +281,7 @@ class Producer:
         """`pinned`: every attempt to this broker only (an ordered send's queue)."""
         if self._sweeper is None:
             self._start_sweeper()
-        if self.routes is not None and self.routes.changes != self._routes_changes:
-            self._reroute()
+        self._follow_routes()
         return SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
                         self._rr, self.counters)
 
