@@ -123,19 +123,37 @@ def test_to_latest_skips_the_backlog(cluster, capsys):
     assert "total lag 0" in capsys.readouterr().out
 
 
+@pytest.fixture(scope="module")
+def journal(cluster):
+    """A topic of its own with a committed group, so the bad-input cases run alone too."""
+    with Producer(cluster.file.addrs) as p:
+        for i in range(4):
+            p.send("journal", b"entry-%d" % i)
+    clerk = Consumer("clerk", "journal", cluster.file.addrs)
+    try:
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < 4 and time.monotonic() < deadline:
+            got += clerk.poll(16, timeout=0.1)
+        clerk.commit()
+    finally:
+        clerk.close()
+    assert len(got) == 4
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["show", "--group", "nobody"], "group 'nobody' has no offsets on any broker"),
-    (["reset", "--group", "audit", "--topic", "ledger", "--to-time", "2999-01-01T00:00:00"],
+    (["reset", "--group", "clerk", "--topic", "journal", "--to-time", "2999-01-01T00:00:00"],
      "is in the future"),
-    (["reset", "--group", "audit", "--topic", "ledger", "--to-time", "yesterday"],
+    (["reset", "--group", "clerk", "--topic", "journal", "--to-time", "yesterday"],
      "is not an ISO 8601 time"),
-    (["reset", "--group", "audit", "--topic", "ledger", "--by", "1000000"],
+    (["reset", "--group", "clerk", "--topic", "journal", "--by", "1000000"],
      "outside what it holds"),
-    (["reset", "--group", "audit", "--topic", "ledger", "--by", "0"], "--by 0 moves nothing"),
-    (["reset", "--group", "nobody", "--topic", "ledger", "--to-earliest"],
-     "has no offsets in ledger"),
+    (["reset", "--group", "clerk", "--topic", "journal", "--by", "0"], "--by 0 moves nothing"),
+    (["reset", "--group", "nobody", "--topic", "journal", "--to-earliest"],
+     "has no offsets in journal"),
 ])  # fmt: skip
-def test_bad_input_is_one_line_and_exit_2(cluster, capsys, args, message):
+def test_bad_input_is_one_line_and_exit_2(cluster, journal, capsys, args, message):
     assert offsets(cluster, *args) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
