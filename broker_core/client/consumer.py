@@ -50,6 +50,7 @@ from broker_core.client.retry import (
 )
 from broker_core.errors import BrokerError
 from broker_core.protocol import Code, Op, decode_json, encode_json
+from broker_core.protocol.system_topics import check_group
 from broker_core.store.message import Message
 
 log = logging.getLogger("floodgate.consumer")
@@ -105,6 +106,7 @@ class Consumer:
         `retry_delay`: one delay level for every retry (default: growing from 10 s).
         `broadcast`: read every queue, offsets kept in `offsets_file` (required).
         `orderly`: lock each queue, one message at a time, retried in place (above)."""
+        check_group(group)  # before anything is asked of a broker: its retries need it
         if broadcast and orderly:
             raise ValueError("a consumer is broadcast or orderly, not both: an orderly queue "
                              "has one consumer in its group")

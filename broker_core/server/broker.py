@@ -27,6 +27,7 @@ from broker_core.observe.snapshot import (
 )
 from broker_core.observe.stats_doc import stats_document
 from broker_core.protocol import Code, Op
+from broker_core.protocol.system_topics import check_group
 from broker_core.server import acl_ops, lookup_ops, tx_ops
 from broker_core.server.access import Access
 from broker_core.server.acl_table import AclTable
@@ -59,7 +60,8 @@ def _lock_request(body: bytes) -> tuple[str, str, str, list[int]]:
     req = p.decode_json(body)
     group, client, topic = (str(req.get(k) or "") for k in ("group", "client_id", "topic"))
     qids = req.get("queues")
-    if not (group and client and topic) or not isinstance(qids, list) or not all(
+    check_group(group)
+    if not (client and topic) or not isinstance(qids, list) or not all(
             type(q) is int and q >= 0 for q in qids):
         raise p.ProtocolError("a lock request needs group, client_id, topic and queues "
                               "(a list of queue ids)")
@@ -244,7 +246,7 @@ class Broker:
 
     async def _commit_offset(self, body: bytes) -> tuple[int, bytes]:
         req = p.decode_json(body)
-        group = str(req.get("group", ""))
+        group = check_group(str(req.get("group", "")))
         try:
             stored = self.offsets.commit(group, str(req["topic"]), int(req["queue_id"]),
                                          int(req["offset"]), int(req.get("reset", 0)))
@@ -258,7 +260,7 @@ class Broker:
 
     async def _heartbeat(self, body: bytes) -> tuple[int, bytes]:
         req = p.decode_json(body)
-        group, topic = str(req.get("group", "")), str(req.get("topic", ""))
+        group, topic = check_group(str(req.get("group", ""))), str(req.get("topic", ""))
         queues = self.topics.get(topic, create=False) or 0
         if req.get("broadcast"):  # an instance that keeps its own offsets: heard, not a member
             cid, offsets = str(req.get("client_id", "")), req.get("offsets")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import math
@@ -10,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from broker_core.protocol.system_topics import check_group
 from console.errors import CommandFailed, UsageError
 
 
@@ -77,6 +79,15 @@ def check_numbers(args) -> None:
             raise UsageError(f"{flag} must be a finite number, got {value:g}")
         if not valid.contains(value):
             raise UsageError(f"{flag} must be {valid}, got {value:g}")
+
+
+def consumer_group(name: str) -> str:
+    """argparse type of a consumer group's --group: the brokers' rule for its name, told
+    before any broker is asked (they would each refuse it, or know of no such group)."""
+    try:
+        return check_group(name)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def checked(func):

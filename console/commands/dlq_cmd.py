@@ -24,6 +24,7 @@ from broker_core.protocol.system_topics import DLQ_PREFIX, RETRY_PREFIX
 from console.commands.common import (
     add_cluster_args,
     add_subparser,
+    consumer_group,
     copied_answers,
     each_broker,
     finish,
@@ -43,12 +44,12 @@ def register(sub) -> None:
     show_all.set_defaults(func=run_list)
     show = add_subparser(dsub, "show", "a group's dead letters, oldest first")
     add_cluster_args(show)
-    show.add_argument("--group", required=True, metavar="G")
+    show.add_argument("--group", required=True, metavar="G", type=consumer_group)
     show.add_argument("--limit", type=int, default=20, metavar="N")
     show.set_defaults(func=run_show)
     resend = add_subparser(dsub, "resend", "send a group's dead letters back to their topic")
     add_cluster_args(resend)
-    resend.add_argument("--group", required=True, metavar="G")
+    resend.add_argument("--group", required=True, metavar="G", type=consumer_group)
     which = resend.add_mutually_exclusive_group(required=True)
     which.add_argument("--id", metavar="MSG_ID", help="one dead letter, by its id")
     which.add_argument("--key", metavar="K", help="the dead letters with this key")
@@ -60,7 +61,7 @@ def register(sub) -> None:
     export = add_subparser(dsub, "export", "a group's dead letters as JSON lines, oldest "
                                            "first (body in base64)")
     add_cluster_args(export)
-    export.add_argument("--group", required=True, metavar="G")
+    export.add_argument("--group", required=True, metavar="G", type=consumer_group)
     export.add_argument("--out", metavar="FILE", help="write here (refused if it exists); "
                                                        "default: standard output")
     export.set_defaults(func=run_export)

@@ -19,6 +19,7 @@ from broker_core.client import admin
 from console.commands.common import (
     add_cluster_args,
     add_subparser,
+    consumer_group,
     copied_answers,
     each_broker,
     finish,
@@ -52,7 +53,7 @@ def register(sub) -> None:
 
 def _common(parser) -> None:
     add_cluster_args(parser)
-    parser.add_argument("--group", required=True, metavar="G", help="the consumer group")
+    parser.add_argument("--group", required=True, metavar="G", type=consumer_group, help="the consumer group")
 
 
 def _when(ms: int | None) -> str:

@@ -109,3 +109,18 @@ def test_a_queue_whose_traffic_starts_is_not_read_after_all_that_was_fetched_ahe
     consumer.close()
     first_late = next(i for i, b in enumerate(handed) if b.startswith(b"late"))
     assert first_late < 128, handed[:first_late + 1]  # at its turn, not after the 256 ahead
+
+
+def test_a_group_whose_retries_no_broker_would_take_is_refused_before_it_consumes(broker_addr):
+    """%RETRY%<group> must be a legal topic: otherwise the group would consume and commit
+    and its first nack would fail, its message already past its offset."""
+    produce(broker_addr, 3)
+    with pytest.raises(ValueError, match="illegal consumer group name 'a b'"):
+        Consumer("a b", TOPIC, {"b1": broker_addr})
+    with Consumer("x" * 120, TOPIC, {"b1": broker_addr}) as longest:  # room for %RETRY%
+        got = []
+        for _ in range(100):
+            got += longest.poll(max_msgs=32, timeout=0.2)
+            if len(got) >= 3:
+                break
+        assert len(got) == 3 and longest.nack(got[0])  # its retry topic, 127 characters, is taken

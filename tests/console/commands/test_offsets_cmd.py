@@ -30,7 +30,10 @@ def cluster(tmp_path_factory):
 
 
 def offsets(cluster, *args: str) -> int:
-    return main(["offsets", args[0], "--cluster", str(cluster.path), *args[1:]])
+    try:
+        return main(["offsets", args[0], "--cluster", str(cluster.path), *args[1:]])
+    except SystemExit as exc:  # refused by the parser (a flag's value)
+        return int(exc.code)
 
 
 class Online:
@@ -143,6 +146,9 @@ def journal(cluster):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["show", "--group", "nobody"], "group 'nobody' has no offsets on any broker"),
+    (["show", "--group", ""], "illegal consumer group name ''"),
+    (["reset", "--group", "a b", "--topic", "journal", "--to-earliest"],
+     "illegal consumer group name 'a b'"),
     (["reset", "--group", "clerk", "--topic", "journal", "--to-time", "2999-01-01T00:00:00"],
      "is in the future"),
     (["reset", "--group", "clerk", "--topic", "journal", "--to-time", "yesterday"],
