@@ -10,7 +10,7 @@ p99 <= 5 ms and max <= 20 ms in every window after the first; the producer at >=
 of its rate and late on <= 10 % of its beats; the stall excluded within 1 s; no
 isolation of a fault-free group.
 
-    .venv/bin/python bench/demo_windows.py [--runs 3] [--seconds 70] [--json]
+    .venv/bin/python bench/demo_windows.py [--runs 3] [--seconds 70] [--with-tui] [--json]
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def one_run(args, k: int) -> dict:
     try:
         out = subprocess.run(
             FLOODGATE + ["demo", "--groups", str(args.groups), "--headless", str(args.seconds),
-                         "--json", "--data", str(data)],
+                         "--json", "--data", str(data), *(["--with-tui"] if args.with_tui else [])],
             capture_output=True, text=True, timeout=args.seconds + 180, check=True)
     finally:
         stop.set()
@@ -131,6 +131,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=70.0, help="each run's --headless")
     ap.add_argument("--groups", type=int, default=4, help="make demo's")
+    ap.add_argument("--with-tui", action="store_true",
+                    help="the console renders in the demo's process, as under `make demo`")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     runs = [one_run(args, k + 1) for k in range(args.runs)]
