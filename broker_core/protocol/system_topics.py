@@ -3,6 +3,8 @@ rule for a consumer group's name, which becomes part of two of them."""
 
 import re
 
+from broker_core.names import MAX_TOPIC, NAME_CHARS, NAME_RULE
+
 RETRY_PREFIX = "%RETRY%"  # + consumer group: what the group's consumers sent back
 DLQ_PREFIX = "%DLQ%"  # + consumer group: what failed max_reconsume times
 
@@ -12,13 +14,12 @@ ALWAYS_CREATED = (RETRY_PREFIX, DLQ_PREFIX)
 # A group's name is part of its retry and dead-letter topics' names, so it obeys the topic
 # rules with room for the longer prefix (RocketMQ checks group names too: Validators); a
 # group named "a b" could consume and commit, and then every nack of it failed.
-MAX_GROUP = 127 - len(RETRY_PREFIX)
-GROUP_RE = re.compile(rf"^[A-Za-z0-9_.%|-]{{1,{MAX_GROUP}}}$")
+MAX_GROUP = MAX_TOPIC - len(RETRY_PREFIX)
+GROUP_RE = re.compile(rf"^[{NAME_CHARS}]{{1,{MAX_GROUP}}}$")
 
 
 def check_group(group: str) -> str:
     """`group`, or ValueError (a broker answers BAD_REQUEST with the message)."""
     if not isinstance(group, str) or not GROUP_RE.match(group):
-        raise ValueError(f"illegal consumer group name {group!r}: 1-{MAX_GROUP} of letters, "
-                         f"digits and _ . % | -")
+        raise ValueError(f"illegal consumer group name {group!r}: 1-{MAX_GROUP} of {NAME_RULE}")
     return group

@@ -30,14 +30,15 @@ from pathlib import Path
 
 from broker_core.errors import BrokerError
 from broker_core.fsutil import write_json_atomic
+from broker_core.names import MAX_TOPIC, NAME_CHARS, NAME_RULE
 from broker_core.server.group_state import read_json
 
 KINDS = ("topic", "group")
 COLD_FACTOR = 3.0  # Sentinel's default: a cold bucket admits rate / 3
 MAX_PAIRS = 100_000  # (topic, group) pairs remembered on the send path
 DEFAULT_BURST_S = 0.1  # burst default: 100 ms of the rate (at least one message)
-_NAME = r"[A-Za-z0-9_.%|-]"  # the topic charset (server.topic_table.TOPIC_RE)
-TARGET_RE = re.compile(rf"^(?:{_NAME}{{1,127}}|{_NAME}{{0,126}}\*)$")
+_NAME = f"[{NAME_CHARS}]"  # a topic's or a group's (broker_core.names)
+TARGET_RE = re.compile(rf"^(?:{_NAME}{{1,{MAX_TOPIC}}}|{_NAME}{{0,{MAX_TOPIC - 1}}}\*)$")
 
 
 class QuotaError(ValueError):
@@ -59,8 +60,8 @@ class Quota:
         if kind not in KINDS:
             raise QuotaError(f"quota kind must be topic or group, not {kind!r}")
         if not isinstance(target, str) or not TARGET_RE.match(target):
-            raise QuotaError(f"unknown {kind} pattern {target!r}: give a name of letters, digits "
-                             "and _.%|- (up to 127), or a prefix ending in '*'")
+            raise QuotaError(f"unknown {kind} pattern {target!r}: give a name of {NAME_RULE} "
+                             f"(up to {MAX_TOPIC}), or a prefix ending in '*'")
         rate = _number(rate, "rate")
         if rate <= 0:
             raise QuotaError(f"rate must be a positive number of messages per second, not {rate:g}")

@@ -18,7 +18,6 @@ record's position, which catches torn and shifted records whose body is fine.
 
 from __future__ import annotations
 
-import re
 import socket
 import struct
 import zlib
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from broker_core.errors import MessageIllegalError, MessageTooLargeError
+from broker_core.names import MAX_TOPIC, NAME_RULE, TOPIC_RE
 
 MESSAGE_MAGIC = 0xDAA320A7
 BLANK_MAGIC = 0xCBD43194
@@ -34,14 +34,13 @@ HEADER_SIZE = HEADER.size  # 88
 FIXED_SIZE = HEADER_SIZE + 1 + 2  # plus topic and properties length fields
 BLANK = struct.Struct(">iI")
 BLANK_MIN = BLANK.size  # a segment always keeps room for the END-OF-FILE marker
-MAX_TOPIC_BYTES = 127
+MAX_TOPIC_BYTES = MAX_TOPIC
 MAX_PROPERTIES_BYTES = 32767
 
 PROP_TAGS = "TAGS"
 PROP_KEYS = "KEYS"
 _NAME_VALUE = "\x01"
 _PROP_SEP = "\x02"
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
 
 
 @dataclass(slots=True)
@@ -102,10 +101,8 @@ def tag_hash(tags: str | None) -> int:
 @lru_cache(maxsize=1024)
 def topic_field(topic: str) -> bytes:
     """The topic length byte and the topic, validated."""
-    if not isinstance(topic, str) or not _TOPIC_RE.match(topic):
-        raise MessageIllegalError(
-            f"topic must be 1-127 characters of [A-Za-z0-9_%|-], got {topic!r}"
-        )
+    if not isinstance(topic, str) or not TOPIC_RE.match(topic):
+        raise MessageIllegalError(f"topic must be 1-{MAX_TOPIC} of {NAME_RULE}, got {topic!r}")
     return bytes([len(topic)]) + topic.encode("ascii")
 
 

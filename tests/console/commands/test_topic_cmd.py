@@ -98,6 +98,7 @@ def test_a_broker_whose_writes_are_wiped_is_passed_over_and_takes_them_back(clus
 
 @pytest.mark.parametrize(("args", "message"), [
     (["create", "--topic", "bad topic!"], "illegal topic name 'bad topic!'"),
+    (["create", "--topic", "orders.eu"], "illegal topic name 'orders.eu'"),  # no store takes it
     (["create", "--topic", "t", "--queues", "0"], "--queues must be 1..1024, got 0"),
     (["create", "--topic", "t", "--perm", "x"], "permission must be one of rw, r, w, -"),
     (["delete", "--topic", "%bad topic"], "illegal topic name '%bad topic'"),
