@@ -12,3 +12,10 @@ NAME_CHARS = "A-Za-z0-9_%|-"  # inside a character class
 NAME_RULE = "letters, digits and _ % | -"
 MAX_TOPIC = 127
 TOPIC_RE = re.compile(rf"^[{NAME_CHARS}]{{1,{MAX_TOPIC}}}$")
+
+
+def topic_problem(topic: object) -> str | None:
+    """Why `topic` cannot be a topic's name, in one line; None when it can."""
+    if isinstance(topic, str) and TOPIC_RE.match(topic):
+        return None
+    return f"illegal topic name {topic!r}: 1-{MAX_TOPIC} of {NAME_RULE}"

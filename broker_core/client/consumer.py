@@ -49,6 +49,7 @@ from broker_core.client.retry import (
     send_back,
 )
 from broker_core.errors import BrokerError
+from broker_core.names import topic_problem
 from broker_core.protocol import Code, Op, decode_json, encode_json
 from broker_core.protocol.system_topics import check_group
 from broker_core.store.message import Message
@@ -107,6 +108,8 @@ class Consumer:
         `broadcast`: read every queue, offsets kept in `offsets_file` (required).
         `orderly`: lock each queue, one message at a time, retried in place (above)."""
         check_group(group)  # before anything is asked of a broker: its retries need it
+        if (problem := topic_problem(topic)) is not None:  # it would wait forever
+            raise ValueError(problem)
         if broadcast and orderly:
             raise ValueError("a consumer is broadcast or orderly, not both: an orderly queue "
                              "has one consumer in its group")

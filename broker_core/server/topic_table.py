@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 
 from broker_core.errors import BrokerError
-from broker_core.names import MAX_TOPIC, NAME_RULE, TOPIC_RE
+from broker_core.names import MAX_TOPIC, NAME_RULE, TOPIC_RE, topic_problem
 from broker_core.protocol.system_topics import ALWAYS_CREATED
 from broker_core.server.group_state import JsonTable, read_json
 
@@ -39,8 +39,8 @@ def check_perm(perm: str) -> str:
 
 
 def check_name(topic: str) -> str:
-    if not TOPIC_RE.match(topic):
-        raise TopicError(f"illegal topic name {topic!r}: 1-{MAX_TOPIC} of {NAME_RULE}")
+    if (problem := topic_problem(topic)) is not None:
+        raise TopicError(problem)
     return topic
 
 

@@ -87,10 +87,10 @@ def run_produce(args) -> int:
         value = getattr(args, name)
         if value is not None and value < (0 if name == "size" else 1):
             raise UsageError(f"--{name} must be positive")
-    from broker_core.names import MAX_TOPIC, NAME_RULE, TOPIC_RE
+    from broker_core.names import topic_problem
 
-    if not TOPIC_RE.match(args.topic):  # the broker's rule, said before any send
-        raise UsageError(f"--topic {args.topic!r}: 1-{MAX_TOPIC} of {NAME_RULE}")
+    if (problem := topic_problem(args.topic)) is not None:  # said before any send
+        raise UsageError(f"--topic: {problem}")
     if args.topic.startswith("%"):
         raise UsageError(f"--topic {args.topic}: a system topic (%TRACE%, %RETRY%..., "
                          "%DLQ%...) takes no ordinary producer's messages")

@@ -117,6 +117,8 @@ def test_a_group_whose_retries_no_broker_would_take_is_refused_before_it_consume
     produce(broker_addr, 3)
     with pytest.raises(ValueError, match="illegal consumer group name 'a b'"):
         Consumer("a b", TOPIC, {"b1": broker_addr})
+    with pytest.raises(ValueError, match="illegal topic name 'orders.eu'"):  # never any message
+        Consumer("g", "orders.eu", {"b1": broker_addr})
     with Consumer("x" * 120, TOPIC, {"b1": broker_addr}) as longest:  # room for %RETRY%
         got = []
         for _ in range(100):

@@ -78,7 +78,7 @@ def test_status_live_cluster_and_an_unreachable_broker(cluster3, capsys):
      "--rate must be positive, got -5"),
     # rough edge 7: a bad topic name and a system topic, refused before any send
     (["bench", "produce", "--brokers", "127.0.0.1:1", "--topic", "bad topic!", "--count", "1"],
-     "--topic 'bad topic!': 1-127 of letters"),
+     "--topic: illegal topic name 'bad topic!': 1-127 of letters"),
     (["bench", "produce", "--brokers", "127.0.0.1:1", "--topic", "%TRACE%", "--count", "1"],
      "--topic %TRACE%: a system topic"),
     (["tune", "plan", "--profile-dir", "/nonexistent"],
