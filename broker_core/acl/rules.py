@@ -17,9 +17,13 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from broker_core.names import NAME_CHARS
+
 ACTIONS = ("pub", "sub", "create", "update", "delete", "get", "list")
 KINDS = ("topic", "group", "cluster")
-NAME = re.compile(r"[A-Za-z0-9_.%@-]{1,128}")
+# every topic and group name (broker_core.names: "|" was missing, so `topic:a|b` could not
+# be written); "." and "@" stay, for rules already saved with them
+NAME = re.compile(rf"[.@{NAME_CHARS}]{{1,128}}")
 USER = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -45,7 +49,7 @@ class Resource:
         prefix = name.endswith("*") and name != "*"
         bare = name[:-1] if prefix else name
         if name != "*" and not NAME.fullmatch(bare):
-            raise ValueError(f"{text!r}: a name is 1-128 of letters, digits and _.%@- "
+            raise ValueError(f"{text!r}: a name is 1-128 of letters, digits and _%|-.@ "
                              f"(a trailing * for a prefix)")
         return cls(kind, bare, prefix)
 

@@ -21,6 +21,7 @@ def test_prefix_exact_and_every_name():
     assert Resource.parse("group:*").matches("group", "billing")
     assert not Resource.parse("group:*").matches("topic", "billing")
     assert Resource.parse("cluster").matches("cluster", "")
+    assert Resource.parse("topic:eu|orders").matches("topic", "eu|orders")  # any topic's name
 
 
 def test_deny_wins_and_nothing_is_allowed_by_default():
