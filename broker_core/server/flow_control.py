@@ -37,7 +37,9 @@ KINDS = ("topic", "group")
 COLD_FACTOR = 3.0  # Sentinel's default: a cold bucket admits rate / 3
 MAX_PAIRS = 100_000  # (topic, group) pairs remembered on the send path
 DEFAULT_BURST_S = 0.1  # burst default: 100 ms of the rate (at least one message)
-_NAME = f"[{NAME_CHARS}]"  # a topic's or a group's (broker_core.names)
+# a topic's name (broker_core.names) or a producer group's, which may hold "." (saved
+# quotas on one must still load)
+_NAME = f"[.{NAME_CHARS}]"
 TARGET_RE = re.compile(rf"^(?:{_NAME}{{1,{MAX_TOPIC}}}|{_NAME}{{0,{MAX_TOPIC - 1}}}\*)$")
 
 
@@ -61,7 +63,7 @@ class Quota:
             raise QuotaError(f"quota kind must be topic or group, not {kind!r}")
         if not isinstance(target, str) or not TARGET_RE.match(target):
             raise QuotaError(f"unknown {kind} pattern {target!r}: give a name of {NAME_RULE} "
-                             f"(up to {MAX_TOPIC}), or a prefix ending in '*'")
+                             f"or . (up to {MAX_TOPIC}), or a prefix ending in '*'")
         rate = _number(rate, "rate")
         if rate <= 0:
             raise QuotaError(f"rate must be a positive number of messages per second, not {rate:g}")
