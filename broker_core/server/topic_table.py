@@ -23,8 +23,8 @@ from broker_core.names import MAX_TOPIC, NAME_RULE, TOPIC_RE, topic_problem
 from broker_core.protocol.system_topics import ALWAYS_CREATED
 from broker_core.server.group_state import JsonTable, read_json
 
-PERMS = ("rw", "r", "w", "-")
 log = logging.getLogger("floodgate.broker")
+PERMS = ("rw", "r", "w", "-")
 MAX_QUEUES = 1024  # per topic per broker (RocketMQ's default writeQueueNums is 16)
 
 
