@@ -105,7 +105,10 @@ def _str16(s: str) -> bytes:
 
 
 def _bytes32(b: bytes) -> bytes:
-    return _U32.pack(len(b)) + b
+    try:  # (free unless raised): a str body said so, not "can't concat str to bytes"
+        return _U32.pack(len(b)) + b
+    except TypeError:
+        raise TypeError(f"a message body is bytes, not {type(b).__name__}") from None
 
 
 _PROPS_TEXT: dict[tuple, str] = {}  # properties -> their JSON: most messages repeat a few

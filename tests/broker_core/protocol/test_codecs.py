@@ -45,6 +45,13 @@ def test_truncated_body_fields_are_errors_not_crashes():
         p.decode_send_fields(good + b"\0")
 
 
+def test_a_body_that_is_not_bytes_is_named_as_such():
+    with pytest.raises(TypeError, match="a message body is bytes, not str"):
+        p.encode_send("orders", 0, p.OutMessage("hello"))
+    assert p.decode_send(p.encode_send("orders", 0, p.OutMessage(bytearray(b"hi"))))[2].body \
+        == b"hi"  # anything bytes-like is taken
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=200))
 def test_fuzz_frame_decoder_and_body_decoders(data):
