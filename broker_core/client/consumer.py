@@ -291,6 +291,10 @@ class Consumer:
         (at least ANSWER_S for the answers to pulls it sent: poll(timeout=0) still
         returns what the brokers hold). What is due again from the retry topic comes
         first, up to half the batch, shown with the topic it was first sent to."""
+        # (max_msgs 0 polled nothing, silently; a timeout below 0 is a deadline passed)
+        if not (isinstance(max_msgs, int) and max_msgs >= 1) or timeout != timeout:
+            raise ValueError(f"poll takes max_msgs >= 1 and a timeout in seconds, not "
+                             f"{max_msgs!r} and {timeout!r}")
         retry = self._retry
         if retry is None:
             return self._poll(max_msgs, timeout)

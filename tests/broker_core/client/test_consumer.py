@@ -119,6 +119,11 @@ def test_a_group_whose_retries_no_broker_would_take_is_refused_before_it_consume
         Consumer("a b", TOPIC, {"b1": broker_addr})
     with pytest.raises(ValueError, match="illegal topic name 'orders.eu'"):  # never any message
         Consumer("g", "orders.eu", {"b1": broker_addr})
+    with Consumer("g", TOPIC, {"b1": broker_addr}) as c:  # nor a poll that could get none
+        for bad in ({"max_msgs": 0}, {"max_msgs": -5}, {"timeout": float("nan")}):
+            with pytest.raises(ValueError, match="poll takes max_msgs >= 1 and a timeout"):
+                c.poll(**bad)
+        assert len(poll_all(c, 3)) == 3 and c.poll(timeout=-0.1) == []  # a deadline passed
     with Consumer("x" * 120, TOPIC, {"b1": broker_addr}) as longest:  # room for %RETRY%
         got = []
         for _ in range(100):
