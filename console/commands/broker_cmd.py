@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from console.commands.common import add_realtime_arg, add_subparser, take_realtime
-from console.errors import UsageError
+from console.errors import CommandFailed, UsageError
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
@@ -19,6 +19,23 @@ def parse_size(text: str) -> int:
     if not m:
         raise UsageError(f"bad size {text!r}: expected a number with an optional K, M, G or T")
     return int(m.group(1)) * 1024 ** " kmgt".index((m.group(2) or " ").lower())
+
+
+def segment_size(text: str) -> int:
+    """--segment-size in bytes, checked before any broker starts: the store maps a segment
+    in whole pages (a broker refused it only as it started, as "exited with 2")."""
+    size = parse_size(text)
+    if not size or size % 4096:
+        raise UsageError(f"--segment-size must be a positive multiple of 4K, got {text!r}")
+    return size
+
+
+def make_data_dir(path) -> None:
+    """--data made (parents too), or one line saying why not."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandFailed(f"--data {path}: cannot make it: {exc.strerror}") from None
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -137,6 +154,8 @@ def run_serve(args) -> int:
         raise UsageError(f"--max-mapped-queues must be 0 (no limit) or at least "
                          f"{SYNCFS_ABOVE}, got {args.max_mapped_queues}")
     _check_ha(args)
+    segment_bytes = segment_size(args.segment_size)
+    make_data_dir(args.data)
     configure_logging()
     take_realtime(args, "floodgate.broker")
     if args.numa == "interleave":
@@ -146,7 +165,7 @@ def run_serve(args) -> int:
     config = BrokerConfig(
         name=args.name, data_dir=args.data, port=args.port, http_port=args.http_port,
         bind=args.bind, cluster=args.cluster, flush=args.flush,
-        segment_bytes=parse_size(args.segment_size), default_queues=args.queues,
+        segment_bytes=segment_bytes, default_queues=args.queues,
         auto_create_topics=not args.no_auto_create_topics, metrics_dir=args.metrics_dir,
         metrics_roll_s=args.metrics_roll, busy_after_ms=args.busy_after_ms,
         admin_token=args.admin_token, admin_from=tuple(args.admin_from), group=args.group, zk=args.zk, ha_port=args.ha_port,

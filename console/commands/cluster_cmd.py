@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from console.commands.broker_cmd import configure_logging
+from console.commands.broker_cmd import configure_logging, make_data_dir, segment_size
 from console.commands.common import add_subparser
 from console.errors import CommandFailed, UsageError
 
@@ -63,6 +63,8 @@ def run_up(args) -> int:
     from broker_core.cluster.launcher import Cluster
 
     groups = _check_up(args)
+    segment_size(args.segment_size)
+    make_data_dir(args.data)
     configure_logging()
     extra = ["--no-auto-create-topics"] if args.no_auto_create_topics else []
     if args.netns:

@@ -83,6 +83,11 @@ def test_status_live_cluster_and_an_unreachable_broker(cluster3, capsys):
      "--topic %TRACE%: a system topic"),
     (["tune", "plan", "--profile-dir", "/nonexistent"],
      "--profile-dir /nonexistent: no such directory"),
+    # a segment the store cannot map: said before any broker starts (it "exited with 2")
+    (["cluster", "up", "--brokers", "1", "--segment-size", "5000", "--data", "/nonexistent"],
+     "--segment-size must be a positive multiple of 4K, got '5000'"),
+    (["broker", "serve", "--name", "b", "--data", "/nonexistent", "--segment-size", "0"],
+     "--segment-size must be a positive multiple of 4K, got '0'"),
 ])
 def test_usage_errors_exit_2(capsys, argv, message):
     try:
@@ -91,6 +96,16 @@ def test_usage_errors_exit_2(capsys, argv, message):
         rc = exc.code
     err = capsys.readouterr().err
     assert rc == 2 and message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["cluster", "up", "--brokers", "1"],
+                                     ["broker", "serve", "--name", "b"]])
+def test_a_data_dir_that_cannot_be_made_is_one_line_naming_it(capsys, tmp_path, command):
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where a directory's parent should be
+    rc, _, err = run(capsys, *command, "--data", str(blocker / "data"))
+    assert rc == 1 and f"--data {blocker / 'data'}: cannot make it: Not a directory" in err
+    assert err.count("\n") == 1
 
 
 def test_no_source_is_a_usage_error(capsys, tmp_path, monkeypatch):
