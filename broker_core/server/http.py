@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -25,6 +26,9 @@ from broker_core.server.topic_table import TopicError
 
 FAULT_FIELDS = set(FaultSpec.__dataclass_fields__)
 QUOTA_FIELDS = {"kind", "target", "rate", "burst", "warmup_s"}
+# who answers /healthz: a launcher waiting for the broker it started must not take another
+# cluster's broker on the same port for it (`cluster up` said "up" and its broker had died)
+PID_HEADER = {"X-Floodgate-Pid": str(os.getpid())}
 
 
 def _is_loopback(remote: str | None) -> bool:
@@ -40,8 +44,8 @@ def build_app(broker) -> web.Application:
 
     async def healthz(_request: web.Request) -> web.Response:
         if not broker.serving:
-            return web.Response(status=503, text="starting\n")
-        return web.Response(text="ok\n")
+            return web.Response(status=503, text="starting\n", headers=PID_HEADER)
+        return web.Response(text="ok\n", headers=PID_HEADER)
 
     async def metrics(_request: web.Request) -> web.Response:
         return web.Response(

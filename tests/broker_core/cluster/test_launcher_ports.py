@@ -41,3 +41,29 @@ def test_the_cluster_file_reads_back_as_written(tmp_path):
     written.save(path)
     assert load_cluster(path) == written
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left
+
+
+def test_a_second_cluster_on_the_same_ports_or_data_is_refused_saying_why(tmp_path):
+    """Its broker exits (port in use) while the first cluster's answers /healthz on that
+    port: the launcher used to take that answer for its own broker and say "up". On the
+    same data, the launcher says what its broker said, not only "exited with 1"."""
+    from broker_core.cluster.launcher import Cluster
+    from broker_core.cluster.ports import free_port_range
+    from broker_core.errors import BrokerError
+
+    base = free_port_range(2)
+    first = Cluster(1, base, tmp_path / "first")
+    first.up()
+    try:
+        second = Cluster(1, base, tmp_path / "second")
+        with pytest.raises(BrokerError, match="answered by another broker .* another cluster"):
+            second.up()
+        assert all(p.poll() is not None for p in second.procs.values())  # nothing left
+        assert not (tmp_path / "second" / "cluster.toml").exists()
+        assert first.procs["broker-1"].poll() is None  # the first serves on
+        same_data = Cluster(1, free_port_range(2), tmp_path / "first")  # its store locked
+        with pytest.raises(BrokerError, match="exited with 1 while starting: .*store .* is "
+                                              "in use by another store"):
+            same_data.up()  # the broker's own line, not only its exit code
+    finally:
+        first.down(grace=3)
