@@ -83,10 +83,11 @@ def test_status_live_cluster_and_an_unreachable_broker(cluster3, capsys):
      "--topic %TRACE%: a system topic"),
     (["tune", "plan", "--profile-dir", "/nonexistent"],
      "--profile-dir /nonexistent: no such directory"),
-    # a segment the store cannot map: said before any broker starts (it "exited with 2")
-    (["cluster", "up", "--brokers", "1", "--segment-size", "5000", "--data", "/nonexistent"],
+    # a segment the store cannot map: said before any broker starts (it "exited with 2");
+    # a --data no one can make, so that a regression writes nothing on the host
+    (["cluster", "up", "--brokers", "1", "--segment-size", "5000", "--data", "/dev/null/fg"],
      "--segment-size must be a positive multiple of 4K, got '5000'"),
-    (["broker", "serve", "--name", "b", "--data", "/nonexistent", "--segment-size", "0"],
+    (["broker", "serve", "--name", "b", "--data", "/dev/null/fg", "--segment-size", "0"],
      "--segment-size must be a positive multiple of 4K, got '0'"),
 ])
 def test_usage_errors_exit_2(capsys, argv, message):
