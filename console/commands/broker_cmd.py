@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import re
-import sys
 from pathlib import Path
 
 from console.commands.common import add_realtime_arg, add_subparser, take_realtime
 from console.errors import CommandFailed, UsageError
+from console.logs import configure_logging
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
@@ -36,14 +35,6 @@ def make_data_dir(path) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CommandFailed(f"--data {path}: cannot make it: {exc.strerror}") from None
-
-
-def configure_logging(level: str = "INFO") -> None:
-    """Structured one-liners on stderr."""
-    logging.basicConfig(
-        level=level, stream=sys.stderr,
-        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-    )
 
 
 def register(sub) -> None:

@@ -9,9 +9,10 @@ import threading
 import time
 from pathlib import Path
 
-from console.commands.broker_cmd import configure_logging, make_data_dir, segment_size
+from console.commands.broker_cmd import make_data_dir, segment_size
 from console.commands.common import add_subparser
 from console.errors import CommandFailed, UsageError
+from console.logs import configure_logging
 
 
 def register(sub) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import signal
 import threading
 
-from console.commands.broker_cmd import configure_logging
 from console.commands.common import add_subparser
 from console.errors import UsageError
+from console.logs import configure_logging
 
 
 def register(sub) -> None:

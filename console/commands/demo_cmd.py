@@ -21,6 +21,7 @@ from pathlib import Path
 
 from console.commands.common import add_subparser, print_json
 from console.errors import CommandFailed, UsageError
+from console.logs import configure_logging
 
 # What this kind of host (2 cores) carries with the whole demo on it (bench/README.md,
 # `bench/cpu_per_message.py --only demo`): sync replication costs each message a master,
@@ -110,8 +111,7 @@ def run(args) -> int:
     if args.headless is None:
         # Textual owns the terminal: logs go to a file (this run's own), not over the screen
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        logging.basicConfig(level=logging.INFO, filename=str(log_file), force=True,
-                            format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        configure_logging(logging.INFO, filename=str(log_file), force=True)
     what = (f"{args.groups} groups of master + slave (sync replication), a controller and "
             f"ZooKeeper" if args.groups else f"{args.brokers} brokers")
     if demo.realtime:

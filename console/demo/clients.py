@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from broker_core.errors import BrokerError
+from console.logs import configure_logging
 
 log = logging.getLogger("floodgate.demo.clients")
 
@@ -297,7 +298,7 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
 
 
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.WARNING)
+    configure_logging(logging.WARNING)  # to clients.log, as the brokers' lines read
     # the demo's producer and brokers come first on a small host: these clients show
     # backlog and throttling, and a late producer would blur the fuse's story
     os.nice(NICE)
