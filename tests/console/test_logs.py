@@ -10,12 +10,13 @@ import sys
 LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} level=WARNING logger=floodgate\.x ")
 
 
-def test_a_process_configured_so_writes_the_time_level_and_logger_first(tmp_path):
-    script = ("import logging; from console.logs import configure_logging; "
-              f"configure_logging(logging.WARNING, filename={str(tmp_path / 'p.log')!r}); "
-              "logging.getLogger('floodgate.x').warning('behind by %d', 3); "
-              "logging.getLogger('floodgate.x').info('not written')")
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
-    lines = (tmp_path / "p.log").read_text().splitlines()
-    assert len(lines) == 1 and LINE.match(lines[0]) and lines[0].endswith("behind by 3")
-
+def test_the_demos_clients_process_writes_the_time_level_and_logger_first():
+    # the clients' own main, its clients replaced by one warning and one info line
+    script = ("import logging; from console.demo import clients; "
+              "clients.run = lambda *a: (logging.getLogger('floodgate.x').warning('behind by 3'),"
+              " logging.getLogger('floodgate.x').info('not written')); "
+              "clients.main(['cluster.toml'])")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, check=True)
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and LINE.match(lines[0]) and lines[0].endswith("behind by 3"), lines
