@@ -75,7 +75,8 @@ class OpWindow(Figures):
     rate: float | None = None
     msgs_per_s: float | None = None
     bytes_per_s: float | None = None
-    errors: int | None = None
+    errors: int | None = None  # answered with an error
+    failures: int | None = None  # of those, the broker's own (protocol.BROKER_FAILURE_CODES)
     over_20ms: int | None = None
     mean: float | None = None
     p50: float | None = None

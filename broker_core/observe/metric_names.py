@@ -29,6 +29,7 @@ BYTES_IN = "floodgate_bytes_in"
 BYTES_OUT = "floodgate_bytes_out"
 SEND_OVER_20MS = "floodgate_send_over_20ms"
 SEND_ERRORS = "floodgate_send_errors"
+SEND_FAILURES = "floodgate_send_failures"  # of the errors, the broker's own
 SYSTEM_BUSY = "floodgate_system_busy"
 FLOW_THROTTLED = "floodgate_flow_control_throttled"
 DELAYED_DELIVERED = "floodgate_delayed_delivered"

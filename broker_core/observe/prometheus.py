@@ -82,6 +82,9 @@ class BrokerCollector(Collector):
                       t.send_over_20ms)
         yield counter(n.SEND_ERRORS, "Sends answered with an error",
                       snap.errors_total["send"])
+        yield counter(n.SEND_FAILURES, "Sends the broker failed itself (an error, busy, disk "
+                      "full, a flush or slave timeout), not refusals of the input",
+                      snap.failures_total["send"])
         yield counter(n.SYSTEM_BUSY, "Sends refused SYSTEM_BUSY (write path backed up)",
                       t.system_busy)
         disk, cl = snap.disk, snap.commitlog

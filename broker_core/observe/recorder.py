@@ -29,7 +29,8 @@ class OpSecond(OpLatency):
 
     msgs: int = 0
     bytes: int = 0
-    errors: int = 0
+    errors: int = 0  # answered with an error, stored nothing
+    failures: int = 0  # of those, failed by the broker itself (protocol.BROKER_FAILURE_CODES)
 
 
 @dataclass
@@ -59,11 +60,14 @@ class OpRecorder:
         self.msgs_total = dict.fromkeys(self.ops, 0)
         self.bytes_total = dict.fromkeys(self.ops, 0)
         self.errors_total = dict.fromkeys(self.ops, 0)
+        self.failures_total = dict.fromkeys(self.ops, 0)
         self.over_sla_total = dict.fromkeys(self.ops, 0)
 
     def record(
-        self, op: str, seconds: float, msgs: int = 1, nbytes: int = 0, ok: bool = True
+        self, op: str, seconds: float, msgs: int = 1, nbytes: int = 0, ok: bool = True,
+        failure: bool = False,
     ) -> None:
+        """`ok`: stored or delivered; `failure` (with ok False): the broker's own failure."""
         cur = self._current[op]
         cur.record(seconds)  # the histogram and the exact count over the SLA max
         if ok:  # messages in/out are the ones stored or delivered, not those refused
@@ -71,6 +75,7 @@ class OpRecorder:
             cur.bytes += nbytes
         else:
             cur.errors += 1
+            cur.failures += failure
 
     def add(self, op: str, span: OpLatency) -> None:
         """Fold latencies timed elsewhere (the store's flush thread) into this second."""
@@ -87,6 +92,7 @@ class OpRecorder:
                 self.msgs_total[op] += fig.msgs
                 self.bytes_total[op] += fig.bytes
                 self.errors_total[op] += fig.errors
+                self.failures_total[op] += fig.failures
                 self.over_sla_total[op] += fig.over_sla
             self.history.append(second)
             self._slide(second)
@@ -114,6 +120,7 @@ class OpRecorder:
             out.msgs += fig.msgs
             out.bytes += fig.bytes
             out.errors += fig.errors
+            out.failures += fig.failures
         return out
 
     def window(self, op: str, seconds: int) -> OpSecond:
@@ -137,6 +144,7 @@ class OpRecorder:
             out.msgs += fig.msgs
             out.bytes += fig.bytes
             out.errors += fig.errors
+            out.failures += fig.failures
         out.hist = LatencyHistogram.from_parts(dict(running), count, total, lo, hi)
         return out
 
@@ -154,5 +162,6 @@ def summarize(fig: OpSecond, seconds: int) -> OpWindow:
     """A window's figures: rates, percentiles (seconds), errors."""
     h = fig.hist
     return OpWindow(rate=h.count / seconds, msgs_per_s=fig.msgs / seconds,
-                    bytes_per_s=fig.bytes / seconds, errors=fig.errors, over_20ms=fig.over_sla,
+                    bytes_per_s=fig.bytes / seconds, errors=fig.errors, failures=fig.failures,
+                    over_20ms=fig.over_sla,
                     **h.summary())

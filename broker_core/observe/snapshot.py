@@ -42,6 +42,7 @@ class BrokerSnapshot:
     windows: Mapping[str, Mapping[str, OpWindow]]  # op -> "10s" -> figures
     totals: Totals
     errors_total: Mapping[str, int]  # per op: answered with an error, since start
+    failures_total: Mapping[str, int]  # per op: of those, the broker's own failures
     commitlog: CommitLogFigures
     disk: DiskFigures
     consumer_lag: Mapping[str, int]  # group -> messages behind
@@ -71,6 +72,10 @@ class BrokerSnapshot:
     locks: Mapping[str, Any] = field(default_factory=dict)
     # the ACL: enforced, its version, users and rules counted, denials (server.access)
     access: Mapping[str, Any] = field(default_factory=dict)
+    # sends answered with an error since start, by code (FLOW_CONTROL apart: `flow`)
+    send_error_codes: Mapping[str, int] = field(default_factory=dict)
+    # the latest send the broker failed itself: {code, text, time}, or empty
+    last_send_failure: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def flush_lag_bytes(self) -> int:
@@ -140,6 +145,7 @@ def take_snapshot(broker, consumers: dict[str, dict] | None = None,
         windows={op: {f"{w}s": summarize(rec.window(op, w), w) for w in WINDOWS_S}
                  for op in rec.ops},
         totals=totals, errors_total=dict(rec.errors_total),
+        failures_total=dict(rec.failures_total),
         commitlog=CommitLogFigures(**st["commitlog"]),
         disk=disk_figures(cfg.data_dir, st["disk"]["bytes_on_disk"]),
         consumer_lag=broker.consumer_lag(), topics=dict(broker.topics.queues),
@@ -158,4 +164,6 @@ def take_snapshot(broker, consumers: dict[str, dict] | None = None,
         locks={**broker.locks.figures(), "holders": broker.locks.holders()[:MAX_LOCKS_SHOWN]},
         access=broker.access.figures(),
         hottest_queues=hottest_report(broker) if hottest is None else hottest,
+        send_error_codes=dict(broker.sends.error_codes),
+        last_send_failure=dict(broker.sends.last_failure),
     )

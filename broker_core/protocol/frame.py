@@ -32,6 +32,7 @@ __all__ = [
     "Op",
     "Code",
     "STORED_CODES",
+    "BROKER_FAILURE_CODES",
     "ProtocolError",
     "FrameTooLarge",
     "Header",
@@ -98,6 +99,15 @@ class Code(IntEnum):
 # Stored, if short of a promise: answered with the OK body (a send must not be repeated)
 STORED_CODES = frozenset({Code.OK, Code.FLUSH_DISK_TIMEOUT, Code.FLUSH_SLAVE_TIMEOUT,
                           Code.SLAVE_NOT_AVAILABLE})
+# A send the broker itself failed (an error, a backed-up write path, a full disk, a flush or
+# a slave that did not answer in time): what says a broker is failing. The other errors
+# refuse the caller's input (MESSAGE_TOO_LARGE, MESSAGE_ILLEGAL, TOPIC_NOT_EXIST), apply an
+# operator's settings (NO_PERMISSION, FLOW_CONTROL) or point to the group's master
+# (NOT_MASTER, as a slave should). SLAVE_NOT_AVAILABLE is stored on a master with no slave
+# in sync: the group's alert, not a failed send.
+BROKER_FAILURE_CODES = frozenset({Code.SYSTEM_ERROR, Code.SYSTEM_BUSY,
+                                  Code.SERVICE_NOT_AVAILABLE, Code.DISK_FULL,
+                                  Code.FLUSH_DISK_TIMEOUT, Code.FLUSH_SLAVE_TIMEOUT})
 
 
 class ProtocolError(BrokerError):

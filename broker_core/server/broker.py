@@ -178,11 +178,9 @@ class Broker:
                    ) -> tuple[int, object]:
         """(OK, queue id) or an error answer, before anything is written."""
         if (refused := self.write_refusal()) is not None:
-            self.counters["send_errors"] += 1
             return refused
         limit = self.store.config.max_message_bytes
         if nbytes > limit:
-            self.counters["send_errors"] += 1
             return Code.MESSAGE_TOO_LARGE, (f"body of {nbytes} bytes is over the "
                                             f"{limit}-byte limit").encode()
         queues = self.topics.get(topic, create=True)

@@ -12,6 +12,7 @@ answer must wait: for a sync flush, a drill fault's delay or the slaves' acks
 from __future__ import annotations
 
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from time import perf_counter
 from typing import NamedTuple, Protocol
@@ -20,7 +21,7 @@ from broker_core import protocol as p
 from broker_core.errors import MessageIllegalError
 from broker_core.observe.queue_heat import QueueHeat
 from broker_core.observe.recorder import OpRecorder
-from broker_core.protocol import Code, Op
+from broker_core.protocol import BROKER_FAILURE_CODES, Code, Op
 from broker_core.protocol.delay import (
     PROP_DELAY,
     PROP_REAL_QID,
@@ -107,6 +108,7 @@ class SendContext(Protocol):
     pulls: Arrivals  # held pulls woken by what was stored
     heat: QueueHeat  # messages stored per queue: the hot ones are named
     counters: dict[str, int]
+    clock: Callable[[], float]  # wall time
 
     def bad(self, message: str) -> tuple[int, bytes]: ...
     def check_send(self, topic: str, qid: int, nbytes: int, group: str,
@@ -118,6 +120,9 @@ class SendOps:
         """`host`: the broker's packed address (store_host), in each SEND answer."""
         self.broker = broker
         self._sets: dict[str, PropertySet] = {}
+        self.error_codes: Counter[str] = Counter()  # sends answered with an error, by code
+        # the latest send the broker failed itself: {code, text, time} (what FAILING quotes)
+        self.last_failure: dict[str, object] = {}
         self._ip, self._port = host[:4], int.from_bytes(host[4:], "big", signed=True)
 
     def _set(self, text: str) -> PropertySet:
@@ -163,7 +168,6 @@ class SendOps:
                                           f"{MAX_PROPERTIES_BYTES}")
             suffix = topic_field(stored_topic) + len(raw).to_bytes(2, "big") + raw
         except MessageIllegalError as exc:
-            b.counters["send_errors"] += 1
             return self._failed(Op.SEND, rid, Code.MESSAGE_ILLEGAL, str(exc).encode(), received)
         prepared = [(HEADER_SIZE + len(data) + len(suffix), zlib.crc32(data), data, suffix,
                      tag_hash(tags) if tags else 0)]
@@ -188,28 +192,43 @@ class SendOps:
         due, a half message when committed."""
         b = self.broker
         if isinstance(result, str):  # refused by the write path
-            b.counters["send_errors"] += 1
             return self._failed(Op.SEND, rid, code, result.encode(), received)
         if result.status is not PutStatus.PUT_OK:
-            b.counters["send_errors"] += 1
             return self._failed(Op.SEND, rid, code,
                                 (result.reason or result.status.value).encode(), received)
+        ok = code in ANSWERED_OK
+        if not ok:  # stored, short of a promise (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT)
+            self._count_error(code, b"")
         if not delayed:
             b.pulls.arrived(topic, qid)
             b.heat.hit(topic, qid)
         if traced:
             b.trace_store.add(result, topic, qid, code)
         took = perf_counter() - received
-        b.recorder.record("send", took, 1, nbytes, code in ANSWERED_OK)
+        b.recorder.record("send", took, 1, nbytes, ok, not ok)
         return p.send_answer_frame(rid, code, qid, result.queue_offset, result.physical_offset,
                                    result.store_timestamp, self._ip, self._port, took)
 
     def _failed(self, op: int, rid: int, code: int, text: bytes, received: float) -> bytes:
-        """An answer of nothing stored; FLOW_CONTROL is refused before any work and is
-        not a send the broker timed."""
+        """An answer of nothing stored; FLOW_CONTROL is refused before any work, is
+        counted by flow control and is not a send the broker timed."""
         if code != Code.FLOW_CONTROL:
-            self.broker.recorder.record("send", perf_counter() - received, 1, 0, False)
+            failure = self._count_error(code, text)
+            self.broker.recorder.record("send", perf_counter() - received, 1, 0, False, failure)
         return p.encode_answer(op, rid, code, text)
+
+    def _count_error(self, code: int, text: bytes) -> bool:
+        """Count a send answered with an error by its code; True when the broker failed
+        it itself (protocol.BROKER_FAILURE_CODES), the latest such kept with its text."""
+        b = self.broker
+        b.counters["send_errors"] += 1
+        name = Code(code).name
+        self.error_codes[name] += 1
+        if code not in BROKER_FAILURE_CODES:
+            return False
+        self.last_failure = {"code": name, "text": text.decode("utf-8", "replace")[:200],
+                             "time": b.clock()}
+        return True
 
     @staticmethod
     def _refused(op: int, rid: int, code: int, text: bytes) -> bytes:
@@ -243,14 +262,16 @@ class SendOps:
 
         def answer(code: int, result) -> bytes:
             if isinstance(result, str) or result.status is not PutStatus.PUT_OK:
-                b.counters["send_errors"] += 1
                 text = result if isinstance(result, str) else \
                     (result.reason or result.status.value)
                 return self._failed(Op.SEND_BATCH, rid, code, text.encode(), received)
             b.pulls.arrived(topic, qid)
             b.heat.hit(topic, qid, len(msgs))
+            ok = code in ANSWERED_OK
+            if not ok:
+                self._count_error(code, b"")
             took = perf_counter() - received
-            b.recorder.record("send", took, len(msgs), nbytes, code in ANSWERED_OK)
+            b.recorder.record("send", took, len(msgs), nbytes, ok, not ok)
             return p.encode_answer(Op.SEND_BATCH, rid, code, p.with_service_time(
                 p.encode_batch_response(qid, result.queue_offset, result.count), took))
 

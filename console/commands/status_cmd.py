@@ -1,6 +1,6 @@
 """`floodgate status`: the console's health data once, as a table or JSON.
 
-Exit 0 when every broker is UP, 1 when any is SLOW, ISOLATED or DOWN. One
+Exit 0 when every broker is UP, 1 when any is SLOW, FAILING, ISOLATED or DOWN. One
 poll, so a broker that does not answer is DOWN at once (the console waits
 for two refreshes). Consumer groups (one line each: status, lag, drain time)
 and flow control (quotas, throttled sends) are reported, and a group that is
@@ -50,7 +50,9 @@ def state_to_dict(state) -> dict:
         "brokers": [{"name": b.name, "http": b.key, "state": b.state, "reason": b.reason,
                      "in_per_s": b.in_per_s, "out_per_s": b.out_per_s, "mean_s": b.mean,
                      "p50_s": b.p50, "p99_s": b.p99, "p999_s": b.p999, "max_s": b.max,
-                     "over_20ms": b.over_20ms, "disk_used_ratio": b.disk_used_ratio,
+                     "over_20ms": b.over_20ms, "send_errors": b.errors,
+                     "send_failures": b.send_failures, "last_failure": b.last_failure,
+                     "disk_used_ratio": b.disk_used_ratio,
                      "flush_lag_bytes": b.flush_lag_bytes, "consumer_lag": b.consumer_lag,
                      **({"group": b.group, "role": b.role, "epoch": b.epoch,
                          "in_sync_slaves": b.in_sync, "repl_lag_bytes": b.repl_lag_bytes,

@@ -1,5 +1,5 @@
-"""SLA alerts (seed 000): send average over 3 ms, max over 20 ms, send
-errors, a broker down, a fuse's excluded brokers at its cap; and for
+"""SLA alerts (seed 000): send average over 3 ms, max over 20 ms, sends a
+broker failed itself (critical) or refused (a warning), a broker down, a fuse's excluded brokers at its cap; and for
 replicated groups: a failover in the last minute, a group without a master,
 a master without a slave in sync, a slave lagging by more than a second;
 consumer groups STALLED or STOPPED (critical) or falling behind (WARNING),
@@ -19,6 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+
+from broker_core.protocol import BROKER_FAILURE_CODES
+
+FAILURE_NAMES = frozenset(c.name for c in BROKER_FAILURE_CODES)
 
 MAX_ALERTS = 500
 
@@ -123,9 +127,7 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
         if b.max is not None and b.max > sla_max_s:
             add(f"max:{b.name}", "critical",
                 f"{b.name} send max {_ms(b.max)} > {_ms(sla_max_s)} (10 s)", b.max * 1000, "ms")
-        if b.errors:
-            add(f"errors:{b.name}", "critical", f"{b.name} {b.errors:,} send errors (10 s)",
-                b.errors, "errors")
+        _send_error_alerts(b, add)
         _hot_queue_alerts(b, add)
         _delayed_alerts(b, add)
         _access_alerts(b, add)
@@ -186,6 +188,24 @@ def _dead_letter_alerts(brokers: Sequence[Any], add) -> None:
             add(f"dlq:{group}", "warning",
                 f"dead letters of group {group} growing: {per_s:,.1f}/s, {count:,.0f} in all "
                 f"(`floodgate dlq show --group {group}`)", count, "msgs")
+
+
+def _send_error_alerts(b, add) -> None:
+    """The sends a broker failed itself (critical: it is FAILING), apart from those it
+    refused, which are the callers' input or the operator's settings (a warning, with the
+    codes it has refused since it started)."""
+    failed = b.send_failures or 0
+    if failed:
+        add(f"failing:{b.name}", "critical", f"{b.name} failed {failed:,} sends itself (10 s)"
+            + (f", latest {b.last_failure}" if b.last_failure else ""), failed, "sends")
+    if refused := (b.errors or 0) - failed:
+        codes = {c: n for c, n in (b.stats.send_error_codes if b.stats else {}).items()
+                 if c not in FAILURE_NAMES}
+        since = ", ".join(f"{c} {n:,}" for c, n in sorted(codes.items(), key=lambda i: -i[1]))
+        add(f"refused:{b.name}", "warning",
+            f"{b.name} refused {refused:,} sends (10 s): the callers' input or the "
+            f"topics' settings" + (f" (since start: {since})" if since else ""),
+            refused, "sends")
 
 
 def _hot_queue_alerts(b: Any, add) -> None:

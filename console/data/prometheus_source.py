@@ -40,6 +40,7 @@ def queries(window: str) -> dict[str, str]:
         "max": f"histogram_quantile(1, {bucket})",
         "over_20ms": f"sum by (broker) (increase({n.total(n.SEND_OVER_20MS)}[{window}]))",
         "errors": f"sum by (broker) (increase({n.total(n.SEND_ERRORS)}[{window}]))",
+        "failures": f"sum by (broker) (increase({n.total(n.SEND_FAILURES)}[{window}]))",
         "disk": f"max by (broker) ({n.DISK_USED_RATIO})",
         "flush_lag": f"max by (broker) ({n.FLUSH_LAG_BYTES})",
         "consumer_lag": f"sum by (broker) ({n.CONSUMER_LAG})",
@@ -97,7 +98,8 @@ class PrometheusBrokers:
         # the broker table reads the 10 s window; here it spans the query's `window`
         send = OpWindow(**{k: f[k].get(name) for k in ("mean", "p50", "p99", "p999", "max")},
                         msgs_per_s=f["in"].get(name), over_20ms=_int(f["over_20ms"].get(name)),
-                        errors=_int(f["errors"].get(name)))
+                        errors=_int(f["errors"].get(name)),
+                        failures=_int(f["failures"].get(name)))
         ratio = f["disk"].get(name)
         stats = BrokerStats(
             broker=name, time=last,

@@ -11,8 +11,9 @@ lenient already (a missing or malformed figure is None); only the producers'
 fuse snapshot is still a mapping, read defensively by `fuse_counts`.
 
 Broker states, worst first: DOWN (no answer for `down_after` polls in a row),
-ISOLATED (a producer's fuse excludes it), SLOW (send p99 or max over the SLA
-in the last 10 s), UP.
+ISOLATED (a producer's fuse excludes it), FAILING (it failed a send itself in the
+last 10 s: an error, busy, disk full, a flush or slave timeout; not a refusal of
+the caller's input), SLOW (send p99 or max over the SLA in the last 10 s), UP.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from console.data.replicas import in_group, serving, with_peers, without_copied_
 from console.data.views import BrokerView
 from heatmap.sla import SLA_MAX_S, SLA_MEAN_S
 
-STATES = ("DOWN", "ISOLATED", "SLOW", "UP")  # worst first
+STATES = ("DOWN", "ISOLATED", "FAILING", "SLOW", "UP")  # worst first
 BEHIND_SHARE = 0.10  # a load generator this far short of its target rate is said to be
 MAX_EVENTS = 300
 
@@ -234,6 +235,21 @@ def _judge(send10: OpWindow, sla_max_s: float) -> str:
     return ""
 
 
+def last_failure(stats) -> str:
+    """The latest send the broker failed itself, as "CODE: text" ("" if none)."""
+    last = stats.last_send_failure
+    code, text = str(last.get("code") or ""), str(last.get("text") or "")
+    return f"{code}: {text}" if code and text else code
+
+
+def _failing(send10: OpWindow, last: str) -> str:
+    n = send10.failures
+    if not n:
+        return ""
+    of = f" of {send10.count:,}" if send10.count else ""
+    return f"failed {n:,}{of} sends (10 s)" + (f", latest {last}" if last else "")
+
+
 def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping[str, str],
                 now: float, down_after: int, sla_max_s: float) -> BrokerView:
     stats = sample.stats
@@ -248,12 +264,16 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
     name = stats.broker or sample.name
     send10, pull10 = stats.window("send", "10s"), stats.window("pull", "10s")
     slow = _judge(send10, sla_max_s)
+    latest = last_failure(stats)
+    failing = _failing(send10, latest)
     ha = stats.ha
     # a replicated cluster's producers route, and so isolate, groups: its master is out
     fused = isolated.get(name) or (isolated.get(ha.group) if ha and ha.role == "MASTER"
                                    else None)  # fmt: skip
     if fused:
         state, reason = "ISOLATED", fused + (f"; {slow}" if slow else "")
+    elif failing:
+        state, reason = "FAILING", "; ".join(r for r in (failing, slow) if r)
     elif slow:
         state, reason = "SLOW", slow
     else:
@@ -269,7 +289,8 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
         role_why=_role_why(ha) if ha else "",
         last_seen=stats.time or now, in_per_s=send10.msgs_per_s, out_per_s=pull10.msgs_per_s,
         mean=send10.mean, p50=send10.p50, p99=send10.p99, p999=send10.p999, max=send10.max,
-        over_20ms=send10.over_20ms, errors=send10.errors,
+        over_20ms=send10.over_20ms, errors=send10.errors, send_failures=send10.failures,
+        last_failure=latest if send10.failures else "",
         disk_used_ratio=stats.disk.used_ratio, flush_lag_bytes=stats.flush_lag_bytes,
         consumer_lag=sum(stats.consumer_lag.values()),
         fault=stats.faults if stats.fault_active else None, stats=stats,

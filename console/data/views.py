@@ -27,7 +27,9 @@ class BrokerView:
     p999: float | None = None
     max: float | None = None
     over_20ms: int | None = None  # sends over 20 ms in the last 10 s
-    errors: int | None = None  # send errors in the last 10 s
+    errors: int | None = None  # sends answered with an error in the last 10 s
+    send_failures: int | None = None  # of those, failed by the broker itself
+    last_failure: str = ""  # the latest of those: "SYSTEM_ERROR: injected error"
     disk_used_ratio: float | None = None
     flush_lag_bytes: int | None = None
     consumer_lag: int | None = None

@@ -103,7 +103,8 @@ def latency_rules(window: str = RATE_WINDOW) -> list[Rule]:
 def rate_rules(window: str = RATE_WINDOW) -> list[Rule]:
     """Messages and bytes in and out per second, errors and sends over the SLA max."""
     rules = []
-    for metric in (n.MESSAGES_IN, n.MESSAGES_OUT, n.BYTES_IN, n.BYTES_OUT, n.SEND_ERRORS):
+    for metric in (n.MESSAGES_IN, n.MESSAGES_OUT, n.BYTES_IN, n.BYTES_OUT, n.SEND_ERRORS,
+                   n.SEND_FAILURES):
         for level, by in (("broker", BY_BROKER), ("cluster", BY_CLUSTER)):
             rules.append(Rule(rule_name(level, metric, f"rate{window}"),
                               f"sum by ({by}) (rate({n.total(metric)}[{window}]))"))
@@ -157,6 +158,21 @@ def sla_alerts(window: str = RATE_WINDOW) -> list[Alert]:
             "Runbook: check the process and its log (the cluster's logs/{{ $labels.broker }}.log),"
             " the host's disk and memory; restart it (`floodgate cluster up --restart` does it"
             " on its own); producers route around it meanwhile.",
+        ),
+        Alert(
+            "FloodgateBrokerFailingSends",
+            f"sum by (broker, instance, cluster) (increase({n.total(n.SEND_FAILURES)}"
+            f"[{window}])) > 0",
+            None,
+            "page",
+            "Broker {{ $labels.broker }} is failing sends",
+            "Broker {{ $labels.broker }} ({{ $labels.instance }}, cluster {{ $labels.cluster }})"
+            " failed about {{ $value | printf \"%.0f\" }} sends itself in the last minute"
+            " (SYSTEM_ERROR, SYSTEM_BUSY, DISK_FULL, a flush or slave timeout), not"
+            " refusals of a client's input or of the operator's settings.",
+            "Runbook: `floodgate status` names the latest failure's code and text on the"
+            " broker's row; check its log, disk and `floodgate fault show --broker"
+            " {{ $labels.instance }}`; producers' fuses isolate it meanwhile.",
         ),
         Alert(
             "FloodgateFuseIsolatedAtCap",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-STATE_STYLE = {"UP": "green", "SLOW": "yellow", "ISOLATED": "magenta", "DOWN": "bold red"}
+STATE_STYLE = {"UP": "green", "SLOW": "yellow", "FAILING": "red", "ISOLATED": "magenta",
+               "DOWN": "bold red"}
 # consumer groups (broker_core.observe.backlog): STOPPED is as bad as STALLED, told apart
 # by its word (its consumers are gone rather than stuck)
 GROUP_STYLE = {"OK": "green", "WARNING": "yellow", "STALLED": "bold red", "STOPPED": "bold red"}

@@ -17,7 +17,7 @@ def render(state, focus=None):
     text = Text()
     text.append(f"{clock(state.now)}  ", style="dim")
     text.append(f"{s.brokers} broker{'s' if s.brokers != 1 else ''} ")
-    for name in ("UP", "SLOW", "ISOLATED", "DOWN"):
+    for name in ("UP", "SLOW", "FAILING", "ISOLATED", "DOWN"):
         n = s.by_state.get(name, 0)
         if n:
             text.append(f"{n} {name} ", style=STATE_STYLE[name])

@@ -18,6 +18,7 @@ HELP = f"""[b]floodgate console[/b]
 [b]States[/b]
 [green]UP[/green]        answering, send p99 and max within the SLA
 [yellow]SLOW[/yellow]      send p99 or max over {SLA_MAX_MS:g} ms in the last 10 s
+[red]FAILING[/red]   failed sends itself in the last 10 s (error, busy, disk, timeout)
 [magenta]ISOLATED[/magenta]  a producer's fuse excludes it (slow or failing)
 [red]DOWN[/red]      no answer for two refreshes (the reason is shown)
 A [b]?[/b] after a state: the last poll failed, the row is stale.
@@ -29,7 +30,7 @@ retry / dead: messages kept in %RETRY% / %DLQ%; a broadcast group: a row per ins
 [b]Fuse[/b] excluded n/cap: isolated, not serving (cap: {FUSE_CAP_RATIO * 100:g} % of the brokers);
 overflow: isolated too, serving again by rule 4 (earliest isolated, cap full).
 [b]Alerts[/b] send average over {SLA_MEAN_MS:g} ms, max over {SLA_MAX_MS:g} ms (latest and worst figure),
-send errors, a broker down, a fuse at its cap; a group not OK; throttling.
+sends failed or refused, a broker down, a fuse at its cap; a group not OK; throttling.
 [b]Trace[/b] a key or message id: sent, stored, delivered per group, what is missing;
 [b]t[/b] on a broker: the slowest traced sends of its spike second.
 

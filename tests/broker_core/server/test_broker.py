@@ -81,13 +81,29 @@ def test_a_send_is_answered_at_once_unless_something_must_wait(broker):
     assert broker.store.queue_offsets("orders", 0) == (0, 2)
 
 
-def test_injected_errors_answer_system_error_and_count_as_errors(broker):
+def test_injected_errors_are_the_brokers_failures_and_refused_input_is_not(broker):
+    """What tells FAILING from a client's bad input: every error is counted by its code,
+    and only the broker's own (SYSTEM_ERROR here) are failures, the latest kept with its
+    text; an oversize message or an unknown topic is an error, not a failure."""
+    broker.topics.auto_create = False
+    limit = broker.store.config.max_message_bytes
+    assert send(broker, body=b"x" * (limit + 1))[0] == Code.MESSAGE_TOO_LARGE
+    assert send(broker, topic="nope")[0] == Code.TOPIC_NOT_EXIST
+    broker.topics.put("orders", 4)
     broker.faults.inject(FaultSpec(error_rate=1.0))
     assert send(broker)[0] == Code.SYSTEM_ERROR
     broker.clock.t += 1
     broker.tick()
-    assert broker.recorder.history[-1].ops["send"].errors == 1
-    assert broker.recorder.history[-1].ops["send"].msgs == 0  # refused: not counted in
+    second = broker.recorder.history[-1].ops["send"]
+    assert (second.errors, second.failures, second.msgs) == (3, 1, 0)  # none counted in
+    doc = broker.stats()
+    assert doc["ops"]["send"]["10s"]["errors"] == 3
+    assert doc["ops"]["send"]["10s"]["failures"] == 1
+    assert doc["send_error_codes"] == {"MESSAGE_TOO_LARGE": 1, "TOPIC_NOT_EXIST": 1,
+                                       "SYSTEM_ERROR": 1}
+    assert doc["last_send_failure"] == {"code": "SYSTEM_ERROR", "text": "injected error",
+                                        "time": broker.clock.t - 1}
+    assert doc["totals"]["send_errors"] == 3
 
 
 def test_tick_takes_the_snapshot_every_exporter_reads(broker):

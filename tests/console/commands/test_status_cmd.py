@@ -7,6 +7,7 @@ import argparse
 import json
 import socket
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,52 @@ def test_status_live_cluster_and_an_unreachable_broker(cluster3, capsys):
     ghost = data["brokers"][1]
     assert ghost["name"] == "ghost" and ghost["state"] == "DOWN"
     assert ghost["reason"] == "connection refused"
+
+
+@pytest.mark.integration
+def test_a_broker_failing_every_send_is_failing_and_status_exits_1(tmp_path, capsys):
+    """Such a broker answered /stats at once and read UP, `healthy: true`, exit 0; only an
+    alert counted its errors. A broker refusing a client's oversize message stays UP."""
+    from broker_core.client.attempts import SendFailed
+    from broker_core.client.producer import Producer
+    from broker_core.cluster.launcher import Cluster
+    from broker_core.cluster.ports import free_port_range
+
+    cluster = Cluster(2, free_port_range(4), tmp_path)
+    cluster.up()
+    try:
+        bad, good = cluster.file.brokers
+        rc, _, err = run(capsys, "fault", "inject", "--broker", bad.http, "--error-rate", "1")
+        assert rc == 0, err
+        for addr, body, sends in ((bad.addr, b"x", 20), (good.addr, b"x" * (4 << 20 | 1), 1)):
+            with Producer([addr], fuse=False, retries=0) as producer:
+                for _ in range(sends):
+                    with pytest.raises(SendFailed):
+                        producer.send("orders", body)
+        deadline = time.monotonic() + 10  # the sends' second closes, then a tick's snapshot
+        while True:
+            rc, out, _ = run(capsys, "status", "--cluster", str(cluster.path), "--json")
+            data = json.loads(out)
+            rows = {b["name"]: b for b in data["brokers"]}
+            if rows[bad.name]["send_failures"] and rows[good.name]["send_errors"] or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert rc == 1 and data["healthy"] is False
+        row = rows[bad.name]
+        assert (row["state"], row["send_failures"], row["last_failure"]) == (
+            "FAILING", 20, "SYSTEM_ERROR: injected error")
+        assert row["reason"] == "failed 20 of 20 sends (10 s), latest SYSTEM_ERROR: injected " \
+                                "error"
+        assert (rows[good.name]["state"], rows[good.name]["send_failures"]) == ("UP", 0)
+        assert f"{bad.name} failed 20 sends itself (10 s), latest SYSTEM_ERROR: injected " \
+               "error" in data["alerts"]
+        assert f"{good.name} refused 1 sends (10 s): the callers' input or the topics' " \
+               "settings (since start: MESSAGE_TOO_LARGE 1)" in data["alerts"]
+        rc, out, _ = run(capsys, "status", "--cluster", str(cluster.path))
+        assert rc == 1 and f"{bad.name}  FAILING" in out
+    finally:
+        cluster.down(grace=3)
 
 
 @pytest.mark.parametrize("argv,message", [

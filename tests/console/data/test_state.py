@@ -212,17 +212,61 @@ def test_an_active_alert_shows_its_current_and_worst_value():
     assert s.active_alerts[0].text == "broker-1 send max 25.0 ms > 20.0 ms (10 s)"
 
 
-def test_erroring_broker_raises_an_alert():
-    d = doc()
-    d["ops"]["send"]["10s"]["errors"] = 12
-    s = build_state([sample(d)], now=1)
+def failing(d: dict, errors: int, failures: int, codes: dict, last: dict | None = None):
+    d["ops"]["send"]["10s"].update(errors=errors, failures=failures)
+    d["send_error_codes"] = codes
+    d["last_send_failure"] = last or {}
+    return d
+
+
+def test_a_broker_failing_sends_itself_is_failing_and_unhealthy_with_the_latest_cause():
+    """A broker answering SYSTEM_ERROR to every send answered /stats fast and was UP."""
+    d = failing(doc(), 12, 12, {"SYSTEM_ERROR": 40},
+                {"code": "SYSTEM_ERROR", "text": "injected error", "time": 999})
+    s = build_state([sample(d), sample(doc("broker-2"), key="h2")], now=1)
+    b = s.brokers[0]
+    assert (b.state, b.reason) == ("FAILING", "failed 12 of 100 sends (10 s), latest "
+                                              "SYSTEM_ERROR: injected error")
+    assert s.summary.by_state["FAILING"] == 1 and not s.summary.healthy
     assert [(a.key, a.severity, a.text) for a in s.active_alerts] == [
-        ("errors:broker-1", "critical", "broker-1 12 send errors (10 s)")]
-    d["ops"]["send"]["10s"]["errors"] = 3
-    s = build_state([sample(d)], prev=s, now=2)
-    assert s.active_alerts[0].text == "broker-1 3 send errors (10 s); worst 12 errors"
-    s = build_state([sample(doc())], prev=s, now=3)
-    assert not s.active_alerts
+        ("failing:broker-1", "critical",
+         "broker-1 failed 12 sends itself (10 s), latest SYSTEM_ERROR: injected error")]
+    d = failing(doc(), 3, 3, {"SYSTEM_ERROR": 43},
+                {"code": "SYSTEM_ERROR", "text": "injected error", "time": 1000})
+    s = build_state([sample(d), sample(doc("broker-2"), key="h2")], prev=s, now=2)
+    assert s.active_alerts[0].text.endswith("injected error; worst 12 sends")
+    assert [e.text for e in s.events if e.broker == "broker-1"] == [
+        "start → FAILING: failed 12 of 100 sends (10 s), latest SYSTEM_ERROR: injected error"]
+    s = build_state([sample(doc()), sample(doc("broker-2"), key="h2")], prev=s, now=3)
+    assert s.brokers[0].state == "UP" and not s.active_alerts and s.summary.healthy
+
+
+def test_refused_input_is_a_warning_and_leaves_the_broker_up():
+    """An oversize message or a read-only topic is the caller's or the operator's doing: the
+    broker serving it is not failing."""
+    d = failing(doc(), 7, 0, {"MESSAGE_TOO_LARGE": 5, "NO_PERMISSION": 9, "SYSTEM_BUSY": 1})
+    s = build_state([sample(d)], now=1)
+    assert s.brokers[0].state == "UP" and s.summary.healthy
+    assert [(a.key, a.severity, a.text) for a in s.active_alerts] == [
+        ("refused:broker-1", "warning", "broker-1 refused 7 sends (10 s): the callers' input "
+         "or the topics' settings (since start: NO_PERMISSION 9, MESSAGE_TOO_LARGE 5)")]
+
+
+def test_failing_and_slow_says_both_and_isolated_outranks_failing():
+    d = failing(doc(mx=0.05), 4, 2, {"FLUSH_SLAVE_TIMEOUT": 2, "MESSAGE_ILLEGAL": 2},
+                {"code": "FLUSH_SLAVE_TIMEOUT", "text": "", "time": 999})
+    s = build_state([sample(d)], now=1)
+    assert (s.brokers[0].state, s.brokers[0].reason) == (
+        "FAILING", "failed 2 of 100 sends (10 s), latest FLUSH_SLAVE_TIMEOUT; "
+                   "send max 50.0 ms > 20 ms (10 s)")
+    assert {a.key for a in s.active_alerts} == {"failing:broker-1", "refused:broker-1",
+                                                "max:broker-1"}
+    fuse = {"cap": 1, "excluded": ["broker-1"], "overflow": [],
+            "isolated": [{"broker": "broker-1", "reason": "error FLUSH_SLAVE_TIMEOUT"}]}
+    s = build_state([sample(d)], [producer({"producer": "bench", "fuse": fuse})], prev=s,
+                    now=2)
+    assert s.brokers[0].state == "ISOLATED" and "failing:broker-1" in {
+        a.key for a in s.active_alerts}
 
 
 def test_a_hot_queue_is_named_with_its_rate_and_what_to_do():

@@ -72,7 +72,8 @@ def test_rules_cover_percentiles_rates_and_each_sla_alert():
         assert f"{level}:floodgate_messages_out:rate1m" in records
     alerts = {a["alert"]: a for a in groups["floodgate.sla"]}
     assert set(alerts) == {"FloodgateSendAverageOver3ms", "FloodgateSendOver20ms",
-                           "FloodgateBrokerDown", "FloodgateFuseIsolatedAtCap",
+                           "FloodgateBrokerDown", "FloodgateBrokerFailingSends",
+                           "FloodgateFuseIsolatedAtCap",
                            "FloodgateDiskOver75Percent"}
     for alert in alerts.values():
         notes = alert["annotations"]

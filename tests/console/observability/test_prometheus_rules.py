@@ -107,6 +107,20 @@ def test_broker_down_after_30_seconds(tmp_path):
     ])
 
 
+def test_a_broker_failing_sends_pages_at_once_and_resolves_a_minute_later(tmp_path):
+    name = "FloodgateBrokerFailingSends"
+    labels = {k: v for k, v in BROKER.items() if k != "job"}
+    run_promtool(tmp_path, [
+        # refused input only (send errors, no failures) for two minutes, then 4 failures
+        series("floodgate_send_errors_total", BROKER, "0+3x8 28+3x20"),
+        series("floodgate_send_failures_total", BROKER, "0+0x8 4+0x20"),
+    ], [
+        check("2m", name),  # errors, but none the broker's own: no page
+        check("2m30s", name, firing(name, labels, "4")),
+        check("4m", name),
+    ])
+
+
 def test_fuse_isolated_at_the_cap_but_not_when_the_cap_is_zero(tmp_path):
     name = "FloodgateFuseIsolatedAtCap"
     small = {**PRODUCER, "instance": "127.0.0.1:9501"}  # 3 brokers: cap 0, never at it
