@@ -37,6 +37,7 @@ Render = Callable[[Any, str | None], Any]
 PANELS: dict[str, Render] = {
     "summary": summary.render,
     "brokers": brokers.render,
+    "broker_reasons": brokers.render_reasons,
     "heatmap": heatmap.render,
     "percentiles": percentiles.render,
     "throughput": throughput.render,

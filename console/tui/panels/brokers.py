@@ -125,3 +125,18 @@ def render(state, focus=None) -> Table:
     for b in state.brokers:
         table.add_row(*(col.cell(b, state.sla) for col in columns), b.reason)
     return table
+
+
+def render_reasons(state, focus=None) -> Text:
+    """Why each broker is not UP, one line each: the table's last column, which a terminal
+    narrower than the table cuts off (at 170 columns it showed three letters)."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    width = max((len(b.name) for b in state.brokers), default=0)
+    for b in (b for b in state.brokers if b.state != "UP" and b.reason):
+        if text:
+            text.append("\n")
+        text.append(f"{b.name:<{width}}  ")
+        text.append(f"{b.state:<8}", style=STATE_STYLE.get(b.state, ""))
+        text.append(f"  {b.reason}")
+    return text
+

@@ -23,6 +23,7 @@ class ClusterScreen(StateScreen):
         with Vertical(id="cluster"):
             yield PanelView("summary", id="summary")
             yield BrokerTable(id="brokers")
+            yield PanelView("broker_reasons", id="broker-reasons")
             yield Static("", id="view-line")
             yield Input(placeholder="filter: name, state or address (Enter to keep, Esc to clear)",
                         id="filter")
@@ -41,6 +42,9 @@ class ClusterScreen(StateScreen):
     def update_state(self, state) -> None:
         super().update_state(state)
         self.table.update_state(state)
+        # the lines under the table take room only while some broker is not UP
+        self.query_one("#broker-reasons").display = any(
+            b.state != "UP" and b.reason for b in state.brokers)
 
     def _describe_view(self) -> None:
         t = self.table

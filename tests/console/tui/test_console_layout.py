@@ -158,3 +158,24 @@ def test_the_heatmap_title_says_how_much_history_it_holds():
 
     assert render(state(180), "b1").title == "b1 send latency, last 180 s (fills to 5 min)"
     assert render(state(300), "b1").title == "b1 send latency, last 300 s"
+
+
+def test_why_a_broker_is_not_up_shows_under_the_table_at_any_width():
+    """The table's last column, `why`, showed three letters at 170 columns in the demo."""
+    from dataclasses import replace
+
+    async def go():
+        app = replay_app()
+        async with app.run_test(size=(100, 30)) as pilot:
+            await ready(pilot)
+            screen = app.screen
+            reasons = screen.query_one("#broker-reasons", PanelView)
+            assert reasons.display and reasons.region.height == 1
+            assert screen.region.contains_region(reasons.region)
+            assert "broker-3  ISOLATED  fuse of demo: slow" in str(reasons.render())
+            all_up = replace(app.state, brokers=tuple(
+                replace(b, state="UP", reason="") for b in app.state.brokers))
+            screen.update_state(all_up)
+            await pilot.pause()
+            assert not reasons.display  # no room taken while every broker is UP
+    asyncio.run(go())
