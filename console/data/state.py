@@ -218,12 +218,23 @@ class ClusterState:
 
 
 def _isolation(producers: Sequence[ProducerView]) -> dict[str, str]:
-    """Broker name -> why a producer's fuse excludes it."""
+    """Broker name -> why a producer's fuse excludes it, with the evidence of the call that
+    isolated it ("fuse of demo: slow, a call of 100.8 ms, the line 10.0 ms")."""
     out: dict[str, str] = {}
     for p in producers:
         for name in p.excluded:
-            out.setdefault(name, f"fuse of {p.name}: {p.counts.entry(name).get('reason', 'isolated')}")
+            why = p.counts.entry(name).get("reason", "isolated")
+            detail = _isolated_by(p.fuse, name)
+            out.setdefault(name, f"fuse of {p.name}: {why}" + (f", {detail}" if detail else ""))
     return out
+
+
+def _isolated_by(fuse: Any, broker: str) -> str:
+    """The detail of the fuse's latest isolation of `broker` among its recent transitions."""
+    for t in reversed(_list(fuse, "transitions")):
+        if isinstance(t, Mapping) and t.get("broker") == broker and t.get("event") == "isolate":
+            return str(t.get("detail") or "")
+    return ""
 
 
 def _judge(send10: OpWindow, sla_max_s: float) -> str:

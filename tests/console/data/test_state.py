@@ -102,6 +102,15 @@ def test_isolated_when_a_producer_fuse_excludes_it():
     assert s.brokers[0].reason == "fuse of bench: slow"
     assert s.summary.isolated == 1 and s.summary.cap == 1
     assert any(a.key == "cap:bench" for a in s.active_alerts)
+    # with the evidence of its latest isolation, when the fuse's transitions hold it
+    fuse["transitions"] = [
+        {"broker": "broker-1", "event": "isolate", "reason": "error", "detail": "SYSTEM_BUSY"},
+        {"broker": "broker-2", "event": "isolate", "reason": "slow", "detail": "a call of 9 s"},
+        {"broker": "broker-1", "event": "release", "reason": "expired"},
+        {"broker": "broker-1", "event": "isolate", "reason": "slow",
+         "detail": "a call of 100.8 ms, the line 10.0 ms"}]
+    s = build_state([sample(doc())], [producer({"producer": "bench", "fuse": fuse})], now=2)
+    assert s.brokers[0].reason == "fuse of bench: slow, a call of 100.8 ms, the line 10.0 ms"
 
 
 def test_down_beats_isolated():
