@@ -128,7 +128,8 @@ def consumer_families(name: str, consumers) -> list:
                                "0 OK, 1 WARNING (lag growing), 2 STALLED, 3 STOPPED",
                                labels=["broker", "group"])
     drain = GaugeMetricFamily(n.GROUP_DRAIN, "Time to work off the "
-                              "group's lag at its net rate (absent: not catching up)",
+                              "group's lag at its net rate (absent: not catching up, or keeping "
+                              "up with a lag it consumes within a second)",
                               labels=["broker", "group"])
     queue_lag = GaugeMetricFamily(n.QUEUE_LAG, "Messages a group has not "
                                   "consumed, per queue", labels=["broker", "group", "topic",
