@@ -196,16 +196,15 @@ class SendOps:
         if result.status is not PutStatus.PUT_OK:
             return self._failed(Op.SEND, rid, code,
                                 (result.reason or result.status.value).encode(), received)
-        ok = code in ANSWERED_OK
-        if not ok:  # stored, short of a promise (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT)
-            self._count_error(code, b"")
+        ok = code in ANSWERED_OK  # else stored short of a promise: a flush or slave timeout
+        failure = not ok and self._count_error(code, b"")
         if not delayed:
             b.pulls.arrived(topic, qid)
             b.heat.hit(topic, qid)
         if traced:
             b.trace_store.add(result, topic, qid, code)
         took = perf_counter() - received
-        b.recorder.record("send", took, 1, nbytes, ok, not ok)
+        b.recorder.record("send", took, 1, nbytes, ok, failure)
         return p.send_answer_frame(rid, code, qid, result.queue_offset, result.physical_offset,
                                    result.store_timestamp, self._ip, self._port, took)
 
@@ -268,10 +267,9 @@ class SendOps:
             b.pulls.arrived(topic, qid)
             b.heat.hit(topic, qid, len(msgs))
             ok = code in ANSWERED_OK
-            if not ok:
-                self._count_error(code, b"")
+            failure = not ok and self._count_error(code, b"")
             took = perf_counter() - received
-            b.recorder.record("send", took, len(msgs), nbytes, ok, not ok)
+            b.recorder.record("send", took, len(msgs), nbytes, ok, failure)
             return p.encode_answer(Op.SEND_BATCH, rid, code, p.with_service_time(
                 p.encode_batch_response(qid, result.queue_offset, result.count), took))
 

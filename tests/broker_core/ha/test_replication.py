@@ -195,6 +195,13 @@ def test_unrecorded_shrink_keeps_waiting_for_the_slave(tmp_path):
             recorded["ok"] = True  # back: the shrink is recorded, then applied
             await until(lambda: not m.node.master.in_sync)
             assert {r.status for r in await produce(m.addr, 3)} == {"SLAVE_NOT_AVAILABLE"}
+            # stored short of the promise: the master's own failures (it reads FAILING);
+            # stored on one copy as the group now promises: the group's alert, no failure
+            assert m.broker.sends.error_codes == {"FLUSH_SLAVE_TIMEOUT": 5}
+            assert m.broker.sends.last_failure["code"] == "FLUSH_SLAVE_TIMEOUT"
+            await asyncio.sleep(1.05)  # the sends' seconds close
+            m.broker.recorder.roll()
+            assert m.broker.recorder.failures_total["send"] == 5
         finally:
             await m.close()
 
