@@ -49,13 +49,15 @@ def test_figures_per_broker_from_prometheus(cluster3, tmp_path):
             # one before the scrape that gives another its second sample
             views = build_state(samples, now=time.time()).brokers if samples else ()
             if len(samples) == 3 and all(b.in_per_s and b.p50 and b.p99 and b.max
-                                         and b.disk_used_ratio for b in views):
+                                         and b.disk_used_ratio and b.send_failures is not None
+                                         for b in views):
                 break
             time.sleep(0.5)
         assert [s.name for s in samples] == ["broker-1", "broker-2", "broker-3"]
         state = build_state(samples, now=time.time())
         for b in state.brokers:
             assert b.state in ("UP", "SLOW") and b.in_per_s > 0
+            assert (b.errors, b.send_failures) == (0, 0)  # counted, and none failed
             assert 0 < b.p50 <= b.p99 <= b.max and 0 < b.disk_used_ratio < 1
             assert b.history == ()  # no per-second heatmap from Prometheus
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/healthy", timeout=2) as r:
