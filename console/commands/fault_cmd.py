@@ -15,6 +15,7 @@ from console.commands.common import (
     print_json,
 )
 from console.errors import CommandFailed, UsageError
+from console.fault_words import describe
 
 
 def register(sub) -> None:
@@ -85,53 +86,6 @@ def call(addr: str, method: str, body: dict | None = None, token: str | None = N
         return admin.fault(addr, method, body, token)
     except admin.AdminError as exc:
         raise CommandFailed(str(exc)) from None
-
-
-def duration(seconds: float) -> str:
-    """A duration a person reads at a glance: 3 µs, 12.5 ms, 5 s, 2 min 5 s, 1 h 30 min."""
-    s = float(seconds)
-    if s <= 0:
-        return "0 s"
-    if s < 1e-3:
-        return f"{s * 1e6:.3g} µs"
-    if s < 1:
-        return f"{s * 1e3:.3g} ms"
-    if s < 59.95:
-        return f"{s:.3g} s"
-    minutes, sec = divmod(round(s), 60)
-    if minutes < 60:
-        return f"{minutes} min {sec} s" if sec else f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-
-
-def describe(state: dict) -> str:
-    """The broker's fault state in words, e.g. 'stalls of 800 ms every 5 s, errors 25 %'."""
-    parts = []
-    if state.get("stall_ms"):
-        kind = "random stalls up to" if state.get("stall_random") else "stalls of"
-        parts.append(f"{kind} {duration(state['stall_ms'] / 1e3)} every "
-                     f"{duration(state.get('stall_every_s') or 0)}")
-    if state.get("latency_ms"):
-        parts.append(f"latency +{duration(state['latency_ms'] / 1e3)}")
-    if state.get("error_rate"):
-        parts.append(f"errors {state['error_rate'] * 100:.3g} %")
-    if state.get("pause_s"):
-        parts.append(f"pause {duration(state['pause_s'])}")
-    if state.get("duration_s"):
-        left = state.get("remaining_s")
-        parts.append(f"clears after {duration(state['duration_s'])}"
-                     + (f" ({duration(left)} left)" if left is not None else ""))
-    known = {"active", "stall_ms", "stall_every_s", "stall_random", "latency_ms", "error_rate",
-             "pause_s", "duration_s", "remaining_s", "since_s"}
-    for key, value in state.items():  # fields a newer broker may add
-        if key not in known and value not in (0, 0.0, False, None):
-            parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
-    since = state.get("since_s")
-    # just injected, the broker's answer came microseconds in: "for 5.59 µs" said nothing
-    head = ("fault active" if since is None or since < 1.0
-            else f"fault active for {duration(since)}")
-    return f"{head}: {', '.join(parts) or 'nothing'}"
 
 
 def _print(args, state: dict) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from console.fault_words import describe
 from console.tui.format import clock
 
 LINES = 12
@@ -25,11 +26,8 @@ def render(state, focus=None):
                                f"({t.get('reason')})", "magenta"))
     rows.sort(key=lambda r: r[0], reverse=True)  # newest first: a short panel keeps them
     text = Text(no_wrap=True, overflow="ellipsis")  # one line each, however narrow
-    if broker is not None and broker.fault:
-        shown = {k: v for k, v in broker.fault.items() if v not in (0, 0.0, False, None, True)
-                 and k != "since_s"}
-        text.append("fault active: " + ", ".join(f"{k}={v}" for k, v in shown.items()) + "\n",
-                    style="bold yellow")
+    if broker is not None and broker.fault:  # "fault active for 10 s: errors 50 %, ..."
+        text.append(describe(broker.fault) + "\n", style="bold yellow")
     for when, line, style in rows[:LINES]:
         text.append(f"{clock(when)} ", style="dim")
         text.append(line + "\n", style=style)

@@ -9,7 +9,7 @@ import pytest
 
 from broker_core.cluster.ports import free_port_range
 from console.cli import main
-from console.commands.fault_cmd import describe, duration
+from console.fault_words import describe, duration
 
 
 @pytest.mark.parametrize(
