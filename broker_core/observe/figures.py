@@ -110,6 +110,8 @@ class DiskFigures(Figures):
     total_bytes: int | None = None
     used_ratio: float | None = None
     store_bytes: int | None = None  # CommitLog segments on disk
+    max_used_ratio: float | None = None  # above: the oldest segments go, however young
+    full_ratio: float | None = None  # above: sends are refused DISK_FULL
 
 
 @dataclass(frozen=True)

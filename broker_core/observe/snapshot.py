@@ -89,11 +89,13 @@ class BrokerSnapshot:
         return self.history[-n:] if n > 0 else ()
 
 
-def disk_figures(data_dir, store_bytes: int) -> DiskFigures:
+def disk_figures(data_dir, store_bytes: int, config) -> DiskFigures:
+    """The data disk now, and the store's lines on it (`config`: its StoreConfig)."""
     usage = shutil.disk_usage(data_dir)
     return DiskFigures(used_bytes=usage.used, total_bytes=usage.total,
                        used_ratio=usage.used / usage.total if usage.total else 0.0,
-                       store_bytes=store_bytes)
+                       store_bytes=store_bytes, max_used_ratio=config.disk_max_used_ratio,
+                       full_ratio=config.disk_full_ratio)
 
 
 def dead_letters(broker, prefix: str = DLQ_PREFIX) -> dict[str, dict[str, float]]:
@@ -147,7 +149,7 @@ def take_snapshot(broker, consumers: dict[str, dict] | None = None,
         totals=totals, errors_total=dict(rec.errors_total),
         failures_total=dict(rec.failures_total),
         commitlog=CommitLogFigures(**st["commitlog"]),
-        disk=disk_figures(cfg.data_dir, st["disk"]["bytes_on_disk"]),
+        disk=disk_figures(cfg.data_dir, st["disk"]["bytes_on_disk"], store.config),
         consumer_lag=broker.consumer_lag(), topics=dict(broker.topics.queues),
         faults=broker.faults.describe(), inflight_writes=broker.write_path.inflight,
         loop_lag=LoopLagFigures(max_10s=broker.loop_lag.worst(10),

@@ -14,6 +14,10 @@ from broker_core.store.message import BLANK_MIN, FIXED_SIZE, MAX_PROPERTIES_BYTE
 # (syncfs) instead of each file: a flush per file was a journal commit each, 400 a
 # second at 10,000 queues; and the queues the LRU unmapped (consumequeue_max_mapped)
 # are made durable by it without a descriptor of their own.
+# RocketMQ's diskMaxUsedSpaceRatio (75 %) and the share past which it refuses writes (90 %):
+# the console's and Prometheus' disk alerts read the same lines
+DISK_MAX_USED_RATIO = 0.75
+DISK_FULL_RATIO = 0.90
 SYNCFS_ABOVE = 64
 
 GiB = 1 << 30
@@ -34,8 +38,8 @@ class StoreConfig:
     # are made durable by the checkpoint's syncfs.
     consumequeue_max_mapped: int = 16384
     retention_hours: float = 72.0
-    disk_max_used_ratio: float = 0.75  # above: oldest segments go even if young
-    disk_full_ratio: float = 0.90  # above: puts return DISK_FULL
+    disk_max_used_ratio: float = DISK_MAX_USED_RATIO  # above: oldest segments go even if young
+    disk_full_ratio: float = DISK_FULL_RATIO  # above: puts return DISK_FULL
     max_message_bytes: int = 4 * MiB
     # Wall clock in seconds since the epoch: store timestamps and retention.
     clock: Callable[[], float] = field(default=time.time)

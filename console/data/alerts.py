@@ -1,5 +1,6 @@
 """SLA alerts (seed 000): send average over 3 ms, max over 20 ms, sends a
-broker failed itself (critical) or refused (a warning), a broker down, a fuse's excluded brokers at its cap; and for
+broker failed itself (critical) or refused (a warning), a data disk past the
+store's lines (75 %: a warning, 90 %: critical), a broker down, a fuse's excluded brokers at its cap; and for
 replicated groups: a failover in the last minute, a group without a master,
 a master without a slave in sync, a slave lagging by more than a second;
 consumer groups STALLED or STOPPED (critical) or falling behind (WARNING),
@@ -21,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from broker_core.protocol import BROKER_FAILURE_CODES
+from broker_core.store.config import DISK_FULL_RATIO, DISK_MAX_USED_RATIO
 
 FAILURE_NAMES = frozenset(c.name for c in BROKER_FAILURE_CODES)
 
@@ -128,6 +130,7 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
             add(f"max:{b.name}", "critical",
                 f"{b.name} send max {_ms(b.max)} > {_ms(sla_max_s)} (10 s)", b.max * 1000, "ms")
         _send_error_alerts(b, add)
+        _disk_alerts(b, add)
         _hot_queue_alerts(b, add)
         _delayed_alerts(b, add)
         _access_alerts(b, add)
@@ -188,6 +191,23 @@ def _dead_letter_alerts(brokers: Sequence[Any], add) -> None:
             add(f"dlq:{group}", "warning",
                 f"dead letters of group {group} growing: {per_s:,.1f}/s, {count:,.0f} in all "
                 f"(`floodgate dlq show --group {group}`)", count, "msgs")
+
+
+def _disk_alerts(b, add) -> None:
+    """A data disk past the store's lines (its own, from /stats; RocketMQ's by default):
+    past the first the oldest segments go early, past the second sends are refused."""
+    ratio = b.disk_used_ratio
+    if ratio is None:
+        return
+    disk = b.stats.disk if b.stats is not None else None
+    full = disk.full_ratio if disk and disk.full_ratio else DISK_FULL_RATIO
+    high = disk.max_used_ratio if disk and disk.max_used_ratio else DISK_MAX_USED_RATIO
+    if ratio > full:
+        add(f"disk:{b.name}", "critical", f"{b.name} disk {ratio:.0%} used, over {full:.0%}: "
+            "sends are refused DISK_FULL", ratio * 100, "%")
+    elif ratio > high:
+        add(f"disk:{b.name}", "warning", f"{b.name} disk {ratio:.0%} used, over {high:.0%}: "
+            "the oldest segments go early, however young", ratio * 100, "%")
 
 
 def _send_error_alerts(b, add) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker_core.observe import metric_names as n
+from broker_core.store.config import DISK_MAX_USED_RATIO
 from fuse.export import FUSE_BROKER_ISOLATED, FUSE_CAP, FUSE_ISOLATED
 from heatmap.metrics_log import BROKER_OPS as OPS
 from heatmap.sla import SLA_MAX_MS, SLA_MEAN_MS, SLA_MEAN_S
@@ -35,7 +36,7 @@ BROKER_JOB = "floodgate-broker"
 PRODUCER_JOB = "floodgate-producer"
 RATE_WINDOW = "1m"
 
-DISK_USED_RATIO = 0.75
+DISK_USED_RATIO = DISK_MAX_USED_RATIO  # where the store starts deleting early
 
 # The isolated brokers of the producer an alert is about, named in its description
 # (FUSE_BROKER_ISOLATED has one series per isolated broker).

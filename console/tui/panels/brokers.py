@@ -10,6 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from broker_core.store.config import DISK_MAX_USED_RATIO
 from console.data.state import STATES, Sla
 from console.tui.format import STATE_STYLE, count, ms, pct, rate, size
 
@@ -57,7 +58,7 @@ COLUMNS: tuple[Column, ...] = (
     _lat("p999"),
     _lat("max"),
     _plain(">20ms", "over_20ms", count, lambda v, sla: v > 0, width=6),
-    _plain("disk", "disk_used_ratio", pct, lambda v, sla: v > 0.75, width=5),
+    _plain("disk", "disk_used_ratio", pct, lambda v, sla: v > DISK_MAX_USED_RATIO, width=5),
     _plain("flush lag", "flush_lag_bytes", size, lambda v, sla: v > 64 << 20, width=9),
     _plain("cons lag", "consumer_lag", count, width=9),
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from broker_core.store.config import DISK_MAX_USED_RATIO
 from console.tui.format import count, ms, pct, size
 
 
@@ -15,7 +16,7 @@ def render(state, focus=None):
     text = Text()
     ratio = s.disk.used_ratio
     text.append(f"disk used {pct(ratio, 1)} of {size(s.disk.total_bytes)}  ",
-                style="red" if ratio and ratio > 0.75 else "")
+                style="red" if ratio and ratio > DISK_MAX_USED_RATIO else "")
     text.append(f"store {size(s.disk.store_bytes)}\n")
     flush = s.window("flush", "10s")
     text.append(f"flush ({s.flush_mode or '?'}) lag {size(s.flush_lag_bytes)}  "

@@ -311,3 +311,19 @@ def test_growing_dead_letters_are_an_alert_and_counted_on_the_group():
     assert (g.dead_letters, g.dead_per_s) == (12, 0.5)
     d["dead_letters"] = {"warehouse": {"count": 12, "per_s": 0.0}}
     assert not build_state([sample(d)], prev=s, now=2).active_alerts  # no longer growing
+
+
+def test_a_disk_past_the_stores_lines_is_an_alert_with_what_it_means():
+    """A disk at 92 % refused every send DISK_FULL, and no alert said the disk was why."""
+    d = doc()
+    d["disk"] = {"used_ratio": 0.80}
+    s = build_state([sample(d)], now=1)
+    assert [(a.key, a.severity, a.text) for a in s.active_alerts] == [
+        ("disk:broker-1", "warning", "broker-1 disk 80% used, over 75%: the oldest segments "
+         "go early, however young")]
+    d["disk"] = {"used_ratio": 0.92, "max_used_ratio": 0.6, "full_ratio": 0.85}  # its own
+    s = build_state([sample(d)], prev=s, now=2)
+    assert [(a.severity, a.text) for a in s.active_alerts] == [
+        ("critical", "broker-1 disk 92% used, over 85%: sends are refused DISK_FULL")]
+    d["disk"] = {"used_ratio": 0.5}
+    assert not build_state([sample(d)], prev=s, now=3).active_alerts
