@@ -118,6 +118,20 @@ def over_20ms_panel():
             .draw_style(common.GraphDrawStyle.BARS).fill_opacity(80))
 
 
+def send_errors_panel():
+    """The sends each broker failed itself (it is FAILING) apart from those it refused (a
+    client's input, a topic's settings), per second."""
+    failed = f"sum by (broker) (rate({n.total(n.SEND_FAILURES)}{{{BROKER}}}[{RATE}]))"
+    errors = f"sum by (broker) (rate({n.total(n.SEND_ERRORS)}{{{BROKER}}}[{RATE}]))"
+    return (series_panel("Sends failed and refused per second", "short",
+                         [query(failed, "{{broker}} failed"),
+                          query(f"{errors} - {failed}", "{{broker}} refused")],
+                         "Failed: the broker's own (SYSTEM_ERROR, SYSTEM_BUSY, DISK_FULL, a "
+                         "flush or slave timeout); any is a page. Refused: a client's input "
+                         "or a topic's settings.", width=24, height=6)
+            .draw_style(common.GraphDrawStyle.BARS).fill_opacity(80))
+
+
 def rate_panel(direction: str):
     counter = n.MESSAGES_IN if direction == "in" else n.MESSAGES_OUT
     unit_msgs = [query(f"sum by (broker) (rate({n.total(counter)}{{{BROKER}}}"
@@ -273,6 +287,7 @@ def build_dashboard(datasource: str = DEFAULT_DATASOURCE) -> dict:
                .with_panel(percentile_panel()).with_panel(average_panel())
                .with_row(dash.Row("Traffic and SLA")).with_panel(rate_panel("in"))
                .with_panel(rate_panel("out")).with_panel(over_20ms_panel())
+               .with_panel(send_errors_panel())
                .with_row(dash.Row("Fuse")).with_panel(fuse_panel())
                .with_panel(isolated_brokers_panel())
                .with_row(dash.Row("Storage and consumers")).with_panel(disk_panel())

@@ -53,6 +53,10 @@ def test_the_panels_the_issue_asks_for(model):
                           ("Flush lag", "floodgate_flush_lag_bytes"),
                           ("Consumer lag", "floodgate_consumer_lag")]:
         assert metric in titles[title]["targets"][0]["expr"], title
+    failed, refused = titles["Sends failed and refused per second"]["targets"]
+    assert metric_names(failed["expr"]) == {"floodgate_send_failures_total"}
+    assert metric_names(refused["expr"]) == {"floodgate_send_errors_total",
+                                             "floodgate_send_failures_total"}
     fuse = {name for t in titles["Fuse: isolated vs cap, overflow"]["targets"]
             for name in metric_names(t["expr"])}
     assert fuse == {"floodgate_fuse_isolated", "floodgate_fuse_cap", "floodgate_fuse_overflow"}
