@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from console.data.state import FuseCounts, ProducerView
+from console.data.fuse_counts import FuseCounts
+from console.data.state import ProducerView
 from console.tui.format import clock
 
 WHY = {"slow": "slowness", "error": "errors"}  # isolated for …

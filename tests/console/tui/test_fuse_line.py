@@ -11,7 +11,8 @@ import pytest
 from rich.console import Console
 
 from broker_core.observe.stats_doc import BrokerStats, ProducerStats
-from console.data.state import BrokerSample, ProducerSample, build_state, fuse_counts, producer_view
+from console.data.fuse_counts import fuse_counts
+from console.data.state import BrokerSample, ProducerSample, build_state, producer_view
 from console.tui.panels import render_panel
 from console.tui.panels.fuse_line import fuse_sentence
 
