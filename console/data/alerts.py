@@ -1,12 +1,12 @@
-"""SLA alerts (seed 000): send average over 3 ms, max over 20 ms, sends a
-broker failed itself (critical) or refused (a warning), a data disk past the
-store's lines (75 %: a warning, 90 %: critical), a broker down, a fuse's excluded brokers at its cap; and for
-replicated groups: a failover in the last minute, a group without a master,
-a master without a slave in sync, a slave lagging by more than a second;
-consumer groups STALLED or STOPPED (critical) or falling behind (WARNING),
-sends refused by flow control (info: a quota doing its job, but the
-producer group named waits for it), and a queue far hotter than the rest of its
-broker (warning: one key's traffic setting the broker's pace).
+"""SLA alerts (seed 000): send average over 3 ms, max over 20 ms, sends a broker
+failed itself (critical) or refused (a warning), a data disk past the store's
+lines (75 %: a warning, 90 %: critical), a broker down, a fuse's excluded
+brokers at its cap; and for replicated groups: a failover in the last minute, a
+group without a master, a master without a slave in sync, a slave lagging by
+more than a second; consumer groups STALLED or STOPPED (critical) or falling
+behind (WARNING), sends refused by flow control (info: a quota doing its job,
+but the producer group named waits for it), and a queue far hotter than the rest
+of its broker (warning: one key's traffic setting the broker's pace).
 
 `evaluate_alerts` says which conditions hold now; `AlertLog.update` turns
 that into edges (raised / cleared) kept in a bounded, immutable list, so the

@@ -140,4 +140,3 @@ def render_reasons(state, focus=None) -> Text:
         text.append(f"{b.state:<8}", style=STATE_STYLE.get(b.state, ""))
         text.append(f"  {b.reason}")
     return text
-
