@@ -210,20 +210,25 @@ def _disk_alerts(b, add) -> None:
             "the oldest segments go early, however young", ratio * 100, "%")
 
 
+def sends(n: int) -> str:
+    """"1 send", "2 sends"."""
+    return f"{n:,} send" + ("" if n == 1 else "s")
+
+
 def _send_error_alerts(b, add) -> None:
     """The sends a broker failed itself (critical: it is FAILING), apart from those it
     refused, which are the callers' input or the operator's settings (a warning, with the
     codes it has refused since it started)."""
     failed = b.send_failures or 0
     if failed:
-        add(f"failing:{b.name}", "critical", f"{b.name} failed {failed:,} sends itself (10 s)"
+        add(f"failing:{b.name}", "critical", f"{b.name} failed {sends(failed)} itself (10 s)"
             + (f", latest {b.last_failure}" if b.last_failure else ""), failed, "sends")
     if refused := (b.errors or 0) - failed:
         codes = {c: n for c, n in (b.stats.send_error_codes if b.stats else {}).items()
                  if c not in FAILURE_NAMES}
         since = ", ".join(f"{c} {n:,}" for c, n in sorted(codes.items(), key=lambda i: -i[1]))
         add(f"refused:{b.name}", "warning",
-            f"{b.name} refused {refused:,} sends (10 s): the callers' input or the "
+            f"{b.name} refused {sends(refused)} (10 s): the callers' input or the "
             f"topics' settings" + (f" (since start: {since})" if since else ""),
             refused, "sends")
 

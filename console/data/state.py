@@ -25,7 +25,7 @@ from typing import Any
 
 from broker_core.observe.figures import OpWindow
 from broker_core.observe.stats_doc import BrokerStats, ProducerStats
-from console.data.alerts import Alert, AlertLog, evaluate_alerts
+from console.data.alerts import Alert, AlertLog, evaluate_alerts, sends
 from console.data.consumers import GroupView, merge_groups
 from console.data.flow_control import FlowView, merge_flow
 from console.data.fuse_counts import FuseCounts, fuse_counts, isolated_by
@@ -184,8 +184,8 @@ def _failing(send10: OpWindow, last: str) -> str:
     n = send10.failures
     if not n:
         return ""
-    of = f" of {send10.count:,}" if send10.count else ""
-    return f"failed {n:,}{of} sends (10 s)" + (f", latest {last}" if last else "")
+    told = f"{n:,} of {sends(send10.count)}" if send10.count else sends(n)
+    return f"failed {told} (10 s)" + (f", latest {last}" if last else "")
 
 
 def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping[str, str],

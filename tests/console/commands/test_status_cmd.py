@@ -104,7 +104,7 @@ def test_a_broker_failing_every_send_is_failing_and_status_exits_1(tmp_path, cap
         assert (rows[good.name]["state"], rows[good.name]["send_failures"]) == ("UP", 0)
         assert f"{bad.name} failed 20 sends itself (10 s), latest SYSTEM_ERROR: injected " \
                "error" in data["alerts"]
-        assert f"{good.name} refused 1 sends (10 s): the callers' input or the topics' " \
+        assert f"{good.name} refused 1 send (10 s): the callers' input or the topics' " \
                "settings (since start: MESSAGE_TOO_LARGE 1)" in data["alerts"]
         rc, out, _ = run(capsys, "status", "--cluster", str(cluster.path))
         assert rc == 1 and f"{bad.name}  FAILING" in out

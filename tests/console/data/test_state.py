@@ -259,6 +259,13 @@ def test_refused_input_is_a_warning_and_leaves_the_broker_up():
     assert [(a.key, a.severity, a.text) for a in s.active_alerts] == [
         ("refused:broker-1", "warning", "broker-1 refused 7 sends (10 s): the callers' input "
          "or the topics' settings (since start: NO_PERMISSION 9, MESSAGE_TOO_LARGE 5)")]
+    one = failing(doc(), 2, 1, {"SYSTEM_BUSY": 1}, {"code": "SYSTEM_BUSY", "text": "busy"})
+    one["ops"]["send"]["10s"]["count"] = 1
+    s = build_state([sample(one)], now=2)
+    assert s.brokers[0].reason == "failed 1 of 1 send (10 s), latest SYSTEM_BUSY: busy"
+    assert {a.text for a in s.active_alerts} >= {
+        "broker-1 failed 1 send itself (10 s), latest SYSTEM_BUSY: busy"}
+    assert any(a.text.startswith("broker-1 refused 1 send (10 s)") for a in s.active_alerts)
 
 
 def test_failing_and_slow_says_both_and_isolated_outranks_failing():
