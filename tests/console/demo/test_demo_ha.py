@@ -20,8 +20,12 @@ pytestmark = [pytest.mark.integration,
 
 
 def test_replicated_demo_kill_act(tmp_path):
+    # four groups, as `make demo` runs: the fuse's cap is 1, so the isolated group gets no
+    # sends. With two (cap 0) it served as overflow, and a slow or busy answer from the new
+    # master on a loaded host held it for its minute (an isolation of mixed causes, as the
+    # fuse rules): this test failed once in five CI runs, most likely that way
     demo = Demo(DemoOptions(rate=300, faults=False, data=tmp_path / "demo",
-                            base_port=free_port_range(3 * 4 + 2), groups=2,
+                            base_port=free_port_range(3 * 2 * 4 + 2), groups=4,
                             clients=False)).start()
     try:
         old = demo.routes.records["group-1"]
@@ -51,8 +55,14 @@ def test_replicated_demo_kill_act(tmp_path):
         assert totals["acked"] > acked and totals["errors"] <= 0.05 * totals["acked"], totals
         # the new master answered one copy only until the killed broker was back in sync:
         # the fuse lets group-1 back then (release in-sync), not after its minute
-        wait_for(lambda: "group-1" not in {i["broker"] for i in
-                                           demo.fuse_snapshot().get("isolated", [])},
-                 15, "group-1 back in routing once its slave is in sync")
+        try:
+            wait_for(lambda: "group-1" not in {i["broker"] for i in
+                                               demo.fuse_snapshot().get("isolated", [])},
+                     15, "group-1 back in routing once its slave is in sync")
+        except AssertionError as exc:  # say what the fuse held against it, and the load's
+            fuse = demo.fuse_snapshot()
+            raise AssertionError(f"{exc}; isolated {fuse.get('isolated')}; transitions "
+                                 f"{fuse.get('transitions')}; load {demo.load_totals()}") \
+                from None
     finally:
         demo.stop()
