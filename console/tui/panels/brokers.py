@@ -128,12 +128,17 @@ def render(state, focus=None) -> Table:
     return table
 
 
+def not_up(brokers) -> list:
+    """The brokers that are not UP and say why."""
+    return [b for b in brokers if b.state != "UP" and b.reason]
+
+
 def render_reasons(state, focus=None) -> Text:
     """Why each broker is not UP, one line each: the table's last column, which a terminal
     narrower than the table cuts off (at 170 columns it showed three letters)."""
     text = Text(no_wrap=True, overflow="ellipsis")
     width = max((len(b.name) for b in state.brokers), default=0)
-    for b in (b for b in state.brokers if b.state != "UP" and b.reason):
+    for b in not_up(state.brokers):
         if text:
             text.append("\n")
         text.append(f"{b.name:<{width}}  ")

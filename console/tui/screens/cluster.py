@@ -6,6 +6,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Footer, Header, Input, Static
 
+from console.tui.panels.brokers import not_up
 from console.tui.screens.base import StateScreen
 from console.tui.widgets import BrokerChosen, BrokerTable, PanelView
 
@@ -43,8 +44,7 @@ class ClusterScreen(StateScreen):
         super().update_state(state)
         self.table.update_state(state)
         # the lines under the table take room only while some broker is not UP
-        self.query_one("#broker-reasons").display = any(
-            b.state != "UP" and b.reason for b in state.brokers)
+        self.query_one("#broker-reasons").display = bool(not_up(state.brokers))
 
     def _describe_view(self) -> None:
         t = self.table
