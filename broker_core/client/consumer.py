@@ -26,7 +26,6 @@ until `poll` hands it out (client.pulls).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import socket
@@ -36,13 +35,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 from broker_core.client.attempts import normalize_brokers
 from broker_core.client.connection import BrokerUnavailable, ConnectionPool
+from broker_core.client.group_calls import GroupCalls
 from broker_core.client.offsets_file import OffsetsFile
-from broker_core.client.orderly import SUSPEND_S, QueueLeases
+from broker_core.client.orderly import InPlaceRetries, QueueLeases
 from broker_core.client.pulls import DownList, Pulls
 from broker_core.client.retry import (
     DLQ_PREFIX,
     MAX_RECONSUME,
-    PROP_RETRY_TIMES,
     RETRY_PREFIX,
     as_first_sent,
     retry_topic,
@@ -50,7 +49,7 @@ from broker_core.client.retry import (
 )
 from broker_core.errors import BrokerError
 from broker_core.names import topic_problem
-from broker_core.protocol import Code, Op, decode_json, encode_json
+from broker_core.protocol import Op
 from broker_core.protocol.system_topics import check_group
 from broker_core.store.message import Message
 
@@ -135,6 +134,7 @@ class Consumer:
         self._down = DownList(clock)  # addresses that failed: not asked for a while
         self._pulls = Pulls(group, topic, self._pool, routes, self._down, timeout, clock,
                             self._pullable)
+        self._json = GroupCalls(self._pool, routes, self._down, timeout, clock).json
         self._members: tuple[str, ...] = ()
         self._reset = 0  # the last operator's reset of the group's offsets heard of
         self.resets_seen = 0  # how many times this consumer started over for one
@@ -152,57 +152,21 @@ class Consumer:
         self.max_reconsume = max_reconsume
         self.retry_delay = retry_delay
         self._sender = None  # a Producer, made by the first nack
-        # (store host, queue id, physical offset) of each message handed out since the last
-        # commit ->
-        # its broker: a message whose send-back failed is read again from there
-        self._origin: dict[tuple[bytes, int, int], str] = {}
         self._retry: Consumer | None = None
         self._file = None
         if offsets_file is not None:
             self._file = OffsetsFile(offsets_file, group, topic, self.client_id, clock)
             self._committed = dict(self._file.saved)
-        self._leases = (QueueLeases(group, topic, self.client_id, self._json, clock)
-                        if orderly else None)
-        self._suspended: dict[tuple[str, int], float] = {}  # queue -> not handed out until
-        self._attempts: dict[tuple[tuple[str, int], int], int] = {}  # (queue, offset) -> fails
+        self._leases = self._in_place = None
+        if orderly:
+            self._leases = QueueLeases(group, topic, self.client_id, self._json, clock)
+            self._in_place = InPlaceRetries(max_reconsume, self._pulls, self._dead_letter,
+                                            clock)
         if (retry and not broadcast and not orderly
                 and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX))):
             self._retry = Consumer(group, retry_topic(group), None if routes else brokers,
                                    self.client_id, timeout, clock, routes, retry=False,
                                    credentials=credentials)
-
-    # -- plumbing -----------------------------------------------------------
-    def _call(self, broker: str, op: Op, body: bytes, timeout: float | None = None):
-        timeout = timeout if timeout is not None else self.timeout
-        if self.routes is None:
-            return self._call_at(broker, op, body, timeout)
-        last: BrokerUnavailable | None = None
-        now = self._clock()
-        replicas = self.routes.replicas(broker)  # the master first, then its slaves
-        up = [a for a in replicas if self._down.up(a, now)]
-        for addr in up + [a for a in replicas if a not in up]:  # the down ones last
-            self._pool.addrs.setdefault(addr, addr)
-            try:
-                answer = self._call_at(addr, op, body, timeout)
-            except BrokerUnavailable as exc:
-                last = exc
-                self._down.failed(addr)
-                continue
-            self._down.answered(addr)
-            return answer
-        raise last or BrokerUnavailable(f"group {broker}: no broker known")
-
-    def _call_at(self, name: str, op: Op, body: bytes, timeout: float):
-        try:
-            return self._pool.get(name).call(op, body, timeout)
-        except TimeoutError as exc:
-            raise BrokerUnavailable(str(exc)) from None
-
-    def _json(self, broker: str, op: Op, payload: dict) -> dict:
-        code, body = self._call(broker, op, encode_json(payload))
-        if code != Code.OK:
-            raise BrokerError(f"{broker}: {Code(code).name}: {body.decode('utf-8', 'replace')}")
-        return decode_json(body)
 
     # -- membership ---------------------------------------------------------
     def heartbeat(self, leave: bool = False) -> None:
@@ -259,7 +223,7 @@ class Consumer:
     def _pullable(self, queue: tuple[str, int]) -> bool:
         if self._leases is None:
             return True
-        return self._leases.valid(queue) and self._suspended.get(queue, 0.0) <= self._clock()
+        return self._leases.valid(queue) and not self._in_place.waiting(queue)
 
     @property
     def assignment(self) -> list[tuple[str, int]]:
@@ -308,34 +272,6 @@ class Consumer:
             msgs += [as_first_sent(m) for m in retry._poll(max_msgs - len(msgs), 0.0)]
         return msgs
 
-    def _fail_in_place(self, queue: tuple[str, int], message: Message) -> str:
-        """Orderly: `message` comes again after SUSPEND_S ("retry"), or past
-        `max_reconsume` tries goes to the dead-letter queue ("dlq") and its queue moves
-        on. Raises SendFailed when the dead letter could not be sent (it is retried)."""
-        key = (queue, message.queue_offset)
-        fails = self._attempts.get(key, 0) + 1
-        if fails > self.max_reconsume:
-            spent = dataclasses.replace(message, properties={
-                **(message.properties or {}), PROP_RETRY_TIMES: str(self.max_reconsume)})
-            try:
-                kind = send_back(self._sender_for_nacks(), self.group, spent, None,
-                                 self.max_reconsume)
-            except BrokerError:
-                fails = self.max_reconsume  # tried again after the pause
-            else:
-                self._attempts.pop(key, None)
-                return kind
-        self._attempts[key] = fails
-        self._pulls.clear(queue)
-        self._pulls.offsets[queue] = self._pulls.delivered[queue] = message.queue_offset
-        self._suspended[queue] = self._clock() + SUSPEND_S
-        return "retry"
-
-    def _queue_of(self, message: Message) -> tuple[str, int] | None:
-        broker = self._origin.get((message.store_host_raw, message.queue_id,
-                                   message.physical_offset))
-        return None if broker is None else (broker, message.queue_id)
-
     def nack(self, message: Message, delay: str | float | None = None) -> str:
         """The handler failed `message`: send it back for this group, to come again after
         a growing delay (or `delay`, a level), or to the dead-letter queue past
@@ -344,19 +280,18 @@ class Consumer:
         if self.broadcast:
             raise ValueError("a broadcast consumer does not send messages back: there is no "
                              "group to retry them for")
-        if self._leases is not None:  # retried in place: its queue is read again from it
-            queue = self._queue_of(message)
+        if self._in_place is not None:  # retried in place: its queue is read again from it
+            queue = self._pulls.queue_of(message)
             if queue is None:
                 raise ValueError(f"{message.msg_id} was not handed out by this consumer")
-            return self._fail_in_place(queue, message)
+            return self._in_place.failed(queue, message)
         try:
             return send_back(self._sender_for_nacks(), self.group, message,
                              delay if delay is not None else self.retry_delay, self.max_reconsume)
         except Exception:
             # not sent back: read it again (and what followed it in its queue) rather than
             # commit past it; from the retry topic if that is where it came from
-            if not self._rewind(message) and self._retry is not None:
-                self._retry._rewind(message)
+            self._rewind(message)
             raise
 
     def _sender_for_nacks(self):
@@ -368,18 +303,17 @@ class Consumer:
                                     credentials=self.credentials)
         return self._sender
 
+    def _dead_letter(self, message: Message) -> str:
+        return send_back(self._sender_for_nacks(), self.group, message, None,
+                         self.max_reconsume)
+
     def _rewind(self, message: Message) -> bool:
-        """Hand `message` out again: its queue goes back to it (what followed it comes
-        again too: at least once). False if this consumer did not hand it out."""
-        broker = self._origin.get((message.store_host_raw, message.queue_id,
-                                   message.physical_offset))
-        if broker is None:
-            return False
-        queue, delivered = (broker, message.queue_id), self._pulls.delivered
-        if queue in delivered:
-            delivered[queue] = min(delivered[queue], message.queue_offset)
-        self._pulls.forget(self._owned)  # fetched-ahead messages dropped, read again
-        return True
+        """Hand `message` out again, from the queue it came from (this consumer's topic or
+        its retry topic); what followed it comes again too: at least once. False if
+        neither handed it out since the last commit."""
+        if self._pulls.rewind(message, self._owned):
+            return True
+        return self._retry is not None and self._retry._rewind(message)
 
     def consume(self, handler: Callable[[Message], object], max_msgs: int = 32,
                 timeout: float = 1.0, stop=None) -> None:
@@ -410,15 +344,14 @@ class Consumer:
                     fut.result()
                 except BrokerError as exc:  # not sent back: it comes again (rewound)
                     log.warning("%s: could not send %s back: %s", self.group, m.msg_id, exc)
-                    if not self._rewind(m) and self._retry is not None:
-                        self._retry._rewind(m)
+                    self._rewind(m)
             self.commit()
 
     def _consume_orderly(self, handler, max_msgs: int, timeout: float, stop) -> None:
         while stop is None or not stop.is_set():
             held_back: set[tuple[str, int]] = set()  # queues whose turn in this batch is over
             for m in self.poll(max_msgs, timeout):
-                queue = self._queue_of(m)
+                queue = self._pulls.queue_of(m)
                 if queue is None or queue in held_back:
                     continue
                 if not self._leases.valid(queue):  # lapsed meanwhile: another may hold it
@@ -430,10 +363,10 @@ class Consumer:
                 except Exception:  # noqa: BLE001 - the handler's failure: retried in place
                     log.warning("%s: handler failed on %s (orderly: retried in place)",
                                 self.group, m.msg_id, exc_info=True)
-                    if self._fail_in_place(queue, m) == "retry":
+                    if self._in_place.failed(queue, m) == "retry":
                         held_back.add(queue)
                     continue
-                self._attempts.pop((queue, m.queue_offset), None)
+                self._in_place.done(queue, m)
             self.commit()
 
     def _poll(self, max_msgs: int, timeout: float, answer_s: float = ANSWER_S
@@ -459,15 +392,12 @@ class Consumer:
                 return self._take(max_msgs)
 
     def _take(self, max_msgs: int) -> list[Message]:
-        """Hand out what is buffered, remembering each message's broker (`nack`)."""
+        """Hand out what is buffered (the pulls remember each message's queue: `nack`)."""
         out: list[Message] = []
-        origin = self._origin
         for queue, part in self._pulls.take(max_msgs):
             out.extend(part)
             if self.tracer is not None:
                 self.tracer.polled(queue[0], part)
-            for m in part:
-                origin[(m.store_host_raw, m.queue_id, m.physical_offset)] = queue[0]
         return out
 
     @property
@@ -494,7 +424,7 @@ class Consumer:
     def commit(self) -> None:
         """Store the offsets of everything polled so far on the brokers (a broadcast
         instance: in its offsets file, at most once a second)."""
-        self._origin.clear()  # a message handed out before is past its nack now
+        self._pulls.committed()  # a message handed out before is past its nack now
         if self.broadcast:
             self._committed.update(self._pulls.delivered)
             self._file.save(self._committed)

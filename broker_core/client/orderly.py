@@ -1,4 +1,5 @@
-"""An orderly consumer's side of the queue locks (server.queue_locks).
+"""An orderly consumer's side of the queue locks (server.queue_locks), and its
+failed messages, retried in place.
 
 The consumer processes a queue only while its lock there is trusted: for
 TRUST_S after the LOCK_BATCH that granted or renewed it was *sent* (half the
@@ -6,17 +7,26 @@ broker's lease, so a holder that cannot renew has stopped long before the broker
 gives the queue to another client). Locks are renewed with every heartbeat;
 owned queues without one are asked for again every RETRY_S; a queue rebalanced
 away is committed, then released (UNLOCK_BATCH).
+
+A failed message is retried in place (RocketMQ's SUSPEND_CURRENT_QUEUE_A_MOMENT):
+its queue waits SUSPEND_S and the same message comes again, up to
+`max_reconsume` times, then it goes to the dead-letter queue and the queue moves
+on (not to the retry topic: that would put it behind the messages that followed it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 
 from broker_core.client.connection import BrokerUnavailable
+from broker_core.client.pulls import Pulls
+from broker_core.client.retry import PROP_RETRY_TIMES
 from broker_core.errors import BrokerError
 from broker_core.protocol import Op
 from broker_core.protocol.orderly import LOCK_LEASE_S
+from broker_core.store.message import Message
 
 log = logging.getLogger("floodgate.consumer")
 
@@ -87,3 +97,46 @@ class QueueLeases:
                     "queues": sorted(qids)})
             except (BrokerUnavailable, BrokerError):
                 pass  # the lease runs out on the broker instead
+
+
+class InPlaceRetries:
+    """`send_back(message)` sends a message whose tries are spent to the dead-letter
+    queue ("dlq"; BrokerError when it could not); `clock`: monotonic."""
+
+    def __init__(self, max_reconsume: int, pulls: Pulls,
+                 send_back: Callable[[Message], str], clock: Callable[[], float]) -> None:
+        self.max_reconsume = max_reconsume
+        self._pulls, self._send_back, self._clock = pulls, send_back, clock
+        self._attempts: dict[tuple[Queue, int], int] = {}  # (queue, offset) -> failures
+        self._waiting: dict[Queue, float] = {}  # queue -> not handed out until then
+
+    def waiting(self, queue: Queue) -> bool:
+        """Whether `queue` pauses after a failure now."""
+        return self._waiting.get(queue, 0.0) > self._clock()
+
+    def failed(self, queue: Queue, message: Message) -> str:
+        """`message` comes again after SUSPEND_S ("retry"), or past `max_reconsume` tries
+        goes to the dead-letter queue ("dlq") and its queue moves on. A dead letter that
+        could not be sent is retried after the pause."""
+        key = (queue, message.queue_offset)
+        fails = self._attempts.get(key, 0) + 1
+        if fails > self.max_reconsume:
+            spent = dataclasses.replace(message, properties={
+                **(message.properties or {}), PROP_RETRY_TIMES: str(self.max_reconsume)})
+            try:
+                kind = self._send_back(spent)
+            except BrokerError:
+                fails = self.max_reconsume  # tried again after the pause
+            else:
+                self._attempts.pop(key, None)
+                return kind
+        self._attempts[key] = fails
+        pulls = self._pulls
+        pulls.clear(queue)
+        pulls.offsets[queue] = pulls.delivered[queue] = message.queue_offset
+        self._waiting[queue] = self._clock() + SUSPEND_S
+        return "retry"
+
+    def done(self, queue: Queue, message: Message) -> None:
+        """`message` was handled: its failures are forgotten."""
+        self._attempts.pop((queue, message.queue_offset), None)

@@ -106,6 +106,9 @@ class Pulls:
         # queues in the order of their turns (a dict keeps it: a served queue goes last)
         self._ready: dict[Queue, deque[tuple[list[Message], int]]] = {}
         self._buffered: dict[Queue, int] = {}
+        # each message handed out since the last commit, by (store host, queue id,
+        # physical offset) -> its queue: a message whose send-back failed is read again
+        self._handed_out: dict[tuple[bytes, int, int], Queue] = {}
 
     @property
     def ready(self) -> bool:
@@ -233,6 +236,8 @@ class Pulls:
             msgs, next_offset = runs[0]
             part, rest = msgs[:room], msgs[room:]
             out.append((queue, part))
+            for m in part:
+                self._handed_out[(m.store_host_raw, m.queue_id, m.physical_offset)] = queue
             room -= len(part)
             self._buffered[queue] -= len(part)
             if rest:
@@ -244,6 +249,27 @@ class Pulls:
             if runs:
                 self._ready[queue] = runs  # last in turn
         return out
+
+    def queue_of(self, message: Message) -> Queue | None:
+        """The queue `message` was handed out from since the last commit, if it was."""
+        return self._handed_out.get(
+            (message.store_host_raw, message.queue_id, message.physical_offset))
+
+    def rewind(self, message: Message, keep: Iterable[Queue]) -> bool:
+        """Hand `message` out again: its queue goes back to it (what followed it comes
+        again too: at least once), and what was fetched ahead is dropped (the queues in
+        `keep` pulled again). False if it was not handed out since the last commit."""
+        queue = self.queue_of(message)
+        if queue is None:
+            return False
+        if queue in self.delivered:
+            self.delivered[queue] = min(self.delivered[queue], message.queue_offset)
+        self.forget(keep)
+        return True
+
+    def committed(self) -> None:
+        """What was handed out before is past rewinding (a commit covers it)."""
+        self._handed_out.clear()
 
     def clear(self, queue: Queue) -> None:
         """Drop what was fetched for `queue` and not handed out, and the pull in flight
