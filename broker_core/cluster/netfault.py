@@ -210,7 +210,8 @@ def heal(layout: NetLayout, state_dir: Path) -> list[dict]:
     return faults
 
 
-def describe(fault: dict) -> str:
+def describe(fault: dict, now: float | None = None) -> str:
+    """One line: the fault and how long it has been in force (`now`: epoch seconds)."""
     kind = fault["kind"]
     if kind in ("partition", "isolate"):
         arrow = " -/-> " if fault.get("one_way") else " / "
@@ -223,4 +224,5 @@ def describe(fault: dict) -> str:
     else:
         what = (f"connections to {fault['node']} delayed {fault['ms']:g} ms each way "
                 f"(relay pid {fault['relay_pid']})")
-    return f"{what}, for {time.time() - fault['since']:.0f} s"
+    age = (time.time() if now is None else now) - fault["since"]
+    return f"{what}, " + ("from now" if age < 1 else f"in force for {age:.0f} s")
