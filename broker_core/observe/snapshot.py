@@ -76,6 +76,8 @@ class BrokerSnapshot:
     send_error_codes: Mapping[str, int] = field(default_factory=dict)
     # the latest send the broker failed itself: {code, text, time}, or empty
     last_send_failure: Mapping[str, Any] = field(default_factory=dict)
+    # the latest send it refused (an error not its own failure): {code, text, time}, or empty
+    last_send_refusal: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def flush_lag_bytes(self) -> int:
@@ -168,4 +170,5 @@ def take_snapshot(broker, consumers: dict[str, dict] | None = None,
         hottest_queues=hottest_report(broker) if hottest is None else hottest,
         send_error_codes=dict(broker.sends.error_codes),
         last_send_failure=dict(broker.sends.last_failure),
+        last_send_refusal=dict(broker.sends.last_refusal),
     )

@@ -226,6 +226,9 @@ class BrokerStats:
     send_error_codes: Mapping[str, int] = field(default_factory=dict)
     # {code, text, time}: the latest send the broker failed itself (BROKER_FAILURE_CODES)
     last_send_failure: Mapping[str, Any] = field(default_factory=dict)
+    # {code, text, time}: the latest send it refused (the other codes: input, settings,
+    # NOT_MASTER)
+    last_send_refusal: Mapping[str, Any] = field(default_factory=dict)
 
     def window(self, op: str, window: str = "10s") -> OpWindow:
         return self.ops.get(op, {}).get(window) or OpWindow()
@@ -298,6 +301,7 @@ _CODECS.update({
     "access": (lambda v: dict(_map(v)), dict),
     "send_error_codes": (lambda v: _figures(v, int), dict),
     "last_send_failure": (lambda v: dict(_map(v)), dict),
+    "last_send_refusal": (lambda v: dict(_map(v)), dict),
     "dead_letters": (lambda v: {str(g): _figures(d, float) for g, d in _map(v).items()},
                      lambda d: {g: dict(x) for g, x in d.items()}),
     "retries": (lambda v: {str(g): _figures(d, float) for g, d in _map(v).items()},
@@ -315,7 +319,7 @@ _FROM_SNAPSHOT = ("cluster", "addr", "http", "pid", "time", "uptime_s", "state",
                   "totals", "commitlog", "flush_lag_bytes", "disk", "consumer_lag", "topics",
                   "faults", "inflight_writes", "loop_lag", "hottest_queues",
                   "delayed", "dead_letters", "retries", "transactions", "locks",
-                  "access", "send_error_codes", "last_send_failure")
+                  "access", "send_error_codes", "last_send_failure", "last_send_refusal")
 
 
 @dataclass(frozen=True)

@@ -121,8 +121,10 @@ class SendOps:
         self.broker = broker
         self._sets: dict[str, PropertySet] = {}
         self.error_codes: Counter[str] = Counter()  # sends answered with an error, by code
-        # the latest send the broker failed itself: {code, text, time} (what FAILING quotes)
+        # the latest send the broker failed itself: {code, text, time} (what FAILING quotes),
+        # and the latest it refused (the caller's input, a setting, a slave's NOT_MASTER)
         self.last_failure: dict[str, object] = {}
+        self.last_refusal: dict[str, object] = {}
         self._ip, self._port = host[:4], int.from_bytes(host[4:], "big", signed=True)
 
     def _set(self, text: str) -> PropertySet:
@@ -217,16 +219,18 @@ class SendOps:
         return p.encode_answer(op, rid, code, text)
 
     def _count_error(self, code: int, text: bytes) -> bool:
-        """Count a send answered with an error by its code; True when the broker failed
-        it itself (protocol.BROKER_FAILURE_CODES), the latest such kept with its text."""
+        """Count a send answered with an error by its code, the latest failure and refusal
+        kept with its text; True when the broker failed it itself
+        (protocol.BROKER_FAILURE_CODES)."""
         b = self.broker
         b.counters["send_errors"] += 1
         name = Code(code).name
         self.error_codes[name] += 1
+        latest = {"code": name, "text": text.decode("utf-8", "replace")[:200], "time": b.clock()}
         if code not in BROKER_FAILURE_CODES:
+            self.last_refusal = latest
             return False
-        self.last_failure = {"code": name, "text": text.decode("utf-8", "replace")[:200],
-                             "time": b.clock()}
+        self.last_failure = latest
         return True
 
     @staticmethod

@@ -52,6 +52,7 @@ def state_to_dict(state) -> dict:
                      "p50_s": b.p50, "p99_s": b.p99, "p999_s": b.p999, "max_s": b.max,
                      "over_20ms": b.over_20ms, "send_errors": b.errors,
                      "send_failures": b.send_failures, "last_failure": b.last_failure,
+                     "last_refusal": b.last_refusal,
                      "disk_used_ratio": b.disk_used_ratio,
                      "flush_lag_bytes": b.flush_lag_bytes, "consumer_lag": b.consumer_lag,
                      **({"group": b.group, "role": b.role, "epoch": b.epoch,

@@ -1,12 +1,13 @@
 """SLA alerts (seed 000): send average over 3 ms, max over 20 ms, sends a broker
-failed itself (critical) or refused (a warning), a data disk past the store's
-lines (75 %: a warning, 90 %: critical), a broker down, a fuse's excluded
-brokers at its cap; and for replicated groups: a failover in the last minute, a
-group without a master, a master without a slave in sync, a slave lagging by
-more than a second; consumer groups STALLED or STOPPED (critical) or falling
-behind (WARNING), sends refused by flow control (info: a quota doing its job,
-but the producer group named waits for it), and a queue far hotter than the rest
-of its broker (warning: one key's traffic setting the broker's pace).
+failed itself (critical) or refused (a warning; a slave's NOT_MASTER: info), a
+data disk past the store's lines (75 %: a warning, 90 %: critical), a broker
+down, a fuse's excluded brokers at its cap; and for replicated groups: a
+failover in the last minute, a group without a master, a master without a slave
+in sync, a slave lagging by more than a second; consumer groups STALLED or
+STOPPED (critical) or falling behind (WARNING), sends refused by flow control
+(info: a quota doing its job, but the producer group named waits for it), and a
+queue far hotter than the rest of its broker (warning: one key's traffic setting
+the broker's pace).
 
 `evaluate_alerts` says which conditions hold now; `AlertLog.update` turns
 that into edges (raised / cleared) kept in a bounded, immutable list, so the
@@ -217,8 +218,10 @@ def sends(n: int) -> str:
 
 def _send_error_alerts(b, add) -> None:
     """The sends a broker failed itself (critical: it is FAILING), apart from those it
-    refused, which are the callers' input or the operator's settings (a warning, with the
-    codes it has refused since it started)."""
+    refused: the callers' input, the operator's settings (a warning), or sends to a slave,
+    which points them to its master (NOT_MASTER: info, the clients' routes catching up
+    with a failover). Each with the latest one's words; the refused with the codes it
+    has refused since it started."""
     failed = b.send_failures or 0
     if failed:
         add(f"failing:{b.name}", "critical", f"{b.name} failed {sends(failed)} itself (10 s)"
@@ -227,10 +230,11 @@ def _send_error_alerts(b, add) -> None:
         codes = {c: n for c, n in (b.stats.send_error_codes if b.stats else {}).items()
                  if c not in FAILURE_NAMES}
         since = ", ".join(f"{c} {n:,}" for c, n in sorted(codes.items(), key=lambda i: -i[1]))
-        add(f"refused:{b.name}", "warning",
-            f"{b.name} refused {sends(refused)} (10 s): the callers' input or the "
-            f"topics' settings" + (f" (since start: {since})" if since else ""),
-            refused, "sends")
+        as_slave = b.role == "SLAVE" and b.last_refusal.startswith("NOT_MASTER")
+        add(f"refused:{b.name}", "info" if as_slave else "warning",
+            f"{b.name} refused {sends(refused)} (10 s)" + (" as a slave" if as_slave else "")
+            + (f", latest {b.last_refusal}" if b.last_refusal else "")
+            + (f" (since start: {since})" if since else ""), refused, "sends")
 
 
 def _hot_queue_alerts(b: Any, add) -> None:

@@ -175,7 +175,15 @@ def _judge(send10: OpWindow, sla_max_s: float) -> str:
 
 def last_failure(stats) -> str:
     """The latest send the broker failed itself, as "CODE: text" ("" if none)."""
-    last = stats.last_send_failure
+    return _code_and_text(stats.last_send_failure)
+
+
+def last_refusal(stats) -> str:
+    """The latest send the broker refused (not its own failure), as "CODE: text"."""
+    return _code_and_text(stats.last_send_refusal)
+
+
+def _code_and_text(last) -> str:
     code, text = str(last.get("code") or ""), str(last.get("text") or "")
     return f"{code}: {text}" if code and text else code
 
@@ -229,6 +237,8 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
         mean=send10.mean, p50=send10.p50, p99=send10.p99, p999=send10.p999, max=send10.max,
         over_20ms=send10.over_20ms, errors=send10.errors, send_failures=send10.failures,
         last_failure=latest if send10.failures else "",
+        last_refusal=last_refusal(stats) if (send10.errors or 0) > (send10.failures or 0)
+        else "",
         disk_used_ratio=stats.disk.used_ratio, flush_lag_bytes=stats.flush_lag_bytes,
         consumer_lag=sum(stats.consumer_lag.values()),
         fault=stats.faults if stats.fault_active else None, stats=stats,

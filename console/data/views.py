@@ -30,6 +30,7 @@ class BrokerView:
     errors: int | None = None  # sends answered with an error in the last 10 s
     send_failures: int | None = None  # of those, failed by the broker itself
     last_failure: str = ""  # the latest of those: "SYSTEM_ERROR: injected error"
+    last_refusal: str = ""  # the latest of the others, when there were: "NOT_MASTER: …"
     disk_used_ratio: float | None = None
     flush_lag_bytes: int | None = None
     consumer_lag: int | None = None

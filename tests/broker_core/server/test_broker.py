@@ -103,6 +103,8 @@ def test_injected_errors_are_the_brokers_failures_and_refused_input_is_not(broke
                                        "SYSTEM_ERROR": 1}
     assert doc["last_send_failure"] == {"code": "SYSTEM_ERROR", "text": "injected error",
                                         "time": broker.clock.t - 1}
+    assert doc["last_send_refusal"]["code"] == "TOPIC_NOT_EXIST"
+    assert "nope" in doc["last_send_refusal"]["text"]
     assert doc["totals"]["send_errors"] == 3
 
 

@@ -221,10 +221,12 @@ def test_an_active_alert_shows_its_current_and_worst_value():
     assert s.active_alerts[0].text == "broker-1 send max 25.0 ms > 20.0 ms (10 s)"
 
 
-def failing(d: dict, errors: int, failures: int, codes: dict, last: dict | None = None):
+def failing(d: dict, errors: int, failures: int, codes: dict, last: dict | None = None,
+            refused: dict | None = None):
     d["ops"]["send"]["10s"].update(errors=errors, failures=failures)
     d["send_error_codes"] = codes
     d["last_send_failure"] = last or {}
+    d["last_send_refusal"] = refused or {}
     return d
 
 
@@ -252,13 +254,16 @@ def test_a_broker_failing_sends_itself_is_failing_and_unhealthy_with_the_latest_
 
 def test_refused_input_is_a_warning_and_leaves_the_broker_up():
     """An oversize message or a read-only topic is the caller's or the operator's doing: the
-    broker serving it is not failing."""
-    d = failing(doc(), 7, 0, {"MESSAGE_TOO_LARGE": 5, "NO_PERMISSION": 9, "SYSTEM_BUSY": 1})
+    broker serving it is not failing. The alert quotes the latest refusal."""
+    d = failing(doc(), 7, 0, {"MESSAGE_TOO_LARGE": 5, "NO_PERMISSION": 9, "SYSTEM_BUSY": 1},
+                refused={"code": "NO_PERMISSION", "text": "orders is read-only", "time": 999})
     s = build_state([sample(d)], now=1)
     assert s.brokers[0].state == "UP" and s.summary.healthy
+    assert s.brokers[0].last_refusal == "NO_PERMISSION: orders is read-only"
     assert [(a.key, a.severity, a.text) for a in s.active_alerts] == [
-        ("refused:broker-1", "warning", "broker-1 refused 7 sends (10 s): the callers' input "
-         "or the topics' settings (since start: NO_PERMISSION 9, MESSAGE_TOO_LARGE 5)")]
+        ("refused:broker-1", "warning", "broker-1 refused 7 sends (10 s), latest "
+         "NO_PERMISSION: orders is read-only (since start: NO_PERMISSION 9, "
+         "MESSAGE_TOO_LARGE 5)")]
     one = failing(doc(), 2, 1, {"SYSTEM_BUSY": 1}, {"code": "SYSTEM_BUSY", "text": "busy"})
     one["ops"]["send"]["10s"]["count"] = 1
     s = build_state([sample(one)], now=2)
@@ -266,6 +271,25 @@ def test_refused_input_is_a_warning_and_leaves_the_broker_up():
     assert {a.text for a in s.active_alerts} >= {
         "broker-1 failed 1 send itself (10 s), latest SYSTEM_BUSY: busy"}
     assert any(a.text.startswith("broker-1 refused 1 send (10 s)") for a in s.active_alerts)
+
+
+def test_sends_to_a_deposed_master_are_info_not_a_warning_about_the_callers():
+    """After a failover the clients' routes still name the old master for a moment; it
+    answers NOT_MASTER as a slave should. The alert used to blame the callers' input or the
+    topics' settings. A master refusing NOT_MASTER (fenced, it hears neither ZooKeeper nor
+    its slaves) stays a warning."""
+    said = {"code": "NOT_MASTER", "text": "group-1-a is slave of group g1", "time": 999}
+    d = failing({**doc("group-1-a"), "ha": {"group": "g1", "role": "SLAVE", "epoch": 2}},
+                8, 0, {"NOT_MASTER": 8}, refused=said)
+    s = build_state([sample(d, name="group-1-a")], now=1)
+    assert s.brokers[0].state == "UP"
+    assert [(a.severity, a.text) for a in s.active_alerts if a.key == "refused:group-1-a"] == [
+        ("info", "group-1-a refused 8 sends (10 s) as a slave, latest NOT_MASTER: group-1-a "
+                 "is slave of group g1 (since start: NOT_MASTER 8)")]
+    d["ha"]["role"] = "MASTER"
+    s = build_state([sample(d, name="group-1-a")], now=2)
+    assert [a.severity for a in s.active_alerts if a.key == "refused:group-1-a"] == [
+        "warning"]
 
 
 def test_failing_and_slow_says_both_and_isolated_outranks_failing():
