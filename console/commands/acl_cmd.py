@@ -25,7 +25,8 @@ def register(sub) -> None:
     usub = user.add_subparsers(metavar="ACTION")
     add = add_subparser(usub, "add", "a user; its secret from --secret-stdin or generated")
     _cluster(add)
-    add.add_argument("--name", required=True)
+    # --user as `allow` and `deny` name it; --name as it was first spelt
+    add.add_argument("--user", "--name", dest="name", required=True, metavar="NAME")
     add.add_argument("--super", action="store_true", help="allowed everything (operators, "
                      "the controller, the console)")
     add.add_argument("--secret-stdin", action="store_true",
@@ -37,7 +38,7 @@ def register(sub) -> None:
     add.set_defaults(func=run_user_add)
     rm = add_subparser(usub, "remove", "a user and its rules")
     _cluster(rm)
-    rm.add_argument("--name", required=True)
+    rm.add_argument("--user", "--name", dest="name", required=True, metavar="NAME")
     rm.set_defaults(func=lambda a: _change(a, {"action": "remove_user", "name": a.name}))
     ls = add_subparser(usub, "list", "users (names only: no key leaves a broker)")
     _cluster(ls)

@@ -1,5 +1,6 @@
-"""`list` and `show` both work wherever one of them lists things: an operator at
-midnight types the verb of the last command used (`topic list`, then `quota list`)."""
+"""The spelling of the last command used works in the next: `list` and `show` wherever
+one of them lists things (`topic list`, then `quota list`), and `--user` wherever a
+user is named."""
 
 from __future__ import annotations
 
@@ -20,3 +21,12 @@ def test_either_verb_runs_the_same_command(typed, canonical):
     a = parser.parse_args(typed.split() + extra)
     b = parser.parse_args(canonical.split() + extra)
     assert a.func is b.func and a.func is not None
+
+
+@pytest.mark.parametrize("action", ["add", "remove"])
+def test_a_user_is_named_by_user_as_allow_and_deny_name_it(action):
+    """`acl allow --user app1` and then `acl user add --user app1` read: "required: --name"."""
+    parser = build_parser()
+    for flag in ("--user", "--name"):
+        args = parser.parse_args(["acl", "user", action, "--cluster", "c.toml", flag, "app1"])
+        assert args.name == "app1"
