@@ -90,7 +90,32 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _take_anywhere(parser, [a for a in parser._actions if a.dest in ANYWHERE])
     return parser
+
+
+ANYWHERE = ("debug", "tls_ca", "credentials")  # the global flags a subcommand takes too
+
+
+def _take_anywhere(parser: argparse.ArgumentParser, flags: list[argparse.Action]) -> None:
+    """Every subcommand takes the global flags too, after its own (`floodgate bench produce
+    ... --tls-ca FILE`): an error says "give --tls-ca" and the operator adds it at the end.
+    Hidden from the subcommands' help (the top level's lists them) and SUPPRESS as their
+    default, so a flag given before the subcommand is not reset. A subcommand that has a
+    flag of the same name keeps its own (`broker serve --tls-ca`). argparse has no public
+    way to walk its subparsers: `_actions` and `_option_string_actions` are its own names,
+    the same since Python 3.2."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for child in {id(p): p for p in action.choices.values()}.values():  # aliases: once
+            for flag in flags:
+                if any(s in child._option_string_actions for s in flag.option_strings):
+                    continue
+                extra = {"action": "store_true"} if flag.nargs == 0 else {"metavar": "FILE"}
+                child.add_argument(*flag.option_strings, dest=flag.dest,
+                                   default=argparse.SUPPRESS, help=argparse.SUPPRESS, **extra)
+            _take_anywhere(child, flags)
 
 
 def _use_credentials(args) -> None:

@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from broker_core.client.connection import Connection
+from broker_core.client.connection import TLS_HINT, Connection
 from broker_core.errors import BrokerError
 from broker_core.protocol import Code, Op, decode_json, encode_json
 
@@ -89,6 +89,16 @@ def quota(http_addr: str, method: str = "GET", body: dict | None = None,
 # with the raw bytes http.client puts in its BadStatusLine
 NOT_HTTP = ("not an HTTP port (a broker's data port?): give the broker's HTTP port (the data "
             "port + 1 in a local cluster)")
+# A plain request closed without a byte: a broker's TLS port does that (a data port answers
+# with a frame: NOT_HTTP)
+CLOSED_PLAIN = f"connection closed{TLS_HINT}"
+
+
+def http_failure(exc: http.client.HTTPException, url: str) -> str:
+    """Why an HTTP request got no answer it could read, in words."""
+    if isinstance(exc, http.client.RemoteDisconnected) and url.startswith("http:"):
+        return CLOSED_PLAIN
+    return NOT_HTTP
 
 
 def admin_call(http_addr: str, path: str, method: str, body: dict | None,
@@ -110,8 +120,8 @@ def admin_call(http_addr: str, path: str, method: str, body: dict | None,
         except ValueError:
             message = exc.reason
         raise AdminError(f"{http_addr}: {message}") from None
-    except http.client.HTTPException:
-        raise AdminError(f"{http_addr}: {NOT_HTTP}") from None
+    except http.client.HTTPException as exc:
+        raise AdminError(f"{http_addr}: {http_failure(exc, url)}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise AdminError(f"{http_addr}: cannot reach the broker: {reason}") from None

@@ -34,7 +34,7 @@ from broker_core.client.attempts import (
     release_resynced,
     with_group,
 )
-from broker_core.client.connection import BrokerUnavailable, Connection, parse_addr
+from broker_core.client.connection import TLS_HINT, BrokerUnavailable, Connection, parse_addr
 from broker_core.client.ordering import OrderedQueues, choose
 from broker_core.client.producer import encode_many, encode_one
 from broker_core.client.tracing import traced_properties
@@ -61,9 +61,11 @@ SWEEP_S = 0.05  # requests past their timeout are failed this often
 class _AioConnection(asyncio.Protocol):
     """One pipelined connection; answers call back by request id."""
 
-    def __init__(self, addr: str, timeout: float) -> None:
+    def __init__(self, addr: str, timeout: float, tls: bool) -> None:
         self.addr = addr
         self.timeout = timeout
+        self.tls = tls
+        self.answered = False  # anything read yet: a plain link closed before is TLS_HINT
         self.decoder = FrameDecoder()
         self.pending: dict[int, tuple[float, Answered]] = {}  # rid -> (deadline, callback)
         self.transport: asyncio.Transport | None = None
@@ -74,6 +76,7 @@ class _AioConnection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        self.answered = True
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -86,7 +89,8 @@ class _AioConnection(asyncio.Protocol):
                 entry[1](header.code, body, "")
 
     def connection_lost(self, exc) -> None:
-        self._fail(f"{self.addr}: connection lost" + (f": {exc}" if exc else ""))
+        hint = "" if self.answered or self.tls else TLS_HINT
+        self._fail(f"{self.addr}: connection lost" + (f": {exc}" if exc else hint))
 
     def _fail(self, reason: str) -> None:
         if self.transport is not None:
@@ -220,7 +224,8 @@ class AsyncProducer:
             try:
                 _t, conn = await asyncio.wait_for(
                     asyncio.get_running_loop().create_connection(
-                        lambda: _AioConnection(self.brokers[name], self.timeout), host, port,
+                        lambda: _AioConnection(self.brokers[name], self.timeout, ctx is not None),
+                        host, port,
                         ssl=ctx, server_hostname=host if ctx is not None else None),
                     self.timeout)
             except (OSError, TimeoutError) as exc:

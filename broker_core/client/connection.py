@@ -42,6 +42,8 @@ from broker_core.protocol import (
 )
 
 PUMP_LINGER_S = 1.0  # a pump thread with nothing to serve this long exits
+# A plain connection closed before any answer: a TLS port closes on the first frame
+TLS_HINT = " before any answer (a broker serving TLS? give --tls-ca or set FLOODGATE_TLS_CA)"
 
 
 class BrokerUnavailable(BrokerError):
@@ -297,9 +299,7 @@ class Connection:
                 self._fail_all(link, f"{self.addr}: connection lost: {exc}")
             return
         if not n:
-            hint = "" if link.answered or link.tls is not None else (
-                " before any answer (a broker serving TLS? give --tls-ca or set "
-                "FLOODGATE_TLS_CA)")
+            hint = "" if link.answered or link.tls is not None else TLS_HINT
             with self._lock:
                 self._fail_all(link, f"{self.addr}: connection closed by broker{hint}")
             return

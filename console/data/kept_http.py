@@ -21,7 +21,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from broker_core.client.admin import NOT_HTTP
+from broker_core.client.admin import http_failure
 
 Answer = tuple[Mapping[str, Any] | None, str | None]
 
@@ -57,7 +57,7 @@ class KeptConnections:
                 if reused and isinstance(exc, http.client.RemoteDisconnected):
                     conn, reused = None, False  # closed while idle: once more, fresh
                     continue
-                return None, NOT_HTTP
+                return None, http_failure(exc, f"{scheme}:")
             except OSError as exc:
                 conn.close()
                 if reused and isinstance(exc, (ConnectionResetError, BrokenPipeError)):

@@ -35,11 +35,21 @@ def test_certs_make_and_refuses_to_overwrite(tmp_path, capsys):
     assert "holds ca.pem" in capsys.readouterr().err
 
 
-def test_a_tls_cluster_end_to_end_and_clear_refusals(cluster_factory, no_tls_env, tmp_path):
+def test_a_tls_cluster_end_to_end_and_clear_refusals(cluster_factory, no_tls_env, tmp_path,
+                                                     capsys):
     cluster = cluster_factory(1, tls=True)
     addr, http = cluster.file.brokers[0].addr, cluster.file.brokers[0].http
     with pytest.raises(BrokerUnavailable, match="a broker serving TLS"):
         Connection(addr).call(Op.STATS, b"{}")
+    # the load generator (asyncio) and the HTTP polls say the same; they said "connection
+    # lost" and "not an HTTP port (a broker's data port?)"
+    capsys.readouterr()
+    assert main(["bench", "produce", "--brokers", addr, "--count", "1"]) == 1
+    assert "a broker serving TLS? give --tls-ca" in capsys.readouterr().err
+    assert main(["status", "--brokers", http, "--json"]) == 1
+    assert "a broker serving TLS? give --tls-ca" in capsys.readouterr().out
+    assert main(["bench", "produce", "--brokers", addr, "--count", "1",
+                 "--tls-ca", str(cluster.tls_ca)]) == 0  # where the operator adds it
     other = make_certs(tmp_path / "other", ["127.0.0.1"])
     no_tls_env.setenv(ENV_CA, str(other["ca"]))
     with pytest.raises(BrokerUnavailable, match="TLS handshake failed.*certificate verify"):
