@@ -262,6 +262,8 @@ class AsyncProducer:
             conn = await self._conn(broker)
         except BrokerUnavailable as exc:
             self._settle(plan, payload, done, None, None, str(exc))
+        except AuthFailed as exc:  # (the send waited for ever, the error unread in a task)
+            done(None, plan.unauthenticated(exc))
         else:
             self._request(conn, plan, payload, done)
 

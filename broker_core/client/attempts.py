@@ -98,6 +98,10 @@ class SendFailed(BrokerError):
         self.retries = retries  # why each earlier attempt was given up ("broker: reason")
 
 
+class Unauthenticated(SendFailed):
+    """A broker refused the client's credentials: no send of this client will pass."""
+
+
 @dataclass(frozen=True, slots=True)
 class SendResult:
     status: str  # SEND_OK, or FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE
@@ -239,6 +243,13 @@ class SendPlan:
         self.tried.append(broker)
         wait = self._interval(self.attempt - self.throttled)
         return ("backoff", wait) if wait else ("retry", why)
+
+    def unauthenticated(self, exc: BrokerError) -> SendFailed:
+        """The broker refused this client's credentials (acl.handshake.AuthFailed): the
+        broker is well (its fuse call ends ok) and no other would take them either, so the
+        send fails now, saying why."""
+        self._end(True)
+        return Unauthenticated(str(exc), None, (*self.why, f"{self.broker}: {exc}"))
 
     def _refused(self, body: bytes | None, closing: bool) -> tuple[str, object]:
         """NO_PERMISSION: the broker is well and takes no writes for this topic (its

@@ -33,6 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
+from broker_core.acl.handshake import AuthFailed
 from broker_core.client.attempts import normalize_brokers
 from broker_core.client.connection import BrokerUnavailable, ConnectionPool
 from broker_core.client.group_calls import GroupCalls
@@ -170,10 +171,13 @@ class Consumer:
 
     # -- membership ---------------------------------------------------------
     def heartbeat(self, leave: bool = False) -> None:
-        """Tell every broker we are alive; rebalance when the member set changed."""
+        """Tell every broker we are alive; rebalance when the member set changed.
+        AuthFailed when every broker that answered refused this client's credentials
+        (the consumer polled nothing, for ever, without a word)."""
         members: set[str] = set()
         queues: list[tuple[str, int]] = []
         reset = self._reset
+        answered, refused = 0, []
         for broker in self.brokers:
             beat = {"client_id": self.client_id, "group": self.group, "topic": self.topic,
                     "leave": leave}
@@ -182,11 +186,20 @@ class Consumer:
                     str(q): o for (b, q), o in self._committed.items() if b == broker})
             try:
                 answer = self._json(broker, Op.HEARTBEAT, beat)
+            except AuthFailed as exc:
+                refused.append(exc)
+                continue
             except (BrokerUnavailable, BrokerError):
                 continue  # a broker that is down owns no queues we could pull anyway
+            answered += 1
             members.update(answer.get("members", []))
             queues.extend((broker, q) for q in range(int(answer.get("queues", 0))))
             reset = max(reset, int(answer.get("reset", 0)))
+        if refused and not leave:
+            if not answered:
+                raise refused[0]
+            log.warning("%s: %d broker(s) refused this client's credentials: %s", self.group,
+                        len(refused), refused[0])
         self._heard_reset(reset)
         self._next_heartbeat = self._clock() + HEARTBEAT_S
         if leave:

@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker_core.client.attempts import MAX_BACKOFF_S
+from broker_core.client.attempts import MAX_BACKOFF_S, Unauthenticated
 from broker_core.client.producer import Producer, SendFailed
 from heatmap import LatencyHistogram
 
@@ -171,6 +171,8 @@ class LoadGenerator:
             def done(result, exc) -> None:
                 nonlocal inflight
                 self._record(perf() - t0, n, exc, result)
+                if isinstance(exc, Unauthenticated):  # no send will pass: the run ends
+                    self._stop.set()
                 inflight -= 1
                 room.set()
                 if not inflight:

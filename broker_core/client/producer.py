@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 
+from broker_core.acl.handshake import AuthFailed
 from broker_core.client.attempts import (
     FLOW_RETRIES,
     SendCounters,
@@ -299,6 +300,9 @@ class Producer:
         except BrokerUnavailable as exc:
             self._settle(plan, payload, outer, None, None, str(exc))
             return
+        except AuthFailed as exc:  # on a reader thread's retry it would be lost there
+            outer.set_exception(plan.unauthenticated(exc))
+            return
         with self._dl_lock:
             self._deadlines[fut] = (self._clock() + self.timeout, conn)
         fut.add_done_callback(lambda f: self._on_response(f, plan, payload, outer))
@@ -340,6 +344,8 @@ class Producer:
                 code = Code(raw_code)
             except (BrokerUnavailable, TimeoutError) as exc:
                 reason = str(exc)
+            except AuthFailed as exc:
+                raise plan.unauthenticated(exc) from None
             kind, value = plan.answer(code, body, reason, self._closed.is_set())
             if kind == "ok":
                 return value

@@ -54,6 +54,26 @@ def test_users_rules_and_refusals_end_to_end(acl_cluster, capsys, tmp_path, monk
     app = load(app_file)
     with pytest.raises(AuthFailed, match="authentication failed"):
         Connection(addr, credentials=Credentials("app", "not-the-secret")).call(Op.STATS)
+    # a producer with the wrong secret fails its send at once, saying why, and its fuse
+    # holds nothing against the broker; the asyncio one (`bench produce`) waited out its
+    # whole run with the error unread in a task
+    with Producer(c.file.addrs, credentials=Credentials("app", "not-the-secret")) as p:
+        with pytest.raises(SendFailed, match="user app: authentication failed"):
+            p.send("orders", b"x")
+        assert not p.fuse.snapshot().isolated
+    # a consumer with it polled nothing for ever, without a word
+    with Consumer("billing", "orders", c.file.addrs,
+                  credentials=Credentials("app", "not-the-secret")) as consumer:
+        with pytest.raises(AuthFailed, match="user app: authentication failed"):
+            consumer.poll(timeout=0.2)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('user = "app"\nsecret = "not-the-secret"\n')
+    bad.chmod(0o600)
+    started = time.monotonic()
+    code, _out, err = floodgate(capsys, "--credentials", str(bad), "bench", "produce",
+                                "--brokers", addr, "--duration", "20")
+    assert code == 1 and "user app: authentication failed" in err
+    assert time.monotonic() - started < 10
     assert floodgate(capsys, "--credentials", admin, "acl", "allow", "--cluster", path,
                      "--user", "app", "--resource", "topic:ord*", "--actions", "pub")[0] == 0
 
