@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from broker_core.acl.handshake import AuthFailed
 from broker_core.client.attempts import normalize_brokers
 from broker_core.client.connection import BrokerUnavailable, ConnectionPool
-from broker_core.client.group_calls import GroupCalls
+from broker_core.client.group_calls import GroupCalls, Refused
 from broker_core.client.offsets_file import OffsetsFile
 from broker_core.client.orderly import InPlaceRetries, QueueLeases
 from broker_core.client.pulls import DownList, Pulls
@@ -50,7 +50,7 @@ from broker_core.client.retry import (
 )
 from broker_core.errors import BrokerError
 from broker_core.names import topic_problem
-from broker_core.protocol import Op
+from broker_core.protocol import Code, Op
 from broker_core.protocol.system_topics import check_group
 from broker_core.store.message import Message
 
@@ -140,6 +140,7 @@ class Consumer:
         self._reset = 0  # the last operator's reset of the group's offsets heard of
         self.resets_seen = 0  # how many times this consumer started over for one
         self._next_heartbeat = 0.0
+        self._warn_refused_at = 0.0  # a broker refusing this client: said once a minute
         self.tracer = self._own_trace = None
         if trace_rate > 0:
             from broker_core.client.producer import trace_dispatcher
@@ -172,8 +173,10 @@ class Consumer:
     # -- membership ---------------------------------------------------------
     def heartbeat(self, leave: bool = False) -> None:
         """Tell every broker we are alive; rebalance when the member set changed.
-        AuthFailed when every broker that answered refused this client's credentials
-        (the consumer polled nothing, for ever, without a word)."""
+        AuthFailed, or Refused (NO_PERMISSION: no rule lets its user sub), when every
+        broker that answered refused this client (it polled nothing, for ever, without a
+        word); on the group's retry topic a warning a minute instead (its topic is still
+        read, and what it sends back waits there unread)."""
         members: set[str] = set()
         queues: list[tuple[str, int]] = []
         reset = self._reset
@@ -189,6 +192,10 @@ class Consumer:
             except AuthFailed as exc:
                 refused.append(exc)
                 continue
+            except Refused as exc:
+                if exc.code == Code.NO_PERMISSION:
+                    refused.append(exc)
+                continue
             except (BrokerUnavailable, BrokerError):
                 continue  # a broker that is down owns no queues we could pull anyway
             answered += 1
@@ -196,10 +203,12 @@ class Consumer:
             queues.extend((broker, q) for q in range(int(answer.get("queues", 0))))
             reset = max(reset, int(answer.get("reset", 0)))
         if refused and not leave:
-            if not answered:
+            if not answered and not self.topic.startswith(RETRY_PREFIX):
                 raise refused[0]
-            log.warning("%s: %d broker(s) refused this client's credentials: %s", self.group,
-                        len(refused), refused[0])
+            if self._clock() >= self._warn_refused_at:
+                self._warn_refused_at = self._clock() + 60.0
+                log.warning("%s: %d of %d brokers refused this client on %s: %s", self.group,
+                            len(refused), len(self.brokers), self.topic, refused[0])
         self._heard_reset(reset)
         self._next_heartbeat = self._clock() + HEARTBEAT_S
         if leave:

@@ -13,6 +13,14 @@ from broker_core.errors import BrokerError
 from broker_core.protocol import Code, Op, decode_json, encode_json
 
 
+class Refused(BrokerError):
+    """A broker answered a call with an error `code` (a Code)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class GroupCalls:
     """`routes` (None: the names are the brokers' addresses) gives a group's replicas,
     the master first; `pool` holds a connection per address."""
@@ -45,10 +53,11 @@ class GroupCalls:
         raise last or BrokerUnavailable(f"group {broker}: no broker known")
 
     def json(self, broker: str, op: Op, payload: dict) -> dict:
-        """The answer's JSON; BrokerError when the broker answered with an error."""
+        """The answer's JSON; Refused when the broker answered with an error."""
         code, body = self.call(broker, op, encode_json(payload))
         if code != Code.OK:
-            raise BrokerError(f"{broker}: {Code(code).name}: {body.decode('utf-8', 'replace')}")
+            raise Refused(f"{broker}: {Code(code).name}: {body.decode('utf-8', 'replace')}",
+                          code)
         return decode_json(body)
 
     def _call_at(self, name: str, op: Op, body: bytes, timeout: float) -> tuple[int, bytes]:
