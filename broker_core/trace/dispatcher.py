@@ -4,7 +4,9 @@ traced send or poll pays for a dict and an append, never for a network call.
 
 When the buffer is full new records are dropped and counted (tracing must never
 slow down or fail the business traffic); a batch that cannot be sent is dropped
-and counted too.
+and counted too, its error kept (`last_error`) and logged as a warning at most once
+a minute: a trace topic the user may not write to lost every record in silence,
+and `floodgate trace` could only say the send record was "not written (or lost)".
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ from broker_core.trace.records import MAX_RECORDS, encode_batch
 
 log = logging.getLogger(__name__)
 
+WARN_EVERY_S = 60.0  # a failing trace topic is logged once a minute, not once a batch
+
 
 class TraceDispatcher:
     def __init__(self, send: Callable[[bytes, str], object], *, batch: int = 500,
                  interval_s: float = 0.1, max_pending: int = 50_000,
-                 close: Callable[[], object] | None = None) -> None:
+                 close: Callable[[], object] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """``send(body, keys)`` delivers one trace message (and raises if it cannot)."""
         self._send = send
         self._close_sender = close
@@ -38,6 +43,8 @@ class TraceDispatcher:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.counters = {"records": 0, "sent": 0, "dropped": 0, "messages": 0, "failed": 0}
+        self.last_error = ""  # why the latest batch was not sent
+        self._clock, self._warn_at = clock, 0.0
         # (loop, send coroutine function, loop thread id) while attached (`attach`)
         self._attached: tuple | None = None
         self._flush_soon = False
@@ -112,9 +119,7 @@ class TraceDispatcher:
         self._inflight.discard(task)
         exc = "cancelled" if task.cancelled() else task.exception()
         if exc is not None:
-            self.counters["failed"] += 1
-            self.counters["dropped"] += n
-            log.debug("trace batch of %d records not sent: %s", n, exc)
+            self._not_sent(n, exc)
         else:
             self.counters["messages"] += 1
             self.counters["sent"] += n
@@ -149,14 +154,32 @@ class TraceDispatcher:
             try:
                 self._send(body, keys)
             except Exception as exc:  # noqa: BLE001 - a lost batch is counted, never raised
-                self.counters["failed"] += 1
-                self.counters["dropped"] += len(records)
-                log.debug("trace batch of %d records not sent: %s", len(records), exc)
+                self._not_sent(len(records), exc)
                 continue
             self.counters["messages"] += 1
             self.counters["sent"] += len(records)
             sent += len(records)
         return sent
+
+    def _not_sent(self, n: int, exc: BaseException | str) -> None:
+        c = self.counters
+        c["failed"] += 1
+        c["dropped"] += n
+        self.last_error = str(exc) or type(exc).__name__
+        if self._clock() >= self._warn_at:
+            self._warn_at = self._clock() + WARN_EVERY_S
+            log.warning("trace batches not sent (%d so far, %d records dropped): %s",
+                        c["failed"], c["dropped"], self.last_error)
+
+    def summary(self) -> str:
+        """One line: the records traced and what became of them."""
+        c = self.counters
+        line = f"{c['records']:,} records, {c['sent']:,} sent in {_batches(c['messages'])}"
+        if c["dropped"]:
+            line += f", {c['dropped']:,} dropped"
+            if c["failed"]:
+                line += f" ({_batches(c['failed'])} not sent; latest: {self.last_error})"
+        return line
 
     def close(self, timeout: float = 5.0) -> None:
         """Send what is left (up to ``timeout``) and stop."""
@@ -169,3 +192,7 @@ class TraceDispatcher:
             self.flush()
         if self._close_sender is not None:
             self._close_sender()
+
+
+def _batches(n: int) -> str:
+    return f"{n:,} batch" + ("" if n == 1 else "es")

@@ -79,7 +79,8 @@ def build_timeline(doc: dict, records: list[dict],
     if t.send is None:
         t.missing.append("no send record: the producer does not trace this message"
                          if not traced else "no send record yet: the producer's trace "
-                         "batch is not written (or was lost)")
+                         "batch is not written (or was lost: the producer warns when "
+                         "its trace batches are refused)")
     if t.store is None and traced:
         t.missing.append("no store record yet: the broker writes them once a second")
     if not t.durable:

@@ -118,8 +118,12 @@ def run_produce(args) -> int:
                                            args.key_prefix))
     http = None
     if args.http_port:
+        tracer = producer.tracer
         http = ProducerHttp(producer.fuse, args.name, args.http_port, counters=producer.counters,
-                            extra_stats=lambda: {"load": gen.recent_summary()}).start()
+                            extra_stats=lambda: {"load": gen.recent_summary(), **({"trace": {
+                                **tracer.dispatcher.counters,
+                                "last_error": tracer.dispatcher.last_error}} if tracer else {})}
+                            ).start()
     signal.signal(signal.SIGTERM, lambda *_: gen.stop())
     try:
         result = gen.run().to_dict()
@@ -134,6 +138,9 @@ def run_produce(args) -> int:
             routes.close()
     result["brokers"] = sorted(brokers)
     result["flow_control"] = producer.counters.snapshot()
+    if producer.tracer is not None:
+        d = producer.tracer.dispatcher
+        result["trace"] = {**d.counters, "last_error": d.last_error}
     if args.json:
         print_json(result)
     else:
@@ -151,6 +158,8 @@ def run_produce(args) -> int:
             example = result["error_examples"].get(reason) if reason.isupper() else None
             print(f"  errors {reason}: {n:,}" + (f" (first: {example})" if example else ""))
         flow = result["flow_control"]
+        if producer.tracer is not None:
+            print(f"trace: {producer.tracer.dispatcher.summary()}")
         if flow["flow_control"]:
             print(f"throttled {flow['flow_control']:,.0f} attempt(s) (FLOW_CONTROL), backed off "
                   f"{flow['backoff_s']:.1f} s in all, gave up on {flow['flow_control_gave_up']:,.0f}")

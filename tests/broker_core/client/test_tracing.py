@@ -29,3 +29,37 @@ def test_a_delivery_not_committed_in_time_goes_out_uncommitted():
     assert dispatcher.counters["records"] == 2
     dispatcher.close()
     assert dispatcher.counters["sent"] == 2 and sent  # both in the trace topic's batches
+
+
+def test_a_trace_topic_refusing_batches_is_said_once_a_minute_and_summed_up(caplog):
+    """A user without pub on %TRACE% lost every trace record in silence (a debug line a
+    batch); `floodgate trace` could only say the send record was "not written (or lost)"."""
+    refused = ["no broker takes this send: broker-1: NO_PERMISSION: user app may not pub"]
+
+    def send(body, keys):
+        if refused:
+            raise RuntimeError(refused[0])
+
+    mono = ManualClock(10.0)
+    dispatcher = TraceDispatcher(send, batch=2, clock=mono)
+    with caplog.at_level("WARNING", "broker_core.trace.dispatcher"):
+        for i in range(6):
+            dispatcher.add({"n": i})
+        dispatcher.flush()
+        mono.advance(59)
+        dispatcher.add({"n": 6})
+        dispatcher.flush()
+        mono.advance(1)
+        dispatcher.add({"n": 7})
+        dispatcher.flush()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"trace batches not sent (1 so far, 2 records dropped): {refused[0]}",
+        f"trace batches not sent (5 so far, 8 records dropped): {refused[0]}"]
+    assert dispatcher.last_error == refused[0]
+    assert dispatcher.summary() == (
+        f"8 records, 0 sent in 0 batches, 8 dropped (5 batches not sent; latest: {refused[0]})")
+    refused.clear()
+    dispatcher.add({"n": 8})
+    dispatcher.flush()
+    assert dispatcher.summary().startswith("9 records, 1 sent in 1 batch, 8 dropped")
+    dispatcher.close()
