@@ -94,9 +94,9 @@ NOT_HTTP = ("not an HTTP port (a broker's data port?): give the broker's HTTP po
 CLOSED_PLAIN = f"connection closed{TLS_HINT}"
 
 
-def http_failure(exc: http.client.HTTPException, url: str) -> str:
-    """Why an HTTP request got no answer it could read, in words."""
-    if isinstance(exc, http.client.RemoteDisconnected) and url.startswith("http:"):
+def http_failure(exc: http.client.HTTPException, tls: bool) -> str:
+    """Why an HTTP request (over TLS or not) got no answer it could read, in words."""
+    if isinstance(exc, http.client.RemoteDisconnected) and not tls:
         return CLOSED_PLAIN
     return NOT_HTTP
 
@@ -121,7 +121,7 @@ def admin_call(http_addr: str, path: str, method: str, body: dict | None,
             message = exc.reason
         raise AdminError(f"{http_addr}: {message}") from None
     except http.client.HTTPException as exc:
-        raise AdminError(f"{http_addr}: {http_failure(exc, url)}") from None
+        raise AdminError(f"{http_addr}: {http_failure(exc, ctx is not None)}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise AdminError(f"{http_addr}: cannot reach the broker: {reason}") from None

@@ -58,6 +58,7 @@ log = logging.getLogger("floodgate.consumer")
 
 HEARTBEAT_S = 2.0
 ANSWER_S = 0.02  # a poll that sent pulls waits at least this long for their answers
+REFUSED_WARN_S = 60.0  # brokers refusing a consumer that still reads: said this often
 
 
 def allocate(
@@ -140,7 +141,7 @@ class Consumer:
         self._reset = 0  # the last operator's reset of the group's offsets heard of
         self.resets_seen = 0  # how many times this consumer started over for one
         self._next_heartbeat = 0.0
-        self._warn_refused_at = 0.0  # a broker refusing this client: said once a minute
+        self._warn_refused_at = 0.0  # next time a broker refusing this client is said
         self.tracer = self._own_trace = None
         if trace_rate > 0:
             from broker_core.client.producer import trace_dispatcher
@@ -206,7 +207,7 @@ class Consumer:
             if not answered and not self.topic.startswith(RETRY_PREFIX):
                 raise refused[0]
             if self._clock() >= self._warn_refused_at:
-                self._warn_refused_at = self._clock() + 60.0
+                self._warn_refused_at = self._clock() + REFUSED_WARN_S
                 log.warning("%s: %d of %d brokers refused this client on %s: %s", self.group,
                             len(refused), len(self.brokers), self.topic, refused[0])
         self._heard_reset(reset)

@@ -57,7 +57,7 @@ class KeptConnections:
                 if reused and isinstance(exc, http.client.RemoteDisconnected):
                     conn, reused = None, False  # closed while idle: once more, fresh
                     continue
-                return None, http_failure(exc, f"{scheme}:")
+                return None, http_failure(exc, scheme == "https")
             except OSError as exc:
                 conn.close()
                 if reused and isinstance(exc, (ConnectionResetError, BrokenPipeError)):
