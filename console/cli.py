@@ -121,10 +121,11 @@ def _take_anywhere(parser: argparse.ArgumentParser, flags: list[argparse.Action]
 def _use_credentials(args) -> None:
     """`--credentials FILE`, else $FLOODGATE_CREDENTIALS, else the credentials file a
     `--cluster` file names (`cluster up --acl`): every connection authenticates with them.
-    The same for TLS: `--tls-ca`, $FLOODGATE_TLS_CA, the cluster file's `tls_ca`."""
-    from broker_core.acl import credentials, tls
+    The same for TLS: `--tls-ca`, $FLOODGATE_TLS_CA, the cluster file's `tls_ca`; and the
+    admin endpoints' token: `--admin-token`, $FLOODGATE_ADMIN_TOKEN_FILE, `admin_token`."""
+    from broker_core.acl import admin_token, credentials, tls
 
-    named = named_tls = None
+    named = named_tls = named_token = None
     if getattr(args, "cluster", None):
         from broker_core.cluster.cluster_file import load_cluster
         from broker_core.errors import BrokerError
@@ -132,6 +133,7 @@ def _use_credentials(args) -> None:
         try:
             spec = load_cluster(args.cluster)
             named, named_tls = spec.credentials or None, spec.tls_ca or None
+            named_token = spec.admin_token or None
         except BrokerError:
             pass  # the command says what is wrong with its cluster file
     if args.credentials:
@@ -142,6 +144,8 @@ def _use_credentials(args) -> None:
         tls.use(args.tls_ca)
     elif not os.environ.get(tls.ENV_CA):
         tls.use(named_tls)
+    if not os.environ.get(admin_token.ENV):
+        admin_token.use(named_token)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,9 +10,10 @@ def duration(seconds: float) -> str:
     s = float(seconds)
     if s <= 0:
         return "0 s"
-    if s < 1e-3:
+    # a unit while its figure rounds below 1000 (0.9996 s read "1e+03 ms")
+    if s * 1e6 < 999.5:
         return f"{s * 1e6:.3g} µs"
-    if s < 1:
+    if s * 1e3 < 999.5:
         return f"{s * 1e3:.3g} ms"
     if s < 59.95:
         return f"{s:.3g} s"

@@ -103,9 +103,10 @@ def http_failure(exc: http.client.HTTPException, tls: bool) -> str:
 
 def admin_call(http_addr: str, path: str, method: str, body: dict | None,
                token: str | None, timeout: float) -> dict[str, Any]:
-    from broker_core.acl import tls
+    from broker_core.acl import admin_token, tls
 
     url, ctx = tls.broker_http(http_addr, path)
+    token = token or admin_token.default()
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"})

@@ -61,6 +61,8 @@ class ClusterFile:
     # here), used by commands on this cluster when none is given
     credentials: str = ""
     tls_ca: str = ""  # brokers serving TLS (`up --tls`): the CA that signed them
+    # brokers whose admin endpoints take a token (`up --acl`): the file holding it
+    admin_token: str = ""
 
     @property
     def layout(self):
@@ -108,6 +110,8 @@ class ClusterFile:
             data["credentials"] = self.credentials
         if self.tls_ca:
             data["tls_ca"] = self.tls_ca
+        if self.admin_token:
+            data["admin_token"] = self.admin_token
         data["broker"] = [
             {"name": b.name, "addr": b.addr, "http": b.http, "data": b.data,
              **({"group": b.group, "ha": b.ha} if b.group else {})} for b in self.brokers
@@ -150,4 +154,5 @@ def load_cluster(path: str | Path) -> ClusterFile:
     return ClusterFile(str(raw.get("name", "floodgate")), brokers, int(pid) if pid else None,
                        str(raw.get("zk", "")), str(raw.get("replication", "")),
                        netns if isinstance(netns, dict) else None, bool(raw.get("restart")),
-                       str(raw.get("credentials", "")), str(raw.get("tls_ca", "")))
+                       str(raw.get("credentials", "")), str(raw.get("tls_ca", "")),
+                       str(raw.get("admin_token", "")))

@@ -168,7 +168,8 @@ class Cluster:
         of its own (cluster.netns), so that network faults can come between them.
         `acl`: brokers take authenticated users only; a super user `admin` with a random
         secret is written to `admin.credentials.toml` (mode 0600) beside the cluster
-        file, which names it; the controllers use it.
+        file, which names it; the controllers use it. The admin endpoints take a random
+        token only (`admin.token`, mode 0600, named by the cluster file: acl.admin_token).
         `tls`: a local CA and a broker certificate in `tls/` (acl.tls.make_certs); every
         port speaks TLS; the cluster file names the CA (`tls_ca`)."""
         if n < 1 and not groups:
@@ -219,10 +220,14 @@ class Cluster:
             self.extra = [*self.extra, "--tls-cert", str(certs["broker"]), "--tls-key",
                           str(certs["broker_key"]), "--tls-ca", str(certs["ca"])]
             self.file.tls_ca = str(self.tls_ca)
+        self.admin_token: Path | None = None
         if acl:
             self.credentials = self.data / "admin.credentials.toml"
-            self.extra = [*self.extra, "--acl", "--acl-admin", str(self.credentials)]
+            self.admin_token = self.data / "admin.token"
+            self.extra = [*self.extra, "--acl", "--acl-admin", str(self.credentials),
+                          "--admin-token-file", str(self.admin_token)]
             self.file.credentials = str(self.credentials)
+            self.file.admin_token = str(self.admin_token)
 
     def _on_hosts(self, entries: list[BrokerEntry], zk: str | None,
                   controllers: int) -> tuple[list[BrokerEntry], str | None]:
@@ -312,6 +317,10 @@ class Cluster:
             from broker_core.acl.credentials import Credentials, write
 
             write(self.credentials, Credentials("admin", secrets.token_urlsafe(24)))
+        if self.admin_token is not None:
+            from broker_core.acl import admin_token
+
+            admin_token.make(self.admin_token)
         try:
             if self.zookeeper is not None:
                 self.zookeeper.start()

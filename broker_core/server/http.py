@@ -59,6 +59,13 @@ def build_app(broker) -> web.Application:
             return _error(400, "history must be a number of seconds")
         return web.json_response(broker.stats(max(0, min(history, 300))))
 
+    def _forbidden() -> web.Response:
+        if broker.config.admin_token:
+            return _error(403, "admin endpoints take this broker's admin token only: "
+                               "--admin-token, FLOODGATE_ADMIN_TOKEN_FILE, or --cluster with "
+                               "the cluster file naming it")
+        return _error(403, "admin endpoints answer loopback or a valid admin token only")
+
     def _authorized(request: web.Request) -> bool:
         token = broker.config.admin_token
         if token:
@@ -73,8 +80,7 @@ def build_app(broker) -> web.Application:
         """An admin POST's JSON object of `valid` fields: (body, None) or (None, the
         answer refusing it: 403 for a caller not allowed, 400 for a bad body)."""
         if not _authorized(request):
-            return None, _error(403, "admin endpoints answer loopback or a valid admin token "
-                                     "only")
+            return None, _forbidden()
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -100,7 +106,7 @@ def build_app(broker) -> web.Application:
 
     async def fault_clear(request: web.Request) -> web.Response:
         if not _authorized(request):
-            return _error(403, "admin endpoints answer loopback or a valid admin token only")
+            return _forbidden()
         broker.faults.clear()
         return web.json_response(broker.faults.describe())
 
@@ -126,7 +132,7 @@ def build_app(broker) -> web.Application:
 
     async def topic_delete(request: web.Request) -> web.Response:
         if not _authorized(request):
-            return _error(403, "admin endpoints answer loopback or a valid admin token only")
+            return _forbidden()
         topic = request.query.get("topic")
         if not topic:
             return _error(400, "say which topic: ?topic=NAME")
@@ -182,7 +188,7 @@ def build_app(broker) -> web.Application:
     async def quota_clear(request: web.Request) -> web.Response:
         """Query: kind and target narrow what is cleared (none: every quota)."""
         if not _authorized(request):
-            return _error(403, "admin endpoints answer loopback or a valid admin token only")
+            return _forbidden()
         kind = request.query.get("kind")
         if kind is not None and kind not in KINDS:
             return _error(400, f"kind must be topic or group, not {kind!r}")

@@ -64,7 +64,13 @@ def register(sub) -> None:
                        "that cost send throughput (bench/many_queues.py)")
     serve.add_argument("--busy-after-ms", type=float, default=200.0,
                        help="answer SYSTEM_BUSY once the oldest write waits this long")
-    serve.add_argument("--admin-token", help="allow /admin/fault from anywhere with this token")
+    token = serve.add_mutually_exclusive_group()
+    token.add_argument("--admin-token", help="the admin endpoints (/admin/...) answer this "
+                       "bearer token only, from anywhere (it shows in the process list: "
+                       "--admin-token-file does not)")
+    token.add_argument("--admin-token-file", type=Path, metavar="FILE",
+                       help="the same, the token read from FILE (mode 0600; `cluster up "
+                       "--acl` makes one)")
     serve.add_argument("--admin-from", action="append", default=[], metavar="ADDR",
                        help="a peer address the admin endpoints answer without a token, "
                        "besides loopback (repeatable; cluster up --netns passes its bridge's)")
@@ -117,6 +123,13 @@ def run_serve(args) -> int:
         raise UsageError("--port and --http-port must differ")
     if args.queues < 1:
         raise UsageError("--queues must be at least 1")
+    if args.admin_token_file is not None:
+        from broker_core.acl import admin_token
+
+        try:
+            args.admin_token = admin_token.load(args.admin_token_file)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if args.acl_admin is not None:
         from broker_core.acl.credentials import load
 

@@ -105,7 +105,8 @@ def run_up(args) -> int:
               flush=True)
     if cluster.credentials is not None:
         print(f"  ACL on: admin credentials in {cluster.credentials} (floodgate --credentials "
-              f"FILE acl ...)", flush=True)
+              f"FILE acl ...); the admin endpoints take the token in {cluster.admin_token} "
+              "(commands with --cluster send it)", flush=True)
     print("Ctrl-C (or `floodgate cluster down --cluster FILE`) stops them all.", flush=True)
     try:
         cluster.supervise(stop.is_set, restart=args.restart)

@@ -216,14 +216,16 @@ class Demo:
 
     def _as_admin(self) -> None:
         """With the ACL on: this process (console, faults) acts as admin; each client
-        gets a user of its own (console.demo.users). With TLS: this process and its
-        children trust the cluster's CA."""
+        gets a user of its own (console.demo.users), and every process the admin
+        endpoints' token. With TLS: this process and its children trust the cluster's
+        CA."""
         import os
 
+        from broker_core.acl import admin_token
         from broker_core.acl.tls import ENV_CA
 
         self._env_before = {k: os.environ.get(k, "") for k in ("FLOODGATE_CREDENTIALS",
-                                                               ENV_CA)}
+                                                               ENV_CA, admin_token.ENV)}
         if self.cluster.tls_ca is not None:
             os.environ[ENV_CA] = str(self.cluster.tls_ca)
         if self.cluster.credentials is None:
@@ -231,6 +233,7 @@ class Demo:
         from console.demo.users import make_users
 
         os.environ["FLOODGATE_CREDENTIALS"] = str(self.cluster.credentials)
+        os.environ[admin_token.ENV] = str(self.cluster.admin_token)
         self.users = make_users(self.cluster.path, self.cluster.credentials,
                                 self.cluster.data / "users")
 

@@ -10,6 +10,7 @@ import json
 import logging
 import socket
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -30,8 +31,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 @pytest.fixture
 def acl_cluster(cluster_factory, monkeypatch):
     cluster = cluster_factory(1, acl=True)
-    # recorded as unset, and unset again after the test (`--credentials` sets it)
+    # recorded as unset, and unset again after the test (`--credentials` sets them, and
+    # a command given the cluster file the admin token's)
     monkeypatch.setenv("FLOODGATE_CREDENTIALS", "")
+    monkeypatch.setenv("FLOODGATE_ADMIN_TOKEN_FILE", "")
     return cluster
 
 
@@ -129,8 +132,9 @@ def test_users_rules_and_refusals_end_to_end(acl_cluster, capsys, tmp_path, monk
                                 path, "--json")
     stats = urllib.request.urlopen(f"http://{c.file.brokers[0].http}/stats").read().decode()
     logs = (c.log_dir / "broker-1.log").read_text()
+    token = c.admin_token.read_text().strip()
     for text in (out, stats, logs):
-        assert app.secret not in text and load(admin).secret not in text
+        assert app.secret not in text and load(admin).secret not in text and token not in text
         assert "stored_key" not in text and "server_key" not in text
     assert json.loads(out)["users"] == [{"name": "admin", "super": True},
                                         {"name": "app", "super": False}]
@@ -146,6 +150,31 @@ def test_users_rules_and_refusals_end_to_end(acl_cluster, capsys, tmp_path, monk
     assert wanted in text and changes in text, [
         line for line in text.splitlines() if "acl" in line]
     assert (c.log_dir / "broker-1.log").read_text().count("acl change:") == 5
+
+
+def test_admin_endpoints_take_the_clusters_token_only(acl_cluster, capsys, monkeypatch):
+    """On an ACL cluster /admin answered anyone on loopback: any local user could reset a
+    group's offsets, wipe writes or pause a broker. Its token is made with the cluster,
+    mode 0600, and sent by commands given the cluster file."""
+    c = acl_cluster
+    path, http = str(c.path), c.file.brokers[0].http
+    assert c.admin_token.stat().st_mode & 0o777 == 0o600
+    monkeypatch.setenv("FLOODGATE_ADMIN_TOKEN_FILE", "")
+    req = urllib.request.Request(f"http://{http}/admin/fault", data=b'{"error_rate": 1}',
+                                 method="POST", headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=5)
+    assert refused.value.code == 403
+    assert "this broker's admin token only" in refused.value.read().decode()
+    code, _out, err = floodgate(capsys, "fault", "inject", "--broker", http,
+                                "--error-rate", "1", "--duration", "5")
+    assert code == 1 and "admin token only" in err
+    code, out, err = floodgate(capsys, "topic", "create", "--cluster", path, "--topic", "t1")
+    assert code == 0 and "t1 4 queues" in out, err  # the cluster file names the token
+    monkeypatch.setenv("FLOODGATE_ADMIN_TOKEN_FILE", str(c.admin_token))
+    assert floodgate(capsys, "fault", "inject", "--broker", http, "--error-rate", "1",
+                     "--duration", "1")[0] == 0
+    assert floodgate(capsys, "fault", "clear", "--broker", http)[0] == 0
 
 
 def test_the_asyncio_producer_authenticates_too(acl_cluster, monkeypatch):

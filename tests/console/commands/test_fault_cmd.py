@@ -15,6 +15,7 @@ from console.fault_words import describe, duration
 @pytest.mark.parametrize(
     ("seconds", "text"),
     [(0, "0 s"), (3.205000211892184e-06, "3.21 µs"), (0.0125, "12.5 ms"), (0.8, "800 ms"),
+     (0.9996, "1 s"), (0.0009997, "1 ms"),
      (5, "5 s"), (59.96, "1 min"), (125.4, "2 min 5 s"), (5400, "1 h 30 min")],
 )  # fmt: skip
 def test_durations_read_at_a_glance(seconds, text):
