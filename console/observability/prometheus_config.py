@@ -1,6 +1,8 @@
 """prometheus.yml for a floodgate cluster: one job for the brokers, one for the
 producers, the rules file beside it.
 
+Brokers serving TLS (`cluster up --tls`) are scraped over https, trusting the
+cluster's CA (without it every target read DOWN: the HTTP port speaks TLS only).
 Every broker target carries `cluster` and `broker` target labels so that
 `up` (and so the broker-down alert) names the broker. The broker's own series
 carry the same `broker` label; `honor_labels` keeps the broker's value should
@@ -37,6 +39,7 @@ class ScrapeSpec:
     scrape_interval: str = "5s"
     evaluation_interval: str = "5s"
     alertmanagers: list[str] = field(default_factory=list)
+    tls_ca: str = ""  # the brokers serve TLS signed by this CA (a file Prometheus reads)
 
     def validate(self) -> ScrapeSpec:
         for name in ("scrape_interval", "evaluation_interval"):
@@ -67,7 +70,9 @@ def parse_addrs(text: str | None) -> list[str]:
 def scrape_spec_from_cluster(cluster_file, producers: list[str], **kwargs) -> ScrapeSpec:
     """From a broker_core ClusterFile (what `floodgate cluster up` wrote)."""
     brokers = [BrokerTarget(b.name, b.http) for b in cluster_file.brokers]
-    return ScrapeSpec(cluster_file.name, brokers, producers, **kwargs).validate()
+    tls_ca = str(Path(cluster_file.tls_ca).resolve()) if cluster_file.tls_ca else ""
+    return ScrapeSpec(cluster_file.name, brokers, producers, tls_ca=tls_ca,
+                      **kwargs).validate()
 
 
 def prometheus_config(spec: ScrapeSpec, rules_path: str = RULES_FILE) -> dict:
@@ -85,6 +90,8 @@ def prometheus_config(spec: ScrapeSpec, rules_path: str = RULES_FILE) -> dict:
                     {"targets": [b.http], "labels": {"cluster": spec.cluster, "broker": b.name}}
                     for b in spec.brokers
                 ],
+                **({"scheme": "https", "tls_config": {"ca_file": spec.tls_ca}}
+                   if spec.tls_ca else {}),
             }
         ],
     }

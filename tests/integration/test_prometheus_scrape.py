@@ -84,3 +84,40 @@ def test_histogram_quantile_matches_broker_p99(cluster_factory, tmp_path):
     finally:
         prom.terminate()
         prom.wait(10)
+
+
+def test_a_tls_cluster_is_scraped_over_https(cluster_factory, tmp_path, capsys, monkeypatch):
+    """The config written for a `cluster up --tls` cluster scraped http:// from ports that
+    speak TLS only: every broker read DOWN in Prometheus."""
+    from broker_core.acl.tls import ENV_CA
+    from console.cli import main
+
+    monkeypatch.setenv(ENV_CA, "")  # a command given the cluster file sets it: unset after
+
+    binary = shutil.which("prometheus")
+    if not binary:
+        pytest.skip("prometheus not installed: run scripts/setup.sh")
+    cluster = cluster_factory(1, tls=True)
+    assert main(["prometheus", "config", "--cluster", str(cluster.path), "--out",
+                 str(tmp_path / "prom"), "--scrape-interval", "1s"]) == 0
+    port = _free_port()
+    prom = subprocess.Popen(
+        [binary, f"--config.file={tmp_path / 'prom' / 'prometheus.yml'}",
+         f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, targets = time.monotonic() + 30, []
+        while time.monotonic() < deadline:
+            try:
+                targets = _get(f"http://127.0.0.1:{port}/api/v1/targets")["data"][
+                    "activeTargets"]
+            except OSError:
+                targets = []
+            if targets and all(t["health"] != "unknown" for t in targets):
+                break
+            time.sleep(0.5)
+        assert [(t["labels"]["broker"], t["scrapeUrl"].split(":")[0], t["health"],
+                 t["lastError"]) for t in targets] == [("broker-1", "https", "up", "")]
+    finally:
+        prom.terminate()
+        prom.wait(10)
