@@ -92,9 +92,10 @@ def run_up(args) -> int:
     what = (f"{groups} groups x {args.replicas} ({args.replication} replication, "
             f"ZooKeeper {spec.zk})" if groups else f"{len(spec.brokers)} brokers")
     print(f"cluster {args.name}: {what} up; cluster file {cluster.path}", flush=True)
+    scheme = "https" if cluster.tls_ca is not None else "http"  # its HTTP port speaks TLS too
     for b in spec.brokers:
         group = f"  {b.group} ha {b.ha}" if b.group else ""
-        print(f"  {b.name}  tcp {b.addr}  http http://{b.http}/stats{group}", flush=True)
+        print(f"  {b.name}  tcp {b.addr}  http {scheme}://{b.http}/stats{group}", flush=True)
     if cluster.layout is not None:
         print(f"  hosts: network namespaces on bridge {cluster.layout.bridge} "
               f"(this host is {cluster.layout.gateway}): "
