@@ -228,8 +228,10 @@ class AsyncProducer:
                         host, port,
                         ssl=ctx, server_hostname=host if ctx is not None else None),
                     self.timeout)
-            except (OSError, TimeoutError) as exc:
-                raise BrokerUnavailable(f"{self.brokers[name]}: {exc}") from None
+            except (OSError, TimeoutError) as exc:  # wait_for's TimeoutError says nothing
+                raise BrokerUnavailable(f"{self.brokers[name]}: "
+                                        f"{exc or f'no connection in {self.timeout:g} s'}"
+                                        ) from None
             creds = self.credentials or credentials.default()
             if creds is not None:
                 await _authenticate(conn, creds)

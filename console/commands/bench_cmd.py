@@ -94,7 +94,7 @@ def run_produce(args) -> int:
     if args.topic.startswith("%"):
         raise UsageError(f"--topic {args.topic}: a system topic (%TRACE%, %RETRY%..., "
                          "%DLQ%...) takes no ordinary producer's messages")
-    for name in ("duration", "rate"):  # named one by one, as every flag is
+    for name in ("duration", "rate", "timeout"):  # named one by one, as every flag is
         value = getattr(args, name)
         if value is not None and not value > 0:
             raise UsageError(f"--{name} must be positive, got {value:g}")
