@@ -56,6 +56,8 @@ def run_dashboard(args) -> int:
     if str(args.out) == "-":
         print(text, end="")
         return 0
+    if not args.out.parent.is_dir():  # it named the temporary file it could not make
+        raise UsageError(f"--out {args.out}: no directory {args.out.parent}")
     write_atomic(args.out, text)
     print(f"wrote {args.out}: import it in Grafana (Dashboards > New > Import) "
           "or run `floodgate grafana push`")

@@ -134,6 +134,9 @@ def test_a_broker_failing_every_send_is_failing_and_status_exits_1(tmp_path, cap
      "--topic: illegal topic name 'bad topic!': 1-127 of letters"),
     (["bench", "produce", "--brokers", "127.0.0.1:1", "--topic", "%TRACE%", "--count", "1"],
      "--topic %TRACE%: a system topic"),
+    # it named the temporary file it could not make ('/nonexistent/dir/.x.json.tmp')
+    (["grafana", "dashboard", "--out", "/nonexistent/dir/x.json"],
+     "--out /nonexistent/dir/x.json: no directory /nonexistent/dir"),
     (["tune", "plan", "--profile-dir", "/nonexistent"],
      "--profile-dir /nonexistent: no such directory"),
     # a segment the store cannot map: said before any broker starts (it "exited with 2");
