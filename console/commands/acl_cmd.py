@@ -120,16 +120,30 @@ def run_user_add(args) -> int:
         secret = secrets.token_urlsafe(24)
     else:
         raise UsageError("give --secret-stdin, or --write-credentials FILE for a random secret")
-    if args.write_credentials is not None and args.write_credentials.exists():
-        raise UsageError(f"--write-credentials {args.write_credentials} exists: give a new file")
+    out = args.write_credentials
+    if out is not None and out.exists():
+        raise UsageError(f"--write-credentials {out} exists: give a new file")
     try:
         user = User.make(args.name, secret, args.super)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    _change(args, {"action": "add_user", "name": user.name, "keys": user.to_dict()})
-    if args.write_credentials is not None:
-        write(args.write_credentials, Credentials(user.name, secret))
-        print(f"credentials of {user.name} in {args.write_credentials} (mode 0600)")
+    if out is not None:  # written before the user is made: a random secret, never sent,
+        try:             # was lost when the file could not be written after
+            write(out, Credentials(user.name, secret))
+        except OSError as exc:
+            raise UsageError(f"--write-credentials {out}: {exc.strerror or exc}") from None
+    try:
+        _change(args, {"action": "add_user", "name": user.name, "keys": user.to_dict()})
+    except UsageError:  # refused as given (every broker would): no user has that secret
+        if out is not None:
+            out.unlink(missing_ok=True)
+        raise
+    except CommandFailed as exc:  # a broker not reached: those reached hold this secret
+        if out is None:
+            raise
+        raise CommandFailed(f"{exc}; the credentials stay in {out}") from None
+    if out is not None:
+        print(f"credentials of {user.name} in {out} (mode 0600)")
     return 0
 
 

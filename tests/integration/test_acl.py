@@ -152,6 +152,26 @@ def test_users_rules_and_refusals_end_to_end(acl_cluster, capsys, tmp_path, monk
     assert (c.log_dir / "broker-1.log").read_text().count("acl change:") == 5
 
 
+def test_a_users_random_secret_is_never_lost(acl_cluster, capsys, tmp_path):
+    """`acl user add --write-credentials FILE` made the user on every broker, then failed
+    to write FILE (its directory missing): the random secret, never sent, was lost with
+    it and the user could not be used."""
+    c = acl_cluster
+    path, admin = str(c.path), str(c.credentials)
+    missing = tmp_path / "no-such-dir" / "app.toml"
+    code, _out, err = floodgate(capsys, "--credentials", admin, "acl", "user", "add",
+                                "--cluster", path, "--user", "app",
+                                "--write-credentials", str(missing))
+    assert code == 2 and "No such file or directory" in err and err.count("\n") == 1
+    code, out, _err = floodgate(capsys, "--credentials", admin, "acl", "user", "list",
+                                "--cluster", path)
+    assert "app" not in out  # not made: its secret would be in no file
+    first = tmp_path / "app.toml"
+    assert floodgate(capsys, "--credentials", admin, "acl", "user", "add", "--cluster", path,
+                     "--user", "app", "--write-credentials", str(first))[0] == 0
+    assert load(first).user == "app"
+
+
 def test_admin_endpoints_take_the_clusters_token_only(acl_cluster, capsys, monkeypatch):
     """On an ACL cluster /admin answered anyone on loopback: any local user could reset a
     group's offsets, wipe writes or pause a broker. Its token is made with the cluster,
