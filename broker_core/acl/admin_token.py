@@ -13,25 +13,18 @@ from __future__ import annotations
 
 import os
 import secrets
-import stat
 from pathlib import Path
+
+from broker_core.acl.credentials import read_private
 
 ENV = "FLOODGATE_ADMIN_TOKEN_FILE"
 
 
 def load(path: str | os.PathLike) -> str:
     """ValueError (one line) when the file is missing, open to others, or empty."""
-    p = Path(path)
-    try:
-        st = p.stat()
-        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise ValueError(f"admin token {p} is readable by others "
-                             f"({stat.filemode(st.st_mode)}): chmod 600 {p}")
-        token = p.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ValueError(f"admin token {p}: {exc.strerror or exc}") from None
+    token = read_private(path, "admin token").strip()
     if not token:
-        raise ValueError(f"admin token {p}: empty")
+        raise ValueError(f"admin token {path}: empty")
     return token
 
 

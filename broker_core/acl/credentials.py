@@ -23,17 +23,25 @@ class Credentials:
         return f"Credentials(user={self.user!r})"
 
 
-def load(path: str | os.PathLike) -> Credentials:
-    """ValueError (one line) when the file is missing, open to others, or malformed."""
+def read_private(path: str | os.PathLike, what: str) -> str:
+    """The text of a file readable by its owner only (as ssh keys); ValueError (one line,
+    naming `what`) when it is missing or open to others."""
     p = Path(path)
     try:
         st = p.stat()
         if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise ValueError(f"credentials {p} are readable by others "
+            raise ValueError(f"{what} {p}: readable by others "
                              f"({stat.filemode(st.st_mode)}): chmod 600 {p}")
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        return p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ValueError(f"credentials {p}: {exc.strerror or exc}") from None
+        raise ValueError(f"{what} {p}: {exc.strerror or exc}") from None
+
+
+def load(path: str | os.PathLike) -> Credentials:
+    """ValueError (one line) when the file is missing, open to others, or malformed."""
+    p = Path(path)
+    try:
+        doc = tomllib.loads(read_private(p, "credentials"))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"credentials {p}: not TOML ({exc})") from None
     user, secret = doc.get("user"), doc.get("secret")

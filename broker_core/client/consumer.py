@@ -33,10 +33,9 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-from broker_core.acl.handshake import AuthFailed
 from broker_core.client.attempts import normalize_brokers
 from broker_core.client.connection import BrokerUnavailable, ConnectionPool
-from broker_core.client.group_calls import GroupCalls, Refused
+from broker_core.client.group_calls import GroupCalls, Refusals, refuses_client
 from broker_core.client.offsets_file import OffsetsFile
 from broker_core.client.orderly import InPlaceRetries, QueueLeases
 from broker_core.client.pulls import DownList, Pulls
@@ -50,7 +49,7 @@ from broker_core.client.retry import (
 )
 from broker_core.errors import BrokerError
 from broker_core.names import topic_problem
-from broker_core.protocol import Code, Op
+from broker_core.protocol import Op
 from broker_core.protocol.system_topics import check_group
 from broker_core.store.message import Message
 
@@ -58,7 +57,6 @@ log = logging.getLogger("floodgate.consumer")
 
 HEARTBEAT_S = 2.0
 ANSWER_S = 0.02  # a poll that sent pulls waits at least this long for their answers
-REFUSED_WARN_S = 60.0  # brokers refusing a consumer that still reads: said this often
 
 
 def allocate(
@@ -141,7 +139,7 @@ class Consumer:
         self._reset = 0  # the last operator's reset of the group's offsets heard of
         self.resets_seen = 0  # how many times this consumer started over for one
         self._next_heartbeat = 0.0
-        self._warn_refused_at = 0.0  # next time a broker refusing this client is said
+        self._refusals = Refusals(group, topic, clock)
         self.tracer = self._own_trace = None
         if trace_rate > 0:
             from broker_core.client.producer import trace_dispatcher
@@ -190,26 +188,17 @@ class Consumer:
                     str(q): o for (b, q), o in self._committed.items() if b == broker})
             try:
                 answer = self._json(broker, Op.HEARTBEAT, beat)
-            except AuthFailed as exc:
-                refused.append(exc)
-                continue
-            except Refused as exc:
-                if exc.code == Code.NO_PERMISSION:
+            except (BrokerUnavailable, BrokerError) as exc:
+                if refuses_client(exc):
                     refused.append(exc)
-                continue
-            except (BrokerUnavailable, BrokerError):
                 continue  # a broker that is down owns no queues we could pull anyway
             answered += 1
             members.update(answer.get("members", []))
             queues.extend((broker, q) for q in range(int(answer.get("queues", 0))))
             reset = max(reset, int(answer.get("reset", 0)))
-        if refused and not leave:
-            if not answered and not self.topic.startswith(RETRY_PREFIX):
-                raise refused[0]
-            if self._clock() >= self._warn_refused_at:
-                self._warn_refused_at = self._clock() + REFUSED_WARN_S
-                log.warning("%s: %d of %d brokers refused this client on %s: %s", self.group,
-                            len(refused), len(self.brokers), self.topic, refused[0])
+        if not leave:
+            self._refusals.settle(refused, answered, len(self.brokers),
+                                  fatal=not self.topic.startswith(RETRY_PREFIX))
         self._heard_reset(reset)
         self._next_heartbeat = self._clock() + HEARTBEAT_S
         if leave:

@@ -5,8 +5,10 @@ timeout, not one a call."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+from broker_core.acl.handshake import AuthFailed
 from broker_core.client.connection import BrokerUnavailable, ConnectionPool
 from broker_core.client.pulls import DownList
 from broker_core.errors import BrokerError
@@ -19,6 +21,40 @@ class Refused(BrokerError):
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
+
+
+log = logging.getLogger("floodgate.consumer")
+
+REFUSED_WARN_S = 60.0  # brokers refusing a consumer that still reads: said this often
+
+
+def refuses_client(exc: BaseException) -> bool:
+    """Whether a broker refused this client itself, not one call: its credentials
+    (AuthFailed) or what the ACL lets its user do (NO_PERMISSION)."""
+    return isinstance(exc, AuthFailed) or (isinstance(exc, Refused)
+                                           and exc.code == Code.NO_PERMISSION)
+
+
+class Refusals:
+    """A heartbeat's brokers that refused the consumer (`refuses_client`): when every one
+    that answered did, the first refusal is raised (the consumer polled nothing, for
+    ever, without a word), unless it can do without them (its group's retry topic: a
+    warning, at most every REFUSED_WARN_S)."""
+
+    def __init__(self, group: str, topic: str, clock: Callable[[], float]) -> None:
+        self.group, self.topic, self._clock = group, topic, clock
+        self._warn_at = 0.0
+
+    def settle(self, refused: list[BaseException], answered: int, asked: int,
+               fatal: bool) -> None:
+        if not refused:
+            return
+        if fatal and not answered:
+            raise refused[0]
+        if self._clock() >= self._warn_at:
+            self._warn_at = self._clock() + REFUSED_WARN_S
+            log.warning("%s: %d of %d brokers refused this client on %s: %s", self.group,
+                        len(refused), asked, self.topic, refused[0])
 
 
 class GroupCalls:
