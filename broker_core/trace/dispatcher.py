@@ -171,6 +171,10 @@ class TraceDispatcher:
             log.warning("trace batches not sent (%d so far, %d records dropped): %s",
                         c["failed"], c["dropped"], self.last_error)
 
+    def figures(self) -> dict:
+        """The counts and the latest error, for a /stats document or --json."""
+        return {**self.counters, "last_error": self.last_error}
+
     def summary(self) -> str:
         """One line: the records traced and what became of them."""
         c = self.counters

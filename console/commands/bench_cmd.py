@@ -118,12 +118,10 @@ def run_produce(args) -> int:
                                            args.key_prefix))
     http = None
     if args.http_port:
-        tracer = producer.tracer
+        trace = producer.tracer.dispatcher if producer.tracer is not None else None
         http = ProducerHttp(producer.fuse, args.name, args.http_port, counters=producer.counters,
-                            extra_stats=lambda: {"load": gen.recent_summary(), **({"trace": {
-                                **tracer.dispatcher.counters,
-                                "last_error": tracer.dispatcher.last_error}} if tracer else {})}
-                            ).start()
+                            extra_stats=lambda: {"load": gen.recent_summary(), **(
+                                {"trace": trace.figures()} if trace else {})}).start()
     signal.signal(signal.SIGTERM, lambda *_: gen.stop())
     try:
         result = gen.run().to_dict()
@@ -139,8 +137,7 @@ def run_produce(args) -> int:
     result["brokers"] = sorted(brokers)
     result["flow_control"] = producer.counters.snapshot()
     if producer.tracer is not None:
-        d = producer.tracer.dispatcher
-        result["trace"] = {**d.counters, "last_error": d.last_error}
+        result["trace"] = producer.tracer.dispatcher.figures()
     if args.json:
         print_json(result)
     else:

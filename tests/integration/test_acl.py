@@ -83,6 +83,13 @@ def test_users_rules_and_refusals_end_to_end(acl_cluster, capsys, tmp_path, monk
     assert floodgate(capsys, "--credentials", admin, "acl", "allow", "--cluster", path,
                      "--user", "app", "--resource", "topic:ord*", "--actions", "pub")[0] == 0
 
+    # app may not write the trace topic: its records are dropped, counted, and said
+    code, out, _err = floodgate(capsys, "--credentials", str(app_file), "bench", "produce",
+                                "--cluster", path, "--topic", "orders-trace", "--count", "20",
+                                "--trace-rate", "1", "--json")
+    trace = json.loads(out)["trace"]
+    assert code == 0 and (trace["records"], trace["sent"], trace["dropped"]) == (20, 0, 20)
+    assert "NO_PERMISSION: user app may not pub on topic:%TRACE%" in trace["last_error"]
     monkeypatch.setenv("FLOODGATE_CREDENTIALS", str(app_file))
     with Producer(c.file.addrs, fuse=False) as p:
         assert p.send("orders", b"paid").status == "SEND_OK"

@@ -55,7 +55,8 @@ def test_a_trace_topic_refusing_batches_is_said_once_a_minute_and_summed_up(capl
     assert [r.getMessage() for r in caplog.records] == [
         f"trace batches not sent (1 so far, 2 records dropped): {refused[0]}",
         f"trace batches not sent (5 so far, 8 records dropped): {refused[0]}"]
-    assert dispatcher.last_error == refused[0]
+    assert dispatcher.figures() == {"records": 8, "sent": 0, "dropped": 8, "messages": 0,
+                                    "failed": 5, "last_error": refused[0]}
     assert dispatcher.summary() == (
         f"8 records, 0 sent in 0 batches, 8 dropped (5 batches not sent; latest: {refused[0]})")
     refused.clear()
