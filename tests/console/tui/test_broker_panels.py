@@ -33,9 +33,10 @@ def test_send_errors_tell_failures_from_refusals_with_the_latest_failure_and_cod
     out = shown("throughput", {
         "broker": "broker-1", "time": 1.0, "ops": {"send": {"10s": send10}},
         "send_error_codes": {"SYSTEM_BUSY": 30, "MESSAGE_TOO_LARGE": 3},
-        "last_send_failure": {"code": "SYSTEM_BUSY", "text": "write path busy", "time": 0.5}})
+        "last_send_failure": {"code": "SYSTEM_BUSY", "text": "write path busy", "time": 0.5},
+        "last_send_refusal": {"code": "MESSAGE_TOO_LARGE", "text": "body too big", "time": 0.4}})
     assert "send errors (10 s) 12: failed 9, refused 3; latest failure SYSTEM_BUSY: write " \
-           "path busy" in out, out
+           "path busy; latest refused MESSAGE_TOO_LARGE: body too big" in " ".join(out.split()), out
     assert "since start: SYSTEM_BUSY 30, MESSAGE_TOO_LARGE 3" in out, out
     quiet = shown("throughput", {"broker": "broker-1", "time": 1.0})
     assert "send errors (10 s) 0" in quiet and "failed" not in quiet and "since" not in quiet
