@@ -238,6 +238,25 @@ class AsyncProducer:
             self._conns[name] = conn
         return conn
 
+    async def connect(self) -> dict[str, BrokerUnavailable | AuthFailed]:
+        """Connect and sign in to every broker now (the trace sender's too), so the first
+        sends find their links open; returns the brokers not reached, with why (their
+        sends try again, and the fuse judges those). A paced load that connected on its
+        first sends fell behind by the handshakes and sent what fell due in one burst."""
+        if self.tracer is not None and self._trace_sender is None:
+            self._attach_trace()
+        producers = [self] if self._trace_sender is None else [self, self._trace_sender]
+        names = [(p, name) for p in producers for name in p.brokers]
+        outcomes = await asyncio.gather(*(p._conn(name) for p, name in names),
+                                        return_exceptions=True)
+        problems = {}
+        for (_p, name), out in zip(names, outcomes, strict=True):
+            if isinstance(out, BrokerUnavailable | AuthFailed):
+                problems[name] = out
+            elif isinstance(out, BaseException):
+                raise out
+        return problems
+
     def _call_nowait(self, op: Op, payload: bytes,
                      done: Callable[[SendResult | None, BaseException | None], None],
                      pinned: str | None = None) -> None:

@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_core.acl.handshake import AuthFailed
 from broker_core.client.attempts import MAX_BACKOFF_S, Unauthenticated
 from broker_core.client.producer import Producer, SendFailed
 from heatmap import LatencyHistogram
+
+log = logging.getLogger("floodgate.loadgen")
 
 MIN_SLEEP_S = 0.001
 
@@ -38,6 +42,7 @@ class LoadSpec:
     batch: int = 1
     concurrency: int = 64
     key_prefix: str = ""  # each message keyed f"{key_prefix}{n}" (the key index), n from 1
+    start_at: float | None = None  # wall clock: connected before, the first send then
 
 
 @dataclass
@@ -179,6 +184,12 @@ class LoadGenerator:
                     drained.set()
             return done
 
+        for name, exc in (await aio.connect()).items():
+            if not isinstance(exc, AuthFailed):  # that one the first send says, and stops
+                log.warning("load: %s not connected before the load began: %s", name, exc)
+        while spec.start_at is not None and not self._stop.is_set() \
+                and (wait := spec.start_at - time.time()) > 0:
+            await asyncio.sleep(min(wait, 0.1))  # a stop meanwhile is seen within 0.1 s
         start = perf()
         self.started = time.time()
         end = start + spec.duration if spec.duration is not None else None

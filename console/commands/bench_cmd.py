@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 from console.commands.common import (
@@ -43,6 +44,10 @@ def register(sub) -> None:
                       help="share of sends traced, 0..1 (default 0: none)")
     prod.add_argument("--key-prefix", default="", metavar="P",
                       help="key the n-th message P<n> (the key index: `floodgate trace --key`)")
+    prod.add_argument("--start-at", type=float, metavar="UNIX_TIME",
+                      help="send the first message at this wall-clock time, connected and "
+                           "signed in before (several generators starting together; past: "
+                           "at once)")
     prod.add_argument("--name", default="bench", help="the producer's name on its /stats")
     prod.add_argument("--http-port", type=int,
                       help="serve this producer's /metrics and /stats (fuse state) on this port")
@@ -94,10 +99,13 @@ def run_produce(args) -> int:
     if args.topic.startswith("%"):
         raise UsageError(f"--topic {args.topic}: a system topic (%TRACE%, %RETRY%..., "
                          "%DLQ%...) takes no ordinary producer's messages")
-    for name in ("duration", "rate", "timeout"):  # named one by one, as every flag is
+    for name in ("duration", "rate", "timeout", "start_at"):  # named one by one
         value = getattr(args, name)
         if value is not None and not value > 0:
-            raise UsageError(f"--{name} must be positive, got {value:g}")
+            raise UsageError(f"--{name.replace('_', '-')} must be positive, got {value:g}")
+    if args.start_at is not None and args.start_at > time.time() + 86400:  # a typo: ms?
+        raise UsageError(f"--start-at {args.start_at:.0f} is more than a day away: a Unix time "
+                         f"in seconds, as `date +%s` prints")
     try:
         backoff = tuple(float(x) for x in args.backoff.split(",") if x.strip())
     except ValueError:
@@ -115,7 +123,7 @@ def run_produce(args) -> int:
                         backoff=backoff, trace_rate=args.trace_rate)
     gen = LoadGenerator(producer, LoadSpec(args.topic, args.size, args.count, args.duration,
                                            args.rate, args.batch, args.concurrency,
-                                           args.key_prefix))
+                                           args.key_prefix, args.start_at))
     http = None
     if args.http_port:
         trace = producer.tracer.dispatcher if producer.tracer is not None else None

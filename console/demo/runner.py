@@ -53,10 +53,12 @@ FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
 CYCLE_S = 150.0
 DEMO_TOPIC = "demo"
 DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
-# The load starts this long after the cluster is up: the console and the clients process
-# start meanwhile (their imports and first screens took both cores for a second or two,
-# and sync sends waiting on a starved slave were answered SYSTEM_BUSY: every group
-# isolated for errors before any fault)
+# The load starts this long after the cluster is up: the console, the clients process and
+# the producer's start (imports, TLS handshakes, sign-ins) happen meanwhile. Their imports
+# and first screens took both cores for a second or two, and sync sends waiting on a
+# starved slave were answered SYSTEM_BUSY: every group isolated for errors before any
+# fault; a producer started at this instant still put 20-30 ms sends on fault-free
+# masters in the load's first second (`bench produce --start-at`).
 LOAD_AFTER_S = 3.0
 # On two cores the brokers and the load must win a core when they wake: a sync send is
 # two wake-ups (master, slave), and each waited behind whatever ran. The console's
@@ -205,8 +207,8 @@ class Demo:
                 ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
             if o.clients:
                 self.clients = self._start_clients()
-            self._spawn(self._load_later, "load")
             self._script_start = time.monotonic()  # the clients' cycle began just before
+            self._spawn(lambda: self._start_load(time.time() + LOAD_AFTER_S), "load")
             if o.faults:
                 self._spawn(self._fault_loop, "faults")
         except BaseException:
@@ -249,15 +251,17 @@ class Demo:
     def producer_addr(self) -> str:
         return f"127.0.0.1:{self.producer_port}"
 
-    def _start_producer(self) -> subprocess.Popen:
+    def _start_producer(self, start_at: float) -> subprocess.Popen:
         """The load: `floodgate bench produce` with the demo's settings, its /stats and
-        /metrics on producer_port; up once it answers /healthz."""
+        /metrics on producer_port, sending from `start_at` (wall clock); up once it
+        answers /healthz."""
         o = self.opts
         argv = [sys.executable, "-m", "console.cli", "bench", "produce", "--cluster",
                 str(self.cluster.path), "--topic", DEMO_TOPIC, "--rate", f"{o.rate:g}",
                 "--duration", "1e9", "--size", str(o.size), "--concurrency", "64",
                 "--timeout", "3", "--group", DEMO_GROUP, "--trace-rate", f"{o.trace_rate:g}",
-                "--key-prefix", KEY_PREFIX, "--name", "demo", "--http-port",
+                "--key-prefix", KEY_PREFIX, "--start-at", f"{start_at:.3f}",
+                "--name", "demo", "--http-port",
                 str(self.producer_port), *self.realtime_args]
         log_file = open(self.cluster.data / "producer.log", "ab")  # noqa: SIM115 - the child's
         try:
@@ -289,11 +293,9 @@ class Demo:
             return None
         return json.loads(body) if path == "/stats" else {}
 
-    def _load_later(self) -> None:
-        if self._stop.wait(LOAD_AFTER_S):
-            return
+    def _start_load(self, start_at: float) -> None:
         try:
-            self._start_producer()
+            self._start_producer(start_at)
         except Exception as exc:  # noqa: BLE001 - the console shows the producer DOWN
             log.error("the demo's producer did not start: %s", exc)
 

@@ -300,3 +300,41 @@ def test_async_producer_pipelines_and_retries_on_another_broker(cluster_factory)
             assert any(r.attempts == 2 for r in after)  # the dead broker was tried first
 
     asyncio.run(scenario())
+
+
+def test_a_paced_load_signs_in_before_its_start_and_sends_nothing_earlier(cluster_factory):
+    """`bench produce --start-at`: connected while it waits (the trace's sender too), the
+    first send at the start. Connecting on the first sends put the schedule behind by the
+    handshakes, and what fell due meanwhile went out in one burst."""
+    from broker_core.client.loadgen import LoadGenerator, LoadSpec
+
+    cluster = cluster_factory(1)
+    broker = cluster.file.brokers[0]
+    start_at = time.time() + 3.0
+    seen: list[tuple[float, dict]] = []
+
+    def watch() -> None:  # the broker while the load waits for its start
+        while time.time() < start_at - 0.5:
+            stats = _stats(broker.http)
+            if stats["totals"]["connections"] >= 2:
+                seen.append((time.time(), stats))
+                return
+            time.sleep(0.05)
+
+    with Producer(cluster.file.addrs, fuse=False, trace_rate=1.0) as producer:
+        gen = LoadGenerator(producer, LoadSpec("paced", count=40, rate=200, start_at=start_at))
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        result = gen.run()
+        watcher.join()
+    assert seen, "the producer and its trace sender were not both connected before the start"
+    at, before = seen[0]
+    assert at < start_at and before["totals"]["messages_in"] == 0
+    assert result.acked == 40 and gen.started >= start_at
+    deadline = time.monotonic() + 5
+    sends: list[dict] = []
+    while sum(s["count"] for s in sends) < 40:  # the history holds closed seconds
+        assert time.monotonic() < deadline, sends
+        time.sleep(0.2)
+        sends = _stats(broker.http, 60)["history"]["send"]
+    assert min(s["ts"] for s in sends if s["count"]) >= int(start_at)

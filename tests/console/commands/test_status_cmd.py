@@ -129,6 +129,9 @@ def test_a_broker_failing_every_send_is_failing_and_status_exits_1(tmp_path, cap
     # every send failed "127.0.0.1:1: " (asyncio's timeout has no words)
     (["bench", "produce", "--brokers", "127.0.0.1:1", "--timeout", "0", "--count", "1"],
      "--timeout must be positive, got 0"),
+    # a start in milliseconds would have waited 50,000 years
+    (["bench", "produce", "--brokers", "127.0.0.1:1", "--start-at", "1795825000000",
+      "--count", "1"], "--start-at 1795825000000 is more than a day away"),
     # rough edge 7: a bad topic name and a system topic, refused before any send
     (["bench", "produce", "--brokers", "127.0.0.1:1", "--topic", "bad topic!", "--count", "1"],
      "--topic: illegal topic name 'bad topic!': 1-127 of letters"),
