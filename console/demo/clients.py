@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from broker_core.errors import BrokerError
+from console.demo.script import CYCLE_S  # its consumer groups' cycle is the faults'
 from console.logs import configure_logging
 
 log = logging.getLogger("floodgate.demo.clients")
@@ -56,7 +57,6 @@ FEW = 16  # a poll that brought fewer waits PAUSE_S: fuller pulls, fewer of them
 PAUSE_S = 0.02
 NICE = 10  # below the brokers and the load: see runner.CONSOLE_NICE
 COMMIT_S = 0.5  # the brokers judge offsets every second: commit more often than that
-CYCLE_S = 150.0  # the fault script's cycle (console.demo.runner.CYCLE_S)
 FAIL_EVERY = 200  # warehouse fails order-N once when N is a multiple ...
 DEAD_EVERY = 1000  # ... and every time when N is a multiple of this: a dead letter
 RETRY_DELAY = "5s"  # a level: the retries show up in the demo's first minutes

@@ -2,7 +2,7 @@
 they are doing now (its header), so that an isolated master or a STALLED consumer group
 is read beside the act that made it, not taken for a defect of the demo.
 
-The words come from the scripts themselves (`runner.FAULT_SCRIPT`, `HA_FAULT_SCRIPT`,
+The words come from the scripts themselves (`script.FAULT_SCRIPT`, `HA_FAULT_SCRIPT`,
 `clients.WAREHOUSE_SCRIPT`); the clients' cycle starts a second or two after the faults'
 (their process sets up first), so the header's consumer phases are that approximate.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from console.demo.clients import WAREHOUSE_GROUP, script_phases, script_story
-from console.demo.runner import (
+from console.demo.script import (
     CYCLE_S,
     FAULT_SCRIPT,
     HA_FAULT_SCRIPT,

@@ -1,7 +1,10 @@
 """`floodgate demo`: a local cluster under load with a fault script, for the console.
 
 Pieces, all stopped by `Demo.stop()` in reverse order:
-- the cluster: `broker_core.cluster.launcher.Cluster`, one process per broker;
+- the cluster: `broker_core.cluster.launcher.Cluster`, one process per broker; with
+  `groups` (`make demo`: 4) replicated, each group a master and a slave with sync
+  replication, a controller and an embedded ZooKeeper (the producer sends to masters
+  through the routes, and the fuse judges groups);
 - a fuse-enabled producer (`floodgate bench produce` in a process of its own:
   on two cores its event loop must not share a GIL with the console), serving
   its own /stats and /metrics so the console's Fuse screen has data and this
@@ -9,20 +12,9 @@ Pieces, all stopped by `Demo.stop()` in reverse order:
 - two consumer groups (one healthy, one that slows, hangs and recovers) and a
   producer group flooding past its quota, in a process of their own
   (`console.demo.clients`), so the console shows backlog and throttling;
-- the fault script (`FAULT_SCRIPT`, repeated every `CYCLE_S`), in two acts so the
-  fuse's story reads plainly: first broker #2 stalls like a PageCache stall
-  (seed 000's heatmap) and is isolated at once; its stalls end, and while it is
-  still isolated broker #4 starts answering 20 % of sends with errors. The cap
-  (1 of 6) is taken, so seed rule 4 puts broker #2, isolated earliest and
-  healthy again, back in service as overflow. Then #4 clears too.
+- the fault script (`console.demo.script`, repeated every `CYCLE_S`), played by
+  `_fault_loop` through the brokers' admin endpoints.
 Only a data directory the demo created itself is removed at the end.
-
-With `groups` (`make demo`: 3), the cluster is replicated: each group a master
-and a slave with sync replication, a controller and an embedded ZooKeeper;
-the producer sends to masters through the routes, the fuse judges groups, the
-two acts fault group-2's and group-3's masters, and act 3 SIGKILLs group-1's
-master: the controller promotes its slave (the console shows the failover)
-and the supervisor brings the killed broker back as the new slave.
 """
 
 from __future__ import annotations
@@ -38,19 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.cluster.ports import port_free
+from console.demo.script import (
+    CYCLE_S,
+    FAULT_SCRIPT,
+    HA_FAULT_SCRIPT,
+    FaultAction,
+    fault_kind,
+    script_targets,
+)
 
 log = logging.getLogger("floodgate.demo")
 
-STALLS = {"stall_ms": 800.0, "stall_every_s": 3.0, "stall_random": True}
-ERRORS = {"error_rate": 0.2}
-# (seconds into the cycle, broker number (1-based), fault body or None to clear)
-FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
-    (6.0, 2, STALLS),  # act 1: busy answers (fast failure) and slow calls: isolated at once
-    (36.0, 2, None),  # its stalls end; it stays isolated for its minute
-    (45.0, 4, ERRORS),  # act 2: isolated for errors; the cap sends #2 back (rule 4)
-    (75.0, 4, None),
-)
-CYCLE_S = 150.0
 DEMO_TOPIC = "demo"
 DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
 # The load starts this long after the cluster is up: the console, the clients process and
@@ -75,18 +65,6 @@ CONSOLE_NICE = 10
 # it made them SLOW again (the kernel gives ordinary work its reserved 50 ms at once).
 BROKER_RT_PRIORITY = 1
 KEY_PREFIX = "order-"  # the demo's n-th message is keyed order-n (`floodgate trace --key`)
-# Replicated demo: the same acts on groups 2 and 3 (their masters), then a kill.
-KILL = {"kill": True}
-REWIND = {"rewind_group": "warehouse", "back_s": 30.0}
-HA_FAULT_SCRIPT: tuple[tuple[float, int, dict | None], ...] = (
-    *FAULT_SCRIPT[:2],
-    (45.0, 3, ERRORS),
-    (75.0, 3, None),
-    (95.0, 1, KILL),  # act 3: group-1's master dies; its slave takes over within seconds
-    # ... and the warehouse group is moved back 30 s (`floodgate offsets reset --to-time`),
-    # consumers online: it reads the last 30 s again
-    (125.0, 1, REWIND),
-)
 
 
 @dataclass
@@ -105,32 +83,6 @@ class DemoOptions:
     acl: bool = True  # brokers take users only; each client its own (console.demo.users)
     tls: bool = True  # every broker port speaks TLS (a local CA in the data dir)
     realtime: bool = False  # brokers and the load under SCHED_RR if allowed (BROKER_RT_PRIORITY)
-
-
-@dataclass
-class FaultAction:
-    time: float  # wall clock, taken before the broker was asked: the fault cannot start earlier
-    broker: str  # the name the fuse knows: the broker, or its group in a replicated demo
-    action: str
-    kind: str = ""  # stall | errors | clear | kill | rewind (a consumer group moved back)
-    node: str = ""  # the broker process it hit (a group's master), when not `broker`
-
-
-def fault_kind(body: dict | None) -> str:
-    if body is None:
-        return "clear"
-    if body.get("kill"):
-        return "kill"
-    if body.get("rewind_group"):
-        return "rewind"
-    return "stall" if body.get("stall_ms") else "errors" if body.get("error_rate") else "other"
-
-
-
-
-def script_targets(n: int) -> dict[int, int]:
-    """Broker number in the script -> broker number in a cluster of n (small clusters fold)."""
-    return {k: min(k, n) for k in (2, 4)} if n >= 4 else {2: min(2, n), 4: n}
 
 
 @dataclass

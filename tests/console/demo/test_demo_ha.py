@@ -12,7 +12,8 @@ import pytest
 from broker_core.cluster.ports import free_port_range
 from broker_core.cluster.roles import broker_role
 from broker_core.cluster.zookeeper import available as zk_missing
-from console.demo.runner import KILL, REWIND, Demo, DemoOptions
+from console.demo.runner import Demo, DemoOptions
+from console.demo.script import KILL, REWIND
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.demo.runner import FaultAction
+from console.demo.script import FaultAction
 from console.demo.summary import stall_detection, summarize_run
 
 
