@@ -64,8 +64,20 @@ def check_input(uri: str) -> set[date] | None:
     every = days["latency"] | days["latency_1m"]
     if not every:
         raise ReportError(f"no metrics log at {root / 'latency'} (expected "
-                          f"{root / 'latency'}/date=YYYY-MM-DD/*.parquet)")
+                          f"{root / 'latency'}/date=YYYY-MM-DD/*.parquet){_log_within(root)}")
     return every
+
+
+def _log_within(root: Path) -> str:
+    """Where the log is when `root` is a cluster's or a broker's data directory."""
+    if (root / "metrics" / "latency").is_dir():  # `cluster up --data`, `broker serve --data`
+        return f"; this looks like a data directory: its metrics log is {root / 'metrics'}"
+    brokers = sorted(p.parent.parent.name for p in root.glob("*/metrics/latency"))
+    if brokers:  # brokers each with their own log: the files carry their names
+        return (f"; the brokers' logs are in {root}/NAME/metrics ({', '.join(brokers[:3])}"
+                f"{', ...' if len(brokers) > 3 else ''}): give one, or merge them (the files "
+                f"carry the broker's name): cp -r {root}/*/metrics/. ONE_DIR/")
+    return ""
 
 
 def check_range(days: set[date] | None, start: datetime | None, end: datetime | None) -> None:

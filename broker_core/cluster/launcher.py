@@ -177,6 +177,9 @@ class Cluster:
         self.data = Path(data)
         self.flush, self.segment_size, self.extra = flush, segment_size, extra_args or []
         self.log_dir = log_dir or self.data / "logs"
+        # one metrics log for the whole cluster (each broker's files carry its name), so a
+        # report reads the cluster's night with one --input
+        self.metrics_dir = self.data / "metrics"
         self.replication, self.n_controllers = replication, controllers
         self.zookeeper = None  # the embedded one, when zk is not given
         if groups:
@@ -269,7 +272,8 @@ class Cluster:
     def start_broker(self, entry: BrokerEntry) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         logfile = open(self.log_dir / f"{entry.name}.log", "ab")  # noqa: SIM115 - child owns it
-        extra = self.extra + (["--admin-from", self.layout.gateway] if self.layout else [])
+        extra = [*self.extra, "--metrics-dir", str(self.metrics_dir),
+                 *(["--admin-from", self.layout.gateway] if self.layout else [])]
         proc = subprocess.Popen(
             [*self._prefix(entry.name),
              *broker_argv(entry, self.file.name, self.flush, self.segment_size, extra,

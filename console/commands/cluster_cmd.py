@@ -101,6 +101,8 @@ def run_up(args) -> int:
               f"(this host is {cluster.layout.gateway}): "
               + ", ".join(f"{h.name} {h.addr}" for h in cluster.layout.hosts.values()
                           if h.name not in spec.addrs), flush=True)
+    print(f"  metrics log: {cluster.metrics_dir} (every broker's, rolled every 2 min: "
+          f"floodgate report heatmap --input {cluster.metrics_dir} --out DIR)", flush=True)
     if cluster.tls_ca is not None:
         print(f"  TLS on: CA {cluster.tls_ca} (clients: FLOODGATE_TLS_CA or --tls-ca)",
               flush=True)

@@ -153,6 +153,10 @@ def run(args) -> int:
         return 0
     finally:
         demo.stop()
+        if not demo.removes_data and demo.cluster is not None:  # closed at the brokers' stop
+            metrics = demo.cluster.metrics_dir
+            print(f"the brokers' metrics log: {metrics} (floodgate report heatmap --input "
+                  f"{metrics} --out DIR)", file=sys.stderr)
 
 
 def _narration(demo):

@@ -241,14 +241,14 @@ def test_injected_stall_shows_in_histograms_and_metrics_log(cluster_factory):
     assert over and float(over[0].split()[-1]) >= 1
     # SIGTERM closes the metrics-log file; it reads back in DESIGN's schema
     cluster.down()
-    files = list((cluster.data / entry.name / "metrics" / "latency").rglob("*.parquet"))
+    files = list((cluster.metrics_dir / "latency").rglob(f"part-{entry.name}-*.parquet"))
     assert files and not any(f.name.startswith(".") for f in files)
     table = pq.read_table(files[0])
     rows = table.to_pylist()
     sends = [r for r in rows if r["op"] == "send"]
     assert sends and all(r["count"] == sum(c for _, c in r["buckets"]) for r in sends)
     assert max(r["max_us"] for r in sends) >= 200_000
-    assert (cluster.data / entry.name / "metrics" / "broker_stats").exists()
+    assert (cluster.metrics_dir / "broker_stats").exists()
 
 
 def test_sigterm_shuts_down_cleanly(cluster_factory):
@@ -262,6 +262,18 @@ def test_sigterm_shuts_down_cleanly(cluster_factory):
     assert not os.path.exists(os.path.join(entry.data, "store", "abort"))
     log = (cluster.log_dir / f"{entry.name}.log").read_text()
     assert "stopped broker=broker-1 cleanly" in log
+
+
+def test_a_clusters_brokers_write_one_metrics_log(cluster_factory):
+    """`cluster up`: every broker's files in DATA/metrics, the one --input of a report."""
+    cluster = cluster_factory(2)
+    with Producer(cluster.file.addrs, fuse=False) as producer:
+        for _ in range(4):  # switches broker every send
+            producer.send("t", b"x")
+    cluster.down()  # SIGTERM closes each broker's files
+    files = {f.name.rsplit("-", 1)[0] for f in (cluster.metrics_dir / "latency").rglob("*.parquet")}
+    assert files == {"part-broker-1", "part-broker-2"}
+    assert not any((cluster.data / b.name / "metrics").exists() for b in cluster.file.brokers)
 
 
 def test_batches_are_stored_in_one_queue_in_order(cluster_factory):

@@ -34,6 +34,17 @@ def test_the_days_of_a_log_and_its_missing_or_empty_cases(tmp_path):
     assert check_input("hdfs://namenode/log") is None  # Spark's to read
 
 
+def test_a_data_directory_given_as_the_log_is_told_where_its_log_is(tmp_path):
+    fake_log(tmp_path / "cluster" / "metrics")  # `cluster up --data cluster`
+    with pytest.raises(ReportError, match=f"its metrics log is {tmp_path}/cluster/metrics$"):
+        check_input(str(tmp_path / "cluster"))
+    for name in ("broker-1", "broker-2"):  # brokers each with a log of their own
+        fake_log(tmp_path / "old" / name / "metrics")
+    with pytest.raises(ReportError, match=r"logs are in .*/old/NAME/metrics \(broker-1, "
+                                          r"broker-2\): give one, or merge them .*: cp -r "):
+        check_input(str(tmp_path / "old"))
+
+
 def test_a_range_and_a_target_date_against_the_log(tmp_path):
     days = check_input(str(fake_log(tmp_path / "log")))
     check_range(days, datetime(2026, 11, 11, 20), None)
