@@ -134,6 +134,27 @@ def add_cluster_args(parser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
+def broker_http(broker: str, cluster) -> str:
+    """The HTTP address `--broker` means: as given, or the named broker's in `--cluster`."""
+    if cluster is None:
+        if ":" not in broker:
+            raise UsageError(f"--broker {broker!r} is not an HTTP address (HOST:PORT); "
+                             "to name a broker, give its --cluster FILE too")
+        return broker
+    from broker_core.cluster.cluster_file import load_cluster
+
+    spec = load_cluster(cluster)
+    for b in spec.brokers:
+        if broker in (b.name, b.http):
+            return b.http
+    members = [b.name for b in spec.brokers if b.group == broker]
+    if members:  # which of them is the master now is ZooKeeper's to say, not the file's
+        raise UsageError(f"{broker} is a group: name one of its brokers "
+                         f"({', '.join(members)})")
+    raise UsageError(f"no broker {broker!r} in {cluster}: it has "
+                     f"{', '.join(b.name for b in spec.brokers)}")
+
+
 def each_broker(cluster_path, call, only=None) -> tuple[dict[str, Any], list[str]]:
     """`call(http address)` on every broker of a cluster file (or those named in `only`,
     broker or group names): (broker name -> answer, one line per broker that failed).

@@ -10,6 +10,7 @@ from console.commands.common import (
     POSITIVE,
     SHARE,
     add_subparser,
+    broker_http,
     checked,
     number,
     print_json,
@@ -59,27 +60,6 @@ def _target(parser, required: bool = True) -> None:
     parser.add_argument("--json", action="store_true")
 
 
-def _address(args) -> str:
-    """The HTTP address --broker means: as given, or the named broker's in --cluster."""
-    if args.cluster is None:
-        if ":" not in args.broker:
-            raise UsageError(f"--broker {args.broker!r} is not an HTTP address (HOST:PORT); "
-                             "to name a broker, give its --cluster FILE too")
-        return args.broker
-    from broker_core.cluster.cluster_file import load_cluster
-
-    spec = load_cluster(args.cluster)
-    for b in spec.brokers:
-        if args.broker in (b.name, b.http):
-            return b.http
-    members = [b.name for b in spec.brokers if b.group == args.broker]
-    if members:  # which of them is the master now is ZooKeeper's to say, not the file's
-        raise UsageError(f"{args.broker} is a group: name one of its brokers "
-                         f"({', '.join(members)})")
-    raise UsageError(f"no broker {args.broker!r} in {args.cluster}: it has "
-                     f"{', '.join(b.name for b in spec.brokers)}")
-
-
 def call(addr: str, method: str, body: dict | None = None, token: str | None = None) -> dict:
     """The broker's admin endpoint; its failure is this command's one-line error."""
     try:
@@ -107,18 +87,18 @@ def run_inject(args) -> int:
                          "--error-rate or --pause")
     if args.stall_ms and not args.every:
         raise UsageError("--stall-ms needs --every SECONDS")
-    return _print(args, call(_address(args), "POST", spec, args.admin_token))
+    return _print(args, call(broker_http(args.broker, args.cluster), "POST", spec, args.admin_token))
 
 
 def run_clear(args) -> int:
-    return _print(args, call(_address(args), "DELETE", None, args.admin_token))
+    return _print(args, call(broker_http(args.broker, args.cluster), "DELETE", None, args.admin_token))
 
 
 def run_show(args) -> int:
     if not args.broker and not args.cluster:
         raise UsageError("give --broker HTTP_ADDR|NAME or --cluster FILE")
     if args.broker:
-        return _print(args, call(_address(args), "GET", None, args.admin_token))
+        return _print(args, call(broker_http(args.broker, args.cluster), "GET", None, args.admin_token))
     from broker_core.cluster import netfault
     from broker_core.cluster.cluster_file import load_cluster
 

@@ -350,3 +350,23 @@ def test_a_paced_load_signs_in_before_its_start_and_sends_nothing_earlier(cluste
         time.sleep(0.2)
         sends = _stats(broker.http, 60)["history"]["send"]
     assert min(s["ts"] for s in sends if s["count"]) >= int(start_at)
+
+
+def test_heatmap_show_draws_a_running_brokers_last_seconds(cluster_factory, capsys):
+    from console.cli import main
+
+    cluster = cluster_factory(1)
+    entry = cluster.file.brokers[0]
+    with Producer(cluster.file.addrs, fuse=False) as producer:
+        for _ in range(50):
+            producer.send("t", b"x")
+    deadline = time.monotonic() + 5
+    while _stats(entry.http)["totals"]["messages_in"] < 50:  # its seconds closed
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    argv = ["heatmap", "show", "--broker", entry.name, "--cluster", str(cluster.path)]
+    assert main([*argv, "--width", "60"]) == 0
+    out = capsys.readouterr().out
+    assert f"{entry.name} send, last 300 s:" in out and "50 values" in out
+    assert main([*argv, "--op", "nope"]) == 2
+    assert "--op nope: broker-1 records flush, pull, send" in capsys.readouterr().err
