@@ -9,6 +9,7 @@ a PageCache stall in seed 000's heatmap holds every send behind it. With
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -25,6 +26,14 @@ class FaultSpec:
     duration_s: float | None = None  # clear by itself after this long
 
     def validate(self) -> FaultSpec:
+        for name, value in asdict(self).items():  # JSON gives strings and bools too
+            if name == "stall_random":
+                if not isinstance(value, bool):
+                    raise ValueError(f"stall_random must be true or false, not {value!r}")
+            elif value is not None and (isinstance(value, bool)
+                                        or not isinstance(value, int | float)
+                                        or not math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number, not {value!r}")
         checks = [
             (self.latency_ms >= 0, "latency_ms must be >= 0"),
             (self.stall_ms >= 0, "stall_ms must be >= 0"),

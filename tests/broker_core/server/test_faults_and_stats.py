@@ -46,6 +46,14 @@ def test_error_rate_and_validation():
     ):
         with pytest.raises(ValueError):
             faults.inject(bad)
+    # JSON from the admin endpoint: it said "'>=' not supported between 'str' and 'int'"
+    for bad, words in ((FaultSpec(pause_s="x"), "pause_s must be a finite number, not 'x'"),
+                       (FaultSpec(latency_ms=float("nan")), "latency_ms must be a finite"),
+                       (FaultSpec(error_rate=True), "error_rate must be a finite number"),
+                       (FaultSpec(stall_random="yes"), "stall_random must be true or false")):
+        with pytest.raises(ValueError, match=words):
+            faults.inject(bad)
+    assert faults.spec == FaultSpec(error_rate=0.25)  # none of them took: the plan stands
 
 
 def test_recorder_rolls_seconds_and_counts_sla_exactly():
