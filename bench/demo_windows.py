@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import ssl
 import subprocess
 import sys
@@ -82,16 +83,23 @@ def one_run(args, k: int) -> dict:
     stop = threading.Event()
     poller = threading.Thread(target=poll, args=(data, seconds, stop), daemon=True)
     poller.start()
+    demo = subprocess.Popen(
+        FLOODGATE + ["demo", "--groups", str(args.groups), "--headless", str(args.seconds),
+                     "--json", "--data", str(data), *(["--with-tui"] if args.with_tui else [])],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        out = subprocess.run(
-            FLOODGATE + ["demo", "--groups", str(args.groups), "--headless", str(args.seconds),
-                         "--json", "--data", str(data), *(["--with-tui"] if args.with_tui else [])],
-            capture_output=True, text=True, timeout=args.seconds + 180, check=True)
+        stdout, stderr = demo.communicate(timeout=args.seconds + 180)
+    except BaseException:  # stopped (Ctrl-C, SIGTERM) or timed out: the demo stops its cluster
+        demo.terminate()  # (subprocess.run's SIGKILL left eight brokers and ZooKeeper running)
+        demo.wait(60)
+        raise
     finally:
         stop.set()
         poller.join()
         shutil.rmtree(data, ignore_errors=True)
-    summary = json.loads(out.stdout)
+    if demo.returncode != 0:
+        raise SystemExit(f"run {k}: the demo exited {demo.returncode}: {stderr.strip()[-500:]}")
+    summary = json.loads(stdout)
     masters = {b["name"]: b for b in summary["brokers"] if b["name"] in seconds}
     per_master, worst = {}, {"p99_s": 0.0, "max_s": 0.0, "windows_over": 0}
     first = {"p99_s": 0.0, "max_s": 0.0}  # start-up's window: not judged, shown
@@ -135,6 +143,7 @@ def main() -> int:
                     help="the console renders in the demo's process, as under `make demo`")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped"))  # the demo stops too
     runs = [one_run(args, k + 1) for k in range(args.runs)]
     met = all(r["windows_over_goal"] == 0 and r["achieved_of_target"] >= 0.95
               and r["late_beats_pct"] <= 10 and r["false_isolations"] == 0
