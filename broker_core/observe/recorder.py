@@ -81,9 +81,10 @@ class OpRecorder:
         """Fold latencies timed elsewhere (the store's flush thread) into this second."""
         self._current[op].merge(span)
 
-    def roll(self) -> list[ClosedSecond]:
-        """Close every second that has ended; returns them, oldest first."""
-        now = int(self._clock())
+    def roll(self, final: bool = False) -> list[ClosedSecond]:
+        """Close every second that has ended (`final`: this one too, as it stands: the
+        broker is stopping); returns them, oldest first."""
+        now = int(self._clock()) + final
         closed = []
         while self._second < now:
             second = ClosedSecond(self._second, self._current)

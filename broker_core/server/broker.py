@@ -320,21 +320,22 @@ class Broker:
     }
 
     # -- housekeeping, once a second ---------------------------------------------
-    def tick(self):
+    def tick(self, final: bool = False):
         """Close finished seconds and take the tick's snapshot; returns the seconds
         closed (the metrics log writes them). The topic and offset tables are saved
-        by `save_tables`, off the loop."""
-        closed = self.close_seconds()
+        by `save_tables`, off the loop. `final` (stopping): the open second too."""
+        closed = self.close_seconds(final)
         self.refresh()
         return closed
 
-    def close_seconds(self):
+    def close_seconds(self, final: bool = False):
         """The tick's first half, cheap, run at the second's boundary so that each
-        closed second holds its own requests: the seconds that ended."""
+        closed second holds its own requests: the seconds that ended (`final`: and
+        the one under way)."""
         flush = self.store.take_latency().get("flush")
         if flush is not None and flush.hist.count:
             self.recorder.add("flush", flush)
-        return self.recorder.roll()
+        return self.recorder.roll(final)
 
     def refresh(self) -> None:
         """The tick's second half (~5 ms of a demo master's loop: the windows'

@@ -72,3 +72,8 @@ def test_recorder_rolls_seconds_and_counts_sla_exactly():
     assert [c.ts for c in rec.roll()] == [101, 102, 103]
     assert rec.window("send", 10).hist.count == 3
     assert rec.total["send"].count == 3 and rec.over_sla_total["send"] == 1
+    # stopping: the second under way is closed as it stands (the metrics log keeps it)
+    rec.record("send", 0.5)
+    final = rec.roll(final=True)
+    assert [c.ts for c in final] == [104] and final[0].ops["send"].hist.count == 1
+    assert rec.roll() == []
