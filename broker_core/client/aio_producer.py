@@ -7,7 +7,7 @@ every answer then crosses from a reader thread to the loop; at ten thousand
 sends a second that hand-off is the bottleneck, so asyncio services use this.
 
 `send` is a coroutine; `send_nowait` takes a callback instead and creates no task:
-each attempt is a request whose answer calls back (timeouts swept every SWEEP_S
+each attempt is a request whose answer calls back (`aio_connection`: timeouts swept
 per connection, no timer per request), which is what a load generator wants at
 thousands of sends a second (a task per send was most of its CPU).
 
@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from broker_core.acl import credentials, tls
-from broker_core.acl.handshake import AuthFailed, client_handshake_async
+from broker_core.acl.handshake import AuthFailed
+from broker_core.client.aio_connection import AioConnection, authenticate
 from broker_core.client.attempts import (
     FLOW_RETRIES,
     SendCounters,
@@ -34,119 +35,21 @@ from broker_core.client.attempts import (
     release_resynced,
     with_group,
 )
-from broker_core.client.connection import TLS_HINT, BrokerUnavailable, Connection, parse_addr
+from broker_core.client.connection import BrokerUnavailable, Connection, parse_addr
 from broker_core.client.ordering import OrderedQueues, choose
 from broker_core.client.producer import encode_many, encode_one
 from broker_core.client.tracing import traced_properties
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
-    FLAG_RESPONSE,
     Code,
-    FrameDecoder,
     Op,
     OutMessage,
-    ProtocolError,
     decode_json,
-    encode_frame,
     encode_json,
     encode_send,
 )
 from broker_core.protocol.delay import with_delay
 from broker_core.trace.records import TRACE_TOPIC, now_ms
-
-Answered = Callable[[int | None, bytes | None, str], None]  # (code, body, why no answer)
-SWEEP_S = 0.05  # requests past their timeout are failed this often
-
-
-class _AioConnection(asyncio.Protocol):
-    """One pipelined connection; answers call back by request id."""
-
-    def __init__(self, addr: str, timeout: float, tls: bool) -> None:
-        self.addr = addr
-        self.timeout = timeout
-        self.tls = tls
-        self.answered = False  # anything read yet: a plain link closed before is TLS_HINT
-        self.decoder = FrameDecoder()
-        self.pending: dict[int, tuple[float, Answered]] = {}  # rid -> (deadline, callback)
-        self.transport: asyncio.Transport | None = None
-        self.ids = itertools.count(1)
-        self._sweep: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.answered = True
-        try:
-            frames = self.decoder.feed(data)
-        except ProtocolError as exc:
-            self._fail(f"{self.addr}: bad frame from broker: {exc}")
-            return
-        pending = self.pending
-        for header, body in frames:
-            entry = pending.pop(header.request_id, None)
-            if entry is not None and header.flags & FLAG_RESPONSE:
-                entry[1](header.code, body, "")
-
-    def connection_lost(self, exc) -> None:
-        hint = "" if self.answered or self.tls else TLS_HINT
-        self._fail(f"{self.addr}: connection lost" + (f": {exc}" if exc else hint))
-
-    def _fail(self, reason: str) -> None:
-        if self.transport is not None:
-            self.transport.close()
-        self.transport = None
-        pending, self.pending = self.pending, {}
-        for _deadline, answered in pending.values():
-            answered(None, None, reason)
-
-    def _expire(self) -> None:
-        """Fail the requests past their deadline (oldest first: the dict keeps order)."""
-        self._sweep = None
-        now = time.monotonic()
-        pending = self.pending
-        while pending:
-            rid, (deadline, answered) = next(iter(pending.items()))
-            if deadline > now:
-                break
-            del pending[rid]
-            answered(None, None, f"{self.addr}: no answer in {self.timeout:g} s")
-        if pending:
-            self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
-
-    def request(self, op: int, body: bytes, answered: Answered) -> None:
-        if self.transport is None or self.transport.is_closing():
-            # closing: the peer reset it (or a reroute closed it) and connection_lost, with
-            # the cause, has not run yet
-            raise BrokerUnavailable(f"{self.addr}: " + (
-                "not connected" if self.transport is None else "connection closing"))
-        rid = next(self.ids) & 0xFFFFFFFF
-        self.pending[rid] = (time.monotonic() + self.timeout, answered)
-        self.transport.write(encode_frame(op, rid, body))
-        if self._sweep is None:
-            self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
-
-
-async def _authenticate(conn: _AioConnection, creds) -> None:
-    """The connection's handshake (acl.handshake) before any send; AuthFailed when the
-    broker refuses, BrokerUnavailable when it does not answer."""
-    loop = asyncio.get_running_loop()
-
-    async def call(op: int, payload: dict):
-        fut = loop.create_future()
-        conn.request(op, encode_json(payload),
-                     lambda code, body, reason: fut.done() or fut.set_result((code, body, reason)))
-        code, body, reason = await fut
-        if code is None:
-            raise BrokerUnavailable(reason)
-        return code, decode_json(body) if code == Code.OK else body.decode("utf-8", "replace")
-
-    try:
-        await client_handshake_async(call, creds.user, creds.secret)
-    except AuthFailed as exc:
-        conn._fail("authentication failed")
-        raise AuthFailed(f"{conn.addr}: {exc}") from None
-
 
 # How often the producer's loop proves to its fuse that it is running (fuse.lateness):
 # often enough that a stalled loop is seen within a few ms, cheap at 200 timers/s.
@@ -178,7 +81,7 @@ class AsyncProducer:
         self._names = list(self.brokers)
         self._ordered = OrderedQueues(lambda: self._names, self._route)
         self._rr = itertools.count()
-        self._conns: dict[str, _AioConnection] = {}
+        self._conns: dict[str, AioConnection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
         self._closing = False
         self._heartbeat: asyncio.TimerHandle | None = None
@@ -209,7 +112,7 @@ class AsyncProducer:
         if self.fuse is not None:
             release_resynced(self.fuse, self.routes)
 
-    async def _conn(self, name: str) -> _AioConnection:
+    async def _conn(self, name: str) -> AioConnection:
         conn = self._conns.get(name)
         if conn is not None and conn.transport is not None:
             return conn
@@ -224,7 +127,7 @@ class AsyncProducer:
             try:
                 _t, conn = await asyncio.wait_for(
                     asyncio.get_running_loop().create_connection(
-                        lambda: _AioConnection(self.brokers[name], self.timeout, ctx is not None),
+                        lambda: AioConnection(self.brokers[name], self.timeout, ctx is not None),
                         host, port,
                         ssl=ctx, server_hostname=host if ctx is not None else None),
                     self.timeout)
@@ -234,7 +137,7 @@ class AsyncProducer:
                                         ) from None
             creds = self.credentials or credentials.default()
             if creds is not None:
-                await _authenticate(conn, creds)
+                await authenticate(conn, creds)
             self._conns[name] = conn
         return conn
 
@@ -288,7 +191,7 @@ class AsyncProducer:
         else:
             self._request(conn, plan, payload, done)
 
-    def _request(self, conn: _AioConnection, plan: SendPlan, payload: bytes, done) -> None:
+    def _request(self, conn: AioConnection, plan: SendPlan, payload: bytes, done) -> None:
         def answered(code: int | None, body: bytes | None, why: str) -> None:
             self._settle(plan, payload, done, None if code is None else Code(code), body, why)
 
