@@ -209,7 +209,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         # the second under way too: what a broker served just before it stopped (a
         # restart in an incident) is the log's to keep; a restart within the same
         # second writes a second row for it, and readers add rows up
-        writer.add_seconds(broker.tick(final=True))
+        closed = broker.tick(final=True)
+        writer.add(broker.snapshot(), closed)
         writer.roll()
         broker.close()
         await http.cleanup()

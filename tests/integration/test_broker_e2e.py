@@ -275,6 +275,9 @@ def test_a_clusters_brokers_write_one_metrics_log(cluster_factory):
     assert {f.name.rsplit("-", 1)[0] for f in files} == {"part-broker-1", "part-broker-2"}
     rows = [r for f in files for r in pq.read_table(f).to_pylist() if r["op"] == "send"]
     assert sum(r["count"] for r in rows) == 4  # none lost in a second still open at the stop
+    stats = [r for f in (cluster.metrics_dir / "broker_stats").rglob("*.parquet")
+             for r in pq.read_table(f).to_pylist()]
+    assert sum(r["msgs_in_per_s"] for r in stats) == 4  # the broker's figures, those seconds too
     assert not any((cluster.data / b.name / "metrics").exists() for b in cluster.file.brokers)
 
 
