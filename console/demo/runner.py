@@ -47,8 +47,8 @@ DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
 # the producer's start (imports, TLS handshakes, sign-ins) happen meanwhile. Their imports
 # and first screens took both cores for a second or two, and sync sends waiting on a
 # starved slave were answered SYSTEM_BUSY: every group isolated for errors before any
-# fault; a producer started at this instant still put 20-30 ms sends on fault-free
-# masters in the load's first second (`bench produce --start-at`).
+# fault. A producer started at this instant did its own start (0.4 s of CPU) in the
+# load's first second; it now starts with the rest and sends from then (`--start-at`).
 LOAD_AFTER_S = 3.0
 # On two cores the brokers and the load must win a core when they wake: a sync send is
 # two wake-ups (master, slave), and each waited behind whatever ran. The console's
