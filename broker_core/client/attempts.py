@@ -219,7 +219,11 @@ class SendPlan:
             return self._throttled(body, closing)
         if code == Code.NO_PERMISSION:
             return self._refused(body, closing)
-        broker, broker_ok = self.broker, code is not None and code not in RETRYABLE
+        # NOT_MASTER: this client's routes are ahead of (or behind) the broker's own role
+        # in a failover; the broker is well. Held against it, the group stayed out for its
+        # minute after its slave had taken over (the routes moved before the promotion)
+        broker, broker_ok = self.broker, code is not None and (code not in RETRYABLE
+                                                               or code == Code.NOT_MASTER)
         broker_ok = broker_ok and (code == Code.OK or code not in STORED)
         if code in STORED:
             try:
