@@ -26,6 +26,7 @@ from broker_core.observe.snapshot import (
     take_snapshot,
 )
 from broker_core.observe.stats_doc import stats_document
+from broker_core.observe.stats_json import StatsJson
 from broker_core.protocol import Code, Op
 from broker_core.protocol.system_topics import check_group
 from broker_core.server import acl_ops, lookup_ops, tx_ops
@@ -125,6 +126,7 @@ class Broker:
         self.locks = QueueLocks(monotonic, clock)
         self.heat = QueueHeat(monotonic)
         self.recorder = OpRecorder(OPS, clock)
+        self._stats_json = StatsJson()  # /stats: each closed second encoded once
         self.faults = Faults(monotonic)
         self.write_path = WritePath(self.store, self.faults, config.flush == "sync",
                                     config.busy_after_ms, config.max_inflight_writes,
@@ -440,6 +442,10 @@ class Broker:
         """The /stats document: the tick's snapshot with its last `history_s` seconds
         (and, in a replicated group, `ha`: role, epoch, in-sync set, lag per slave)."""
         return stats_document(self.snapshot(), history_s)
+
+    def stats_json(self, history_s: int = HISTORY_S) -> bytes:
+        """`stats` as the JSON /stats serves, each closed second encoded once."""
+        return self._stats_json.document(self.snapshot(), history_s)
 
     def close(self) -> None:
         self.topics.save()

@@ -57,7 +57,8 @@ def build_app(broker) -> web.Application:
             history = int(request.query.get("history", "300"))
         except ValueError:
             return _error(400, "history must be a number of seconds")
-        return web.json_response(broker.stats(max(0, min(history, 300))))
+        return web.Response(body=broker.stats_json(max(0, min(history, 300))),
+                            content_type="application/json")
 
     def _forbidden() -> web.Response:
         if broker.config.admin_token:

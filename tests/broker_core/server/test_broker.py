@@ -119,6 +119,26 @@ def test_tick_takes_the_snapshot_every_exporter_reads(broker):
     assert doc["broker"] == "b1" and len(doc["history"]["send"]) == 1
 
 
+def test_the_stats_json_is_the_stats_document_with_each_second_encoded_once(broker):
+    """/stats with 300 s of history encoded ~1,200 histograms a request on the loop that
+    serves sends (7-10 ms a broker: `floodgate status` put make demo's masters over 20 ms)."""
+    import json
+
+    for _ in range(4):
+        send(broker)
+        broker.clock.t += 1
+        broker.tick()
+    for history in (0, 2, 300):
+        assert json.loads(broker.stats_json(history)) == broker.stats(history)
+    cached = dict(broker._stats_json._seconds)
+    assert len(cached) == 4 * len(broker.snapshot().windows)  # each op's closed seconds
+    assert json.loads(broker.stats_json(300)) == broker.stats(300)  # from the kept text
+    broker.clock.t += 400  # every second before has left the history: its text goes too
+    broker.tick()
+    broker.stats_json(300)
+    assert not set(cached) & set(broker._stats_json._seconds)
+
+
 def test_a_second_closed_at_its_boundary_holds_only_its_own_sends(broker):
     """The tick's halves: the seconds close at the boundary; the snapshot comes later in
     the second (runner.tick_phase), and a send between the two belongs to the new second."""
