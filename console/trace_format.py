@@ -6,6 +6,7 @@ import re
 import time
 from datetime import UTC, datetime
 
+from broker_core.trace.copies import MADE_BY_BROKER, describe
 from console.errors import UsageError
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
@@ -45,6 +46,8 @@ def timeline_lines(t) -> list[str]:
     """A Timeline as plain lines (no markup)."""
     out = [f"message {t.id}  topic {t.topic}  keys {t.keys or '-'}"
            f"{'  tags ' + t.tags if t.tags else ''}  {t.body_bytes:,} B  ({day(t.store_ms)} UTC)"]
+    if t.copy is not None:
+        out.append(f"  ({describe(t.copy, clock)})")
     s = t.send
     if s:
         retry = f", retried: {'; '.join(s.get('retries') or [])}" if s.get("retries") else ""
@@ -59,10 +62,13 @@ def timeline_lines(t) -> list[str]:
         broker_ms = f", broker {s['broker_ms']:.2f} ms" if s.get("broker_ms") is not None else ""
         broker, addr = s.get("broker", "?"), s.get("addr") or "?"
         to = broker if addr in (broker, "?") else f"{broker} ({addr})"  # not the address twice
-        out.append(f"  {clock(s['born_ms'])}  sent by {s.get('client', '?')} to "
+        verb = "sent back" if t.copy is not None and t.copy.sent_back else "sent"
+        out.append(f"  {clock(s['born_ms'])}  {verb} by {s.get('client', '?')} to "
                    f"{to}: {s.get('status')}, "
                    f"RT {s.get('rt_ms', 0):.2f} ms{broker_ms}, {s.get('attempts', 1)} "
                    f"attempt(s){retry}{fuse_txt}")
+    elif t.copy is not None and t.copy.kind in MADE_BY_BROKER:
+        out.append(f"  {clock(t.born_ms)}  born (sent as {t.copy.made_from or 'an earlier copy'})")
     else:
         out.append(f"  {clock(t.born_ms)}  born (no send record)")
     st = t.store or {}

@@ -167,7 +167,7 @@ class Consumer:
                 and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX))):
             self._retry = Consumer(group, retry_topic(group), None if routes else brokers,
                                    self.client_id, timeout, clock, routes, retry=False,
-                                   credentials=credentials)
+                                   credentials=credentials, trace=trace, trace_rate=trace_rate)
 
     # -- membership ---------------------------------------------------------
     def heartbeat(self, leave: bool = False) -> None:
@@ -313,6 +313,10 @@ class Consumer:
             self._sender = Producer(None if self.routes is not None else dict(self.brokers),
                                     routes=self.routes, timeout=self.timeout,
                                     credentials=self.credentials)
+            if self.tracer is not None:  # a traced message's copies are traced (none else)
+                from broker_core.client.tracing import SendTracer
+
+                self._sender.tracer = SendTracer(self.tracer.dispatcher, 0.0, self.client_id)
         return self._sender
 
     def _dead_letter(self, message: Message) -> str:

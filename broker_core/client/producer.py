@@ -36,7 +36,7 @@ from broker_core.client.attempts import (
 )
 from broker_core.client.connection import BrokerUnavailable, Connection, ConnectionPool
 from broker_core.client.ordering import OrderedQueues, choose
-from broker_core.client.tracing import SendTracer, traced_properties
+from broker_core.client.tracing import SendTracer, traced_properties, traces
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     Code,
@@ -142,7 +142,7 @@ class Producer:
                                       order_key, allow_reorder)
         properties = with_delay(properties, delay)
         tr = self.tracer
-        if tr is None or not tr.sampler.sample():
+        if tr is None or not traces(tr, properties):
             return self._call(Op.SEND, self._encode(topic, body, tags, keys, properties))
         born, t0 = now_ms(), time.perf_counter()
         payload = self._encode(topic, body, tags, keys, traced_properties(properties))
@@ -200,7 +200,7 @@ class Producer:
         """As send, without blocking: a Future of the SendResult."""
         properties = with_delay(properties, delay)
         tr = self.tracer
-        if tr is None or not tr.sampler.sample():
+        if tr is None or not traces(tr, properties):
             return self._start(Op.SEND, self._encode(topic, body, tags, keys, properties))
         born, t0 = now_ms(), time.perf_counter()
         fut = self._start(Op.SEND, self._encode(topic, body, tags, keys,

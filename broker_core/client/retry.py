@@ -16,11 +16,15 @@ from __future__ import annotations
 import dataclasses
 
 from broker_core.protocol.delay import LABELS, PROP_DELAY
-from broker_core.protocol.system_topics import DLQ_PREFIX, RETRY_PREFIX
+from broker_core.protocol.system_topics import (
+    DLQ_PREFIX,
+    PROP_COPY_OF,
+    PROP_ORIGIN_ID,
+    PROP_ORIGIN_TOPIC,
+    PROP_RETRY_TIMES,
+    RETRY_PREFIX,
+)
 
-PROP_RETRY_TIMES = "RETRY_TIMES"  # how many times it was sent back
-PROP_ORIGIN_TOPIC = "ORIGIN_TOPIC"  # the topic it was first sent to
-PROP_ORIGIN_ID = "ORIGIN_MSG_ID"  # the id it was first stored under
 MAX_RECONSUME = 16  # RocketMQ's default maxReconsumeTimes
 FIRST_LEVEL = 3  # a first retry waits level 3 (10 s), then one level more each time
 
@@ -46,7 +50,7 @@ def send_back(producer, group: str, message, delay: str | float | None = None,
     of the send) without waiting for it."""
     props = dict(message.properties or {})
     times = int(props.get(PROP_RETRY_TIMES, "0") or 0) + 1
-    for key in ("TAGS", "KEYS", PROP_DELAY, "REAL_TOPIC", "REAL_QID", "PGROUP"):
+    for key in ("TAGS", "KEYS", PROP_DELAY, "REAL_TOPIC", "REAL_QID", "PGROUP", PROP_COPY_OF):
         props.pop(key, None)
     props[PROP_RETRY_TIMES] = str(times)
     props.setdefault(PROP_ORIGIN_TOPIC, message.topic)

@@ -28,6 +28,12 @@ def traced_properties(properties: dict | None) -> dict:
     return {**properties, PROP_TRACE: "1"} if properties else TRACE_ONLY
 
 
+def traces(tracer: SendTracer, properties: dict | None) -> bool:
+    """Whether a send is traced: sampled, or a copy of a traced message (a consumer's
+    send-back, a resend), whose timeline would otherwise miss its send for good."""
+    return tracer.sampler.sample() or (properties is not None and PROP_TRACE in properties)
+
+
 class SendTracer:
     def __init__(self, dispatcher: TraceDispatcher, rate: float, client_id: str,
                  fuse=None) -> None:

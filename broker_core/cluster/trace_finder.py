@@ -12,6 +12,7 @@ not be asked.
 from __future__ import annotations
 
 import base64
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from broker_core.cluster.cluster_file import ClusterFile
 from broker_core.errors import BrokerError
 from broker_core.message_id import decode_id
 from broker_core.store.index_file import CLOCK_SLACK_MS
+from broker_core.trace.copies import copy_of, in_paths, path_root
 from broker_core.trace.records import (
     PROP_TRACE,
     TRACE_TOPIC,
@@ -28,7 +30,7 @@ from broker_core.trace.records import (
     stored_key,
     trace_key,
 )
-from broker_core.trace.timeline import Timeline, build_timeline
+from broker_core.trace.timeline import Timeline, build_timeline, join_copies
 
 TRACE_RECORDS_LIMIT = 200  # trace messages read per message id and broker
 
@@ -92,12 +94,43 @@ class TraceFinder:
                 # the copy on the broker that stored it knows the groups' offsets first-hand
                 if doc["id"] not in docs or b.addr == doc["store_host"]:
                     docs[doc["id"]] = doc
-        ordered = sorted(docs.values(), key=lambda d: d["store_ms"], reverse=True)
+        ordered = in_paths(sorted(docs.values(), key=lambda d: d["store_ms"], reverse=True))
         result = TraceResult(more=more or len(ordered) > limit)
-        result.timelines = [self._timeline(doc) for doc in ordered[:limit]]
+        result.timelines = self._timelines(ordered[:limit])
         result.failed_sends = self._failed_sends(key, topic, begin_ms, end_ms)
         result.unreachable = dict(self.unreachable)
         return result
+
+    def _keyed(self, key: str, begin_ms: int) -> dict[str, dict]:
+        """The messages of ``key`` on any broker stored from ``begin_ms`` on, by id."""
+        docs: dict[str, dict] = {}
+        for b, answer in self._each(lambda b: admin.query_by_key(
+                b.addr, key, None, begin_ms, None, TRACE_RECORDS_LIMIT, self.timeout)):
+            for doc in answer.get("messages", []):
+                if doc["topic"] != TRACE_TOPIC and (
+                        doc["id"] not in docs or b.addr == doc["store_host"]):
+                    docs[doc["id"]] = doc
+        return docs
+
+    def _path_of(self, doc: dict) -> list[dict]:
+        """``doc`` and the copies on its path (trace.copies) found under its first key,
+        in paths' order; ``doc`` alone when it has no key to find them by."""
+        keys = (doc.get("keys") or "").split()
+        if not keys:
+            return [doc]
+        c = copy_of(doc)
+        since = doc["store_ms"] - CLOCK_SLACK_MS if c is None else 0  # copies come later
+        found = self._keyed(keys[0], since)
+        found[doc["id"]] = doc
+        roots: dict[str, str] = {}
+        for d in sorted(found.values(), key=lambda d: d["store_ms"]):
+            roots[d["id"]] = path_root(d, roots)
+        return in_paths([d for d in found.values() if roots[d["id"]] == roots[doc["id"]]])
+
+    def _timelines(self, docs: list[dict]) -> list[Timeline]:
+        timelines = [self._timeline(doc) for doc in docs]
+        join_copies(timelines, int(time.time() * 1000))
+        return timelines
 
     def by_id(self, msg_id: str) -> TraceResult:
         addr, _phys = decode_id(msg_id)  # MessageIdError: bad usage, raised as it is
@@ -110,7 +143,7 @@ class TraceFinder:
                 self.unreachable[b.name] = str(exc)
                 continue
             if doc is not None:
-                result.timelines.append(self._timeline(doc))
+                result.timelines = self._timelines(self._path_of(doc))
                 break
             reasons.append(f"{b.name}: {why}")
         else:

@@ -8,6 +8,15 @@ from broker_core.names import MAX_TOPIC, NAME_CHARS, NAME_RULE
 RETRY_PREFIX = "%RETRY%"  # + consumer group: what the group's consumers sent back
 DLQ_PREFIX = "%DLQ%"  # + consumer group: what failed max_reconsume times
 
+# what a message sent back for a group carries (client.retry), and a dead letter resent
+PROP_RETRY_TIMES = "RETRY_TIMES"  # how many times it was sent back
+PROP_ORIGIN_TOPIC = "ORIGIN_TOPIC"  # the topic it was first sent to
+PROP_ORIGIN_ID = "ORIGIN_MSG_ID"  # the id it was first stored under
+# what a broker stores from a message it holds in a system topic (a delayed message due
+# from %SCHEDULE%, a committed half from %TX_HALF%) carries the id it was stored from:
+# ids name a place in a log, so without it `floodgate trace` cannot join the two
+PROP_COPY_OF = "COPY_OF"
+
 # made on first send even where topics are not auto-created (RocketMQ makes them itself)
 ALWAYS_CREATED = (RETRY_PREFIX, DLQ_PREFIX)
 

@@ -28,6 +28,7 @@ from broker_core.protocol.delay import (
     PROP_REAL_TOPIC,
     SCHEDULE_TOPIC,
 )
+from broker_core.protocol.system_topics import PROP_COPY_OF
 from broker_core.server.group_state import JsonTable, read_json
 from broker_core.store import MessageStore, PutResult
 
@@ -143,8 +144,10 @@ class DelayService:
 
 
 def store_due(store: MessageStore, topic: str, qid: int, m) -> PutResult:
-    """Put a due message in its real queue as it was sent (born time included)."""
+    """Put a due message in its real queue as it was sent (born time included), with
+    the id it was due from."""
     props = {k: v for k, v in (m.properties or {}).items()
              if k not in (PROP_REAL_TOPIC, PROP_REAL_QID, "TAGS", "KEYS")}
-    return store.put(topic, qid, m.body, m.tags, m.keys, props or None, wait=False,
+    props[PROP_COPY_OF] = m.msg_id
+    return store.put(topic, qid, m.body, m.tags, m.keys, props, wait=False,
                      born_timestamp=m.born_timestamp)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from broker_core import protocol as p
 from broker_core.protocol.delay import PROP_REAL_QID, PROP_REAL_TOPIC
+from broker_core.protocol.system_topics import PROP_COPY_OF
 from broker_core.protocol.transactions import (
     CHECK_AFTER_S,
     CHECK_INTERVAL_S,
@@ -279,7 +280,9 @@ class TxService:
 
 
 def committed_copy_props(m) -> dict[str, str] | None:
-    """A committed half's properties in its real queue: without the half's own."""
+    """A committed half's properties in its real queue: without the half's own, with
+    the half's id."""
     props = {k: v for k, v in (m.properties or {}).items()
              if k not in (PROP_REAL_TOPIC, PROP_REAL_QID, PROP_TX_HALF, "TAGS", "KEYS")}
-    return props or None
+    props[PROP_COPY_OF] = m.msg_id
+    return props

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from broker_core.trace.copies import DEAD, DELAYED, HALF, MADE_BY_BROKER, Copy, copy_of
+
 
 @dataclass
 class Delivery:
@@ -40,6 +42,7 @@ class Timeline:
     groups: dict[str, int] = field(default_factory=dict)  # group -> offset on the queue
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    copy: Copy | None = None  # what it is a copy of (trace.copies), None: as sent
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -68,7 +71,9 @@ def build_timeline(doc: dict, records: list[dict],
         queue_offset=doc["queue_offset"], born_ms=doc["born_ms"], store_ms=doc["store_ms"],
         durable=bool(doc.get("durable")), body_bytes=doc.get("body_bytes", 0),
         send=sends[0] if sends else None, store=stores[0] if stores else None,
-        groups=dict(doc.get("groups") or {}))
+        groups=dict(doc.get("groups") or {}), copy=copy_of(doc))
+    c = t.copy
+    sent = c is None or c.kind not in MADE_BY_BROKER  # else the broker made it: no send
     born = t.send["born_ms"] if t.send else t.born_ms
     for r in sorted((r for r in records if r.get("type") == "deliver"),
                     key=lambda r: r.get("pulled_ms", 0)):
@@ -76,12 +81,13 @@ def build_timeline(doc: dict, records: list[dict],
             r["group"], r.get("client", ""), r["pulled_ms"], r.get("committed_ms"),
             r["pulled_ms"] - born, r.get("broker", "")))
     traced = "TRACE" in (doc.get("properties") or {})
-    if t.send is None:
-        t.missing.append("no send record: the producer does not trace this message"
-                         if not traced else "no send record yet: the producer's trace "
-                         "batch is not written (or was lost: the producer warns when "
-                         "its trace batches are refused)")
-    if t.store is None and traced:
+    sender = f"group {c.group}'s consumer" if c and c.sent_back else "the producer"
+    if t.send is None and sent:
+        t.missing.append(f"no send record: {sender} does not trace this message"
+                         if not traced else f"no send record yet: {sender}'s trace "
+                         "batch is not written (or was lost: it warns when its trace "
+                         "batches are refused)")
+    if t.store is None and traced and sent:
         t.missing.append("no store record yet: the broker writes them once a second")
     if not t.durable:
         t.notes.append("not yet flushed to disk on the broker asked")
@@ -103,6 +109,25 @@ def build_timeline(doc: dict, records: list[dict],
             behind = t.queue_offset - offset + 1
             t.missing.append(f"stored, never delivered to group {group}: its offset on "
                              f"queue {t.queue_id} is {behind:,} behind")
-    if traced and not t.groups and not t.deliveries:
+    read = c is None or c.kind not in (DELAYED, HALF, DEAD)  # else no consumer group does
+    if traced and read and not t.groups and not t.deliveries:
         t.missing.append("no consumer group has read this queue yet")
     return t
+
+
+def join_copies(timelines: list[Timeline], now_ms: int, slack_ms: int = 5_000) -> None:
+    """Notes a message's copies give each other (trace.copies): where a copy was stored
+    again, and a delayed copy overdue when nothing stored from it was found."""
+    stored_from = {t.copy.made_from: t for t in timelines if t.copy and t.copy.made_from}
+    for t in timelines:
+        again = stored_from.get(t.id)
+        c = t.copy
+        if again is not None:
+            late = (f", {again.store_ms - c.due_ms:,} ms after it was due"
+                    if c and c.kind == DELAYED and c.due_ms else "")
+            t.notes.append(f"stored again in {again.topic} as {again.id}{late}")
+        elif c and c.kind == DELAYED and c.due_ms and now_ms > c.due_ms + slack_ms:
+            t.missing.append(
+                f"due {(now_ms - c.due_ms) / 1000:,.0f} s ago, and no copy of it in "
+                f"{c.to_topic} was found: the broker's delay service is behind (`floodgate "
+                "status` shows delayed messages overdue), or the copy is outside this search")

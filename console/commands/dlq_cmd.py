@@ -19,8 +19,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from broker_core.client import admin
-from broker_core.client.retry import PROP_ORIGIN_ID, PROP_ORIGIN_TOPIC, PROP_RETRY_TIMES
-from broker_core.protocol.system_topics import DLQ_PREFIX, RETRY_PREFIX
+from broker_core.protocol.system_topics import (
+    DLQ_PREFIX,
+    PROP_COPY_OF,
+    PROP_ORIGIN_ID,
+    PROP_ORIGIN_TOPIC,
+    PROP_RETRY_TIMES,
+    RETRY_PREFIX,
+)
 from console.commands.common import (
     add_cluster_args,
     add_subparser,
@@ -187,6 +193,7 @@ def run_resend(args) -> int:
             props = dict(m.get("properties") or {})
             topic = props.pop(PROP_ORIGIN_TOPIC, "")
             props.pop(PROP_RETRY_TIMES, None)
+            props.pop(PROP_COPY_OF, None)  # a new send, not the broker's copy
             if not topic:
                 continue
             producer.send(topic, _body(m), m.get("tags"), m.get("keys"), props)

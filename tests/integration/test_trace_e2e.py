@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -109,3 +110,76 @@ def test_a_message_traced_across_two_brokers_and_two_groups(cluster_factory):
         proc = floodgate("trace", "--cluster", str(cluster.path), *args)
         assert proc.returncode == code, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and text in proc.stderr, proc.stderr
+
+
+def test_a_message_retried_into_the_dlq_and_a_delayed_one_trace_as_one_path_each(
+        cluster_factory):
+    """A message's copies (%SCHEDULE%, %RETRY%G, %DLQ%G, its real topic when due) each
+    have an id of their own: the trace joins them in the order they were made and
+    expects of each what its maker writes, so nothing true is called MISSING."""
+    cluster = cluster_factory(1)
+    addrs = cluster.file.addrs
+    with Producer(addrs, trace_rate=1.0) as producer:
+        failing = producer.send("orders", b"bad", keys="order-7")
+        delayed = producer.send("orders", b"later", keys="order-d", delay="1s")
+    seen: list[bytes] = []
+
+    def handler(m) -> None:
+        seen.append(m.body)
+        if m.body == b"bad":
+            raise RuntimeError("always fails")
+
+    stop = threading.Event()
+    billing = Consumer("billing", "orders", addrs, max_reconsume=1, retry_delay="1s",
+                       trace_rate=1.0)
+    worker = threading.Thread(target=billing.consume, args=(handler,),
+                              kwargs={"timeout": 0.1, "stop": stop}, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while (seen.count(b"bad") < 2 or b"later" not in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the dead letter's send
+    stop.set()
+    worker.join(10)
+    billing.close()  # its trace batches go out
+    assert seen.count(b"bad") == 2 and b"later" in seen
+
+    # order-7: sent, failed, sent back through %SCHEDULE% to %RETRY%billing, failed, dead
+    doc = trace_json(cluster.path, "--key", "order-7", until=lambda d: len(d["timelines"]) == 4
+                     and d["timelines"][0]["store"] and d["timelines"][2]["deliveries"])
+    first, held, retry, dead = doc["timelines"]
+    assert first["id"] == failing.msg_id and first["copy"] is None
+    assert first["deliveries"]["billing"][0]["committed_ms"]  # committed once sent back
+    assert (held["topic"], held["copy"]["kind"], held["copy"]["origin"]) == (
+        "%SCHEDULE%", "delayed", failing.msg_id)
+    assert held["copy"]["to_topic"] == "%RETRY%billing" and held["copy"]["tries"] == 1
+    assert held["send"]["client"] == billing.client_id  # the send-back is traced
+    assert f"stored again in %RETRY%billing as {retry['id']}" in " ".join(held["notes"])
+    assert (retry["topic"], retry["copy"]["kind"], retry["copy"]["made_from"]) == (
+        "%RETRY%billing", "due", held["id"])
+    assert retry["deliveries"]["billing"][0]["client"] == billing.client_id
+    assert (dead["topic"], dead["copy"]["kind"], dead["copy"]["tries"]) == (
+        "%DLQ%billing", "dead letter", 2)
+    assert dead["send"]["client"] == billing.client_id
+    assert [t["missing"] for t in doc["timelines"]] == [[], [], [], []]
+
+    # by the id of any copy: the same path
+    by_id = trace_json(cluster.path, "--id", retry["id"])
+    assert [t["id"] for t in by_id["timelines"]] == [t["id"] for t in doc["timelines"]]
+
+    # order-d: held in %SCHEDULE%, then stored in orders and delivered
+    doc = trace_json(cluster.path, "--key", "order-d", until=lambda d: len(d["timelines"]) == 2
+                     and d["timelines"][1]["deliveries"])
+    held, due = doc["timelines"]
+    assert held["id"] == delayed.msg_id and held["copy"]["kind"] == "delayed"
+    assert due["topic"] == "orders" and due["copy"]["made_from"] == delayed.msg_id
+    assert due["born_ms"] == held["send"]["born_ms"]  # end to end counts from the send
+    assert due["deliveries"]["billing"][0]["delay_ms"] >= 1000
+    assert [t["missing"] for t in doc["timelines"]] == [[], []]
+
+    proc = floodgate("trace", "--cluster", str(cluster.path), "--key", "order-7")
+    assert proc.returncode == 0, proc.stderr
+    assert "MISSING" not in proc.stdout
+    assert f"(retry 1 of {failing.msg_id} for group billing: held in %SCHEDULE%" in proc.stdout
+    assert f"sent back by {billing.client_id}" in proc.stdout
+    assert "(dead letter of" in proc.stdout and "floodgate dlq show billing" in proc.stdout
