@@ -60,9 +60,14 @@ def reset(broker, body: dict[str, Any]) -> dict[str, Any]:
     if to in ("time", "by") and (isinstance(value, bool) or not isinstance(value, int)):
         raise OffsetResetError(f"to {to} needs a whole-number value, not {value!r}")
     epoch = body.get("epoch")
+    if not body.get("dry_run") and epoch is None:
+        raise OffsetResetError(
+            "epoch is missing: the reset's time in ms since 1970, the same on every broker "
+            "of one reset, so that consumers drop their commits from before it (`floodgate "
+            "offsets reset` sets it; a dry_run needs none)")
     if not body.get("dry_run") and (isinstance(epoch, bool) or not isinstance(epoch, int)
                                     or epoch <= 0):
-        raise OffsetResetError("epoch must be a positive whole number (ms)")
+        raise OffsetResetError(f"epoch must be a positive whole number (ms), not {epoch!r}")
     if group in broker.broadcast.groups():
         raise OffsetResetError(
             f"group {group!r} consumes in broadcast mode: each instance keeps its offsets in "

@@ -200,3 +200,26 @@ def test_a_slaves_copy_counts_only_while_its_group_has_no_other_answer():
                 ("g2-b", "g2", True),  # its master down, not yet replaced
                 ("single", "single", False)]  # fmt: skip
     assert slave_copies(answered) == {"g1-b"}
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({"group": "clerk", "topic": "journal", "to": "earliest"}, "epoch is missing: the reset's"),
+    ({"group": "clerk", "topic": "journal", "to": "earliest", "epoch": "now"},
+     "epoch must be a positive whole number (ms), not 'now'"),
+])  # fmt: skip
+def test_the_admin_endpoint_says_what_a_reset_without_its_epoch_lacks(cluster, journal, body,
+                                                                       message):
+    """An operator's curl to /admin/offsets, not the command (which always sends one)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    http = cluster.file.brokers[0].http
+    before = json.load(urllib.request.urlopen(f"http://{http}/admin/offsets?group=clerk"))
+    req = urllib.request.Request(f"http://{http}/admin/offsets", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req)
+    assert refused.value.code == 400 and message in refused.value.read().decode()
+    after = json.load(urllib.request.urlopen(f"http://{http}/admin/offsets?group=clerk"))
+    assert after == before  # nothing written
