@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from broker_core.client import admin
+from broker_core.message_id import MessageIdError, decode_id
 from broker_core.protocol.system_topics import (
     DLQ_PREFIX,
     PROP_COPY_OF,
@@ -161,15 +162,21 @@ def run_show(args) -> int:
 def run_resend(args) -> int:
     if not args.rate > 0:
         raise UsageError(f"--rate must be > 0, got {args.rate:g}")
+    if args.id:
+        try:
+            decode_id(args.id)
+        except MessageIdError as exc:
+            raise UsageError(str(exc)) from None
     dead, _answers, _failed = _dead_letters(args)
+    # an id or key well formed and not among them: failed (exit 1), as `trace` says it
     if args.id:
         chosen = [m for m in dead if m["id"] == args.id]
         if not chosen:
-            raise UsageError(f"no dead letter {args.id} for group {args.group}")
+            raise CommandFailed(f"no dead letter {args.id} for group {args.group}")
     elif args.key:
         chosen = [m for m in dead if args.key in (m.get("keys") or "").split()]
         if not chosen:
-            raise UsageError(f"no dead letter with key {args.key!r} for group {args.group}")
+            raise CommandFailed(f"no dead letter with key {args.key!r} for group {args.group}")
     else:
         chosen = dead
     if args.dry_run or not chosen:

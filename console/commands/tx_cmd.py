@@ -125,8 +125,8 @@ def run_resolve(args) -> int:
             reasons.append(f"{b.name}: not master")
             continue
         text = body.decode("utf-8", "replace")
-        if code == Code.MESSAGE_NOT_FOUND:
-            raise UsageError(text)
+        if code == Code.MESSAGE_NOT_FOUND:  # a well-formed id to nothing: failed, as trace
+            raise CommandFailed(text)
         if code != Code.OK:
             raise CommandFailed(f"{b.name}: {Code(code).name}: {text}")
         doc = decode_json(body)

@@ -86,12 +86,23 @@ def test_export_writes_each_dead_letter_as_a_json_line(cluster, capsys, tmp_path
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["resend", "--group", "settle", "--id", "nosuch"], "no dead letter nosuch"),
+    (["resend", "--group", "settle", "--id", "nosuch"], "bad message id 'nosuch'"),
     (["resend", "--group", "settle", "--all", "--rate", "0"], "--rate must be > 0"),
     (["show", "--group", "settle", "--limit", "0"], "--limit must be >= 1"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(cluster, capsys, args, message):
     assert dlq(cluster, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--id", "7F00000100005D7F00000000DEADBEEF"], "no dead letter 7F00000100005D7F00000000DEADBEEF"),
+    (["--key", "order-404"], "no dead letter with key 'order-404' for group settle"),
+])  # fmt: skip
+def test_a_well_formed_id_or_key_that_is_no_dead_letter_fails_with_exit_1(cluster, capsys,
+                                                                          args, message):
+    assert dlq(cluster, "resend", "--group", "settle", *args) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
