@@ -186,6 +186,16 @@ def test_a_message_retried_into_the_dlq_and_a_delayed_one_trace_as_one_path_each
     assert f"sent back by {billing.client_id}" in proc.stdout
     assert "(dead letter of" in proc.stdout and "floodgate dlq show billing" in proc.stdout
 
+    # the operator resends the dead letter: a fifth message on the same path
+    proc = floodgate("dlq", "resend", "--cluster", str(cluster.path), "--group", "billing",
+                     "--key", "order-7")
+    assert proc.returncode == 0, proc.stderr
+    doc = trace_json(cluster.path, "--key", "order-7", until=lambda d: len(d["timelines"]) == 5
+                     and d["timelines"][4]["send"])
+    resent = doc["timelines"][4]
+    assert (resent["topic"], resent["copy"]["kind"], resent["copy"]["origin"]) == (
+        "orders", "resent", failing.msg_id)
+    assert resent["send"]["status"] == "SEND_OK"
 
 def test_one_member_of_a_group_is_asked_and_the_next_when_it_does_not_answer(
         cluster_factory):
