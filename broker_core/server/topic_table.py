@@ -20,12 +20,19 @@ from pathlib import Path
 
 from broker_core.errors import BrokerError
 from broker_core.names import MAX_TOPIC, NAME_RULE, TOPIC_RE, topic_problem
+from broker_core.protocol.delay import SCHEDULE_TOPIC
 from broker_core.protocol.system_topics import ALWAYS_CREATED
+from broker_core.protocol.transactions import HALF_TOPIC, OP_TOPIC
 from broker_core.server.group_state import JsonTable, read_json
 
 log = logging.getLogger("floodgate.broker")
 PERMS = ("rw", "r", "w", "-")
 MAX_QUEUES = 1024  # per topic per broker (RocketMQ's default writeQueueNums is 16)
+# The broker's own topics: it writes and reads them through its store (delayed messages,
+# transactions' halves and decisions), no client does, so they are not in the table. A
+# slave learnt them from the records it copied and a restarted master from its store:
+# `topic list` showed a group's slave with three topics more than its master.
+BROKER_OWN = (SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC)
 
 
 class TopicError(BrokerError):
@@ -67,6 +74,10 @@ class TopicTable(JsonTable):
             self.deleted = {str(k): float(v) for k, v in (doc.get("deleted") or {}).items()}
         else:  # the first format: name -> queues
             self.queues = {str(k): int(v) for k, v in doc.items()}
+        for topic in [t for t in self.queues if t in BROKER_OWN]:
+            del self.queues[topic]  # saved so by an earlier version: forgotten quietly
+            self.perms.pop(topic, None)
+            self.dirty = True
         for topic in [t for t in self.queues if not TOPIC_RE.match(t)]:
             # made when the table's rule let "." in; the store refused every send to it,
             # so it holds nothing: forgotten (and saved so) with a word in the log
@@ -158,7 +169,7 @@ class TopicTable(JsonTable):
         for topic, qid in stored:
             highest[topic] = max(highest.get(topic, 0), qid + 1)
         added = [t for t in highest if t not in self.queues and t not in self.deleted
-                 and TOPIC_RE.match(t)]
+                 and TOPIC_RE.match(t) and t not in BROKER_OWN]
         for topic in added:
             self.queues[topic] = max(highest[topic], self.default_queues)
         self.dirty = self.dirty or bool(added)
@@ -168,6 +179,8 @@ class TopicTable(JsonTable):
         """Topics a slave learns from the records it receives; True if changed."""
         changed = False
         for topic, n in queues.items():
+            if topic in BROKER_OWN:
+                continue
             if TOPIC_RE.match(str(topic)) and int(n) > self.queues.get(topic, 0):
                 self.queues[str(topic)] = int(n)
                 changed = True

@@ -78,3 +78,19 @@ def test_a_slave_adopts_its_masters_table_keeping_topics_the_records_announced(t
     slave.take()
     slave.adopt(master.document())
     assert not slave.dirty  # the same table again: nothing to save
+
+
+def test_the_brokers_own_topics_stay_out_of_the_table_on_master_and_slave_alike(tmp_path):
+    """%SCHEDULE%, %TX_HALF% and %TX_OP% are the broker's, read through its store: a slave
+    learnt them from its records and a restarted master from its store, and `topic list`
+    showed a slave with three topics more than its master."""
+    t = table(tmp_path)
+    assert t.recover([("%SCHEDULE%", 2), ("%TX_HALF%", 0), ("%TX_OP%", 0), ("orders", 1)]) == [
+        "orders"]
+    assert not t.grow({"%SCHEDULE%": 18, "%TX_OP%": 4}) and set(t.queues) == {"orders"}
+    t.grow({"%RETRY%billing": 4})  # a group's retry topic is a client's: kept
+    assert set(t.queues) == {"orders", "%RETRY%billing"}
+    (tmp_path / "topics.json").write_text(json.dumps(
+        {"topics": {"orders": 4, "%SCHEDULE%": 4, "%TX_HALF%": 4}}))  # saved by a version before
+    again = table(tmp_path)
+    assert again.queues == {"orders": 4} and again.dirty
