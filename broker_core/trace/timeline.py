@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from broker_core.trace.copies import DEAD, DELAYED, HALF, MADE_BY_BROKER, Copy, copy_of
+from broker_core.trace.copies import DEAD, DELAYED, DUE, HALF, MADE_BY_BROKER, Copy, copy_of
 
 
 @dataclass
@@ -119,6 +119,18 @@ def join_copies(timelines: list[Timeline], now_ms: int, slack_ms: int = 5_000) -
     """Notes a message's copies give each other (trace.copies): where a copy was stored
     again, and a delayed copy overdue when nothing stored from it was found."""
     stored_from = {t.copy.made_from: t for t in timelines if t.copy and t.copy.made_from}
+    # what a group read: (group, times sent back before) -> the message it read
+    read = {(t.copy.group if t.copy else g, t.copy.tries if t.copy else 0): t
+            for t in timelines for g in t.deliveries
+            if t.copy is None or (t.copy.kind == DUE and t.copy.group == g)}
+    for t in timelines:
+        c = t.copy
+        if c is not None and c.sent_back and c.kind in (DELAYED, DEAD):
+            source = read.get((c.group, c.tries - 1))
+            if source is not None and (c.tries > 1 or source.id == c.origin):
+                what = "a dead letter" if c.kind == DEAD else f"retry {c.tries}"
+                source.notes.append(f"group {c.group} failed it and sent it back: {what} "
+                                    f"as {t.id}")
     for t in timelines:
         again = stored_from.get(t.id)
         c = t.copy

@@ -151,6 +151,7 @@ def test_a_message_retried_into_the_dlq_and_a_delayed_one_trace_as_one_path_each
     first, held, retry, dead = doc["timelines"]
     assert first["id"] == failing.msg_id and first["copy"] is None
     assert first["deliveries"]["billing"][0]["committed_ms"]  # committed once sent back
+    assert f"group billing failed it and sent it back: retry 1 as {held['id']}" in first["notes"]
     assert (held["topic"], held["copy"]["kind"], held["copy"]["origin"]) == (
         "%SCHEDULE%", "delayed", failing.msg_id)
     assert held["copy"]["to_topic"] == "%RETRY%billing" and held["copy"]["tries"] == 1

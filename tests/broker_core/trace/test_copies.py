@@ -69,3 +69,16 @@ def test_a_copy_of_a_traced_message_is_traced_whatever_the_rate():
     tracer = SendTracer(dispatcher=None, rate=0.0, client_id="c")
     assert traces(tracer, {"TRACE": "1", "RETRY_TIMES": "1"})
     assert not traces(tracer, {"RETRY_TIMES": "1"}) and not traces(tracer, None)
+
+
+def test_the_message_a_group_failed_says_what_it_was_sent_back_as():
+    def read_by(id_):
+        return [{"type": "deliver", "id": id_, "group": "billing", "client": "c",
+                 "pulled_ms": 1_500, "committed_ms": 1_600}]
+
+    timelines = [build_timeline(FIRST, read_by(ORIGIN)), build_timeline(HELD, []),
+                 build_timeline(RETRY, read_by("C")), build_timeline(DEAD, [])]
+    join_copies(timelines, now_ms=60_000)
+    first, _held, retry, _dead = timelines
+    assert "group billing failed it and sent it back: retry 1 as B" in first.notes
+    assert "group billing failed it and sent it back: a dead letter as D" in retry.notes
