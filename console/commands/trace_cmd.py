@@ -95,6 +95,9 @@ def run(args) -> int:
             f"no message with key {args.key!r}" + (f" in topic {args.topic}" if args.topic
                                                     else "") +
             (" in that time range" if args.since or args.until else ""))
+    if set(result.unreachable) >= {b.name for b in cluster.brokers}:
+        what = (f"no broker of {args.cluster or 'cluster.toml'} answered: cannot tell "
+                f"whether {'message ' + args.id if args.id else f'key {args.key!r}'} exists")
     if args.json:
         return 1
     raise CommandFailed(what)

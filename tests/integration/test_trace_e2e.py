@@ -228,3 +228,16 @@ def test_one_member_of_a_group_is_asked_and_the_next_when_it_does_not_answer(
     second_dead = trace(live, dead)
     assert [t.id for t in second_dead.timelines] == [sent.msg_id]
     assert second_dead.unreachable == {}  # never asked: the first member answered
+
+
+def test_a_cluster_where_no_broker_answers_is_not_said_to_lack_the_message(tmp_path):
+    from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile
+    from broker_core.cluster.ports import free_port_range
+
+    port = free_port_range(1)  # nothing listens there
+    path = tmp_path / "cluster.toml"
+    ClusterFile("c", [BrokerEntry("b1", f"127.0.0.1:{port}", f"127.0.0.1:{port}")]).save(path)
+    proc = floodgate("trace", "--cluster", str(path), "--key", "order-1")
+    assert proc.returncode == 1
+    assert "no broker of" in proc.stderr and "cannot tell whether key 'order-1' exists" in \
+        proc.stderr and "no message with key" not in proc.stderr
