@@ -241,3 +241,25 @@ def test_a_cluster_where_no_broker_answers_is_not_said_to_lack_the_message(tmp_p
     assert proc.returncode == 1
     assert "no broker of" in proc.stderr and "cannot tell whether key 'order-1' exists" in \
         proc.stderr and "no message with key" not in proc.stderr
+
+
+def test_a_committed_transaction_traces_as_its_half_then_the_message_consumers_read(
+        cluster_factory):
+    from broker_core.client.transaction import TransactionProducer
+
+    cluster = cluster_factory(1)
+    addrs = cluster.file.addrs
+    with TransactionProducer("payments", addrs, end_oneway=False, trace_rate=1.0) as tx:
+        result = tx.send_in_transaction("paid", b"42", lambda m: "COMMIT", keys="pay-42")
+    assert result.ended
+    doc = trace_json(cluster.path, "--key", "pay-42", until=lambda d: len(d["timelines"]) == 2
+                     and not d["timelines"][0]["missing"])
+    half, paid = doc["timelines"]
+    assert (half["id"], half["topic"], half["copy"]["kind"]) == (
+        result.send.msg_id, "%TX_HALF%", "half")
+    assert half["send"]["status"] == "SEND_OK"
+    assert (paid["topic"], paid["copy"]["kind"], paid["copy"]["made_from"]) == (
+        "paid", "committed", half["id"])
+    assert f"stored again in paid as {paid['id']}" in half["notes"]
+    assert paid["send"] is None and half["missing"] == []  # the broker made it: no send
+    assert paid["missing"] == ["no consumer group has read this queue yet"]
