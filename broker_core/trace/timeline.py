@@ -118,7 +118,10 @@ def build_timeline(doc: dict, records: list[dict],
 def join_copies(timelines: list[Timeline], now_ms: int, slack_ms: int = 5_000) -> None:
     """Notes a message's copies give each other (trace.copies): where a copy was stored
     again, and a delayed copy overdue when nothing stored from it was found."""
-    stored_from = {t.copy.made_from: t for t in timelines if t.copy and t.copy.made_from}
+    stored_from: dict[str, list[Timeline]] = {}
+    for t in timelines:
+        if t.copy and t.copy.made_from:
+            stored_from.setdefault(t.copy.made_from, []).append(t)
     # what a group read: (group, times sent back before) -> the message it read
     read = {(t.copy.group if t.copy else g, t.copy.tries if t.copy else 0): t
             for t in timelines for g in t.deliveries
@@ -132,13 +135,16 @@ def join_copies(timelines: list[Timeline], now_ms: int, slack_ms: int = 5_000) -
                 source.notes.append(f"group {c.group} failed it and sent it back: {what} "
                                     f"as {t.id}")
     for t in timelines:
-        again = stored_from.get(t.id)
         c = t.copy
-        if again is not None:
+        for i, again in enumerate(stored_from.get(t.id, ())):
             late = (f", {again.store_ms - c.due_ms:,} ms after it was due"
                     if c and c.kind == DELAYED and c.due_ms else "")
-            t.notes.append(f"stored again in {again.topic} as {again.id}{late}")
-        elif c and c.kind == DELAYED and c.due_ms and now_ms > c.due_ms + slack_ms:
+            twice = (" (once more: at least once, the broker stored it again after a "
+                     "restart before it saved how far it had come)") if i else ""
+            t.notes.append(f"stored again in {again.topic} as {again.id}{late}{twice}")
+        if t.id in stored_from:
+            continue
+        if c and c.kind == DELAYED and c.due_ms and now_ms > c.due_ms + slack_ms:
             t.missing.append(
                 f"due {(now_ms - c.due_ms) / 1000:,.0f} s ago, and no copy of it in "
                 f"{c.to_topic} was found: the broker's delay service is behind (`floodgate "

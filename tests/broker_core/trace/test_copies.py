@@ -82,3 +82,15 @@ def test_the_message_a_group_failed_says_what_it_was_sent_back_as():
     first, _held, retry, _dead = timelines
     assert "group billing failed it and sent it back: retry 1 as B" in first.notes
     assert "group billing failed it and sent it back: a dead letter as D" in retry.notes
+
+
+def test_a_delayed_copy_stored_twice_after_a_restart_names_both():
+    again = doc("C2", "%RETRY%billing", 2_900, DELAY="1", RETRY_TIMES="1", ORIGIN_MSG_ID=ORIGIN,
+                COPY_OF="B")
+    timelines = [build_timeline(d, []) for d in (FIRST, HELD, RETRY, again)]
+    join_copies(timelines, now_ms=60_000)
+    notes = [n for n in timelines[1].notes if n.startswith("stored again")]
+    assert notes[0] == "stored again in %RETRY%billing as C, 5 ms after it was due"
+    assert notes[1].startswith("stored again in %RETRY%billing as C2, 890 ms after it was due "
+                               "(once more: at least once")
+    assert not any(m.startswith("due") for m in timelines[1].missing)
