@@ -45,7 +45,7 @@ from broker_core.server.group_state import (
 from broker_core.server.pull_ops import PullOps
 from broker_core.server.queue_locks import QueueLocks
 from broker_core.server.send_ops import SendOps
-from broker_core.server.topic_table import TopicError, TopicTable
+from broker_core.server.topic_table import BROKER_OWN, TopicError, TopicTable, broker_own
 from broker_core.server.trace_store import StoreTracer
 from broker_core.server.transactions import TxService, TxTable, committed_copy_props
 from broker_core.server.write_path import WritePath
@@ -187,6 +187,8 @@ class Broker:
                                             f"{limit}-byte limit").encode()
         queues = self.topics.get(topic, create=True)
         if queues is None:
+            if topic in BROKER_OWN:
+                return Code.NO_PERMISSION, broker_own(topic).encode()
             return Code.TOPIC_NOT_EXIST, f"topic {topic!r} does not exist".encode()
         if (refusal := self.topics.write_refusal(topic, self.config.name)) is not None:
             return Code.NO_PERMISSION, refusal.encode()

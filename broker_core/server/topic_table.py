@@ -48,7 +48,16 @@ def check_perm(perm: str) -> str:
 def check_name(topic: str) -> str:
     if (problem := topic_problem(topic)) is not None:
         raise TopicError(problem)
+    if topic in BROKER_OWN:
+        raise TopicError(broker_own(topic))
     return topic
+
+
+def broker_own(topic: str) -> str:
+    """Why a client may not send to (or an operator create) one of the broker's topics:
+    an op record written into %TX_OP% by a client would settle a stranger's transaction."""
+    return (f"topic {topic!r} is the broker's own (delayed messages, transactions): only "
+            "the broker writes it")
 
 
 class TopicTable(JsonTable):
@@ -95,7 +104,8 @@ class TopicTable(JsonTable):
     # -- what sends and pulls ask ------------------------------------------------------
     def get(self, topic: str, create: bool) -> int | None:
         n = self.queues.get(topic)
-        if n is None and create and (self.auto_create or topic.startswith(ALWAYS_CREATED)):
+        if n is None and create and topic not in BROKER_OWN and (
+                self.auto_create or topic.startswith(ALWAYS_CREATED)):
             check_name(topic)
             # saved by the tick: lost in a crash before it, the topic comes back from
             # the store's queues when the broker opens (`recover`)

@@ -111,6 +111,22 @@ def test_bad_input_is_one_line_and_exit_2(cluster, capsys, args, message):
     assert message in err and err.count("\n") == 1
 
 
+def test_the_brokers_own_topics_take_no_sends_and_cannot_be_made(cluster, capsys):
+    """An op record a client wrote into %TX_OP% would settle a stranger's transaction;
+    a message in %SCHEDULE% without its real topic is dropped when due (RocketMQ refuses
+    sends to its system topics too)."""
+    with producer(cluster) as p:
+        for own in ("%TX_OP%", "%TX_HALF%", "%SCHEDULE%"):
+            with pytest.raises(SendFailed) as refused:
+                p.send(own, b"COMMIT 0 operator")
+            assert refused.value.code == Code.NO_PERMISSION
+            assert f"topic {own!r} is the broker's own" in str(refused.value)
+    assert topic(cluster, "create", "--topic", "%TX_OP%") != 0
+    assert "is the broker's own" in capsys.readouterr().err
+    assert topic(cluster, "list") == 0
+    assert "%TX_OP%" not in capsys.readouterr().out
+
+
 def test_an_update_that_changes_nothing_is_refused(cluster, capsys):
     assert topic(cluster, "create", "--topic", "quiet") == 0
     capsys.readouterr()
