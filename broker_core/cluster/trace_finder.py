@@ -62,24 +62,31 @@ class TraceFinder:
         self._pool.shutdown(wait=False)
 
     def _each(self, fn) -> list[tuple[object, dict]]:
-        """fn(broker entry) on one member of every group (and every broker outside one)
-        at once: [(entry, answer)] of those that answered. A group's members hold the same
-        log, so asking each would only wake its slaves for the same answer; a member
-        that does not answer is noted and the next one asked."""
+        """fn(broker entry) on every group at once (and every broker outside one): [(entry,
+        answer)] of those that answered. A group's members hold the same log, so its
+        master is enough: members are asked in turn until one says it is the master (a
+        slave, or a member cut off after a failover, may lack the newest messages); a
+        member that does not answer is noted. Asking all woke every slave for the same
+        answer."""
         units: dict[str, list] = {}
         for b in self.cluster.brokers:
             units.setdefault(b.group or b.name, []).append(b)
 
-        def ask(members: list):
+        def ask(members: list) -> list[tuple[object, dict]]:
+            got = []
             for b in members:
                 try:
-                    return b, fn(b)
+                    answer = fn(b)
                 except (BrokerUnavailable, TimeoutError, BrokerError, OSError) as exc:
                     self.unreachable[b.name] = str(exc)
-            return None
+                    continue
+                got.append((b, answer))
+                if answer.get("role", "MASTER") == "MASTER":  # a broker before roles: as one
+                    break
+            return got
 
         futures = [self._pool.submit(ask, members) for members in units.values()]
-        return [got for fut in futures if (got := fut.result()) is not None]
+        return [got for fut in futures for got in fut.result()]
 
     def _name_of(self, addr: str) -> str:
         for b in self.cluster.brokers:

@@ -67,7 +67,8 @@ def _answer(broker, messages, more: bool, **extra) -> tuple[int, bytes]:
             break
         docs.append(doc)
     return Code.OK, p.encode_json({"messages": docs, "more": more,
-                                   "broker": broker.config.name, **extra})
+                                   "broker": broker.config.name,
+                                   "role": broker.role_name(), **extra})
 
 
 async def query_by_key(broker, body: bytes) -> tuple[int, bytes]:
