@@ -82,11 +82,11 @@ def build_timeline(doc: dict, records: list[dict],
             r["pulled_ms"] - born, r.get("broker", "")))
     traced = "TRACE" in (doc.get("properties") or {})
     sender = f"group {c.group}'s consumer" if c and c.sent_back else "the producer"
-    if t.send is None and sent:
-        t.missing.append(f"no send record: {sender} does not trace this message"
-                         if not traced else f"no send record yet: {sender}'s trace "
-                         "batch is not written (or was lost: it warns when its trace "
-                         "batches are refused)")
+    if t.send is None and sent and not traced:  # nothing lost: a note, as for a consumer
+        t.notes.append(f"no send record: {sender} does not trace this message")
+    elif t.send is None and sent:
+        t.missing.append(f"no send record yet: {sender}'s trace batch is not written (or "
+                         "was lost: it warns when its trace batches are refused)")
     if t.store is None and traced and sent:
         t.missing.append("no store record yet: the broker writes them once a second")
     if not t.durable:
