@@ -156,6 +156,8 @@ def run_show(args) -> int:
         print(f"{when}  {m['id']}  from {p.get(PROP_ORIGIN_TOPIC, '?')} "
               f"(first id {p.get(PROP_ORIGIN_ID, '?')}), tried {p.get(PROP_RETRY_TIMES, '?')} "
               f"times  keys {m.get('keys') or '-'}  {preview!r}")
+    print(f"(each one's path, from its first send: floodgate trace --cluster {args.cluster} "
+          f"--id ID)")
     return finish(answers, failed)  # what the others hold is shown first
 
 

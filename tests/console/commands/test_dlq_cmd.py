@@ -47,10 +47,11 @@ def test_list_and_show_name_the_dead_letters(cluster, capsys):
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     assert ["settle", "2", "0"] in rows
     assert dlq(cluster, "show", "--group", "settle") == 0
-    out = capsys.readouterr().out.splitlines()
+    *out, hint = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and all("from payments" in line and "tried 1 times" in line
                                   for line in out)
     assert "keys order-2" in out[0] and "keys order-4" in out[1]
+    assert f"floodgate trace --cluster {cluster.path} --id ID" in hint
 
 
 def test_resend_by_key_sends_it_back_to_its_topic(cluster, capsys):
