@@ -149,3 +149,8 @@ def join_copies(timelines: list[Timeline], now_ms: int, slack_ms: int = 5_000) -
                 f"due {(now_ms - c.due_ms) / 1000:,.0f} s ago, and no copy of it in "
                 f"{c.to_topic} was found: the broker's delay service is behind (`floodgate "
                 "status` shows delayed messages overdue), or the copy is outside this search")
+        elif c and c.kind == DELAYED and c.due_ms and now_ms < c.due_ms:
+            t.notes.append(f"not due yet: in {(c.due_ms - now_ms) / 1000:,.1f} s")
+        elif c and c.kind == HALF:  # its decision is in %TX_OP%, which has no keys
+            t.notes.append("no committed copy found: pending, or rolled back (`floodgate tx "
+                           "list` shows the pending)")

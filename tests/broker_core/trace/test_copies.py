@@ -94,3 +94,20 @@ def test_a_delayed_copy_stored_twice_after_a_restart_names_both():
     assert notes[1].startswith("stored again in %RETRY%billing as C2, 890 ms after it was due "
                                "(once more: at least once")
     assert not any(m.startswith("due") for m in timelines[1].missing)
+
+
+def test_a_delayed_copy_not_due_yet_and_a_half_without_its_copy_say_so():
+    held = [build_timeline(HELD, [])]
+    join_copies(held, now_ms=1_510)
+    assert "not due yet: in 0.5 s" in held[0].notes and not any(
+        m.startswith("due") for m in held[0].missing)
+    half = doc("H", "%TX_HALF%", 1_000, TRAN_MSG="true", REAL_TOPIC="paid", REAL_QID="0")
+    alone = [build_timeline(half, [])]
+    join_copies(alone, now_ms=60_000)
+    assert alone[0].copy.kind == "half"
+    assert "no committed copy found: pending, or rolled back" in alone[0].notes[-1]
+    committed = doc("P", "paid", 1_200, COPY_OF="H")
+    both = [build_timeline(half, []), build_timeline(committed, [])]
+    join_copies(both, now_ms=60_000)
+    assert "stored again in paid as P" in both[0].notes
+    assert not any("no committed copy" in n for n in both[0].notes)
