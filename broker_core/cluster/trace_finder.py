@@ -22,7 +22,7 @@ from broker_core.cluster.cluster_file import ClusterFile
 from broker_core.errors import BrokerError
 from broker_core.message_id import decode_id
 from broker_core.store.index_file import CLOCK_SLACK_MS
-from broker_core.trace.copies import copy_of, in_paths, path_root
+from broker_core.trace.copies import copy_of, in_paths, paths
 from broker_core.trace.records import (
     PROP_TRACE,
     TRACE_TOPIC,
@@ -97,11 +97,22 @@ class TraceFinder:
     # -- finding messages ------------------------------------------------------------
     def by_key(self, key: str, topic: str | None, begin_ms: int, end_ms: int | None,
                limit: int) -> TraceResult:
-        answers = self._each(lambda b: admin.query_by_key(
-            b.addr, key, topic, begin_ms, end_ms, limit, self.timeout))
+        docs, more = self._keyed(key, topic, begin_ms, end_ms, limit)
+        ordered = in_paths(list(docs.values()))
+        result = TraceResult(more=more or len(ordered) > limit)
+        result.timelines = self._timelines(ordered[:limit])
+        result.failed_sends = self._failed_sends(key, topic, begin_ms, end_ms)
+        result.unreachable = dict(self.unreachable)
+        return result
+
+    def _keyed(self, key: str, topic: str | None, begin_ms: int, end_ms: int | None,
+               limit: int) -> tuple[dict[str, dict], bool]:
+        """The messages of ``key`` (in ``topic``, if given) on any broker, by id, and
+        whether a broker had more than ``limit``."""
         docs: dict[str, dict] = {}
         more = False
-        for b, answer in answers:
+        for b, answer in self._each(lambda b: admin.query_by_key(
+                b.addr, key, topic, begin_ms, end_ms, limit, self.timeout)):
             more |= bool(answer.get("more"))
             for doc in answer.get("messages", []):
                 if doc["topic"] == TRACE_TOPIC and topic != TRACE_TOPIC:
@@ -109,38 +120,18 @@ class TraceFinder:
                 # the copy on the broker that stored it knows the groups' offsets first-hand
                 if doc["id"] not in docs or b.addr == doc["store_host"]:
                     docs[doc["id"]] = doc
-        ordered = in_paths(sorted(docs.values(), key=lambda d: d["store_ms"], reverse=True))
-        result = TraceResult(more=more or len(ordered) > limit)
-        result.timelines = self._timelines(ordered[:limit])
-        result.failed_sends = self._failed_sends(key, topic, begin_ms, end_ms)
-        result.unreachable = dict(self.unreachable)
-        return result
-
-    def _keyed(self, key: str, begin_ms: int) -> dict[str, dict]:
-        """The messages of ``key`` on any broker stored from ``begin_ms`` on, by id."""
-        docs: dict[str, dict] = {}
-        for b, answer in self._each(lambda b: admin.query_by_key(
-                b.addr, key, None, begin_ms, None, TRACE_RECORDS_LIMIT, self.timeout)):
-            for doc in answer.get("messages", []):
-                if doc["topic"] != TRACE_TOPIC and (
-                        doc["id"] not in docs or b.addr == doc["store_host"]):
-                    docs[doc["id"]] = doc
-        return docs
+        return docs, more
 
     def _path_of(self, doc: dict) -> list[dict]:
         """``doc`` and the copies on its path (trace.copies) found under its first key,
-        in paths' order; ``doc`` alone when it has no key to find them by."""
+        in the order stored; ``doc`` alone when it has no key to find them by."""
         keys = (doc.get("keys") or "").split()
         if not keys:
             return [doc]
-        c = copy_of(doc)
-        since = doc["store_ms"] - CLOCK_SLACK_MS if c is None else 0  # copies come later
-        found = self._keyed(keys[0], since)
+        since = doc["store_ms"] - CLOCK_SLACK_MS if copy_of(doc) is None else 0  # copies later
+        found, _more = self._keyed(keys[0], None, since, None, TRACE_RECORDS_LIMIT)
         found[doc["id"]] = doc
-        roots: dict[str, str] = {}
-        for d in sorted(found.values(), key=lambda d: d["store_ms"]):
-            roots[d["id"]] = path_root(d, roots)
-        return in_paths([d for d in found.values() if roots[d["id"]] == roots[doc["id"]]])
+        return next(p for p in paths(found.values()) if doc in p)
 
     def _timelines(self, docs: list[dict]) -> list[Timeline]:
         timelines = [self._timeline(doc) for doc in docs]

@@ -96,17 +96,22 @@ def path_root(doc: dict, made_from_root: dict[str, str]) -> str:
     return doc["id"]
 
 
-def in_paths(docs: list[dict]) -> list[dict]:
-    """``docs`` (newest first) with each message's copies right after it, in the order
-    they were stored: paths newest first, by their newest message."""
+def paths(docs) -> list[list[dict]]:
+    """``docs`` grouped by the path each is on, a path in the order it was stored; paths
+    newest first, by their newest message."""
     roots: dict[str, str] = {}
     for d in sorted(docs, key=lambda d: d["store_ms"]):  # a copy is stored after its source
         roots[d["id"]] = path_root(d, roots)
-    paths: dict[str, list[dict]] = {}
+    grouped: dict[str, list[dict]] = {}
     for d in docs:
-        paths.setdefault(roots[d["id"]], []).append(d)
-    ordered = sorted(paths.values(), key=lambda p: -max(d["store_ms"] for d in p))
-    return [d for p in ordered for d in sorted(p, key=lambda d: (d["store_ms"], d["id"]))]
+        grouped.setdefault(roots[d["id"]], []).append(d)
+    ordered = sorted(grouped.values(), key=lambda p: -max(d["store_ms"] for d in p))
+    return [sorted(p, key=lambda d: (d["store_ms"], d["id"])) for p in ordered]
+
+
+def in_paths(docs) -> list[dict]:
+    """``docs`` with each message's copies right after it (`paths`, one after another)."""
+    return [d for p in paths(docs) for d in p]
 
 
 def describe(c: Copy, clock) -> str:
