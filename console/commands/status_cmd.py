@@ -131,6 +131,8 @@ def run(args) -> int:
         print_consumers(console, state)
         if any((b.stats.delayed or {}).get("pending_total") for b in state.brokers
                if b.stats is not None):
+            console.print("delayed messages, retries included (held in %SCHEDULE% until "
+                          "due)")
             console.print(render_panel("delayed", state))
         stats = [b.stats for b in state.brokers if b.stats is not None]
         if any((s.transactions or {}).get("pending") for s in stats):

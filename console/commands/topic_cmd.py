@@ -112,7 +112,7 @@ def run_list(args) -> int:
     if args.json:
         print_json(answers)
         return finish(answers, failed)
-    print_listing(answers, broker_groups(args.cluster))
+    print_listing(answers, broker_groups(args.cluster), args.hottest)
     finish(answers, failed)  # after what the others hold: a broker down is when it is read
     if args.topic and not _holders(answers, args.topic):
         raise CommandFailed(f"no broker has topic {args.topic!r}")
@@ -129,7 +129,8 @@ def stored_messages(rows: list[tuple[str, dict]], group_of: dict[str, str]) -> i
     return sum(most.values())
 
 
-def print_listing(answers: dict[str, dict], group_of: dict[str, str]) -> None:
+def print_listing(answers: dict[str, dict], group_of: dict[str, str],
+                  hottest_shown: int = 10) -> None:
     for name, doc in answers.items():
         state = "writable" if doc.get("writable", True) else "WRITES WIPED"
         print(f"{name}: {state}, {len(doc.get('topics', [])):,} topics, "
@@ -146,17 +147,22 @@ def print_listing(answers: dict[str, dict], group_of: dict[str, str]) -> None:
         perms = {r["perm"] for _, r in rows}
         print(f"{topic:32} {_one_or_many(queues):>8} {_one_or_many(perms):>5} "
               f"{stored_messages(rows, group_of):>12,}  {len(rows)}")
+    # each broker answered its own N hottest: the cluster's N hottest are among them
     hottest = sorted(((q, name) for name, doc in answers.items()
-                      for q in doc.get("hottest", [])), key=lambda x: -x[0]["rate"])
+                      for q in doc.get("hottest", [])),
+                     key=lambda x: -x[0]["rate"])[:hottest_shown]
     if hottest:
         from broker_core.observe.queue_heat import HOT_FACTOR, WINDOW_S
 
         print(f"\nhottest queues (msgs/s over the last {WINDOW_S:g} s; HOT: over "
               f"{HOT_FACTOR:g}x its topic's median queue on that broker)")
-        for q, name in hottest[:20]:
+        places = [f"{q['topic']}/{q['queue']}" for q, _ in hottest]
+        names = max(len(name) for _, name in hottest)
+        width = max(len(p) for p in places)
+        for (q, name), place in zip(hottest, places, strict=True):
             mark = "  HOT" if q.get("hot") else ""
             times = f" ({q['times_median']:g}x median)" if q.get("times_median") else ""
-            print(f"  {name:16} {q['topic']}/{q['queue']:<5} {q['rate']:>10,.1f} msgs/s"
+            print(f"  {name:{names}}  {place:{width}} {q['rate']:>10,.1f} msgs/s"
                   f"{times}  depth {q['depth']:,}{mark}")
 
 

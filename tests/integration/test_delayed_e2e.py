@@ -50,3 +50,18 @@ def test_pending_delayed_messages_are_delivered_after_a_sigkill(cluster_factory)
     with Consumer("g", "orders", cluster.file.addrs) as c:
         got = collect(c, 20, 20)
     assert sorted(b for _, b in got) == sorted(b"d%d" % i for i in range(20))
+
+
+def test_status_names_the_delayed_messages_table(cluster_factory, capsys):
+    """`floodgate status` prints the brokers' pending delayed messages under a heading
+    that says what they are (the table came headless, after the groups' lines)."""
+    from console.cli import main
+
+    cluster = cluster_factory(1)
+    with Producer(cluster.file.addrs) as p:
+        p.send("orders", b"tomorrow", delay="1h")
+    main(["status", "--cluster", str(cluster.path)])
+    out = capsys.readouterr().out.splitlines()
+    heading = out.index("delayed messages, retries included (held in %SCHEDULE% until due)")
+    assert out[heading + 1].split()[:2] == ["broker", "pending"]
+    assert out[heading + 2].split() == ["broker-1", "1", "-", "1h", "1"]

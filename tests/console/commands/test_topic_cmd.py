@@ -241,3 +241,22 @@ def test_a_load_sent_to_a_slave_says_who_the_master_is(replicated, capsys):
     assert "errors NOT_MASTER: 3 (first: " in out and all(s in out for s in said)
     assert err.startswith("floodgate bench: error: no message was acknowledged: ")
     assert all(s in err for s in said)
+
+
+def test_the_hottest_queues_are_the_clusters_n_in_one_column_each(capsys):
+    """Each broker answers its own N hottest; the listing shows the cluster's N hottest
+    (it showed 20 whatever N was), the rates in one column whatever the names' lengths."""
+    from console.commands.topic_cmd import print_listing
+
+    def hot(topic: str, queue: int, rate: float) -> dict:
+        return {"topic": topic, "queue": queue, "rate": rate, "times_median": 1.0,
+                "depth": 10, "hot": False}
+
+    answers = {"group-1-a": {"hottest": [hot("demo", 0, 83.4), hot("demo-batch", 1, 3.5)]},
+               "b-2": {"hottest": [hot("demo", 11, 42.8), hot("demo-batch", 2, 3.4)]}}
+    print_listing(answers, {}, hottest_shown=3)
+    lines = capsys.readouterr().out.splitlines()
+    rows = lines[lines.index(next(ln for ln in lines if ln.startswith("hottest"))) + 1:]
+    assert [r.split()[:2] for r in rows] == [["group-1-a", "demo/0"], ["b-2", "demo/11"],
+                                             ["group-1-a", "demo-batch/1"]]
+    assert len({r.index("msgs/s") for r in rows}) == 1
