@@ -40,3 +40,16 @@ def test_send_errors_tell_failures_from_refusals_with_the_latest_failure_and_cod
     assert "since start: SYSTEM_BUSY 30, MESSAGE_TOO_LARGE 3" in out, out
     quiet = shown("throughput", {"broker": "broker-1", "time": 1.0})
     assert "send errors (10 s) 0" in quiet and "failed" not in quiet and "since" not in quiet
+
+
+def test_each_sparkline_says_its_top_as_well_as_its_latest_value():
+    """A sparkline is scaled to its own largest value: its line says that top (red when over
+    the line) beside the latest, or a stall's spike reads as the latest 2 ms."""
+    from console.tui.panels.percentiles import Sparklines
+
+    console = Console(width=120, record=True)
+    console.print(Sparklines([("max", [0.001, 0.71, None, 0.0024]), ("p50", [None, None])],
+                             limit_s=0.020))
+    lines = console.export_text().splitlines()
+    assert lines[0].split()[-5:] == ["2.40", "ms", "top", "710", "ms"]
+    assert lines[1].split()[-2:] == ["top", "-"]
