@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from console.commands.common import add_subparser, print_json
-from console.errors import UsageError
+from console.errors import CommandFailed, UsageError
 
 
 def register(sub) -> None:
@@ -50,7 +50,7 @@ def build(args) -> dict:
 
 
 def run_dashboard(args) -> int:
-    from console.observability.prometheus_config import write_atomic
+    from broker_core.fsutil import atomic_write
 
     text = json.dumps(build(args), indent=2) + "\n"
     if str(args.out) == "-":
@@ -58,7 +58,11 @@ def run_dashboard(args) -> int:
         return 0
     if not args.out.parent.is_dir():  # it named the temporary file it could not make
         raise UsageError(f"--out {args.out}: no directory {args.out.parent}")
-    write_atomic(args.out, text)
+    try:
+        atomic_write(args.out, text.encode())
+    except OSError as exc:  # it named the temporary file it could not make
+        raise CommandFailed(f"--out {args.out}: cannot write it: {exc.strerror or exc}") \
+            from None
     print(f"wrote {args.out}: import it in Grafana (Dashboards > New > Import) "
           "or run `floodgate grafana push`")
     return 0

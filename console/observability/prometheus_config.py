@@ -11,11 +11,11 @@ the two ever differ (the broker knows its name better than a config file).
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker_core.fsutil import atomic_write
 from console.observability.errors import ObservabilityError
 from console.observability.prometheus_rules import BROKER_JOB, PRODUCER_JOB, rules_file
 
@@ -114,12 +114,6 @@ def dump_yaml(data: dict) -> str:
                           allow_unicode=True)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_setup(spec: ScrapeSpec, out_dir: Path) -> dict[str, Path]:
     """Write prometheus.yml and floodgate.rules.yml into out_dir; returns their paths."""
     out_dir = Path(out_dir)
@@ -127,8 +121,8 @@ def write_setup(spec: ScrapeSpec, out_dir: Path) -> dict[str, Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = {"config": out_dir / CONFIG_FILE, "rules": out_dir / RULES_FILE}
         header = "# Written by `floodgate prometheus config`; regenerate rather than edit.\n"
-        write_atomic(paths["rules"], header + dump_yaml(rules_file()))
-        write_atomic(paths["config"], header + dump_yaml(prometheus_config(spec)))
+        atomic_write(paths["rules"], (header + dump_yaml(rules_file())).encode())
+        atomic_write(paths["config"], (header + dump_yaml(prometheus_config(spec))).encode())
     except OSError as exc:
         raise ObservabilityError(f"{out_dir}: cannot write the Prometheus set-up: "
                                  f"{exc.strerror or exc}") from None
