@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from console.commands.common import add_subparser
-from console.errors import UsageError
+from console.errors import CommandFailed, UsageError
 
 
 def register(sub) -> None:
@@ -34,7 +34,11 @@ def run_make(args) -> int:
     if there:
         raise UsageError(f"--out {args.out} holds {', '.join(there)} already: give a new "
                          f"directory")
-    made = make_certs(args.out, hosts)
+    try:
+        made = make_certs(args.out, hosts)
+    except OSError as exc:  # said the bare path, not what was being done there
+        raise CommandFailed(f"--out {args.out}: cannot write the certificates there: "
+                            f"{exc.strerror or exc}") from None
     print(f"CA {made['ca']}; broker {made['broker']} (key {made['broker_key']}) for "
           f"{', '.join(hosts)}; client {made['client']} (key {made['client_key']}); keys "
           f"mode 0600")

@@ -168,12 +168,15 @@ def test_a_data_dir_that_cannot_be_made_is_one_line_naming_it(capsys, tmp_path, 
     assert err.count("\n") == 1
 
 
-def test_a_dashboard_that_cannot_be_written_is_one_line_naming_it(capsys):
-    """A directory that takes no new file (/proc here): the error named the temporary
-    file ('/proc/.x.json.tmp'), not the one asked for."""
-    rc, _, err = run(capsys, "grafana", "dashboard", "--out", "/proc/fg-dashboard.json")
-    assert rc == 1 and "--out /proc/fg-dashboard.json: cannot write it: " in err
-    assert ".tmp" not in err and err.count("\n") == 1
+@pytest.mark.parametrize("command, said", [
+    # it named the temporary file ('/proc/.fg-out.tmp'), not the one asked for
+    (["grafana", "dashboard"], "--out /proc/fg-out: cannot write it: "),
+    # it said "[Errno 2] No such file or directory: '/proc/fg-out'"
+    (["certs", "make"], "--out /proc/fg-out: cannot write the certificates there: ")])
+def test_an_out_that_cannot_be_written_is_one_line_naming_it(capsys, command, said):
+    """A directory that takes no new file or directory (/proc here)."""
+    rc, _, err = run(capsys, *command, "--out", "/proc/fg-out")
+    assert rc == 1 and said in err and ".tmp" not in err and err.count("\n") == 1
 
 
 def test_no_source_is_a_usage_error(capsys, tmp_path, monkeypatch):
