@@ -122,6 +122,10 @@ def run(args) -> int:
     print(f"starting {what} on ports {args.base_port}.. and a producer at "
           f"{args.rate:g} msgs/s; {where} …", file=sys.stderr)
     demo.start()
+    unweighted = demo.weigh_session()  # after the start: its stop() puts the weight back
+    if unweighted is not None:
+        logging.getLogger("floodgate.demo").info(
+            "the demo's session keeps the host's default weight: %s", unweighted)
     from console.demo.runner import CONSOLE_NICE
 
     os.nice(CONSOLE_NICE)  # this thread only: the brokers and the load come first

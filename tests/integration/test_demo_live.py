@@ -23,6 +23,8 @@ import pytest
 from broker_core.cluster.ports import free_port_range, port_free
 from broker_core.cluster.zookeeper import available as zk_missing
 from console.data.state import STATES
+from console.demo.runner import SESSION_NICE
+from kernel_tuning.autogroup import ENABLED, session_nice
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow,
               pytest.mark.skipif(bool(zk_missing()), reason=zk_missing() or "")]
@@ -41,6 +43,7 @@ def test_make_demo_isolates_the_stalled_master_and_no_healthy_group(tmp_path):
     groups = int(args[args.index("--groups") + 1])
     assert groups >= 4  # seed 000's 30 % cap lets the fuse take one out
     floodgate = Path(sys.executable).with_name("floodgate")
+    ours = session_nice()  # the demo runs in this session: it weighs it, then puts it back
     base, ports = free_port_range(3 * 2 * groups + 2), 3 * 2 * groups + 2
     proc = subprocess.run(
         [str(floodgate), "demo", *args, "--headless", "52", "--json", "--with-tui",
@@ -51,6 +54,10 @@ def test_make_demo_isolates_the_stalled_master_and_no_healthy_group(tmp_path):
     run = json.loads(proc.stdout)
     assert run["achieved_rate"] >= 0.8 * run["target_rate"], run  # the rate it announced
     assert run["brokers_realtime"] is False  # SCHED_RR only when asked (--realtime)
+    assert session_nice() == ours
+    if ours is not None and os.geteuid() == 0:  # where the kernel has autogroups (on)
+        assert run["session_nice"] == min(ours, SESSION_NICE) or \
+            Path(ENABLED).read_text().strip() == "0"
     faulted = {b["name"]: b["faults"] for b in run["brokers"] if b["faulted"]}
     # each fault goes to its group's master, a or b: whichever won the group's election
     assert sorted((name.rsplit("-", 1)[0], f) for name, f in faulted.items()) == [
