@@ -64,6 +64,17 @@ def send_back(producer, group: str, message, delay: str | float | None = None,
     return "retry" if wait else ("retry", out)
 
 
+def dead_letter_resend(properties: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """(the topic it was first sent to, the properties to send it with) of a dead letter
+    sent back by hand: a new send, so neither its retry count nor a copy's COPY_OF goes
+    with it; "" when it does not say where it came from."""
+    props = dict(properties)
+    topic = props.pop(PROP_ORIGIN_TOPIC, "")
+    props.pop(PROP_RETRY_TIMES, None)
+    props.pop(PROP_COPY_OF, None)
+    return topic, props
+
+
 def as_first_sent(message):
     """A message read from a retry topic, shown with the topic it was first sent to."""
     origin = (message.properties or {}).get(PROP_ORIGIN_TOPIC)

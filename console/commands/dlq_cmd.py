@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from broker_core.client import admin
+from broker_core.client.retry import dead_letter_resend
 from broker_core.message_id import MessageIdError, decode_id
 from broker_core.protocol.system_topics import (
     DLQ_PREFIX,
-    PROP_COPY_OF,
     PROP_ORIGIN_ID,
     PROP_ORIGIN_TOPIC,
     PROP_RETRY_TIMES,
@@ -199,10 +199,7 @@ def run_resend(args) -> int:
             due = t0 + sent / args.rate
             if (wait := due - time.monotonic()) > 0:
                 time.sleep(wait)
-            props = dict(m.get("properties") or {})
-            topic = props.pop(PROP_ORIGIN_TOPIC, "")
-            props.pop(PROP_RETRY_TIMES, None)
-            props.pop(PROP_COPY_OF, None)  # a new send, not the broker's copy
+            topic, props = dead_letter_resend(m.get("properties") or {})
             if not topic:
                 continue
             producer.send(topic, _body(m), m.get("tags"), m.get("keys"), props)

@@ -6,6 +6,7 @@ from broker_core.client.retry import (
     PROP_ORIGIN_TOPIC,
     PROP_RETRY_TIMES,
     as_first_sent,
+    dead_letter_resend,
     dlq_topic,
     retry_delay,
     retry_times,
@@ -30,3 +31,11 @@ def test_a_retried_message_shows_its_first_topic_and_count():
     assert (shown.topic, retry_times(shown), shown.queue_offset) == ("orders", 2, 5)
     plain = message("orders")
     assert as_first_sent(plain) is plain and retry_times(plain) == 0
+
+
+def test_a_dead_letter_resent_by_hand_goes_to_its_first_topic_as_a_new_send():
+    props = {PROP_ORIGIN_TOPIC: "orders", PROP_RETRY_TIMES: "16", "COPY_OF": "7F00",
+             "ORIGIN_MSG_ID": "7F01", "TRACE": "1"}
+    assert dead_letter_resend(props) == ("orders", {"ORIGIN_MSG_ID": "7F01", "TRACE": "1"})
+    assert props[PROP_RETRY_TIMES] == "16"  # the dead letter's own, as stored
+    assert dead_letter_resend({"TRACE": "1"}) == ("", {"TRACE": "1"})
