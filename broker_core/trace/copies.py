@@ -133,4 +133,3 @@ def describe(c: Copy, clock) -> str:
         return (f"dead letter of {c.origin or 'a message'} for group {c.group}, after "
                 f"{c.tries} tries: no consumer reads it (floodgate dlq show {c.group})")
     return f"a dead letter resent to its topic; first stored as {c.origin}"
-
