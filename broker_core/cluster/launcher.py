@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.acl import tls
+from broker_core.cluster.child_exits import ExitWatch
 from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile
 from broker_core.errors import BrokerError
 
@@ -211,6 +212,7 @@ class Cluster:
                                 self.layout.to_dict() if self.layout else None)
         self.procs: dict[str, subprocess.Popen] = {}
         self.controllers: dict[str, subprocess.Popen] = {}
+        self.exits = ExitWatch()  # supervise() sleeps on it; stop_supervising() wakes it
         self.credentials: Path | None = None
         self.tls_ca: Path | None = None
         if tls:
@@ -373,7 +375,12 @@ class Cluster:
                     del self.controllers[name]
                     if restart:
                         self.start_controller(name)
-            time.sleep(0.2)
+            if not stop():  # asleep until a child exits or stop_supervising()
+                self.exits.wait([*self.procs.values(), *self.controllers.values()])
+
+    def stop_supervising(self) -> None:
+        """Wake `supervise` to look at its `stop` (set it first)."""
+        self.exits.wake()
 
     def down(self, grace: float = 10.0) -> None:
         # brokers and controllers together: stopping controllers first would leave

@@ -4,16 +4,20 @@ Seed 000's design: the controller watches broker status and drives the state
 machine kept in ZooKeeper; brokers report status and watch their role.
 Several controllers may run; one leads (a kazoo Election) and the others
 wait to take over. The leader reconciles every group whenever a
-registration or a record changes, and twice a second regardless:
+registration, a record or a down report changes (ZooKeeper watches), and
+otherwise only when a look is owed (a new group's bootstrap wait, the grace
+after its own link was down): an idle cluster's controller does nothing.
 
 - a group with no record gets one when its brokers register: the broker with
   the longest log becomes master of an epoch above any its log has seen;
 - a group whose master's registration is gone (its session ended) gets a new
   master: the in-sync slave, still registered, with the longest log (asked
   over HA_STATE), at epoch + 1. A master registered under another session
-  than at the last look (restarted between two) is gone as well. No in-sync
-  slave alive: nobody is promoted (that would lose acknowledged messages);
-  the group waits for its master.
+  than at the last look (restarted between two) is gone as well, and so is
+  one its slave reported down whose ports refuse connections
+  (`ha.down_reports`: a killed master, failed over without waiting for its
+  session to end). No in-sync slave alive: nobody is promoted (that would
+  lose acknowledged messages); the group waits for its master.
 
 Writes are compare-and-set on the record's version, so a deposed leader that
 still acts on an old read cannot promote twice. After the leader's own
@@ -34,7 +38,9 @@ from dataclasses import dataclass, replace
 
 from kazoo.exceptions import KazooException
 
+from broker_core.ha.down_reports import clear_down, down_path, process_gone, read_down
 from broker_core.ha.records import (
+    SESSION_S,
     GroupRecord,
     Paths,
     RecordError,
@@ -47,7 +53,7 @@ from broker_core.ha.records import (
 log = logging.getLogger("floodgate.controller")
 
 BOOTSTRAP_S = 0.5  # a new group waits this long for its other brokers to register
-RECONCILE_S = 0.5
+RETRY_S = 0.5  # a round cut short (ZooKeeper away, a bug) is tried again this soon
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,8 @@ class Decision:
 
 def decide(record: GroupRecord | None, alive: dict[str, Registration],
            offsets: Callable[[list[str]], dict[str, int]], now: float,
-           first_seen: float, expected: int = 0) -> Decision | None:
+           first_seen: float, expected: int = 0,
+           gone_because: str = "lost its ZooKeeper session") -> Decision | None:
     """What to write for one group, or None. Pure, apart from asking offsets."""
     if record is None:
         if not alive or (now - first_seen < BOOTSTRAP_S and not 0 < expected <= len(alive)):
@@ -81,7 +88,7 @@ def decide(record: GroupRecord | None, alive: dict[str, Registration],
     chosen = _longest(candidates, offsets)
     reg = alive[chosen]
     new = GroupRecord(chosen, record.epoch + 1, (chosen,), reg.addr, reg.ha,
-                      reason=f"failover: {record.master} lost its ZooKeeper session")
+                      reason=f"failover: {record.master} {gone_because}")
     return Decision(new, "failover", record.master)
 
 
@@ -91,8 +98,8 @@ def _longest(names: list[str], offsets: Callable[[list[str]], dict[str, int]]) -
 
 
 class Controller:
-    def __init__(self, zk_hosts: str, cluster: str, *, session_s: float = 1.0,
-                 broker_session_s: float = 1.0, name: str | None = None,
+    def __init__(self, zk_hosts: str, cluster: str, *, session_s: float = SESSION_S,
+                 broker_session_s: float = SESSION_S, name: str | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time,
                  log_ends: Callable[[dict[str, Registration]], dict[str, int]] | None = None,
@@ -124,6 +131,9 @@ class Controller:
         self._waiting_logged: set[tuple[str, int]] = set()
         self.leading = False
         self.decisions: list[Decision] = []
+        self.next_look: float | None = None  # (clock) a round owed without a watch firing
+        self.rounds = 0
+        self._gone: set[tuple[str, str, int]] = set()  # (group, master, epoch) seen dead
 
     # -- running ----------------------------------------------------------------------
     def run(self) -> None:
@@ -176,17 +186,22 @@ class Controller:
         log.warning("controller %s leads cluster %s", self.name, self.paths.cluster)
         try:
             self.zk.ChildrenWatch(self.paths.groups, self._on_groups)
+            self._dirty.set()  # the first round at once
             while not self._stop.is_set() and not self._lost.is_set():
-                self._dirty.wait(RECONCILE_S)
+                due = self.next_look
+                self._dirty.wait(None if due is None else max(0.0, due - self._clock()))
                 self._dirty.clear()
                 if self._stop.is_set() or self._lost.is_set():
                     break
+                self.next_look = None
                 try:
                     self.reconcile()
                 except KazooException as exc:  # ZooKeeper away mid-round: next round
                     log.warning("reconcile round cut short: %s", type(exc).__name__)
+                    self._owe(self._clock() + RETRY_S)
                 except Exception:  # noqa: BLE001 - a bug must not end leadership silently
                     log.exception("reconcile round failed")
+                    self._owe(self._clock() + RETRY_S)
         finally:
             self.leading = False
             if self._stop.is_set():  # stopped: a clean leave, nothing for an operator
@@ -198,6 +213,11 @@ class Controller:
         self._dirty.set()  # the leader's thread watches new groups (no blocking call here)
         return not self._stop.is_set()
 
+    def _owe(self, when: float) -> None:
+        """A round is owed by `when` (the earliest asked wins)."""
+        if self.next_look is None or when < self.next_look:
+            self.next_look = when
+
     def _watch(self, group: str) -> None:
         if group in self._watched:
             return
@@ -205,12 +225,16 @@ class Controller:
         self._watched.add(group)
         self.zk.ChildrenWatch(self.paths.brokers(group), lambda _c: self._dirty.set())
         self.zk.DataWatch(self.paths.record(group), lambda *_a: self._dirty.set())
+        self.zk.DataWatch(down_path(self.paths, group), lambda *_a: self._dirty.set())
 
     # -- one round ------------------------------------------------------------------------
     def reconcile(self) -> list[Decision]:
         from kazoo.exceptions import NoNodeError
 
+        self.rounds += 1
         if self._clock() < self._grace_until:
+            if self._grace_until != float("inf"):  # reconnected: judge once it is over
+                self._owe(self._grace_until)
             return []
         made = []
         zk, retry = self.zk, self.zk.retry  # a dropped connection (not a lost session) retries
@@ -232,6 +256,10 @@ class Controller:
             record, version = retry(read_record, zk, self.paths, group)
             now = self._clock()
             first = self._first_seen.setdefault(group, now) if alive else now
+            gone_because = "lost its ZooKeeper session"
+            if self._reported_gone(group, record, alive):
+                alive.pop(record.master)
+                gone_because = "was reported down and its ports refuse connections"
 
             def ends(names, a=alive):
                 return self._log_ends({k: a[k] for k in names})
@@ -240,8 +268,11 @@ class Controller:
             if self._master_restarted(group, record, sessions):  # gone, if only between looks
                 decision = decide(record, {k: v for k, v in alive.items() if k != record.master},
                                   ends, now, first)
-            decision = decision or decide(record, alive, ends, now, first)
+            decision = decision or decide(record, alive, ends, now, first,
+                                          gone_because=gone_because)
             if decision is None:
+                if record is None and alive:  # bootstrapping: look again when it is over
+                    self._owe(first + BOOTSTRAP_S)
                 self._note_waiting(group, record, alive)
                 continue
             if self._clock() < self._grace_until or self._lost.is_set():
@@ -251,8 +282,44 @@ class Controller:
             if retry(write_record, zk, self.paths, group, decision.record, version):
                 made.append(decision)
                 self._announce(group, decision, record)
+                if decision.kind == "failover":
+                    retry(clear_down, zk, self.paths, group)
         self.decisions.extend(made)
         return made
+
+    def _reported_gone(self, group: str, record: GroupRecord | None,
+                       alive: dict[str, Registration]) -> bool:
+        """The group's slave reported its master down (ha.down_reports) and the master's
+        ports refuse connections: its process is gone, whatever its session says. Its
+        registration is deleted (a restart registers at once) and the report dropped; a
+        report of anyone else, or not confirmed, is only dropped."""
+        zk = self.zk
+        report = zk.retry(read_down, zk, self.paths, group)
+        if report is None:
+            return False
+        key = (group, report.master, report.epoch)
+        if record is None or (report.master, report.epoch) != (record.master, record.epoch):
+            zk.retry(clear_down, zk, self.paths, group)
+            return False
+        if record.master not in alive:
+            return False  # gone anyway: the failover clears the report
+        reg = alive[record.master]
+        if key not in self._gone and not process_gone([reg.addr, reg.ha]):
+            log.info("group=%s %s reported %s down (%s), but its ports answer: not failed "
+                     "over", group, report.by, report.master, report.reason)
+            zk.retry(clear_down, zk, self.paths, group)
+            return False
+        self._gone.add(key)
+        log.warning("group=%s master %s reported down by %s (%s) and its ports refuse "
+                    "connections: its process is gone", group, report.master, report.by,
+                    report.reason)
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            zk.retry(zk.delete, self.paths.broker(group, record.master))
+        except NoNodeError:
+            pass
+        return True
 
     def _master_restarted(self, group: str, record: GroupRecord | None,
                           sessions: dict[str, int]) -> bool:

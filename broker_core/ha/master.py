@@ -3,8 +3,8 @@
 Runs on the broker's event loop. Each slave link (`ha.master_link.SlaveLink`)
 streams what accumulated since its last transfer and reads the slave's acks. A
 send in sync mode parks its answer: a callback keyed by the record's end offset
-that the acks release (or a sweep every SWEEP_S times out): no task, no future
-and no loop turn blocks on a slave.
+that the acks release (or a sweep, armed for the oldest one's timeout, times out): no
+task, no future and no loop turn blocks on a slave.
 
 The in-sync set: the slaves whose acks a sync send waits for, all of them
 (Kafka's acks=all over its ISR). Any slave in the set therefore holds every
@@ -25,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from broker_core.deadline import Deadline
 from broker_core.ha import wire
 from broker_core.ha.epochs import EpochHistory, consistent_end
 from broker_core.ha.master_link import SlaveLink
@@ -34,7 +35,8 @@ from broker_core.store import MessageStore
 log = logging.getLogger("floodgate.ha")
 
 JOIN_LAG_S = 0.5  # a slave this close behind joins the in-sync set
-SWEEP_S = 0.05  # parked sends past the timeout are answered this often
+SWEEP_S = 0.05  # the soonest one sweep follows another
+ISR_RETRY_S = 0.25  # an in-sync change ZooKeeper did not take (away?) is tried again
 MAX_APPEND_MARKS = 200_000  # (end offset, time) pairs kept for lag in seconds
 
 
@@ -42,13 +44,14 @@ class ReplicationMaster:
     def __init__(self, store: MessageStore, group: str, *, sync: bool, timeout_s: float,
                  epoch: Callable[[], int], history: Callable[[], EpochHistory],
                  is_master: Callable[[], bool], meta: Callable[[], dict],
+                 meta_version: Callable[[], int] = lambda: 0,
                  persist: Callable[[frozenset[str]], Awaitable[bool]] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
         self.store, self.group = store, group
         self.sync, self.timeout_s = sync, timeout_s
         self._epoch, self._history, self._is_master = epoch, history, is_master
-        self._meta, self._persist = meta, persist
+        self._meta, self._meta_version, self._persist = meta, meta_version, persist
         self._clock, self._wall = clock, wall
         self.links: dict[str, SlaveLink] = {}
         self.in_sync: set[str] = set()  # slaves (not the master itself)
@@ -63,7 +66,10 @@ class ReplicationMaster:
         self._marks_floor = store.commitlog.write_offset  # no marks below: appended long ago
         self._isr_wake = asyncio.Event()
         self._isr_task: asyncio.Task | None = None
-        self._ticker: asyncio.TimerHandle | None = None
+        # timed-out parked sends and slaves falling out of sync, looked at when one can
+        # be due: nothing parked and everything acked, nothing is armed
+        self._sweeper = Deadline(self._tick, "replication sweep")
+        self._started = False
         self._isr_gen = 0
         self.counters = {"slave_timeouts": 0, "slave_not_available": 0, "isr_changes": 0,
                          "truncations_ordered": 0, "links_refused": 0}
@@ -77,6 +83,8 @@ class ReplicationMaster:
             self._cut_marks(MAX_APPEND_MARKS // 2)
         for link in self.links.values():
             link.kick()
+        if self._started and self._sweeper.when is None:  # unacked: a slave's lag grows
+            self._sweeper.after(self.timeout_s)
 
     def _target(self) -> int:
         """The offset every in-sync slave holds (-1: no slave in sync)."""
@@ -86,7 +94,7 @@ class ReplicationMaster:
         """A code now (OK: the in-sync slaves hold `end` already; SLAVE_NOT_AVAILABLE:
         no slave is in sync), or None and `done(code)` later: OK once they all hold
         it, FLUSH_SLAVE_TIMEOUT after `timeout_s`, NOT_MASTER if demoted meanwhile.
-        Acks release waiters in offset order; a sweep every SWEEP_S times out the old."""
+        Acks release waiters in offset order; the sweep times out the old."""
         if not self.in_sync:
             self.counters["slave_not_available"] += 1
             return Code.SLAVE_NOT_AVAILABLE
@@ -95,6 +103,8 @@ class ReplicationMaster:
         waiter = [done]
         heapq.heappush(self._waiters, (end, next(self._seq), waiter))
         self._deadlines.append((self._clock() + self.timeout_s, waiter))
+        if self._started and self._sweeper.when is None:
+            self._sweeper.after(self.timeout_s)
         return None
 
     async def wait(self, end: int) -> Code:
@@ -205,6 +215,10 @@ class ReplicationMaster:
     def meta(self) -> dict:
         return self._meta()
 
+    def meta_version(self) -> int:
+        """Changes whenever the tables `meta` reads may have changed."""
+        return self._meta_version()
+
     def welcome(self, link: SlaveLink, hello: dict) -> bool:
         """A slave's HELLO: start streaming to it (True), or refuse it or tell it to cut
         its log, and close (False)."""
@@ -284,9 +298,9 @@ class ReplicationMaster:
             self._isr_task.cancel()
         self._isr_task = asyncio.ensure_future(self._isr_loop(self._isr_gen))
         self._isr_wake.set()
-        if self._ticker is not None:
-            self._ticker.cancel()
-        self._ticker = asyncio.get_running_loop().call_later(SWEEP_S, self._tick)
+        self._started = True
+        self._sweeper.cancel()
+        self._sweeper.soon()
 
     def stop(self) -> None:
         # the flag, not only the cancel: a cancel that arrives as the event it waits on is
@@ -295,9 +309,8 @@ class ReplicationMaster:
         if self._isr_task is not None:
             self._isr_task.cancel()
             self._isr_task = None
-        if self._ticker is not None:
-            self._ticker.cancel()
-            self._ticker = None
+        self._started = False
+        self._sweeper.cancel()
         self.close_links()
 
     def _desired(self) -> set[str]:
@@ -315,15 +328,32 @@ class ReplicationMaster:
                 want.add(name)
         return want
 
-    def _tick(self) -> None:
-        """Every SWEEP_S: time out old parked sends, forget old append marks, and wake
-        the in-sync loop only when the set should change (a slave's lag grows with
-        time alone). A timer, not a task that sleeps: 20 wake-ups a second."""
+    def _tick(self) -> float | None:
+        """Time out old parked sends, forget old append marks, and wake the in-sync loop
+        when the set should change (a slave's lag grows with time alone). Due again
+        when the next parked send times out or an in-sync slave's oldest unacked append
+        would reach the timeout; None when nothing is parked or unacked (20 sweeps a
+        second were most of an idle master's wake-ups)."""
+        if not self._started:
+            return None
         self._sweep()
         self._prune_marks()
+        nxt = self._next_sweep()
         if self._desired() != self.in_sync:
             self._isr_wake.set()
-        self._ticker = asyncio.get_running_loop().call_later(SWEEP_S, self._tick)
+            nxt = ISR_RETRY_S if nxt is None else min(nxt, ISR_RETRY_S)
+        return nxt
+
+    def _next_sweep(self) -> float | None:
+        now = self._clock()
+        due = [self._deadlines[0][0] - now] if self._deadlines else []
+        for link in self.links.values():
+            if link.open:
+                lag_bytes, lag_s = self.lag(link, now)
+                if lag_bytes:
+                    due.append(self.timeout_s - lag_s if link.name in self.in_sync
+                               else SWEEP_S * 20)  # catching up: its marks pruned meanwhile
+        return max(SWEEP_S, min(due)) if due else None
 
     async def _isr_loop(self, gen: int) -> None:
         """Move the in-sync set towards the slaves that keep up, one change at a time."""
@@ -361,6 +391,8 @@ class ReplicationMaster:
                 ok = False
         if ok:
             self.counters["isr_changes"] += 1
+        elif self._started:  # looked at again: the set still differs from what is wanted
+            self._sweeper.after(ISR_RETRY_S)
         return ok
 
     # -- figures --------------------------------------------------------------------------

@@ -6,9 +6,10 @@ streams what has accumulated since the last transfer, as RocketMQ's HA service
 does: every append in a turn of the event loop wakes the link once (`kick`), and
 the push sends everything up to the log's end in one DATA frame (1 MiB at most,
 never across a segment end). A slave's acks arrive in batches too: each read takes
-the highest. Idle, the link sends a heartbeat every HEARTBEAT_S and the master's
-topic and offset tables (META) every META_S; a slave that says nothing for
-HELLO_TIMEOUT_S after connecting is dropped.
+the highest. A link that sent nothing for HEARTBEAT_S sends a heartbeat, with the
+master's topic and offset tables (META) when they may have changed since it last
+sent them (`meta_version`); a slave that says nothing for HELLO_TIMEOUT_S after
+connecting is dropped. One timer a link, armed for the next heartbeat owed.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import asyncio
 import logging
 from typing import Protocol
 
+from broker_core.deadline import Deadline
 from broker_core.ha import wire
 from broker_core.store import MessageStore
 
 log = logging.getLogger("floodgate.ha")
 
 HELLO_TIMEOUT_S = 5.0
-META_S = 1.0
 
 
 class LinkOwner(Protocol):
@@ -39,6 +40,7 @@ class LinkOwner(Protocol):
     def epoch(self) -> int: ...
     def is_master(self) -> bool: ...
     def meta(self) -> dict: ...
+    def meta_version(self) -> int: ...
     def welcome(self, link: SlaveLink, hello: dict) -> bool: ...
     def on_ack(self, link: SlaveLink) -> None: ...
     def dropped(self, link: SlaveLink) -> None: ...
@@ -61,8 +63,9 @@ class SlaveLink(asyncio.Protocol):
         self._kicked = False
         self._paused = False
         self._last_sent = 0.0
-        self._next_meta = 0.0
-        self._timer: asyncio.TimerHandle | None = None
+        self._meta_sent = -1  # the owner's meta_version when META last went out
+        self._timer: asyncio.TimerHandle | None = None  # the HELLO's deadline
+        self._beat = Deadline(self._tick, "replication heartbeat")
 
     # -- the connection --------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -86,6 +89,7 @@ class SlaveLink(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._beat.close()
         self.master.dropped(self)
 
     def close(self, reason: str = "") -> None:
@@ -139,10 +143,11 @@ class SlaveLink(asyncio.Protocol):
         self.acked = self._pos = offset
         self.connected_at = self._last_sent = self.master.now()
         self.open = True
-        self.transport.writelines(welcome)
-        self._next_meta = self._last_sent + META_S
+        self.transport.writelines(welcome)  # with META
+        self._meta_sent = self.master.meta_version()
         self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(wire.HEARTBEAT_S, self._tick)
+        self._timer = None
+        self._beat.after(wire.HEARTBEAT_S)
 
     def refuse(self, frame: bytes) -> None:
         """Answer the HELLO with REFUSE or TRUNCATE, then close once it is out."""
@@ -180,19 +185,23 @@ class SlaveLink(asyncio.Protocol):
         self._pos = pos
         self._last_sent = m.now()
 
-    def _tick(self) -> None:
-        """Heartbeat when idle, META every META_S; re-armed every HEARTBEAT_S."""
+    def _tick(self) -> float | None:
+        """META if the tables may have changed, a heartbeat if nothing went out for a
+        beat; due again when the next heartbeat is owed."""
         if not self.open or self.transport is None:
-            return
+            return None
         m = self.master
         now = m.now()
         if not m.is_master():
             self.close("no longer master")
-            return
-        if now >= self._next_meta:
+            return None
+        if self._paused:  # the slave reads nothing: the resume's push says we live
+            return wire.HEARTBEAT_S
+        version = m.meta_version()
+        if version != self._meta_sent:
             self.transport.write(wire.json_frame(wire.META, m.meta()))
-            self._next_meta = now + META_S
-        if now - self._last_sent >= wire.HEARTBEAT_S * 0.9 and not self._paused:
+            self._meta_sent = version
+        if now - self._last_sent >= wire.HEARTBEAT_S * 0.9:
             self.transport.write(wire.data_frame(self._pos, self._pos, m.wall_ms(), m.epoch()))
             self._last_sent = now
-        self._timer = asyncio.get_running_loop().call_later(wire.HEARTBEAT_S, self._tick)
+        return wire.HEARTBEAT_S - (now - self._last_sent)

@@ -27,7 +27,14 @@ import time
 
 from broker_core.errors import BrokerError
 from broker_core.ha.node import HaNode
-from broker_core.ha.records import GroupRecord, Paths, Registration, read_record, write_record
+from broker_core.ha.records import (
+    SESSION_S,
+    GroupRecord,
+    Paths,
+    Registration,
+    read_record,
+    write_record,
+)
 from broker_core.ha.slave import MasterInfo
 
 log = logging.getLogger("floodgate.ha")
@@ -36,7 +43,7 @@ HANDOVER_S = 1.0  # after our old session's node ends, before registering again 
 
 
 class Membership:
-    def __init__(self, node: HaNode, zk_hosts: str, cluster: str, session_s: float = 1.0,
+    def __init__(self, node: HaNode, zk_hosts: str, cluster: str, session_s: float = SESSION_S,
                  http_addr: str = "") -> None:
         from kazoo.client import KazooClient
         from kazoo.retry import KazooRetry
@@ -216,6 +223,20 @@ class Membership:
             if self._closed.is_set():  # the session closed under the write: a clean stop
                 return False
             raise
+
+    async def report_down(self, master: str, epoch: int, reason: str) -> None:
+        """Tell the controller this broker's master looks dead (it checks for itself)."""
+        from broker_core.ha.down_reports import DownReport, report_down
+
+        if self._closed.is_set():
+            return
+        report = DownReport(master, epoch, self.node.name, reason, self.node.wall())
+        loop = self._loop or asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, lambda: self.zk.retry(
+                report_down, self.zk, self.paths, self.node.group, report))
+        except Exception:  # noqa: BLE001 - the session's end is the slower way
+            log.exception("reporting %s down", master)
 
     def figures(self) -> dict:
         return {"zk": self.hosts, "zk_state": self.state, "registrations": self.sessions}

@@ -73,7 +73,8 @@ class HaNode:
         self.master = ReplicationMaster(
             broker.store, self.group, sync=self.sync, timeout_s=settings.sync_timeout_s,
             epoch=lambda: self.epoch, history=lambda: self.epochs.history,
-            is_master=lambda: self.role is Role.MASTER, meta=self._meta, persist=persist_isr)
+            is_master=lambda: self.role is Role.MASTER, meta=self._meta,
+            meta_version=lambda: broker.activity, persist=persist_isr)
         self.slave: ReplicaClient | None = None
         self.membership = None  # ha.membership.Membership, when ZooKeeper drives the role
         self._server: asyncio.base_events.Server | None = None
@@ -162,6 +163,7 @@ class HaNode:
         self.master.start(frozenset(in_sync) - {self.name})
         self._event("master", f"epoch {epoch}, log at {start}" + (f"; {reason}" if reason
                                                                    else ""))
+        self.broker.role_changed()
 
     async def become_slave(self, master: MasterInfo, master_addr: str) -> None:
         following = self.slave.master if self.slave is not None else None
@@ -179,9 +181,11 @@ class HaNode:
         self.slave = ReplicaClient(
             self.broker.store, self.epochs, self.name, self.group, master,
             known_epoch=lambda: self.epoch, on_records=self._on_records,
-            on_meta=self._on_meta, on_truncate=self._on_truncate, tls=self.broker.tls_peer)
+            on_meta=self._on_meta, on_truncate=self._on_truncate, tls=self.broker.tls_peer,
+            on_refused=self._master_refused)
         self.slave.start()
         self._event("slave", f"of {master.name} (epoch {master.epoch})")
+        self.broker.role_changed()
 
     async def step_down(self, reason: str) -> None:
         """No role (e.g. the group record names nobody this broker can follow)."""
@@ -194,6 +198,7 @@ class HaNode:
             self.slave = None
         self.role = Role.NONE
         self._event("none", reason)
+        self.broker.role_changed()
 
     def learn_epoch(self, epoch: int) -> None:
         """A newer epoch exists (seen in the record): links of older ones are fenced."""
@@ -209,6 +214,7 @@ class HaNode:
     # -- replicated side effects ---------------------------------------------------------
     def _on_records(self, touched: set[tuple[str, int]]) -> None:
         broker = self.broker
+        broker.woke()  # replicated: the slave's tick counts what it now holds
         new = {t: max(broker.config.default_queues, q + 1) for t, q in touched
                if broker.topics.queues.get(t, 0) <= q}
         if new:
@@ -217,6 +223,7 @@ class HaNode:
             broker.pulls.arrived(topic, qid)
 
     def _on_meta(self, doc: dict) -> None:
+        self.broker.woke()  # the tables changed: saved by the tick
         topics, offsets, delay = doc.get("topics"), doc.get("offsets"), doc.get("delay")
         if isinstance(topics, dict):
             self.broker.topics.adopt(topics)
@@ -233,6 +240,14 @@ class HaNode:
             self.broker.tx_table.adopt(tx)
         if isinstance(acl := doc.get("acl"), dict):  # a promoted slave enforces the same rules
             self.broker.acl.adopt(acl)
+
+    def _master_refused(self, master: MasterInfo) -> None:
+        """The master's HA port refuses connections: tell the controller (through
+        ZooKeeper) rather than wait for its session to end (ha.down_reports)."""
+        self._event("master-refused", f"{master.name}'s HA port refuses connections")
+        if self.membership is not None:
+            asyncio.ensure_future(self.membership.report_down(master.name, master.epoch,
+                                                              "its HA port refuses connections"))
 
     def _on_truncate(self, offset: int, cut: int) -> None:
         self.events.append({"time": self.wall(), "kind": "truncated",

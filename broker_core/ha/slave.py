@@ -7,7 +7,8 @@ reconnect). DATA frames are written at their physical offsets; each read off
 the link (one or many frames) is acked once, with the offset of the last
 complete record. A frame from an epoch older than the newest this broker
 knows is a fenced master talking: the link is dropped. A master silent for
-4 heartbeats is taken for gone. Reconnects every RETRY_S until stopped.
+SILENT_BEATS heartbeats is taken for gone (one timer, armed for when that would
+be). Reconnects every RETRY_S until stopped.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ log = logging.getLogger("floodgate.ha")
 
 RETRY_S = 0.2
 HELLO_ANSWER_S = 5.0
+SILENT_BEATS = 3
 
 
 @dataclass
@@ -41,9 +43,14 @@ class ReplicaClient:
                  on_records: Callable[[set[tuple[str, int]]], None],
                  on_meta: Callable[[dict], None],
                  on_truncate: Callable[[int, int], None],
-                 wall: Callable[[], float] = time.time, tls=None) -> None:
-        """`tls`: the client context towards the master's HA port (None: plain TCP)."""
+                 wall: Callable[[], float] = time.time, tls=None,
+                 on_refused: Callable[[MasterInfo], None] | None = None) -> None:
+        """`tls`: the client context towards the master's HA port (None: plain TCP).
+        `on_refused(master)`: the master's HA port refused a connection (nothing listens:
+        its process is gone), told once per master and epoch."""
         self.tls = tls
+        self._on_refused = on_refused
+        self._refused_told = False
         self.store, self.epochs = store, epochs
         self.name, self.group, self.master = name, group, master
         self._known_epoch = known_epoch
@@ -85,6 +92,13 @@ class ReplicaClient:
         while not self._stopped:
             try:
                 await self._follow()
+            except ConnectionRefusedError as exc:
+                self.last_error = str(exc)
+                if self._on_refused is not None and not self._refused_told:
+                    self._refused_told = True
+                    log.warning("replication from %s (%s): connection refused: its "
+                                "process is gone?", self.master.name, self.master.ha_addr)
+                    self._on_refused(self.master)
             except (wire.LinkError, OSError, ConnectionError, TimeoutError) as exc:
                 if str(exc) != self.last_error:
                     log.info("replication from %s (%s): %s", self.master.name,
@@ -96,12 +110,12 @@ class ReplicaClient:
                 log.exception("replication from %s failed", self.master.name)
                 self.last_error = str(exc)
             finally:
-                self.connected = False
+                was_linked, self.connected = self.connected, False
                 if self._writer is not None:
                     self._writer.close()
                     self._writer = None
-            if not self._stopped:
-                await asyncio.sleep(RETRY_S)
+            if not self._stopped:  # a link that just ended: again at once (a killed
+                await asyncio.sleep(0 if was_linked else RETRY_S)  # master refuses now)
 
     async def _follow(self) -> None:
         host, _, port = self.master.ha_addr.rpartition(":")
@@ -198,7 +212,7 @@ class _Follower(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self._last = time.monotonic()
-        self._watch = asyncio.get_running_loop().call_later(wire.HEARTBEAT_S, self._watchdog)
+        self._watch = asyncio.get_running_loop().call_later(HELLO_ANSWER_S, self._watchdog)
 
     def connection_lost(self, exc) -> None:
         self._end(exc or wire.LinkError("replication link closed by peer"))
@@ -213,11 +227,11 @@ class _Follower(asyncio.Protocol):
 
     def _watchdog(self) -> None:
         silent = time.monotonic() - self._last
-        limit = 4 * wire.HEARTBEAT_S if self._welcomed else HELLO_ANSWER_S
-        if silent > limit:
+        limit = SILENT_BEATS * wire.HEARTBEAT_S if self._welcomed else HELLO_ANSWER_S
+        if silent >= limit:
             self._end(TimeoutError(f"master silent for {silent:.1f} s"))
             return
-        self._watch = asyncio.get_running_loop().call_later(wire.HEARTBEAT_S, self._watchdog)
+        self._watch = asyncio.get_running_loop().call_later(limit - silent, self._watchdog)
 
     def data_received(self, data: bytes) -> None:
         c = self.client

@@ -8,7 +8,7 @@ stream two fixed binary forms. A link goes:
             | TRUNCATE {offset, epoch}              cut your log there, then reconnect
             | REFUSE {reason}                        not master, wrong group, ...
     master -> DATA (offset, master end, master time ms, epoch, bytes) ...
-              (no bytes: a heartbeat, every HEARTBEAT_S when idle)
+              (no bytes: a heartbeat, after HEARTBEAT_S with nothing sent)
     master -> META {topics, offsets}                 the master's topic and offset tables
     slave  -> ACK (offset)                           complete records held below offset
 """
@@ -31,7 +31,7 @@ DATA_HEAD = struct.Struct(">qqqI")  # offset, master write offset, master time m
 ACK_BODY = struct.Struct(">q")
 CHUNK = 1 << 20  # at most this many log bytes per DATA frame
 MAX_BODY = CHUNK + DATA_HEAD.size + 4096
-HEARTBEAT_S = 0.25
+HEARTBEAT_S = 1.0
 
 
 class LinkError(BrokerError):

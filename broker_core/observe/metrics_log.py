@@ -98,6 +98,11 @@ class MetricsLogWriter:
                                             disk_total, msgs_in, msgs_out, commit_offset,
                                             consumer_lag))
 
+    @property
+    def first_ts(self) -> int | None:
+        """The first second buffered (None: nothing is)."""
+        return self._first_ts
+
     def due(self, now: float) -> bool:
         return self._first_ts is not None and now - self._first_ts >= self.roll_s
 

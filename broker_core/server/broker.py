@@ -132,6 +132,11 @@ class Broker:
                                     config.busy_after_ms, config.max_inflight_writes,
                                     self._paused)
         self.loop_lag = LoopLag()
+        # server.housekeeping.Housekeeping once serving (the runner's): the tick and the
+        # timed passes, woken by work; tests tick by hand without one
+        self.housekeeping = None
+        self.busy = False  # work arrived since the tick last looked
+        self.activity = 0  # reads served, in all: what changed may need telling (ha META)
         self.ha = None  # an ha.node.HaNode when the broker is in a replicated group
         self._host = pack_host(config.addr)  # in SEND answers: the message id's broker
         self.trace_store = StoreTracer(
@@ -152,6 +157,32 @@ class Broker:
             "connections": 0,
             "connections_closed_bad": 0,
         }
+
+    # -- what wakes the periodic work (server.housekeeping) ---------------------------
+    def woke(self) -> None:
+        """Work arrived (a read from a client, a slave's link, an operator's change):
+        the tick and the loop-lag probe run while there is some. On every read: cheap."""
+        self.activity += 1
+        self.busy = True
+        self.loop_lag.poke()
+        hk = self.housekeeping
+        if hk is not None and hk.idle:
+            hk.wake()
+
+    def aside(self, level: int) -> None:
+        """A send was kept aside: delayed at `level`, or a transaction's half (0)."""
+        if self.housekeeping is not None:
+            self.housekeeping.aside(level)
+
+    def partial_frame(self) -> None:
+        """A client's read ended inside a frame (it is disconnected if it stays so)."""
+        if self.housekeeping is not None:
+            self.housekeeping.partial()
+
+    def role_changed(self) -> None:
+        """This broker became master (or stopped being one): the passes look again."""
+        if self.housekeeping is not None:
+            self.housekeeping.role_changed()
 
     # -- dispatch -------------------------------------------------------------
     async def handle(self, header: p.Header, body: bytes) -> tuple[int, bytes]:
@@ -431,7 +462,10 @@ class Broker:
 
     # -- figures ----------------------------------------------------------------
     def snapshot(self) -> BrokerSnapshot:
-        """The tick's snapshot (taken now if no tick ran yet)."""
+        """The tick's snapshot (taken now if no tick ran yet, or brought up to date if
+        the broker was idle since its last)."""
+        if self.housekeeping is not None:
+            self.housekeeping.catch_up()
         if self.latest is None:
             self.latest = take_snapshot(self)
         return self.latest

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker_core.ha.records import SESSION_S
 from broker_core.protocol.transactions import CHECK_AFTER_S
 
 
@@ -35,7 +36,7 @@ class BrokerConfig:
     zk: str | None = None
     ha_port: int | None = None
     replication: str = "async"  # or "sync": a send is answered once the in-sync slaves hold it
-    zk_session_s: float = 1.0  # how soon a dead broker's registration goes
+    zk_session_s: float = SESSION_S  # how soon a dead broker's registration goes
     sync_timeout_s: float = 3.0  # FLUSH_SLAVE_TIMEOUT after this
     # a half message unresolved this long is checked back, then again as often
     tx_check_s: float = CHECK_AFTER_S

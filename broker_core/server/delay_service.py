@@ -2,8 +2,9 @@
 
 A delayed send is stored at once in the schedule topic, queue level-1, with its
 real topic and queue in properties (server.send_ops): acknowledged, flushed and
-replicated as any record. Here, every `INTERVAL_S` on the broker's loop, each
-level's queue is read from its delivery offset: a message whose store time plus
+replicated as any record. Here, when the next message is due (the broker's
+housekeeping arms a deadline for it), each level's queue is read from its
+delivery offset: a message whose store time plus
 the level's delay has passed is stored again in its real queue (body, tags, keys,
 properties and born time as sent) and the offset moves past it; the first message
 not yet due ends that level's pass (a level's queue is in due order).
@@ -34,9 +35,8 @@ from broker_core.store import MessageStore, PutResult
 
 log = logging.getLogger("floodgate.broker")
 
-INTERVAL_S = 0.05  # how often the level queues are looked at: the delivery's lateness
 BATCH = 64  # messages read from a level's queue at a time
-MAX_PER_PASS = 2048  # messages one pass delivers (the rest go in the next, 50 ms on)
+MAX_PER_PASS = 2048  # messages one pass delivers (the rest at the loop's next turn)
 
 
 class DelayOffsets(JsonTable):
@@ -112,6 +112,10 @@ class DelayService:
                     offset = max(offset, got.next_offset)
             self.offsets.set(level, offset)
         return done
+
+    def next_due_ms(self) -> int | None:
+        """When the next message the last pass left is due (wall ms), None if none."""
+        return min(self._head_due.values(), default=None)
 
     def _deliver(self, m) -> None:
         props = m.properties or {}

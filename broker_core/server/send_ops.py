@@ -161,6 +161,7 @@ class SendOps:
                 raw += (_field(PROP_REAL_TOPIC, topic) + _field(PROP_REAL_QID, str(qid))).encode()
                 stored_topic, stored_qid = ((SCHEDULE_TOPIC, ps.delay - 1) if ps.delay
                                             else (HALF_TOPIC, 0))
+                b.aside(ps.delay)  # its pass looks when it is due (stored or not)
             if tags or keys:
                 head = (_field(PROP_TAGS, tags) if tags else "") + \
                     (_field(PROP_KEYS, keys) if keys else "")

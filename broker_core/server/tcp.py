@@ -57,8 +57,13 @@ class BrokerProtocol(asyncio.Protocol):
             self._reject(str(exc))
             return
         received = perf_counter()  # the broker's part of a send's RT starts here
-        self.partial_since = time.monotonic() if self.decoder.pending else None
         broker = self.broker
+        broker.woke()
+        if self.decoder.pending:
+            self.partial_since = time.monotonic()
+            broker.partial_frame()
+        else:
+            self.partial_since = None
         out: list[bytes] = []
         for header, body in frames:
             if header.flags & p.FLAG_RESPONSE:
@@ -135,15 +140,20 @@ class BrokerProtocol(asyncio.Protocol):
             self.transport.close()
 
 
-async def reap_slow_clients(broker: Broker, interval: float = 1.0) -> None:
-    """Close connections that have held half a frame for too long."""
+def reap_slow_clients(broker: Broker, now: float) -> float | None:
+    """Close connections that have held half a frame for too long; in how many seconds
+    the next one that holds half a frame would be (None: none does)."""
     limit = broker.config.frame_timeout_s
-    while True:
-        await asyncio.sleep(interval)
-        now = time.monotonic()
-        for conn in list(broker.connections):
-            if conn.partial_since is not None and now - conn.partial_since > limit:
-                conn._reject(f"incomplete frame for over {limit:g} s")
+    soonest = None
+    for conn in list(broker.connections):
+        since = conn.partial_since
+        if since is None:
+            continue
+        if now - since >= limit:
+            conn._reject(f"incomplete frame for over {limit:g} s")
+        elif soonest is None or since < soonest:
+            soonest = since
+    return None if soonest is None else soonest + limit - now
 
 
 async def start_tcp(broker: Broker) -> asyncio.base_events.Server:

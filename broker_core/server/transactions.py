@@ -228,6 +228,12 @@ class TxService:
         return [h for h in self.pending.values() if h.offset not in self.resolving
                 and now_ms - h.stored_ms >= self.check_after_ms and now_ms >= h.next_check_ms]
 
+    def next_due_ms(self) -> int | None:
+        """When the next pending half is due a check (wall ms), None if none is pending."""
+        return min((max(h.stored_ms + self.check_after_ms, h.next_check_ms)
+                    for h in self.pending.values() if h.offset not in self.resolving),
+                   default=None)
+
     def checks_for(self, group: str) -> list[Half]:
         """A producer of `group` asks: the halves it should check now (counted)."""
         self.catch_up()

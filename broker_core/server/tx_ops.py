@@ -123,24 +123,3 @@ async def list_transactions(broker, body: bytes) -> tuple[int, bytes]:
     return Code.OK, p.encode_json({"broker": broker.config.name,
                                    "pending": broker.tx.listing(str(group) if group else None),
                                    "figures": broker.tx.figures()})
-
-
-async def check_loop(broker) -> None:
-    """Count the checks nobody asked for, roll back halves past their last check, move
-    the watermarks; a broker that is not (or no longer) master forgets its pending set."""
-    while True:
-        await asyncio.sleep(CHECK_PASS_S)
-        if broker.write_refusal() is not None:
-            if broker.tx.loaded:
-                broker.tx.unload()
-            continue
-        try:
-            for offset in broker.tx.run_once():
-                code, answer = await resolve(broker, offset, TxState.ROLLBACK,
-                                             "checks-exhausted")
-                if code == Code.OK:
-                    log.warning("transaction %s:%d rolled back: no COMMIT or ROLLBACK after "
-                                "%d check-backs", broker.config.name, offset,
-                                broker.tx.max_checks)
-        except Exception:  # noqa: BLE001 - logged; checked again next pass
-            log.exception("transaction check pass")

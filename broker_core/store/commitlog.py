@@ -49,6 +49,16 @@ class CommitLog:
         self._readahead_to = 0  # ... and how much of it has readahead back (bytes into it)
         self._segments_lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        # rung as the log grows and as more of it is durable: the services that wait
+        # for those (flush, checkpoint, disk check) sleep until then (store.flush)
+        self._bells: dict[str, threading.Event] = {"grew": threading.Event(),
+                                                   "flushed": threading.Event()}
+        self._grew = self._bells["grew"]
+        self._flushed = self._bells["flushed"]
+
+    def bell(self, kind: str) -> threading.Event:
+        """The event rung when the log `grew` or more of it was `flushed`."""
+        return self._bells[kind]
 
     # -- loading ----------------------------------------------------------
     def load(self) -> None:
@@ -194,6 +204,8 @@ class CommitLog:
     def commit(self, end: int) -> None:
         """Records below ``end`` are complete, their queue units written."""
         self.write_offset = end
+        if not self._grew.is_set():
+            self._grew.set()
 
     def write_at(self, offset: int, data: bytes | memoryview) -> int:
         """Replica path: copy a master's bytes to the same offsets, adding the segments
@@ -231,6 +243,8 @@ class CommitLog:
         """Replica path: records below ``offset`` are complete (their queue units written)."""
         self.write_offset = offset
         self._find_active()
+        if not self._grew.is_set():
+            self._grew.set()
 
     # -- flushing -----------------------------------------------------------
     def flush(self) -> int:
@@ -244,6 +258,8 @@ class CommitLog:
                         seg.flush()
                 self.flushed_offset = target
                 self._readahead_written(target)
+                if not self._flushed.is_set():
+                    self._flushed.set()
             return self.flushed_offset
 
     # -- reading ------------------------------------------------------------

@@ -17,6 +17,7 @@ Each service has ``run_once`` so tests and simulations drive it directly.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -25,19 +26,27 @@ from concurrent.futures import Future, InvalidStateError
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.config import SYNCFS_ABOVE
-from broker_core.store.libc_map import reap_retired
+from broker_core.store.libc_map import reap_retired, retired_count
 from broker_core.store.mapped_file import PAGE
 
 log = logging.getLogger(__name__)
 
 
 class ServiceThread:
-    """A daemon thread calling ``run_once`` every ``interval_s`` until stopped."""
+    """A daemon thread calling ``run_once`` every ``interval_s`` while it has work.
+
+    With a ``bell`` (a ``threading.Event`` the store rings as its log grows or is
+    flushed), a service that says it is quiet (``quiet_for``) sleeps until rung, or
+    until the time it names: an idle store's threads wake for nothing (each woke
+    one to two times a second to find nothing to do)."""
 
     name = "store-service"
 
-    def __init__(self, interval_s: float) -> None:
+    def __init__(self, interval_s: float, bell: threading.Event | None = None) -> None:
         self.interval_s = interval_s
+        self.bell = bell
+        self.parked = False  # asleep until rung, no timeout (what an idle store's are)
+        self.rounds = 0
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -53,10 +62,29 @@ class ServiceThread:
             self._thread = None
 
     def _wake(self) -> None:
-        pass
+        if self.bell is not None:
+            self.bell.set()
+
+    def quiet_for(self) -> float | None:
+        """None: there is work (run after the interval); else seconds to sleep unless
+        rung first (``math.inf``: until rung)."""
+        return None
 
     def _loop(self) -> None:
-        while not self._stopped.wait(self.interval_s):
+        bell = self.bell
+        while not self._stopped.is_set():
+            if bell is not None:
+                bell.clear()  # before looking: a ring from here on is not missed
+                quiet = self.quiet_for()
+                if quiet is not None:
+                    self.parked = quiet == math.inf
+                    bell.wait(None if self.parked else quiet)
+                    self.parked = False
+                    if quiet == math.inf or bell.is_set():
+                        continue  # rung (or stopped): look again
+            if self._stopped.wait(self.interval_s):
+                return
+            self.rounds += 1
             self._run_safely()
 
     def _run_safely(self) -> None:
@@ -82,7 +110,7 @@ class AsyncFlushService(ServiceThread):
         thorough_interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(interval_s)
+        super().__init__(interval_s, commitlog.bell("grew"))
         self.commitlog = commitlog
         self.on_flush = on_flush
         self.min_pages = min_pages
@@ -115,6 +143,11 @@ class AsyncFlushService(ServiceThread):
             return self.request(offset).result(timeout)
         except TimeoutError:
             return False
+
+    def quiet_for(self) -> float | None:
+        """Nothing unflushed: asleep until the log grows."""
+        cl = self.commitlog
+        return math.inf if cl.write_offset <= cl.flushed_offset else None
 
     def run_once(self) -> bool:
         """Flush if enough is dirty (or the thorough interval passed); True if it flushed."""
@@ -301,7 +334,7 @@ class ConsumeQueueFlushService(ServiceThread):
     ) -> None:
         """`sync_fs`: flush the store's whole filesystem at once (fsutil.syncfs), used
         over SYNCFS_ABOVE files: a flush per file was a journal commit each."""
-        super().__init__(interval_s)
+        super().__init__(interval_s, commitlog.bell("flushed"))
         self.sync_fs = sync_fs
         self.commitlog = commitlog
         self.queues = queues
@@ -310,6 +343,13 @@ class ConsumeQueueFlushService(ServiceThread):
         self.wall_clock = wall_clock
         self.last_saved: int | None = None
         self._lock = threading.Lock()
+
+    def quiet_for(self) -> float | None:
+        """The checkpoint is at the flushed offset and no mapping waits to be let go:
+        asleep until the CommitLog flushes more."""
+        if self.commitlog.flushed_offset != self.last_saved or retired_count():
+            return None
+        return math.inf
 
     def run_once(self, force: bool = False) -> int:
         """Flush queues and save the checkpoint; returns the safe offset recorded."""

@@ -15,6 +15,7 @@ timestamps are wall-clock milliseconds.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -92,7 +93,7 @@ class RetentionService(ServiceThread):
         retention_interval_s: float = 10.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(check_interval_s)
+        super().__init__(check_interval_s, commitlog.bell("grew"))
         self.commitlog = commitlog
         self.queues = queues
         self.retention_hours = retention_hours
@@ -101,12 +102,26 @@ class RetentionService(ServiceThread):
         self.on_disk_ratio = on_disk_ratio
         self.retention_interval_s = retention_interval_s
         self._monotonic = monotonic
-        self._last_pass = monotonic()
+        self._last_pass = monotonic() - retention_interval_s  # the first round passes
+        self._checked_at = -1  # the log's end when the disk was last looked at
+        # wall s the oldest kept segment expires (a pass is owed at start: the store may
+        # hold segments that expired while it was down)
+        self.next_expiry: float | None = wall_clock()
 
     def check_disk(self) -> float:
+        self._checked_at = self.commitlog.write_offset
         ratio = disk_used_ratio(self.commitlog.directory)
         self.on_disk_ratio(ratio)
         return ratio
+
+    def quiet_for(self) -> float | None:
+        """Nothing written since the disk was looked at and no pass owed: asleep until
+        the log grows or its oldest segment expires."""
+        if self.commitlog.write_offset != self._checked_at:
+            return None
+        if self.next_expiry is None:
+            return math.inf
+        return max(0.0, self.next_expiry - self.wall_clock()) or None
 
     def run_once(self, now: float | None = None) -> RetentionReport:
         """One full pass at wall-clock time ``now`` (seconds; default the store's clock)."""
@@ -114,9 +129,12 @@ class RetentionService(ServiceThread):
         cutoff_ms = (now - self.retention_hours * 3600.0) * 1000.0
         report = RetentionReport()
         cl = self.commitlog
+        self.next_expiry = None
         while len(segs := cl.segments) >= 2:
             newest = newest_timestamp_ms(segs[0], segs[1])
             if newest is None or newest >= cutoff_ms:
+                if newest is not None:
+                    self.next_expiry = newest / 1000 + self.retention_hours * 3600.0
                 break
             gone = cl.delete_oldest()
             if gone is None:
@@ -148,11 +166,14 @@ class RetentionService(ServiceThread):
         self._last_pass = now
         return True
 
-    def _loop(self) -> None:
-        while not self._stopped.wait(self.interval_s):
-            try:
-                self.check_disk()
-                if self.pass_due():
-                    self.run_once()
-            except Exception:  # logged; the next round tries again
-                log.exception("retention round failed")
+    def run_round(self) -> None:
+        """The disk checked; segments judged if a pass is due."""
+        self.check_disk()
+        if self.pass_due():
+            self.run_once()
+
+    def _run_safely(self) -> None:
+        try:
+            self.run_round()
+        except Exception:  # logged; the next round tries again
+            log.exception("retention round failed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from broker_core.ha.records import SESSION_S
 from console.commands.common import add_realtime_arg, add_subparser, take_realtime
 from console.errors import CommandFailed, UsageError
 from console.logs import configure_logging
@@ -86,8 +87,9 @@ def register(sub) -> None:
                     help="replication port: slaves link to their master's")
     ha.add_argument("--replication", choices=("async", "sync"), default="async",
                     help="sync: answer a send once every in-sync slave holds it (default async)")
-    ha.add_argument("--zk-session-timeout", type=float, default=1.0, metavar="SECONDS",
-                    help="ZooKeeper session: how soon a dead broker's registration goes (1.0)")
+    ha.add_argument("--zk-session-timeout", type=float, default=SESSION_S, metavar="SECONDS",
+                    help=f"ZooKeeper session: how soon a dead broker's registration goes "
+                    f"({SESSION_S:g}; a killed master's slave reports it at once)")
     ha.add_argument("--sync-timeout", type=float, default=3.0, metavar="SECONDS",
                     help="sync replication: FLUSH_SLAVE_TIMEOUT after this (3.0)")
     serve.add_argument("--tx-check-s", type=float, default=6.0, metavar="SECONDS",

@@ -84,8 +84,13 @@ def run_up(args) -> int:
                           args.segment_size, args.name, extra_args=extra, netns=args.netns,
                           acl=args.acl, tls=args.tls)
     stop = threading.Event()
+
+    def stopping(*_) -> None:
+        stop.set()
+        cluster.stop_supervising()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, stopping)
     cluster.file.restart = args.restart
     cluster.up()
     spec = cluster.file

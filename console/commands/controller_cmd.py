@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 
+from broker_core.ha.records import SESSION_S
 from console.commands.common import add_subparser
 from console.errors import UsageError
 from console.logs import configure_logging
@@ -16,12 +17,13 @@ def register(sub) -> None:
     p.add_argument("--zk", required=True, metavar="HOST:PORT[,...]", help="ZooKeeper")
     p.add_argument("--cluster", default="floodgate", metavar="NAME",
                    help="cluster name: its records live under /floodgate/NAME (floodgate)")
-    p.add_argument("--session-timeout", type=float, default=1.0, metavar="SECONDS",
-                   help="this controller's ZooKeeper session (1.0): a dead leader is replaced "
-                   "this long after it died")
-    p.add_argument("--broker-session-timeout", type=float, default=1.0, metavar="SECONDS",
-                   help="the brokers' session timeout (1.0): after its own link to ZooKeeper "
-                   "was down, the controller waits 1.5 x this before judging brokers")
+    p.add_argument("--session-timeout", type=float, default=SESSION_S, metavar="SECONDS",
+                   help=f"this controller's ZooKeeper session ({SESSION_S:g}): a dead leader "
+                   "is replaced this long after it died")
+    p.add_argument("--broker-session-timeout", type=float, default=SESSION_S,
+                   metavar="SECONDS",
+                   help=f"the brokers' session timeout ({SESSION_S:g}): after its own link to "
+                   "ZooKeeper was down, the controller waits 1.5 x this before judging brokers")
     p.add_argument("--name", help="this controller's name in the election (host-pid)")
     p.set_defaults(func=run)
 

@@ -420,6 +420,8 @@ class Demo:
     # --- stop ------------------------------------------------------------------------
     def stop(self) -> None:
         self._stop.set()
+        if self.cluster is not None:
+            self.cluster.stop_supervising()
         if self.clients is not None:
             self.clients.terminate()  # it commits what it consumed, then exits
         for t in self._threads:

@@ -69,6 +69,9 @@ def test_kill_9_master_under_load_loses_no_acked_message(ha_cluster):
     assert result.epoch_after == result.epoch_before + 1, doc
     assert result.failover_s is not None and result.failover_s < 10, doc
     assert result.acked_by_status.get("SEND_OK", 0) > 0, doc
+    # its slave's reconnect was refused and it said so: failed over before the killed
+    # master's ZooKeeper session ended (ha.down_reports)
+    assert "reported down" in record(cluster).reason, record(cluster)
     events = failover_events(cluster.file)
     assert [(e["old_master"], e["new_master"]) for e in events] == \
            [(result.old_master, result.new_master)]

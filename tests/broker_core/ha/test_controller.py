@@ -132,3 +132,58 @@ def test_a_master_restarted_between_two_looks_is_failed_over_all_the_same(zookee
         for client in (controller.zk, zk, *sessions):
             client.stop()
             client.close()
+
+
+def test_a_master_reported_down_is_failed_over_only_if_its_ports_refuse(zookeeper, zk_root):
+    """The slave of a killed master reports it (its reconnect was refused); the controller
+    asks the master's ports itself: listening, the report is dropped; refusing, the group
+    fails over at once, before the master's session ends, and its registration goes. Then
+    nothing is owed: an idle controller waits on its watches alone."""
+    import socket
+
+    from kazoo.client import KazooClient
+
+    from broker_core.ha.down_reports import DownReport, read_down, report_down
+
+    cluster = zk_root.strip("/").replace("/", "_") + "_down"
+    paths = Paths(cluster)
+    now = [0.0]
+    controller = Controller(zookeeper.addr, cluster, session_s=5.0, clock=lambda: now[0])
+    zk = KazooClient(hosts=zookeeper.addr, timeout=5.0)
+    listening = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    a = Registration("a", "g", *(f"127.0.0.1:{s.getsockname()[1]}" for s in listening[:1]),
+                     "", f"127.0.0.1:{listening[1].getsockname()[1]}")
+    try:
+        for client in (controller.zk, zk):
+            client.start(timeout=10)
+        zk.create(paths.broker("g", "a"), a.to_json(), ephemeral=True, makepath=True)
+        zk.create(paths.broker("g", "b"), reg("b").to_json(), ephemeral=True, makepath=True)
+        zk.ensure_path(paths.groups)
+        controller.reconcile()
+        assert controller.next_look == BOOTSTRAP_S  # the bootstrap's wait is owed a look
+        now[0] = BOOTSTRAP_S
+        controller.next_look = None
+        assert [d.kind for d in controller.reconcile()] == ["create"]
+        assert controller.next_look is None  # nothing owed: watches only
+        rec, version = read_record(zk, paths, "g")
+        zk.set(paths.record("g"), rec.with_in_sync({"b"}, 1.0).to_json(), version=version)
+
+        report_down(zk, paths, "g", DownReport("a", rec.epoch, "b", "refused", 1.0))
+        assert controller.reconcile() == []  # a's ports answer: not gone
+        assert read_down(zk, paths, "g") is None  # and the report dropped
+
+        for s in listening:
+            s.close()  # a's process is gone: its ports refuse
+        report_down(zk, paths, "g", DownReport("a", rec.epoch, "b", "refused", 2.0))
+        made = controller.reconcile()
+        assert [(d.kind, d.record.master, d.old_master) for d in made] == [("failover", "b", "a")]
+        assert "reported down" in made[0].record.reason
+        assert zk.exists(paths.broker("g", "a")) is None  # its registration deleted
+        assert read_down(zk, paths, "g") is None
+        assert controller.reconcile() == [] and controller.next_look is None
+    finally:
+        for s in listening:
+            s.close()
+        for client in (controller.zk, zk):
+            client.stop()
+            client.close()

@@ -156,7 +156,7 @@ def test_a_second_closed_at_its_boundary_holds_only_its_own_sends(broker):
 def test_brokers_a_launcher_starts_on_one_host_tick_apart():
     from itertools import pairwise
 
-    from broker_core.server.runner import TICK_SPREAD_S, tick_phase
+    from broker_core.server.housekeeping import TICK_SPREAD_S, tick_phase
 
     for stride, count in ((1, 11), (2, 11), (3, 8)):
         phases = sorted(tick_phase(20900 + stride * i) for i in range(count))
@@ -171,7 +171,7 @@ def test_a_broker_stopped_before_its_tick_phase_still_logs_the_seconds_it_closed
     import time
 
     from broker_core.observe.metrics_log import MetricsLogWriter
-    from broker_core.server.runner import _tick, tick_phase
+    from broker_core.server.housekeeping import Housekeeping, tick_phase
 
     assert tick_phase(broker.config.port) > 0.5  # the default port: late in the second
     writer = MetricsLogWriter(tmp_path / "metrics", "c", "b1")
@@ -179,7 +179,9 @@ def test_a_broker_stopped_before_its_tick_phase_still_logs_the_seconds_it_closed
     broker.clock.t += 1  # the send's second has ended on the broker's clock
 
     async def stopped_mid_tick() -> None:
-        task = asyncio.ensure_future(_tick(broker, writer))
+        housekeeping = Housekeeping(broker, writer)
+        housekeeping.wake()
+        task = housekeeping._task
         await asyncio.sleep(1.0 - time.time() % 1.0 + 0.3)  # past a boundary, before the phase
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

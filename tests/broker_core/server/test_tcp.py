@@ -1,6 +1,7 @@
 """The TCP server in-process on a real socket: a client that sends half a frame
 and stops (slow loris) is answered BAD_REQUEST and disconnected once the frame is
-older than `frame_timeout_s`, and the server keeps serving everyone else."""
+older than `frame_timeout_s`, and the server keeps serving everyone else. The reaper
+is armed by the half frame itself: nothing wakes for it before."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from broker_core import protocol as p
 from broker_core.cluster.ports import free_port_range
 from broker_core.server.broker import Broker, BrokerConfig
-from broker_core.server.tcp import reap_slow_clients, start_tcp
+from broker_core.server.housekeeping import Housekeeping
+from broker_core.server.tcp import start_tcp
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -30,10 +32,14 @@ def test_half_a_frame_held_too_long_is_disconnected_and_others_are_served(tmp_pa
 
     async def run():
         server = await start_tcp(broker)
-        reaper = asyncio.ensure_future(reap_slow_clients(broker, interval=0.05))
+        housekeeping = Housekeeping(broker)
+        housekeeping.start()
         try:
+            assert housekeeping.reaper.when is None
             loris_r, loris_w = await asyncio.open_connection("127.0.0.1", port)
             loris_w.write(p.encode_frame(p.Op.SEND, 1, b"x" * 100)[:20])
+            await asyncio.sleep(0.1)  # the half frame is read: the reaper is armed for it
+            assert housekeeping.reaper.when is not None
             honest_r, honest_w = await asyncio.open_connection("127.0.0.1", port)
             header, body = await asyncio.wait_for(read_frame(loris_r), 5)
             assert header.code == p.Code.BAD_REQUEST and b"incomplete frame" in body
@@ -43,8 +49,9 @@ def test_half_a_frame_held_too_long_is_disconnected_and_others_are_served(tmp_pa
             header, _ = await asyncio.wait_for(read_frame(honest_r), 5)
             assert header.code == p.Code.OK
             honest_w.close()
+            assert housekeeping.reaper.runs == 1  # once, at the loris's time
         finally:
-            reaper.cancel()
+            await housekeeping.stop()
             server.close()
 
     try:

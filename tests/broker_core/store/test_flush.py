@@ -110,3 +110,23 @@ def test_a_future_beyond_the_log_waits_without_spinning(tmp_path, small_config):
         assert not ahead.done()
         store.put("T", 0, b"y" * 200)  # now the log passes that offset
         assert ahead.result(timeout=5) is True
+
+
+def test_an_idle_stores_threads_sleep_until_the_log_grows(tmp_path, small_config):
+    """Flush, checkpoint and disk check each park on an untimed wait once nothing is left
+    to do (no wake-up a second to find nothing), and a put rings them awake."""
+    from tests.waiting import wait_for
+
+    config = small_config(background_services=True, flush_interval_s=0.01,
+                          flush_thorough_interval_s=0.05,
+                          cq_flush_interval_s=0.01, disk_check_interval_s=0.01)
+    with MessageStore(tmp_path, config) as store:
+        services = (store.flush_service, store.cq_flush, store.retention)
+        wait_for(lambda: all(s.parked for s in services), 10, "every service parked")
+        rounds = [s.rounds for s in services]
+        store.put("T", 0, b"x" * 100)
+        cl = store.commitlog
+        wait_for(lambda: store.cq_flush.last_saved == cl.write_offset == cl.flushed_offset,
+                 10, "flushed and checkpointed")
+        wait_for(lambda: all(s.parked for s in services), 10, "parked again")
+        assert all(s.rounds > r for s, r in zip(services, rounds, strict=True))

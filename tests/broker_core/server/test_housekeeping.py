@@ -1,0 +1,163 @@
+"""The broker's periodic work on a real socket and store: an idle broker arms no
+timer at all, work wakes the tick and the loop-lag probe, a delayed message is
+delivered when due by one deadline (not a pass 20 times a second), and /stats
+of a broker that went idle is brought up to date."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from broker_core import protocol as p
+from broker_core.cluster.ports import free_port_range
+from broker_core.protocol.delay import with_delay
+from broker_core.server.broker import Broker, BrokerConfig
+from broker_core.server.housekeeping import Housekeeping
+from broker_core.server.tcp import start_tcp
+from tests.clock import ManualClock
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class WatchedLoop(asyncio.SelectorEventLoop):
+    """The stdlib loop, saying which timers are armed (what would wake it)."""
+
+    def armed(self, within_s: float) -> list[asyncio.TimerHandle]:
+        horizon = self.time() + within_s
+        return [h for h in self._scheduled if not h.cancelled() and h.when() <= horizon]
+
+
+def run(main) -> None:
+    with asyncio.Runner(loop_factory=WatchedLoop) as runner:
+        runner.run(main())
+
+
+async def until(cond, timeout: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not (value := cond()):
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
+        await asyncio.sleep(0.02)
+    return value
+
+
+class Client:
+    """Raw frames over one connection, one request at a time."""
+
+    def __init__(self, reader, writer) -> None:
+        self.reader, self.writer, self.rid = reader, writer, 0
+
+    async def call(self, op: int, body: bytes) -> tuple[p.Header, bytes]:
+        self.rid += 1
+        self.writer.write(p.encode_frame(op, self.rid, body))
+        head = await self.reader.readexactly(p.HEADER_SIZE)
+        header = p.decode_header(head)
+        rest = await self.reader.readexactly(p.LENGTH_SIZE + header.length - p.HEADER_SIZE)
+        return header, rest
+
+    async def send(self, body: bytes, topic: str = "orders", props=None) -> int:
+        header, _ = await self.call(p.Op.SEND, p.encode_send(
+            topic, 0, p.OutMessage(body, properties=props or {})))
+        return header.code
+
+
+async def serving(tmp_path, clock=time.time):
+    port = free_port_range(2)
+    broker = Broker(BrokerConfig("b1", tmp_path / "b1", port=port, http_port=port + 1,
+                                 segment_bytes=8 << 20), clock=clock)
+    server = await start_tcp(broker)
+    housekeeping = Housekeeping(broker)
+    housekeeping.start()
+    client = Client(*await asyncio.open_connection("127.0.0.1", port))
+    return broker, server, housekeeping, client
+
+
+async def closing(broker, server, housekeeping, client) -> None:
+    client.writer.close()
+    await housekeeping.stop()
+    server.close()
+    broker.close()
+
+
+def test_an_idle_broker_arms_no_timer_and_work_wakes_its_tick(tmp_path):
+    async def main():
+        broker, server, hk, client = await serving(tmp_path)
+        loop = asyncio.get_running_loop()
+        try:
+            assert await client.send(b"first") == p.Code.OK
+            await until(lambda: hk.idle, what="idle after a second with no work")
+            assert loop.armed(within_s=3600) == []  # nothing will wake it: idle is idle
+            ticks, beats = hk.ticks, broker.loop_lag.beats
+
+            assert await client.send(b"second") == p.Code.OK  # work: the tick runs again
+            assert not hk.idle
+            await until(lambda: hk.idle, what="idle again")
+            assert hk.ticks > ticks and broker.loop_lag.beats > beats
+            assert loop.armed(within_s=3600) == []
+            doc = broker.stats(history_s=10)
+            assert sum(s["count"] for s in doc["history"]["send"]) == 2
+        finally:
+            await closing(broker, server, hk, client)
+
+    run(main)
+
+
+def test_stats_of_a_broker_gone_idle_are_brought_up_to_date(tmp_path):
+    clock = ManualClock(time.time())
+
+    async def main():
+        broker, server, hk, client = await serving(tmp_path, clock)
+        try:
+            assert await client.send(b"x") == p.Code.OK
+            clock.advance(1.0)  # the send's second ends: the tick's next look finds no work
+            await until(lambda: hk.idle)
+            before = broker.latest
+            clock.advance(5.0)  # five seconds pass with the broker asleep
+            doc = json.loads(broker.stats_json(5))  # /stats: closes the seconds since
+            assert broker.latest is not before
+            assert [s["ts"] for s in doc["history"]["send"]] == \
+                [int(clock.t) - 5 + i for i in range(5)]
+        finally:
+            await closing(broker, server, hk, client)
+
+    run(main)
+
+
+def test_a_delayed_message_is_delivered_when_due_by_one_deadline(tmp_path):
+    async def main():
+        broker, server, hk, client = await serving(tmp_path)
+        try:
+            await until(lambda: hk.idle)
+            runs = hk.delayed.runs
+            sent = time.time()
+            assert await client.send(b"later", props=with_delay({}, "1s")) == p.Code.OK
+            assert hk.delayed.when is not None  # armed for when it is due, by the send
+            await until(lambda: broker.store.queue_offsets("orders", 0)[1] == 1, timeout=5,
+                        what="the delayed message in its queue")
+            late = time.time() - sent - 1.0
+            assert -0.05 <= late < 0.5, late
+            assert hk.delayed.runs - runs <= 3  # at its time, not 20 passes a second
+            await until(lambda: hk.idle)
+            assert hk.delayed.when is None  # nothing left to deliver: nothing armed
+        finally:
+            await closing(broker, server, hk, client)
+
+    run(main)
+
+
+def test_the_loop_lag_is_still_seen_under_load(tmp_path):
+    async def main():
+        broker, server, hk, client = await serving(tmp_path)
+        loop = asyncio.get_running_loop()
+        try:
+            loop.call_later(0.2, time.sleep, 0.08)  # the loop held 80 ms amid the sends
+            end = time.monotonic() + 0.6
+            while time.monotonic() < end:
+                assert await client.send(b"m") == p.Code.OK
+            assert broker.loop_lag.worst(5) >= 0.05
+        finally:
+            await closing(broker, server, hk, client)
+
+    run(main)
