@@ -243,6 +243,14 @@ class Fuse:
             raise FuseError(f"interval_s must be in (0, 1) seconds, got {interval_s!r}")
         return self._late.beat(self._clock(), float(interval_s))
 
+    def rest(self) -> None:
+        """The client stops its heartbeat until its next call (nothing in flight)."""
+        self._late.rest()
+
+    @property
+    def calls_in_flight(self) -> int:
+        return len(self._calls)
+
     def abandon(self, token: CallToken) -> None:
         """Forget a call without judging it (e.g. the producer is shutting down)."""
         self._calls.forget(token[0])

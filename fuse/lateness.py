@@ -21,7 +21,8 @@ brokers). The fuse then judges only the time the client was watching:
   of watched time (`cutoff`), and never past the last moment the client was
   seen running (`watched_until`).
 
-A client that never beats is judged as before (no gaps). One writer (the
+A client that never beats is judged as before (no gaps); one that rests (`rest`:
+nothing in flight) starts afresh at its next beat. One writer (the
 heartbeat's thread) appends to the list of gaps and replaces it when it trims it,
 so a reader on another thread indexes a list that only grows under it.
 
@@ -105,6 +106,12 @@ class ClientLateness:
         self.due_by = now + interval_s + self.tolerance_s
         self.beats += 1
         return late
+
+    def rest(self) -> None:
+        """The client stops beating on purpose (nothing in flight): the time until its
+        next beat is no gap, and no call is judged against it meanwhile."""
+        self.last = None
+        self.due_by = math.inf
 
     def _record_gap(self, start: float, end: float) -> None:
         self._away += end - start

@@ -55,7 +55,10 @@ from broker_core.store.message import Message
 
 log = logging.getLogger("floodgate.consumer")
 
-HEARTBEAT_S = 2.0
+# RocketMQ's consumers beat every 30 s; a member is gone after 3 beats missed (the
+# brokers' GroupMembers): a new member is seen within a beat, a dead one's queues move
+# within 15 s. At 2 s an idle consumer's beats were most of its CPU.
+HEARTBEAT_S = 5.0
 ANSWER_S = 0.02  # a poll that sent pulls waits at least this long for their answers
 
 
@@ -400,10 +403,16 @@ class Consumer:
             pulls.serve(0.0, self._owned)
             if pulls.ready:
                 return self._take(max_msgs)
-            left = deadline - self._clock()
+            now = self._clock()
+            left = deadline - now
             if left <= 0:
                 return []
-            pulls.serve(min(left, 0.1), self._owned)
+            # asleep until an answer comes or something is due: a heartbeat, a lock to
+            # try again, a pull that outstayed its hold (not every 0.1 s to look)
+            due = min(self._next_heartbeat, pulls.next_due(now))
+            if self._leases is not None and len(self._leases.held()) < len(self._owned):
+                due = min(due, self._leases.retry_at)
+            pulls.serve(max(0.0, min(left, due - now)), self._owned)
             if pulls.ready:
                 return self._take(max_msgs)
 

@@ -11,7 +11,6 @@ FLOW_CONTROL backoff and the producer group brokers' quotas see
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import os
 import socket
@@ -34,8 +33,9 @@ from broker_core.client.attempts import (
     release_resynced,
     with_group,
 )
-from broker_core.client.connection import BrokerUnavailable, Connection, ConnectionPool
+from broker_core.client.connection import BrokerUnavailable, ConnectionPool
 from broker_core.client.ordering import OrderedQueues, choose
+from broker_core.client.sweeper import CallSweeper
 from broker_core.client.tracing import SendTracer, traced_properties, traces
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
@@ -52,8 +52,6 @@ from broker_core.trace.dispatcher import TraceDispatcher
 from broker_core.trace.records import TRACE_TOPIC, now_ms
 
 __all__ = ["Producer", "SendFailed", "SendResult", "normalize_brokers"]
-
-SWEEP_S = 0.02  # timeouts and the fuse's in-flight judgement, every 20 ms
 
 
 def encode_one(topic: str, body: bytes, tags, keys, properties) -> bytes:
@@ -105,18 +103,15 @@ class Producer:
         self.timeout = timeout
         self.options = SendOptions(retries, flow_retries, tuple(backoff), group)
         self.counters = SendCounters()
-        self._later: list[tuple[float, int, SendPlan, bytes, Future]] = []  # backoffs, a heap
-        self._later_ids = itertools.count()
         self._clock = clock
         self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
         self._pool = ConnectionPool(self.brokers, credentials)
         self._ordered = OrderedQueues(lambda: self._names, self._route)
         self._rr = itertools.count()
         self._names = list(self.brokers)
-        self._deadlines: dict[Future, tuple[float, Connection]] = {}
-        self._dl_lock = threading.Lock()
         self._closed = threading.Event()
-        self._sweeper: threading.Thread | None = None  # started by the first send
+        # timeouts, backoffs and the fuse's ticks: a thread started by the first call
+        self._sweeper = CallSweeper(self.fuse, clock, self._attempt)
         self.tracer: SendTracer | None = None
         self._own_trace = None
         if trace_rate > 0:
@@ -231,8 +226,7 @@ class Producer:
 
     def close(self) -> None:
         self._closed.set()
-        with self._dl_lock:
-            waiting, self._later = self._later, []
+        waiting = self._sweeper.close()
         for *_, outer in waiting:  # backing off when the producer closed: never sent again
             if not outer.done():
                 outer.set_exception(SendFailed("producer closed while backing off", Code.FLOW_CONTROL))
@@ -247,13 +241,6 @@ class Producer:
         self.close()
 
     # -- attempts -----------------------------------------------------------
-    def _start_sweeper(self) -> None:
-        with self._dl_lock:
-            if self._sweeper is None and not self._closed.is_set():
-                self._sweeper = threading.Thread(
-                    target=self._sweep, daemon=True, name="floodgate-producer-timeouts")
-                self._sweeper.start()
-
     def _choose(self, candidates: list[str]) -> str:
         if self.fuse is not None:
             return self.fuse.choose(candidates)
@@ -280,8 +267,6 @@ class Producer:
 
     def _plan(self, op: Op, pinned: str | None = None) -> SendPlan:
         """`pinned`: every attempt to this broker only (an ordered send's queue)."""
-        if self._sweeper is None:
-            self._start_sweeper()
         self._follow_routes()
         return SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
                         self._rr, self.counters)
@@ -303,13 +288,11 @@ class Producer:
         except AuthFailed as exc:  # on a reader thread's retry it would be lost there
             outer.set_exception(plan.unauthenticated(exc))
             return
-        with self._dl_lock:
-            self._deadlines[fut] = (self._clock() + self.timeout, conn)
+        self._sweeper.watch(fut, conn, self.timeout)
         fut.add_done_callback(lambda f: self._on_response(f, plan, payload, outer))
 
     def _on_response(self, fut: Future, plan: SendPlan, payload: bytes, outer: Future) -> None:
-        with self._dl_lock:
-            self._deadlines.pop(fut, None)
+        self._sweeper.answered(fut)
         try:
             code, body = fut.result()
         except Exception as exc:  # noqa: BLE001 - BrokerUnavailable or timeout
@@ -325,9 +308,7 @@ class Producer:
         elif kind == "fail":
             outer.set_exception(value)
         elif kind == "backoff":  # the sweeper sends it again when its wait is over
-            with self._dl_lock:
-                heapq.heappush(self._later, (self._clock() + value, next(self._later_ids),
-                                             plan, payload, outer))
+            self._sweeper.later(value, plan, payload, outer)
         else:
             self._attempt(plan, payload, outer)
 
@@ -337,6 +318,7 @@ class Producer:
         plan = self._plan(op, pinned)
         while True:
             broker = plan.next()
+            self._sweeper.wake()  # its fuse call is in flight now: judged meanwhile
             code = body = None
             reason = ""
             try:
@@ -353,39 +335,6 @@ class Producer:
                 raise value
             if kind == "backoff":
                 time.sleep(value)
-
-    def _sweep(self) -> None:
-        """Fail requests past their deadline and tick the fuse (one thread for all).
-
-        Its wake-ups are also the producer's heartbeat: when this thread runs
-        late, so do the threads reading answers (same GIL, same cores), and the
-        fuse does not hold that time against the brokers (fuse.lateness).
-        """
-        while not self._closed.wait(SWEEP_S):
-            if self.fuse is not None:
-                self.fuse.heartbeat(SWEEP_S)
-                # judge calls still in flight: a broker stuck on a call is slow now,
-                # not when (if ever) the call returns
-                self.fuse.tick()
-            now = self._clock()
-            with self._dl_lock:
-                late = [(f, c) for f, (d, c) in self._deadlines.items() if d <= now]
-                for f, _ in late:
-                    del self._deadlines[f]
-                due = []
-                while self._later and self._later[0][0] <= now:
-                    due.append(heapq.heappop(self._later))
-            for _at, _id, plan, payload, outer in due:
-                self._attempt(plan, payload, outer)
-            for fut, conn in late:
-                conn.forget(fut)
-                if not fut.done():
-                    try:
-                        fut.set_exception(
-                            TimeoutError(f"{conn.addr}: no answer in {self.timeout:g} s")
-                        )
-                    except Exception:  # noqa: BLE001 - answered at the same moment
-                        pass
 
 
 def trace_dispatcher(brokers=None, routes=None, credentials=None,

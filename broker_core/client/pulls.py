@@ -17,6 +17,7 @@ a commit stores). Dropping the buffer (a rebalance, a rewind) pulls again from
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -39,7 +40,10 @@ from broker_core.store.served import decode_records
 
 log = logging.getLogger("floodgate.consumer")
 
-PULL_WAIT_MS = 2000  # how long a broker holds a pull on a caught-up queue
+# How long a broker holds a pull on a caught-up queue (RocketMQ's is 15 s): an idle
+# consumer sends a pull a broker this often. A broker's holding costs nothing (its
+# timeouts wait on one deadline), and a message that arrives answers at once.
+PULL_WAIT_MS = 10_000
 PULL_BATCH = 32  # messages a pull asks for, per queue it names (RocketMQ's pullBatchSize)
 BUFFER_PER_QUEUE = 256  # messages fetched and not yet handed out, before a queue's next pull
 DOWN_S = 1.0  # a broker that failed a pull is not asked again for this long (its slave is),
@@ -84,6 +88,10 @@ class DownList:
 
     def up(self, addr: str, now: float) -> bool:
         return self._until.get(addr, 0.0) <= now
+
+    def next_up(self, now: float) -> float:
+        """When the next address not asked now may be again (inf: none is down)."""
+        return min((t for t in self._until.values() if t > now), default=math.inf)
 
 
 class Pulls:
@@ -159,13 +167,20 @@ class Pulls:
                 return addr
         return None
 
+    def next_due(self, now: float) -> float:
+        """When `poll` must look again without an answer: a pull given up on, or a
+        broker that failed back up (inf: nothing is due)."""
+        due = min((sent + self._timeout + PULL_WAIT_MS / 1000
+                   for _a, _f, sent in self._inflight.values()), default=math.inf)
+        return min(due, self._down.next_up(now))
+
     def serve(self, timeout: float, owned: Iterable[Queue]) -> None:
         """Read the answers that arrive within `timeout`, and take in those of `owned`."""
         if self._inflight:
             serve_any([self._pool.get(a) for a, _f, _t in self._inflight.values()], timeout)
             self._collect(owned)
         elif timeout:
-            time.sleep(min(timeout, 0.1))
+            time.sleep(timeout)
 
     def _collect(self, owned: Iterable[Queue]) -> None:
         """Take in the answers that arrived (and drop pulls that never will)."""

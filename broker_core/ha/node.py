@@ -74,7 +74,7 @@ class HaNode:
             broker.store, self.group, sync=self.sync, timeout_s=settings.sync_timeout_s,
             epoch=lambda: self.epoch, history=lambda: self.epochs.history,
             is_master=lambda: self.role is Role.MASTER, meta=self._meta,
-            meta_version=lambda: broker.activity, persist=persist_isr)
+            meta_version=broker.meta_version, persist=persist_isr)
         self.slave: ReplicaClient | None = None
         self.membership = None  # ha.membership.Membership, when ZooKeeper drives the role
         self._server: asyncio.base_events.Server | None = None

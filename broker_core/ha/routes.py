@@ -19,7 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from broker_core.errors import BrokerError
-from broker_core.ha.records import GroupRecord, Paths, RecordError
+from broker_core.ha.records import SESSION_S, GroupRecord, Paths, RecordError
 
 
 class _WhereLogged(logging.Filter):
@@ -38,7 +38,7 @@ ZK_LOG.addFilter(_WhereLogged())
 
 class ZkRoutes:
     def __init__(self, zk_hosts: str, cluster: str, members: Mapping[str, Sequence[str]],
-                 session_s: float = 5.0) -> None:
+                 session_s: float = SESSION_S) -> None:
         """`members`: group -> the TCP addresses of its brokers (from the cluster file)."""
         from kazoo.client import KazooClient
 
@@ -134,7 +134,7 @@ def copies_of(record: GroupRecord) -> int:
     return len(set(record.in_sync) | {record.master}) if record.master else 0
 
 
-def routes_for(spec, session_s: float = 5.0) -> ZkRoutes:
+def routes_for(spec, session_s: float = SESSION_S) -> ZkRoutes:
     """Routes of a replicated cluster file (`cluster up --groups`), started."""
     if not spec.replicated:
         raise BrokerError(f"cluster {spec.name} has no ZooKeeper: not a replicated cluster")

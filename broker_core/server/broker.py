@@ -135,8 +135,7 @@ class Broker:
         # server.housekeeping.Housekeeping once serving (the runner's): the tick and the
         # timed passes, woken by work; tests tick by hand without one
         self.housekeeping = None
-        self.busy = False  # work arrived since the tick last looked
-        self.activity = 0  # reads served, in all: what changed may need telling (ha META)
+        self.activity = 0  # reads served, in all
         self.ha = None  # an ha.node.HaNode when the broker is in a replicated group
         self._host = pack_host(config.addr)  # in SEND answers: the message id's broker
         self.trace_store = StoreTracer(
@@ -163,7 +162,6 @@ class Broker:
         """Work arrived (a read from a client, a slave's link, an operator's change):
         the tick and the loop-lag probe run while there is some. On every read: cheap."""
         self.activity += 1
-        self.busy = True
         self.loop_lag.poke()
         hk = self.housekeeping
         if hk is not None and hk.idle:
@@ -178,6 +176,11 @@ class Broker:
         """A client's read ended inside a frame (it is disconnected if it stays so)."""
         if self.housekeeping is not None:
             self.housekeeping.partial()
+
+    def meta_version(self) -> int:
+        """Moves whenever a table a master sends its slaves changed (ha META)."""
+        return (self.topics.version + self.offsets.version + self.delay_offsets.version
+                + self.tx_table.version + self.acl.version + self.locks.version)
 
     def role_changed(self) -> None:
         """This broker became master (or stopped being one): the passes look again."""

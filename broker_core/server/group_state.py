@@ -38,7 +38,19 @@ class JsonTable:
     took: tens of ms while the CommitLog flushed, a hundred at start-up)."""
 
     path: Path
-    dirty: bool = False
+    _dirty = False
+    version = 0  # bumped at each change: a master tells its slaves the tables when it moves
+
+    @property
+    def dirty(self) -> bool:
+        """Changed since last taken (saved)."""
+        return self._dirty
+
+    @dirty.setter
+    def dirty(self, value: bool) -> None:
+        if value:
+            self.version += 1
+        self._dirty = value
 
     def document(self) -> dict:
         raise NotImplementedError
@@ -160,9 +172,10 @@ class OffsetTable(JsonTable):
 
 
 class GroupMembers:
-    """Live members per (group, topic): a member unseen for `expire_s` is gone."""
+    """Live members per (group, topic): a member unseen for `expire_s` is gone (three
+    of its heartbeats: client.consumer.HEARTBEAT_S)."""
 
-    def __init__(self, clock: Callable[[], float], expire_s: float = 10.0) -> None:
+    def __init__(self, clock: Callable[[], float], expire_s: float = 15.0) -> None:
         self._clock = clock
         self.expire_s = expire_s
         self._seen: dict[tuple[str, str], dict[str, float]] = {}

@@ -59,6 +59,7 @@ class Housekeeping:
         self._rolling: asyncio.Future | None = None
         self._saving: asyncio.Future | None = None
         self._refreshed = -1  # the wall second the snapshot was last taken in
+        self._version = -1  # the tables' version (Broker.meta_version) at that snapshot
         self.ticks = 0
         late = broker.loop_lag.sample
         self.delayed = Deadline(self._deliver_delayed, "delayed delivery", late)
@@ -119,7 +120,8 @@ class Housekeeping:
     def catch_up(self) -> None:
         """/stats or /metrics of an idle broker: the seconds since its last tick closed
         and the snapshot taken now (a ticking broker's is at most a second old)."""
-        if self._task is not None or self._refreshed >= int(self.broker.clock()):
+        now = int(self.broker.clock())
+        if self._refreshed >= now or (self._task is not None and self._refreshed >= now - 1):
             return
         closed = self.broker.close_seconds()
         self._refresh_now()
@@ -128,27 +130,29 @@ class Housekeeping:
 
     # -- the tick ---------------------------------------------------------------------
     async def _ticking(self) -> None:
+        """Each second while it had work: the seconds closed at the boundary, the
+        snapshot at the broker's phase of the second, the tables saved, the log rolled.
+        Work is what a second recorded (a send, a pull that brought messages, an error)
+        or a table changed (a commit, a topic): a heartbeat or a pull held and answered
+        empty wakes it for one look at a boundary, no snapshot."""
         broker = self.broker
         try:
             while True:
                 await asyncio.sleep(1.0 - (time.time() % 1.0) + 0.001)  # past the boundary
-                busy, broker.busy = broker.busy, False
                 closed = broker.close_seconds()
-                refreshed = False
-                try:
-                    await asyncio.sleep(self.phase)
-                    for _step in broker.refresh_steps():  # sends served between steps
-                        await asyncio.sleep(0)
-                    refreshed = True
-                    self._refreshed = int(broker.clock())
-                finally:  # stopped in between: the seconds closed still reach the log
-                    if not refreshed:
-                        self._refresh_now()
+                version = broker.meta_version()
+                worked = (version != self._version or broker.latest is None
+                          or any(fig.hist.count or fig.errors
+                                 for second in closed for fig in second.ops.values()))
+                if worked:
+                    self._version = version
+                    await self._refresh_in_phase(closed)
+                else:
                     self._log(closed)
                 self.ticks += 1
                 self._save()
                 self._roll(due_only=True)
-                if not (busy or broker.busy):  # a whole second with no work: idle
+                if not worked:  # a whole second with no work: idle
                     self._task = None
                     self._arm_roll()
                     return
@@ -157,6 +161,20 @@ class Housekeeping:
         except Exception:  # noqa: BLE001 - logged; the next work starts the tick again
             log.exception("broker tick")
             self._task = None
+
+    async def _refresh_in_phase(self, closed) -> None:
+        broker = self.broker
+        refreshed = False
+        try:
+            await asyncio.sleep(self.phase)
+            for _step in broker.refresh_steps():  # sends served between steps
+                await asyncio.sleep(0)
+            refreshed = True
+            self._refreshed = int(broker.clock())
+        finally:  # stopped in between: the seconds closed still reach the log
+            if not refreshed:
+                self._refresh_now()
+            self._log(closed)
 
     def _refresh_now(self) -> None:
         self.broker.refresh()

@@ -19,7 +19,8 @@ of a hundred queues among ten thousand gets one every ~50 ms), where holding
 would bring no second message, only delay. Such a pull is answered at the loop's
 next turn (with every other pull woken in the same turn), as RocketMQ's and
 Kafka's defaults answer a long poll on arrival.
-Timeouts are swept every SWEEP_S: no timer per held pull.
+Timeouts are swept by one timer armed for the earliest held pull's (no timer per held
+pull, and none at all while nothing is held).
 
 A wide pull (a consumer's hundred queues of a topic with thousands) is checked in
 one pass over its queues when it comes in, and remembers which of them have
@@ -39,6 +40,7 @@ from time import perf_counter
 from typing import Protocol
 
 from broker_core import protocol as p
+from broker_core.deadline import Deadline
 from broker_core.errors import BrokerError
 from broker_core.observe.recorder import OpRecorder
 from broker_core.protocol import Code, Op
@@ -51,7 +53,7 @@ log = logging.getLogger("floodgate.broker")
 
 HOLD_S = 0.010  # arrivals answer held pulls in batches this far apart
 MIN_BATCH = 16  # a pull that would bring fewer waits up to HOLD_S for more
-SWEEP_S = 0.05  # held pulls past their timeout are answered this often
+SWEEP_S = 0.005  # held pulls due within this of the one swept are answered with it
 NARROW = 16  # a pull naming more queues is held per topic, not per queue
 _STATUS = {
     GetStatus.FOUND: "FOUND",
@@ -108,7 +110,7 @@ class PullOps:
         self._batch: asyncio.TimerHandle | None = None
         self._soon: list[HeldPull] = []  # woken after a quiet wait: answered next turn
         self._soon_armed = False
-        self._sweep: asyncio.TimerHandle | None = None
+        self._sweeper = Deadline(self._expire, "held pulls' timeouts")
 
     @property
     def held(self) -> int:
@@ -215,8 +217,7 @@ class PullOps:
             for qid, _offset in held.req.queues:
                 self._held.setdefault((topic, qid), []).append(held)
         self._waiting.add(held)
-        if self._sweep is None:
-            self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
+        self._sweeper.after(held.deadline - self._clock())
 
     def arrived(self, topic: str, queue_id: int) -> None:
         """A message was stored in the queue: its held pulls are answered with the next
@@ -259,13 +260,13 @@ class PullOps:
         for held in soon:
             self._finish(held)
 
-    def _expire(self) -> None:
-        self._sweep = None
+    def _expire(self) -> float | None:
+        """Answer the held pulls past their timeout; in how long the next one is due."""
         now = self._clock()
-        for held in [h for h in self._waiting if h.deadline <= now]:
+        for held in [h for h in self._waiting if h.deadline <= now + SWEEP_S]:
             self._finish(held, every_queue=True)
-        if self._waiting:
-            self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
+        return min((h.deadline for h in self._waiting), default=now) - now \
+            if self._waiting else None
 
     def _finish(self, held: HeldPull, every_queue: bool = False) -> None:
         if held.done:

@@ -36,11 +36,13 @@ class QueueLocks:
         self.granted = 0  # a queue given to a new holder (the console's "lock changes")
         self.expired = 0  # ... of which after the old holder's lease ran out
         self.refused = 0  # a queue asked for while another client held it
+        self.version = 0  # bumped at each grant, renewal or release (told to slaves)
 
     def lock(self, group: str, client_id: str, topic: str, qids: list[int]) -> list[int]:
         """Grant or renew `client_id`'s locks on `qids`; the ones it holds now."""
         now = self._mono()
         held = []
+        self.version += 1
         for qid in qids:
             key = (group, topic, qid)
             lock = self._locks.get(key)
@@ -66,6 +68,7 @@ class QueueLocks:
             if lock is not None and lock.client_id == client_id:
                 del self._locks[key]
                 n += 1
+        self.version += n > 0
         return n
 
     def holders(self) -> list[dict]:

@@ -229,10 +229,21 @@ class TxService:
                 and now_ms - h.stored_ms >= self.check_after_ms and now_ms >= h.next_check_ms]
 
     def next_due_ms(self) -> int | None:
-        """When the next pending half is due a check (wall ms), None if none is pending."""
-        return min((max(h.stored_ms + self.check_after_ms, h.next_check_ms)
-                    for h in self.pending.values() if h.offset not in self.resolving),
-                   default=None)
+        """When `run_once` next has something to do (wall ms), None if nothing is pending:
+        a half falls due a check, or one that is due (its producer group asks for its
+        checks itself) outlives its group's last sign of life."""
+        now = self.wall_ms()
+        alive_ms = PRODUCER_ALIVE_S * 1000
+        soonest = None
+        for h in self.pending.values():
+            if h.offset in self.resolving:
+                continue
+            due = max(h.stored_ms + self.check_after_ms, h.next_check_ms)
+            if due <= now:  # due: counted once its producers are gone
+                due = max(now, self.producers.get(h.group, -10**12) + alive_ms + 1)
+            if soonest is None or due < soonest:
+                soonest = due
+        return soonest
 
     def checks_for(self, group: str) -> list[Half]:
         """A producer of `group` asks: the halves it should check now (counted)."""

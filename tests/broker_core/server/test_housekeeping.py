@@ -161,3 +161,23 @@ def test_the_loop_lag_is_still_seen_under_load(tmp_path):
             await closing(broker, server, hk, client)
 
     run(main)
+
+
+def test_a_heartbeat_wakes_the_tick_for_one_look_and_no_snapshot(tmp_path):
+    """A request that records nothing and changes no table (a consumer's heartbeat) is
+    looked at once at the next boundary; the snapshot is not taken again for it."""
+    async def main():
+        broker, server, hk, client = await serving(tmp_path)
+        try:
+            assert await client.send(b"x") == p.Code.OK
+            await until(lambda: hk.idle)
+            snap, ticks = broker.latest, hk.ticks
+            header, _ = await client.call(p.Op.HEARTBEAT, p.encode_json(
+                {"group": "g", "topic": "orders", "client_id": "c1"}))
+            assert header.code == p.Code.OK and not hk.idle
+            await until(lambda: hk.idle)
+            assert hk.ticks == ticks + 1 and broker.latest is snap
+        finally:
+            await closing(broker, server, hk, client)
+
+    run(main)
