@@ -98,13 +98,15 @@ class Fuse:
 
     # ---- hot path -------------------------------------------------------
 
-    def choose(self, candidates: Sequence[str] | None = None) -> str:
+    def choose(self, candidates: Sequence[str] | None = None,
+               prefer: str | None = None) -> str:
         """A broker to call: round robin over the usable ones.
 
         With `candidates` (e.g. the brokers holding the topic, minus the one
         that just failed), round robin over those not excluded (a name the
         fuse does not know counts as healthy); if all of them are excluded,
-        the one isolated earliest (rule 4).
+        the one isolated earliest (rule 4). `prefer`, when it is one of the
+        candidates not excluded, is chosen (the round robin does not move).
         """
         k = self._k
         if self._clock() >= k.next_tick:
@@ -116,6 +118,8 @@ class Fuse:
             except ZeroDivisionError:
                 raise FuseError("the fuse has no brokers to choose from") from None
         excluded = k.excluded
+        if prefer is not None and prefer not in excluded and prefer in candidates:
+            return prefer
         pool = [b for b in candidates if b not in excluded]
         if pool:
             return pool[next(self._rr) % len(pool)]

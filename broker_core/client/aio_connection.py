@@ -1,7 +1,9 @@
-"""One pipelined connection to a broker for asyncio code (the `AsyncProducer`'s): requests
-are written at once and their answers call back by request id; no task, no future, no
-timer per request (timeouts swept every SWEEP_S per connection). `authenticate` is the
-ACL handshake (acl.handshake) over it, before any send.
+"""One pipelined connection to a broker for asyncio code (the `AsyncProducer`'s): the
+requests of one turn of the loop leave in one write (the broker reads them in one read
+and answers them in one write), and their answers call back by request id; no task, no
+future, no timer per request (timeouts swept by one timer per connection, armed for the
+oldest request's). `authenticate` is the ACL handshake (acl.handshake) over it, before
+any send.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable
 
 from broker_core.acl.handshake import AuthFailed, client_handshake_async
 from broker_core.client.connection import TLS_HINT, BrokerUnavailable
+from broker_core.deadline import Deadline
 from broker_core.protocol import (
     FLAG_RESPONSE,
     Code,
@@ -24,7 +27,6 @@ from broker_core.protocol import (
 )
 
 Answered = Callable[[int | None, bytes | None, str], None]  # (code, body, why no answer)
-SWEEP_S = 0.05  # requests past their timeout are failed this often
 
 
 class AioConnection(asyncio.Protocol):
@@ -39,7 +41,8 @@ class AioConnection(asyncio.Protocol):
         self.pending: dict[int, tuple[float, Answered]] = {}  # rid -> (deadline, callback)
         self.transport: asyncio.Transport | None = None
         self.ids = itertools.count(1)
-        self._sweep: asyncio.TimerHandle | None = None
+        self._sweeper = Deadline(self._expire, "request timeouts")
+        self._out: list[bytes] = []  # this turn's requests, written at its end
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -65,23 +68,24 @@ class AioConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
         self.transport = None
+        self._out.clear()
+        self._sweeper.cancel()
         pending, self.pending = self.pending, {}
         for _deadline, answered in pending.values():
             answered(None, None, reason)
 
-    def _expire(self) -> None:
-        """Fail the requests past their deadline (oldest first: the dict keeps order)."""
-        self._sweep = None
+    def _expire(self) -> float | None:
+        """Fail the requests past their deadline (oldest first: the dict keeps order);
+        in how long the oldest left is due."""
         now = time.monotonic()
         pending = self.pending
         while pending:
             rid, (deadline, answered) = next(iter(pending.items()))
             if deadline > now:
-                break
+                return deadline - now
             del pending[rid]
             answered(None, None, f"{self.addr}: no answer in {self.timeout:g} s")
-        if pending:
-            self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
+        return None
 
     def request(self, op: int, body: bytes, answered: Answered) -> None:
         if self.transport is None or self.transport.is_closing():
@@ -91,9 +95,17 @@ class AioConnection(asyncio.Protocol):
                 "not connected" if self.transport is None else "connection closing"))
         rid = next(self.ids) & 0xFFFFFFFF
         self.pending[rid] = (time.monotonic() + self.timeout, answered)
-        self.transport.write(encode_frame(op, rid, body))
-        if self._sweep is None:
-            self._sweep = asyncio.get_running_loop().call_later(SWEEP_S, self._expire)
+        out = self._out
+        out.append(encode_frame(op, rid, body))
+        if len(out) == 1:
+            asyncio.get_running_loop().call_soon(self._write)
+        if self._sweeper.when is None:
+            self._sweeper.after(self.timeout)
+
+    def _write(self) -> None:
+        out, self._out = self._out, []
+        if out and self.transport is not None:
+            self.transport.writelines(out)
 
 
 async def authenticate(conn: AioConnection, creds) -> None:

@@ -55,6 +55,9 @@ from broker_core.trace.records import TRACE_TOPIC, now_ms
 # often enough that a stalled loop is seen within a few ms. Only while calls are in
 # flight, the only time the fuse needs it: an idle producer beat 200 times a second.
 HEARTBEAT_S = 0.005
+# The sends of one turn of the loop go to one broker (their frames in one write, as
+# Kafka's sticky partitioner fills a batch), this many at most before the next broker's.
+STICKY_MAX = 64
 
 
 class AsyncProducer:
@@ -87,6 +90,11 @@ class AsyncProducer:
         self._closing = False
         self._heartbeat: asyncio.TimerHandle | None = None
         self._sent = False  # a call started since the last beat
+        # the broker this turn of the loop sends to: its sends leave in one write
+        # (client.aio_connection) and reach the broker in one read
+        self._sticky: str | None = None
+        self._stuck = 0  # sends that went to it
+        self._unstick_armed = False
         self._trace_sender: AsyncProducer | None = None  # the tracer's, on this loop
 
     def _beat(self) -> None:
@@ -182,8 +190,21 @@ class AsyncProducer:
         if self.routes is not None and self.routes.changes != self._routes_changes:
             self._reroute()
         plan = SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
-                        self._rr, self.counters)
+                        self._rr, self.counters, None if pinned else self._sticky)
         self._attempt(plan, payload, done)
+        if pinned:
+            return
+        if self._sticky is None:  # this turn's sends follow the first one ...
+            self._sticky, self._stuck = plan.broker, 0
+            if not self._unstick_armed:
+                self._unstick_armed = True
+                asyncio.get_running_loop().call_soon(self._unstick)
+        self._stuck += 1
+        if self._stuck >= STICKY_MAX:  # ... a frame's worth, then the next broker's turn
+            self._sticky = None
+
+    def _unstick(self) -> None:
+        self._sticky, self._unstick_armed = None, False
 
     def _attempt(self, plan: SendPlan, payload: bytes, done) -> None:
         broker = plan.next()

@@ -186,12 +186,17 @@ class SendPlan:
     """
 
     __slots__ = ("fuse", "names", "options", "op", "rr", "tried", "attempt", "broker", "token",
-                 "throttled", "refused", "counters", "why")
+                 "throttled", "refused", "counters", "why", "prefer")
 
     def __init__(self, fuse, names: Sequence[str], options: SendOptions, op: Op,
-                 rr: itertools.count, counters: SendCounters | None = None) -> None:
+                 rr: itertools.count, counters: SendCounters | None = None,
+                 prefer: str | None = None) -> None:
+        """`prefer`: the first attempt goes there if the fuse lets it (the sends of one
+        turn of a producer's loop go to one broker, in one write: Kafka's sticky
+        partitioner); the round robin moves on from turn to turn."""
         self.fuse, self.names, self.options, self.op, self.rr = fuse, names, options, op, rr
         self.counters = counters
+        self.prefer = prefer
         self.tried: list[str] = []
         self.why: list[str] = []  # per failed attempt, for the trace
         self.attempt = 0
@@ -204,9 +209,12 @@ class SendPlan:
         """The broker for the next attempt (its fuse call begins now)."""
         candidates = [b for b in self.names if b not in self.tried] or self.names
         self.attempt += 1
+        prefer, self.prefer = self.prefer, None
         if self.fuse is not None:
-            self.broker = self.fuse.choose(candidates)
+            self.broker = self.fuse.choose(candidates, prefer)
             self.token = self.fuse.begin(self.broker)
+        elif prefer in candidates:
+            self.broker = prefer
         else:
             self.broker = candidates[next(self.rr) % len(candidates)]
         return self.broker

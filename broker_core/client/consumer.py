@@ -410,8 +410,10 @@ class Consumer:
             # asleep until an answer comes or something is due: a heartbeat, a lock to
             # try again, a pull that outstayed its hold (not every 0.1 s to look)
             due = min(self._next_heartbeat, pulls.next_due(now))
-            if self._leases is not None and len(self._leases.held()) < len(self._owned):
-                due = min(due, self._leases.retry_at)
+            if self._leases is not None:
+                due = min(due, self._in_place.next_resume(now))
+                if len(self._leases.held()) < len(self._owned):
+                    due = min(due, self._leases.retry_at)
             pulls.serve(max(0.0, min(left, due - now)), self._owned)
             if pulls.ready:
                 return self._take(max_msgs)
@@ -456,23 +458,25 @@ class Consumer:
             return
         if self._retry is not None:
             self._retry.commit()
-        for queue, offset in list(self._pulls.delivered.items()):
-            if self._committed.get(queue) == offset:
-                continue
-            broker, qid = queue
+        moved: dict[str, dict[int, int]] = {}  # broker -> queue id -> offset
+        for (broker, qid), offset in list(self._pulls.delivered.items()):
+            if self._committed.get((broker, qid)) != offset:
+                moved.setdefault(broker, {})[qid] = offset
+        for broker, offsets in moved.items():  # one request a broker, its queues in it
             try:
                 answer = self._json(
                     broker,
                     Op.COMMIT_OFFSET,
-                    {"group": self.group, "topic": self.topic, "queue_id": qid, "offset": offset,
-                     "reset": self._reset},
+                    {"group": self.group, "topic": self.topic,
+                     "offsets": {str(q): o for q, o in offsets.items()}, "reset": self._reset},
                 )
                 if answer.get("stale"):  # reset meanwhile: start over from the new offsets
                     self._heard_reset(int(answer.get("reset", 0)))
                     return
-                self._committed[queue] = offset
-                if self.tracer is not None:
-                    self.tracer.committed(queue, offset)
+                for qid, offset in offsets.items():
+                    self._committed[(broker, qid)] = offset
+                    if self.tracer is not None:
+                        self.tracer.committed((broker, qid), offset)
             except (BrokerUnavailable, BrokerError):
                 pass  # at-least-once: committed again next time
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Callable, Iterable
 
 from broker_core.client.connection import BrokerUnavailable
@@ -113,6 +114,10 @@ class InPlaceRetries:
     def waiting(self, queue: Queue) -> bool:
         """Whether `queue` pauses after a failure now."""
         return self._waiting.get(queue, 0.0) > self._clock()
+
+    def next_resume(self, now: float) -> float:
+        """When the next paused queue may be read again (inf: none pauses)."""
+        return min((t for t in self._waiting.values() if t > now), default=math.inf)
 
     def failed(self, queue: Queue, message: Message) -> str:
         """`message` comes again after SUSPEND_S ("retry"), or past `max_reconsume` tries

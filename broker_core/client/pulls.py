@@ -109,6 +109,7 @@ class Pulls:
         self.delivered: dict[Queue, int] = {}  # past the last one handed out
         self.corrupt = 0  # records that failed their CRC, skipped
         self._inflight: dict[str, tuple[str, Future, float]] = {}  # broker -> its pull
+        self._rewound: set[Queue] = set()  # cleared since last pulled: pulled again first
         self._turn = 0
         # per queue, its fetched runs (messages, the offset past them) oldest first; the
         # queues in the order of their turns (a dict keeps it: a served queue goes last)
@@ -127,13 +128,20 @@ class Pulls:
         """A pull in flight on every broker where an owned queue has room in the buffer
         (`start_offset` for a queue not read before); whether any was sent."""
         sent = False
+        rewound = self._rewound
         for broker, owned in owned_by_broker.items():
             if broker in self._inflight:  # (checked first: a poll's loop asks often)
-                continue
+                if not rewound or not any(q in rewound and self._pullable(q) for q in owned):
+                    continue
+                # a queue rewound while its broker held this pull (an in-place retry's
+                # pause is over): asked again now, not when the held pull times out
+                addr, fut, _sent = self._inflight.pop(broker)
+                self._pool.get(addr).forget(fut)
             queues = [q for q in owned
                       if self._buffered.get(q, 0) < BUFFER_PER_QUEUE and self._pullable(q)]
             if not queues:
                 continue
+            rewound.difference_update(queues)
             addr = self._pull_addr(broker)
             if addr is None:
                 continue
@@ -291,6 +299,7 @@ class Pulls:
         to its broker (its answer could bring the queue's messages from before)."""
         self._ready.pop(queue, None)
         self._buffered.pop(queue, None)
+        self._rewound.add(queue)
         inflight = self._inflight.pop(queue[0], None)
         if inflight is not None:
             self._pool.get(inflight[0]).forget(inflight[1])

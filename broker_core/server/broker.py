@@ -281,11 +281,19 @@ class Broker:
         )
 
     async def _commit_offset(self, body: bytes) -> tuple[int, bytes]:
+        """One queue's offset (`queue_id`, `offset`), or several (`offsets`: queue id ->
+        offset): a consumer commits what it read of a broker in one request."""
         req = p.decode_json(body)
         group = check_group(str(req.get("group", "")))
         try:
-            stored = self.offsets.commit(group, str(req["topic"]), int(req["queue_id"]),
-                                         int(req["offset"]), int(req.get("reset", 0)))
+            topic, reset = str(req["topic"]), int(req.get("reset", 0))
+            many = req.get("offsets")
+            if many is None:
+                many = {req["queue_id"]: req["offset"]}
+            elif not isinstance(many, dict):
+                return self.bad("offsets must be an object: queue id -> offset")
+            stored = all([self.offsets.commit(group, topic, int(qid), int(offset), reset)
+                          for qid, offset in many.items()])
         except KeyError as exc:
             return self.bad(f"missing field {exc}")
         self.backlog.heard(group)

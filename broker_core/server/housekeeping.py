@@ -96,9 +96,12 @@ class Housekeeping:
 
     # -- what arms the parts -----------------------------------------------------------
     def wake(self) -> None:
-        """Work arrived: the tick runs each second until a second passes with none."""
+        """Work arrived: the tick runs each second until a second passes with none. The
+        seconds slept through are closed first: what this work records belongs to the
+        second it happens in, not to the last one the tick closed."""
         if self._task is None:
             self.roller.cancel()
+            self._log(self.broker.close_seconds())
             self._task = asyncio.ensure_future(self._ticking())
 
     def role_changed(self) -> None:
@@ -181,7 +184,7 @@ class Housekeeping:
         self._refreshed = int(self.broker.clock())
 
     def _log(self, closed) -> None:
-        if closed and self.writer is not None:
+        if closed and self.writer is not None and self.broker.latest is not None:
             self.writer.add(self.broker.latest, closed)
 
     def _save(self) -> None:

@@ -38,9 +38,12 @@ class BrokerProtocol(asyncio.Protocol):
         self.partial_since: float | None = None
         self.tasks: set[asyncio.Future] = set()  # control requests in progress
         self.guard = None  # server.access.ConnectionGuard when the broker enforces its ACL
+        self._replies: list[bytes] = []  # answers that waited, written at the turn's end
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self._loop = asyncio.get_running_loop()
         self.guard = self.broker.access.guard(transport.get_extra_info("peername"))
         self.broker.counters["connections"] += 1
         self.broker.connections.add(self)
@@ -110,14 +113,25 @@ class BrokerProtocol(asyncio.Protocol):
             self.transport.writelines(out) if len(out) > 1 else self.transport.write(out[0])
 
     def reply(self, answer: bytes | list[bytes]) -> None:
-        """An answer that had to wait (the slaves' acks, a held pull, a fault's delay)."""
+        """An answer that had to wait (the slaves' acks, a held pull, a fault's delay).
+        Those of one turn of the loop leave in one write: a slave's ack releases every
+        send it covers at once, and their client reads them in one read."""
         t = self.transport
         if t is None or t.is_closing():
             return
+        replies = self._replies
+        if not replies:
+            self._loop.call_soon(self._write_replies)
         if type(answer) is list:
-            t.writelines(answer)
+            replies.extend(answer)
         else:
-            t.write(answer)
+            replies.append(answer)
+
+    def _write_replies(self) -> None:
+        replies, self._replies = self._replies, []
+        t = self.transport
+        if replies and t is not None and not t.is_closing():
+            t.writelines(replies)
 
     async def _serve(self, header: p.Header, body: bytes) -> None:
         try:

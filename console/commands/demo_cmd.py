@@ -51,6 +51,10 @@ def register(sub) -> None:
                         "woken broker no longer waits behind the console and the clients "
                         "(fault-free masters' max 5-13 ms instead of 20-60), while the "
                         "consumer groups fall behind")
+    parser.add_argument("--plain-priority", action="store_true",
+                        help="every part at the host's default priority: no nice level for "
+                        "the console and the clients, the demo's session not weighted "
+                        "against the terminal's others (what those buy, measured)")
     parser.add_argument("--no-tls", action="store_true",
                         help="plain TCP and HTTP (by default every broker port speaks TLS, "
                         "signed by a CA made in the data dir)")
@@ -102,7 +106,7 @@ def run(args) -> int:
     opts = DemoOptions(args.brokers, args.rate, not args.no_faults, args.data, args.base_port,
                        groups=args.groups, clients=not args.no_clients,
                        trace_rate=args.trace_rate, acl=not args.no_acl, tls=not args.no_tls,
-                       realtime=args.realtime)
+                       realtime=args.realtime, priorities=not args.plain_priority)
     demo = Demo(opts)
     stop = threading.Event()
     log_file = demo.data_dir / "demo.log"
@@ -128,7 +132,8 @@ def run(args) -> int:
             "the demo's session keeps the host's default weight: %s", unweighted)
     from console.demo.runner import CONSOLE_NICE
 
-    os.nice(CONSOLE_NICE)  # this thread only: the brokers and the load come first
+    if opts.priorities:
+        os.nice(CONSOLE_NICE)  # this thread only: the brokers and the load come first
     try:
         if args.headless is not None:
             for sig in (signal.SIGTERM, signal.SIGHUP):

@@ -73,6 +73,20 @@ WAREHOUSE_SCRIPT: tuple[tuple[float, float], ...] = (
 )
 
 
+# The side stories (the flood, the payments) at the rates above for a demo at
+# STORY_AT msgs/s or more, and in proportion below (not under their floors): a demo at
+# 10 msgs/s told them at 100 and 20 a second, ten times its own load.
+STORY_AT = 1000.0
+BATCH_FLOOR, PAY_FLOOR = 4.0, 1.0
+
+
+def story_rates(rate: float) -> tuple[float, float]:
+    """(the flood's offered msgs/s, payments a second) for a demo at `rate` msgs/s
+    (0: the full story)."""
+    scale = 1.0 if rate <= 0 else min(1.0, rate / STORY_AT)
+    return max(BATCH_FLOOR, BATCH_RATE * scale), max(PAY_FLOOR, PAY_RATE * scale)
+
+
 PAY_TOPIC = "demo-paid"
 PAY_GROUP = "payments"  # the transactional producer group the brokers ask back
 LEDGER_GROUP = "ledger"  # its orderly consumer group
@@ -94,13 +108,13 @@ def bank_says(msg) -> str:
     return "COMMIT" if n % 2 else "ROLLBACK"
 
 
-def payments(tx, stop: threading.Event) -> None:
-    """Pay an order every 1/PAY_RATE s: the paid event transactionally, then its receipt
+def payments(tx, stop: threading.Event, rate: float = PAY_RATE) -> None:
+    """Pay an order every 1/`rate` s: the paid event transactionally, then its receipt
     (only for a committed payment), both to the order's queue."""
     from broker_core.client.attempts import SendFailed
 
     n = 0
-    while not stop.wait(1.0 / PAY_RATE):
+    while not stop.wait(1.0 / rate):
         n += 1
         order = f"order-{n}"
         try:
@@ -207,9 +221,9 @@ def consume(consumer, stop: threading.Event, script=None, started: float = 0.0,
     consumer.close()
 
 
-def flood(producer, stop: threading.Event) -> None:
-    """Offer BATCH_RATE msgs/s without waiting for answers; throttled sends back off."""
-    interval, sent = 1.0 / BATCH_RATE, 0
+def flood(producer, stop: threading.Event, rate: float = BATCH_RATE) -> None:
+    """Offer `rate` msgs/s without waiting for answers; throttled sends back off."""
+    interval, sent = 1.0 / rate, 0
     start = time.monotonic()
     while not stop.is_set():
         due = start + sent * interval
@@ -226,11 +240,11 @@ def _ignore(fut) -> None:
     fut.exception()  # a send out of backoffs is counted by the producer; nothing to do here
 
 
-def batch_quota(spec) -> dict:
+def batch_quota(spec, offered: float = BATCH_RATE) -> dict:
     """Each broker's share of what the batch group may send: sends go to every broker
     (or, replicated, every group's master), so the quota is split over those."""
     carriers = len(spec.groups) if spec.replicated else len(spec.brokers)
-    rate = BATCH_RATE * BATCH_ADMITTED / max(1, carriers)
+    rate = offered * BATCH_ADMITTED / max(1, carriers)
     return {"kind": "group", "target": BATCH_GROUP, "rate": rate, "burst": max(1.0, rate / 10)}
 
 
@@ -253,8 +267,9 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
         ensure_topic(routes.wait(), BATCH_TOPIC)
     else:
         ensure_topic(spec.addrs, BATCH_TOPIC)
+    flood_rate, pay_rate = story_rates(rate)
     for b in spec.brokers:  # every broker: a slave promoted later enforces it too
-        quota(b.http, "POST", batch_quota(spec))
+        quota(b.http, "POST", batch_quota(spec, flood_rate))
     brokers = None if routes is not None else spec.addrs
     started = time.monotonic()
 
@@ -285,8 +300,14 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
     ]
     threads = []
     for fn, client, script in workers:
-        args = (client, stop) if fn in (flood, payments, ledger) else \
-            (client, stop, script, started, rate)
+        if fn is flood:
+            args = (client, stop, flood_rate)
+        elif fn is payments:
+            args = (client, stop, pay_rate)
+        elif fn is ledger:
+            args = (client, stop)
+        else:
+            args = (client, stop, script, started, rate)
         t = threading.Thread(target=fn, args=args, daemon=True, name=f"demo-{fn.__name__}")
         t.start()
         threads.append(t)
@@ -299,17 +320,19 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
 
 def main(argv: list[str]) -> int:
     configure_logging(logging.WARNING)  # to clients.log, as the brokers' lines read
+
+    def option(name: str, default=None):
+        return next((a.split("=", 1)[1] for a in argv[1:] if a.startswith(f"--{name}=")),
+                    default)
+
     # the demo's producer and brokers come first on a small host: these clients show
     # backlog and throttling, and a late producer would blur the fuse's story
-    os.nice(NICE)
+    os.nice(int(option("nice", NICE)))
     gc.collect()
     gc.freeze()  # start-up's objects are not walked by every full collection
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    def option(name: str, default=None):
-        return next((a.split("=", 1)[1] for a in argv[1:] if a.startswith(f"--{name}=")),
-                    default)
 
     users = option("users")
     run(Path(argv[0]), stop, float(option("trace-rate", 0.0)),

@@ -89,6 +89,9 @@ class DemoOptions:
     acl: bool = True  # brokers take users only; each client its own (console.demo.users)
     tls: bool = True  # every broker port speaks TLS (a local CA in the data dir)
     realtime: bool = False  # brokers and the load under SCHED_RR if allowed (BROKER_RT_PRIORITY)
+    # False: no nice level for the console and the clients, no session weighting: every
+    # part at the host's default priority (what the demo costs without the tricks)
+    priorities: bool = True
 
 
 @dataclass
@@ -135,6 +138,8 @@ class Demo:
         against the host's other sessions; None once done, else why not, in a phrase."""
         from kernel_tuning.autogroup import session_nice, set_session_nice
 
+        if not self.opts.priorities:
+            return "asked for plain priorities (--plain-priority)"
         before = session_nice()
         if before is None:
             return "this kernel has no autogroups"
@@ -284,7 +289,7 @@ class Demo:
             return subprocess.Popen(
                 [sys.executable, "-m", "console.demo.clients", str(self.cluster.path),
                  f"--trace-rate={self.opts.trace_rate:g}", f"--rate={self.opts.rate:g}",
-                 *users],
+                 f"--nice={CONSOLE_NICE if self.opts.priorities else 0}", *users],
                 stdout=log_file, stderr=subprocess.STDOUT, process_group=0,
                 env=self._env_as("batch"))
         finally:
@@ -415,7 +420,7 @@ class Demo:
         achieved = (totals["acked"] + totals["errors"]) / took if started and took > 0 else None
         return {**totals, "target_rate": self.opts.rate, "achieved_rate": achieved,
                 "recent_rate": load.get("rate"), "brokers_realtime": self.realtime,
-                "session_nice": self.session_nice}
+                "session_nice": self.session_nice, "priorities": self.opts.priorities}
 
     # --- stop ------------------------------------------------------------------------
     def stop(self) -> None:

@@ -57,3 +57,11 @@ def test_the_header_says_what_the_scripts_do_now():
     # two groups: act 2 falls on group-2, as the demo aims it
     assert now(46, groups=2, clients=False) == "0:46 · group-2's master answers 20 % errors " \
         "(45-75 s)"
+
+
+def test_the_side_stories_scale_with_the_demo_below_its_full_rate():
+    from console.demo.clients import BATCH_FLOOR, BATCH_RATE, PAY_FLOOR, PAY_RATE, story_rates
+
+    assert story_rates(1000) == story_rates(5000) == story_rates(0) == (BATCH_RATE, PAY_RATE)
+    assert story_rates(500) == (BATCH_RATE / 2, PAY_RATE / 2)
+    assert story_rates(10) == (BATCH_FLOOR, PAY_FLOOR)  # never silent: the floors
