@@ -59,6 +59,7 @@ log = logging.getLogger("floodgate.consumer")
 # brokers' GroupMembers): a new member is seen within a beat, a dead one's queues move
 # within 15 s. At 2 s an idle consumer's beats were most of its CPU.
 HEARTBEAT_S = 5.0
+EMPTY_HEARTBEAT_S = 1.0  # ... while it owns no queue (its topic not made yet, say)
 ANSWER_S = 0.02  # a poll that sent pulls waits at least this long for their answers
 
 
@@ -203,12 +204,12 @@ class Consumer:
             self._refusals.settle(refused, answered, len(self.brokers),
                                   fatal=not self.topic.startswith(RETRY_PREFIX))
         self._heard_reset(reset)
-        self._next_heartbeat = self._clock() + HEARTBEAT_S
         if leave:
             return
         members.add(self.client_id)
         owned = (sorted(queues) if self.broadcast
                  else allocate(sorted(members), queues, self.client_id))
+        self._next_heartbeat = self._clock() + (HEARTBEAT_S if owned else EMPTY_HEARTBEAT_S)
         if owned != self._owned:
             self.commit()
             if self._leases is not None:  # committed first: the next holder starts there

@@ -184,7 +184,9 @@ class Housekeeping:
         self._refreshed = int(self.broker.clock())
 
     def _log(self, closed) -> None:
-        if closed and self.writer is not None and self.broker.latest is not None:
+        if closed and self.writer is not None:
+            if self.broker.latest is None:  # the first seconds: their gauges taken now
+                self._refresh_now()
             self.writer.add(self.broker.latest, closed)
 
     def _save(self) -> None:

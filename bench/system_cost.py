@@ -1,0 +1,287 @@
+"""The whole system's cost in one run: idle near zero, wake-ups shared, make demo at
+5,000 msgs/s on two cores (issue 58's goals, each measured against its limit).
+
+Parts, in this order (`--only` picks some):
+
+- idle: `floodgate cluster up --groups 4` (8 brokers, ZooKeeper, the controller) with
+  no client. Goals: <= 0.03 cores in all; each broker <= 1 ms of CPU a second.
+- consumer: a consumer group long-polling that idle cluster. Goal: <= 1 ms/s.
+- console: `floodgate console` watching its 8 brokers in a 200x50 tmux. Goal: <= 3 %
+  of a core (30 ms/s).
+- fixed: everything `make demo` starts, its load at 10 msgs/s (`floodgate demo
+  --groups 4 --rate 10 --headless --with-tui`). Goal: <= 0.15 cores.
+- pair: a sync master + slave paced at 333 and at 2,000 msgs/s (bench/cpu_per_message's
+  pair). Goal: CPU a message at 333 <= 1.5 x at 2,000.
+- demo: `floodgate demo --groups 4 --rate 5000 --headless --with-tui`, and again with
+  `--plain-priority`: its cores (goal <= 1.6) and every health goal of
+  bench/demo_windows.py.
+
+CPU is each process's threads' run time from /proc (schedstat, ns), over `--seconds`
+after a settling time; peak RSS (VmHWM) beside it.
+
+    .venv/bin/python bench/system_cost.py [--only idle,consumer,...] [--seconds 30] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpu_per_message as cpm  # noqa: E402
+import demo_windows  # noqa: E402
+from _util import peak_rss_mib  # noqa: E402
+
+from broker_core.cluster.ports import free_port_range  # noqa: E402
+
+FLOODGATE = [sys.executable, "-m", "console.cli"]
+PARTS = ("idle", "consumer", "console", "fixed", "pair", "demo")
+
+
+# -- what a process spends ------------------------------------------------------------------
+def cpu_s(pid: int) -> float:
+    """Run time of every thread of `pid`, in seconds (0 once it is gone)."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total / 1e9
+
+
+def name_of(pid: int) -> str:
+    line = cpm.cmdline(pid)
+    if "--name " in line and "broker serve" in line:
+        return line.split("--name ")[1].split()[0]
+    for key, name in (("zookeeper", "zookeeper"), ("controller", "controller"),
+                      ("console.demo.clients", "clients"), ("bench produce", "producer"),
+                      ("floodgate console", "console"), ("demo", "demo (console, script)"),
+                      ("cluster up", "supervisor"), ("--consume-idle", "consumer")):
+        if key in line:
+            return name
+    return line[:40]
+
+
+def measure(pids: list[int], seconds: float) -> dict:
+    """ms of CPU a second and peak RSS (MiB) of each process, cores in all."""
+    before = {p: cpu_s(p) for p in pids}
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    took = time.monotonic() - t0
+    procs = {}
+    for p in pids:
+        name = name_of(p)
+        while name in procs:
+            name += "'"
+        procs[name] = {"ms_per_s": round((cpu_s(p) - before[p]) / took * 1000, 2),
+                       "peak_rss_mib": round(cpm.peak_rss(p))}
+    return {"procs": procs, "cores": round(sum(v["ms_per_s"] for v in procs.values()) / 1000, 4),
+            "seconds": round(took, 1)}
+
+
+def family(pid: int) -> list[int]:
+    return [pid, *cpm.descendants(pid)]
+
+
+# -- the parts ---------------------------------------------------------------------------
+def idle_cluster(tmp: Path, settle: float, seconds: float, out: dict, only: set) -> None:
+    data = tmp / "idle"
+    base = free_port_range(26)
+    up = subprocess.Popen([*FLOODGATE, "cluster", "up", "--groups", "4", "--data", str(data),
+                           "--base-port", str(base)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in up.stdout:
+            if line.startswith("Ctrl-C"):
+                break
+        time.sleep(settle)
+        cluster = data / "cluster.toml"
+        if "idle" in only:
+            got = measure(family(up.pid), seconds)
+            brokers = [v["ms_per_s"] for n, v in got["procs"].items() if n.startswith("group-")]
+            got["max_broker_ms_per_s"] = max(brokers)
+            got["met"] = got["cores"] <= 0.03 and max(brokers) <= 1.0
+            out["idle"] = got
+        if "consumer" in only:
+            cons = subprocess.Popen([sys.executable, __file__, "--consume-idle", str(cluster)])
+            time.sleep(settle)
+            got = measure(family(up.pid) + [cons.pid], seconds)
+            got["consumer_ms_per_s"] = got["procs"]["consumer"]["ms_per_s"]
+            got["met"] = got["consumer_ms_per_s"] <= 1.0
+            out["consumer"] = got
+            cons.terminate()
+            cons.wait(10)
+        if "console" in only:
+            session = f"fg-cost-{os.getpid()}"
+            subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50",
+                            " ".join([*FLOODGATE, "console", "--cluster", str(cluster)])],
+                           check=True)
+            try:
+                time.sleep(settle)
+                pid = next(p for p in map(int, subprocess.run(
+                    ["pgrep", "-f", f"console --cluster {cluster}"], capture_output=True,
+                    text=True).stdout.split()))
+                got = measure([pid], seconds)
+                got["console_ms_per_s"] = got["procs"]["console"]["ms_per_s"]
+                got["met"] = got["console_ms_per_s"] <= 30.0
+                out["console"] = got
+            finally:
+                subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(60)
+
+
+def consume_idle(cluster: str) -> None:
+    """The consumer part's process: one group long-polling the demo topic."""
+    from broker_core.client import Consumer
+    from broker_core.cluster.cluster_file import load_cluster
+    from broker_core.ha.routes import routes_for
+
+    spec = load_cluster(cluster)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with Consumer("idlers", "demo", None, routes=routes_for(spec)) as c:
+        c.consume(lambda m: None, stop=stop)
+
+
+def fixed_cost(tmp: Path, settle: float, seconds: float) -> dict:
+    base = free_port_range(26)
+    demo = subprocess.Popen([*FLOODGATE, "demo", "--groups", "4", "--rate", "10",
+                             "--headless", str(settle + seconds + 30), "--json", "--with-tui",
+                             "--base-port", str(base), "--data", str(tmp / "fixed")],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        time.sleep(settle + 15)  # the cluster, the clients and the load up, then settled
+        got = measure(family(demo.pid), seconds)
+    finally:
+        demo.send_signal(signal.SIGTERM)
+        demo.communicate(timeout=180)
+    got["met"] = got["cores"] <= 0.15
+    return got
+
+
+def pair_ratio(tmp: Path, seconds: float) -> dict:
+    rows = {}
+    for rate in (333.0, 2000.0):
+        w = cpm.run_pair(tmp, rate, seconds, 3.0)
+        both = (w.cpu["master"] + w.cpu["slave"]) / w.msgs * 1e6
+        rows[f"{rate:g}"] = {"master_us": round(w.us_per_msg("master"), 1),
+                             "slave_us": round(w.us_per_msg("slave"), 1),
+                             "pair_us": round(both, 1), "msgs": w.msgs,
+                             "peak_rss_mib": round(max(w.rss.values()))}
+    ratio = rows["333"]["pair_us"] / rows["2000"]["pair_us"]
+    return {"rates": rows, "ratio": round(ratio, 2), "met": ratio <= 1.5}
+
+
+def demo_5000(seconds: float, settle: float, plain: bool) -> dict:
+    args = argparse.Namespace(groups=4, seconds=70.0, with_tui=True, rate=5000.0,
+                              flags=("--plain-priority",) if plain else ())
+
+    def during(pid: int, _data: Path) -> dict:
+        time.sleep(settle + 15)
+        return measure(family(pid), min(seconds, 70.0 - settle - 20))
+
+    run = demo_windows.one_run(args, 1, during)
+    cpu = run.pop("during")
+    run["cores"], run["procs"] = cpu["cores"], cpu["procs"]
+    run["met"] = cpu["cores"] <= 1.6 and demo_windows.run_met(run)
+    return run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(PARTS), help="comma-separated: " + ",".join(PARTS))
+    ap.add_argument("--seconds", type=float, default=30.0, help="each measured window")
+    ap.add_argument("--settle", type=float, default=10.0, help="before each window")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--consume-idle", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.consume_idle:
+        consume_idle(args.consume_idle)
+        return 0
+    only = set(args.only.split(","))
+    if unknown := only - set(PARTS):
+        ap.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}")
+    tmp = Path(tempfile.mkdtemp(prefix="fg-cost-"))
+    out: dict = {}
+    try:
+        if only & {"idle", "consumer", "console"}:
+            idle_cluster(tmp, args.settle, args.seconds, out, only)
+        if "fixed" in only:
+            out["fixed"] = fixed_cost(tmp, args.settle, args.seconds)
+        if "pair" in only:
+            out["pair"] = pair_ratio(tmp, min(args.seconds, 10.0))
+        if "demo" in only:
+            out["demo"] = demo_5000(args.seconds, args.settle, plain=False)
+            out["demo_plain_priority"] = demo_5000(args.seconds, args.settle, plain=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out["bench_peak_rss_mib"] = round(peak_rss_mib())
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        report(out)
+    return 0 if all(v.get("met", True) for v in out.values() if isinstance(v, dict)) else 1
+
+
+def report(out: dict) -> None:
+    def procs(part: dict) -> str:
+        return ", ".join(f"{n} {v['ms_per_s']:g}" for n, v in part["procs"].items())
+
+    def verdict(part: dict) -> str:
+        return "met" if part["met"] else "MISSED"
+
+    if "idle" in out:
+        p = out["idle"]
+        print(f"idle cluster (4 groups): {p['cores']:.4f} cores (goal <= 0.03), busiest broker "
+              f"{p['max_broker_ms_per_s']} ms/s (goal <= 1): {verdict(p)}\n  ms/s: {procs(p)}")
+    if "consumer" in out:
+        p = out["consumer"]
+        print(f"a consumer group long-polling it: {p['consumer_ms_per_s']} ms/s (goal <= 1): "
+              f"{verdict(p)}")
+    if "console" in out:
+        p = out["console"]
+        print(f"the console watching 8 brokers: {p['console_ms_per_s']} ms/s "
+              f"({p['console_ms_per_s'] / 10:.1f} % of a core, goal <= 3 %): {verdict(p)}")
+    if "fixed" in out:
+        p = out["fixed"]
+        print(f"make demo at 10 msgs/s: {p['cores']:.3f} cores (goal <= 0.15): {verdict(p)}\n"
+              f"  ms/s: {procs(p)}")
+    if "pair" in out:
+        p = out["pair"]
+        r = p["rates"]
+        print(f"sync pair, CPU a message: {r['333']['pair_us']} us at 333/s, "
+              f"{r['2000']['pair_us']} us at 2,000/s: x{p['ratio']} (goal <= 1.5): "
+              f"{verdict(p)}")
+    for key in ("demo", "demo_plain_priority"):
+        if key in out:
+            p = out[key]
+            print(f"{key.replace('_', ' ')} at 5,000 msgs/s: {p['cores']:.3f} cores "
+                  f"(goal <= 1.6); producer {100 * p['achieved_of_target']:.1f} %, fault-free "
+                  f"masters worst p99 {p['fault_free_worst_p99_ms']} ms / max "
+                  f"{p['fault_free_worst_max_ms']} ms ({p['windows_over_goal']} windows over), "
+                  f"beats late {p['late_beats_pct']} %, stall out after "
+                  f"{p['stall_excluded_after_s']} s, false isolations "
+                  f"{p['false_isolations']}: {verdict(p)}\n  ms/s: {procs(p)}")
+    print(f"bench process peak RSS {out['bench_peak_rss_mib']} MiB")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
