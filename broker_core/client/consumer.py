@@ -27,6 +27,7 @@ until `poll` hands it out (client.pulls).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import time
@@ -59,8 +60,28 @@ log = logging.getLogger("floodgate.consumer")
 # brokers' GroupMembers): a new member is seen within a beat, a dead one's queues move
 # within 15 s. At 2 s an idle consumer's beats were most of its CPU.
 HEARTBEAT_S = 5.0
-EMPTY_HEARTBEAT_S = 1.0  # ... while it owns no queue (its topic not made yet, say)
+EMPTY_HEARTBEAT_S = 1.0  # ... while it owns no queue (its topic not made yet, say), at
+# first: doubling up to HEARTBEAT_S while it stays so
 ANSWER_S = 0.02  # a poll that sent pulls waits at least this long for their answers
+
+
+class _Beats:
+    """One topic's answers to a round of heartbeats."""
+
+    def __init__(self, reset: int) -> None:
+        self.members: set[str] = set()
+        self.queues: list[tuple[str, int]] = []
+        self.reset = reset
+        self.answered = 0
+        self.refused: list[BrokerError] = []
+
+    def heard(self, broker: str, answer: dict | None) -> None:
+        if answer is None:  # a broker that did not answer for this topic
+            return
+        self.answered += 1
+        self.members.update(answer.get("members", []))
+        self.queues.extend((broker, q) for q in range(int(answer.get("queues", 0))))
+        self.reset = max(self.reset, int(answer.get("reset", 0)))
 
 
 def allocate(
@@ -143,6 +164,8 @@ class Consumer:
         self._reset = 0  # the last operator's reset of the group's offsets heard of
         self.resets_seen = 0  # how many times this consumer started over for one
         self._next_heartbeat = 0.0
+        self._empty_beats = 0  # heartbeats in a row that left it owning no queue
+        self._also_refused = False  # a broker refused its retry topic in its heartbeats
         self._refusals = Refusals(group, topic, clock)
         self.tracer = self._own_trace = None
         if trace_rate > 0:
@@ -179,37 +202,62 @@ class Consumer:
         AuthFailed, or Refused (NO_PERMISSION: no rule lets its user sub), when every
         broker that answered refused this client (it polled nothing, for ever, without a
         word); on the group's retry topic a warning a minute instead (its topic is still
-        read, and what it sends back waits there unread)."""
-        members: set[str] = set()
-        queues: list[tuple[str, int]] = []
-        reset = self._reset
-        answered, refused = 0, []
+        read, and what it sends back waits there unread). The retry topic's consumer is
+        a member by the same beats (`also`): half the heartbeats an idle consumer sent."""
+        retry = self._retry if self._retry is not None and not leave \
+            and not self._also_refused else None
+        beats = {self.topic: _Beats(self._reset)}
+        if retry is not None:
+            beats[retry.topic] = _Beats(retry._reset)
         for broker in self.brokers:
             beat = {"client_id": self.client_id, "group": self.group, "topic": self.topic,
                     "leave": leave}
+            if retry is not None:
+                beat["also"] = [retry.topic]
             if self.broadcast:  # where this instance is, for the broker's view of its lag
                 beat.update(broadcast=True, offsets={
                     str(q): o for (b, q), o in self._committed.items() if b == broker})
             try:
-                answer = self._json(broker, Op.HEARTBEAT, beat)
+                try:
+                    answer = self._json(broker, Op.HEARTBEAT, beat)
+                except BrokerError as exc:
+                    if retry is None or not refuses_client(exc):
+                        raise
+                    # no right to its retry topic (a warning a minute, as before): that
+                    # consumer beats on its own, refused; this one beats alone
+                    self._also_refused = True
+                    del beat["also"]
+                    answer = self._json(broker, Op.HEARTBEAT, beat)
             except (BrokerUnavailable, BrokerError) as exc:
                 if refuses_client(exc):
-                    refused.append(exc)
+                    for b in beats.values():
+                        b.refused.append(exc)
                 continue  # a broker that is down owns no queues we could pull anyway
-            answered += 1
-            members.update(answer.get("members", []))
-            queues.extend((broker, q) for q in range(int(answer.get("queues", 0))))
-            reset = max(reset, int(answer.get("reset", 0)))
+            beats[self.topic].heard(broker, answer)
+            if retry is not None:
+                beats[retry.topic].heard(broker, (answer.get("also") or {}).get(retry.topic))
+        self._settle(beats[self.topic], leave)
+        if retry is not None:
+            if beats[retry.topic].answered == beats[self.topic].answered:
+                retry._settle(beats[retry.topic], False)
+                retry._next_heartbeat = math.inf  # beaten with this one from now on
+            else:  # a broker that does not beat for both: the retry consumer beats itself
+                retry._next_heartbeat = min(retry._next_heartbeat, self._clock())
+
+    def _settle(self, beats: _Beats, leave: bool) -> None:
+        """What a round of heartbeats said: the members, the queues, a reset."""
         if not leave:
-            self._refusals.settle(refused, answered, len(self.brokers),
+            self._refusals.settle(beats.refused, beats.answered, len(self.brokers),
                                   fatal=not self.topic.startswith(RETRY_PREFIX))
-        self._heard_reset(reset)
+        self._heard_reset(beats.reset)
         if leave:
             return
-        members.add(self.client_id)
-        owned = (sorted(queues) if self.broadcast
-                 else allocate(sorted(members), queues, self.client_id))
-        self._next_heartbeat = self._clock() + (HEARTBEAT_S if owned else EMPTY_HEARTBEAT_S)
+        members = beats.members | {self.client_id}
+        owned = (sorted(beats.queues) if self.broadcast
+                 else allocate(sorted(members), beats.queues, self.client_id))
+        self._empty_beats = 0 if owned else self._empty_beats + 1
+        self._next_heartbeat = self._clock() + (HEARTBEAT_S if owned else min(
+            HEARTBEAT_S, EMPTY_HEARTBEAT_S * 2 ** (self._empty_beats - 1)))
         if owned != self._owned:
             self.commit()
             if self._leases is not None:  # committed first: the next holder starts there

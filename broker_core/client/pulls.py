@@ -40,10 +40,10 @@ from broker_core.store.served import decode_records
 
 log = logging.getLogger("floodgate.consumer")
 
-# How long a broker holds a pull on a caught-up queue (RocketMQ's is 15 s): an idle
+# How long a broker holds a pull on a caught-up queue (RocketMQ's 15 s): an idle
 # consumer sends a pull a broker this often. A broker's holding costs nothing (its
 # timeouts wait on one deadline), and a message that arrives answers at once.
-PULL_WAIT_MS = 10_000
+PULL_WAIT_MS = 15_000
 PULL_BATCH = 32  # messages a pull asks for, per queue it names (RocketMQ's pullBatchSize)
 BUFFER_PER_QUEUE = 256  # messages fetched and not yet handed out, before a queue's next pull
 DOWN_S = 1.0  # a broker that failed a pull is not asked again for this long (its slave is),

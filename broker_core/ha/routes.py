@@ -19,7 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from broker_core.errors import BrokerError
-from broker_core.ha.records import SESSION_S, GroupRecord, Paths, RecordError
+from broker_core.ha.records import GroupRecord, Paths, RecordError
 
 
 class _WhereLogged(logging.Filter):
@@ -34,11 +34,15 @@ class _WhereLogged(logging.Filter):
 
 ZK_LOG = logging.getLogger("floodgate.routes.zookeeper")
 ZK_LOG.addFilter(_WhereLogged())
+# A client's session: it only watches records (nothing of its own lives with it), so a
+# long one costs nothing and pings ZooKeeper three times less often than a broker's
+# (each client process woke ~3 times a second for it).
+ROUTES_SESSION_S = 20.0
 
 
 class ZkRoutes:
     def __init__(self, zk_hosts: str, cluster: str, members: Mapping[str, Sequence[str]],
-                 session_s: float = SESSION_S) -> None:
+                 session_s: float = ROUTES_SESSION_S) -> None:
         """`members`: group -> the TCP addresses of its brokers (from the cluster file)."""
         from kazoo.client import KazooClient
 
@@ -134,7 +138,7 @@ def copies_of(record: GroupRecord) -> int:
     return len(set(record.in_sync) | {record.master}) if record.master else 0
 
 
-def routes_for(spec, session_s: float = SESSION_S) -> ZkRoutes:
+def routes_for(spec, session_s: float = ROUTES_SESSION_S) -> ZkRoutes:
     """Routes of a replicated cluster file (`cluster up --groups`), started."""
     if not spec.replicated:
         raise BrokerError(f"cluster {spec.name} has no ZooKeeper: not a replicated cluster")

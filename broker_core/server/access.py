@@ -7,8 +7,8 @@ NO_PERMISSION with the one-line reason, counted per user x action x resource
 What each op needs (the resource named in its body):
 
     SEND, SEND_BATCH                    pub on the topic
-    PULL, QUERY_OFFSET, COMMIT_OFFSET,  sub on the topic and on the group
-    HEARTBEAT, LOCK_BATCH, UNLOCK_BATCH
+    PULL, QUERY_OFFSET, COMMIT_OFFSET,  sub on the topic and on the group (a
+    HEARTBEAT, LOCK_BATCH, UNLOCK_BATCH HEARTBEAT's `also` topics: sub on each)
     ROUTE                               pub or sub on the topic
     END_TRANSACTION, CHECK_TRANSACTION  pub on the producer group (an operator's
                                         resolve: update on cluster)
@@ -167,8 +167,10 @@ class ConnectionGuard:
             return (op, _str16(body, pos)[0], group)
         if op in SUB_OPS or op in (Op.ROUTE, Op.END_TRANSACTION, Op.CHECK_TRANSACTION):
             req = p.decode_json(body)
+            also = req.get("also") if op == Op.HEARTBEAT else None  # more topics, one beat
             return (op, str(req.get("topic") or ""), str(req.get("group") or ""),
-                    req.get("by") == "operator")
+                    req.get("by") == "operator",
+                    tuple(str(t) for t in also) if isinstance(also, list) else ())
         return (op,)
 
     def _decide(self, key: tuple) -> tuple[str, str, str] | None:
@@ -177,6 +179,7 @@ class ConnectionGuard:
             needs = [("topic", key[1], ("pub",))]
         elif op == Op.PULL or op in SUB_OPS:
             needs = [("topic", key[1], ("sub",)), ("group", key[2], ("sub",))]
+            needs += [("topic", t, ("sub",)) for t in (key[4] if len(key) > 4 else ())]
         elif op == Op.ROUTE:
             needs = [("topic", key[1], ("pub", "sub"))]
         elif op == Op.END_TRANSACTION and key[3]:

@@ -314,11 +314,15 @@ class Broker:
             return Code.OK, p.encode_json({"members": [cid], "queues": queues})
         if not req.get("leave"):
             self.backlog.heard(group)
-        members = self.members.heartbeat(
-            group, topic, str(req.get("client_id", "")), bool(req.get("leave"))
-        )
-        return Code.OK, p.encode_json({"members": members, "queues": queues,
-                                       "reset": self.offsets.resets.get(group, 0)})
+        cid, leave = str(req.get("client_id", "")), bool(req.get("leave"))
+        members = self.members.heartbeat(group, topic, cid, leave)
+        doc = {"members": members, "queues": queues, "reset": self.offsets.resets.get(group, 0)}
+        also = req.get("also")  # more topics of the group (its retry topic), one beat for all
+        if isinstance(also, list):
+            doc["also"] = {str(t): {"members": self.members.heartbeat(group, str(t), cid, leave),
+                                    "queues": self.topics.get(str(t), create=False) or 0}
+                           for t in also[:8]}
+        return Code.OK, p.encode_json(doc)
 
     async def _lock_batch(self, body: bytes) -> tuple[int, bytes]:
         group, client, topic, qids = _lock_request(body)
