@@ -39,6 +39,7 @@ from broker_core.client.connection import BrokerUnavailable, Connection, parse_a
 from broker_core.client.ordering import OrderedQueues, choose
 from broker_core.client.producer import encode_many, encode_one
 from broker_core.client.tracing import traced_properties
+from broker_core.client.turn_batch import TurnBatcher
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     Code,
@@ -48,16 +49,15 @@ from broker_core.protocol import (
     encode_json,
     encode_send,
 )
-from broker_core.protocol.delay import with_delay
+from broker_core.protocol.delay import PROP_DELAY, with_delay
+from broker_core.protocol.multi import encode_message
+from broker_core.protocol.transactions import PROP_TX_HALF
 from broker_core.trace.records import TRACE_TOPIC, now_ms
 
 # How often the producer's loop proves to its fuse that it is running (fuse.lateness):
 # often enough that a stalled loop is seen within a few ms. Only while calls are in
 # flight, the only time the fuse needs it: an idle producer beat 200 times a second.
 HEARTBEAT_S = 0.005
-# The sends of one turn of the loop go to one broker (their frames in one write, as
-# Kafka's sticky partitioner fills a batch), this many at most before the next broker's.
-STICKY_MAX = 64
 
 
 class AsyncProducer:
@@ -90,11 +90,8 @@ class AsyncProducer:
         self._closing = False
         self._heartbeat: asyncio.TimerHandle | None = None
         self._sent = False  # a call started since the last beat
-        # the broker this turn of the loop sends to: its sends leave in one write
-        # (client.aio_connection) and reach the broker in one read
-        self._sticky: str | None = None
-        self._stuck = 0  # sends that went to it
-        self._unstick_armed = False
+        # the sends of one turn of the loop, one frame a topic (SEND_MULTI)
+        self.batcher = TurnBatcher(self._call_nowait)
         self._trace_sender: AsyncProducer | None = None  # the tracer's, on this loop
 
     def _beat(self) -> None:
@@ -190,21 +187,8 @@ class AsyncProducer:
         if self.routes is not None and self.routes.changes != self._routes_changes:
             self._reroute()
         plan = SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
-                        self._rr, self.counters, None if pinned else self._sticky)
+                        self._rr, self.counters)
         self._attempt(plan, payload, done)
-        if pinned:
-            return
-        if self._sticky is None:  # this turn's sends follow the first one ...
-            self._sticky, self._stuck = plan.broker, 0
-            if not self._unstick_armed:
-                self._unstick_armed = True
-                asyncio.get_running_loop().call_soon(self._unstick)
-        self._stuck += 1
-        if self._stuck >= STICKY_MAX:  # ... a frame's worth, then the next broker's turn
-            self._sticky = None
-
-    def _unstick(self) -> None:
-        self._sticky, self._unstick_armed = None, False
 
     def _attempt(self, plan: SendPlan, payload: bytes, done) -> None:
         broker = plan.next()
@@ -304,22 +288,31 @@ class AsyncProducer:
         """Send without a task: `done(result, None)` or `done(None, SendFailed)` later,
         on this loop (at once when no broker can be asked)."""
         tr = self.tracer
+        alone = properties is not None and (PROP_DELAY in properties
+                                            or PROP_TX_HALF in properties)
         if tr is None or not tr.sampler.sample():
-            self._call_nowait(Op.SEND, encode_one(
-                topic, body, tags, keys, with_group(properties, self.options.group)), done)
+            props = with_group(properties, self.options.group)
+            if alone:  # the broker keeps it aside: a SEND of its own
+                self._call_nowait(Op.SEND, encode_one(topic, body, tags, keys, props), done)
+            else:
+                self.batcher.add(topic, encode_message(
+                    OutMessage(body, tags or "", keys or "", props or {})), done)
             return
         if self._trace_sender is None:
             self._attach_trace()
         born, t0 = now_ms(), time.perf_counter()
-        payload = encode_one(topic, body, tags, keys, with_group(traced_properties(properties),
-                                                             self.options.group))
+        props = with_group(traced_properties(properties), self.options.group)
 
         def traced(result, exc) -> None:
             tr.record(topic, tags, keys, len(body), born, time.perf_counter() - t0, result,
                       exc=exc)
             done(result, exc)
 
-        self._call_nowait(Op.SEND, payload, traced)
+        if alone:
+            self._call_nowait(Op.SEND, encode_one(topic, body, tags, keys, props), traced)
+        else:
+            self.batcher.add(topic, encode_message(
+                OutMessage(body, tags or "", keys or "", props or {})), traced)
 
     async def send_batch(self, topic: str, bodies: Sequence[bytes | OutMessage]) -> SendResult:
         return await self._call(Op.SEND_BATCH, encode_many(topic, bodies, self.options.group))

@@ -39,6 +39,7 @@ from broker_core.protocol import (
     decode_flow_control,
     decode_send_answer,
 )
+from broker_core.protocol.multi import decode_multi_answer
 
 # Codes after which another broker may succeed; the others are the caller's fault.
 RETRYABLE = frozenset({Code.SYSTEM_BUSY, Code.SYSTEM_ERROR, Code.SERVICE_NOT_AVAILABLE,
@@ -239,7 +240,8 @@ class SendPlan:
             except BrokerError as exc:
                 self._end(False, why=f"bad response: {exc}")
                 return "fail", SendFailed(f"{broker}: bad response: {exc}")
-            self._end(broker_ok, result.broker_s, "" if broker_ok else stored_short(code))
+            first = result[0] if type(result) is list else result  # SEND_MULTI: a list
+            self._end(broker_ok, first.broker_s, "" if broker_ok else stored_short(code))
             return "ok", result
         why = reason or f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
         self._end(broker_ok, why=why)
@@ -315,6 +317,12 @@ class SendPlan:
             qid, qoff, phys, ts, broker_s, host = decode_send_answer(body)
             return SendResult(status, self.broker, qid, qoff, 1, self.attempt, broker_s,
                               encode_id(host, phys) if host else None, tuple(self.why), ts)
+        if self.op == Op.SEND_MULTI:  # one result a message, in the order sent
+            qid, first, ms, host, offsets, broker_s = decode_multi_answer(body)
+            why = tuple(self.why)
+            return [SendResult(status, self.broker, qid, first + i, 1, self.attempt, broker_s,
+                               encode_id(host, phys), why, ms)
+                    for i, phys in enumerate(offsets)]
         qid, first, count, broker_s = decode_batch_response(body)
         return SendResult(status, self.broker, qid, first, count, self.attempt, broker_s,
                           None, tuple(self.why))

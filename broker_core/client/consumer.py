@@ -159,6 +159,7 @@ class Consumer:
         self._down = DownList(clock)  # addresses that failed: not asked for a while
         self._pulls = Pulls(group, topic, self._pool, routes, self._down, timeout, clock,
                             self._pullable)
+        self._pulls.on_committed = self._mark_committed
         self._json = GroupCalls(self._pool, routes, self._down, timeout, clock).json
         self._members: tuple[str, ...] = ()
         self._reset = 0  # the last operator's reset of the group's offsets heard of
@@ -386,7 +387,8 @@ class Consumer:
     def consume(self, handler: Callable[[Message], object], max_msgs: int = 32,
                 timeout: float = 1.0, stop=None) -> None:
         """Hand each message to `handler` until `stop` (an Event) is set; a message whose
-        handler raises is sent back (`nack`); offsets are committed after each batch.
+        handler raises is sent back (`nack`); offsets ride the next pulls after each batch
+        (`commit(wait=False)`), and are committed at once when it stops.
         Orderly: one queue's messages in order, a failure retried in place."""
         if self._leases is not None:
             return self._consume_orderly(handler, max_msgs, timeout, stop)
@@ -413,7 +415,8 @@ class Consumer:
                 except BrokerError as exc:  # not sent back: it comes again (rewound)
                     log.warning("%s: could not send %s back: %s", self.group, m.msg_id, exc)
                     self._rewind(m)
-            self.commit()
+            self.commit(wait=False)  # riding the next pulls: no round trip a batch
+        self.commit()
 
     def _consume_orderly(self, handler, max_msgs: int, timeout: float, stop) -> None:
         while stop is None or not stop.is_set():
@@ -488,7 +491,7 @@ class Consumer:
         if reset <= self._reset:
             return
         started = bool(self._pulls.offsets or self._pulls.delivered)
-        self._reset = reset
+        self._reset = self._pulls.reset = reset
         if not started:
             return
         self.resets_seen += 1
@@ -497,21 +500,27 @@ class Consumer:
         if self.tracer is not None:
             self.tracer.release_all()
 
-    def commit(self) -> None:
+    def commit(self, wait: bool = True) -> None:
         """Store the offsets of everything polled so far on the brokers (a broadcast
-        instance: in its offsets file, at most once a second)."""
+        instance: in its offsets file, at most once a second). `wait=False`: they ride
+        the next pull to each broker instead of a request of their own (RocketMQ's pull
+        carries its commit offset too), RIDE_WAIT_S later at most."""
         self._pulls.committed()  # a message handed out before is past its nack now
         if self.broadcast:
             self._committed.update(self._pulls.delivered)
             self._file.save(self._committed)
             return
         if self._retry is not None:
-            self._retry.commit()
+            self._retry.commit(wait)
         moved: dict[str, dict[int, int]] = {}  # broker -> queue id -> offset
         for (broker, qid), offset in list(self._pulls.delivered.items()):
             if self._committed.get((broker, qid)) != offset:
                 moved.setdefault(broker, {})[qid] = offset
         for broker, offsets in moved.items():  # one request a broker, its queues in it
+            if not wait:
+                self._pulls.ride(broker, offsets)
+                continue
+            self._pulls.unride(broker)
             try:
                 answer = self._json(
                     broker,
@@ -522,12 +531,15 @@ class Consumer:
                 if answer.get("stale"):  # reset meanwhile: start over from the new offsets
                     self._heard_reset(int(answer.get("reset", 0)))
                     return
-                for qid, offset in offsets.items():
-                    self._committed[(broker, qid)] = offset
-                    if self.tracer is not None:
-                        self.tracer.committed((broker, qid), offset)
+                self._mark_committed(broker, offsets)
             except (BrokerUnavailable, BrokerError):
                 pass  # at-least-once: committed again next time
+
+    def _mark_committed(self, broker: str, offsets: dict[int, int]) -> None:
+        for qid, offset in offsets.items():
+            self._committed[(broker, qid)] = offset
+            if self.tracer is not None:
+                self.tracer.committed((broker, qid), offset)
 
     def close(self) -> None:
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import struct
 import threading
 import time
 from collections import deque
@@ -29,7 +30,18 @@ from heatmap import LatencyHistogram
 
 log = logging.getLogger("floodgate.loadgen")
 
-MIN_SLEEP_S = 0.001
+MIN_SLEEP_S = 0.004
+# a stamped body's first bytes: the wall-clock time (epoch s) the generator sent it, so a
+# consumer on the same host reads how long the message took to reach it (`sent_at`)
+STAMP = struct.Struct(">d")
+
+
+def sent_at(body: bytes) -> float | None:
+    """A stamped body's send time (epoch s), or None when it carries none."""
+    if len(body) < STAMP.size:
+        return None
+    (t,) = STAMP.unpack_from(body)
+    return t if 1e9 < t < 1e11 else None  # a plausible epoch: the bytes were a stamp
 
 
 @dataclass
@@ -43,6 +55,7 @@ class LoadSpec:
     concurrency: int = 64
     key_prefix: str = ""  # each message keyed f"{key_prefix}{n}" (the key index), n from 1
     start_at: float | None = None  # wall clock: connected before, the first send then
+    stamp: bool = False  # each body starts with its send time (STAMP), for send -> consumer
 
 
 @dataclass
@@ -217,6 +230,8 @@ class LoadGenerator:
             inflight += 1
             drained.clear()
             seq = sent_n + 1
+            if spec.stamp:
+                body = STAMP.pack(time.time()) + body[STAMP.size:]
             if n == 1:
                 aio.send_nowait(spec.topic, body, sent(1, now),
                                 keys=f"{prefix}{seq}" if prefix else None)

@@ -45,6 +45,7 @@ log = logging.getLogger("floodgate.consumer")
 # timeouts wait on one deadline), and a message that arrives answers at once.
 PULL_WAIT_MS = 15_000
 PULL_BATCH = 32  # messages a pull asks for, per queue it names (RocketMQ's pullBatchSize)
+RIDE_WAIT_S = 1.0  # a commit waits this long at most for a pull to ride (then one is sent)
 BUFFER_PER_QUEUE = 256  # messages fetched and not yet handed out, before a queue's next pull
 DOWN_S = 1.0  # a broker that failed a pull is not asked again for this long (its slave is),
 DOWN_MAX_S = 16.0  # doubling with each failure in a row up to this: one that cannot be
@@ -108,7 +109,13 @@ class Pulls:
         self.offsets: dict[Queue, int] = {}  # next offset to pull
         self.delivered: dict[Queue, int] = {}  # past the last one handed out
         self.corrupt = 0  # records that failed their CRC, skipped
-        self._inflight: dict[str, tuple[str, Future, float]] = {}  # broker -> its pull
+        # broker -> its pull: (address, answer, sent at, the offsets it commits or None)
+        self._inflight: dict[str, tuple[str, Future, float, dict | None]] = {}
+        # broker -> queue id -> offset: the group's commit, to ride the next pull there
+        self._ride: dict[str, dict[int, int]] = {}
+        self.reset = 0  # the last operator's reset the consumer heard of (its commits say)
+        # told (broker, {queue id: offset}) once a pull that carried them was answered
+        self.on_committed: Callable[[str, dict[int, int]], None] | None = None
         self._rewound: set[Queue] = set()  # cleared since last pulled: pulled again first
         self._turn = 0
         # per queue, its fetched runs (messages, the offset past them) oldest first; the
@@ -131,11 +138,9 @@ class Pulls:
         rewound = self._rewound
         for broker, owned in owned_by_broker.items():
             if broker in self._inflight:  # (checked first: a poll's loop asks often)
-                if not rewound or not any(q in rewound and self._pullable(q) for q in owned):
+                if not self._ask_again(broker, owned, rewound):
                     continue
-                # a queue rewound while its broker held this pull (an in-place retry's
-                # pause is over): asked again now, not when the held pull times out
-                addr, fut, _sent = self._inflight.pop(broker)
+                addr, fut, _sent, _commit = self._inflight.pop(broker)
                 self._pool.get(addr).forget(fut)
             queues = [q for q in owned
                       if self._buffered.get(q, 0) < BUFFER_PER_QUEUE and self._pullable(q)]
@@ -152,14 +157,17 @@ class Pulls:
                 turn = self._turn = self._turn + 1  # rotate: no queue always last
                 k = turn % len(queues)
                 queues = queues[k:] + queues[:k]
+                commit = self._ride.pop(broker, None)
                 req = PullRequest(self.group, self.topic,
                                   [(q, self.offsets[(broker, q)]) for _b, q in queues],
-                                  min(MAX_PULL_MSGS, PULL_BATCH * len(queues)), PULL_WAIT_MS)
+                                  min(MAX_PULL_MSGS, PULL_BATCH * len(queues)), PULL_WAIT_MS,
+                                  commit=sorted(commit.items()) if commit else [],
+                                  reset=self.reset)
                 fut = self._pool.get(addr).request(Op.PULL, encode_pull(req), watched=True)
             except (BrokerUnavailable, BrokerError):
                 self._down.failed(addr)
                 continue
-            self._inflight[broker] = (addr, fut, self._clock())
+            self._inflight[broker] = (addr, fut, self._clock(), commit)
             sent = True
         return sent
 
@@ -179,13 +187,17 @@ class Pulls:
         """When `poll` must look again without an answer: a pull given up on, or a
         broker that failed back up (inf: nothing is due)."""
         due = min((sent + self._timeout + PULL_WAIT_MS / 1000
-                   for _a, _f, sent in self._inflight.values()), default=math.inf)
+                   for _a, _f, sent, _c in self._inflight.values()), default=math.inf)
+        for broker in self._ride:  # a commit waiting behind a held pull: RIDE_WAIT_S at most
+            if broker in self._inflight:
+                due = min(due, self._inflight[broker][2] + RIDE_WAIT_S)
         return min(due, self._down.next_up(now))
 
     def serve(self, timeout: float, owned: Iterable[Queue]) -> None:
         """Read the answers that arrive within `timeout`, and take in those of `owned`."""
         if self._inflight:
-            serve_any([self._pool.get(a) for a, _f, _t in self._inflight.values()], timeout)
+            serve_any([self._pool.get(a) for a, _f, _t, _c in self._inflight.values()],
+                      timeout)
             self._collect(owned)
         elif timeout:
             time.sleep(timeout)
@@ -193,7 +205,7 @@ class Pulls:
     def _collect(self, owned: Iterable[Queue]) -> None:
         """Take in the answers that arrived (and drop pulls that never will)."""
         now = self._clock()
-        for broker, (addr, fut, sent) in list(self._inflight.items()):
+        for broker, (addr, fut, sent, commit) in list(self._inflight.items()):
             if not fut.done():
                 if now - sent > self._timeout + PULL_WAIT_MS / 1000:
                     self._pool.get(addr).forget(fut)
@@ -201,26 +213,28 @@ class Pulls:
                     self._down.failed(addr)
                 continue
             del self._inflight[broker]
-            self._answered(broker, addr, fut, owned)
+            if self._answered(broker, addr, fut, owned) and commit and self.on_committed:
+                self.on_committed(broker, commit)
 
-    def _answered(self, broker: str, addr: str, fut: Future, owned: Iterable[Queue]) -> None:
+    def _answered(self, broker: str, addr: str, fut: Future, owned: Iterable[Queue]) -> bool:
+        """Take in an answer; whether the broker took the pull (and what it committed)."""
         try:
             code, body = fut.result()
         except BrokerUnavailable:
             self._down.failed(addr)
-            return
+            return False
         self._down.answered(addr)
         if code == Code.NO_PERMISSION:  # the topic not readable there: not asked for a while
             self._down.hold(addr)
-            return
+            return False
         if code not in (Code.OK, Code.PULL_NOT_FOUND):
-            return  # refused (a topic not there yet): asked again next time
-        try:
+            return code not in (Code.BAD_REQUEST, Code.SYSTEM_ERROR)  # (a topic not there
+        try:                                                  # yet: asked again next time)
             queues = read_pull_answer(body)
         except (ProtocolError, CorruptRecord) as exc:
             log.warning("%s: bad pull answer for %s: %s", addr, self.topic, exc)
             self._down.hold(addr)
-            return
+            return True
         owned = set(owned)
         for state, msgs, corrupt in queues:
             queue = (broker, state.queue_id)
@@ -239,6 +253,24 @@ class Pulls:
                 self._buffered[queue] = self._buffered.get(queue, 0) + len(msgs)
             elif not self._buffered.get(queue):
                 self.delivered[queue] = next_offset  # nothing in between: skipped ahead
+        return True
+
+    def ride(self, broker: str, offsets: dict[int, int]) -> None:
+        """Commit `offsets` (queue id -> offset) with the next pull to `broker`."""
+        self._ride.setdefault(broker, {}).update(offsets)
+
+    def unride(self, broker: str) -> None:
+        """Committed otherwise (COMMIT_OFFSET): nothing older rides a pull after it."""
+        self._ride.pop(broker, None)
+
+    def _ask_again(self, broker: str, owned: list[Queue], rewound: set[Queue]) -> bool:
+        """Whether the pull `broker` holds is given up and asked again now: a queue was
+        rewound meanwhile (an in-place retry's pause is over), or a commit has waited
+        behind it for RIDE_WAIT_S (not the held pull's whole timeout)."""
+        if rewound and any(q in rewound and self._pullable(q) for q in owned):
+            return True
+        return broker in self._ride and \
+            self._clock() - self._inflight[broker][2] >= RIDE_WAIT_S
 
     def take(self, max_msgs: int) -> list[tuple[Queue, list[Message]]]:
         """Up to `max_msgs` buffered messages, in runs of one queue each: the queues take
@@ -308,7 +340,7 @@ class Pulls:
         """Drop everything fetched and not handed out, and every pull in flight; the
         queues in `keep` are pulled again from past the last message handed out."""
         self._ready.clear()
-        for addr, fut, _sent in self._inflight.values():
+        for addr, fut, _sent, _commit in self._inflight.values():
             self._pool.get(addr).forget(fut)
         self._inflight.clear()
         self._buffered.clear()

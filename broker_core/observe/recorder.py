@@ -65,17 +65,19 @@ class OpRecorder:
 
     def record(
         self, op: str, seconds: float, msgs: int = 1, nbytes: int = 0, ok: bool = True,
-        failure: bool = False,
+        failure: bool = False, sends: int = 1,
     ) -> None:
-        """`ok`: stored or delivered; `failure` (with ok False): the broker's own failure."""
+        """`ok`: stored or delivered; `failure` (with ok False): the broker's own failure.
+        `sends`: how many sends the request carried (a SEND_MULTI's): each one an error
+        when the request is."""
         cur = self._current[op]
         cur.record(seconds)  # the histogram and the exact count over the SLA max
         if ok:  # messages in/out are the ones stored or delivered, not those refused
             cur.msgs += msgs
             cur.bytes += nbytes
         else:
-            cur.errors += 1
-            cur.failures += failure
+            cur.errors += sends
+            cur.failures += failure * sends
 
     def add(self, op: str, span: OpLatency) -> None:
         """Fold latencies timed elsewhere (the store's flush thread) into this second."""

@@ -74,6 +74,7 @@ class Op(IntEnum):
     AUTH_START = 18  # a connection's SCRAM-SHA-256 exchange (acl.handshake) ...
     AUTH_FINISH = 19  # ... and its end
     ACL = 20  # list or change users and rules (a super user's)
+    SEND_MULTI = 21  # independent messages of one topic and queue in one frame (protocol.multi)
 
 
 class Code(IntEnum):

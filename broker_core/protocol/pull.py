@@ -9,7 +9,9 @@ and re-encode) and the consumer decodes and verifies them (`store.message.
 decode_records`).
 
     request  group str16 | topic str16 | tag str16 | max msgs u16 | timeout ms u32 |
-             n u16 | n × (queue id i32, offset i64)
+             n u16 | n × (queue id i32, offset i64) | optionally, the group's offsets
+             to commit (acks ride the pull, as RocketMQ's pull carries its commit
+             offset): m u16 | reset i64 | m × (queue id i32, offset i64)
     answer   n u16 | n × (queue id i32, status u8, next i64, min i64, max i64,
              count u32) | the records of the first queue, then the second, ...
 """
@@ -38,6 +40,7 @@ __all__ = [
 _PULL_HEAD = struct.Struct(">HIH")  # max msgs, timeout ms, queue count
 _QUEUE_AT = struct.Struct(">iq")  # queue id, offset
 _COUNT = struct.Struct(">H")
+_COMMIT_HEAD = struct.Struct(">Hq")  # queues committed, the last reset the consumer heard of
 _QUEUE_STATE = struct.Struct(">iBqqqI")  # queue id, status, next, min, max, record count
 MAX_PULL_MSGS = 1024
 MAX_PULL_QUEUES = 4096
@@ -67,6 +70,10 @@ class PullRequest:
     max_msgs: int = 32
     timeout_ms: int = 0
     tag: str = ""
+    # (queue id, offset) the group commits with this pull (COMMIT_OFFSET's), and the
+    # last reset of its offsets the consumer heard of (epoch ms)
+    commit: list[tuple[int, int]] = field(default_factory=list)
+    reset: int = 0
 
 
 class QueueState:
@@ -87,9 +94,13 @@ class QueueState:
 def encode_pull(req: PullRequest) -> bytes:
     if not 1 <= len(req.queues) <= MAX_PULL_QUEUES:
         raise ProtocolError(f"a pull names 1..{MAX_PULL_QUEUES} queues, not {len(req.queues)}")
+    if len(req.commit) > MAX_PULL_QUEUES:
+        raise ProtocolError(f"a pull commits 0..{MAX_PULL_QUEUES} queues")
+    commit = (_COMMIT_HEAD.pack(len(req.commit), req.reset),
+              *(_QUEUE_AT.pack(q, o) for q, o in req.commit)) if req.commit else ()
     return b"".join((_str16(req.group), _str16(req.topic), _str16(req.tag),
                      _PULL_HEAD.pack(req.max_msgs, req.timeout_ms, len(req.queues)),
-                     *(_QUEUE_AT.pack(q, o) for q, o in req.queues)))
+                     *(_QUEUE_AT.pack(q, o) for q, o in req.queues), *commit))
 
 
 def decode_pull(body: bytes) -> PullRequest:
@@ -102,13 +113,22 @@ def decode_pull(body: bytes) -> PullRequest:
         raise ProtocolError(f"pull timeout {timeout_ms} ms above {MAX_PULL_WAIT_MS}")
     if not 1 <= n <= MAX_PULL_QUEUES:
         raise ProtocolError(f"a pull names 1..{MAX_PULL_QUEUES} queues, not {n}")
-    if len(body) - r.pos != n * _QUEUE_AT.size:
+    end = r.pos + n * _QUEUE_AT.size
+    if len(body) < end:
         raise ProtocolError(f"a pull of {n} queues needs {n * _QUEUE_AT.size} bytes of "
                             f"queues, has {len(body) - r.pos}")
-    queues = list(_QUEUE_AT.iter_unpack(memoryview(body)[r.pos:]))
-    if any(q < 0 or o < 0 for q, o in queues):
+    queues = list(_QUEUE_AT.iter_unpack(memoryview(body)[r.pos:end]))
+    commit, reset = [], 0
+    if len(body) > end:
+        r.pos = end
+        m, reset = r.unpack(_COMMIT_HEAD)
+        if len(body) - r.pos != m * _QUEUE_AT.size:
+            raise ProtocolError(f"a pull committing {m} queues needs {m * _QUEUE_AT.size} "
+                                f"bytes of them, has {len(body) - r.pos}")
+        commit = list(_QUEUE_AT.iter_unpack(memoryview(body)[r.pos:]))
+    if any(q < 0 or o < 0 for q, o in queues) or any(q < 0 or o < 0 for q, o in commit):
         raise ProtocolError("a negative queue id or offset")
-    return PullRequest(group, topic, queues, max_msgs, timeout_ms, tag)
+    return PullRequest(group, topic, queues, max_msgs, timeout_ms, tag, commit, reset)
 
 
 def encode_pull_head(states: list[tuple[int, str, int, int, int, int]]) -> bytes:

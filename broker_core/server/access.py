@@ -6,7 +6,7 @@ NO_PERMISSION with the one-line reason, counted per user x action x resource
 
 What each op needs (the resource named in its body):
 
-    SEND, SEND_BATCH                    pub on the topic
+    SEND, SEND_BATCH, SEND_MULTI        pub on the topic
     PULL, QUERY_OFFSET, COMMIT_OFFSET,  sub on the topic and on the group (a
     HEARTBEAT, LOCK_BATCH, UNLOCK_BATCH HEARTBEAT's `also` topics: sub on each)
     ROUTE                               pub or sub on the topic
@@ -160,7 +160,7 @@ class ConnectionGuard:
 
     def _key(self, op: int, body: bytes) -> tuple:
         """What the decision depends on: the op and the names in its body."""
-        if op in (Op.SEND, Op.SEND_BATCH):
+        if op in (Op.SEND, Op.SEND_BATCH, Op.SEND_MULTI):
             return (op, _str16(body, 0)[0])
         if op == Op.PULL:
             group, pos = _str16(body, 0)
@@ -175,7 +175,7 @@ class ConnectionGuard:
 
     def _decide(self, key: tuple) -> tuple[str, str, str] | None:
         op = key[0]
-        if op in (Op.SEND, Op.SEND_BATCH):
+        if op in (Op.SEND, Op.SEND_BATCH, Op.SEND_MULTI):
             needs = [("topic", key[1], ("pub",))]
         elif op == Op.PULL or op in SUB_OPS:
             needs = [("topic", key[1], ("sub",)), ("group", key[2], ("sub",))]

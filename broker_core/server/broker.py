@@ -42,6 +42,7 @@ from broker_core.server.group_state import (
     OffsetTable,
     instance_name,
 )
+from broker_core.server.multi_ops import send_multi
 from broker_core.server.pull_ops import PullOps
 from broker_core.server.queue_locks import QueueLocks
 from broker_core.server.send_ops import SendOps
@@ -257,6 +258,10 @@ class Broker:
         return await self._answer_of(Op.SEND_BATCH, lambda reply: self.sends.send_batch(
             0, body, perf_counter(), reply))
 
+    async def _send_multi(self, body: bytes) -> tuple[int, bytes]:
+        return await self._answer_of(Op.SEND_MULTI, lambda reply: send_multi(
+            self.sends, 0, body, perf_counter(), reply))
+
     async def _pull(self, body: bytes) -> tuple[int, bytes]:
         return await self._answer_of(Op.PULL, lambda reply: self.pulls.pull(
             0, body, perf_counter(), reply))
@@ -292,15 +297,24 @@ class Broker:
                 many = {req["queue_id"]: req["offset"]}
             elif not isinstance(many, dict):
                 return self.bad("offsets must be an object: queue id -> offset")
-            stored = all([self.offsets.commit(group, topic, int(qid), int(offset), reset)
-                          for qid, offset in many.items()])
+            stored = self.committed(group, topic, [(int(q), int(o)) for q, o in many.items()],
+                                    reset)
         except KeyError as exc:
             return self.bad(f"missing field {exc}")
-        self.backlog.heard(group)
         if not stored:  # the consumer has not heard of an operator's reset yet
             return Code.OK, p.encode_json({"stale": True,
                                            "reset": self.offsets.resets.get(group, 0)})
         return Code.OK, b"{}"
+
+    def committed(self, group: str, topic: str, offsets: list[tuple[int, int]],
+                  reset: int) -> bool:
+        """A group's offsets (COMMIT_OFFSET, or riding a PULL); False when they come from
+        before an operator's reset the consumer has not heard of (nothing stored)."""
+        check_group(group)
+        stored = all([self.offsets.commit(group, topic, qid, offset, reset)
+                      for qid, offset in offsets])
+        self.backlog.heard(group)
+        return stored
 
     async def _heartbeat(self, body: bytes) -> tuple[int, bytes]:
         req = p.decode_json(body)
@@ -351,6 +365,7 @@ class Broker:
     _handlers = {
         Op.SEND: _send,
         Op.SEND_BATCH: _send_batch,
+        Op.SEND_MULTI: _send_multi,
         Op.PULL: _pull,
         Op.ROUTE: _route,
         Op.QUERY_OFFSET: _query_offset,

@@ -51,7 +51,7 @@ from broker_core.store import GetStatus, MessageStore
 
 log = logging.getLogger("floodgate.broker")
 
-HOLD_S = 0.010  # arrivals answer held pulls in batches this far apart
+HOLD_S = 0.001  # arrivals answer held pulls in batches this far apart
 MIN_BATCH = 16  # a pull that would bring fewer waits up to HOLD_S for more
 SWEEP_S = 0.005  # held pulls due within this of the one swept are answered with it
 NARROW = 16  # a pull naming more queues is held per topic, not per queue
@@ -93,6 +93,8 @@ class PullContext(Protocol):
     recorder: OpRecorder
 
     def bad(self, message: str) -> tuple[int, bytes]: ...
+    def committed(self, group: str, topic: str, offsets: list[tuple[int, int]],
+                  reset: int) -> bool: ...
 
 
 class PullOps:
@@ -123,6 +125,11 @@ class PullOps:
             req = p.decode_pull(body)
         except p.ProtocolError as exc:
             return [p.encode_answer(Op.PULL, rid, *b.bad(str(exc)))]
+        if req.commit:  # the group's offsets ride the pull (COMMIT_OFFSET's; a reset the
+            try:        # consumer has not heard of it hears with its next heartbeat)
+                b.committed(req.group, req.topic, req.commit, req.reset)
+            except (p.ProtocolError, ValueError) as exc:
+                return [p.encode_answer(Op.PULL, rid, *b.bad(str(exc)))]
         if b.faults.pause_left():  # a drill's pause holds every request
             asyncio.ensure_future(self._after_pause(rid, req, received, reply))
             return None

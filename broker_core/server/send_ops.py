@@ -94,6 +94,28 @@ def _field(name: str, value: str) -> str:
     return f"{name}\x01{value}\x02"
 
 
+def prepare(topic: str, tags: str, keys: str, ps: PropertySet, data: bytes,
+            extra: str = "") -> tuple:
+    """One message as the store appends it (store.put_prepared): its record's size, the
+    body's CRC, the body, the record's tail, the tag hash. MessageIllegalError when its
+    properties cannot be stored."""
+    if ps.error:
+        raise MessageIllegalError(ps.error)
+    raw = ps.raw
+    if extra:
+        raw += extra.encode()
+    if tags or keys:
+        head = (_field(PROP_TAGS, tags) if tags else "") + \
+            (_field(PROP_KEYS, keys) if keys else "")
+        raw = head.encode() + raw
+    if len(raw) > MAX_PROPERTIES_BYTES:
+        raise MessageIllegalError(f"properties take {len(raw)} bytes, more than "
+                                  f"{MAX_PROPERTIES_BYTES}")
+    suffix = topic_field(topic) + len(raw).to_bytes(2, "big") + raw
+    return (HEADER_SIZE + len(data) + len(suffix), zlib.crc32(data), data, suffix,
+            tag_hash(tags) if tags else 0)
+
+
 class Arrivals(Protocol):
     def arrived(self, topic: str, queue_id: int) -> None: ...
 
@@ -125,6 +147,7 @@ class SendOps:
         # and the latest it refused (the caller's input, a setting, a slave's NOT_MASTER)
         self.last_failure: dict[str, object] = {}
         self.last_refusal: dict[str, object] = {}
+        self.host = host
         self._ip, self._port = host[:4], int.from_bytes(host[4:], "big", signed=True)
 
     def _set(self, text: str) -> PropertySet:
@@ -152,28 +175,17 @@ class SendOps:
             return self._failed(Op.SEND, rid, code, checked, received)
         qid = checked
         try:
-            if ps.error:
-                raise MessageIllegalError(ps.error)
-            raw = ps.raw
             stored_topic, stored_qid = topic, qid
+            extra = ""
             if ps.delay or ps.half:  # kept aside until due (server.delay_service) or
                 # committed (server.transactions)
-                raw += (_field(PROP_REAL_TOPIC, topic) + _field(PROP_REAL_QID, str(qid))).encode()
+                extra = _field(PROP_REAL_TOPIC, topic) + _field(PROP_REAL_QID, str(qid))
                 stored_topic, stored_qid = ((SCHEDULE_TOPIC, ps.delay - 1) if ps.delay
                                             else (HALF_TOPIC, 0))
                 b.aside(ps.delay)  # its pass looks when it is due (stored or not)
-            if tags or keys:
-                head = (_field(PROP_TAGS, tags) if tags else "") + \
-                    (_field(PROP_KEYS, keys) if keys else "")
-                raw = head.encode() + raw
-            if len(raw) > MAX_PROPERTIES_BYTES:
-                raise MessageIllegalError(f"properties take {len(raw)} bytes, more than "
-                                          f"{MAX_PROPERTIES_BYTES}")
-            suffix = topic_field(stored_topic) + len(raw).to_bytes(2, "big") + raw
+            prepared = [prepare(stored_topic, tags, keys, ps, data, extra)]
         except MessageIllegalError as exc:
             return self._failed(Op.SEND, rid, Code.MESSAGE_ILLEGAL, str(exc).encode(), received)
-        prepared = [(HEADER_SIZE + len(data) + len(suffix), zlib.crc32(data), data, suffix,
-                     tag_hash(tags) if tags else 0)]
         index_keys = keys.split() if keys else ()
         store = b.store
 
@@ -211,22 +223,25 @@ class SendOps:
         return p.send_answer_frame(rid, code, qid, result.queue_offset, result.physical_offset,
                                    result.store_timestamp, self._ip, self._port, took)
 
-    def _failed(self, op: int, rid: int, code: int, text: bytes, received: float) -> bytes:
-        """An answer of nothing stored; FLOW_CONTROL is refused before any work, is
-        counted by flow control and is not a send the broker timed."""
+    def _failed(self, op: int, rid: int, code: int, text: bytes, received: float,
+                sends: int = 1) -> bytes:
+        """An answer of nothing stored (`sends` of them: a SEND_MULTI's); FLOW_CONTROL is
+        refused before any work, is counted by flow control and is not a send the broker
+        timed."""
         if code != Code.FLOW_CONTROL:
-            failure = self._count_error(code, text)
-            self.broker.recorder.record("send", perf_counter() - received, 1, 0, False, failure)
+            failure = self._count_error(code, text, sends)
+            self.broker.recorder.record("send", perf_counter() - received, 1, 0, False, failure,
+                                        sends)
         return p.encode_answer(op, rid, code, text)
 
-    def _count_error(self, code: int, text: bytes) -> bool:
+    def _count_error(self, code: int, text: bytes, sends: int = 1) -> bool:
         """Count a send answered with an error by its code, the latest failure and refusal
         kept with its text; True when the broker failed it itself
         (protocol.BROKER_FAILURE_CODES)."""
         b = self.broker
-        b.counters["send_errors"] += 1
+        b.counters["send_errors"] += sends
         name = Code(code).name
-        self.error_codes[name] += 1
+        self.error_codes[name] += sends
         latest = {"code": name, "text": text.decode("utf-8", "replace")[:200], "time": b.clock()}
         if code not in BROKER_FAILURE_CODES:
             self.last_refusal = latest

@@ -1,6 +1,6 @@
 """TCP side of the broker: asyncio Protocol framing.
 
-SEND, SEND_BATCH, PULL and END_TRANSACTION are answered from `data_received` itself
+SEND, SEND_MULTI, SEND_BATCH, PULL and END_TRANSACTION are answered from `data_received` itself
 (`send_ops`, `pull_ops`, `tx_ops`: a commit is stored in the order of the frames): at once when they can be, later through `reply` when they must wait
 (the slaves' acks, a sync flush, a held pull); the other ops, rare, get a task.
 
@@ -22,6 +22,7 @@ from broker_core import protocol as p
 from broker_core.server import tx_ops
 from broker_core.server.access import no_permission
 from broker_core.server.broker import Broker
+from broker_core.server.multi_ops import send_multi
 
 log = logging.getLogger("floodgate.broker")
 
@@ -92,6 +93,8 @@ class BrokerProtocol(asyncio.Protocol):
                 answer = broker.sends.send(header.request_id, body, received, reply)
             elif op == p.Op.PULL:
                 answer = broker.pulls.pull(header.request_id, body, received, reply)
+            elif op == p.Op.SEND_MULTI:
+                answer = send_multi(broker.sends, header.request_id, body, received, reply)
             elif op == p.Op.SEND_BATCH:
                 answer = broker.sends.send_batch(header.request_id, body, received, reply)
             elif op == p.Op.END_TRANSACTION:  # in order with the sends around it

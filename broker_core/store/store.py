@@ -147,12 +147,15 @@ class MessageStore:
         return PutResult(status, reason=reason)
 
     def put_prepared(self, topic: str, queue_id: int, prepared: list, keys: list[str], *,
-                     wait: bool = False) -> PutResult:
+                     wait: bool = False, each_keys: list[list[str]] | None = None
+                     ) -> PutResult:
         """Append records the caller prepared and validated (`message.prepare_raw`, the
-        broker's send path: it keeps each property set encoded once)."""
-        return self._append(topic, queue_id, prepared, None, wait, keys)
+        broker's send path: it keeps each property set encoded once). `keys`: every
+        record's index keys; `each_keys`: instead, each record's own (SEND_MULTI)."""
+        return self._append(topic, queue_id, prepared, None, wait, keys, each_keys)
 
-    def _append(self, topic, queue_id, prepared, born_ts, wait, keys) -> PutResult:
+    def _append(self, topic, queue_id, prepared, born_ts, wait, keys,
+                each_keys=None) -> PutResult:
         """Write prepared records as one contiguous block of one segment (all or nothing)."""
         if self.disk_full:
             return self._failed(
@@ -185,10 +188,12 @@ class MessageStore:
             phys = first_phys = cl.write_records(prepared, queue_id, first_qo,
                                                  now_ms if born_ts is None else born_ts,
                                                  now_ms, self._store_host)
-            for p in prepared:
+            for i, p in enumerate(prepared):
                 cq.append_unit(phys, p[0], p[4])
                 if keys:
                     self.index.add(keys, phys, now_ms)
+                elif each_keys is not None and each_keys[i]:
+                    self.index.add(each_keys[i], phys, now_ms)
                 phys += p[0]
             cl.commit(phys)
             table = self.queue_table

@@ -48,6 +48,9 @@ def register(sub) -> None:
                       help="send the first message at this wall-clock time, connected and "
                            "signed in before (several generators starting together; past: "
                            "at once)")
+    prod.add_argument("--stamp", action="store_true",
+                      help="each body starts with its send time (8 bytes, a big-endian "
+                      "double of epoch seconds): consumers on this host time send -> in hand")
     prod.add_argument("--name", default="bench", help="the producer's name on its /stats")
     prod.add_argument("--http-port", type=int,
                       help="serve this producer's /metrics and /stats (fuse state) on this port")
@@ -92,6 +95,9 @@ def run_produce(args) -> int:
         value = getattr(args, name)
         if value is not None and value < (0 if name == "size" else 1):
             raise UsageError(f"--{name} must be positive")
+    if args.stamp and args.size < 8:
+        raise UsageError(f"--stamp writes 8 bytes into each body: --size must be >= 8, "
+                         f"got {args.size}")
     from broker_core.names import topic_problem
 
     if (problem := topic_problem(args.topic)) is not None:  # said before any send
@@ -123,7 +129,7 @@ def run_produce(args) -> int:
                         backoff=backoff, trace_rate=args.trace_rate)
     gen = LoadGenerator(producer, LoadSpec(args.topic, args.size, args.count, args.duration,
                                            args.rate, args.batch, args.concurrency,
-                                           args.key_prefix, args.start_at))
+                                           args.key_prefix, args.start_at, args.stamp))
     http = None
     if args.http_port:
         trace = producer.tracer.dispatcher if producer.tracer is not None else None

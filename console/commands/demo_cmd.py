@@ -195,6 +195,8 @@ def _headless(demo, args, stop: threading.Event) -> int:
             if not statuses or statuses[-1] != g.status:
                 statuses.append(g.status)
 
+    from console.demo.delays import summarize as consumer_delay
+
     def record(state) -> dict:
         """The run as it stands: taken at the end of the window, before the console
         (or poller) is torn down, so the summary covers exactly the N seconds."""
@@ -207,6 +209,7 @@ def _headless(demo, args, stop: threading.Event) -> int:
                                              "drain_s": g.drain_s,
                                              "statuses": seen.get(g.name, [g.status])}
                                     for g in (state.consumers if state else ())},
+                "consumer_delay": consumer_delay(demo.data_dir),
                 "throttled_total": state.flow.total if state else 0,
                 "transactions": _transactions(state),
                 "faults": [{"time": a.time, "broker": a.broker, "action": a.action}
@@ -326,6 +329,10 @@ def _print_summary(summary: dict) -> None:
         scripted = f"; scripted: {script_story()}" if name == WAREHOUSE_GROUP else ""
         print(f"  consumer group {name}: {g['status']}, lag {g['lag']:,} "
               f"(went {' -> '.join(g['statuses'])}{scripted})")
+    for name, d in summary.get("consumer_delay", {}).items():
+        print(f"  consumer group {name}: send -> in hand p50 {ms(d['p50_s'])}, p99 "
+              f"{ms(d['p99_s'])}, max {ms(d['max_s'])} ({d['count']:,} messages, the first "
+              f"10 s not counted)")
     if summary["throttled_total"]:
         print(f"flow control: {summary['throttled_total']:,} sends throttled")
     tx = summary["transactions"]

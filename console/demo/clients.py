@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from broker_core.errors import BrokerError
+from console.demo.delays import Delays
 from console.demo.script import CYCLE_S  # its consumer groups' cycle is the faults'
 from console.logs import configure_logging
 
@@ -53,8 +54,6 @@ BATCH_FLOW_RETRIES = 1  # one backoff, then give up: the demo shows refusals, no
 # RocketMQ's pull batch (seed 002): a broker answers a pull on the loop its sends wait
 # on, and 256 messages at a time held them for milliseconds
 PULL_BATCH = 32
-FEW = 16  # a poll that brought fewer waits PAUSE_S: fuller pulls, fewer of them (2 cores)
-PAUSE_S = 0.02
 NICE = 10  # below the brokers and the load: see runner.CONSOLE_NICE
 COMMIT_S = 0.5  # the brokers judge offsets every second: commit more often than that
 FAIL_EVERY = 200  # warehouse fails order-N once when N is a multiple ...
@@ -192,9 +191,12 @@ def fails(message) -> bool:
 
 
 def consume(consumer, stop: threading.Event, script=None, started: float = 0.0,
-            rate: float = 0.0) -> None:
+            rate: float = 0.0, delays=None) -> None:
     """Poll, 'process', commit every COMMIT_S until `stop`; follow `script` if given at
-    the demo's `rate` (and then fail what `fails` says: sent back for a retry)."""
+    the demo's `rate` (and then fail what `fails` says: sent back for a retry).
+    `delays` (console.demo.delays): send -> in hand of each first delivery counted."""
+    from broker_core.client.retry import retry_times
+
     last_commit = time.monotonic()
     while not stop.is_set():
         per_msg = processing_time(script, (time.monotonic() - started) % CYCLE_S, rate) \
@@ -204,6 +206,8 @@ def consume(consumer, stop: threading.Event, script=None, started: float = 0.0,
             stop.wait(1.0)
             continue
         msgs = consumer.poll(PULL_BATCH, timeout=0.5)
+        if delays is not None and msgs:
+            delays.record(consumer.group, [m for m in msgs if not retry_times(m)])
         if script:
             for m in msgs:
                 if fails(m):
@@ -213,10 +217,8 @@ def consume(consumer, stop: threading.Event, script=None, started: float = 0.0,
                         break
         if msgs and per_msg:
             stop.wait(per_msg * len(msgs))
-        elif len(msgs) < FEW:
-            stop.wait(PAUSE_S)
         if time.monotonic() - last_commit >= COMMIT_S:
-            consumer.commit()
+            consumer.commit(wait=False)  # riding the next pulls: no round trips
             last_commit = time.monotonic()
     consumer.close()
 
@@ -248,10 +250,17 @@ def batch_quota(spec, offered: float = BATCH_RATE) -> dict:
     return {"kind": "group", "target": BATCH_GROUP, "rate": rate, "burst": max(1.0, rate / 10)}
 
 
+# The clients by process: the group that keeps up alone, so that its messages reach it
+# in a few ms (sharing a GIL with a group draining its backlog, its p99 was 25-80 ms at
+# 5,000 msgs/s: the Mogujie talk's fast and slow consumers treated apart); the rest.
+PARTS = {"fast": ("billing",), "rest": ("warehouse", "batch", "payments", "ledger")}
+
+
 def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
-        users: Path | None = None, rate: float = 0.0) -> None:
+        users: Path | None = None, rate: float = 0.0, part: str | None = None) -> None:
     """`users`: the ACL's credentials files, one per client (console.demo.users);
-    `rate`: the demo producer's, which the warehouse group's script falls behind."""
+    `rate`: the demo producer's, which the warehouse group's script falls behind;
+    `part`: one of PARTS (None: every client)."""
     from broker_core.client.admin import ensure_topic, quota
     from broker_core.client.consumer import Consumer
     from broker_core.client.producer import Producer
@@ -268,8 +277,10 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
     else:
         ensure_topic(spec.addrs, BATCH_TOPIC)
     flood_rate, pay_rate = story_rates(rate)
-    for b in spec.brokers:  # every broker: a slave promoted later enforces it too
-        quota(b.http, "POST", batch_quota(spec, flood_rate))
+    delays = Delays(cluster_path.parent, part)
+    if part is None or "batch" in PARTS[part]:
+        for b in spec.brokers:  # every broker: a slave promoted later enforces it too
+            quota(b.http, "POST", batch_quota(spec, flood_rate))
     brokers = None if routes is not None else spec.addrs
     started = time.monotonic()
 
@@ -280,24 +291,30 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
 
         return load(users / f"{name}.toml")
 
-    workers = [
-        (consume, Consumer("billing", TOPIC, brokers, routes=routes, trace_rate=trace_rate,
-                           credentials=as_user("billing")), None),
-        (consume, Consumer(WAREHOUSE_GROUP, TOPIC, brokers, routes=routes, trace_rate=trace_rate,
-                           retry_delay=RETRY_DELAY, max_reconsume=MAX_RECONSUME,
-                           credentials=as_user(WAREHOUSE_GROUP)), WAREHOUSE_SCRIPT),
+    makers = {
+        "billing": lambda: (consume, Consumer(
+            "billing", TOPIC, brokers, routes=routes, trace_rate=trace_rate,
+            credentials=as_user("billing")), None),
+        "warehouse": lambda: (consume, Consumer(
+            WAREHOUSE_GROUP, TOPIC, brokers, routes=routes, trace_rate=trace_rate,
+            retry_delay=RETRY_DELAY, max_reconsume=MAX_RECONSUME,
+            credentials=as_user(WAREHOUSE_GROUP)), WAREHOUSE_SCRIPT),
         # no fuse: this producer's story is its quota, and a fuse's housekeeping thread
         # cost more than its 100 sends a second
-        (flood, Producer(brokers, routes=routes, group=BATCH_GROUP, fuse=False,
-                         flow_retries=BATCH_FLOW_RETRIES, credentials=as_user("batch")), None),
+        "batch": lambda: (flood, Producer(
+            brokers, routes=routes, group=BATCH_GROUP, fuse=False,
+            flow_retries=BATCH_FLOW_RETRIES, credentials=as_user("batch")), None),
         # the receipt follows only a commit the broker took: a COMMIT sent one way and lost
         # (an injected error) is settled by a check-back seconds later, after the receipt
-        (payments, TransactionProducer(PAY_GROUP, brokers, check=bank_says, routes=routes,
-                                       fuse=False, credentials=as_user("payments"),
-                                       end_oneway=False), None),
-        (ledger, Consumer(LEDGER_GROUP, PAY_TOPIC, brokers, routes=routes, orderly=True,
-                          credentials=as_user("ledger")), None),
-    ]
+        "payments": lambda: (payments, TransactionProducer(
+            PAY_GROUP, brokers, check=bank_says, routes=routes, fuse=False,
+            credentials=as_user("payments"), end_oneway=False), None),
+        "ledger": lambda: (ledger, Consumer(
+            LEDGER_GROUP, PAY_TOPIC, brokers, routes=routes, orderly=True,
+            credentials=as_user("ledger")), None),
+    }
+    names = PARTS[part] if part is not None else tuple(makers)
+    workers = [makers[name]() for name in names]
     threads = []
     for fn, client, script in workers:
         if fn is flood:
@@ -307,13 +324,14 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
         elif fn is ledger:
             args = (client, stop)
         else:
-            args = (client, stop, script, started, rate)
+            args = (client, stop, script, started, rate, delays)
         t = threading.Thread(target=fn, args=args, daemon=True, name=f"demo-{fn.__name__}")
         t.start()
         threads.append(t)
     stop.wait()
     for t in threads:
         t.join(5)
+    delays.save()
     if routes is not None:
         routes.close()
 
@@ -336,7 +354,7 @@ def main(argv: list[str]) -> int:
 
     users = option("users")
     run(Path(argv[0]), stop, float(option("trace-rate", 0.0)),
-        Path(users) if users else None, float(option("rate", 0.0)))
+        Path(users) if users else None, float(option("rate", 0.0)), option("part"))
     return 0
 
 

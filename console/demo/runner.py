@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.cluster.ports import port_free
+from console.demo.clients import PARTS as CLIENT_PARTS
 from console.demo.script import (
     CYCLE_S,
     FAULT_SCRIPT,
@@ -104,7 +105,8 @@ class Demo:
         self._made_data: Path | None = None
         if self.opts.data is None:  # made now, so its log can be named before the start
             self._made_data = Path(tempfile.mkdtemp(prefix="floodgate-demo-"))
-        self.cluster = self.producer = self.clients = None
+        self.cluster = self.producer = None
+        self.clients: list[subprocess.Popen] = []  # console.demo.clients: fast, the rest
         self.users: dict[str, Path] = {}  # the ACL's users: name -> credentials file
         self._env_before: dict | None = None  # the ACL and TLS settings before the demo's
         self._session_nice_before: int | None = None  # the session's weight before the demo's
@@ -187,7 +189,7 @@ class Demo:
                 self._as_admin()
                 ensure_topic(self.cluster.file.addrs, DEMO_TOPIC)  # its files, before the load
             if o.clients:
-                self.clients = self._start_clients()
+                self.clients = [self._start_clients(part) for part in CLIENT_PARTS]
             self._script_start = time.monotonic()  # the clients' cycle began just before
             self._spawn(lambda: self._start_load(time.time() + LOAD_AFTER_S), "load")
             if o.faults:
@@ -241,7 +243,7 @@ class Demo:
                 str(self.cluster.path), "--topic", DEMO_TOPIC, "--rate", f"{o.rate:g}",
                 "--duration", "1e9", "--size", str(o.size), "--concurrency", "64",
                 "--timeout", "3", "--group", DEMO_GROUP, "--trace-rate", f"{o.trace_rate:g}",
-                "--key-prefix", KEY_PREFIX, "--start-at", f"{start_at:.3f}",
+                "--key-prefix", KEY_PREFIX, "--start-at", f"{start_at:.3f}", "--stamp",
                 "--name", "demo", "--http-port",
                 str(self.producer_port), *self.realtime_args]
         log_file = open(self.cluster.data / "producer.log", "ab")  # noqa: SIM115 - the child's
@@ -280,16 +282,19 @@ class Demo:
         except Exception as exc:  # noqa: BLE001 - the console shows the producer DOWN
             log.error("the demo's producer did not start: %s", exc)
 
-    def _start_clients(self) -> subprocess.Popen:
+    def _start_clients(self, part: str) -> subprocess.Popen:
         """Consumer groups and the throttled batch producer (console.demo.clients), in
-        their own process: they cost the demo's producer no GIL time."""
+        processes of their own: they cost the demo's producer no GIL time, and the group
+        that keeps up none of the others' (`part`: console.demo.clients.PARTS)."""
         log_file = open(self.cluster.data / "clients.log", "ab")  # noqa: SIM115 - the child's
         try:
             users = [f"--users={self.cluster.data / 'users'}"] if self.users else []
             return subprocess.Popen(
                 [sys.executable, "-m", "console.demo.clients", str(self.cluster.path),
                  f"--trace-rate={self.opts.trace_rate:g}", f"--rate={self.opts.rate:g}",
-                 f"--nice={CONSOLE_NICE if self.opts.priorities else 0}", *users],
+                 f"--nice={CONSOLE_NICE if self.opts.priorities and part != 'fast' else 0}",
+                 f"--part={part}",
+                 *users],
                 stdout=log_file, stderr=subprocess.STDOUT, process_group=0,
                 env=self._env_as("batch"))
         finally:
@@ -427,8 +432,8 @@ class Demo:
         self._stop.set()
         if self.cluster is not None:
             self.cluster.stop_supervising()
-        if self.clients is not None:
-            self.clients.terminate()  # it commits what it consumed, then exits
+        for clients in self.clients:
+            clients.terminate()  # it commits what it consumed, then exits
         for t in self._threads:
             t.join(10)
         if self.producer is not None:
@@ -440,13 +445,13 @@ class Demo:
             self.producer = None
         if self.routes is not None:
             self.routes.close()
-        if self.clients is not None:
-            self.clients.terminate()  # again: it may have started while the rest stopped
+        for clients in self.clients:
+            clients.terminate()  # again: it may have started while the rest stopped
             try:
-                self.clients.wait(10)
+                clients.wait(10)
             except subprocess.TimeoutExpired:
-                self.clients.kill()
-            self.clients = None
+                clients.kill()
+        self.clients = []
         if self.cluster is not None:
             self.cluster.down()
         if self._session_nice_before is not None:  # the terminal outlives the demo

@@ -88,11 +88,16 @@ def test_the_asyncio_producer_backs_off_and_is_counted(cluster_factory):
 
     cluster = cluster_factory(1)
     admin.quota(cluster.file.brokers[0].http, "POST",
-                {"kind": "topic", "target": "orders", "rate": 500, "burst": 10})
+                {"kind": "topic", "target": "orders", "rate": 250, "burst": 10})
 
     async def flood() -> tuple[list, dict, object]:
-        async with AsyncProducer(cluster.file.addrs, group="app", flow_retries=6) as p:
-            results = await asyncio.gather(*(p.send("orders", b"x") for _ in range(60)))
+        async with AsyncProducer(cluster.file.addrs, group="app", flow_retries=10) as p:
+            sends = []
+            for i in range(60):  # a few a turn of the loop: each turn's ride one frame,
+                sends.append(asyncio.ensure_future(p.send("orders", b"x")))  # admitted whole
+                if i % 4 == 3:
+                    await asyncio.sleep(0)
+            results = await asyncio.gather(*sends)
             return results, p.counters.snapshot(), p.fuse.snapshot()
 
     results, counters, fuse = asyncio.run(flood())

@@ -131,3 +131,23 @@ def test_a_group_whose_retries_no_broker_would_take_is_refused_before_it_consume
             if len(got) >= 3:
                 break
         assert len(got) == 3 and longest.nack(got[0])  # its retry topic, 127 characters, is taken
+
+
+def test_a_commit_that_waits_not_rides_the_next_pull_with_no_request_of_its_own(broker_addr):
+    """`commit(wait=False)`: the offsets go with the next pull to the broker (as RocketMQ's
+    pull carries its commit offset); stored once the broker took that pull, within
+    RIDE_WAIT_S even when the pull in flight is held for a caught-up queue."""
+    from broker_core.client.pulls import RIDE_WAIT_S
+
+    produce(broker_addr, 20)
+    consumer = Consumer("billing", TOPIC, {"b1": broker_addr})
+    try:
+        assert len(poll_all(consumer, 20)) == 20
+        consumer.commit(wait=False)
+        assert sum(max(o, 0) for o in committed(consumer, "billing").values()) == 0
+        started = time.monotonic()
+        while sum(max(o, 0) for o in committed(consumer, "billing").values()) < 20:
+            consumer.poll(timeout=0.1)  # a held pull is given up and asked again
+            assert time.monotonic() - started < RIDE_WAIT_S + 5
+    finally:
+        consumer.close()

@@ -49,3 +49,15 @@ def test_a_short_or_unknown_head_is_a_protocol_error():
     bad[6] = 99  # the status byte
     with pytest.raises(p.ProtocolError, match="unknown pull status"):
         p.decode_pull_head(bytes(bad))
+
+
+@given(queues, queues, st.integers(0, 2**62))
+def test_a_pull_carries_the_groups_commit(qs, commit, reset):
+    req = p.PullRequest("g", "t", qs, 32, 15_000, commit=commit, reset=reset)
+    assert p.decode_pull(p.encode_pull(req)) == req
+
+
+def test_a_commit_trailer_that_does_not_hold_its_queues_is_refused():
+    body = p.encode_pull(p.PullRequest("g", "t", [(0, 0)], commit=[(0, 5), (1, 6)]))
+    with pytest.raises(p.ProtocolError, match="committing 2 queues"):
+        p.decode_pull(body[:-1])
