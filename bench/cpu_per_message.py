@@ -293,7 +293,8 @@ def consumer_main(cluster_file: str, groups: str) -> None:
 
 
 def run_pair(tmp: Path, rate: float, seconds: float, warm: float, consumers: bool = False,
-             trace: bool = False) -> Window:
+             trace: bool = False, flags: tuple[str, ...] = ()) -> Window:
+    """`flags`: more for the producer (`bench produce`), e.g. --linger-ms."""
     with cluster(tmp, n=0, groups=1, replicas=2, replication="sync") as c:
         from broker_core.cluster.roles import group_records
 
@@ -309,7 +310,7 @@ def run_pair(tmp: Path, rate: float, seconds: float, warm: float, consumers: boo
                                      "billing,warehouse"])
             procs["consumers"] = cons.pid
         prod = producer(["--cluster", str(c.path)], warm + seconds + 1, rate,
-                        extra=("--trace-rate", "1") if trace else ())
+                        extra=(*(("--trace-rate", "1") if trace else ()), *flags))
         procs["producer"] = prod.pid
         time.sleep(warm)
         consumed_file = Path(str(c.path) + ".consumed")

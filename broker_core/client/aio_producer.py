@@ -39,7 +39,7 @@ from broker_core.client.connection import BrokerUnavailable, Connection, parse_a
 from broker_core.client.ordering import OrderedQueues, choose
 from broker_core.client.producer import encode_many, encode_one
 from broker_core.client.tracing import traced_properties
-from broker_core.client.turn_batch import TurnBatcher
+from broker_core.client.turn_batch import MAX_MULTI, TurnBatcher
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     Code,
@@ -67,13 +67,16 @@ class AsyncProducer:
     `group`, `flow_retries`, `backoff`: as `Producer`'s (`client.attempts.SendOptions`);
     `counters`: share a producer's throttling figures (the load generator does).
     `tracer`: a `client.tracing.SendTracer` (e.g. a `Producer`'s) that samples sends
-    for the trace, as `Producer(trace_rate=...)` does."""
+    for the trace, as `Producer(trace_rate=...)` does. `linger_s`: how long a send
+    waits for others to ride its frame (client.turn_batch; 0: the turn it was made in);
+    `frame_msgs`: a frame leaves once it holds that many (Kafka's batch.size)."""
 
     def __init__(self, brokers: Sequence[str] | Mapping[str, str] | str | None = None,
                  fuse=None, timeout: float = 3.0, retries: int = 2,
                  clock: Callable[[], float] = time.monotonic, routes=None, group: str = "",
                  flow_retries: int = FLOW_RETRIES, backoff: Sequence[float] = (),
-                 counters: SendCounters | None = None, tracer=None, credentials=None) -> None:
+                 counters: SendCounters | None = None, tracer=None, credentials=None,
+                 linger_s: float = 0.0, frame_msgs: int = MAX_MULTI) -> None:
         self.routes = routes
         self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
         self.tracer = tracer
@@ -91,7 +94,7 @@ class AsyncProducer:
         self._heartbeat: asyncio.TimerHandle | None = None
         self._sent = False  # a call started since the last beat
         # the sends of one turn of the loop, one frame a topic (SEND_MULTI)
-        self.batcher = TurnBatcher(self._call_nowait)
+        self.batcher = TurnBatcher(self._call_nowait, frame_msgs, linger_s)
         self._trace_sender: AsyncProducer | None = None  # the tracer's, on this loop
 
     def _beat(self) -> None:

@@ -56,6 +56,8 @@ class LoadSpec:
     key_prefix: str = ""  # each message keyed f"{key_prefix}{n}" (the key index), n from 1
     start_at: float | None = None  # wall clock: connected before, the first send then
     stamp: bool = False  # each body starts with its send time (STAMP), for send -> consumer
+    linger_s: float = 0.0  # a send waits this long for others to share its frame
+    frame_msgs: int = 64  # ... and a frame leaves once it holds this many
 
 
 @dataclass
@@ -176,7 +178,8 @@ class LoadGenerator:
         aio = AsyncProducer(base.brokers, fuse=base.fuse or False, timeout=base.timeout,
                             retries=opts.retries, routes=base.routes, group=opts.group,
                             flow_retries=opts.flow_retries, backoff=opts.backoff,
-                            counters=base.counters, tracer=getattr(base, "tracer", None))
+                            counters=base.counters, tracer=getattr(base, "tracer", None),
+                            linger_s=spec.linger_s, frame_msgs=spec.frame_msgs)
         body = b"x" * spec.size
         prefix = spec.key_prefix
         inflight = 0

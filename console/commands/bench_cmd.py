@@ -48,6 +48,12 @@ def register(sub) -> None:
                       help="send the first message at this wall-clock time, connected and "
                            "signed in before (several generators starting together; past: "
                            "at once)")
+    prod.add_argument("--linger-ms", type=float, default=0.0, metavar="MS",
+                      help="a send waits this long for others to share its frame (Kafka's "
+                      "linger.ms; 0, the default: those of the same turn of the loop)")
+    prod.add_argument("--frame-msgs", type=int, default=64, metavar="N",
+                      help="a frame (SEND_MULTI) leaves once it holds N messages (64): with "
+                      "--linger-ms, frames as full at a low rate as at a high one")
     prod.add_argument("--stamp", action="store_true",
                       help="each body starts with its send time (8 bytes, a big-endian "
                       "double of epoch seconds): consumers on this host time send -> in hand")
@@ -95,6 +101,10 @@ def run_produce(args) -> int:
         value = getattr(args, name)
         if value is not None and value < (0 if name == "size" else 1):
             raise UsageError(f"--{name} must be positive")
+    if not 1 <= args.frame_msgs <= 1024:
+        raise UsageError(f"--frame-msgs must be within 1..1024, got {args.frame_msgs}")
+    if not 0 <= args.linger_ms <= 1000:
+        raise UsageError(f"--linger-ms must be within 0..1000, got {args.linger_ms:g}")
     if args.stamp and args.size < 8:
         raise UsageError(f"--stamp writes 8 bytes into each body: --size must be >= 8, "
                          f"got {args.size}")
@@ -129,7 +139,8 @@ def run_produce(args) -> int:
                         backoff=backoff, trace_rate=args.trace_rate)
     gen = LoadGenerator(producer, LoadSpec(args.topic, args.size, args.count, args.duration,
                                            args.rate, args.batch, args.concurrency,
-                                           args.key_prefix, args.start_at, args.stamp))
+                                           args.key_prefix, args.start_at, args.stamp,
+                                           args.linger_ms / 1000, args.frame_msgs))
     http = None
     if args.http_port:
         trace = producer.tracer.dispatcher if producer.tracer is not None else None

@@ -75,3 +75,18 @@ def test_a_broker_without_send_multi_is_sent_one_by_one():
             server.close()
 
     asyncio.run(main())
+
+
+def test_with_a_linger_sends_of_several_turns_share_a_frame(broker_addr):
+    async def main():
+        async with AsyncProducer([broker_addr], fuse=False, linger_s=0.2) as producer:
+            sends = []
+            for i in range(5):  # one a turn, 10 ms apart: within the linger
+                sends.append(asyncio.ensure_future(producer.send("orders", b"m%d" % i)))
+                await asyncio.sleep(0.01)
+            results = await asyncio.gather(*sends)
+            assert producer.batcher.frames == 1 and producer.batcher.messages == 5
+            assert [r.queue_offset for r in results] == \
+                list(range(results[0].queue_offset, results[0].queue_offset + 5))
+
+    asyncio.run(main())
