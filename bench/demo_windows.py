@@ -5,7 +5,7 @@ Runs `floodgate demo --groups 4 --headless N --json` (as the Makefile does, plus
 `--data` so the cluster file is known) `--runs` times. While it runs, every master's
 `/stats` is read every 5 s with its last 60 s of per-second send histograms; the
 seconds are merged into 10 s windows from the first second with sends. A master is
-fault-free when the demo's summary says no fault hit it. Goals (seed 000's line):
+fault-free when the demo's summary says no fault hit it. Goals (the Double-11 talk's line):
 p99 <= 5 ms and max <= 20 ms in every window after the first; the producer at >= 95 %
 of its rate and late on <= 10 % of its beats; the stall excluded within 1 s; no
 isolation of a fault-free group.

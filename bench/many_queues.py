@@ -1,4 +1,4 @@
-"""One broker, many queues (seed 001: the CommitLog lets one host carry tens of
+"""One broker, many queues (the Taobao talk: the CommitLog lets one host carry tens of
 thousands of queues): sync sends spread over `--topics` topics (4 queues each)
 against the same sends to one topic, in alternated rounds, in one run.
 

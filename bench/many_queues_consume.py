@@ -1,6 +1,6 @@
 """One broker, 10,000 queues, 100 consumers of one group: end-to-end delay (send ->
 the consumer holds the message) at a paced 2,000 msgs/s, against the same 100
-consumers on 100 queues (one each) in the same run. Seed 004's echo consumer saw
+consumers on 100 queues (one each) in the same run. The Mogujie talk's echo consumer saw
 10-15 ms; the goal is p99 <= 15 ms over the 10,000 queues.
 
 Layout: `--topics` topics of `--queues` queues each (10 x 1,000 by default; a

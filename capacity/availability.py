@@ -1,6 +1,6 @@
 """Availability = MTBF / (MTBF + MTTR), and the downtime budget of a target.
 
-Seed 000 states the Double-11 goal as availability "~100 %" with MTTR = 1 s:
+The Double-11 talk states the Double-11 goal as availability "~100 %" with MTTR = 1 s:
 one failure a day recovered in a second gives (86400 - 1) / 86400 =
 99.9988 %, which the seed prints as 99.999 % (three decimals, rounded).
 """

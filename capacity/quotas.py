@@ -4,7 +4,7 @@ The plan forecasts the cluster's peak send rate; an operator says how that
 peak splits over topics (a share each; without one, `*`: every topic may take
 the whole peak). Each topic's quota is its planned peak with headroom, and a
 broker enforces its part of it: the brokers in service when the fuse holds
-its 30 % out (seed 000) carry the whole peak, so each broker's quota is the
+its 30 % out (the Double-11 talk) carry the whole peak, so each broker's quota is the
 topic's rate over those brokers. The burst is `burst_s` of that rate.
 """
 

@@ -1,6 +1,6 @@
 """Replica reliability: the chance that data survives a year of disk failures.
 
-Seed 000 ("RocketMQ 多副本高可靠") prints, for disks with an MTBF of
+The Double-11 talk ("RocketMQ 多副本高可靠") prints, for disks with an MTBF of
 1,200,000 h (Seagate) and a recovery time of 2 h (1 TB disk at a 75 % water
 level re-copied at 100 MB/s):
 

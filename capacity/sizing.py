@@ -6,7 +6,7 @@ the report can say which one binds:
 - utilisation: normal operation at `target_utilisation` of the measured
   per-broker rate, with `spares` brokers down (N+1 when spares = 1):
   ceil(R / (c u)) + spares;
-- fuse: the fuse may isolate up to `fuse_reserve` (30 %, seed 000) of the
+- fuse: the fuse may isolate up to `fuse_reserve` (30 %, the Double-11 talk) of the
   brokers; the rest must carry the peak at no more than their measured
   capacity: ceil(R / (c (1 - reserve)));
 - failure domain: brokers spread evenly over D domains; losing one leaves
@@ -15,7 +15,7 @@ the report can say which one binds:
 - disk: `retention_hours` (72 h) of the peak day's volume, times replicas,
   kept under the `water` level (75 %) of each broker's disk;
 - network: producer bytes in, replication between replicas, and deliveries
-  out with fan-out (seed 001: receive : deliver = 1 : 15) under `nic_utilisation`
+  out with fan-out (the Taobao talk: receive : deliver = 1 : 15) under `nic_utilisation`
   of each broker's NIC, the busier direction deciding.
 
 "c" is the measured per-broker rate (msgs/s) at which latency still meets
@@ -63,7 +63,7 @@ class SizingInputs:
     fanout: float = 15.0
     nic_bits_per_s: float = 10e9
     nic_utilisation: float = 0.7
-    avg_latency_s: float = SLA_MEAN_S  # seed 000: 3 ms average send
+    avg_latency_s: float = SLA_MEAN_S  # the Double-11 talk: 3 ms average send
     client_concurrency: int = 64  # requests one client keeps in flight
 
     def validate(self) -> None:

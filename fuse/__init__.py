@@ -1,6 +1,6 @@
 """fuse: isolate slow or failing brokers for a minute, at most 30 % of them.
 
-Seed 000's rules (在线熔断机制): at most 30 % of the brokers isolated; a broker
+The Double-11 talk's rules (在线熔断机制): at most 30 % of the brokers isolated; a broker
 too slow, or whose call throws, is isolated for 1 minute; when more than 30 %
 would be isolated, the brokers isolated earliest take calls again. No import
 of the rest of floodgate (and none of prometheus-client).

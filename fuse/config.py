@@ -1,6 +1,6 @@
 """Fuse settings with their defaults, validated in one place.
 
-Why these defaults (seed 000, "在线熔断机制", and its SLA: 3 ms average, 20 ms
+Why these defaults (the Double-11 talk, "在线熔断机制", and its SLA: 3 ms average, 20 ms
 max per send):
 
 - ``isolation_s = 60`` and ``max_isolated_ratio = 0.3`` are rules 1-3 verbatim.
@@ -65,7 +65,7 @@ max per send):
   its cores with the client and the other brokers, and single-broker hiccups
   of up to ~50 ms (garbage collection, a core taken) were measured on a busy
   2-core demo host; such a broker is isolated for slowness only once a call
-  hangs. A PageCache stall (200 ms and more in seed 000) still goes in 100 ms.
+  hangs. A PageCache stall (200 ms and more in the Double-11 talk) still goes in 100 ms.
 - ``jitter_ratio = 0.1``: each isolation lasts up to 10 % longer, drawn from an
   injected seed, so producers that isolated a broker together do not all
   return to it in the same millisecond.

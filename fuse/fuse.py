@@ -1,6 +1,6 @@
 """`Fuse`: isolate slow or failing brokers for a minute, never more than 30 % of them.
 
-Seed 000's four rules: (1) at most 30 % of the brokers are isolated; (2) a
+The Double-11 talk's four rules: (1) at most 30 % of the brokers are isolated; (2) a
 broker answering too slowly is isolated for 1 minute; (3) so is one whose call
 throws; (4) when more than 30 % would be isolated, the brokers isolated
 earliest take calls again ("overflow").

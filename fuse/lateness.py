@@ -1,6 +1,6 @@
 """The client's own lateness: time the producer could not run, which no broker caused.
 
-Seed 000's fuse isolates a broker whose *response time* is too long. A client
+The Double-11 talk's fuse isolates a broker whose *response time* is too long. A client
 measures that time with its own clock and its own thread, so when the client
 is late (its event loop busy with other callbacks, its thread waiting for the
 GIL or a core on a shared host), every call in flight ages and every answer

@@ -1,4 +1,4 @@
-"""Heatmap matrices: time columns x latency rows, the picture seed 000 reads.
+"""Heatmap matrices: time columns x latency rows, the picture the Double-11 talk reads.
 
 Rows are histogram buckets at a chosen (usually coarser) schema. The row range
 is bounded by the data or by given limits; with limits, everything below or

@@ -1,5 +1,5 @@
 """PNG heatmap with matplotlib: time across, latency up (log-2 axis), count as
-colour on a log scale, with the SLA lines of seed 000 (3 ms average, 20 ms max)."""
+colour on a log scale, with the SLA lines of the Double-11 talk (3 ms average, 20 ms max)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 000's latency SLA and the fuse's rules, under one name each: every check,
+"""The Double-11 talk's latency SLA and the fuse's rules, under one name each: every check,
 picture, model and plan uses these (any package may import this module).
 
 Sends average at most 3 ms and none takes longer than 20 ms. The whole
@@ -9,15 +9,15 @@ exact integers gives the very float a literal 0.020 would.
 
 import math
 
-SLA_MEAN_US = 3_000  # seed 000: 3 ms average send latency
-SLA_MAX_US = 20_000  # seed 000: no send slower than 20 ms
+SLA_MEAN_US = 3_000  # the Double-11 talk: 3 ms average send latency
+SLA_MAX_US = 20_000  # the Double-11 talk: no send slower than 20 ms
 
 SLA_MEAN_S = SLA_MEAN_US / 1e6
 SLA_MAX_S = SLA_MAX_US / 1e6
 SLA_MEAN_MS = SLA_MEAN_US / 1e3
 SLA_MAX_MS = SLA_MAX_US / 1e3
 
-# Seed 000's fuse (在线熔断): at most 30 % of the brokers isolated (rule 1), each for
+# The Double-11 talk's fuse (在线熔断): at most 30 % of the brokers isolated (rule 1), each for
 # one minute (rules 2-3); the isolated earliest serve again past the cap (rule 4).
 FUSE_CAP_RATIO = 0.3
 FUSE_ISOLATION_S = 60.0

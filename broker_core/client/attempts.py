@@ -3,13 +3,13 @@ answer means. Both producers (threaded and asyncio) drive the same plan, so
 the retry rules and what the fuse hears are written once.
 
 RocketMQ's synchronous send: up to 1 + `retries` attempts, each on a broker
-not tried yet while there is one (seed 002's send retries). Every attempt is
+not tried yet while there is one (the RocketMQ design talk's send retries). Every attempt is
 a fuse call: `next()` chooses through the fuse and begins the call, `answer()`
 ends it, with the broker's own service time when its answer carries one. A
 broker that answered with the caller's own error (too large, bad request) is
 healthy; one that timed out, refused or failed to flush is not.
 
-Send backoff (seed 002: "three compensations, each after a set interval"): a
+Send backoff (the RocketMQ design talk: "three compensations, each after a set interval"): a
 FLOW_CONTROL answer is the broker protecting its capacity, not a fault: the
 fuse hears a healthy call, and the send waits the broker's retry-after hint
 (at least the next `backoff` interval, at most `MAX_BACKOFF_S`) before trying
@@ -48,7 +48,7 @@ RETRYABLE = frozenset({Code.SYSTEM_BUSY, Code.SYSTEM_ERROR, Code.SERVICE_NOT_AVA
 # a slave in time). The latter are not sent again (that would store a duplicate) and count
 # against the broker.
 STORED = STORED_CODES
-FLOW_RETRIES = 3  # seed 002's three compensations
+FLOW_RETRIES = 3  # the RocketMQ design talk's three compensations
 MAX_BACKOFF_S = 1.0  # a hint longer than this is the broker's guess, not a promise
 DEFAULT_HINT_S = 0.05
 FLOW_BACKOFF_FLOOR_S = 0.01  # the first wait after FLOW_CONTROL; doubles each time  # a FLOW_CONTROL answer without a readable hint

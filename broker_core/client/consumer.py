@@ -27,7 +27,6 @@ until `poll` hands it out (client.pulls).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import time
@@ -36,7 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from broker_core.client.attempts import normalize_brokers
 from broker_core.client.connection import BrokerUnavailable, ConnectionPool
-from broker_core.client.group_calls import GroupCalls, Refusals, refuses_client
+from broker_core.client.consume_loop import consume_concurrently, consume_orderly
+from broker_core.client.group_calls import GroupCalls, Refusals
+from broker_core.client.membership import GroupMember
 from broker_core.client.offsets_file import OffsetsFile
 from broker_core.client.orderly import InPlaceRetries, QueueLeases
 from broker_core.client.pulls import DownList, Pulls
@@ -56,49 +57,10 @@ from broker_core.store.message import Message
 
 log = logging.getLogger("floodgate.consumer")
 
-# RocketMQ's consumers beat every 30 s; a member is gone after 3 beats missed (the
-# brokers' GroupMembers): a new member is seen within a beat, a dead one's queues move
-# within 15 s. At 2 s an idle consumer's beats were most of its CPU.
-HEARTBEAT_S = 5.0
-EMPTY_HEARTBEAT_S = 1.0  # ... while it owns no queue (its topic not made yet, say), at
-# first: doubling up to HEARTBEAT_S while it stays so
 ANSWER_S = 0.02  # a poll that sent pulls waits at least this long for their answers
 
 
-class _Beats:
-    """One topic's answers to a round of heartbeats."""
-
-    def __init__(self, reset: int) -> None:
-        self.members: set[str] = set()
-        self.queues: list[tuple[str, int]] = []
-        self.reset = reset
-        self.answered = 0
-        self.refused: list[BrokerError] = []
-
-    def heard(self, broker: str, answer: dict | None) -> None:
-        if answer is None:  # a broker that did not answer for this topic
-            return
-        self.answered += 1
-        self.members.update(answer.get("members", []))
-        self.queues.extend((broker, q) for q in range(int(answer.get("queues", 0))))
-        self.reset = max(self.reset, int(answer.get("reset", 0)))
-
-
-def allocate(
-    members: Sequence[str], queues: Sequence[tuple[str, int]], me: str
-) -> list[tuple[str, int]]:
-    """The queues `me` owns: contiguous even shares, the first ones one larger."""
-    members, queues = sorted(members), sorted(queues)
-    if me not in members or not queues:
-        return []
-    n, k = len(queues), len(members)
-    i = members.index(me)
-    size, extra = divmod(n, k)
-    start = i * size + min(i, extra)
-    return queues[start : start + size + (1 if i < extra else 0)]
-
-
-class Consumer:
+class Consumer(GroupMember):
     """`routes` (a replicated cluster, e.g. `ha.routes.ZkRoutes`): queues are per group,
     read from the group's master, or from a slave while the master does not answer
     (offsets then live on that slave: they come from the master once a second).
@@ -197,107 +159,6 @@ class Consumer:
                                    self.client_id, timeout, clock, routes, retry=False,
                                    credentials=credentials, trace=trace, trace_rate=trace_rate)
 
-    # -- membership ---------------------------------------------------------
-    def heartbeat(self, leave: bool = False) -> None:
-        """Tell every broker we are alive; rebalance when the member set changed.
-        AuthFailed, or Refused (NO_PERMISSION: no rule lets its user sub), when every
-        broker that answered refused this client (it polled nothing, for ever, without a
-        word); on the group's retry topic a warning a minute instead (its topic is still
-        read, and what it sends back waits there unread). The retry topic's consumer is
-        a member by the same beats (`also`): half the heartbeats an idle consumer sent."""
-        retry = self._retry if self._retry is not None and not leave \
-            and not self._also_refused else None
-        beats = {self.topic: _Beats(self._reset)}
-        if retry is not None:
-            beats[retry.topic] = _Beats(retry._reset)
-        for broker in self.brokers:
-            beat = {"client_id": self.client_id, "group": self.group, "topic": self.topic,
-                    "leave": leave}
-            if retry is not None:
-                beat["also"] = [retry.topic]
-            if self.broadcast:  # where this instance is, for the broker's view of its lag
-                beat.update(broadcast=True, offsets={
-                    str(q): o for (b, q), o in self._committed.items() if b == broker})
-            try:
-                try:
-                    answer = self._json(broker, Op.HEARTBEAT, beat)
-                except BrokerError as exc:
-                    if retry is None or not refuses_client(exc):
-                        raise
-                    # no right to its retry topic (a warning a minute, as before): that
-                    # consumer beats on its own, refused; this one beats alone
-                    self._also_refused = True
-                    del beat["also"]
-                    answer = self._json(broker, Op.HEARTBEAT, beat)
-            except (BrokerUnavailable, BrokerError) as exc:
-                if refuses_client(exc):
-                    for b in beats.values():
-                        b.refused.append(exc)
-                continue  # a broker that is down owns no queues we could pull anyway
-            beats[self.topic].heard(broker, answer)
-            if retry is not None:
-                beats[retry.topic].heard(broker, (answer.get("also") or {}).get(retry.topic))
-        self._settle(beats[self.topic], leave)
-        if retry is not None:
-            if beats[retry.topic].answered == beats[self.topic].answered:
-                retry._settle(beats[retry.topic], False)
-                retry._next_heartbeat = math.inf  # beaten with this one from now on
-            else:  # a broker that does not beat for both: the retry consumer beats itself
-                retry._next_heartbeat = min(retry._next_heartbeat, self._clock())
-
-    def _settle(self, beats: _Beats, leave: bool) -> None:
-        """What a round of heartbeats said: the members, the queues, a reset."""
-        if not leave:
-            self._refusals.settle(beats.refused, beats.answered, len(self.brokers),
-                                  fatal=not self.topic.startswith(RETRY_PREFIX))
-        self._heard_reset(beats.reset)
-        if leave:
-            return
-        members = beats.members | {self.client_id}
-        owned = (sorted(beats.queues) if self.broadcast
-                 else allocate(sorted(members), beats.queues, self.client_id))
-        self._empty_beats = 0 if owned else self._empty_beats + 1
-        self._next_heartbeat = self._clock() + (HEARTBEAT_S if owned else min(
-            HEARTBEAT_S, EMPTY_HEARTBEAT_S * 2 ** (self._empty_beats - 1)))
-        if owned != self._owned:
-            self.commit()
-            if self._leases is not None:  # committed first: the next holder starts there
-                self._leases.release(set(self._owned) - set(owned))
-            self._owned = owned
-            self._owned_by_broker = {}
-            for queue in owned:
-                self._owned_by_broker.setdefault(queue[0], []).append(queue)
-            self._pulls.forget(owned)
-        self._members = tuple(sorted(members))
-        if self._leases is not None:
-            self._relock()
-
-    @property
-    def locked(self) -> list[tuple[str, int]]:
-        """An orderly consumer's queues whose locks it trusts now."""
-        return sorted(self._leases.held()) if self._leases is not None else []
-
-    def _relock(self) -> None:
-        """Renew the owned queues' locks; a queue won or lost starts again from its
-        committed offset (another holder may have moved it)."""
-        gained, lost = self._leases.renew(self._owned)
-        for queue in gained | lost:
-            self._pulls.drop(queue)
-            self._committed.pop(queue, None)
-
-    def _pullable(self, queue: tuple[str, int]) -> bool:
-        if self._leases is None:
-            return True
-        return self._leases.valid(queue) and not self._in_place.waiting(queue)
-
-    @property
-    def assignment(self) -> list[tuple[str, int]]:
-        return list(self._owned)
-
-    @property
-    def members(self) -> tuple[str, ...]:
-        return self._members
-
     def _start_offset(self, queue: tuple[str, int]) -> int:
         broker, qid = queue
         if self._file is not None and queue in self._file.saved:  # its own offset
@@ -391,54 +252,8 @@ class Consumer:
         (`commit(wait=False)`), and are committed at once when it stops.
         Orderly: one queue's messages in order, a failure retried in place."""
         if self._leases is not None:
-            return self._consume_orderly(handler, max_msgs, timeout, stop)
-        while stop is None or not stop.is_set():
-            # send-backs go out without holding up the batch; all are acknowledged (or the
-            # message's queue rewound) before the commit that covers them
-            backs = []
-            for m in self.poll(max_msgs, timeout):
-                try:
-                    handler(m)
-                except Exception:  # noqa: BLE001 - the handler's failure: retried later
-                    if self.broadcast:  # not retried (RocketMQ's rule): said and counted
-                        self.failed += 1
-                        log.warning("%s: handler failed on %s (broadcast: not retried)",
-                                    self.group, m.msg_id, exc_info=True)
-                        continue
-                    _kind, fut = send_back(
-                        self._sender_for_nacks(), self.group, m, self.retry_delay,
-                        self.max_reconsume, wait=False)
-                    backs.append((m, fut))
-            for m, fut in backs:
-                try:
-                    fut.result()
-                except BrokerError as exc:  # not sent back: it comes again (rewound)
-                    log.warning("%s: could not send %s back: %s", self.group, m.msg_id, exc)
-                    self._rewind(m)
-            self.commit(wait=False)  # riding the next pulls: no round trip a batch
-        self.commit()
-
-    def _consume_orderly(self, handler, max_msgs: int, timeout: float, stop) -> None:
-        while stop is None or not stop.is_set():
-            held_back: set[tuple[str, int]] = set()  # queues whose turn in this batch is over
-            for m in self.poll(max_msgs, timeout):
-                queue = self._pulls.queue_of(m)
-                if queue is None or queue in held_back:
-                    continue
-                if not self._leases.valid(queue):  # lapsed meanwhile: another may hold it
-                    self._pulls.drop(queue)
-                    held_back.add(queue)
-                    continue
-                try:
-                    handler(m)
-                except Exception:  # noqa: BLE001 - the handler's failure: retried in place
-                    log.warning("%s: handler failed on %s (orderly: retried in place)",
-                                self.group, m.msg_id, exc_info=True)
-                    if self._in_place.failed(queue, m) == "retry":
-                        held_back.add(queue)
-                    continue
-                self._in_place.done(queue, m)
-            self.commit()
+            return consume_orderly(self, handler, max_msgs, timeout, stop)
+        return consume_concurrently(self, handler, max_msgs, timeout, stop)
 
     def _poll(self, max_msgs: int, timeout: float, answer_s: float = ANSWER_S
               ) -> list[Message]:

@@ -2,7 +2,7 @@
 `concurrent.futures.Future` (asyncio code awaits it with `asyncio.wrap_future`;
 asyncio services use `AsyncProducer`, which needs no thread hand-off).
 
-It switches broker on every send (seed 003) through a `fuse.Fuse` (on by
+It switches broker on every send (the RocketMQ read-write article) through a `fuse.Fuse` (on by
 default) and retries a failed send on another broker; the attempts follow
 `client.attempts.SendPlan`, shared with the asyncio producer: retries,
 FLOW_CONTROL backoff and the producer group brokers' quotas see

@@ -1,5 +1,5 @@
-"""High availability: broker groups of one master and N slaves (seed 000's 2M2S,
-seed 001's 主备同步双写 and 主备自动切换), in rooms:
+"""High availability: broker groups of one master and N slaves (the Double-11 talk's 2M2S,
+the Taobao talk's 主备同步双写 and 主备自动切换), in rooms:
 
 - `epochs`: which master wrote which stretch of the log; what two replicas agree on;
 - `wire`: the replication link's frames (PROTOCOL.md, "Replication link");

@@ -1,6 +1,6 @@
 """The controller (`floodgate controller --zk ...`): fails masters over.
 
-Seed 000's design: the controller watches broker status and drives the state
+The Double-11 talk's design: the controller watches broker status and drives the state
 machine kept in ZooKeeper; brokers report status and watch their role.
 Several controllers may run; one leads (a kazoo Election) and the others
 wait to take over. The leader reconciles every group whenever a

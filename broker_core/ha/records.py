@@ -7,7 +7,7 @@
     controller/election              kazoo Election: one controller leads
     events/e-<seq>                   persistent, sequential: failovers (the last 200)
 
-The group record is the state machine of seed 000's design: which broker is
+The group record is the state machine of the Double-11 talk's design: which broker is
 master, the epoch (+1 at every change of master) and the in-sync set (the
 master and the slaves that hold every acknowledged message). The controller
 creates it and changes the master; the master itself shrinks and grows the

@@ -1,6 +1,6 @@
 """Consumer backlog (堆积) judged per group, in LinkedIn Burrow's spirit.
 
-Seed 001's problem: a consumer group that falls behind must be seen before
+The Taobao talk's problem: a consumer group that falls behind must be seen before
 its backlog hurts anyone, and told apart from one that is merely busy. Each
 tick the broker samples, per (group, topic, queue), the group's committed
 offset and the queue's end; a queue's last `window` samples are judged:

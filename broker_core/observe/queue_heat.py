@@ -1,5 +1,5 @@
 """Messages stored per queue, and the queues that run far hotter than the other
-queues of their topic (seed 004's 网红 queue: one user's or one key's traffic landing
+queues of their topic (the Mogujie talk's 网红 queue: one user's or one key's traffic landing
 on one queue, which then sets the pace of its consumer; the remedy is a better key,
 or more queues for the topic). A busy topic among quiet ones is not hot: its queues
 are compared with each other.

@@ -8,7 +8,6 @@ broker reports about itself is one snapshot per tick (`observe.snapshot`).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,18 +28,18 @@ from broker_core.observe.stats_doc import stats_document
 from broker_core.observe.stats_json import StatsJson
 from broker_core.protocol import Code, Op
 from broker_core.protocol.system_topics import check_group
-from broker_core.server import acl_ops, lookup_ops, tx_ops
+from broker_core.server import acl_ops, control_ops, lookup_ops, tx_ops
 from broker_core.server.access import Access
 from broker_core.server.acl_table import AclTable
+from broker_core.server.aside_delivery import commit_half, deliver_due
 from broker_core.server.config import BrokerConfig
-from broker_core.server.delay_service import DelayOffsets, DelayService, store_due
+from broker_core.server.delay_service import DelayOffsets, DelayService
 from broker_core.server.faults import Faults
 from broker_core.server.flow_control import FlowControl
 from broker_core.server.group_state import (
     BroadcastProgress,
     GroupMembers,
     OffsetTable,
-    instance_name,
 )
 from broker_core.server.multi_ops import send_multi
 from broker_core.server.pull_ops import PullOps
@@ -48,26 +47,15 @@ from broker_core.server.queue_locks import QueueLocks
 from broker_core.server.send_ops import SendOps
 from broker_core.server.topic_table import BROKER_OWN, TopicError, TopicTable, broker_own
 from broker_core.server.trace_store import StoreTracer
-from broker_core.server.transactions import TxService, TxTable, committed_copy_props
+from broker_core.server.transactions import TxService, TxTable
 from broker_core.server.write_path import WritePath
-from broker_core.store import MessageStore, PutStatus, StoreConfig
+from broker_core.store import MessageStore, StoreConfig
 from broker_core.store.message import pack_host
 from heatmap.metrics_log import BROKER_OPS
 from heatmap.sla import HISTORY_S
 
 __all__ = ["Broker", "BrokerConfig"]
 
-
-def _lock_request(body: bytes) -> tuple[str, str, str, list[int]]:
-    req = p.decode_json(body)
-    group, client, topic = (str(req.get(k) or "") for k in ("group", "client_id", "topic"))
-    qids = req.get("queues")
-    check_group(group)
-    if not (client and topic) or not isinstance(qids, list) or not all(
-            type(q) is int and q >= 0 for q in qids):
-        raise p.ProtocolError("a lock request needs group, client_id, topic and queues "
-                              "(a list of queue ids)")
-    return group, client, topic, qids
 
 OPS = BROKER_OPS
 
@@ -98,10 +86,12 @@ class Broker:
         self.topics.recover(self.store.queues())
         self.offsets = OffsetTable(data / "offsets.json")
         self.delay_offsets = DelayOffsets(data / "delay_offsets.json")
-        self.delay = DelayService(self.store, self.delay_offsets, self._deliver_due,
+        self.delay = DelayService(self.store, self.delay_offsets,
+                                  lambda t, q, m: deliver_due(self, t, q, m),
                                   lambda: int(self.clock() * 1000))
         self.tx_table = TxTable(data / "transactions.json")
-        self.tx = TxService(self.store, self.tx_table, self._commit_half,
+        self.tx = TxService(self.store, self.tx_table,
+                            lambda t, q, m: commit_half(self, t, q, m),
                             lambda: int(self.clock() * 1000), config.tx_check_s,
                             config.tx_check_s)
         self.flow = FlowControl(data / "quotas.json")
@@ -266,46 +256,7 @@ class Broker:
         return await self._answer_of(Op.PULL, lambda reply: self.pulls.pull(
             0, body, perf_counter(), reply))
 
-    # -- control --------------------------------------------------------------
-    async def _route(self, body: bytes) -> tuple[int, bytes]:
-        req = p.decode_json(body)
-        topic = str(req.get("topic", ""))
-        queues = self.topics.get(topic, create=bool(req.get("create")))
-        if queues is None:
-            return Code.TOPIC_NOT_EXIST, f"topic {topic!r} does not exist".encode()
-        return Code.OK, p.encode_json({"topic": topic, "queues": queues,
-                                       "perm": self.topics.perm(topic),
-                                       "writable": self.topics.writable})
-
-    async def _query_offset(self, body: bytes) -> tuple[int, bytes]:
-        req = p.decode_json(body)
-        group, topic, qid = str(req["group"]), str(req["topic"]), int(req["queue_id"])
-        lo, hi = self.store.queue_offsets(topic, qid)
-        return Code.OK, p.encode_json(
-            {"offset": self.offsets.get(group, topic, qid), "min_offset": lo, "max_offset": hi}
-        )
-
-    async def _commit_offset(self, body: bytes) -> tuple[int, bytes]:
-        """One queue's offset (`queue_id`, `offset`), or several (`offsets`: queue id ->
-        offset): a consumer commits what it read of a broker in one request."""
-        req = p.decode_json(body)
-        group = check_group(str(req.get("group", "")))
-        try:
-            topic, reset = str(req["topic"]), int(req.get("reset", 0))
-            many = req.get("offsets")
-            if many is None:
-                many = {req["queue_id"]: req["offset"]}
-            elif not isinstance(many, dict):
-                return self.bad("offsets must be an object: queue id -> offset")
-            stored = self.committed(group, topic, [(int(q), int(o)) for q, o in many.items()],
-                                    reset)
-        except KeyError as exc:
-            return self.bad(f"missing field {exc}")
-        if not stored:  # the consumer has not heard of an operator's reset yet
-            return Code.OK, p.encode_json({"stale": True,
-                                           "reset": self.offsets.resets.get(group, 0)})
-        return Code.OK, b"{}"
-
+    # -- offsets committed (COMMIT_OFFSET, or riding a PULL) ----------------------
     def committed(self, group: str, topic: str, offsets: list[tuple[int, int]],
                   reset: int) -> bool:
         """A group's offsets (COMMIT_OFFSET, or riding a PULL); False when they come from
@@ -316,68 +267,22 @@ class Broker:
         self.backlog.heard(group)
         return stored
 
-    async def _heartbeat(self, body: bytes) -> tuple[int, bytes]:
-        req = p.decode_json(body)
-        group, topic = check_group(str(req.get("group", ""))), str(req.get("topic", ""))
-        queues = self.topics.get(topic, create=False) or 0
-        if req.get("broadcast"):  # an instance that keeps its own offsets: heard, not a member
-            cid, offsets = str(req.get("client_id", "")), req.get("offsets")
-            self.broadcast.heard(group, cid, topic, offsets if isinstance(offsets, dict) else {},
-                                 bool(req.get("leave")))
-            self.backlog.heard(instance_name(group, cid))
-            return Code.OK, p.encode_json({"members": [cid], "queues": queues})
-        if not req.get("leave"):
-            self.backlog.heard(group)
-        cid, leave = str(req.get("client_id", "")), bool(req.get("leave"))
-        members = self.members.heartbeat(group, topic, cid, leave)
-        doc = {"members": members, "queues": queues, "reset": self.offsets.resets.get(group, 0)}
-        also = req.get("also")  # more topics of the group (its retry topic), one beat for all
-        if isinstance(also, list):
-            doc["also"] = {str(t): {"members": self.members.heartbeat(group, str(t), cid, leave),
-                                    "queues": self.topics.get(str(t), create=False) or 0}
-                           for t in also[:8]}
-        return Code.OK, p.encode_json(doc)
-
-    async def _lock_batch(self, body: bytes) -> tuple[int, bytes]:
-        group, client, topic, qids = _lock_request(body)
-        if (refused := self.write_refusal()) is not None:
-            return refused  # only a master grants: its slaves learn its locks (ha.node)
-        return Code.OK, p.encode_json({"locked": self.locks.lock(group, client, topic, qids),
-                                       "lease_s": self.locks.lease_s})
-
-    async def _unlock_batch(self, body: bytes) -> tuple[int, bytes]:
-        group, client, topic, qids = _lock_request(body)
-        return Code.OK, p.encode_json({"unlocked": self.locks.unlock(group, client, topic,
-                                                                     qids)})
-
-    async def _stats(self, body: bytes) -> tuple[int, bytes]:
-        history = int(p.decode_json(body).get("history", 0))
-        return Code.OK, p.encode_json(self.stats(history))
-
-    async def _ha_state(self, body: bytes) -> tuple[int, bytes]:
-        cl = self.store.commitlog
-        doc = {"name": self.config.name, "offset": cl.write_offset, "group": None,
-               "pid": os.getpid()}
-        if self.ha is not None:
-            doc.update(self.ha.figures())
-        return Code.OK, p.encode_json(doc)
-
     _handlers = {
         Op.SEND: _send,
         Op.SEND_BATCH: _send_batch,
         Op.SEND_MULTI: _send_multi,
         Op.PULL: _pull,
-        Op.ROUTE: _route,
-        Op.QUERY_OFFSET: _query_offset,
-        Op.COMMIT_OFFSET: _commit_offset,
-        Op.HEARTBEAT: _heartbeat,
-        Op.STATS: _stats,
-        Op.HA_STATE: _ha_state,
+        Op.ROUTE: control_ops.route,
+        Op.QUERY_OFFSET: control_ops.query_offset,
+        Op.COMMIT_OFFSET: control_ops.commit_offset,
+        Op.HEARTBEAT: control_ops.heartbeat,
+        Op.STATS: control_ops.stats,
+        Op.HA_STATE: control_ops.ha_state,
         Op.QUERY_BY_KEY: lookup_ops.query_by_key,
         Op.VIEW_BY_ID: lookup_ops.view_by_id,
         Op.QUERY_BY_TIME: lookup_ops.query_by_time,
-        Op.LOCK_BATCH: _lock_batch,
-        Op.UNLOCK_BATCH: _unlock_batch,
+        Op.LOCK_BATCH: control_ops.lock_batch,
+        Op.UNLOCK_BATCH: control_ops.unlock_batch,
         Op.END_TRANSACTION: tx_ops.end_transaction,
         Op.CHECK_TRANSACTION: tx_ops.check_transaction,
         Op.LIST_TRANSACTIONS: tx_ops.list_transactions,
@@ -461,34 +366,6 @@ class Broker:
     def delivers_delayed(self) -> bool:
         """A broker outside any group, or its group's writable master."""
         return self.write_refusal() is None
-
-    def _deliver_due(self, topic: str, qid: int, message) -> bool:
-        queues = self.topics.get(topic, create=True)
-        if queues is None:
-            return False
-        qid = qid if qid < queues else qid % queues
-        result = store_due(self.store, topic, qid, message)
-        if result.status is not PutStatus.PUT_OK:
-            return False
-        if self.ha is not None:
-            self.ha.appended(result.end_offset)
-        self.pulls.arrived(topic, qid)
-        self.heat.hit(topic, qid)
-        return True
-
-    def _commit_half(self, topic: str, qid: int, m):
-        """A committed half in its real queue as it was sent (born time included); None
-        when the topic takes no messages."""
-        queues = self.topics.get(topic, create=True)
-        if queues is None:
-            return None
-        qid = qid if qid < queues else qid % queues
-        result = self.store.put(topic, qid, m.body, m.tags, m.keys, committed_copy_props(m),
-                                wait=False, born_timestamp=m.born_timestamp)
-        if result.status is PutStatus.PUT_OK:
-            self.pulls.arrived(topic, qid)
-            self.heat.hit(topic, qid)
-        return result
 
     # -- figures ----------------------------------------------------------------
     def snapshot(self) -> BrokerSnapshot:

@@ -3,7 +3,7 @@ errors and pauses, on the broker's injected clock.
 
 A stall pattern repeats every ``stall_every_s`` seconds: for the first
 ``stall_ms`` of each period every write waits until the stall ends, the way
-a PageCache stall in seed 000's heatmap holds every send behind it. With
+a PageCache stall in the Double-11 talk's heatmap holds every send behind it. With
 ``stall_random`` each period draws its stall from 200-2000 ms instead.
 """
 

@@ -1,4 +1,4 @@
-"""Broker flow control (限流, seed 000's "capacity assurance"; seed 002 puts it
+"""Broker flow control (限流, the Double-11 talk's "capacity assurance"; the RocketMQ design talk puts it
 on the broker right after the health check): token buckets per topic and per
 producer group, set at runtime and kept in the data dir.
 

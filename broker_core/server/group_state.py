@@ -173,7 +173,7 @@ class OffsetTable(JsonTable):
 
 class GroupMembers:
     """Live members per (group, topic): a member unseen for `expire_s` is gone (three
-    of its heartbeats: client.consumer.HEARTBEAT_S)."""
+    of its heartbeats: client.membership.HEARTBEAT_S)."""
 
     def __init__(self, clock: Callable[[], float], expire_s: float = 15.0) -> None:
         self._clock = clock

@@ -1,6 +1,6 @@
 """The broker's write path: admission, drill faults, the flush and replication waits.
 
-Fast failure (seed 000, RocketMQ's "PageCache busy"): when the write path is
+Fast failure (the Double-11 talk, RocketMQ's "PageCache busy"): when the write path is
 backed up — too many writes in flight, or the oldest one not yet stored waiting
 longer than `busy_after_ms` — a send is answered SYSTEM_BUSY at once instead of
 queueing, so the producer's fuse can route around the sick broker. A write already

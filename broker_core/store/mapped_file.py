@@ -7,7 +7,7 @@ write through the mapping. A growable file (a ConsumeQueue's) is as long but
 sparse: it is allocated in extents ahead of the writes (`reserve`), each extent
 before anything that needs it is written, so the same holds at a fraction of
 the disk: a queue holding a few units takes one small extent, not 6 MB
-(seed 001: one host, tens of thousands of queues), and it is mapped through libc
+(the Taobao talk: one host, tens of thousands of queues), and it is mapped through libc
 (libc_map.RawMapping) so that it holds no descriptor. Durability goes through fdatasync on the file descriptor, which
 on Linux writes back pages dirtied through the mapping and, unlike
 mmap.flush, releases the GIL while the disk works.

@@ -38,7 +38,7 @@ def register(sub) -> None:
     prod.add_argument("--flow-retries", type=int, default=3, metavar="N",
                       help="tries again after FLOW_CONTROL, each after the broker's hint (3)")
     prod.add_argument("--backoff", default="", metavar="S[,S…]",
-                      help="seconds to wait before the 1st, 2nd, … retry (seed 002's send "
+                      help="seconds to wait before the 1st, 2nd, … retry (the RocketMQ design talk's send "
                            "backoff; default: retry at once on another broker)")
     prod.add_argument("--trace-rate", type=float, default=0.0, metavar="R",
                       help="share of sends traced, 0..1 (default 0: none)")

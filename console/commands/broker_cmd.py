@@ -76,7 +76,7 @@ def register(sub) -> None:
                        help="a peer address the admin endpoints answer without a token, "
                        "besides loopback (repeatable; cluster up --netns passes its bridge's)")
     serve.add_argument("--numa", choices=("default", "interleave"), default="default",
-                       help="memory policy (interleave: seed 000's NUMA fix)")
+                       help="memory policy (interleave: the Double-11 talk's NUMA fix)")
     add_realtime_arg(serve, "a broker")
     ha = serve.add_argument_group(
         "high availability", "a replicated group: the role (master or slave) comes from the "

@@ -65,7 +65,7 @@ def register(sub) -> None:
     rate.add_argument("--load-test", help="USL points CSV: per-broker rate = fitted max throughput")
     number(p, "--utilisation", FRACTION, default=0.6, help="target utilisation (0.6)")
     number(p, "--fuse-reserve", Range(0, 1, high_open=True), default=FUSE_CAP_RATIO,
-           help=f"fuse isolation cap ({FUSE_CAP_RATIO:g}, seed 000)")  # fmt: skip
+           help=f"fuse isolation cap ({FUSE_CAP_RATIO:g}, the Double-11 talk)")  # fmt: skip
     number(p, "--spares", NON_NEGATIVE, type=int, default=1, help="spare brokers, N+spares (1)")
     number(p, "--domains", AT_LEAST_1, type=int, default=3, help="failure domains (3)")
     number(p, "--msg-bytes", POSITIVE, default=1024.0, help="average message size (1024)")

@@ -29,7 +29,7 @@ def register(sub) -> None:
     number(inject, "--every", NON_NEGATIVE, default=0.0, metavar="SECONDS",
            help="period of the stalls")
     inject.add_argument("--random-stall", action="store_true",
-                        help="draw each stall from 200 ms up to --stall-ms (seed 000's pattern)")
+                        help="draw each stall from 200 ms up to --stall-ms (the Double-11 talk's pattern)")
     number(inject, "--latency-ms", NON_NEGATIVE, default=0.0, help="add to every write")
     number(inject, "--error-rate", SHARE, default=0.0, help="share of sends failed, 0..1")
     number(inject, "--pause", NON_NEGATIVE, default=0.0, metavar="SECONDS",

@@ -40,7 +40,7 @@ def _register_heatmap(rsub) -> None:
         "heatmap",
         "latency heatmaps, percentiles over time and an HTML report from a metrics log",
         epilog="The first line printed (and report.html's, and `verdict` in --json) is the "
-        "verdict on seed 000's 20 ms max: the worst broker, when, and how far over. "
+        "verdict on the Double-11 talk's 20 ms max: the worst broker, when, and how far over. "
         + REPORT_EXIT_RULE + " Spark's and Java's messages go to a log file named on failure "
         "(`floodgate --debug report ...`: to stderr).",
     )

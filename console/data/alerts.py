@@ -1,4 +1,4 @@
-"""SLA alerts (seed 000): send average over 3 ms, max over 20 ms, sends a broker
+"""SLA alerts (the Double-11 SLA of Alibaba's RocketMQ talk, 2016): send average over 3 ms, max over 20 ms, sends a broker
 failed itself (critical) or refused (a warning; a slave's NOT_MASTER: info), a
 data disk past the store's lines (75 %: a warning, 90 %: critical), a broker
 down, a fuse's excluded brokers at its cap; and for replicated groups: a
@@ -10,14 +10,15 @@ queue far hotter than the rest of its broker (warning: one key's traffic setting
 the broker's pace).
 
 `evaluate_alerts` says which conditions hold now; `AlertLog.update` turns
-that into edges (raised / cleared) kept in a bounded, immutable list, so the
-console shows breaches as they happen and the state stays a pure value.
-While an alert is active its text follows the figure: the current value,
-and the worst one since it was raised.
+that into edges (raised, severity changed, cleared) appended to a bounded list and
+never rewritten: the history says what was seen when, as an SRE reads it the next
+morning. While an alert is active, its live row (`active`) follows the figure: the
+current value, and the worst one since it was raised.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -65,29 +66,30 @@ class AlertLog:
         return self.entries[-new:] if new > 0 else ()
 
     def update(self, conditions: Mapping[str, Alert], now: float) -> AlertLog:
+        """The edges since the last update appended, none rewritten: a condition raised,
+        its severity changed (a new edge: "warning" then "critical" at the times each
+        held), cleared. An active alert's latest figure and worst show in `active` only."""
         before = {a.key: a for a in self.active}
-        entries = list(self.entries)
-        at = {id(e): i for i, e in enumerate(entries)}  # active alerts are their raised edges
+        added: list[Alert] = []
         active = []
         for key, alert in conditions.items():
             old = before.get(key)
-            if old is None:
-                raised = replace(alert, time=now, cleared=False, worst=alert.value)
-                entries.append(raised)
-                active.append(raised)
+            if old is None or old.severity != alert.severity:
+                edge = replace(alert, time=now, cleared=False,
+                               worst=alert.value if old is None else _max(old.worst, alert.value))
+                added.append(edge)
+                active.append(edge)
                 continue
-            current = replace(old, message=alert.message, severity=alert.severity,
-                              value=alert.value, unit=alert.unit,
-                              worst=_max(old.worst, alert.value))
-            active.append(current)
-            if id(old) in at:  # the raised edge in the log shows the latest figure too
-                entries[at[id(old)]] = current
+            active.append(replace(old, message=alert.message, value=alert.value,
+                                  unit=alert.unit, worst=_max(old.worst, alert.value)))
         for key, old in before.items():
             if key not in conditions:
-                entries.append(replace(old, message=f"cleared: {old.message}", time=now,
-                                       cleared=True))
-        added = len(entries) - len(self.entries)
-        return AlertLog(tuple(entries[-MAX_ALERTS:]), tuple(active), self.total + added)
+                added.append(replace(old, message=f"cleared: {old.message}", time=now,
+                                     cleared=True))
+        if not added and tuple(active) == self.active:
+            return self
+        entries = (self.entries + tuple(added))[-MAX_ALERTS:]
+        return AlertLog(entries, tuple(active), self.total + len(added))
 
 
 def _max(a: float | None, b: float | None) -> float | None:
@@ -138,7 +140,7 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
     for p in producers:
         c = p.counts  # excluded against the cap, as the header and the fuse screen count
         if c.at_cap:
-            over = f"; {len(c.overflow)} more isolated serve as overflow (rule 4)" \
+            over = f"; {len(c.overflow)} more isolated serve as overflow (the cap is full: the earliest isolated serve again)" \
                 if c.overflow else ""
             add(f"cap:{p.name}", "warning",
                 f"fuse of {p.name}: {len(c.excluded)} excluded, at its cap of {c.cap}{over}")
@@ -147,7 +149,7 @@ def evaluate_alerts(brokers: Sequence[Any], producers: Sequence[Any], sla_max_s:
     return out
 
 
-DELAYED_OVERDUE_S = 1.0  # seed 000's "delivered when due": a second late is a fault
+DELAYED_OVERDUE_S = 1.0  # the Double-11 talk's "delivered when due": a second late is a fault
 
 
 def _delayed_alerts(b: Any, add) -> None:
@@ -238,7 +240,7 @@ def _send_error_alerts(b, add) -> None:
 
 
 def _hot_queue_alerts(b: Any, add) -> None:
-    """A queue far hotter than its topic's other queues (seed 004's 网红 queue)."""
+    """A queue far hotter than its topic's other queues (the Mogujie talk's 网红 queue)."""
     stats = getattr(b, "stats", None)
     for q in getattr(stats, "hottest_queues", ()):
         if not q.get("hot"):
@@ -272,8 +274,8 @@ def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
             if now is not None and m.role_since is not None and (m.epoch or 0) > 1 \
                     and 0 <= now - m.role_since < FAILOVER_SHOWN_S:
                 add(f"failover:{group}", "warning",
-                    f"{group} failed over: {m.name} master at epoch {m.epoch}, "
-                    f"{now - m.role_since:.0f} s ago")
+                    f"{group} failed over: {m.name} master at epoch {m.epoch} since "
+                    f"{time.strftime('%H:%M:%S', time.localtime(m.role_since))}")
         for b in members:
             if b.repl_lag_s is not None and b.repl_lag_s > REPL_LAG_S:
                 add(f"repl-lag:{b.name}", "warning",

@@ -41,7 +41,7 @@ MAX_EVENTS = 300
 
 @dataclass(frozen=True)
 class Sla:
-    """The lines the console judges against (ConsoleConfig's, seed 000's by default)."""
+    """The lines the console judges against (ConsoleConfig's, the Double-11 talk's by default)."""
 
     mean_s: float = SLA_MEAN_S
     max_s: float = SLA_MAX_S

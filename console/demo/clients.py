@@ -6,7 +6,7 @@ and a flooding producer group held back by a quota.
 - `warehouse` follows `WAREHOUSE_SCRIPT` every cycle: it slows down below the
   demo's rate (its lag grows: WARNING), then hangs while still heartbeating
   (STALLED), then recovers and drains its backlog while `billing` never falls
-  behind (seed 001: one group's backlog must not delay another's);
+  behind (the Taobao talk: one group's backlog must not delay another's);
   It also fails some messages (`fails`): one in FAIL_EVERY once (retried after
   RETRY_DELAY and then processed), one in DEAD_EVERY every time (retried
   MAX_RECONSUME times, then in its dead-letter queue: the console's alert,
@@ -51,7 +51,7 @@ BATCH_GROUP = "demo-batch"
 BATCH_RATE = 100.0  # offered, msgs/s
 BATCH_ADMITTED = 0.5  # of BATCH_RATE, over all the brokers that take sends
 BATCH_FLOW_RETRIES = 1  # one backoff, then give up: the demo shows refusals, not a retry storm
-# RocketMQ's pull batch (seed 002): a broker answers a pull on the loop its sends wait
+# RocketMQ's pull batch (the RocketMQ design talk): a broker answers a pull on the loop its sends wait
 # on, and 256 messages at a time held them for milliseconds
 PULL_BATCH = 32
 NICE = 10  # below the brokers and the load: see runner.CONSOLE_NICE

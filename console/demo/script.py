@@ -3,9 +3,9 @@
 `summary` reads what it did (`FaultAction`); the clients process (`clients`) keeps its
 consumer groups' cycle in step with it.
 
-Single-copy brokers: act 1, broker #2 stalls like a PageCache stall (seed 000's heatmap)
+Single-copy brokers: act 1, broker #2 stalls like a PageCache stall (the Double-11 talk's heatmap)
 and is isolated at once; its stalls end, and while it is still isolated broker #4 answers
-20 % of sends with errors. The cap then being full, seed rule 4 puts #2, isolated earliest
+20 % of sends with errors. The cap then being full, the fuse's rule 4 (the earliest isolated serve again) puts #2, isolated earliest
 and healthy again, back in service as overflow. Then #4 clears too.
 Replicated groups (`make demo`): the same acts on group-2's and group-3's masters; act 3
 SIGKILLs group-1's master (the controller promotes its slave, the supervisor brings the

@@ -1,4 +1,4 @@
-"""floodgate.rules.yml: recording rules and the SLA alerts of seed 000.
+"""floodgate.rules.yml: recording rules and the SLA alerts of the Double-11 talk.
 
 Recording rules follow Prometheus' `level:metric:operations` naming:
 `broker:floodgate_send_latency_seconds:p99_rate1m` is the p99 of the last

@@ -238,10 +238,10 @@ def render(
         ("per-broker capacity", f"{_rate(inp['per_broker_capacity'])} msgs/s", inp["per_broker_capacity_source"]),
         ("disk per broker", f"{inp['disk_bytes_per_broker'] / 1e12:,.2f} TB", "broker_stats disk_total_bytes (median) or --disk-tb"),
         ("growth to target", ", ".join(f"{k} x{g:.2f}" for k, g in plan["forecast"]["growth_band"].items()), "seed history, log-linear / damped"),
-        ("SLA", f"{opts['sla_rate']:,.0f} msgs/s, avg {opts['sla_avg_ms']:g} ms, max {opts['sla_max_ms']:g} ms", "seed 000"),
-        ("fuse reserve", f"{opts['fuse_reserve']:.0%}", "seed 000: isolate at most 30 %"),
-        ("retention / water", f"{opts['retention_hours']:g} h at {opts['water']:.0%}", "seed 000"),
-        ("fan-out", f"1 : {opts['fanout']:g}", "seed 001: receive : deliver"),
+        ("SLA", f"{opts['sla_rate']:,.0f} msgs/s, avg {opts['sla_avg_ms']:g} ms, max {opts['sla_max_ms']:g} ms", "the Double-11 talk"),
+        ("fuse reserve", f"{opts['fuse_reserve']:.0%}", "the Double-11 talk: isolate at most 30 %"),
+        ("retention / water", f"{opts['retention_hours']:g} h at {opts['water']:.0%}", "the Double-11 talk"),
+        ("fan-out", f"1 : {opts['fanout']:g}", "the Taobao talk: receive : deliver"),
         ("target utilisation", f"{opts['target_utilisation']:.0%}, {opts['failure_domains']} failure domains, {opts['replicas']} replicas", "options"),
         ("quarantined rows", str(inp["quarantined_rows"]), "schema rules (spark_reports.schema)"),
     ]  # fmt: skip
@@ -305,7 +305,7 @@ def render(
         f"measured: median failover of {drills['drills']} drill(s), "
         f"{drills['lost']} acknowledged message(s) lost"
         if drills
-        else "seed 000's assumption"
+        else "the Double-11 talk's assumption"
     )
     parts.append(f"<p>{a.get('replicas', '?')} copies of each message. "
                  f"Availability with MTBF {a['mtbf_s']:,.0f} s and MTTR {a['mttr_s']:g} s ({how}): "

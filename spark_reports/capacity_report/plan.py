@@ -35,7 +35,7 @@ class Options:
     history: list  # capacity.forecast.HistoryPoint
     load_test: tuple[list[float], list[float]] | None = None
     per_broker_rate: float | None = None
-    sla_rate: float = 10e6  # seed 000: ten million messages a second
+    sla_rate: float = 10e6  # the Double-11 talk: ten million messages a second
     sla_avg_ms: float = SLA_MEAN_MS
     sla_max_ms: float = SLA_MAX_MS
     target_utilisation: float = 0.6
@@ -49,7 +49,7 @@ class Options:
     disk_tb: float | None = None  # default: measured disk_total_bytes
     disk_mtbf_hours: float = reliability_model.SEED_DISK_MTBF_HOURS
     rebuild_mbps: float = 100.0
-    mtbf_s: float = 86_399.0  # seed 000: one failure a day ...
+    mtbf_s: float = 86_399.0  # the Double-11 talk: one failure a day ...
     mttr_s: float = 1.0  # ... recovered in one second (or what failover drills measured)
     drills: dict | None = None  # capacity.availability.MeasuredRecovery.to_dict()
     topic_shares: dict | None = None  # topic -> share of the peak (None: one '*' quota)

@@ -1,5 +1,5 @@
 """PNG pictures for the report: heatmaps through `heatmap`'s renderer, and the
-percentile curves against seed 000's SLA lines (3 ms average, 20 ms max)."""
+percentile curves against the Double-11 talk's SLA lines (3 ms average, 20 ms max)."""
 
 from __future__ import annotations
 

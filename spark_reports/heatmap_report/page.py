@@ -1,5 +1,5 @@
 """The heatmap report's page: one self-contained file (spark_reports.report_kit),
-dark enough for a war-room screen, opening with the verdict on seed 000's max."""
+dark enough for a war-room screen, opening with the verdict on the Double-11 talk's max."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def heatmap_verdict(
     brokers: int,
     calls_over: int,
 ) -> dict:
-    """PASS/FAIL on seed 000's max (20 ms), naming the worst broker and window, in one line.
+    """PASS/FAIL on the Double-11 talk's max (20 ms), naming the worst broker and window, in one line.
 
     `worst`: the broker window with the highest max ({"broker", "t" epoch s, "max" s}).
     """  # fmt: skip

@@ -56,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--from-drill", default=None, metavar="FILE",
                    help="MTTR from failover drills (`floodgate drill failover --json` output "
-                   "or bench/ha_failover.py --json) instead of seed 000's 1 s")  # fmt: skip
+                   "or bench/ha_failover.py --json) instead of the Double-11 talk's 1 s")  # fmt: skip
     p.add_argument("--topic-share", default=None, metavar="TOPIC=SHARE[,…]",
                    help="how the peak splits over topics, for the plan's flow-control quotas "
                    "(default: one quota '*', every topic up to the whole peak)")  # fmt: skip

@@ -7,7 +7,7 @@ from capacity.errors import CapacityError
 
 
 def test_seed_day_with_one_second_to_recover_prints_as_99_999():
-    # seed 000: (60*60*24 - 1) / (60*60*24) = 99.999 % (printed with 3 decimals)
+    # the Double-11 talk: (60*60*24 - 1) / (60*60*24) = 99.999 % (printed with 3 decimals)
     a = availability(86_400 - 1, 1)
     assert a == pytest.approx(86_399 / 86_400)
     assert f"{a * 100:.3f}" == "99.999"

@@ -11,7 +11,7 @@ from capacity.reliability import (
     table,
 )
 
-# Seed 000's table: disk MTBF 1,200,000 h, recovery 2 h (1 TB, 75 %, 100 MB/s).
+# The Double-11 talk's table: disk MTBF 1,200,000 h, recovery 2 h (1 TB, 75 %, 100 MB/s).
 SEED_ROWS = [
     # (cluster, replicas, printed reliability)
     ("1M", 1, "99.27%"),

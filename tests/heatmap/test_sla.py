@@ -1,4 +1,4 @@
-"""Seed 000's SLA: one name each, the same floats in every unit."""
+"""The Double-11 talk's SLA: one name each, the same floats in every unit."""
 
 from heatmap import sla
 

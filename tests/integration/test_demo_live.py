@@ -41,7 +41,7 @@ def make_demo_args() -> list[str]:
 def test_make_demo_isolates_the_stalled_master_and_no_healthy_group(tmp_path):
     args = make_demo_args()
     groups = int(args[args.index("--groups") + 1])
-    assert groups >= 4  # seed 000's 30 % cap lets the fuse take one out
+    assert groups >= 4  # the Double-11 talk's 30 % cap lets the fuse take one out
     floodgate = Path(sys.executable).with_name("floodgate")
     ours = session_nice()  # the demo runs in this session: it weighs it, then puts it back
     base, ports = free_port_range(3 * 2 * groups + 2), 3 * 2 * groups + 2

@@ -85,7 +85,7 @@ def test_bad_input_is_one_line_and_the_right_exit(capsys, tree, profile_dir):
 def test_small_host_refuses_the_seed_values_without_force(capsys, tmp_path, make_tree, profile_dir):
     tree = make_tree(tmp_path / "root", mem_gib=4)
     (profile_dir / "seed.toml").write_text(
-        '[sysctl]\n"vm.min_free_kbytes" = { value = "3145728", reason = "seed 000" }\n'
+        '[sysctl]\n"vm.min_free_kbytes" = { value = "3145728", reason = "the Double-11 talk" }\n'
     )
     argv = ["tune", "plan", "--root", tree.root, "--profile-dir", profile_dir, "--profile", "seed"]
     code, _, err = run(capsys, *argv)

@@ -42,7 +42,7 @@ def test_the_translated_setting_gives_its_reason_in_its_own_terms(tmp_path, make
     plan = build_plan("broker", tmp_path)
     setting = {c.setting.name: c.setting for c in plan.checks}["vm.watermark_scale_factor"]
     assert "becomes" not in setting.reason
-    assert setting.reason.startswith("seed 000: wakes kswapd earlier")
+    assert setting.reason.startswith("the Double-11 talk: wakes kswapd earlier")
     assert "as vm.extra_free_kbytes=" in setting.reason
 
 

@@ -51,7 +51,7 @@ def _isolated(c: FuseCounts, broker: str) -> str:
 def _cap(c: FuseCounts) -> str:
     if c.cap is None:
         return ""
-    if c.cap == 0 and c.brokers is not None:  # seed 000's 30 %: too few to take one out
+    if c.cap == 0 and c.brokers is not None:  # the Double-11 talk's 30 %: too few to take one out
         return (f"{c.brokers} brokers: the 30 % cap allows none out (overflow only; "
                 "4 or more let the fuse isolate one)")
     of = f"cap {c.cap} of {c.brokers} brokers" if c.brokers is not None else f"cap {c.cap}"
@@ -70,7 +70,7 @@ def describe_fuse(c: FuseCounts) -> str:
     if cap := _cap(c):
         parts.append(cap)
     if c.overflow:
-        parts.append(f"{_overflow(c)}, serving as overflow (rule 4)")
+        parts.append(f"{_overflow(c)}, serving as overflow (the cap is full: the earliest isolated serve again)")
     return "; ".join(parts)
 
 

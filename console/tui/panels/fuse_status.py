@@ -45,7 +45,7 @@ def render(state, focus=None):
             table.add_row(str(i.get("broker")), _reason(i),
                           clock(i.get("since_wall")),
                           f"{left:.0f} s" if isinstance(left, int | float) else "-",
-                          Text("overflow (rule 4)", style="yellow") if i["broker"] in c.overflow
+                          Text("overflow (cap full)", style="yellow") if i["broker"] in c.overflow
                           else Text("excluded", style="magenta"), str(i.get("offences", "")))
         parts.append(table if c.isolated else Text("no broker isolated", style="green"))
     return Group(*parts)

@@ -1,4 +1,4 @@
-"""The send-latency heatmap of the last 5 minutes (seed 000's picture),
+"""The send-latency heatmap of the last 5 minutes (the Double-11 talk's picture),
 fitted to the panel: the finest latency rows that fit its height, so the
 broker screen never grows past the terminal."""
 

@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from heatmap.sla import FUSE_CAP_RATIO, SLA_MAX_MS, SLA_MEAN_MS
 
-# seed 000's lines from heatmap.sla, not written here again
+# the Double-11 talk's lines from heatmap.sla, not written here again
 HELP = f"""[b]floodgate console[/b]
 
 [b]c[/b] cluster  [b]g[/b] groups  [b]f[/b] fuse  [b]h[/b] host  [b]a[/b] alerts  [b]t[/b] trace  [b]?[/b] help  [b]q[/b] quit
@@ -28,7 +28,7 @@ still 2 s while messages wait; [red]STOPPED[/red] lag, no consumer heard for 10 
 [b]o[/b] on a group: its offsets per queue (move them with `floodgate offsets reset`);
 retry / dead: messages kept in %RETRY% / %DLQ%; a broadcast group: a row per instance.
 [b]Fuse[/b] excluded n/cap: isolated, not serving (cap: {FUSE_CAP_RATIO * 100:g} % of the brokers);
-overflow: isolated too, serving again by rule 4 (earliest isolated, cap full).
+overflow: isolated too, serving again because the cap is full (the earliest isolated first).
 [b]Alerts[/b] send average over {SLA_MEAN_MS:g} ms, max over {SLA_MAX_MS:g} ms (latest and worst figure),
 sends failed or refused, a broker down, a fuse at its cap; a group not OK; throttling.
 [b]Trace[/b] a key or message id: sent, stored, delivered per group, what is missing;

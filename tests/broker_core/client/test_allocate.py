@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker_core.client.consumer import allocate
+from broker_core.client.membership import allocate
 
 QUEUES = [(b, q) for b in ("broker-1", "broker-2", "broker-3") for q in range(4)]
 

@@ -44,7 +44,7 @@ def test_status_table(capsys):
     # one count: 1 excluded against the cap of 1, the 3 earliest isolated serving as overflow
     assert "excluded 1/1 +3 overflow" in out
     assert "fuse: broker-3 isolated 00:34:26 for slowness, 54 s left; cap 1 of 6 brokers full;" \
-        " broker-2, broker-1, broker-4 slow, serving as overflow (rule 4)" in out
+        " broker-2, broker-1, broker-4 slow, serving as overflow (the cap is full: the earliest isolated serve again)" in out
     assert "fuse of demo: 1 excluded, at its cap of 1; 3 more isolated serve as overflow" in out
 
 

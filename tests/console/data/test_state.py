@@ -213,12 +213,34 @@ def test_an_active_alert_shows_its_current_and_worst_value():
     s = build_state([sample(doc(mx=0.0312))], prev=s, now=3)
     [alert] = s.active_alerts
     assert alert.text == "broker-1 send max 31.2 ms > 20.0 ms (10 s); worst 841.0 ms"
-    assert [a.text for a in s.alerts.entries] == [alert.text]  # the log shows it too, once
+    # the history keeps what was seen when it was raised: never rewritten by later figures
+    assert [(a.time, a.text) for a in s.alerts.entries] == [
+        (1, "broker-1 send max 29.8 ms > 20.0 ms (10 s)")]
     s = build_state([sample(doc())], prev=s, now=4)
     assert s.alerts.entries[-1].text == "cleared: broker-1 send max 31.2 ms > 20.0 ms (10 s); " \
                                         "worst 841.0 ms"
     s = build_state([sample(doc(mx=0.025))], prev=s, now=5)  # raised again: a fresh worst
     assert s.active_alerts[0].text == "broker-1 send max 25.0 ms > 20.0 ms (10 s)"
+
+
+def test_the_alert_history_is_never_rewritten_and_a_new_severity_is_a_new_row():
+    """A group shown `critical ... STALLED` at 09:28:35 had read `warning ... WARNING` then:
+    the time it stalled was lost. Each severity is a row at the time it held."""
+    from console.data.alerts import Alert, AlertLog
+
+    log = AlertLog().update({"consumer:w": Alert("consumer:w", "warning", "w WARNING lag 10")},
+                            100.0)
+    log = log.update({"consumer:w": Alert("consumer:w", "warning", "w WARNING lag 900")}, 110.0)
+    assert [(a.time, a.severity, a.text) for a in log.entries] == [
+        (100.0, "warning", "w WARNING lag 10")]
+    log = log.update({"consumer:w": Alert("consumer:w", "critical", "w STALLED lag 26512")},
+                     120.0)
+    assert [(a.time, a.severity, a.text) for a in log.entries] == [
+        (100.0, "warning", "w WARNING lag 10"), (120.0, "critical", "w STALLED lag 26512")]
+    assert [a.time for a in log.active] == [120.0]
+    log = log.update({}, 130.0)
+    assert [(a.time, a.cleared) for a in log.entries] == [
+        (100.0, False), (120.0, False), (130.0, True)]
 
 
 def failing(d: dict, errors: int, failures: int, codes: dict, last: dict | None = None,

@@ -69,7 +69,7 @@ def test_isolated_and_overflow_by_rule_4_earliest_first():
              entry("broker-1", since=2410, overflow=True), entry("broker-2", left=5))
     assert sentence(producer(f)) == (
         "fuse: broker-2 isolated 00:41:07 for slowness, 5 s left; cap 1 of 6 brokers full; "
-        "broker-4 erroring, broker-1 slow, serving as overflow (rule 4)")
+        "broker-4 erroring, broker-1 slow, serving as overflow (the cap is full: the earliest isolated serve again)")
 
 
 def test_cap_partly_used_and_dry_run():

@@ -136,7 +136,7 @@ def test_measured_failover_from_drills_sets_the_mttr_the_page_shows(tmp_path):
     assert "2 copies of each message" in page
     assert "MTTR 0.9 s (measured: median failover of 3 drill(s), 0 acknowledged" in page
     default, *_ = _plan_and_minutes()
-    assert "MTTR 1 s (seed 000's assumption)" in render(default, minutes, static=True)
+    assert "MTTR 1 s (the Double-11 talk's assumption)" in render(default, minutes, static=True)
     drills.write_text('{"failover_s": null}')
     with pytest.raises(ReportError, match="never saw its group recover"):
         measured_recovery(args)

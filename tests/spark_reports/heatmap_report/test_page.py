@@ -1,4 +1,4 @@
-"""The heatmap report's first line: a verdict on seed 000's 20 ms max."""
+"""The heatmap report's first line: a verdict on the Double-11 talk's 20 ms max."""
 
 from __future__ import annotations
 
