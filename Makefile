@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # of every test file, 7 s a run).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench docs clean
 
 setup:
 	@bash scripts/setup.sh
@@ -21,9 +21,13 @@ lint: setup
 test: setup lint
 	$(BIN)/pytest
 
+# docs/ into site/ (open site/index.html); strict: a broken link or anchor fails the build
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
+
 bench:
 	@bash scripts/setup.sh --bench
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis build site *.egg-info

@@ -2,7 +2,7 @@
 
 `LatencyHistogram` is what brokers record into, Prometheus exports, Spark
 merges and the console draws. The whole latency contract lives here:
-`heatmap.layout` (bucket bounds, DESIGN.md), `heatmap.sla` (the Double-11 talk's 3 ms /
+`heatmap.layout` (bucket bounds, docs/architecture.md), `heatmap.sla` (the Double-11 talk's 3 ms /
 20 ms), `heatmap.metrics_log` (Parquet schemas, rows, quarantine rules; needs
 pyarrow, so import it by name). Renderers import their heavy libraries lazily:
 `TerminalHeatmap` needs Rich, `render_png` matplotlib.

@@ -1,4 +1,4 @@
-"""The one latency histogram of floodgate (DESIGN.md, "Latency histogram layout").
+"""The one latency histogram of floodgate (docs/architecture.md, "Latency histogram layout").
 
 Sparse counts over the bucket layout of :mod:`heatmap.layout` (schema 3,
 8 buckets per power of two, a zero bucket at ``ZERO_INDEX``), plus exact

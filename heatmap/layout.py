@@ -1,4 +1,4 @@
-"""The bucket layout of every latency histogram in floodgate (DESIGN.md,
+"""The bucket layout of every latency histogram in floodgate (docs/architecture.md,
 "Latency histogram layout"): the one place that knows where buckets end.
 
 Buckets are those of a Prometheus native histogram over seconds: at schema

@@ -1,4 +1,4 @@
-"""The metrics-log contract (DESIGN.md, "Metrics log"): table layout, the
+"""The metrics-log contract (docs/architecture.md, "Metrics log"): table layout, the
 pyarrow schemas, a histogram <-> row encoding, and the quarantine rules.
 
 The broker writes its per-second log with these schemas and rows, the

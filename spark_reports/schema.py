@@ -1,4 +1,4 @@
-"""The Spark side of the metrics-log contract (DESIGN.md, "Metrics log").
+"""The Spark side of the metrics-log contract (docs/architecture.md, "Metrics log").
 
 The contract itself (table layout, pyarrow schemas, rows, the quarantine rules
 in numpy) is ``heatmap.metrics_log``, shared with the broker that writes the

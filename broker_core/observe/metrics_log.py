@@ -1,4 +1,4 @@
-"""The broker's per-second metrics log: Parquet in DESIGN.md's schema.
+"""The broker's per-second metrics log: Parquet in the schema of docs/architecture.md.
 
 Rows are buffered in memory and written as one closed file per table every
 `roll_s` seconds (in a worker thread, off the broker's loop) and at shutdown: a hidden temp name first, then an atomic

@@ -239,7 +239,7 @@ def test_injected_stall_shows_in_histograms_and_metrics_log(cluster_factory):
     over = [line for line in metrics.splitlines()
             if line.startswith("floodgate_send_over_20ms_total")]
     assert over and float(over[0].split()[-1]) >= 1
-    # SIGTERM closes the metrics-log file; it reads back in DESIGN's schema
+    # SIGTERM closes the metrics-log file; it reads back in the schema of docs/architecture.md
     cluster.down()
     files = list((cluster.metrics_dir / "latency").rglob(f"part-{entry.name}-*.parquet"))
     assert files and not any(f.name.startswith(".") for f in files)

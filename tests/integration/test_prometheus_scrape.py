@@ -1,6 +1,6 @@
 """A real Prometheus (Debian's package) scrapes a broker under load; its
 histogram_quantile over the exported classic buckets agrees with the broker's
-own p99 to within one power-of-two bucket (DESIGN.md's histogram contract)."""
+own p99 to within one power-of-two bucket (the histogram contract, docs/architecture.md)."""
 
 import json
 import math
