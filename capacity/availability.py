@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 
 from capacity.errors import CapacityError
 
@@ -39,7 +40,13 @@ def downtime_budget_s(target: float, period_s: float = DAY_S) -> float:
         raise CapacityError(f"target availability must be within (0, 1], got {target}")
     if period_s <= 0:
         raise CapacityError(f"period must be > 0 s, got {period_s}")
-    return (1 - target) * period_s
+    return complement(target) * period_s
+
+
+def complement(target: float) -> float:
+    """1 - target, in the decimal the target was written in: 1 - 0.99999 is 1e-05, not
+    the 1.0000000000065512e-05 of binary floats (a budget of 0.864 s, not 0.86399999)."""
+    return float(Decimal(1) - Decimal(repr(target)))
 
 
 @dataclass(frozen=True)
@@ -74,13 +81,13 @@ def assess(
         mttr_s=mttr_s,
         availability=a,
         nines=nines(a),
-        downtime_s_per_period=(1 - a) * period_s,
+        downtime_s_per_period=period_s * mttr_s / (mtbf_s + mttr_s),  # (1 - A) without cancelling
         period_s=period_s,
         target=target,
         # a tolerance of one part in 1e12 so that 99.999 % meets 99.999 %
         target_met=a >= target - 1e-12,
         budget_s_per_period=budget,
-        max_mttr_s_for_target=mtbf_s * (1 - target) / target,
+        max_mttr_s_for_target=mtbf_s * complement(target) / target,
     )
 
 

@@ -12,10 +12,19 @@ observed year Y0 with volume V0, the forecast for year Y is
   with the damping applied to the log growth).
 
 Growth on this scale always slows (4x a year cannot last), so the low and
-mid curves damp it; the band is the honest uncertainty. Back-test on the seed
-history: fitted on 2012-2015 the band for 2016 is 1.31 T .. 2.65 T and the
-actual 1.4 T lies inside (tests pin it). The peak second is the daily mean
-rate times the peak-to-mean ratio measured in the per-second metrics log.
+mid curves damp it; the band is the honest uncertainty.
+
+How far the history carries: a trend fitted on a history spanning N years
+(first to last year) is extrapolated at most N years past its last year, the
+rule of thumb of not forecasting further than the data reaches back. Past
+that year (`supported_until`) the band grows no more: the forecast for a
+later year is the band at the bound, and says so (`bounded`), rather than
+compounding x3.6 a year for 11 years into 10^18 messages a day.
+
+Back-test on the shipped history (the RocketMQ design talk's figures): fitted
+on 2012-2015 the band for 2016 is 1.31 T .. 2.65 T and the actual 1.4 T lies
+inside (tests pin it). The peak second is the daily mean rate times the
+peak-to-mean ratio measured in the per-second metrics log.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ def seed_history_path() -> Path:
 
 
 def read_history(path: str | Path | None = None) -> list[HistoryPoint]:
-    """Read year,messages[,source] rows (default: the seed figures shipped as data)."""
+    """Read year,messages[,source] rows (default: the talk's figures shipped as data)."""
     path = Path(path) if path is not None else seed_history_path()
     try:
         with path.open(newline="") as fh:
@@ -108,12 +117,28 @@ class Forecast:
     growth_per_year: float  # multiplier, e.g. 4.07 = x4.07 a year
     last_year: int
     last_messages: float
-    horizon_years: int
+    horizon_years: int  # year - last_year
     residual_log_std: float
     fitted_years: list[int]
+    supported_until: int = 0  # the last year the history supports (see supported_until)
+    growth_years: int = 0  # the years of growth the band holds: min(horizon, supported)
+
+    @property
+    def bounded(self) -> bool:
+        """The year lies past what the history supports: the band stops at the bound."""
+        return self.year > self.supported_until
+
+    def bound_text(self) -> str:
+        """One line naming the bound (empty when the year is within it)."""
+        if not self.bounded:
+            return ""
+        first, span = self.fitted_years[0], self.supported_until - self.last_year
+        return (f"{self.year} is {self.horizon_years} years past the history's last year "
+                f"({self.last_year}); a trend fitted on {first}-{self.last_year} is extrapolated "
+                f"at most its own {span} year(s): the band stops growing at {self.supported_until}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "bounded": self.bounded}
 
     def peak_rate(self, peak_to_mean: float) -> dict[str, float]:
         """Peak msgs/s of the band: daily mean rate x peak-to-mean ratio."""
@@ -121,6 +146,13 @@ class Forecast:
             raise CapacityError(f"peak-to-mean ratio must be >= 1, got {peak_to_mean}")
         scale = peak_to_mean / SECONDS_PER_DAY
         return {"low": self.low * scale, "mid": self.mid * scale, "high": self.high * scale}
+
+
+def supported_until(points: list[HistoryPoint]) -> int:
+    """The last year a trend fitted on `points` is extrapolated to: as many years past
+    the last as the history spans (2012-2016 supports forecasts to 2020)."""
+    years = [p.year for p in points]
+    return max(years) + (max(years) - min(years))
 
 
 def forecast(
@@ -138,7 +170,10 @@ def forecast(
         # shrinking history: the damped curves would sit above the trend; keep the level flat
         g = 0.0
     steps = year - last.year
-    band = [last.messages * damped_multiplier(g, steps, phi) for phi in (phi_low, phi_mid, PHI_HIGH)]
+    until = supported_until(points)
+    growth_years = min(steps, until - last.year)  # past the bound the band grows no more
+    band = [last.messages * damped_multiplier(g, growth_years, phi)
+            for phi in (phi_low, phi_mid, PHI_HIGH)]
     return Forecast(
         year=year,
         low=band[0],
@@ -150,6 +185,8 @@ def forecast(
         horizon_years=steps,
         residual_log_std=resid,
         fitted_years=[p.year for p in points],
+        supported_until=until,
+        growth_years=growth_years,
     )
 
 

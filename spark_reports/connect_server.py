@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -107,6 +108,10 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
+def scratch_dir(folder: Path) -> Path:
+    return folder / "scratch"
+
+
 def server_command(home: Path, args) -> list[str]:
     """PySpark's start script in the foreground, with our settings."""
     from spark_reports.output import current_umask
@@ -114,8 +119,15 @@ def server_command(home: Path, args) -> list[str]:
 
     log_conf = Path(args.dir) / "log4j2.properties"
     log_conf.write_text(server_log4j2())
-    java_opts = f"-Duser.timezone=UTC -Dlog4j2.configurationFile=file:{log_conf}"
+    # Spark's block manager and shuffle files, and the JVM's own temporary files (the
+    # native libraries netty and snappy unpack), in the server's folder, which `spark
+    # down` removes: in /tmp they outlived every server (blockmgr-*, spark-*, lib*.so)
+    scratch = scratch_dir(Path(args.dir))
+    scratch.mkdir(parents=True, exist_ok=True)
+    java_opts = (f"-Duser.timezone=UTC -Dlog4j2.configurationFile=file:{log_conf} "
+                 f"-Djava.io.tmpdir={scratch}")
     conf = {
+        "spark.local.dir": str(scratch),
         "spark.connect.grpc.binding.address": args.host,
         "spark.connect.grpc.binding.port": str(args.port),
         "spark.sql.session.timeZone": "UTC",
@@ -309,6 +321,7 @@ def down(folder: Path) -> dict:
             time.sleep(0.2)
         _kill_group(st.server_pid, signal.SIGKILL)
     state_path(folder).unlink(missing_ok=True)
+    shutil.rmtree(scratch_dir(folder), ignore_errors=True)
     return {"stopped": True, "state": st.state, "url": st.url, "dir": str(folder)}
 
 

@@ -70,7 +70,7 @@ def judge(samples: Iterable[Sample], alive: bool, stall_polls: int = 2) -> Verdi
         return Verdict("OK", 0, 0.0, 0.0, 0.0, 0.0)
     last, first = s[-1], s[0]
     span = last.t - first.t
-    consume = (last.committed - first.committed) / span if span > 0 else 0.0
+    consume = consume_rate(s)
     produce = (last.end - first.end) / span if span > 0 else 0.0
     lag = last.lag
     if lag == 0:  # caught up (most queues of a healthy group): no trend worth a fit
@@ -86,6 +86,20 @@ def judge(samples: Iterable[Sample], alive: bool, stall_polls: int = 2) -> Verdi
     else:
         status = "OK"
     return Verdict(status, lag, trend, consume, produce, drain)
+
+
+def consume_rate(s: list[Sample]) -> float:
+    """Offsets consumed per second over the samples, never negative: an interval in which
+    the committed offset moved back is a reset (`floodgate offsets reset`, a rewind to
+    re-consume), not consumption, so it is left out, its time with it; with no interval
+    left the rate is not known and reads 0. (The net move over the window read
+    "out -291/s" after a reset.)"""
+    moved = elapsed = 0.0
+    for a, b in pairwise(s):
+        if b.committed >= a.committed:
+            moved += b.committed - a.committed
+            elapsed += b.t - a.t
+    return moved / elapsed if elapsed > 0 else 0.0
 
 
 def _stuck(window: list[Sample]) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from console.commands.common import (
     AT_LEAST_1,
@@ -13,10 +14,11 @@ from console.commands.common import (
     Range,
     add_subparser,
     checked,
+    int_range,
     number,
     print_json,
 )
-from console.errors import UsageError
+from console.errors import CommandFailed, UsageError
 from heatmap.sla import FUSE_CAP_RATIO
 
 MAX_BROKERS = 10_000_000  # past this a sizing is a unit mistake, not a plan
@@ -59,7 +61,9 @@ def register(sub) -> None:
     _json(p, run_usl)
 
     p = add_subparser(models, "size", "brokers, disk and network for a target peak rate")
-    number(p, "--target-rate", POSITIVE, required=True, help="peak msgs/s to carry")
+    number(p, "--target-rate", POSITIVE, required=True,
+           help="peak msgs/s to carry (e.g. 10000000, the figure of Alibaba's Double-11 2016 "
+           "RocketMQ talk)")  # fmt: skip
     rate = p.add_mutually_exclusive_group(required=True)
     number(p, "--per-broker-rate", POSITIVE, group=rate, help="measured msgs/s per broker")
     rate.add_argument("--load-test", help="USL points CSV: per-broker rate = fitted max throughput")
@@ -83,11 +87,23 @@ def register(sub) -> None:
            help="in flight per client")  # fmt: skip
     _json(p, run_size)
 
-    p = add_subparser(models, "forecast", "Double-11 volume band from yearly history")
-    p.add_argument("--history", default=None, help="CSV year,messages[,source] (default: seeds)")
-    p.add_argument("--year", type=int, required=True, help="year to forecast")
-    p.add_argument("--fit-until", type=int, default=None, help="use history up to this year only")
+    p = add_subparser(
+        models, "forecast", "Double-11 volume band from yearly history",
+        epilog="A trend fitted on N years of history is extrapolated at most N years past "
+        "its last year: a later --year gets the band at that bound, with a warning on stderr "
+        "(--strict: exit 1 instead).",
+    )  # fmt: skip
+    p.add_argument("--history", default=None,
+                   help="CSV year,messages[,source] (default: the RocketMQ design talk's "
+                   "Double-11 figures, 2012-2016)")  # fmt: skip
+    # years a Double-11 could be in: 2009 was the first; past 2100 is no forecast
+    p.add_argument("--year", type=int_range(2009, 2100), required=True,
+                   help="year to forecast")
+    p.add_argument("--fit-until", type=int_range(2009, 2100), default=None,
+                   help="use history up to this year only")
     number(p, "--peak-to-mean", AT_LEAST_1, default=None, help="also give peak msgs/s")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when --year lies past what the history supports")  # fmt: skip
     _json(p, run_forecast)
 
 
@@ -97,14 +113,11 @@ def _json(parser: argparse.ArgumentParser, func) -> None:
 
 
 def _clean(value):
-    """JSON has no inf/nan: give null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
+    """JSON has no inf/nan (null), and a float keeps the 15 digits a double holds:
+    rounded here, at the edge (capacity.figures.json_ready)."""
+    from capacity.figures import json_ready
+
+    return json_ready(value)
 
 
 def run_availability(args) -> int:
@@ -122,8 +135,10 @@ def run_availability(args) -> int:
     if measured:
         print(f"MTTR measured     {measured.mttr_s:.3f} s (median of {measured.drills} failover "
               f"drill(s); {measured.lost} acknowledged message(s) lost)")
+    from capacity.figures import percent_near_one
+
     verdict = "meets" if r.target_met else "MISSES"
-    print(f"availability      {r.availability * 100:.6f} %  ({r.nines:.2f} nines)")
+    print(f"availability      {percent_near_one(r.availability)}  ({r.nines:.2f} nines)")
     print(f"downtime          {r.downtime_s_per_period:.3f} s per {r.period_s:g} s")
     print(f"target            {r.target * 100:g} % -> {verdict} (budget {r.budget_s_per_period:.3f} s)")
     print(f"max MTTR for it   {r.max_mttr_s_for_target:.3f} s at this MTBF")
@@ -154,6 +169,7 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def run_reliability(args) -> int:
+    from capacity.figures import percent_near_one
     from capacity.reliability import HOURS_PER_YEAR, rebuild_hours, table
 
     replicas = _int_list(args.replicas, "--replicas")
@@ -168,11 +184,11 @@ def run_reliability(args) -> int:
         print_json([_clean(r.to_dict()) for r in rows])
         return 0
     print(f"disk MTBF {args.disk_mtbf_hours:,.0f} h, recovery {recovery:.3f} h, {args.years:g} year(s)")
-    print(f"{'replicas':>8}  {'reliability':>22}  {'loss probability':>16}  masters={args.masters}")
-    for r in rows:
+    print(f"{'replicas':>8}  {'reliability':>18}  {'loss probability':>16}  masters={args.masters}")
+    for r in rows:  # near 1: the decimals that give the loss two significant figures
         print(
-            f"{r.replicas:>8}  {r.reliability * 100:>20.12f} %  {r.loss_probability:>16.3e}"
-            f"  cluster {r.cluster_reliability * 100:.12f} %"
+            f"{r.replicas:>8}  {percent_near_one(r.reliability, r.loss_probability):>18}"
+            f"  {r.loss_probability:>16.2e}  cluster {percent_near_one(r.cluster_reliability)}"
         )
     return 0
 
@@ -231,22 +247,31 @@ def run_size(args) -> int:
 
 
 def run_forecast(args) -> int:
+    from capacity.figures import significant
     from capacity.forecast import forecast, read_history
 
     points = read_history(args.history)
     if args.fit_until is not None:
         points = [p for p in points if p.year <= args.fit_until]
     f = forecast(points, args.year)
+    if f.bounded:  # past what the history supports: said (stderr), or refused
+        if args.strict:
+            raise CommandFailed(f"{f.bound_text()} (--strict)")
+        print(f"floodgate capacity: warning: {f.bound_text()}", file=sys.stderr)
     out = f.to_dict()
     if args.peak_to_mean is not None:
         out["peak_rate"] = f.peak_rate(args.peak_to_mean)
     if args.json:
         print_json(_clean(out))
         return 0
-    print(f"Double-11 {f.year}: low {f.low:.4g}  mid {f.mid:.4g}  high {f.high:.4g} messages")
+    # a band spanning a factor of ten: three significant figures
+    print(f"Double-11 {f.year}: low {f.low:.3g}  mid {f.mid:.3g}  high {f.high:.3g} messages")
     print(f"fitted on {f.fitted_years}: x{f.growth_per_year:.2f} a year; {f.horizon_years} year(s) "
-          f"beyond {f.last_year} ({f.last_messages:.4g})")  # fmt: skip
+          f"beyond {f.last_year} ({f.last_messages:.3g})")  # fmt: skip
+    if f.bounded:
+        print(f"bounded: the history supports {f.supported_until} at most; the band is "
+              f"{f.growth_years} year(s) of growth, held from {f.supported_until} to {f.year}")
     if "peak_rate" in out:
-        pr = out["peak_rate"]
-        print(f"peak msgs/s: low {pr['low']:,.0f}  mid {pr['mid']:,.0f}  high {pr['high']:,.0f}")
+        pr = {k: significant(v) for k, v in out["peak_rate"].items()}
+        print(f"peak msgs/s: low {pr['low']}  mid {pr['mid']}  high {pr['high']}")
     return 0

@@ -48,13 +48,23 @@ def run(args) -> int:
     if args.json:
         print_json(verdict)
         return code
+    from capacity.figures import significant
+
     fp = verdict["forecast_peak_msgs_per_s"]
     print(
-        f"{'PASS' if verdict['pass'] else 'FAIL'}: forecast peak {fp['low']:,.0f} .. {fp['high']:,.0f}"
-        f" msgs/s (mid {fp['mid']:,.0f}); brokers needed {verdict['brokers_needed']['mid']}"
-        f" ({verdict['binding_constraint']['mid']} binds), {verdict['brokers_now']} now"
+        f"{'PASS' if verdict['pass'] else 'FAIL'}: forecast peak {significant(fp['low'])} .. "
+        f"{significant(fp['high'])} msgs/s (mid {significant(fp['mid'])}); brokers needed "
+        f"{verdict['brokers_needed']['mid']} ({verdict['binding_constraint']['mid']} binds), "
+        f"{verdict['brokers_now']} now"
     )
+    for warning in verdict.get("warnings", []):
+        print(f"  warning: {warning}")
     for check in verdict["checks"]:
         print(f"  {'ok  ' if check['pass'] else 'FAIL'} {check['check']}: {check['detail']}")
+    if plan.get("at_risk"):
+        first = plan["at_risk"][0]
+        print(f"  at risk: {len(plan['at_risk'])} of {verdict['brokers_now']} brokers; "
+              f"{first['broker']} binds ({first['severity']:.1f}x past its line: "
+              f"{first['reasons'][0]})")
     print(f"wrote {args.out}/capacity.json and {args.out}/report.html")
     return code

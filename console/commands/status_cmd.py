@@ -85,6 +85,7 @@ def print_consumers(console, state) -> None:
     """One line per consumer group, then flow control's summary and throttled topics."""
     from rich.text import Text
 
+    from console.data.consumers import lag_growing
     from console.tui.format import GROUP_STYLE, count, duration
     from console.tui.panels.throttling import summary
 
@@ -92,9 +93,10 @@ def print_consumers(console, state) -> None:
     for g in state.consumers:
         line = Text(f"group {g.name:<{width}}  ")
         line.append(f"{g.status:<7}", style=GROUP_STYLE.get(g.status, ""))
-        # no net progress: a steady lag when judged OK, else it is falling behind
+        # no net progress: a steady lag when judged OK and not rising, else behind
         drain = f"drains in {duration(g.drain_s)}" if g.drain_s is not None else \
-            "keeping up" if g.status == "OK" else "not draining"
+            "not draining" if g.status != "OK" else \
+            "lag growing" if lag_growing(g) else "keeping up"
         line.append(f"  lag {count(g.lag)}  {drain}  ({', '.join(g.topics)})")
         console.print(line)
     if state.flow.active:

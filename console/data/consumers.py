@@ -110,7 +110,9 @@ def merge_groups(brokers: Sequence[Any], prev: Sequence[GroupView] = (),
     for name, verdicts in parts.items():
         status = max((v.status for _, v in verdicts), key=lambda s: SEVERITY.get(s, 0))
         lag = sum(v.lag for _, v in verdicts)
-        consume = sum(v.consume_per_s for _, v in verdicts)
+        # a rate is never negative: a broker from before backlog.consume_rate sent the net
+        # move of the committed offset, which an offset reset turns below 0 (not known: 0)
+        consume = sum(max(0.0, v.consume_per_s) for _, v in verdicts)
         produce = sum(v.produce_per_s for _, v in verdicts)
         idles = [v.idle_s for _, v in verdicts if v.idle_s is not None]
         topics = sorted({t for _, v in verdicts for t in v.topics})
@@ -147,6 +149,12 @@ def trend_arrow(group: GroupView) -> str:
     if group.trend_per_s < -steady:
         return "↓"
     return "→"
+
+
+def lag_growing(group: GroupView) -> bool:
+    """The lag is growing (the trend arrow's ↑): such a group is not "keeping up", whatever
+    its status (an offset reset raises the lag in one step while the group is judged OK)."""
+    return trend_arrow(group) == "↑"
 
 
 def counts(groups: Sequence[GroupView]) -> dict[str, int]:

@@ -20,12 +20,24 @@ def ms(seconds: float | None) -> str:
     return f"{value:.2f} ms" if value < 10 else f"{value:.1f} ms"
 
 
-def rate(per_s: float | None) -> str:
-    if per_s is None:
+def rate(per_s: float | None, signed: bool = False) -> str:
+    """Every rate the console shows, one way: 999/s, 1.0k/s .. 9.9k/s, 10k/s, 1,234k/s.
+
+    The unit is chosen on the figure as rounded for display, so 999.6 reads 1.0k/s (not
+    "1000/s" beside another screen's "1.0k/s") and 9,990 reads 10k/s. A rate is never
+    negative: one below 0 is not known ("-"); `signed` is for a change per second (a
+    lag's trend), written +1.2k/s or -40/s."""
+    if per_s is None or per_s != per_s:  # None or NaN
         return "-"
-    if per_s >= 10_000:
-        return f"{per_s / 1000:,.0f}k/s"
-    return f"{per_s / 1000:.1f}k/s" if per_s >= 1000 else f"{per_s:.0f}/s"
+    if per_s < 0 and not signed:
+        return "-"
+    sign = ("+" if per_s > 0 else "-" if per_s < 0 else "") if signed else ""
+    v = abs(per_s)
+    if round(v) < 1000:
+        return f"{sign}{v:.0f}/s"
+    if round(v / 1000, 1) < 10:
+        return f"{sign}{v / 1000:.1f}k/s"
+    return f"{sign}{v / 1000:,.0f}k/s"
 
 
 def pct(ratio: float | None, digits: int = 0) -> str:

@@ -56,6 +56,7 @@ class Check:
             "name": self.setting.name,
             "current": self.current,
             "target": self.setting.target,
+            "mode": self.setting.mode,
             "status": self.status,
             "plugin": self.setting.plugin,
             "reason": self.setting.reason,
@@ -64,6 +65,13 @@ class Check:
         if note:
             d["note"] = note
         return d
+
+
+def shown_target(target, mode: str | None = "exact") -> str:
+    """A target as `tune show` and the console's Host screen write it: an at-least
+    setting (a floor such as fs.file-max) with its comparator, ">= 1048576"."""
+    text = "-" if target is None else str(target)
+    return f">= {text}" if mode == "at_least" else text
 
 
 @dataclass

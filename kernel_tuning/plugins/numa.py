@@ -11,7 +11,16 @@ from kernel_tuning import values
 from kernel_tuning.errors import ProfileError
 from kernel_tuning.hostfs import HostFS
 from kernel_tuning.numa import online_nodes
-from kernel_tuning.plugins.base import DRIFT, OK, Check, Context, Plugin, Setting, Write
+from kernel_tuning.plugins.base import (
+    DRIFT,
+    OK,
+    UNSUPPORTED,
+    Check,
+    Context,
+    Plugin,
+    Setting,
+    Write,
+)
 from kernel_tuning.plugins.servicefiles import DROPIN, parse_dropin, render_dropin
 
 POLICIES = ("default", "preferred", "bind", "interleave", "local")
@@ -28,10 +37,7 @@ class NumaPlugin(Plugin):
         target, _ = values.resolve_target(spec, "numa 'policy'", ctx.mem_kb)
         if target not in POLICIES:
             raise ProfileError(f"numa policy {target!r} is not one of {', '.join(POLICIES)}")
-        nodes = online_nodes(ctx.host)
         note = "applies when the broker starts (systemd NUMAPolicy=)"
-        if len(nodes) == 1:
-            note += "; one NUMA node here, so interleave changes nothing yet"
         return [Setting("numa", "policy", target, spec["reason"], name="numa.policy", note=note)]
 
     def set(self, host: HostFS, setting: Setting, write: bool) -> Check:
@@ -39,6 +45,11 @@ class NumaPlugin(Plugin):
         current = service.get("NUMAPolicy", "default")
         if current == setting.target:
             return Check(setting, current, OK)
+        if len(online_nodes(host)) == 1:
+            # one node: every policy places memory on it, so there is nothing to change and
+            # nothing to verify (planned, `tune verify` could never pass on such a host)
+            return Check(setting, current, UNSUPPORTED,
+                         detail="one NUMA node here: every memory policy is the same; left alone")
         service["NUMAPolicy"] = setting.target
         data = render_dropin(service)
         check = Check(setting, current, DRIFT, [Write(DROPIN, "file", data)])

@@ -1,6 +1,6 @@
 """Pure DataFrame -> DataFrame steps of the capacity job.
 
-Each function takes Spark DataFrames in the metrics-log schema (DESIGN.md,
+Each function takes Spark DataFrames in the metrics-log schema (docs/architecture.md,
 "Metrics log") and returns a small DataFrame; the job collects them and feeds
 the `capacity` models. Divisions use `try_divide` so that ANSI mode (on by
 default since Spark 4) gives null, not an error, for a zero denominator.

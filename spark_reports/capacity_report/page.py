@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import platform
 
+from capacity.figures import percent_near_one, significant
 from capacity.usl import usl_throughput
 from spark_reports import report_kit as kit
 
@@ -41,8 +42,18 @@ def _png(fig) -> str:
 AT_RISK_LISTED = 50  # rows in the page; capacity.json has them all
 
 
+def binding_sentence(rows: list[dict]) -> str:
+    """Which at-risk broker binds: the least headroom (first in the ranked list)."""
+    if not rows:
+        return ""
+    first = rows[0]
+    return (f"{first['broker']} binds: the least headroom, {first.get('severity', 0):.1f}x "
+            f"past its line ({first['reasons'][0]})")
+
+
 def at_risk_html(rows: list[dict], brokers: int | None) -> list[str]:
-    """The ranked list, worst first; says so when it is every broker, and what they share."""
+    """The ranked list, least headroom first; names the broker that binds, says so when
+    it is every broker, and what they share."""
     if not rows:
         return ["<p>None.</p>"]
     every = brokers is not None and len(rows) >= brokers
@@ -56,13 +67,15 @@ def at_risk_html(rows: list[dict], brokers: int | None) -> list[str]:
     )
     if every and shared:
         head += f"; all of them for: {'; '.join(sorted(shared))}"
-    head += ". Worst first (severity: how far past its line the worst reason is)" + (
+    head += f". {binding_sentence(rows)}"
+    head += ". Least headroom first (severity: how far past its line the worst reason is)" + (
         f"; the first {AT_RISK_LISTED} shown, all in capacity.json"
         if len(rows) > AT_RISK_LISTED
         else ""
     )
-    table = [{"rank": i + 1, "broker": r["broker"], "severity": f"{r.get('severity', 0):.1f}x",
-              "why": "; ".join(r["reasons"])} for i, r in enumerate(rows[:AT_RISK_LISTED])]  # fmt: skip
+    table = [{"rank": i + 1, "broker": r["broker"] + (" (binds)" if i == 0 else ""),
+              "severity": f"{r.get('severity', 0):.1f}x", "why": "; ".join(r["reasons"])}
+             for i, r in enumerate(rows[:AT_RISK_LISTED])]  # fmt: skip
     return [
         f"<p>{html.escape(head)}.</p>",
         _table(
@@ -165,7 +178,13 @@ def _peak(n: float | None) -> str:
 
 
 def _rate(v: float) -> str:
+    """A measured rate: counted, so every digit is known."""
     return f"{v:,.0f}"
+
+
+def _forecast(v: float) -> str:
+    """A forecast rate: three significant figures (its band spans a factor of ten)."""
+    return significant(v)
 
 
 def _days_and_disk(plan: dict) -> str:
@@ -218,8 +237,8 @@ def render(
     fp, need, bind = v["forecast_peak_msgs_per_s"], v["brokers_needed"], v["binding_constraint"]
     parts = [f"<h1>Capacity plan for {html.escape(inp['target_date'])} {_badge(v['pass'])}</h1>"]
     parts.append(
-        f"<p class=big>Forecast peak: low <b>{_rate(fp['low'])}</b>, mid <b>{_rate(fp['mid'])}</b>, "
-        f"high <b>{_rate(fp['high'])}</b> msgs/s. Brokers needed: <b>{need['mid']}</b> "
+        f"<p class=big>Forecast peak: low <b>{_forecast(fp['low'])}</b>, mid "
+        f"<b>{_forecast(fp['mid'])}</b>, high <b>{_forecast(fp['high'])}</b> msgs/s. Brokers needed: <b>{need['mid']}</b> "
         f"(binding: {html.escape(bind['mid'])}; {need['low']} .. {need['high']} across the band); "
         f"{v['brokers_now']} today.</p>"
     )
@@ -238,7 +257,7 @@ def render(
         ("per-broker capacity", f"{_rate(inp['per_broker_capacity'])} msgs/s", inp["per_broker_capacity_source"]),
         ("disk per broker", f"{inp['disk_bytes_per_broker'] / 1e12:,.2f} TB", "broker_stats disk_total_bytes (median) or --disk-tb"),
         ("growth to target", ", ".join(f"{k} x{g:.2f}" for k, g in plan["forecast"]["growth_band"].items()), "seed history, log-linear / damped"),
-        ("SLA", f"{opts['sla_rate']:,.0f} msgs/s, avg {opts['sla_avg_ms']:g} ms, max {opts['sla_max_ms']:g} ms", "the Double-11 talk"),
+        ("SLA", f"{_forecast(v['sla_rate'])} msgs/s, avg {opts['sla_avg_ms']:g} ms, max {opts['sla_max_ms']:g} ms", f"rate: {v['sla_rate_source']}; latency: the Double-11 talk"),
         ("fuse reserve", f"{opts['fuse_reserve']:.0%}", "the Double-11 talk: isolate at most 30 %"),
         ("retention / water", f"{opts['retention_hours']:g} h at {opts['water']:.0%}", "the Double-11 talk"),
         ("fan-out", f"1 : {opts['fanout']:g}", "the Taobao talk: receive : deliver"),
@@ -250,7 +269,10 @@ def render(
     parts.append("<h2>Forecast</h2>" + charts["forecast"])
     hf = plan["forecast"]["history_forecast"]
     parts.append(f"<p>History fitted on {hf['fitted_years']}: x{hf['growth_per_year']:.2f} a year; "
-                 f"{hf['horizon_years']} year(s) beyond {hf['last_year']}. The cluster's measured peak "
+                 f"{hf['horizon_years']} year(s) beyond {hf['last_year']}"
+                 + (f", more than the history supports: the band stops growing at "
+                    f"{hf['supported_until']}" if hf.get("bounded") else "")
+                 + ". The cluster's measured peak "
                  f"is scaled by the band's growth from {plan['forecast']['measured_year']} to "
                  f"{plan['forecast']['target_year']}.</p>")  # fmt: skip
     parts.append("<h2>Scalability (load test)</h2>" + charts["usl"])
@@ -290,13 +312,16 @@ def render(
                  f"{mid['network_in_bits_per_s'] / 1e9:,.1f} Gbit/s, out {mid['network_out_bits_per_s'] / 1e9:,.1f} "
                  f"Gbit/s; utilisation at peak {mid['utilisation_at_peak']:.0%}; Little's law: "
                  f"{mid['in_flight_requests']:,.0f} sends in flight, {mid['clients_needed']} clients. "
-                 f"For {opts['sla_rate']:,.0f} msgs/s: {v['brokers_for_sla_rate']} brokers.</p>")  # fmt: skip
+                 f"For the SLA's {_forecast(v['sla_rate'])} msgs/s: {v['brokers_for_sla_rate']} brokers.</p>")  # fmt: skip
     parts.append("<h2>Brokers at risk</h2>")
     parts += at_risk_html(plan["at_risk"], v.get("brokers_now"))
     parts.append("<h2>Reliability and availability</h2>")
-    pct = {"reliability": lambda x: f"{x * 100:.12f} %", "cluster_reliability": lambda x: f"{x * 100:.12f} %",
-           "loss_probability": lambda x: f"{x:.3e}", "recovery_hours": lambda x: f"{x:.2f}"}  # fmt: skip
-    parts.append(_table(plan["reliability"], [("replicas", "replicas"), ("reliability", "per group, 1 year"),
+    pct = {"loss_probability": lambda x: f"{x:.2e}", "recovery_hours": lambda x: f"{x:.2f}"}
+    # near 1: the decimals that give the loss two significant figures (capacity.figures)
+    reliability = [{**r, "reliability": kit.Num(percent_near_one(r["reliability"], r["loss_probability"])),
+                    "cluster_reliability": kit.Num(percent_near_one(r["cluster_reliability"]))}
+                   for r in plan["reliability"]]  # fmt: skip
+    parts.append(_table(reliability, [("replicas", "replicas"), ("reliability", "per group, 1 year"),
                  ("loss_probability", "loss probability"), ("masters", "masters"),
                  ("cluster_reliability", "whole cluster"), ("recovery_hours", "rebuild h")], pct))  # fmt: skip
     a = plan["availability"]
@@ -309,7 +334,7 @@ def render(
     )
     parts.append(f"<p>{a.get('replicas', '?')} copies of each message. "
                  f"Availability with MTBF {a['mtbf_s']:,.0f} s and MTTR {a['mttr_s']:g} s ({how}): "
-                 f"{a['availability'] * 100:.4f} % ({a['nines']:.2f} nines); target {a['target'] * 100:g} % "
+                 f"{percent_near_one(a['availability'])} ({a['nines']:.2f} nines); target {a['target'] * 100:g} % "
                  f"allows {a['budget_s_per_period']:.2f} s a day.</p>")  # fmt: skip
     parts.append("<h2>What if (±20 %)</h2>")
     parts.append(_table(plan["what_if"], [("factor", "factor"), ("minus_20", "-20 %"), ("base", "base"),

@@ -15,6 +15,7 @@ from datetime import date
 from capacity import availability as availability_model
 from capacity import forecast as forecast_model
 from capacity import reliability as reliability_model
+from capacity.figures import json_ready
 from capacity.quotas import plan_quotas
 from capacity.sizing import SizingInputs, size
 from capacity.usl import fit_usl
@@ -25,8 +26,10 @@ from spark_reports.errors import ReportError
 
 QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999), ("p9999", 0.9999))
 
-
-FORECAST_HORIZON_YEARS = 3  # past the last year of history, the band is not drawn
+# The SLA rate the report checks by default is the cluster's own forecast peak (mid);
+# `--sla-rate 10000000` checks the figure of Alibaba's Double-11 2016 RocketMQ talk
+# (ten million messages a second), which fails any smaller cluster by design.
+SLA_RATE_DEFAULT = "the cluster's forecast peak, mid"
 
 
 @dataclass
@@ -35,7 +38,7 @@ class Options:
     history: list  # capacity.forecast.HistoryPoint
     load_test: tuple[list[float], list[float]] | None = None
     per_broker_rate: float | None = None
-    sla_rate: float = 10e6  # the Double-11 talk: ten million messages a second
+    sla_rate: float | None = None  # None: the forecast peak (mid), see SLA_RATE_DEFAULT
     sla_avg_ms: float = SLA_MEAN_MS
     sla_max_ms: float = SLA_MAX_MS
     target_utilisation: float = 0.6
@@ -67,7 +70,7 @@ def histogram_from_rows(total: dict, buckets: dict[int, int]) -> LatencyHistogra
 
 
 def latency_table(totals: list[dict], buckets: list[dict]) -> list[dict]:
-    """Per broker and ALL: count, mean, p50..p9999 and max in ms, by DESIGN's quantile rule."""
+    """Per broker and ALL: count, mean, p50..p9999 and max in ms, by the quantile rule (docs/architecture.md)."""
     by_broker: dict[str, dict[int, int]] = {}
     for row in buckets:
         by_broker.setdefault(row["broker"], {})[int(row["bucket"])] = int(row["count"])
@@ -143,7 +146,9 @@ def build_plan(measured: dict, opts: Options) -> dict:
     disk_bytes = opts.disk_tb * 1e12 if opts.disk_tb else (_median(disk_totals) or 4e12)
     base = _sizing_inputs(opts, forecast_peak["mid"], capacity, msg_bytes, peak_to_mean, disk_bytes)
     plans = {k: size(replace(base, target_rate=r)) for k, r in forecast_peak.items()}
-    sla_plan = size(replace(base, target_rate=opts.sla_rate))
+    sla_rate = forecast_peak["mid"] if opts.sla_rate is None else opts.sla_rate
+    sla_source = SLA_RATE_DEFAULT if opts.sla_rate is None else "--sla-rate (given)"
+    sla_plan = size(replace(base, target_rate=sla_rate))
 
     what_if = []
     for label, change in (
@@ -163,8 +168,10 @@ def build_plan(measured: dict, opts: Options) -> dict:
     # the continuous share, as capacity.sizing plans with (see brokers_for_fuse)
     usable_now = brokers_now * capacity * (1 - opts.fuse_reserve)
     checks = [
-        _check(f"carries {opts.sla_rate:,.0f} msgs/s with {opts.fuse_reserve:.0%} isolated",
-               usable_now >= opts.sla_rate,
+        _check(f"carries {sla_rate:,.0f} msgs/s"
+               + (f" ({SLA_RATE_DEFAULT})" if opts.sla_rate is None else "")
+               + f" with {opts.fuse_reserve:.0%} isolated",
+               usable_now >= sla_rate,
                f"{brokers_now} brokers x {capacity:,.0f} x {1 - opts.fuse_reserve:.0%} = {usable_now:,.0f} msgs/s"),
         _check(f"forecast peak (mid) on {opts.target_date} fits the current cluster",
                brokers_now >= plans["mid"].brokers,
@@ -186,10 +193,11 @@ def build_plan(measured: dict, opts: Options) -> dict:
     availability = availability_model.assess(opts.mtbf_s, opts.mttr_s)
 
     warnings = []
-    if history_forecast.horizon_years > FORECAST_HORIZON_YEARS:
+    if history_forecast.bounded:
         warnings.append(
             f"the forecast runs {history_forecast.horizon_years} years beyond the last year of "
-            f"history ({history_forecast.last_year}): the band is wide; add recent years (--history)"
+            f"history: {history_forecast.bound_text()}, so the growth from {measured_year} to "
+            f"{target_year} is x{growth['high']:.2f} at most; add recent years (--history)"
         )
     if (peak_day["coverage"] or 0) < 0.99:
         warnings.append(
@@ -209,6 +217,8 @@ def build_plan(measured: dict, opts: Options) -> dict:
             "brokers_needed": {k: p.brokers for k, p in plans.items()},
             "binding_constraint": {k: p.binding for k, p in plans.items()},
             "brokers_now": brokers_now,
+            "sla_rate": sla_rate,
+            "sla_rate_source": sla_source,
             "brokers_for_sla_rate": sla_plan.brokers,
         },
         "inputs": {
@@ -235,6 +245,7 @@ def build_plan(measured: dict, opts: Options) -> dict:
             "history_forecast": history_forecast.to_dict(),
             "curve": forecast_curve(opts.history, target_year),
             "curve_end_year": curve_end_year(opts.history, target_year),
+            "supported_until": history_forecast.supported_until,
             "target_beyond_horizon": target_year > curve_end_year(opts.history, target_year),
         },
         "usl": usl,
@@ -262,11 +273,11 @@ def build_plan(measured: dict, opts: Options) -> dict:
 
 
 def curve_end_year(history: list, target_year: int) -> int:
-    """The last year the chart draws: the target, or FORECAST_HORIZON_YEARS past the
-    history when the target lies further (compounding a trend over a longer gap
-    draws numbers no one should read: 10^18 messages by 2027 from 2012-16 growth)."""
+    """The last year the chart draws: the target, or the last year the history supports
+    (capacity.forecast.supported_until) when the target lies further: past it the band
+    is held at the bound, not drawn on as if it were a forecast."""
     last = history[-1].year
-    return max(last, min(target_year, last + FORECAST_HORIZON_YEARS))
+    return max(last, min(target_year, forecast_model.supported_until(history)))
 
 
 def forecast_curve(history: list, target_year: int) -> list[dict]:
@@ -291,9 +302,11 @@ SPIKES, HOT, DISK = (
 
 def brokers_at_risk(measured: dict, opts: Options) -> list[dict]:
     """Brokers with SLA spikes, a peak above the target utilisation, or a disk filling too
-    soon; worst first. ``severity`` is how far past its line the broker's worst reason is
-    (worst spike / SLA max, utilisation / target, retention / hours to water): a ranking
-    that still says something when every broker is on the list."""
+    soon, ranked by headroom: ``severity`` is how far past its line the broker's worst
+    reason is (worst spike / SLA max, utilisation / target, retention / hours to water),
+    so the broker with the least headroom comes first and ``binds``: it is the one that
+    fails first as load grows, and the ranking still says something when every broker
+    is on the list. Ties: more reasons first, then by name."""
     risk: dict[str, list[tuple[float, str, str]]] = {}
     for s in measured.get("spikes", []):
         n = s.get("spike_seconds", s.get("spike_windows"))
@@ -321,19 +334,14 @@ def brokers_at_risk(measured: dict, opts: Options) -> list[dict]:
             ))  # fmt: skip
     rows = [{"broker": b, "reasons": [text for _, _, text in sorted(r, reverse=True)],
              "kinds": sorted({kind for _, kind, _ in r}),
-             "severity": round(max(x for x, _, _ in r), 3)} for b, r in risk.items()]  # fmt: skip
-    rows.sort(key=lambda r: (-len(r["reasons"]), -r["severity"], r["broker"]))
+             "severity": max(x for x, _, _ in r)} for b, r in risk.items()]  # fmt: skip
+    rows.sort(key=lambda r: (-r["severity"], -len(r["reasons"]), r["broker"]))
+    for rank, row in enumerate(rows, start=1):
+        row["rank"], row["binds"] = rank, rank == 1
     return rows
 
 
 def _clean(value):
-    """JSON-safe: dates as ISO strings, inf/nan as null, tuples as lists."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, date):
-        return value.isoformat()
-    return value
+    """JSON-safe, rounded at the edge (capacity.figures.json_ready): floats to 15
+    significant digits, dates as ISO strings, inf/nan as null, tuples as lists."""
+    return json_ready(value)

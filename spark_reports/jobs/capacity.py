@@ -47,7 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         f"(default: {SLA_MAX_MS:g} ms spikes per second from the log)",
     )  # fmt: skip
     p.add_argument("--op", default="send", help="operation that carries the traffic (send)")
-    p.add_argument("--sla-rate", type=float, default=10e6, help="msgs/s the cluster must carry")
+    p.add_argument(
+        "--sla-rate", "--target-rate", dest="sla_rate", type=float, default=None, metavar="MSGS_S",
+        help="msgs/s the cluster must carry with the fuse's share held out (default: the "
+        "cluster's own forecast peak, mid band); e.g. --target-rate 10000000, the figure of "
+        "Alibaba's Double-11 2016 RocketMQ talk, which a smaller cluster fails by design",
+    )  # fmt: skip
     p.add_argument("--replicas", type=int, default=2, help="copies of each message (2)")
     p.add_argument("--domains", type=int, default=3, help="failure domains (3)")
     p.add_argument("--utilisation", type=float, default=0.6, help="target utilisation (0.6)")
@@ -272,7 +277,7 @@ def versions() -> dict:
     import pyspark
     import scipy
 
-    try:  # spark_reports may not import console (DESIGN's arrows): ask the install
+    try:  # spark_reports may not import console (docs/architecture.md's dependency rules): ask the install
         version = metadata.version("floodgate")
     except metadata.PackageNotFoundError:  # a bare checkout on a Spark driver
         version = "unknown"

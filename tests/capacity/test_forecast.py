@@ -8,6 +8,7 @@ from capacity.forecast import (
     observed_volume,
     read_history,
     seed_history_path,
+    supported_until,
 )
 
 
@@ -17,7 +18,7 @@ def test_seed_history_is_shipped_as_data():
     assert {p.year: p.messages for p in points} == {
         2012: 10e9, 2013: 33.2e9, 2015: 650e9, 2016: 1.4e12,
     }  # fmt: skip
-    assert all(p.source.startswith("seed") for p in points)
+    assert all(p.source.startswith("the RocketMQ design talk") for p in points)
 
 
 def test_band_fitted_on_2012_to_2015_contains_2016():
@@ -49,9 +50,26 @@ def test_users_can_add_years(tmp_path):
 def test_peak_rate_and_growth_band():
     f = forecast(read_history(), 2016)
     assert f.peak_rate(4.0)["mid"] == pytest.approx(1.4e12 / 86400 * 4)
-    g = growth_band(read_history(), 2026, 2027)
+    g = growth_band(read_history(), 2019, 2020)  # the last year the history supports
     assert 1.0 <= g["low"] <= g["mid"] <= g["high"]
     assert g["high"] == pytest.approx(forecast(read_history(), 2017).growth_per_year)
+    # past the bound the band grows no more: no growth from 2026 to 2027 is supported
+    assert growth_band(read_history(), 2026, 2027) == dict.fromkeys(("low", "mid", "high"), 1.0)
+
+
+def test_a_forecast_past_what_the_history_supports_is_bounded_and_says_so():
+    history = read_history()  # 2012-2016: four years, so forecasts to 2020
+    assert supported_until(history) == 2020
+    within, at, past = forecast(history, 2019), forecast(history, 2020), forecast(history, 2027)
+    assert not within.bounded and not at.bounded and within.bound_text() == ""
+    assert past.bounded and past.horizon_years == 11 and past.growth_years == 4
+    assert (past.low, past.mid, past.high) == (at.low, at.mid, at.high)
+    # the 87,722,980,497,286 msgs/s at a 3.9 peak-to-mean was 11 years of x3.6
+    assert past.peak_rate(3.9)["high"] < 1.1e10
+    assert forecast(history, 2027).to_dict()["bounded"] is True
+    text = past.bound_text()
+    assert "2027 is 11 years past the history's last year (2016)" in text
+    assert "2012-2016" in text and "stops growing at 2020" in text
 
 
 def test_growth_band_inside_and_across_the_history():

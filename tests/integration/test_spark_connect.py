@@ -219,6 +219,9 @@ def test_a_dead_server_is_restarted_a_killed_supervisor_is_named_and_down_twice(
 
     _, port, folder = server
     args = ("--port", str(port), "--dir", str(folder))
+    # Spark's scratch (block manager dirs, the JVM's unpacked native libraries) lives in the
+    # server's folder, not in /tmp, where it outlived every server
+    assert list((folder / "scratch").glob("blockmgr-*")), list(folder.iterdir())
     try:
         first = read_state(folder)
         os.killpg(first.server_pid, signal.SIGKILL)  # the JVM dies: the supervisor starts it again
@@ -235,6 +238,7 @@ def test_a_dead_server_is_restarted_a_killed_supervisor_is_named_and_down_twice(
     finally:
         down = floodgate("spark", "down", *args)
     assert down.returncode == 0 and "stopped" in down.stdout
+    assert not (folder / "scratch").exists()  # gone with the server
     _wait(lambda: not _listening(port), 30, "the port's release")
     twice = floodgate("spark", "down", *args)
     assert twice.returncode == 0 and "nothing to stop" in twice.stdout

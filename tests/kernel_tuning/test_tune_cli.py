@@ -172,3 +172,44 @@ def test_numa_exec_runs_the_child_interleaved():
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "interleave:" in out.stdout
+
+
+def test_on_a_one_node_host_the_numa_policy_is_no_change_and_verify_can_pass(capsys, tree, state):
+    tree.file("sys/devices/system/node/online", "0\n")  # one NUMA node
+    root = tree.root
+    code, out, _ = run(capsys, "tune", "plan", "--root", root, "--json")
+    plan = json.loads(out)
+    assert "numa.policy" not in {c["name"] for c in plan["changes"]}
+    numa = next(s for s in plan["settings"] if s["name"] == "numa.policy")
+    assert numa["status"] == "unsupported" and "one NUMA node here" in numa["note"]
+    code, out, _ = run(capsys, "tune", "apply", "--root", root, "--state-dir", state)
+    assert code == 0 and "numa.policy" not in out
+    code, out, _ = run(capsys, "tune", "verify", "--root", root)
+    assert code == 0 and out.rstrip().endswith("compliant")  # it could never pass before
+    # two nodes: interleave is a change again
+    tree.file("sys/devices/system/node/online", "0-1\n")
+    code, out, _ = run(capsys, "tune", "plan", "--root", root, "--json")
+    assert "numa.policy" in {c["name"] for c in json.loads(out)["changes"]}
+
+
+def test_the_host_screen_shows_the_comparator_tune_show_shows(capsys, tree):
+    from rich.console import Console
+
+    from console.tui.panels import host_tuning
+    from kernel_tuning import verify_profile
+
+    code, out, _ = run(capsys, "tune", "show", "--root", tree.root)
+    assert code == 0 and ">= 1048576" in out and ">= 655360" in out
+
+    class State:
+        host = {"tuning": verify_profile("broker", root=tree.root)}
+
+    console = Console(width=200, record=True)
+    console.print(host_tuning.render(State()))
+    screen = console.export_text()
+    for line in out.splitlines()[2:]:
+        name, *_ = line.split()
+        if name in ("fs.file-max", "fs.nr_open", "vm.max_map_count"):
+            target = line.split(">= ")[1].split()[0]
+            assert any(row.split()[:1] == [name] and f">= {target}" in row
+                       for row in screen.splitlines()), name

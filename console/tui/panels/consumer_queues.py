@@ -17,7 +17,7 @@ def _head(g) -> Text:
     text = Text()
     text.append(f"{g.name}  ", style="bold")
     text.append(g.status, style=GROUP_STYLE.get(g.status, ""))
-    text.append(f"  lag {count(g.lag)} {trend_arrow(g)} {g.trend_per_s:+,.1f}/s  "
+    text.append(f"  lag {count(g.lag)} {trend_arrow(g)} {rate(g.trend_per_s, signed=True)}  "
                 f"in {rate(g.produce_per_s)}  out {rate(g.consume_per_s)}  drain ")
     text.append_text(drain_cell(g))
     on = ", ".join(g.brokers) if len(g.brokers) <= 3 else f"{len(g.brokers)} brokers"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from rich.table import Table
 from rich.text import Text
 
-from console.data.consumers import GroupView, counts, trend_arrow
+from console.data.consumers import GroupView, counts, lag_growing, trend_arrow
 from console.tui.format import GROUP_STYLE, clock, count, duration, rate, sparkline
 
 TREND_WIDTH = 16  # polls of lag history in the trend cell
@@ -32,16 +32,19 @@ def _trend(g: GroupView) -> Text:
     return text
 
 
-def drain_text(lag: int, drain_s: float | None, status: str) -> Text:
-    """The time to drain; with lag and no net progress, either "keeping up" (judged OK:
-    a steady lag, consumed as fast as written) or "never" (it is falling behind)."""
+def drain_text(lag: int, drain_s: float | None, status: str, growing: bool = False) -> Text:
+    """The time to drain; with lag and no net progress, "keeping up" (judged OK: a steady
+    lag, consumed as fast as written), "lag growing" (judged OK, but the lag rises: an
+    offset reset, or a fall behind not yet a trend) or "never" (it is falling behind)."""
     if lag and drain_s is None:
-        return Text("keeping up", style="dim") if status == "OK" else Text("never", style="red")
+        if status != "OK":
+            return Text("never", style="red")
+        return Text("lag growing", style="yellow") if growing else Text("keeping up", style="dim")
     return Text(duration(drain_s))
 
 
 def drain_cell(g: GroupView) -> Text:
-    return drain_text(g.lag, g.drain_s, g.status)
+    return drain_text(g.lag, g.drain_s, g.status, lag_growing(g))
 
 
 COLUMNS: tuple[Column, ...] = (

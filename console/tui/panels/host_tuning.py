@@ -10,6 +10,8 @@ STATUS_STYLE = {"ok": "green", "drift": "yellow", "unsupported": "dim"}
 
 
 def render(state, focus=None):
+    from kernel_tuning.plugins.base import shown_target  # (the package: 30 ms, when shown)
+
     tuning = (state.host or {}).get("tuning")
     if not tuning:
         return Text("host not sampled yet", style="dim")
@@ -27,6 +29,8 @@ def render(state, focus=None):
     order = {"drift": 0, "unsupported": 2}
     for s in sorted(settings, key=lambda s: order.get(s.get("status"), 1)):
         status = str(s.get("status"))
-        table.add_row(str(s.get("name")), str(s.get("current")), str(s.get("target")),
+        # the comparator `tune show` writes: an at-least setting's target is ">= N"
+        table.add_row(str(s.get("name")), str(s.get("current")),
+                      shown_target(s.get("target"), s.get("mode")),
                       Text(status, style=STATUS_STYLE.get(status, "")))
     return Group(head, table)

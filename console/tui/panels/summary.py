@@ -38,8 +38,8 @@ def render(state, focus=None):
     text.append_text(fuse_line.render(state))
     for p in state.producers:
         if (behind := p.behind) is not None:
-            text.append(f"\nproducer {p.name} behind: {behind[0]:,.0f} of {behind[1]:,.0f} "
-                        f"msgs/s ({behind[0] / behind[1]:.0%}): the host cannot carry the "
+            text.append(f"\nproducer {p.name} behind: {rate(behind[0])} of {rate(behind[1])} "
+                        f"({behind[0] / behind[1]:.0%}): the host cannot carry the "
                         f"rate it was asked for", style="yellow")
     groups = consumers.cluster_line(state)
     if groups is not None:

@@ -202,3 +202,15 @@ def test_the_samples_of_ten_thousand_queues_are_not_walked_by_the_collector():
     held = [s for window in ev._samples.values() for s in window]
     assert len(held) == 20_000 and not any(gc.is_tracked(s) for s in held)
     assert ev.report()["g"]["lag"] == 2_000  # and judged as before
+
+
+def test_an_offset_reset_is_not_a_negative_consume_rate():
+    # the committed offset moves back 3,000 (an offset reset) in the window: the net move
+    # read "out -291/s"; the reset's interval is left out, the rest is consumption
+    s = series([5000, 5100, 5200, 2200, 2300, 2400], [5000, 5100, 5200, 5300, 5400, 5500])
+    v = judge(s, alive=True)
+    assert v.consume_per_s == pytest.approx(100)  # 400 consumed over the 4 s that were not a reset
+    assert v.lag == 3100 and v.trend_per_s > 0 and v.drain_s is None  # not catching up yet
+    # nothing but a reset in the window: the rate is not known, 0, not negative
+    v = judge(series([5000, 2000], [5000, 5000]), alive=True)
+    assert v.consume_per_s == 0.0 and v.lag == 3000

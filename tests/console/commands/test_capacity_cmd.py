@@ -130,3 +130,32 @@ def test_availability_from_a_failover_drill(capsys, tmp_path):
         run(capsys, "capacity", "availability", "--mtbf-s", "1", "--mttr-s", "1",
             "--from-drill", str(drill))
     assert exit_.value.code == 2  # one or the other
+
+
+def test_a_forecast_past_what_the_history_supports_is_bounded_warned_or_refused(capsys):
+    # the issue: --year 2027 --peak-to-mean 3.9 printed high 87,722,980,497,286 msgs/s, exit 0
+    code, out, err = run(capsys, "capacity", "forecast", "--year", "2027", "--peak-to-mean", "3.9")
+    assert code == 0 and "87,722,980,497" not in out
+    assert err.count("\n") == 1 and err.startswith("floodgate capacity: warning: 2027 is 11 years")
+    assert "stops growing at 2020" in err
+    assert "bounded: the history supports 2020 at most" in out
+    assert "high 10,800,000,000" in out  # three significant figures, the bound's band
+    code, out, err = run(capsys, "capacity", "forecast", "--year", "2027", "--strict")
+    assert (code, out) == (1, "") and err.startswith("floodgate capacity: error: 2027 is 11")
+    code, out, err = run(capsys, "capacity", "forecast", "--year", "2020", "--strict", "--json")
+    doc = json.loads(out)
+    assert (code, err, doc["bounded"], doc["supported_until"]) == (0, "", False, 2020)
+    code, out, err = run(capsys, "capacity", "forecast", "--year", "2030", "--json")
+    assert json.loads(out)["bounded"] is True and "warning" in err  # stdout stays JSON
+
+
+def test_figures_are_printed_to_the_precision_they_have(capsys):
+    code, out, _ = run(capsys, "capacity", "reliability", "--recovery-hours", "2")
+    assert code == 0 and "99.27 %" in out and "99.9999976 %" in out
+    assert "99.272658" not in out
+    code, out, _ = run(capsys, "capacity", "availability", "--mtbf-s", "86399", "--mttr-s", "1")
+    assert "availability      99.9988 %" in out
+    code, out, _ = run(capsys, "capacity", "availability", "--mtbf-s", "86399", "--mttr-s", "1",
+                       "--json")
+    doc = json.loads(out)
+    assert doc["downtime_s_per_period"] == 1.0 and doc["budget_s_per_period"] == 0.864

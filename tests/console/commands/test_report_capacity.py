@@ -20,7 +20,20 @@ def test_options_and_defaults():
     args = parse("capacity", "--input", "LOG", "--out", "OUT", "--target-date", "2027-11-11")
     assert args.func.__module__ == "console.commands.report_capacity"
     assert (args.history, args.load_test, args.master, args.op) == (None, None, None, "send")
-    assert args.sla_rate == 10e6
+    assert args.sla_rate is None  # the cluster's own forecast peak (mid)
+
+
+def test_the_double_11_sla_is_an_example_not_the_default(capsys):
+    from console.cli import main
+
+    args = parse("capacity", "--input", "LOG", "--out", "OUT", "--target-date", "2027-11-11",
+                 "--target-rate", "10000000")
+    assert args.sla_rate == 10e6  # --target-rate is --sla-rate's other name
+    with pytest.raises(SystemExit):
+        main(["report", "capacity", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: the cluster's own forecast peak, mid band" in text
+    assert "--target-rate 10000000, the figure of Alibaba's Double-11 2016 RocketMQ talk" in text
 
 
 def test_missing_required_option_is_usage_error():
@@ -128,3 +141,26 @@ def test_out_of_range_options_are_usage_errors_before_spark_starts(
     assert code == 2
     assert capsys.readouterr().err == f"floodgate report: error: {message}\n"
     assert not (tmp_path / "out").exists()
+
+
+def test_the_summary_names_the_binding_broker_and_the_forecast_bound(monkeypatch, capsys):
+    """The command's own lines, on a plan made without Spark (the job is stood in for)."""
+    from spark_reports import preflight
+    from spark_reports.capacity_report.plan import build_plan
+    from spark_reports.jobs import capacity as job
+    from tests.spark_reports.capacity_report.test_plan import measured, options
+
+    m = measured()
+    m["disk"] = [{"broker": "b1", "disk_total_bytes": 8e12, "hours_to_water": 6.0}]
+    plan = build_plan(m, options(per_broker_rate=1e6))
+    monkeypatch.setattr(job, "run", lambda args: plan)
+    monkeypatch.setattr(preflight, "check_input", lambda path: [])
+    monkeypatch.setattr(preflight, "check_target_date", lambda days, target: None)
+    monkeypatch.setattr(preflight, "check_out", lambda out, force: None)
+    args = parse("capacity", "--input", "LOG", "--out", "OUT", "--target-date", "2027-11-11")
+    assert args.func(args) == 1  # b1 runs at 90 %: the forecast peak needs more brokers
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL: forecast peak 900,000 .. 900,000 msgs/s (mid 900,000)")
+    assert "warning: the forecast runs 11 years beyond" in out and "stops growing at 2020" in out
+    assert "carries 900,000 msgs/s (the cluster's forecast peak, mid) with 30% isolated" in out
+    assert "at risk: 1 of 2 brokers; b1 binds (12.0x past its line: disk at 75% water" in out

@@ -62,6 +62,19 @@ def test_a_steady_lag_judged_ok_is_keeping_up(tmp_path, capsys):
     assert "group billing  OK       lag 5  keeping up  (orders)" in capsys.readouterr().out
 
 
+def test_a_lag_that_grows_is_not_keeping_up_even_judged_ok(tmp_path, capsys):
+    from tests.console.tui.test_consumers_screen import group, queue
+
+    # after an offset reset: the lag rose 3,000 in one step, too few samples for WARNING
+    reset = {"broker": "b", "time": 1.0,
+             "consumers": {"billing": group("OK", 3000, [queue("orders", 0, 2800, 5800)],
+                                            trend=1200.0)}}
+    assert main(["status", "--replay", recording(tmp_path, reset)]) == 0
+    out = capsys.readouterr().out
+    assert "group billing  OK       lag 3,000  lag growing  (orders)" in out
+    assert "keeping up" not in out
+
+
 def test_status_wording_for_one_broker_no_fuse_and_no_group(tmp_path, capsys):
     """Rough edge 8: `1 brokers`, `excluded 0/-` (no producer watched) and `from group :`
     (sends without a producer group) read as mistakes."""

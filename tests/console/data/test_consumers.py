@@ -178,3 +178,25 @@ def test_malformed_consumer_and_flow_documents_are_survived():
     g = state.group("g")
     assert g.status == "OK" and g.lag == 0 and g.queues[0].topic == "3"
     assert state.flow.quotas[0].rate is None and state.flow.throttled == ()
+
+
+def test_an_offset_reset_reads_no_negative_rate_and_not_keeping_up():
+    from console.data.consumers import lag_growing
+    from console.tui.format import rate
+    from console.tui.panels.consumer_queues import _head
+    from console.tui.panels.consumers import drain_cell
+
+    # consuming 100/s as fast as written, then the committed offset is reset 3,000 back
+    reset = [(5000 + 100 * i, 5000 + 100 * i) for i in range(8)]
+    reset += [(2800 + 100 * i, 5800 + 100 * i) for i in range(4)]
+    report = judged({("billing", "orders", 0): reset}, alive=("billing",))
+    g = build_state([sample(doc("broker-1", report))], now=1).group("billing")
+    assert g.consume_per_s == pytest.approx(100) and g.lag == 3000
+    assert g.status == "OK" and lag_growing(g)
+    head = _head(g).plain
+    assert "out 100/s" in head and "-" not in rate(g.consume_per_s)
+    assert drain_cell(g).plain == "lag growing" and "keeping up" not in head
+    # a broker from before the fix sent the net (negative) move: summed as 0, not below
+    old = {"billing": dict(report["billing"], consume_per_s=-291.0)}
+    g = build_state([sample(doc("broker-1", old))], now=1).group("billing")
+    assert g.consume_per_s == 0.0 and "out 0/s" in _head(g).plain

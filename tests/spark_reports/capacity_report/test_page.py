@@ -10,6 +10,7 @@ from datetime import date, datetime, timedelta
 import numpy as np
 import pytest
 
+from capacity.figures import significant
 from capacity.forecast import read_history
 from capacity.usl import usl_throughput
 from heatmap import LatencyHistogram
@@ -140,3 +141,17 @@ def test_measured_failover_from_drills_sets_the_mttr_the_page_shows(tmp_path):
     drills.write_text('{"failover_s": null}')
     with pytest.raises(ReportError, match="never saw its group recover"):
         measured_recovery(args)
+
+
+def test_figures_on_the_page_carry_the_precision_they_have():
+    plan, minutes, points = _plan_and_minutes()
+    page = render(plan, minutes, load_test=points)
+    assert "99.272658028199" not in page and ">99.27 %<" in page  # the 12 decimals
+    assert ">99.999990 %<" in page  # two replicas (4 TB disks): the loss, 1.0e-7, to 2 figures
+    assert "Availability with MTBF 86,399 s and MTTR 1 s" in page and "99.9988 %" in page
+    fp = plan["verdict"]["forecast_peak_msgs_per_s"]
+    assert f"high <b>{significant(fp['high'])}</b> msgs/s" in page  # a forecast: 3 figures
+    # the SLA is the cluster's own forecast peak unless given; said where it comes from
+    assert "rate: the cluster&#x27;s forecast peak, mid; latency: the Double-11 talk" in page
+    text = json.dumps(plan)
+    assert not re.search(r"\d\.\d*(0000000\d|9999999\d)\b", text)  # no binary noise in the JSON

@@ -68,9 +68,9 @@ def test_forecast_peak_is_the_measured_peak_grown_by_the_band():
 
 
 def test_checks_and_brokers_at_risk():
-    plan = build_plan(measured(max_latency_s=0.5), options(per_broker_rate=1e6))
+    plan = build_plan(measured(max_latency_s=0.5), options(per_broker_rate=1e6, sla_rate=10e6))
     checks = {c["check"]: c["pass"] for c in plan["verdict"]["checks"]}
-    # 2 brokers x 1 M x 70 % = 1.4 M < 10 M msgs/s
+    # 2 brokers x 1 M x 70 % = 1.4 M < 10 M msgs/s (the Double-11 talk's figure, given)
     assert checks["carries 10,000,000 msgs/s with 30% isolated"] is False
     assert checks["average send <= 3 ms"] is True
     assert checks["max send <= 20 ms"] is False
@@ -97,7 +97,24 @@ def test_what_if_moves_the_right_way_and_sizes_match_the_model():
     assert rows["growth"]["minus_20"] <= rows["growth"]["base"] <= rows["growth"]["plus_20"]
     sla = plan["sizing_sla_rate"]
     assert sla["brokers"] == plan["verdict"]["brokers_for_sla_rate"]
-    assert sla["inputs"]["target_rate"] == 10e6
+    mid = plan["verdict"]["forecast_peak_msgs_per_s"]["mid"]
+    assert sla["inputs"]["target_rate"] == plan["verdict"]["sla_rate"] == mid
+
+
+def test_the_sla_rate_defaults_to_the_clusters_own_forecast_peak():
+    # 2 brokers x 1 M x 70 % = 1.4 M msgs/s carries the cluster's own 900 k peak; the
+    # Double-11 talk's 10 M msgs/s, once the default, failed any cluster this size
+    plan = build_plan(measured(), options(per_broker_rate=1e6))
+    v = plan["verdict"]
+    assert v["sla_rate"] == v["forecast_peak_msgs_per_s"]["mid"] == pytest.approx(900_000)
+    assert v["sla_rate_source"] == "the cluster's forecast peak, mid"
+    check = v["checks"][0]
+    assert check["check"] == ("carries 900,000 msgs/s (the cluster's forecast peak, mid) "
+                              "with 30% isolated")
+    assert check["pass"] is True
+    given = build_plan(measured(), options(per_broker_rate=1e6, sla_rate=10e6))["verdict"]
+    assert given["sla_rate"] == 10e6 and given["sla_rate_source"] == "--sla-rate (given)"
+    assert given["checks"][0]["pass"] is False
 
 
 def test_load_test_sets_capacity_and_no_test_warns():
@@ -143,25 +160,39 @@ def test_brokers_at_risk_are_ranked_worst_first_and_every_broker_is_said_so():
     # each has two reasons; then how far past its line the worst is: b1's disk (72 h
     # retention / 6 h = 12x) before b0's spike (100 ms / 20 ms = 5x; its disk is 2.4x)
     assert [(r["broker"], r["severity"]) for r in risk] == [("b1", 12.0), ("b0", 5.0)]
+    assert [(r["rank"], r["binds"]) for r in risk] == [(1, True), (2, False)]
     b0 = next(r for r in risk if r["broker"] == "b0")
     assert b0["reasons"][0].startswith("3 s over 20 ms") and b0["severity"] == pytest.approx(5.0)
     text = "".join(at_risk_html(risk, 2))
     assert "Every broker (2 of 2) is at risk; all of them for: disk fills before retention" in text
+    # the one that binds (least headroom) is named first and said to bind
+    assert ". b1 binds: the least headroom, 12.0x past its line (disk at 75% water in 6 h" in text
+    assert "<td class=t>b1 (binds)</td>" in text and "b0 (binds)" not in text
     assert "2 of 5 brokers" in "".join(at_risk_html(risk, 5)) and "None" in at_risk_html([], 5)[0]
+
+
+def test_the_broker_with_the_least_headroom_binds_even_with_fewer_reasons():
+    m = measured()  # b1 runs at 90 % of capacity against a 60 % target: 1.5x
+    m["disk"] = [{"broker": "b0", "disk_total_bytes": 8e12, "hours_to_water": 70.0}]
+    m["spikes"] = [{"broker": "b0", "spike_seconds": 1, "worst_max_us": 21_000}]
+    risk = build_plan(m, options(per_broker_rate=1e6))["at_risk"]
+    # b0 has two reasons but is barely past either line (1.05x); b1 is 1.5x past its one
+    assert [(r["broker"], len(r["reasons"]), r["binds"]) for r in risk] == [
+        ("b1", 1, True), ("b0", 2, False)]
 
 
 def test_the_forecast_chart_stops_where_the_history_stops_supporting_it():
     from spark_reports.capacity_report.interactive import forecast_figure
-    from spark_reports.capacity_report.plan import FORECAST_HORIZON_YEARS
 
-    plan = build_plan(measured(), options(per_broker_rate=1e6))  # history ends 2016, target 2027
+    plan = build_plan(measured(), options(per_broker_rate=1e6))  # history 2012-2016, target 2027
     fc = plan["forecast"]
-    last = fc["history"][-1]["year"]
-    assert [c["year"] for c in fc["curve"]][-1] == last + FORECAST_HORIZON_YEARS == fc["curve_end_year"]
+    assert [c["year"] for c in fc["curve"]][-1] == 2020 == fc["curve_end_year"] == fc["supported_until"]
     assert fc["target_beyond_horizon"] is True
     assert max(c["high"] for c in fc["curve"]) < 1e15  # not the 10^18 of compounding to 2027
     title = forecast_figure(plan)["layout"]["title"]["text"]
-    assert f"drawn to {last + FORECAST_HORIZON_YEARS}" in title and "2027 is beyond" in title
+    assert "drawn to 2020" in title and "2027 is beyond" in title
+    warning = next(w for w in plan["verdict"]["warnings"] if "years beyond" in w)
+    assert "the band stops growing at 2020" in warning and "x1.00 at most" in warning
     from capacity.forecast import HistoryPoint
 
     recent = [HistoryPoint(2021 + i, 1e12 * 1.5**i) for i in range(5)]  # to 2025: 2027 is near
