@@ -40,9 +40,11 @@ def register(sub) -> None:
     _cluster(rm)
     rm.add_argument("--user", "--name", dest="name", required=True, metavar="NAME")
     rm.set_defaults(func=lambda a: _change(a, {"action": "remove_user", "name": a.name}))
-    ls = add_subparser(usub, "list", "users (names only: no key leaves a broker)")
+    ls = add_subparser(usub, "list", "users' names, one a line (no key leaves a broker)")
     _cluster(ls)
-    ls.set_defaults(func=run_list)
+    ls.add_argument("--long", action="store_true",
+                    help="each name with its role and the number of its rules")
+    ls.set_defaults(func=run_user_list)
     for name, help_text in (("allow", "allow a user actions on a resource"),
                             ("deny", "deny a user actions on a resource (deny wins)"),
                             ("remove", "remove a rule (given as it was added)")):
@@ -157,6 +159,22 @@ def run_rule(args) -> int:
         raise UsageError(str(exc)) from None
     action = "remove_rule" if args.verb == "remove" else "add_rule"
     return _change(args, {"action": action, "rule": rule.to_dict()})
+
+
+def run_user_list(args) -> int:
+    """Names only, as said (it printed `acl list`: every user and every rule); --json:
+    the users' entries, without the rules."""
+    doc = _call_all(args, {"action": "list"})
+    if args.json:
+        print_json({"users": doc["users"]})
+        return 0
+    for u in doc["users"]:
+        if not args.long:
+            print(u["name"])
+            continue
+        rules = sum(1 for r in doc["rules"] if r.get("user") == u["name"])
+        print(f"{u['name']}  {'super' if u['super'] else 'user'}  {rules} rule(s)")
+    return 0
 
 
 def run_list(args) -> int:

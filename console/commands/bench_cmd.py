@@ -10,10 +10,19 @@ from console.commands.common import (
     STORED_SHORT,
     add_realtime_arg,
     add_subparser,
+    float_range,
+    int_range,
+    nonneg_int,
+    port,
+    positive_float,
+    positive_int,
     print_json,
+    share,
     take_realtime,
 )
 from console.errors import CommandFailed, UsageError
+
+MAX_BODY = 4 << 20  # what a broker stores at most (StoreConfig.max_message_bytes)
 
 
 def register(sub) -> None:
@@ -24,41 +33,47 @@ def register(sub) -> None:
     target.add_argument("--brokers", metavar="ADDR[,ADDR…]", help="broker TCP addresses")
     target.add_argument("--cluster", type=Path, metavar="FILE", help="cluster.toml")
     amount = prod.add_mutually_exclusive_group(required=True)
-    amount.add_argument("--count", type=int, help="messages to send")
-    amount.add_argument("--duration", type=float, metavar="S", help="seconds to send for")
-    prod.add_argument("--rate", type=float, help="messages per second (default: flat out)")
-    prod.add_argument("--size", type=int, default=128, metavar="B", help="body bytes (128)")
-    prod.add_argument("--batch", type=int, default=1, metavar="K", help="messages per request")
-    prod.add_argument("--concurrency", type=int, default=64, metavar="C",
+    amount.add_argument("--count", type=positive_int, help="messages to send")
+    amount.add_argument("--duration", type=positive_float, metavar="S",
+                        help="seconds to send for")
+    prod.add_argument("--rate", type=positive_float,
+                      help="messages per second (default: flat out)")
+    prod.add_argument("--size", type=int_range(0, MAX_BODY), default=128, metavar="B",
+                      help=f"body bytes, 0 (empty bodies) to {MAX_BODY} (128)")
+    prod.add_argument("--batch", type=positive_int, default=1, metavar="K",
+                      help="messages per request")
+    prod.add_argument("--concurrency", type=positive_int, default=64, metavar="C",
                       help="requests in flight at most (default 64)")
     prod.add_argument("--topic", default="bench")
-    prod.add_argument("--timeout", type=float, default=3.0, help="per-request timeout, s")
+    prod.add_argument("--timeout", type=positive_float, default=3.0,
+                      help="per-request timeout, s")
     prod.add_argument("--no-fuse", action="store_true", help="plain round robin, no fuse")
     prod.add_argument("--group", default="", help="producer group (what brokers' quotas see)")
-    prod.add_argument("--flow-retries", type=int, default=3, metavar="N",
-                      help="tries again after FLOW_CONTROL, each after the broker's hint (3)")
+    prod.add_argument("--flow-retries", type=nonneg_int, default=3, metavar="N",
+                      help="tries again after FLOW_CONTROL, each after the broker's hint "
+                      "(3; 0: never)")
     prod.add_argument("--backoff", default="", metavar="S[,S…]",
                       help="seconds to wait before the 1st, 2nd, … retry (the RocketMQ design talk's send "
                            "backoff; default: retry at once on another broker)")
-    prod.add_argument("--trace-rate", type=float, default=0.0, metavar="R",
+    prod.add_argument("--trace-rate", type=share, default=0.0, metavar="R",
                       help="share of sends traced, 0..1 (default 0: none)")
     prod.add_argument("--key-prefix", default="", metavar="P",
                       help="key the n-th message P<n> (the key index: `floodgate trace --key`)")
-    prod.add_argument("--start-at", type=float, metavar="UNIX_TIME",
+    prod.add_argument("--start-at", type=positive_float, metavar="UNIX_TIME",
                       help="send the first message at this wall-clock time, connected and "
                            "signed in before (several generators starting together; past: "
                            "at once)")
-    prod.add_argument("--linger-ms", type=float, default=0.0, metavar="MS",
-                      help="a send waits this long for others to share its frame (Kafka's "
-                      "linger.ms; 0, the default: those of the same turn of the loop)")
-    prod.add_argument("--frame-msgs", type=int, default=64, metavar="N",
+    prod.add_argument("--linger-ms", type=float_range(0, 1000), default=0.0, metavar="MS",
+                      help="a send waits this long, up to 1000, for others to share its frame "
+                      "(Kafka's linger.ms; 0, the default: those of the same turn of the loop)")
+    prod.add_argument("--frame-msgs", type=int_range(1, 1024), default=64, metavar="N",
                       help="a frame (SEND_MULTI) leaves once it holds N messages (64): with "
                       "--linger-ms, frames as full at a low rate as at a high one")
     prod.add_argument("--stamp", action="store_true",
                       help="each body starts with its send time (8 bytes, a big-endian "
                       "double of epoch seconds): consumers on this host time send -> in hand")
     prod.add_argument("--name", default="bench", help="the producer's name on its /stats")
-    prod.add_argument("--http-port", type=int,
+    prod.add_argument("--http-port", type=port,
                       help="serve this producer's /metrics and /stats (fuse state) on this port")
     add_realtime_arg(prod, "a load generator")
     prod.add_argument("--json", action="store_true")
@@ -97,14 +112,9 @@ def run_produce(args) -> int:
     from broker_core.client.producer import Producer
     from broker_core.client.producer_http import ProducerHttp
 
-    for name in ("count", "size", "batch", "concurrency"):
-        value = getattr(args, name)
-        if value is not None and value < (0 if name == "size" else 1):
-            raise UsageError(f"--{name} must be positive")
-    if not 1 <= args.frame_msgs <= 1024:
-        raise UsageError(f"--frame-msgs must be within 1..1024, got {args.frame_msgs}")
-    if not 0 <= args.linger_ms <= 1000:
-        raise UsageError(f"--linger-ms must be within 0..1000, got {args.linger_ms:g}")
+    if args.size * args.batch > MAX_BODY:  # the broker refuses the whole batch
+        raise UsageError(f"--batch {args.batch} x --size {args.size} is over the "
+                         f"{MAX_BODY} bytes a broker takes in one request")
     if args.stamp and args.size < 8:
         raise UsageError(f"--stamp writes 8 bytes into each body: --size must be >= 8, "
                          f"got {args.size}")
@@ -115,10 +125,6 @@ def run_produce(args) -> int:
     if args.topic.startswith("%"):
         raise UsageError(f"--topic {args.topic}: a system topic (%TRACE%, %RETRY%..., "
                          "%DLQ%...) takes no ordinary producer's messages")
-    for name in ("duration", "rate", "timeout", "start_at"):  # named one by one
-        value = getattr(args, name)
-        if value is not None and not value > 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive, got {value:g}")
     if args.start_at is not None and args.start_at > time.time() + 86400:  # a typo: ms?
         raise UsageError(f"--start-at {args.start_at:.0f} is more than a day away: a Unix time "
                          f"in seconds, as `date +%s` prints")
@@ -127,10 +133,8 @@ def run_produce(args) -> int:
     except ValueError:
         raise UsageError(f"--backoff takes seconds separated by commas, not {args.backoff!r}")\
             from None
-    if not 0 <= args.trace_rate <= 1:
-        raise UsageError(f"--trace-rate must be within 0..1, got {args.trace_rate:g}")
-    if args.flow_retries < 0 or any(not 0 <= b <= 60 for b in backoff):
-        raise UsageError("--flow-retries must be >= 0 and --backoff intervals within 0..60 s")
+    if any(not 0 <= b <= 60 for b in backoff):
+        raise UsageError(f"--backoff intervals must be within 0..60 s, got {args.backoff}")
     take_realtime(args, "floodgate.bench")
     routes = _routes(args)
     brokers = routes.masters() if routes is not None else brokers_from(args)
@@ -160,6 +164,8 @@ def run_produce(args) -> int:
         if routes is not None:
             routes.close()
     result["brokers"] = sorted(brokers)
+    if not result["acked"]:  # RT figures of failures only: not one send was measured
+        result.update({k: None for k in ("mean_s", "p50_s", "p99_s", "p999_s", "max_s")})
     result["flow_control"] = producer.counters.snapshot()
     if producer.tracer is not None:
         result["trace"] = producer.tracer.dispatcher.figures()
@@ -169,10 +175,14 @@ def run_produce(args) -> int:
         def ms(v):
             return "-" if v is None else f"{v * 1000:.2f} ms"
 
-        print(f"acked {result['acked']:,}  errors {result['errors']:,}  "
-              f"{result['tps']:,.0f} msgs/s over {result['seconds']:.1f} s")
-        print(f"RT p50 {ms(result['p50_s'])}  p99 {ms(result['p99_s'])}  "
-              f"p999 {ms(result['p999_s'])}  max {ms(result['max_s'])}")
+        if result["acked"]:
+            print(f"acked {result['acked']:,}  errors {result['errors']:,}  "
+                  f"{result['tps']:,.0f} msgs/s over {result['seconds']:.1f} s")
+            print(f"RT p50 {ms(result['p50_s'])}  p99 {ms(result['p99_s'])}  "
+                  f"p999 {ms(result['p999_s'])}  max {ms(result['max_s'])}")
+        else:
+            print(f"nothing acknowledged: {result['errors']:,} send(s) failed over "
+                  f"{result['seconds']:.1f} s")
         for status, n in result["degraded"].items():
             print(f"  acked {status}: {n:,} ({STORED_SHORT.get(status, 'stored, not as asked')})")
         for reason, n in result["error_reasons"].items():

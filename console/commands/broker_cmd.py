@@ -6,7 +6,17 @@ import re
 from pathlib import Path
 
 from broker_core.ha.records import SESSION_S
-from console.commands.common import add_realtime_arg, add_subparser, take_realtime
+from broker_core.server.topic_table import MAX_QUEUES
+from console.commands.common import (
+    add_realtime_arg,
+    add_subparser,
+    float_range,
+    int_range,
+    nonneg_int,
+    port,
+    positive_float,
+    take_realtime,
+)
 from console.errors import CommandFailed, UsageError
 from console.logs import configure_logging
 
@@ -44,8 +54,8 @@ def register(sub) -> None:
     serve = add_subparser(bsub, "serve", "serve one broker: TCP protocol, /metrics, /stats")
     serve.add_argument("--name", required=True, help="broker name (label in metrics)")
     serve.add_argument("--data", required=True, type=Path, metavar="DIR", help="data directory")
-    serve.add_argument("--port", type=int, default=10911, help="TCP port (default 10911)")
-    serve.add_argument("--http-port", type=int, default=10912, help="HTTP port (default 10912)")
+    serve.add_argument("--port", type=port, default=10911, help="TCP port (default 10911)")
+    serve.add_argument("--http-port", type=port, default=10912, help="HTTP port (default 10912)")
     serve.add_argument("--bind", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--flush", choices=("async", "sync"), default="async")
     serve.add_argument("--segment-size", default="1G", metavar="SIZE",
@@ -53,17 +63,18 @@ def register(sub) -> None:
     serve.add_argument("--cluster", default="floodgate", metavar="NAME")
     serve.add_argument("--metrics-dir", type=Path, metavar="DIR",
                        help="per-second metrics log (default DIR/metrics)")
-    serve.add_argument("--metrics-roll", type=float, default=120.0, metavar="SECONDS",
+    serve.add_argument("--metrics-roll", type=positive_float, default=120.0, metavar="SECONDS",
                        help="close a metrics-log file this often (default 120)")
-    serve.add_argument("--queues", type=int, default=4, help="queues of auto-created topics")
+    serve.add_argument("--queues", type=int_range(1, MAX_QUEUES), default=4,
+                       help=f"queues of auto-created topics, 1-{MAX_QUEUES} (4)")
     serve.add_argument("--no-auto-create-topics", action="store_true",
                        help="unknown topics are an error instead of created on first send")
-    serve.add_argument("--max-mapped-queues", type=int, metavar="N",
+    serve.add_argument("--max-mapped-queues", type=nonneg_int, metavar="N",
                        help="queues whose files stay mapped, a mapping each and no "
                        "descriptor (default: 1/4 of vm.max_map_count); past it the least recently used are "
                        "unmapped until used again (0: no limit). More busy queues than "
                        "that cost send throughput (bench/many_queues.py)")
-    serve.add_argument("--busy-after-ms", type=float, default=200.0,
+    serve.add_argument("--busy-after-ms", type=positive_float, default=200.0,
                        help="answer SYSTEM_BUSY once the oldest write waits this long")
     token = serve.add_mutually_exclusive_group()
     token.add_argument("--admin-token", help="the admin endpoints (/admin/...) answer this "
@@ -83,18 +94,20 @@ def register(sub) -> None:
         "group record the controller keeps in ZooKeeper, never from a flag")
     ha.add_argument("--group", metavar="NAME", help="the broker group this broker belongs to")
     ha.add_argument("--zk", metavar="HOST:PORT[,...]", help="ZooKeeper (needed with --group)")
-    ha.add_argument("--ha-port", type=int, metavar="PORT",
+    ha.add_argument("--ha-port", type=port, metavar="PORT",
                     help="replication port: slaves link to their master's")
     ha.add_argument("--replication", choices=("async", "sync"), default="async",
                     help="sync: answer a send once every in-sync slave holds it (default async)")
-    ha.add_argument("--zk-session-timeout", type=float, default=SESSION_S, metavar="SECONDS",
-                    help=f"ZooKeeper session: how soon a dead broker's registration goes "
-                    f"({SESSION_S:g}; a killed master's slave reports it at once)")
-    ha.add_argument("--sync-timeout", type=float, default=3.0, metavar="SECONDS",
+    ha.add_argument("--zk-session-timeout", type=float_range(0.2, 60), default=SESSION_S,
+                    metavar="SECONDS",
+                    help=f"ZooKeeper session: how soon a dead broker's registration goes, "
+                    f"0.2-60 ({SESSION_S:g}; a killed master's slave reports it at once)")
+    ha.add_argument("--sync-timeout", type=positive_float, default=3.0, metavar="SECONDS",
                     help="sync replication: FLUSH_SLAVE_TIMEOUT after this (3.0)")
-    serve.add_argument("--tx-check-s", type=float, default=6.0, metavar="SECONDS",
-                       help="a half message unresolved this long is checked back with its "
-                       "producer group, then again as often, 15 times at most (6.0)")
+    serve.add_argument("--tx-check-s", type=float_range(0, 3600, low_open=True), default=6.0,
+                       metavar="SECONDS",
+                       help="a half message unresolved this long (up to 3600) is checked back "
+                       "with its producer group, then again as often, 15 times at most (6.0)")
     serve.add_argument("--acl", action="store_true",
                        help="the data port takes authenticated users only (SCRAM-SHA-256), "
                        "each request checked against the ACL (`floodgate acl`)")
@@ -116,15 +129,10 @@ def register(sub) -> None:
 
 def run_serve(args) -> int:
     from broker_core.server.broker import BrokerConfig
-    from broker_core.server.runner import run
+    from broker_core.server.runner import ports_in_use, run
 
-    for port in (args.port, args.http_port):
-        if not 0 < port < 65536:
-            raise UsageError(f"port {port} out of range 1..65535")
     if args.port == args.http_port:
         raise UsageError("--port and --http-port must differ")
-    if args.queues < 1:
-        raise UsageError("--queues must be at least 1")
     if args.admin_token_file is not None:
         from broker_core.acl import admin_token
 
@@ -152,8 +160,6 @@ def run_serve(args) -> int:
             server_context(args.tls_cert, args.tls_key, args.tls_ca, args.tls_verify_clients)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    if not 0 < args.tx_check_s <= 3600:
-        raise UsageError(f"--tx-check-s must be in (0, 3600], got {args.tx_check_s}")
     from broker_core.store.config import SYNCFS_ABOVE
 
     if args.max_mapped_queues not in (None, 0) and args.max_mapped_queues < SYNCFS_ABOVE:
@@ -161,13 +167,6 @@ def run_serve(args) -> int:
                          f"{SYNCFS_ABOVE}, got {args.max_mapped_queues}")
     _check_ha(args)
     segment_bytes = segment_size(args.segment_size)
-    make_data_dir(args.data)
-    configure_logging()
-    take_realtime(args, "floodgate.broker")
-    if args.numa == "interleave":
-        from kernel_tuning.numa import set_interleave
-
-        set_interleave()
     config = BrokerConfig(
         name=args.name, data_dir=args.data, port=args.port, http_port=args.http_port,
         bind=args.bind, cluster=args.cluster, flush=args.flush,
@@ -182,6 +181,17 @@ def run_serve(args) -> int:
         store_extra={} if args.max_mapped_queues is None else
         {"consumequeue_max_mapped": args.max_mapped_queues},
     )
+    taken = ports_in_use(config)
+    if taken:  # before --data is made: a start refused leaves no empty directory behind
+        raise CommandFailed(f"{', '.join(taken)} in use on {config.bind}: another broker "
+                            "there? nothing was made")
+    make_data_dir(args.data)
+    configure_logging()
+    take_realtime(args, "floodgate.broker")
+    if args.numa == "interleave":
+        from kernel_tuning.numa import set_interleave
+
+        set_interleave()
     run(config)
     return 0
 
@@ -201,10 +211,6 @@ def _check_ha(args) -> None:
         parse_zk(args.zk)
     except BrokerError as exc:
         raise UsageError(f"--zk: {exc}") from None
-    if not 0 < args.ha_port < 65536 or args.ha_port in (args.port, args.http_port):
+    if args.ha_port in (args.port, args.http_port):
         raise UsageError(f"--ha-port {args.ha_port} must be a free port other than "
                          "--port and --http-port")
-    if not 0.2 <= args.zk_session_timeout <= 60:
-        raise UsageError("--zk-session-timeout must be within [0.2, 60] seconds")
-    if not args.sync_timeout > 0:
-        raise UsageError("--sync-timeout must be > 0")

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from console.commands.broker_cmd import make_data_dir, segment_size
-from console.commands.common import add_subparser
+from console.commands.common import add_subparser, int_range
 from console.errors import CommandFailed, UsageError
 from console.logs import configure_logging
 
@@ -20,19 +20,21 @@ def register(sub) -> None:
     csub = parser.add_subparsers(metavar="ACTION")
     up = add_subparser(csub, "up", "start N brokers (or G replicated groups) on loopback and "
                        "supervise them")
-    up.add_argument("--brokers", type=int, default=None,
-                    help="number of single-copy brokers (default 3)")
-    up.add_argument("--groups", type=int, metavar="G",
-                    help="replicated: G groups of --replicas brokers, a controller and ZooKeeper")
-    up.add_argument("--replicas", type=int, default=2, metavar="R",
-                    help="brokers per group: one master, R-1 slaves (default 2)")
+    up.add_argument("--brokers", type=int_range(1, 64), default=None,
+                    help="number of single-copy brokers, 1-64 (default 3)")
+    up.add_argument("--groups", type=int_range(1, 32), metavar="G",
+                    help="replicated: G groups (1-32) of --replicas brokers, a controller and "
+                    "ZooKeeper")
+    up.add_argument("--replicas", type=int_range(1, 5), default=2, metavar="R",
+                    help="brokers per group, 1-5: one master, R-1 slaves (default 2)")
     up.add_argument("--replication", choices=("sync", "async"), default="sync",
                     help="groups: answer a send once the slaves hold it (sync, default) or not")
     up.add_argument("--zk", metavar="HOST:PORT[,...]",
                     help="groups: this ZooKeeper (default: an embedded one, data in DIR)")
-    up.add_argument("--base-port", type=int, default=10911,
+    up.add_argument("--base-port", type=int_range(1024, 65535), default=10911,
                     help="broker i gets TCP base+2i and HTTP base+2i+1; in groups TCP, HTTP "
-                    "and HA at base+3i.. and an embedded ZooKeeper after the last (10911)")
+                    "and HA at base+3i.. and an embedded ZooKeeper after the last (10911; "
+                    "1024-65535)")
     up.add_argument("--data", type=Path, default=Path("floodgate-data"), metavar="DIR",
                     help="data root; DIR/cluster.toml lists the brokers (default ./floodgate-data)")
     up.add_argument("--flush", choices=("async", "sync"), default="async")
@@ -80,7 +82,7 @@ def run_up(args) -> int:
                           replication=args.replication, zk=args.zk, netns=args.netns,
                           acl=args.acl, tls=args.tls)
     else:
-        cluster = Cluster(args.brokers or 3, args.base_port, args.data, args.flush,
+        cluster = Cluster(_brokers(args), args.base_port, args.data, args.flush,
                           args.segment_size, args.name, extra_args=extra, netns=args.netns,
                           acl=args.acl, tls=args.tls)
     stop = threading.Event()
@@ -133,18 +135,12 @@ def _check_up(args) -> int | None:
     if args.groups is None:
         if args.zk:
             raise UsageError("--zk needs --groups")
-        n = args.brokers or 3
-        if not 1 <= n <= 64:
-            raise UsageError("--brokers must be between 1 and 64")
-        if not 1024 <= args.base_port <= 65535 - 2 * n:
+        n = _brokers(args)
+        if args.base_port > 65535 - 2 * n:
             raise UsageError(f"--base-port {args.base_port} leaves no room for {n} brokers")
         return None
-    if not 1 <= args.groups <= 32:
-        raise UsageError("--groups must be between 1 and 32")
-    if not 1 <= args.replicas <= 5:
-        raise UsageError("--replicas must be between 1 and 5")
     n = args.groups * args.replicas
-    if not 1024 <= args.base_port <= 65535 - 3 * n - 1:
+    if args.base_port > 65535 - 3 * n - 1:
         raise UsageError(f"--base-port {args.base_port} leaves no room for {n} brokers")
     if args.zk:
         from broker_core.errors import BrokerError
@@ -155,6 +151,11 @@ def _check_up(args) -> int | None:
         except BrokerError as exc:
             raise UsageError(f"--zk: {exc}") from None
     return args.groups
+
+
+def _brokers(args) -> int:
+    """--brokers, 3 when not given (0 is refused by its type: it started 3 once)."""
+    return 3 if args.brokers is None else args.brokers
 
 
 def run_down(args) -> int:

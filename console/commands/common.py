@@ -39,9 +39,14 @@ class Range:
 
     def __str__(self) -> str:
         if self.high is None:
-            return f"{'>' if self.low_open else '>='} {self.low:g}"
+            return f"{'>' if self.low_open else '>='} {_bound(self.low)}"
         left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
-        return f"within {left}{self.low:g}, {self.high:g}{right}"
+        return f"within {left}{_bound(self.low)}, {_bound(self.high)}{right}"
+
+
+def _bound(x: float) -> str:
+    """A range's end as written: 4194304, not :g's 4.1943e+06."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
 # Acked sends answered short of SEND_OK (protocol.STORED_CODES): stored, not as promised
@@ -60,8 +65,54 @@ FRACTION = Range(0, 1, low_open=True)  # (0, 1]: a share that cannot be zero
 SHARE = Range(0, 1)  # [0, 1]
 
 
+class Bounded:
+    """argparse `type=` of a numeric flag (issue 59: one rule for numeric flags): the
+    text as `kind` within `valid`, else ArgumentTypeError with the rule and the text as
+    typed, which cli.Parser words "--brokers must be >= 1, got 0", exit 2. Checked as
+    the command line is read, so nothing is made or started before."""
+
+    def __init__(self, valid: Range, kind: type = float) -> None:
+        self.valid, self.kind = valid, kind
+
+    def __call__(self, text: str):
+        try:
+            value = self.kind(text)
+        except ValueError:
+            what = "a whole number" if self.kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text.strip()}")
+        if not self.valid.contains(value):
+            raise argparse.ArgumentTypeError(f"must be {self.valid}, got {text.strip()}")
+        return value
+
+    def __repr__(self) -> str:
+        return f"{self.kind.__name__} {self.valid}"
+
+
+def int_range(low: int, high: int | None = None) -> Bounded:
+    return Bounded(Range(low, high), int)
+
+
+def float_range(low: float, high: float | None = None, *, low_open: bool = False) -> Bounded:
+    return Bounded(Range(low, high, low_open=low_open))
+
+
+# The argparse types of numeric flags; a flag where 0 means "none" or "off" says so in
+# its help.
+positive_int = Bounded(AT_LEAST_1, int)  # counts of things: 0 makes no sense
+nonneg_int = Bounded(NON_NEGATIVE, int)
+positive_float = Bounded(POSITIVE)  # rates, durations, timeouts
+nonneg_float = Bounded(NON_NEGATIVE)
+share = Bounded(SHARE)  # [0, 1]
+fraction = Bounded(FRACTION)  # (0, 1]
+port = int_range(1, 65535)  # 0 would be "any free port", never what a flag means
+seed = nonneg_int  # numpy's SeedSequence (gen double11) takes >= 0 only: so does every seed
+
+
 def number(parser, flag: str, valid: Range, *, group=None, type=float, **kwargs):
-    """add_argument for a number with its valid range, checked by `checked` commands."""
+    """add_argument for a number with its valid range, checked by `checked` commands
+    (the capacity commands'; new flags take a `Bounded` type instead)."""
     action = (group or parser).add_argument(flag, type=type, **kwargs)
     ranges = dict(parser.get_default("_ranges") or {})
     ranges[action.dest] = (flag, valid)
@@ -199,8 +250,13 @@ def finish(answers: dict, failed: list[str]) -> int:
     return 0
 
 
+# SCHED_RR's top priority on Linux (kernel_tuning.realtime.MAX_PRIORITY: that package
+# takes 20 ms to import, paid by every command's start)
+RT_PRIORITY_MAX = 99
+
+
 def add_realtime_arg(parser, who: str) -> None:
-    parser.add_argument("--realtime", type=int, metavar="PRIO",
+    parser.add_argument("--realtime", type=int_range(1, RT_PRIORITY_MAX), metavar="PRIO",
                         help=f"run under SCHED_RR at PRIO (1-99): {who} sharing a small host, "
                         "as `floodgate demo --realtime` runs them (needs root or CAP_SYS_NICE; "
                         "refused, it says so and runs at normal priority)")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from console.commands.common import add_subparser
+from console.commands.common import add_subparser, positive_float
 from console.commands.status_cmd import add_source_args
 
 
 def register(sub) -> None:
     parser = add_subparser(sub, "console", "live cluster health in the terminal (Textual TUI)")
     add_source_args(parser)
-    parser.add_argument("--refresh", type=float, metavar="SECONDS",
+    parser.add_argument("--refresh", type=positive_float, metavar="SECONDS",
                         help="seconds between polls (default 1)")
     parser.add_argument("--profile", default="broker",
                         help="kernel tuning profile the Host screen verifies (broker)")

@@ -35,6 +35,8 @@ from console.commands.common import (
     copied_answers,
     each_broker,
     finish,
+    positive_float,
+    positive_int,
     print_json,
 )
 from console.errors import CommandFailed, UsageError
@@ -52,7 +54,8 @@ def register(sub) -> None:
     show = add_subparser(dsub, "show", "a group's dead letters, oldest first")
     add_cluster_args(show)
     show.add_argument("--group", required=True, metavar="G", type=consumer_group)
-    show.add_argument("--limit", type=int, default=20, metavar="N")
+    show.add_argument("--limit", type=positive_int, default=20, metavar="N",
+                      help="show at most N (20)")
     show.set_defaults(func=run_show)
     resend = add_subparser(dsub, "resend", "send a group's dead letters back to their topic")
     add_cluster_args(resend)
@@ -61,7 +64,7 @@ def register(sub) -> None:
     which.add_argument("--id", metavar="MSG_ID", help="one dead letter, by its id")
     which.add_argument("--key", metavar="K", help="the dead letters with this key")
     which.add_argument("--all", action="store_true", help="every dead letter of the group")
-    resend.add_argument("--rate", type=float, default=100.0, metavar="MSGS_S",
+    resend.add_argument("--rate", type=positive_float, default=100.0, metavar="MSGS_S",
                         help="at most this many a second (default 100)")
     resend.add_argument("--dry-run", action="store_true", help="say what would go, send none")
     resend.set_defaults(func=run_resend)
@@ -140,8 +143,6 @@ def _body(m: dict) -> bytes:
 
 
 def run_show(args) -> int:
-    if args.limit < 1:
-        raise UsageError(f"--limit must be >= 1, got {args.limit}")
     dead, answers, failed = _dead_letters(args, args.limit, partial=True)
     if args.json:
         print_json(dead)
@@ -162,8 +163,6 @@ def run_show(args) -> int:
 
 
 def run_resend(args) -> int:
-    if not args.rate > 0:
-        raise UsageError(f"--rate must be > 0, got {args.rate:g}")
     if args.id:
         try:
             decode_id(args.id)

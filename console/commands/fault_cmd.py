@@ -6,14 +6,12 @@ from pathlib import Path
 
 from broker_core.client import admin
 from console.commands.common import (
-    NON_NEGATIVE,
-    POSITIVE,
-    SHARE,
     add_subparser,
     broker_http,
-    checked,
-    number,
+    nonneg_float,
+    positive_float,
     print_json,
+    share,
 )
 from console.errors import CommandFailed, UsageError
 from console.fault_words import describe
@@ -24,19 +22,22 @@ def register(sub) -> None:
     fsub = parser.add_subparsers(metavar="ACTION")
     inject = add_subparser(fsub, "inject", "add latency, PageCache-like stalls, errors or a pause")
     _target(inject)
-    number(inject, "--stall-ms", NON_NEGATIVE, default=0.0,
-           help="stall every write for this long, once per period")
-    number(inject, "--every", NON_NEGATIVE, default=0.0, metavar="SECONDS",
-           help="period of the stalls")
+    # 0, each one's default: that fault is not injected
+    inject.add_argument("--stall-ms", type=nonneg_float, default=0.0,
+                        help="stall every write for this long, once per period (0: none)")
+    inject.add_argument("--every", type=nonneg_float, default=0.0, metavar="SECONDS",
+                        help="period of the stalls (needed with --stall-ms)")
     inject.add_argument("--random-stall", action="store_true",
                         help="draw each stall from 200 ms up to --stall-ms (the Double-11 talk's pattern)")
-    number(inject, "--latency-ms", NON_NEGATIVE, default=0.0, help="add to every write")
-    number(inject, "--error-rate", SHARE, default=0.0, help="share of sends failed, 0..1")
-    number(inject, "--pause", NON_NEGATIVE, default=0.0, metavar="SECONDS",
-           help="hold every request for this long")
-    number(inject, "--duration", POSITIVE, default=None, metavar="SECONDS",
-           help="clear by itself after this long")
-    inject.set_defaults(func=checked(run_inject))
+    inject.add_argument("--latency-ms", type=nonneg_float, default=0.0,
+                        help="add to every write (0: none)")
+    inject.add_argument("--error-rate", type=share, default=0.0,
+                        help="share of sends failed, 0..1 (0: none)")
+    inject.add_argument("--pause", type=nonneg_float, default=0.0, metavar="SECONDS",
+                        help="hold every request for this long (0: none)")
+    inject.add_argument("--duration", type=positive_float, default=None, metavar="SECONDS",
+                        help="clear by itself after this long (default: at `fault clear`)")
+    inject.set_defaults(func=run_inject)
     clear = add_subparser(fsub, "clear", "remove every injected fault")
     _target(clear)
     clear.set_defaults(func=run_clear)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.commands.common import add_subparser, print_json
+from console.commands.common import add_subparser, float_range, int_range, print_json
 from console.errors import CommandFailed, UsageError
 
 
@@ -18,11 +18,14 @@ def register(fsub) -> None:
     what.add_argument("--partition", metavar="A,B/C,D",
                       help="drop packets between the two sides (`clients`: this host)")
     what.add_argument("--isolate", metavar="NODE", help="NODE / every other host and clients")
-    what.add_argument("--loss", type=float, metavar="PCT",
-                      help="drop PCT %% of the packets over --node's link, each way")
-    what.add_argument("--rate", type=int, metavar="KBIT", help="shape --node's link (TBF)")
-    what.add_argument("--delay", type=float, metavar="MS",
-                      help="delay the connections made to --node by MS each way (a relay)")
+    # the ranges netfault takes (it said so after loading the cluster file: exit 1)
+    what.add_argument("--loss", type=float_range(0, 100, low_open=True), metavar="PCT",
+                      help="drop PCT %% (up to 100) of the packets over --node's link, each way")
+    what.add_argument("--rate", type=int_range(8), metavar="KBIT",
+                      help="shape --node's link (TBF), 8 kbit/s and up")
+    what.add_argument("--delay", type=float_range(0, 10_000, low_open=True), metavar="MS",
+                      help="delay the connections made to --node by MS (up to 10000) each way "
+                      "(a relay)")
     what.add_argument("--heal", action="store_true", help="remove every network fault")
     what.add_argument("--show", action="store_true", help="list the faults in force")
     net.add_argument("--node", metavar="NODE", help="the host of --loss, --rate, --delay")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 
-from console.commands.common import add_subparser, print_json
+from console.commands.common import add_subparser, int_range, positive_float, print_json, seed
 from console.errors import UsageError
 from fuse.sim_policies import POLICIES as _POLICIES  # pure Python, cheap to import
 from fuse.sim_scenarios import SCENARIOS as _SCENARIOS
@@ -23,12 +23,13 @@ def register(sub) -> None:
                      help=f"{', '.join(SCENARIOS)}; a comma list or 'all'")
     sim.add_argument("--policy", required=True, metavar="NAME",
                      help=f"{', '.join(POLICIES)}; a comma list or 'all'")
-    sim.add_argument("--brokers", type=int, default=10, help="brokers (default 10)")
-    sim.add_argument("--seconds", type=float, default=600.0,
+    sim.add_argument("--brokers", type=int_range(1, 10_000), default=10,
+                     help="brokers, 1-10000 (default 10)")  # fuse.sim.check_args's range
+    sim.add_argument("--seconds", type=positive_float, default=600.0,
                      help="virtual seconds of sending (default 600)")
-    sim.add_argument("--rate", type=float, default=10_000.0,
+    sim.add_argument("--rate", type=positive_float, default=10_000.0,
                      help="sends per second, Poisson arrivals (default 10000)")
-    sim.add_argument("--seed", type=int, default=0, help="same seed, same result (default 0)")
+    sim.add_argument("--seed", type=seed, default=0, help="same seed, same result (default 0)")
     sim.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
                      help="a Fuse setting for the fuse policy, e.g. backoff=2 or slow_s=0.005"
                           " (repeatable; see fuse.config.FuseConfig)")
@@ -67,10 +68,6 @@ def _settings(pairs: list[str]) -> dict[str, float | int | bool]:
 def run_simulate(args) -> int:
     scenarios = _pick(args.scenario, SCENARIOS, "scenario")
     policies = _pick(args.policy, POLICIES, "policy")
-    if args.brokers < 1:
-        raise UsageError(f"--brokers must be >= 1, got {args.brokers}")
-    if not args.seconds > 0 or not args.rate > 0:
-        raise UsageError("--seconds and --rate must be > 0")
 
     from fuse import Fuse
     from fuse.errors import FuseError

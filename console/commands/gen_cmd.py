@@ -6,7 +6,7 @@ import signal
 import sys
 from datetime import UTC, datetime, timedelta
 
-from console.commands.common import add_subparser, print_json
+from console.commands.common import add_subparser, positive_float, positive_int, print_json, seed
 from console.errors import UsageError
 
 
@@ -18,8 +18,8 @@ def register(sub) -> None:
         "double11",
         "a metrics log of a Double-11 night (latency/ and broker_stats/, Parquet, date= partitions)",
     )
-    d11.add_argument("--brokers", type=int, required=True, help="number of brokers")
-    d11.add_argument("--hours", type=float, required=True, help="hours of data")
+    d11.add_argument("--brokers", type=positive_int, required=True, help="number of brokers")
+    d11.add_argument("--hours", type=positive_float, required=True, help="hours of data")
     d11.add_argument("--out", required=True, metavar="DIR", help="directory of the metrics log")
     d11.add_argument(
         "--start",
@@ -29,7 +29,7 @@ def register(sub) -> None:
         "from 2026-11-10T22:00Z for longer nights)",
     )
     d11.add_argument(
-        "--seed", type=int, default=11, help="random seed: same seed, same night (default 11)"
+        "--seed", type=seed, default=11, help="random seed: same seed, same night (default 11)"
     )
     d11.add_argument("--ops", default="send,pull", help="comma-separated ops (default send,pull)")
     d11.add_argument("--cluster", default="double11", help="cluster name in the rows")
@@ -61,10 +61,6 @@ def run_double11(args) -> int:
     from spark_reports.generator import OP_SHAPES, Double11Config
     from spark_reports.generator.model import default_start
 
-    if args.brokers < 1:
-        raise UsageError(f"--brokers must be at least 1, got {args.brokers}")
-    if not args.hours > 0:
-        raise UsageError(f"--hours must be positive, got {args.hours}")
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip())
     bad = [op for op in ops if op not in OP_SHAPES]
     if bad or not ops:

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from console.commands.common import add_subparser, print_json
+from console.commands.common import add_subparser, positive_float, print_json
 from console.errors import CommandFailed, UsageError
 
 
@@ -30,7 +30,8 @@ def register(sub) -> None:
     push.add_argument("--dashboard", type=Path, metavar="FILE",
                       help="push this dashboard JSON instead of building it")
     _datasource(push)
-    push.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per-request timeout, s")
+    push.add_argument("--timeout", type=positive_float, default=5.0, metavar="S",
+                      help="per-request timeout, s")
     push.add_argument("--json", action="store_true")
     push.set_defaults(func=run_push)
 
@@ -91,8 +92,6 @@ def run_push(args) -> int:
         raise UsageError("give --token or --user/--password, not both")
     if not token and not (args.user and password):
         raise UsageError("give --token T, or --user U --password P")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
     try:
         url = check_url(args.url)
     except ObservabilityError as exc:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from console.commands.common import add_subparser, broker_http
+from console.commands.common import add_subparser, broker_http, int_range, positive_int
 from console.errors import CommandFailed, UsageError
 
 HISTORY_MAX_S = 300  # what a broker's /stats keeps (server.http)
@@ -28,12 +28,13 @@ def register(sub) -> None:
     show.add_argument("--cluster", type=Path, metavar="FILE",
                       help="cluster.toml (from `floodgate cluster up`): brokers by name")
     show.add_argument("--op", default="send", help="with --broker: which op (default send)")
-    show.add_argument("--seconds", type=int, default=HISTORY_MAX_S,
-                      help=f"with --broker: how far back, at most {HISTORY_MAX_S} "
+    show.add_argument("--seconds", type=int_range(1, HISTORY_MAX_S), default=HISTORY_MAX_S,
+                      help=f"with --broker: how far back, 1-{HISTORY_MAX_S} "
                            f"(default {HISTORY_MAX_S})")
-    show.add_argument("--schema", type=int, default=2, choices=range(0, 4), metavar="{0..3}",
+    show.add_argument("--schema", type=int_range(0, 3), default=2, metavar="{0..3}",
                       help="row resolution: 2**schema rows per power of two (default 2)")
-    show.add_argument("--width", type=int, default=None, help="columns (default: terminal width)")
+    show.add_argument("--width", type=positive_int, default=None,
+                      help="columns (default: terminal width)")
     show.set_defaults(func=run_show)
 
 
@@ -77,8 +78,6 @@ def run_show(args) -> int:
     from heatmap import TerminalHeatmap, build_heatmap
 
     if args.broker is not None:
-        if not 1 <= args.seconds <= HISTORY_MAX_S:
-            raise UsageError(f"--seconds must be within 1..{HISTORY_MAX_S}, got {args.seconds}")
         addr = broker_http(args.broker, args.cluster)
         series = broker_series(addr, args.op, args.seconds)
         source = f"{args.broker} {args.op}, last {args.seconds} s"

@@ -12,7 +12,16 @@ import json
 from pathlib import Path
 
 from broker_core.client import admin
-from console.commands.common import add_cluster_args, add_subparser, each_broker, finish, print_json
+from console.commands.common import (
+    add_cluster_args,
+    add_subparser,
+    each_broker,
+    finish,
+    float_range,
+    nonneg_float,
+    positive_float,
+    print_json,
+)
 from console.errors import CommandFailed, UsageError
 from heatmap.sla import FUSE_CAP_RATIO
 
@@ -27,12 +36,13 @@ def register(sub) -> None:
     put = add_subparser(qsub, "set", "set a quota on every broker (kept across restarts)")
     add_cluster_args(put)
     _target(put, required=True)
-    put.add_argument("--rate", type=float, required=True, metavar="MSGS_PER_S",
+    put.add_argument("--rate", type=positive_float, required=True, metavar="MSGS_PER_S",
                      help="messages per second each broker admits")
-    put.add_argument("--burst", type=float, metavar="MSGS",
-                     help="messages admitted at once (default: 100 ms of the rate)")
-    put.add_argument("--warmup", type=float, default=0.0, metavar="SECONDS",
-                     help="after a cold start, ease in from a third of the rate over this long")
+    put.add_argument("--burst", type=float_range(1), metavar="MSGS",
+                     help="messages admitted at once, at least 1 (default: 100 ms of the rate)")
+    put.add_argument("--warmup", type=nonneg_float, default=0.0, metavar="SECONDS",
+                     help="after a cold start, ease in from a third of the rate over this long "
+                     "(0, the default: no easing in)")
     put.set_defaults(func=run_set)
     clear = add_subparser(qsub, "clear", "remove quotas (all, or those of one topic or group)")
     add_cluster_args(clear)

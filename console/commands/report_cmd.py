@@ -10,6 +10,9 @@ To add a report: a `_register_<name>(rsub)` that builds its parser and sets
 
 from __future__ import annotations
 
+import functools
+import os
+
 from console.commands.common import add_subparser, print_json, spark_failures
 from console.errors import EXIT_FAILED, EXIT_OK, REPORT_EXIT_RULE, UsageError
 
@@ -20,8 +23,33 @@ def register(sub) -> None:
     _register_heatmap(rsub)
     from console.commands.report_capacity import add_capacity_parser
 
-    add_capacity_parser(rsub)
+    capacity = add_capacity_parser(rsub)
+    capacity.set_defaults(func=paths_from_here(capacity.get_default("func")))
     _register_compact(rsub)
+
+
+# The paths a report hands to Spark (the capacity report's --heatmap is read by Spark too)
+SPARK_PATHS = ("input", "out", "heatmap")
+
+
+def paths_from_here(run):
+    """`run(args)` with relative --input/--out made absolute in this process when the
+    report goes to a Spark Connect server (--remote, $SPARK_REMOTE): the server's process
+    resolved them against its own working directory, not the one they were typed in.
+    URIs (file://, hdfs://, s3a://) go as given."""
+
+    @functools.wraps(run)
+    def resolved(args):
+        from spark_reports.connect import remote_from
+
+        if remote_from(getattr(args, "remote", None), getattr(args, "master", None)):
+            for name in SPARK_PATHS:
+                value = os.fspath(getattr(args, name, None) or "")
+                if value and "://" not in value and not value.startswith("file:"):
+                    setattr(args, name, os.path.abspath(value))
+        return run(args)
+
+    return resolved
 
 
 def _add_spark_options(p) -> None:
@@ -74,7 +102,7 @@ def _register_heatmap(rsub) -> None:
         help="PNG pictures (print, e-mail) instead of interactive charts",
     )
     _add_spark_options(p)
-    p.set_defaults(func=run_heatmap)
+    p.set_defaults(func=paths_from_here(run_heatmap))
 
 
 def run_heatmap(args) -> int:
@@ -131,7 +159,7 @@ def _register_compact(rsub) -> None:
     p.add_argument("--input", required=True, metavar="DIR", help="metrics log (path or URI)")
     p.add_argument("--force", action="store_true", help="rebuild days that already have it")
     _add_spark_options(p)
-    p.set_defaults(func=run_compact)
+    p.set_defaults(func=paths_from_here(run_compact))
 
 
 def run_compact(args) -> int:

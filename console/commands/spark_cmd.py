@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from console.commands.common import add_subparser, print_json
+from console.commands.common import add_subparser, port, positive_float, print_json
 from console.errors import EXIT_FAILED, EXIT_OK, CommandFailed, UsageError
 
 
@@ -42,7 +42,7 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--wait",
-        type=float,
+        type=positive_float,
         default=120.0,
         metavar="S",
         help="how long to wait for it to answer (120)",
@@ -65,7 +65,7 @@ def register(sub) -> None:
 def _common(p) -> None:
     from spark_reports.connect import DEFAULT_PORT
 
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"gRPC port ({DEFAULT_PORT})")
+    p.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"gRPC port ({DEFAULT_PORT})")
     p.add_argument(
         "--dir",
         type=Path,
@@ -78,8 +78,6 @@ def _common(p) -> None:
 def _folder(args) -> Path:
     from spark_reports.connect_server import default_dir
 
-    if not 0 < args.port < 65536:
-        raise UsageError(f"--port must be within 1..65535, got {args.port}")
     return args.dir or default_dir(args.port)
 
 

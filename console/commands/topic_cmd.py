@@ -11,12 +11,15 @@ broker that cannot be reached is named, the others still get theirs (exit 1).
 from __future__ import annotations
 
 from broker_core.client import admin
+from broker_core.server.topic_table import MAX_QUEUES
 from console.commands.common import (
     add_cluster_args,
     add_subparser,
     broker_groups,
     each_broker,
     finish,
+    int_range,
+    nonneg_int,
     print_json,
 )
 from console.errors import CommandFailed, UsageError
@@ -30,8 +33,8 @@ def register(sub) -> None:
                          aliases=["show"])
     add_cluster_args(show)
     show.add_argument("--topic", metavar="T", help="only this topic")
-    show.add_argument("--hottest", type=int, default=10, metavar="N",
-                      help="how many of the hottest queues to show (default 10)")
+    show.add_argument("--hottest", type=nonneg_int, default=10, metavar="N",
+                      help="how many of the hottest queues to show (default 10; 0: none)")
     show.set_defaults(func=run_list)
     create = add_subparser(tsub, "create", "create a topic on every broker")
     add_cluster_args(create)
@@ -60,15 +63,16 @@ def register(sub) -> None:
 
 def _topic_flags(parser, required_queues: bool) -> None:
     parser.add_argument("--topic", required=True, metavar="T")
-    parser.add_argument("--queues", type=int, required=required_queues, metavar="N",
-                        help="queues per broker (default: the broker's, 4)")
+    parser.add_argument("--queues", type=int_range(1, MAX_QUEUES), required=required_queues,
+                        metavar="N", help=f"queues per broker, 1-{MAX_QUEUES} (default: the "
+                        "broker's, 4)")
     parser.add_argument("--perm", metavar="rw|r|w|-",
                         help="rw (default), r (read-only: drain it), w (write-only), - (none)")
 
 
 def _checked_topic(args) -> dict:
     """The request body, refused here (exit 2) when a broker would refuse it."""
-    from broker_core.server.topic_table import MAX_QUEUES, TopicError, check_name, check_perm
+    from broker_core.server.topic_table import TopicError, check_name, check_perm
 
     try:
         check_name(args.topic)
@@ -76,8 +80,6 @@ def _checked_topic(args) -> dict:
             check_perm(args.perm)
     except TopicError as exc:
         raise UsageError(str(exc)) from None
-    if args.queues is not None and not 1 <= args.queues <= MAX_QUEUES:
-        raise UsageError(f"--queues must be 1..{MAX_QUEUES}, got {args.queues}")
     body: dict = {"topic": args.topic}
     if args.queues is not None:
         body["queues"] = args.queues
@@ -106,8 +108,6 @@ def _holders(answers: dict[str, dict], topic: str) -> list[str]:
 
 
 def run_list(args) -> int:
-    if args.hottest < 0:
-        raise UsageError(f"--hottest must be >= 0, got {args.hottest}")
     answers, failed = _asked(args, args.topic, args.hottest)
     if args.json:
         print_json(answers)

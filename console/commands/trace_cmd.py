@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.commands.common import AT_LEAST_1, add_subparser, checked, number, print_json
+from console.commands.common import add_subparser, positive_float, positive_int, print_json
 from console.errors import CommandFailed, UsageError
 
 
@@ -27,11 +27,11 @@ def register(sub) -> None:
     parser.add_argument("--since", metavar="WHEN", help="with --key: stored since (10m, 2h, "
                                                         "1d ago, or an ISO time, UTC)")
     parser.add_argument("--until", metavar="WHEN", help="with --key: stored until")
-    number(parser, "--limit", AT_LEAST_1, type=int, default=20,
-           help="messages shown at most, newest first (20)")
-    parser.add_argument("--timeout", type=float, default=3.0, help=argparse_hidden())
+    parser.add_argument("--limit", type=positive_int, default=20,
+                        help="messages shown at most, newest first (20)")
+    parser.add_argument("--timeout", type=positive_float, default=3.0, help=argparse_hidden())
     parser.add_argument("--json", action="store_true")
-    parser.set_defaults(func=checked(run))
+    parser.set_defaults(func=run)
 
 
 def argparse_hidden():

@@ -77,9 +77,11 @@ def _plan(args):
 
 
 def _table(checks) -> None:
+    from kernel_tuning.plugins.base import shown_target
+
     rows = [("SETTING", "CURRENT", "TARGET", "STATUS")]
     for c in checks:
-        target = f">= {c.setting.target}" if c.setting.mode == "at_least" else c.setting.target
+        target = shown_target(c.setting.target, c.setting.mode)
         rows.append((c.setting.name, _short(c.current), _short(target), c.status))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:

@@ -67,9 +67,12 @@ def test_a_priority_out_of_range_is_refused(priority):
 ])  # fmt: skip
 def test_the_flag_out_of_range_is_a_usage_error(tmp_path, capsys, argv):
     argv = [str(tmp_path) if a == "D" else a for a in argv]
-    assert main(argv) == 2
+    with pytest.raises(SystemExit) as exc:  # refused as the command line is read
+        main(argv)
+    assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("--realtime must be 1 to 99, got " + argv[-1]) and "\n" not in err
+    assert err.endswith(f"--realtime must be within [1, 99], got {argv[-1]} (see --help)")
+    assert "\n" not in err
     assert os.sched_getscheduler(0) == os.SCHED_OTHER  # nothing taken on the way
 
 

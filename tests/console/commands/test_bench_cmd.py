@@ -43,3 +43,20 @@ def test_sends_acked_without_their_slave_are_counted_by_status(tmp_path, zookeep
         assert "acked SLAVE_NOT_AVAILABLE: 5 (stored on its master alone" in out, out
     finally:
         c.down(grace=3)
+
+
+def test_nothing_acknowledged_prints_no_rt_figures(capsys):
+    """Issue 59: against a dead port it printed `RT p50 0.69 ms p99 0.69 ms`, the time
+    connections took to be refused, as if sends had been measured."""
+    dead = f"127.0.0.1:{free_port_range(1)}"
+    bench = ["bench", "produce", "--brokers", dead, "--count", "3", "--timeout", "0.5"]
+    assert main(bench) == 1
+    out, err = capsys.readouterr()
+    assert "RT" not in out and "p50" not in out
+    assert out.startswith("nothing acknowledged: 3 send(s) failed")
+    assert "errors " in out and "Connection refused" in out  # what failed, said
+    assert err.splitlines()[-1].startswith("floodgate bench: error: no message was acknowledged")
+    assert main([*bench, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["acked"] == 0 and doc["errors"] == 3
+    assert [doc[k] for k in ("mean_s", "p50_s", "p99_s", "p999_s", "max_s")] == [None] * 5

@@ -39,11 +39,13 @@ def test_describe_names_each_fault_with_units():
     ("extra", "message"),
     [(["--error-rate", "2"], "--error-rate must be within [0, 1], got 2"),
      (["--latency-ms", "-5"], "--latency-ms must be >= 0, got -5"),
-     (["--pause", "1", "--duration", "-1e3"], "--duration must be > 0, got -1000")],
+     (["--pause", "1", "--duration", "-1e3"], "--duration must be > 0, got -1e3")],
 )  # fmt: skip
 def test_out_of_range_flags_are_refused_before_calling_the_broker(capsys, extra, message):
-    assert main(["fault", "inject", "--broker", "127.0.0.1:9", *extra]) == 2
-    assert capsys.readouterr().err == f"floodgate fault: error: {message}\n"
+    with pytest.raises(SystemExit) as exc:  # refused as the command line is read
+        main(["fault", "inject", "--broker", "127.0.0.1:9", *extra])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == f"floodgate fault inject: error: {message} (see --help)\n"
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from console.cli import main
      "--max-mapped-queues must be 0 (no limit) or at least 64"),
     (["cluster", "up", "--groups", "2", "--brokers", "3"], "exclude each other"),
     (["cluster", "up", "--zk", "h:1"], "--zk needs --groups"),
-    (["cluster", "up", "--groups", "2", "--replicas", "9"], "--replicas must be between 1 and 5"),
+    (["cluster", "up", "--groups", "2", "--replicas", "9"], "--replicas must be within [1, 5]"),
     (["controller", "--zk", "h:1", "--session-timeout", "0.01"],
      "--session-timeout must be within [0.2, 60]"),
     (["controller", "--zk", "h:x"], "bad ZooKeeper address"),
@@ -35,7 +35,8 @@ def test_refused_by_name(capsys, tmp_path, argv, message):
 
 def test_serve_on_a_port_in_use_opens_nothing(tmp_path, capsys):
     """Rough edge 3: `broker serve` on a port in use exited 1 after opening the store and
-    leaving `store/abort`, so the next start recovered as after a crash."""
+    leaving `store/abort`, so the next start recovered as after a crash; and (issue 59)
+    it left the --data directory it had made, empty."""
     import socket
 
     from broker_core.cluster.ports import free_port_range
@@ -44,8 +45,8 @@ def test_serve_on_a_port_in_use_opens_nothing(tmp_path, capsys):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", port + 1))
         busy.listen()
-        code = main(["broker", "serve", "--name", "b", "--data", str(tmp_path / "b"),
+        code = main(["broker", "serve", "--name", "b", "--data", str(tmp_path / "new" / "b"),
                      "--port", str(port), "--http-port", str(port + 1)])
     err = capsys.readouterr().err
     assert code == 1 and f"HTTP port {port + 1} in use" in err and err.count("\n") == 1
-    assert not (tmp_path / "b" / "store").exists()
+    assert not (tmp_path / "new").exists()

@@ -75,3 +75,62 @@ def test_a_spark_failure_is_one_line_naming_the_jvm_log_and_no_jvm_noise(tmp_pat
     assert str(log) == m.group(1)  # in the temp directory, kept after the failure
     assert "Exception" in log.read_text()
     assert not (tmp_path / "out" / "report.html").exists()
+
+
+@pytest.fixture
+def spark_calls(monkeypatch, tmp_path):
+    """The reports' Spark jobs replaced by ones that keep what they were handed; the
+    working directory is tmp_path, holding a metrics log at ./log."""
+    from spark_reports.jobs import capacity, compact, heatmap
+
+    handed: dict[str, object] = {}
+
+    def fake_heatmap(opts):
+        handed["heatmap"] = opts
+        return {"verdict": {"pass": True}}
+
+    def fake_compact(opts):
+        handed["compact"] = opts
+        return {"days": []}
+
+    def fake_capacity(args):
+        handed["capacity"] = args
+        return {"verdict": {"pass": True}}
+
+    monkeypatch.setattr(heatmap, "run_heatmap", fake_heatmap)
+    monkeypatch.setattr(compact, "run_compact", fake_compact)
+    monkeypatch.setattr(capacity, "run", fake_capacity)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    day = tmp_path / "log" / "latency" / "date=2026-11-11"
+    day.mkdir(parents=True)
+    (day / "part-0.parquet").write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    return handed
+
+
+@pytest.mark.parametrize("remote", ["flag", "env"])
+def test_relative_paths_reach_a_connect_server_as_typed_here(spark_calls, tmp_path,
+                                                             monkeypatch, remote):
+    """Issue 59: `report heatmap --input log --remote sc://...` sent `log` as typed, and
+    the Spark Connect server read its own ./log."""
+    if remote == "env":
+        monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
+    flag = ["--remote", "sc://127.0.0.1:15002"] if remote == "flag" else []
+    assert main(["report", "heatmap", "--input", "log", "--out", "out", *flag, "--json"]) == 0
+    opts = spark_calls["heatmap"]
+    assert (opts.input, opts.out) == (str(tmp_path / "log"), str(tmp_path / "out"))
+    assert main(["report", "compact", "--input", "./log", *flag, "--json"]) == 0
+    assert spark_calls["compact"].input == str(tmp_path / "log")
+    assert main(["report", "capacity", "--input", "log", "--out", "plan", "--heatmap", "out",
+                 "--target-date", "2027-11-11", *flag, "--json"]) == 0
+    args = spark_calls["capacity"]
+    assert (args.input, args.out, args.heatmap) == tuple(
+        str(tmp_path / name) for name in ("log", "plan", "out"))
+
+
+def test_uris_and_local_runs_keep_their_paths(spark_calls, tmp_path):
+    assert main(["report", "heatmap", "--input", "log", "--out", "out", "--json"]) == 0
+    assert (spark_calls["heatmap"].input, spark_calls["heatmap"].out) == ("log", "out")
+    assert main(["report", "compact", "--input", f"file://{tmp_path}/log", "--remote",
+                 "sc://127.0.0.1:15002", "--json"]) == 0
+    assert spark_calls["compact"].input == f"file://{tmp_path}/log"

@@ -99,14 +99,18 @@ def test_a_broker_whose_writes_are_wiped_is_passed_over_and_takes_them_back(clus
 @pytest.mark.parametrize(("args", "message"), [
     (["create", "--topic", "bad topic!"], "illegal topic name 'bad topic!'"),
     (["create", "--topic", "orders.eu"], "illegal topic name 'orders.eu'"),  # no store takes it
-    (["create", "--topic", "t", "--queues", "0"], "--queues must be 1..1024, got 0"),
+    (["create", "--topic", "t", "--queues", "0"], "--queues must be within [1, 1024], got 0"),
     (["create", "--topic", "t", "--perm", "x"], "permission must be one of rw, r, w, -"),
     (["delete", "--topic", "%bad topic"], "illegal topic name '%bad topic'"),
     (["wipe-write", "--broker", "nosuch"], "not in "),
     (["list", "--hottest", "-1"], "--hottest must be >= 0, got -1"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(cluster, capsys, args, message):
-    assert topic(cluster, *args) == 2
+    try:
+        code = topic(cluster, *args)
+    except SystemExit as exc:  # a numeric flag's range: refused as the line is read
+        code = exc.code
+    assert code == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
