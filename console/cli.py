@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "console.commands.console_cmd",
     "console.commands.status_cmd",
     "console.commands.trace_cmd",
+    "console.commands.incident_cmd",
     # running and drilling brokers
     "console.commands.broker_cmd",
     "console.commands.cluster_cmd",
@@ -67,6 +68,9 @@ class Parser(argparse.ArgumentParser):
         )
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        # a numeric flag's refusal (commands.common.Bounded) in the words of the commands'
+        # own: "--brokers must be >= 1, got 0", not "argument --brokers: must be ..."
+        message = re.sub(r"^argument (-\S+): (?=must be )", r"\1 ", message)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 
@@ -161,6 +165,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"floodgate {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    code = EXIT_FAILED
+    try:
+        code = _run(args, debug)
+        return code
+    finally:
+        from console import command_events
+
+        command_events.record(args, sys.argv[1:] if argv is None else argv, code)
+
+
+def _run(args, debug: bool) -> int:
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

@@ -31,9 +31,17 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.floodgate-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[dev]'
+  # a first run takes a minute or two: say so, and keep pip's build chatter in a log
+  # that is shown only when it fails
+  echo "setup: installing floodgate and its Python packages into .venv (log: .venv/setup.log) ..."
+  if ! { .venv/bin/pip install -q --disable-pip-version-check --upgrade pip &&
+         .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'; } >.venv/setup.log 2>&1; then
+    tail -n 30 .venv/setup.log >&2
+    echo "setup: pip failed (whole log: .venv/setup.log)" >&2
+    exit 1
+  fi
   touch "$stamp"
+  echo "setup: done"
 fi
 if [ "${1:-}" = "--bench" ]; then
   .venv/bin/pip install -q -e '.[dev,bench]'

@@ -97,9 +97,10 @@ def broker_argv(
     ]
 
 
-def controller_argv(zk: str, cluster: str, name: str) -> list[str]:
+def controller_argv(zk: str, cluster: str, name: str, events: Path | None = None
+                    ) -> list[str]:
     return [sys.executable, "-m", "console.cli", "controller", "--zk", zk, "--cluster", cluster,
-            "--name", name]
+            "--name", name, *(["--events", str(events)] if events is not None else [])]
 
 
 def last_line(log: Path | None) -> str:
@@ -302,7 +303,8 @@ class Cluster:
                       else {}),
                    **({tls.ENV_CA: str(self.tls_ca)} if self.tls_ca else {})}
         proc = subprocess.Popen([*self._prefix(name),
-                                 *controller_argv(self.file.zk, self.file.name, name)],
+                                 *controller_argv(self.file.zk, self.file.name, name,
+                                                 self.data.resolve() / "events.jsonl")],
                                 stdout=logfile, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, process_group=0, env=env)
         logfile.close()

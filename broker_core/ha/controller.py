@@ -103,11 +103,12 @@ class Controller:
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time,
                  log_ends: Callable[[dict[str, Registration]], dict[str, int]] | None = None,
-                 ) -> None:
+                 events=None) -> None:
         """`log_ends(registrations)`: each live broker's log end, asked of the brokers
         themselves (`cluster.roles.log_ends`, the controller command's); a broker left
         out did not answer. Without it every log counts as equally long. Passed in
-        because asking a broker is client work, which this room does not import."""
+        because asking a broker is client work, which this room does not import.
+        `events`: an observe.events.EventLog each failover is appended to as well."""
         from kazoo.client import KazooClient
         from kazoo.retry import KazooRetry
 
@@ -120,6 +121,7 @@ class Controller:
         self._clock = clock
         self._wall = wall  # stamps the records and events it writes
         self._log_ends = log_ends or (lambda regs: {})
+        self.events = events
         self._stop = threading.Event()
         self._dirty = threading.Event()
         self._grace_until = 0.0
@@ -342,14 +344,28 @@ class Controller:
                     rec.master, rec.epoch, ",".join(rec.in_sync),
                     f" old_master={decision.old_master}" if decision.old_master else "")
         if decision.kind == "failover":
+            doc = {"time": self._wall(), "kind": "failover", "group": group,
+                   "old_master": decision.old_master, "new_master": rec.master,
+                   "epoch": rec.epoch, "controller": self.name,
+                   "down_since": old.changed if old else None}
             try:
-                add_event(self.zk, self.paths, {
-                    "time": self._wall(), "kind": "failover", "group": group,
-                    "old_master": decision.old_master, "new_master": rec.master,
-                    "epoch": rec.epoch, "controller": self.name,
-                    "down_since": old.changed if old else None})
+                add_event(self.zk, self.paths, doc)
             except Exception:  # noqa: BLE001 - the failover stands without its event
                 log.exception("recording the failover event")
+            self._log_failover(doc)
+
+    def _log_failover(self, doc: dict) -> None:
+        """The failover in the events log too (the post-mortem's timeline)."""
+        if self.events is None:
+            return
+        text = (f"{doc['group']} failed over: {doc['new_master']} master at epoch "
+                f"{doc['epoch']} (was {doc['old_master']})")
+        try:
+            self.events.append("failover", text, severity="warning", subject=doc["group"],
+                               at=doc["time"],
+                               **{k: doc[k] for k in ("old_master", "new_master", "epoch")})
+        except OSError:
+            log.exception("writing the failover to the events log")
 
     def _note_waiting(self, group: str, record: GroupRecord | None, alive: dict) -> None:
         if record is None or record.master in alive:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.commands.common import POSITIVE, add_subparser, checked, number, print_json
+from console.commands.common import add_subparser, positive_float, print_json, seed
 from console.errors import CommandFailed, UsageError
 
 
@@ -15,11 +15,13 @@ def register(dsub) -> None:
                       "every acknowledged message read back (openchaos-style)")
     p.add_argument("--cluster", type=Path, required=True, metavar="FILE",
                    help="cluster.toml of `floodgate cluster up --groups G --netns --restart`")
-    number(p, "--duration", POSITIVE, default=60.0, help="seconds under faults (60)")
+    p.add_argument("--duration", type=positive_float, default=60.0,
+                   help="seconds under faults (60)")
     p.add_argument("--faults", default="partition,isolate,kill,pause,loss,delay",
                    metavar="KIND,...", help="fault kinds the nemesis draws from (all)")
-    p.add_argument("--seed", type=int, default=1, help="the nemesis's random seed (1)")
-    number(p, "--rate", POSITIVE, default=200.0, help="messages per second (200)")
+    p.add_argument("--seed", type=seed, default=1, help="the nemesis's random seed (1)")
+    p.add_argument("--rate", type=positive_float, default=200.0,
+                   help="messages per second (200)")
     p.add_argument("--history", type=Path, metavar="FILE",
                    help="where the history goes (default: DIR/chaos-<time>.jsonl beside "
                    "the cluster file; the report beside it, .report.json)")
@@ -71,7 +73,6 @@ def report_lines(r) -> list[str]:
     return lines
 
 
-@checked
 def run_chaos_cmd(args) -> int:
     from broker_core.cluster.chaos import ChaosSpec, run_chaos
     from broker_core.cluster.cluster_file import load_cluster
@@ -83,6 +84,7 @@ def run_chaos_cmd(args) -> int:
     chaos = ChaosSpec(duration=args.duration, faults=faults, seed=args.seed, rate=args.rate,
                       history=args.history)
     report = run_chaos(spec, chaos, Path(args.cluster).parent)
+    args.event_fields = {"lost": report.lost, "duplicated": report.duplicates_stored}
     if args.json:
         print_json(report.to_dict())
     else:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 
 from broker_core.ha.records import SESSION_S
-from console.commands.common import add_subparser
+from console.commands.common import add_subparser, float_range
 from console.errors import UsageError
 from console.logs import configure_logging
+
+SESSION_RANGE = float_range(0.2, 60)  # seconds, as `broker serve --zk-session-timeout`
 
 
 def register(sub) -> None:
@@ -17,14 +20,19 @@ def register(sub) -> None:
     p.add_argument("--zk", required=True, metavar="HOST:PORT[,...]", help="ZooKeeper")
     p.add_argument("--cluster", default="floodgate", metavar="NAME",
                    help="cluster name: its records live under /floodgate/NAME (floodgate)")
-    p.add_argument("--session-timeout", type=float, default=SESSION_S, metavar="SECONDS",
-                   help=f"this controller's ZooKeeper session ({SESSION_S:g}): a dead leader "
-                   "is replaced this long after it died")
-    p.add_argument("--broker-session-timeout", type=float, default=SESSION_S,
+    p.add_argument("--session-timeout", type=SESSION_RANGE, default=SESSION_S,
                    metavar="SECONDS",
-                   help=f"the brokers' session timeout ({SESSION_S:g}): after its own link to "
-                   "ZooKeeper was down, the controller waits 1.5 x this before judging brokers")
+                   help=f"this controller's ZooKeeper session, 0.2-60 ({SESSION_S:g}): a dead "
+                   "leader is replaced this long after it died")
+    p.add_argument("--broker-session-timeout", type=SESSION_RANGE, default=SESSION_S,
+                   metavar="SECONDS",
+                   help=f"the brokers' session timeout, 0.2-60 ({SESSION_S:g}): after its own "
+                   "link to ZooKeeper was down, the controller waits 1.5 x this before judging "
+                   "brokers")
     p.add_argument("--name", help="this controller's name in the election (host-pid)")
+    p.add_argument("--events", type=Path, metavar="FILE",
+                   help="append each failover to this events log too (cluster up: "
+                   "events.jsonl in the cluster's data dir)")
     p.set_defaults(func=run)
 
 
@@ -38,14 +46,15 @@ def run(args) -> int:
         hosts = parse_zk(args.zk)
     except BrokerError as exc:
         raise UsageError(f"--zk: {exc}") from None
-    for flag, value in (("--session-timeout", args.session_timeout),
-                        ("--broker-session-timeout", args.broker_session_timeout)):
-        if not 0.2 <= value <= 60:
-            raise UsageError(f"{flag} must be within [0.2, 60] seconds, got {value:g}")
     configure_logging()
+    events = None
+    if args.events is not None:
+        from broker_core.observe.events import EventLog
+
+        events = EventLog(args.events.resolve(), "controller")
     controller = Controller(hosts, args.cluster, session_s=args.session_timeout,
                             broker_session_s=args.broker_session_timeout, name=args.name,
-                            log_ends=log_ends)
+                            log_ends=log_ends, events=events)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: threading.Thread(target=controller.stop).start())
     controller.run()

@@ -33,7 +33,7 @@ def register(sub) -> None:
     parser = add_subparser(sub, "demo", "a local cluster under load with injected faults, "
                                         "watched in the console")
     parser.add_argument("--brokers", type=int, default=6, help="brokers to start (6: fuse cap 1)")
-    parser.add_argument("--groups", type=int, default=0, metavar="G",
+    parser.add_argument("--groups", type=int, metavar="G",
                         help="replicated instead: G groups of master + slave, sync replication, "
                              "a controller and ZooKeeper; act 3 kills group-1's master "
                              "(make demo: 4)")
@@ -79,9 +79,7 @@ def register(sub) -> None:
 def _check(args) -> None:
     if args.brokers < 1:
         raise UsageError("--brokers must be at least 1")
-    if args.rate is None:
-        args.rate = RATE_REPLICATED if args.groups else RATE_SINGLE
-    if args.rate <= 0:
+    if args.rate is not None and args.rate <= 0:
         raise UsageError(f"--rate must be positive, got {args.rate:g}")
     if not 0 <= args.trace_rate <= 1:
         raise UsageError("--trace-rate must be within [0, 1]")
@@ -91,11 +89,21 @@ def _check(args) -> None:
         raise UsageError("--json needs --headless SECONDS (the TUI is not JSON)")
     if args.with_tui and args.headless is None:
         raise UsageError("--with-tui needs --headless SECONDS (without it the TUI runs anyway)")
-    if not 0 <= args.groups <= 16:
-        raise UsageError("--groups must be between 1 and 16 (0: single-copy brokers)")
+    if args.groups is not None and not 1 <= args.groups <= 16:
+        # (0 ran six single-copy brokers: leave --groups out for those)
+        raise UsageError(f"--groups must be between 1 and 16, got {args.groups} (without "
+                         "--groups: single-copy brokers)")
+    args.groups = args.groups or 0
+    if args.rate is None:
+        args.rate = RATE_REPLICATED if args.groups else RATE_SINGLE
     ports = 3 * 2 * args.groups + 2 if args.groups else 2 * args.brokers + 1
     if not 1024 <= args.base_port <= 65535 - ports:
         raise UsageError("--base-port must leave room for every broker below 65536")
+    if args.headless is None and not sys.stdout.isatty():
+        # Textual then draws an 80x24 frame into the pipe, over whatever the terminal shows
+        raise UsageError("the console needs a terminal on stdout, and it is piped or "
+                         "redirected (`make demo | tee`?): run it in a terminal, or use "
+                         "--headless SECONDS for a run with a summary instead")
 
 
 def run(args) -> int:
@@ -109,8 +117,10 @@ def run(args) -> int:
     demo = Demo(opts)
     stop = threading.Event()
     log_file = demo.data_dir / "demo.log"
-    where = f"logs in {log_file}" + (" (removed at exit; --data DIR keeps them)"
-                                     if demo.removes_data else "")
+    temporary = demo.removes_data  # (no longer known once stopped: the dir is gone)
+    where = ("logs on stderr" if args.headless is not None else f"logs in {log_file}") + (
+        f" (data in {demo.data_dir}, removed at exit; --data DIR keeps it)" if temporary
+        else f" (data in {demo.data_dir}, kept)")
     if args.headless is None:
         # Textual owns the terminal: logs go to a file (this run's own), not over the screen
         log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -124,6 +134,7 @@ def run(args) -> int:
                  "fault-free ones may read SLOW)")
     print(f"starting {what} on ports {args.base_port}.. and a producer at "
           f"{args.rate:g} msgs/s; {where} …", file=sys.stderr)
+    demo_data = demo.data_dir
     demo.start()
     unweighted = demo.weigh_session()  # after the start: its stop() puts the weight back
     if unweighted is not None:
@@ -161,10 +172,15 @@ def run(args) -> int:
         return 0
     finally:
         demo.stop()
-        if not demo.removes_data and demo.cluster is not None:  # closed at the brokers' stop
-            metrics = demo.cluster.metrics_dir
-            print(f"the brokers' metrics log: {metrics} (floodgate report heatmap --input "
-                  f"{metrics} --out DIR)", file=sys.stderr)
+        if temporary:
+            print(f"the demo's data ({demo_data}) was temporary and is removed: run it with "
+                  "--data DIR to keep its events and metrics for `floodgate incident export`",
+                  file=sys.stderr)
+        elif demo.cluster is not None:  # the logs are closed at the brokers' stop
+            print(f"the demo's data is kept in {demo_data}: its post-mortem with `floodgate "
+                  f"incident export --data {demo_data} --out incident.html`; its heatmap with "
+                  f"`floodgate report heatmap --input {demo.cluster.metrics_dir} --out DIR`",
+                  file=sys.stderr)
 
 
 def _narration(demo):

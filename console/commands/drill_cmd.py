@@ -6,11 +6,9 @@ from pathlib import Path
 
 from console.commands.common import (
     ONE_COPY,
-    POSITIVE,
-    Range,
     add_subparser,
-    checked,
-    number,
+    int_range,
+    positive_float,
     print_json,
 )
 from console.errors import CommandFailed, UsageError
@@ -24,11 +22,14 @@ def register(sub) -> None:
     p.add_argument("--cluster", type=Path, required=True, metavar="FILE",
                    help="cluster.toml of `floodgate cluster up --groups G --replicas R`")
     p.add_argument("--group", metavar="NAME", help="group whose master dies (the first)")
-    number(p, "--rate", POSITIVE, default=2000.0, help="messages per second (2000)")
-    number(p, "--duration", POSITIVE, default=30.0, help="seconds of producing (30)")
-    number(p, "--kill-after", POSITIVE, default=10.0, help="seconds before the kill (10)")
-    number(p, "--size", Range(24, 4 * 1024 * 1024), type=int, default=128,
-           help="message body bytes (128)")
+    p.add_argument("--rate", type=positive_float, default=2000.0,
+                   help="messages per second (2000)")
+    p.add_argument("--duration", type=positive_float, default=30.0,
+                   help="seconds of producing (30)")
+    p.add_argument("--kill-after", type=positive_float, default=10.0,
+                   help="seconds before the kill (10)")
+    p.add_argument("--size", type=int_range(24, 4 << 20), default=128,  # 24: run id and seq
+                   help="message body bytes, 24 to 4 MiB (128)")
     p.add_argument("--topic", default="drill", help="topic produced to and read back (drill)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
     p.set_defaults(func=run_failover)
@@ -68,7 +69,6 @@ def report_lines(result, restarts: bool = False) -> list[str]:
     return lines
 
 
-@checked
 def run_failover(args) -> int:
     from broker_core.cluster.cluster_file import load_cluster
     from broker_core.cluster.drill import DrillSpec, run_drill
@@ -79,6 +79,9 @@ def run_failover(args) -> int:
     spec = load_cluster(args.cluster)
     result = run_drill(spec, DrillSpec(args.group, args.rate, args.duration, args.kill_after,
                                        args.size, args.topic))
+    # what the post-mortem's impact section quotes (console.command_events)
+    args.event_fields = {"lost": result.lost, "duplicated": result.duplicates,
+                         "failover_s": result.failover_s}
     if args.json:
         print_json(result.to_dict())
     else:

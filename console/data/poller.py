@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from console.config import ConsoleConfig
@@ -67,6 +68,9 @@ class Poller:
         self._first = {"producers": threading.Event(), "host": threading.Event()}
         self._threads: list[threading.Thread] = []
         self.poll_seconds: dict[str, float] = {}  # last duration per source (diagnostics)
+        self.alert_events = None  # ConsoleEvents once started on a cluster file's cluster
+        self.event_tail = None  # ... and the events log as it grows (the alerts screen's)
+        self._logged: tuple[dict, ...] = ()
 
     @classmethod
     def from_config(cls, cfg: ConsoleConfig, **kwargs) -> Poller:
@@ -100,6 +104,11 @@ class Poller:
                             self.cfg.sla_max_s, self.cfg.sla_mean_s, self.cfg.groups)
         with self._lock:
             self.state = state
+        if self.alert_events is not None:
+            self.alert_events.record(prev, state)
+            if self.event_tail.poll():
+                self._logged = tuple(self.event_tail.recent)
+            state = replace(state, logged=self._logged)
         self.on_state(state)
         return state
 
@@ -110,6 +119,13 @@ class Poller:
 
     # --- workers -----------------------------------------------------------------
     def start(self) -> Poller:
+        if self.cfg.cluster is not None and self.cfg.replay is None:
+            from broker_core.observe.events import EventTail, events_path_of
+            from console.data.console_events import ConsoleEvents
+
+            # a console that runs (not `status`, one look) writes the alert history
+            self.alert_events = ConsoleEvents(events_path_of(self.cfg.cluster))
+            self.event_tail = EventTail(events_path_of(self.cfg.cluster))
         plan = [("producers", self.poll_producers, self.cfg.refresh),
                 ("host", self.poll_host, self.cfg.host_refresh),
                 ("brokers", self.poll_brokers, self.cfg.refresh)]
@@ -142,6 +158,8 @@ class Poller:
             close = getattr(src, "close", None)
             if close:
                 close()
+        if self.alert_events is not None:
+            self.alert_events.close()
 
 
 def _doc_time(samples) -> float:

@@ -134,6 +134,7 @@ class ClusterState:
     sla: Sla = Sla()
     consumers: tuple[GroupView, ...] = ()  # consumer groups, worst first
     flow: FlowView = field(default_factory=FlowView)
+    logged: tuple[dict, ...] = ()  # the newest of the cluster's events log, oldest first
 
     def group(self, name: str) -> GroupView | None:
         return next((g for g in self.consumers if g.name == name), None)
@@ -152,16 +153,22 @@ class ClusterState:
 # --- the state -----------------------------------------------------------------
 
 
-def _isolation(producers: Sequence[ProducerView]) -> dict[str, str]:
+def _isolation(producers: Sequence[ProducerView]) -> tuple[dict[str, str], dict[str, str]]:
     """Broker name -> why a producer's fuse excludes it, with the evidence of the call that
-    isolated it ("fuse of demo: slow, a call of 100.8 ms, the line 10.0 ms")."""
+    isolated it ("fuse of demo: slow, a call of 100.8 ms, the line 10.0 ms"); and name ->
+    why one isolated too serves anyway (the cap full: the earliest isolated serve again),
+    so that a row shown UP says why the fuse line names it."""
     out: dict[str, str] = {}
+    overflow: dict[str, str] = {}
     for p in producers:
         for name in p.excluded:
             why = p.counts.entry(name).get("reason", "isolated")
             detail = isolated_by(p.fuse, name)
             out.setdefault(name, f"fuse of {p.name}: {why}" + (f", {detail}" if detail else ""))
-    return out
+        for name in p.counts.overflow:
+            why = p.counts.entry(name).get("reason", "isolated")
+            overflow.setdefault(name, f"fuse of {p.name}: {why}, serving as overflow (cap full)")
+    return out, overflow
 
 
 def _judge(send10: OpWindow, sla_max_s: float) -> str:
@@ -197,7 +204,8 @@ def _failing(send10: OpWindow, last: str) -> str:
 
 
 def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping[str, str],
-                now: float, down_after: int, sla_max_s: float) -> BrokerView:
+                now: float, down_after: int, sla_max_s: float,
+                overflow: Mapping[str, str] | None = None) -> BrokerView:
     stats = sample.stats
     if stats is None:
         failures = (prev.failures if prev else 0) + 1
@@ -216,6 +224,8 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
     # a replicated cluster's producers route, and so isolate, groups: its master is out
     fused = isolated.get(name) or (isolated.get(ha.group) if ha and ha.role == "MASTER"
                                    else None)  # fmt: skip
+    spare = overflow.get(name) or (overflow.get(ha.group) if ha and ha.role == "MASTER"
+                                   else None) if overflow else None
     if fused:
         state, reason = "ISOLATED", fused + (f"; {slow}" if slow else "")
     elif failing:
@@ -223,7 +233,7 @@ def broker_view(sample: BrokerSample, prev: BrokerView | None, isolated: Mapping
     elif slow:
         state, reason = "SLOW", slow
     else:
-        state, reason = "UP", ""
+        state, reason = "UP", spare or ""
     return BrokerView(
         key=sample.key, name=name, state=state, reason=reason, failures=0,
         group=ha.group if ha else None, role=ha.role if ha else None,
@@ -335,12 +345,12 @@ def build_state(samples: Sequence[BrokerSample], producers: Sequence[ProducerSam
                 groups: Mapping[str, str] | None = None) -> ClusterState:
     """The next state from one poll of every broker (and the latest producer answers)."""
     pviews = tuple(producer_view(p) for p in producers)
-    isolated = _isolation(pviews)
+    isolated, overflow = _isolation(pviews)
     before = {b.key: b for b in prev.brokers} if prev else {}
     groups = groups or {}
     brokers = without_copied_lag(with_peers([
-        in_group(broker_view(s, before.get(s.key), isolated, now, down_after, sla_max_s),
-                 groups) for s in samples]))
+        in_group(broker_view(s, before.get(s.key), isolated, now, down_after, sla_max_s,
+                             overflow), groups) for s in samples]))
     up, units = serving(brokers)
     answered = (prev.answered if prev else 0) + up
     asked = (prev.asked if prev else 0) + units

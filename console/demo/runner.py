@@ -13,7 +13,7 @@ Pieces, all stopped by `Demo.stop()` in reverse order:
   producer group flooding past its quota, in a process of their own
   (`console.demo.clients`), so the console shows backlog and throttling;
 - the fault script (`console.demo.script`, repeated every `CYCLE_S`), played by
-  `_fault_loop` through the brokers' admin endpoints.
+  `console.demo.faults` through the brokers' admin endpoints.
 Only a data directory the demo created itself is removed at the end.
 """
 
@@ -31,18 +31,11 @@ from pathlib import Path
 
 from broker_core.cluster.ports import port_free
 from console.demo.clients import PARTS as CLIENT_PARTS
-from console.demo.script import (
-    CYCLE_S,
-    FAULT_SCRIPT,
-    HA_FAULT_SCRIPT,
-    FaultAction,
-    fault_kind,
-    script_targets,
-)
+from console.demo.faults import FaultPlayer
+from console.demo.script import DEMO_TOPIC, FaultAction
 
 log = logging.getLogger("floodgate.demo")
 
-DEMO_TOPIC = "demo"
 DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
 # The load starts this long after the cluster is up: the console, the clients process and
 # the producer's start (imports, TLS handshakes, sign-ins) happen meanwhile. Their imports
@@ -115,6 +108,8 @@ class Demo:
         self._transitions: dict[tuple, dict] = {}
         self.routes = None  # replicated demo: who is master of each group
         self._script_start: float | None = None  # monotonic: the fault script's cycle began
+        self.events = None  # observe.events.EventLog in the data dir, once started
+        self.fault_player = FaultPlayer(self)  # the script's acts (console.demo.faults)
 
     @property
     def producer_port(self) -> int:
@@ -168,6 +163,12 @@ class Demo:
             raise CommandFailed(f"port(s) {', '.join(map(str, busy[:5]))} in use: "
                                 f"pick another --base-port")
         data = o.data or self._made_data
+        from broker_core.observe.events import EventLog
+
+        self.events = EventLog(data, "demo")
+        self.fault_player.event("note", f"demo started: {o.groups or o.brokers} "
+                    f"{'groups' if o.groups else 'brokers'}, {o.rate:g} msgs/s"
+                    + ("" if o.faults else ", no faults"))
         try:
             if o.groups:
                 from broker_core.ha.routes import routes_for
@@ -193,7 +194,7 @@ class Demo:
             self._script_start = time.monotonic()  # the clients' cycle began just before
             self._spawn(lambda: self._start_load(time.time() + LOAD_AFTER_S), "load")
             if o.faults:
-                self._spawn(self._fault_loop, "faults")
+                self._spawn(self.fault_player.loop, "faults")
         except BaseException:
             self.stop()
             raise
@@ -322,80 +323,6 @@ class Demo:
         return ConsoleConfig(brokers=brokers, groups=groups, producers=[self.producer_addr],
                              title="floodgate demo", cluster=self.cluster.path).validate()
 
-    # --- faults --------------------------------------------------------------------
-    def _target(self, number: int) -> tuple[str, object]:
-        """(the name the fuse knows, the broker entry) of a script's target: broker
-        number N, or in a replicated demo group-N (its master now)."""
-        if not self.opts.groups:
-            entry = self.cluster.file.brokers[number - 1]
-            return entry.name, entry
-        group = f"group-{min(number, self.opts.groups)}"
-        record = self.routes.records.get(group)
-        return group, self.cluster.file.broker(record.master) if record else \
-            self.cluster.file.groups[group][0]
-
-    def _fault(self, number: int, body: dict | None) -> None:
-        from broker_core.client.admin import fault
-
-        name, entry = self._target(number)
-        text = "clear" if body is None else ", ".join(f"{k}={v}" for k, v in body.items())
-        asked = time.time()
-        try:
-            if body is not None and body.get("rewind_group"):
-                name = body["rewind_group"]  # a consumer group, not a broker
-                text = self._rewind(name, body["back_s"])
-            elif body is not None and body.get("kill"):
-                text = self._kill(entry)
-            else:
-                fault(entry.http, "DELETE" if body is None else "POST", body)
-                if self.opts.groups:
-                    text += f" on master {entry.name}"
-        except Exception as exc:  # noqa: BLE001 - a dead broker must not end the demo
-            text += f" (failed: {exc})"
-        node = "" if fault_kind(body) == "rewind" or entry.name == name else entry.name
-        self.actions.append(FaultAction(asked, name, text, fault_kind(body), node))
-        log.info("fault broker=%s %s", name, text)
-
-    def _rewind(self, group: str, back_s: float) -> str:
-        """A consumer group's offsets moved back by time on every broker, as `floodgate
-        offsets reset --to-time` does, with its consumers online."""
-        from broker_core.client.admin import offsets
-
-        now = time.time()
-        body = {"group": group, "topic": DEMO_TOPIC, "to": "time",
-                "value": int((now - back_s) * 1000), "epoch": int(now * 1000)}
-        replayed = 0
-        for b in self.cluster.file.brokers:
-            doc = offsets(b.http, "POST", body)
-            if doc.get("role") != "SLAVE":
-                replayed += sum(max(0, q["old"] - q["new"]) for q in doc["queues"]
-                                if q["old"] >= 0)
-        return (f"offsets of group {group} reset {back_s:g} s back: {replayed:,} messages "
-                f"read again (`floodgate offsets reset --to-time`)")
-
-    def _kill(self, entry) -> str:
-        proc = self.cluster.procs.get(entry.name)
-        if proc is None or proc.poll() is not None:
-            return f"master {entry.name} already down"
-        proc.kill()
-        return (f"SIGKILL master {entry.name} (pid {proc.pid}): its slave takes over, "
-                "the supervisor brings it back as slave")
-
-    def _fault_loop(self) -> None:
-        targets = script_targets(self.opts.brokers)
-        script = HA_FAULT_SCRIPT if self.opts.groups else FAULT_SCRIPT
-        if self.opts.groups:
-            targets = {n: n for _at, n, _b in script}
-        start = self._script_start
-        cycle = 0
-        while not self._stop.is_set():
-            for at, number, body in script:
-                due = start + cycle * CYCLE_S + at
-                if self._stop.wait(max(0.0, due - time.monotonic())):
-                    return
-                self._fault(targets[number], body)
-            cycle += 1
-
     def script_elapsed(self) -> float:
         """Seconds since the scripts began (0 before they have)."""
         start = self._script_start
@@ -430,6 +357,8 @@ class Demo:
     # --- stop ------------------------------------------------------------------------
     def stop(self) -> None:
         self._stop.set()
+        if self.events is not None and self._made_data is None:  # its events outlive it
+            self.fault_player.event("note", "demo stopped")
         if self.cluster is not None:
             self.cluster.stop_supervising()
         for clients in self.clients:

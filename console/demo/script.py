@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEMO_TOPIC = "demo"  # the topic the demo's producer sends to and its groups consume
 STALLS = {"stall_ms": 800.0, "stall_every_s": 3.0, "stall_random": True}
 ERRORS = {"error_rate": 0.2}
 # (seconds into the cycle, broker number (1-based), fault body or None to clear)

@@ -40,7 +40,7 @@ class FloodgateApp(App):
              "host": HostScreen, "alerts": AlertsScreen,
              "trace": TraceScreen}
     DEFAULT_MODE = "cluster"
-    HINT_S = 20  # how long the start hint stays
+    HINT_S = 8  # how long the start hint stays (a toast sits over the alerts and the whys)
     BINDINGS = [
         Binding("c", "cluster", "Cluster"),
         Binding("g", "switch_mode('consumers')", "Groups"),

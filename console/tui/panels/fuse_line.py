@@ -70,7 +70,7 @@ def describe_fuse(c: FuseCounts) -> str:
     if cap := _cap(c):
         parts.append(cap)
     if c.overflow:
-        parts.append(f"{_overflow(c)}, serving as overflow (the cap is full: the earliest isolated serve again)")
+        parts.append(f"{_overflow(c)}, serving as overflow")
     return "; ".join(parts)
 
 

@@ -1,4 +1,5 @@
-"""Every SLA alert of the session, raised and cleared, newest first."""
+"""Every SLA alert of the session, raised and cleared, newest first; below, the cluster's
+events log: what happened and when, across sessions, as the post-mortem will read it."""
 
 from __future__ import annotations
 
@@ -13,5 +14,8 @@ class AlertsScreen(StateScreen):
     def compose(self):
         yield Header()
         with VerticalScroll(id="alerts"):
-            yield PanelView("alerts", id="alerts-list", title="alerts")
+            yield PanelView("alerts", id="alerts-list", title="alerts (this session)")
+            yield PanelView("event_log", id="event-log",
+                            title="events log (events.jsonl: alerts, fuse, failovers, faults, "
+                                  "commands)")
         yield Footer()

@@ -113,6 +113,19 @@ def test_isolated_when_a_producer_fuse_excludes_it():
     assert s.brokers[0].reason == "fuse of bench: slow, a call of 100.8 ms, the line 10.0 ms"
 
 
+def test_a_broker_serving_as_overflow_is_up_and_says_why_the_fuse_names_it():
+    """The fuse line said `group-2 slow, serving as overflow` while its row read UP, blank."""
+    fuse = {"cap": 1, "excluded": ["broker-1"], "overflow": ["broker-2"],
+            "isolated": [{"broker": "broker-1", "reason": "error", "left_s": 30},
+                         {"broker": "broker-2", "reason": "slow", "left_s": 20,
+                          "overflow": True}]}
+    s = build_state([sample(doc()), sample(doc("broker-2"), key="h2")],
+                    [producer({"producer": "bench", "fuse": fuse})], now=1)
+    assert [(b.state, b.reason) for b in s.brokers] == [
+        ("ISOLATED", "fuse of bench: error"),
+        ("UP", "fuse of bench: slow, serving as overflow (cap full)")]
+
+
 def test_down_beats_isolated():
     fuse = {"cap": 1, "excluded": ["broker-1"], "isolated": []}
     s = build_state([sample(None, "refused")], [producer({"fuse": fuse})], now=1)

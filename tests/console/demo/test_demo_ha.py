@@ -12,6 +12,7 @@ import pytest
 from broker_core.cluster.ports import free_port_range
 from broker_core.cluster.roles import broker_role
 from broker_core.cluster.zookeeper import available as zk_missing
+from broker_core.observe.events import read_events
 from console.demo.runner import Demo, DemoOptions
 from console.demo.script import KILL, REWIND
 from tests.waiting import wait_for
@@ -31,11 +32,11 @@ def test_replicated_demo_kill_act(tmp_path):
     try:
         old = demo.routes.records["group-1"]
         acked = wait_for(lambda: demo.load_totals()["acked"], 10, "the load acknowledged")
-        demo._fault(1, REWIND)  # act 3's offset reset: on every broker, no broker hit
+        demo.fault_player.fault(1, REWIND)  # act 3's offset reset: on every broker, no broker hit
         rewind = demo.actions[-1]
         assert (rewind.kind, rewind.broker, rewind.node) == ("rewind", "warehouse", "")
         assert rewind.action.startswith("offsets of group warehouse reset 30 s back: 0 messages")
-        demo._fault(1, KILL)
+        demo.fault_player.fault(1, KILL)
         assert demo.actions[-1].kind == "kill" and demo.actions[-1].broker == "group-1"
         deadline = time.monotonic() + 30
         while True:
@@ -46,6 +47,15 @@ def test_replicated_demo_kill_act(tmp_path):
             assert time.monotonic() < deadline, (rec, back)
             time.sleep(0.2)
         assert rec.master != old.master
+        # the post-mortem's timeline: the reset and the kill as the demo did them, and the
+        # failover as the controller made it, after the kill
+        logged = {e["kind"]: e for e in read_events(demo.data_dir)}
+        assert logged["offsets"]["text"] == rewind.action
+        kill = next(e for e in read_events(demo.data_dir) if e.get("action") == "kill")
+        failover = logged["failover"]
+        assert (failover["source"], failover["old_master"], failover["new_master"]) == (
+            "controller", old.master, rec.master)
+        assert kill["time"] <= failover["time"] <= kill["time"] + 30
         new = demo.cluster.file.broker(rec.master).addr
         before = broker_role(new)["offset"]
         # the load follows group-1 to its new master
