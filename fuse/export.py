@@ -75,7 +75,8 @@ def metric_families(snap: FuseSnapshot) -> list[MetricFamily]:
         gauge(FUSE_SLOW_THRESHOLD,
               "RT over which a call counts as slow right now.", snap.slow_threshold_s),
         MetricFamily(FUSE_OVERFLOW_TOTAL, "counter",
-                     "Times an isolated broker was put back in service by the cap (rule 4).",
+                     "Times an isolated broker was put back in service because the cap was full "
+                     "(the earliest isolated serve again).",
                      (), (((), float(snap.overflow_total)),)),
         MetricFamily(FUSE_TRANSITIONS_TOTAL, "counter",
                      "Fuse transitions by event (isolate, release, overflow, reexclude).",

@@ -87,9 +87,9 @@ def read_state(folder: Path) -> State | None:
 
 
 def write_state(folder: Path, state: State) -> None:
-    tmp = folder / f".state.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
-    os.replace(tmp, state_path(folder))
+    from spark_reports.output import write_atomic
+
+    write_atomic(state_path(folder), (json.dumps(asdict(state), indent=2) + "\n").encode())
 
 
 def alive(pid: int | None) -> bool:

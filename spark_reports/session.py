@@ -56,10 +56,9 @@ def _quiet_log_config() -> str:
         with open(path, encoding="utf-8") as fh:
             current = fh.read()
     if current != QUIET_LOG4J2:
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(QUIET_LOG4J2)
-        os.replace(tmp, path)
+        from spark_reports.output import write_atomic
+
+        write_atomic(path, QUIET_LOG4J2.encode())
     return path
 
 

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from broker_core.cluster.netns import CLIENTS, NetLayout, NetnsError
+from broker_core.fsutil import atomic_write
 
 STATE = "netfaults.json"
 RELAY_PORT = 39999  # in the slow node's namespace: its own port space
@@ -84,10 +85,8 @@ def _record(state_dir: Path, fault: dict) -> dict:
     faults = load(state_dir)
     fault = {**fault, "since": time.time()}
     faults.append(fault)
-    path = Path(state_dir) / STATE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(faults, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    # the faults in force: what `fault net clear` and the reaper undo after a crash
+    atomic_write(Path(state_dir) / STATE, json.dumps(faults, indent=1).encode())
     return fault
 
 

@@ -16,8 +16,6 @@ from console.commands.common import Bounded
 # Numeric flags with no Bounded type, each for a reason; any other fails the guard below.
 NOT_BOUNDED = {
     ("offsets reset", "--by"): "negative moves back; 0 is refused when run",
-    ("capacity forecast", "--year"): "a year (capacity_cmd.py is the capacity work's)",
-    ("capacity forecast", "--fit-until"): "a year (capacity_cmd.py is the capacity work's)",
 }
 NOT_WALKED = {"demo"}  # demo_cmd checks its own flags (`_check`): the demo's work
 # Flags a command checks itself before anything else, run with these arguments.
