@@ -9,49 +9,57 @@ Exit codes: 0 ok, 1 failed, 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
 import sys
 import traceback
 
 from console import __version__
+from console.commands import (
+    acl_cmd,
+    bench_cmd,
+    broker_cmd,
+    capacity_cmd,
+    certs_cmd,
+    cluster_cmd,
+    console_cmd,
+    controller_cmd,
+    demo_cmd,
+    dlq_cmd,
+    drill_cmd,
+    fault_cmd,
+    fuse_cmd,
+    gen_cmd,
+    grafana_cmd,
+    heatmap_cmd,
+    incident_cmd,
+    offsets_cmd,
+    prometheus_cmd,
+    quota_cmd,
+    report_cmd,
+    spark_cmd,
+    status_cmd,
+    topic_cmd,
+    trace_cmd,
+    tune_cmd,
+    tx_cmd,
+)
 from console.errors import EXIT_FAILED, EXIT_USAGE, UsageError, known_error_types
 
-# One row per subcommand module; order is the order shown in --help.
-COMMAND_MODULES = (
+# One row per subcommand module; order is the order shown in --help. Each module's
+# `register(subparsers)` adds its parser; what it runs is imported when it runs.
+COMMANDS = (
     # watching a cluster: what an SRE reaches for first
-    "console.commands.demo_cmd",
-    "console.commands.console_cmd",
-    "console.commands.status_cmd",
-    "console.commands.trace_cmd",
-    "console.commands.incident_cmd",
+    demo_cmd, console_cmd, status_cmd, trace_cmd, incident_cmd,
     # running and drilling brokers
-    "console.commands.broker_cmd",
-    "console.commands.cluster_cmd",
-    "console.commands.controller_cmd",
-    "console.commands.fault_cmd",
-    "console.commands.topic_cmd",
-    "console.commands.offsets_cmd",
-    "console.commands.dlq_cmd",
-    "console.commands.tx_cmd",
-    "console.commands.acl_cmd",
-    "console.commands.certs_cmd",
-    "console.commands.quota_cmd",
-    "console.commands.drill_cmd",
-    "console.commands.bench_cmd",
-    "console.commands.fuse_cmd",
+    broker_cmd, cluster_cmd, controller_cmd, fault_cmd, topic_cmd, offsets_cmd, dlq_cmd,
+    tx_cmd, acl_cmd, certs_cmd, quota_cmd, drill_cmd, bench_cmd, fuse_cmd,
     # hosts
-    "console.commands.tune_cmd",
+    tune_cmd,
     # reports and planning
-    "console.commands.gen_cmd",
-    "console.commands.report_cmd",
-    "console.commands.spark_cmd",
-    "console.commands.capacity_cmd",
-    "console.commands.heatmap_cmd",
+    gen_cmd, report_cmd, spark_cmd, capacity_cmd, heatmap_cmd,
     # Prometheus and Grafana
-    "console.commands.prometheus_cmd",
-    "console.commands.grafana_cmd",
+    prometheus_cmd, grafana_cmd,
 )
 
 
@@ -92,8 +100,8 @@ def build_parser() -> Parser:
         help="user and secret (TOML, mode 0600) for brokers that enforce an ACL; default: "
         "$FLOODGATE_CREDENTIALS")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     _take_anywhere(parser, [a for a in parser._actions if a.dest in ANYWHERE])
     return parser
 
