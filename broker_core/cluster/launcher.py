@@ -1,5 +1,8 @@
 """`floodgate cluster up`: N broker processes on loopback, supervised.
 
+Who the cluster is made of, the command lines that start them and the security they are
+given live in cluster.members; this module starts, watches and stops them.
+
 Each broker is its own process (`floodgate broker serve`), so a drill can
 SIGKILL one without touching the others. The supervisor writes cluster.toml,
 logs every exit, restarts a broker that died when asked to (`restart=True`),
@@ -16,7 +19,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -25,82 +27,16 @@ from pathlib import Path
 from broker_core.acl import tls
 from broker_core.cluster.child_exits import ExitWatch
 from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile
+from broker_core.cluster.members import (
+    broker_argv,
+    controller_argv,
+    group_entries,
+    secure,
+    single_entries,
+)
 from broker_core.errors import BrokerError
 
 log = logging.getLogger("floodgate.cluster")
-
-
-def broker_ports(base_port: int, i: int) -> tuple[int, int]:
-    """TCP and HTTP port of broker i (0-based): consecutive pairs from the base."""
-    return base_port + 2 * i, base_port + 2 * i + 1
-
-
-def ha_ports(base_port: int, i: int) -> tuple[int, int, int]:
-    """TCP, HTTP and HA port of broker i of a replicated cluster: consecutive triples."""
-    return base_port + 3 * i, base_port + 3 * i + 1, base_port + 3 * i + 2
-
-
-def ports_taken(brokers: int = 0, groups: int = 0, replicas: int = 2) -> int:
-    """How many ports from the base a cluster takes: a pair per single-copy broker, or a
-    triple per replicated broker and one for the embedded ZooKeeper after them."""
-    return 3 * groups * replicas + 1 if groups else 2 * brokers
-
-
-def group_entries(groups: int, replicas: int, base_port: int, data: Path,
-                  bind: str) -> list[BrokerEntry]:
-    """group-1-a, group-1-b, group-2-a, ...: R brokers in each of G groups."""
-    entries = []
-    for g in range(groups):
-        for r in range(replicas):
-            i = g * replicas + r
-            tcp, http, ha = ha_ports(base_port, i)
-            name = f"group-{g + 1}-{chr(ord('a') + r)}"
-            entries.append(BrokerEntry(name, f"{bind}:{tcp}", f"{bind}:{http}",
-                                       str(data / name), f"group-{g + 1}", f"{bind}:{ha}"))
-    return entries
-
-
-def broker_argv(
-    entry: BrokerEntry, cluster: str, flush: str, segment_size: str, extra: list[str],
-    zk: str = "", replication: str = "async",
-) -> list[str]:
-    host, port = entry.addr.rsplit(":", 1)
-    http_port = entry.http.rsplit(":", 1)[1]
-    ha = []
-    if entry.group:
-        ha = ["--group", entry.group, "--zk", zk, "--ha-port", entry.ha.rsplit(":", 1)[1],
-              "--replication", replication]
-    return [
-        sys.executable,
-        "-m",
-        "console.cli",
-        "broker",
-        "serve",
-        "--name",
-        entry.name,
-        "--data",
-        entry.data,
-        "--port",
-        port,
-        "--http-port",
-        http_port,
-        "--bind",
-        host,
-        "--cluster",
-        cluster,
-        "--flush",
-        flush,
-        "--segment-size",
-        segment_size,
-        *ha,
-        *extra,
-    ]
-
-
-def controller_argv(zk: str, cluster: str, name: str, events: Path | None = None
-                    ) -> list[str]:
-    return [sys.executable, "-m", "console.cli", "controller", "--zk", zk, "--cluster", cluster,
-            "--name", name, *(["--events", str(events)] if events is not None else [])]
 
 
 def last_line(log: Path | None) -> str:
@@ -193,17 +129,7 @@ class Cluster:
                                                  base_port + 3 * len(entries), bind)
                 zk = self.zookeeper.addr
         else:
-            entries = []
-            for i in range(n):
-                tcp, http = broker_ports(base_port, i)
-                entries.append(
-                    BrokerEntry(
-                        f"broker-{i + 1}",
-                        f"{bind}:{tcp}",
-                        f"{bind}:{http}",
-                        str(self.data / f"broker-{i + 1}"),
-                    )
-                )
+            entries = single_entries(n, base_port, self.data, bind)
         self.layout = None
         self.reaper: subprocess.Popen | None = None
         if netns:
@@ -214,26 +140,10 @@ class Cluster:
         self.procs: dict[str, subprocess.Popen] = {}
         self.controllers: dict[str, subprocess.Popen] = {}
         self.exits = ExitWatch()  # supervise() sleeps on it; stop_supervising() wakes it
-        self.credentials: Path | None = None
-        self.tls_ca: Path | None = None
-        if tls:
-            from broker_core.acl.tls import make_certs
-
-            hosts = sorted({"localhost", bind, *(b.addr.rsplit(":", 1)[0]
-                                                 for b in self.file.brokers)})
-            certs = make_certs(self.data / "tls", hosts)
-            self.tls_ca = certs["ca"]
-            self.extra = [*self.extra, "--tls-cert", str(certs["broker"]), "--tls-key",
-                          str(certs["broker_key"]), "--tls-ca", str(certs["ca"])]
-            self.file.tls_ca = str(self.tls_ca)
-        self.admin_token: Path | None = None
-        if acl:
-            self.credentials = self.data / "admin.credentials.toml"
-            self.admin_token = self.data / "admin.token"
-            self.extra = [*self.extra, "--acl", "--acl-admin", str(self.credentials),
-                          "--admin-token-file", str(self.admin_token)]
-            self.file.credentials = str(self.credentials)
-            self.file.admin_token = str(self.admin_token)
+        security = secure(self.data, self.file, bind, tls, acl)
+        self.extra = [*self.extra, *security.args]
+        self.tls_ca, self.credentials = security.tls_ca, security.credentials
+        self.admin_token = security.admin_token
 
     def _on_hosts(self, entries: list[BrokerEntry], zk: str | None,
                   controllers: int) -> tuple[list[BrokerEntry], str | None]:

@@ -113,7 +113,7 @@ class Demo:
 
     @property
     def producer_port(self) -> int:
-        from broker_core.cluster.launcher import ports_taken
+        from broker_core.cluster.members import ports_taken
 
         o = self.opts  # the first port after the cluster's (replicated: 2 brokers a group)
         return o.base_port + ports_taken(o.brokers, o.groups, replicas=2)

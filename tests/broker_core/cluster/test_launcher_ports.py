@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker_core.cluster.cluster_file import load_cluster
-from broker_core.cluster.launcher import broker_ports, group_entries, ha_ports, ports_taken
+from broker_core.cluster.members import broker_ports, group_entries, ha_ports, ports_taken
 
 
 @pytest.mark.parametrize("brokers", [1, 3, 6])

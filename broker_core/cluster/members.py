@@ -1,0 +1,110 @@
+"""Who a local cluster is made of and how each is started: the brokers' entries and
+ports, the command lines of a broker and a controller, and the security the cluster
+gives them (TLS certificates, the ACL's first super user, the admin endpoints' token).
+The launcher (cluster.launcher) starts and supervises what this describes.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile
+
+
+def broker_ports(base_port: int, i: int) -> tuple[int, int]:
+    """TCP and HTTP port of broker i (0-based): consecutive pairs from the base."""
+    return base_port + 2 * i, base_port + 2 * i + 1
+
+
+def ha_ports(base_port: int, i: int) -> tuple[int, int, int]:
+    """TCP, HTTP and HA port of broker i of a replicated cluster: consecutive triples."""
+    return base_port + 3 * i, base_port + 3 * i + 1, base_port + 3 * i + 2
+
+
+def ports_taken(brokers: int = 0, groups: int = 0, replicas: int = 2) -> int:
+    """How many ports from the base a cluster takes: a pair per single-copy broker, or a
+    triple per replicated broker and one for the embedded ZooKeeper after them."""
+    return 3 * groups * replicas + 1 if groups else 2 * brokers
+
+
+def single_entries(n: int, base_port: int, data: Path, bind: str) -> list[BrokerEntry]:
+    """broker-1 .. broker-N, single copies."""
+    entries = []
+    for i in range(n):
+        tcp, http = broker_ports(base_port, i)
+        name = f"broker-{i + 1}"
+        entries.append(BrokerEntry(name, f"{bind}:{tcp}", f"{bind}:{http}", str(data / name)))
+    return entries
+
+
+def group_entries(groups: int, replicas: int, base_port: int, data: Path,
+                  bind: str) -> list[BrokerEntry]:
+    """group-1-a, group-1-b, group-2-a, ...: R brokers in each of G groups."""
+    entries = []
+    for g in range(groups):
+        for r in range(replicas):
+            i = g * replicas + r
+            tcp, http, ha = ha_ports(base_port, i)
+            name = f"group-{g + 1}-{chr(ord('a') + r)}"
+            entries.append(BrokerEntry(name, f"{bind}:{tcp}", f"{bind}:{http}",
+                                       str(data / name), f"group-{g + 1}", f"{bind}:{ha}"))
+    return entries
+
+
+def broker_argv(
+    entry: BrokerEntry, cluster: str, flush: str, segment_size: str, extra: list[str],
+    zk: str = "", replication: str = "async",
+) -> list[str]:
+    host, port = entry.addr.rsplit(":", 1)
+    http_port = entry.http.rsplit(":", 1)[1]
+    ha = []
+    if entry.group:
+        ha = ["--group", entry.group, "--zk", zk, "--ha-port", entry.ha.rsplit(":", 1)[1],
+              "--replication", replication]
+    return [sys.executable, "-m", "console.cli", "broker", "serve", "--name", entry.name,
+            "--data", entry.data, "--port", port, "--http-port", http_port, "--bind", host,
+            "--cluster", cluster, "--flush", flush, "--segment-size", segment_size, *ha,
+            *extra]
+
+
+def controller_argv(zk: str, cluster: str, name: str, events: Path | None = None
+                    ) -> list[str]:
+    return [sys.executable, "-m", "console.cli", "controller", "--zk", zk, "--cluster", cluster,
+            "--name", name, *(["--events", str(events)] if events is not None else [])]
+
+
+@dataclass
+class Security:
+    """What `tls` and `acl` give a cluster: the brokers' extra flags, and the files the
+    cluster file names so that clients and operators find them."""
+    args: list[str] = field(default_factory=list)
+    tls_ca: Path | None = None
+    credentials: Path | None = None  # the super user's (`admin`), mode 0600
+    admin_token: Path | None = None  # the admin endpoints' bearer token, mode 0600
+
+
+def secure(data: Path, file: ClusterFile, bind: str, tls: bool, acl: bool) -> Security:
+    """`tls`: a local CA and a broker certificate in `data/tls` (acl.tls.make_certs), every
+    port speaking TLS; `acl`: brokers take authenticated users only, with a super user
+    `admin` whose credentials and the admin endpoints' token the launcher writes in `data`
+    when it starts the cluster (mode 0600). Each is named in `file`."""
+    out = Security()
+    if tls:
+        from broker_core.acl.tls import make_certs
+
+        hosts = sorted({"localhost", bind, *(b.addr.rsplit(":", 1)[0] for b in file.brokers)})
+        certs = make_certs(data / "tls", hosts)
+        out.tls_ca = certs["ca"]
+        out.args += ["--tls-cert", str(certs["broker"]), "--tls-key", str(certs["broker_key"]),
+                     "--tls-ca", str(certs["ca"])]
+        file.tls_ca = str(out.tls_ca)
+    if acl:
+        out.credentials = data / "admin.credentials.toml"
+        out.admin_token = data / "admin.token"
+        out.args += ["--acl", "--acl-admin", str(out.credentials), "--admin-token-file",
+                     str(out.admin_token)]
+        file.credentials = str(out.credentials)
+        file.admin_token = str(out.admin_token)
+    return out
