@@ -34,12 +34,13 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from broker_core.client.attempts import normalize_brokers
-from broker_core.client.connection import BrokerUnavailable, ConnectionPool
+from broker_core.client.connection import BrokerUnavailable
 from broker_core.client.consume_loop import consume_concurrently, consume_orderly
 from broker_core.client.group_calls import GroupCalls, Refusals
 from broker_core.client.membership import GroupMember
 from broker_core.client.offsets_file import OffsetsFile
 from broker_core.client.orderly import InPlaceRetries, QueueLeases
+from broker_core.client.pool import ConnectionPool
 from broker_core.client.pulls import DownList, Pulls
 from broker_core.client.retry import (
     DLQ_PREFIX,

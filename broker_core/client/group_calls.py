@@ -9,7 +9,8 @@ import logging
 from collections.abc import Callable
 
 from broker_core.acl.handshake import AuthFailed
-from broker_core.client.connection import BrokerUnavailable, ConnectionPool
+from broker_core.client.connection import BrokerUnavailable
+from broker_core.client.pool import ConnectionPool
 from broker_core.client.pulls import DownList
 from broker_core.errors import BrokerError
 from broker_core.protocol import Code, Op, decode_json, encode_json

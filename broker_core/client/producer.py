@@ -33,8 +33,9 @@ from broker_core.client.attempts import (
     release_resynced,
     with_group,
 )
-from broker_core.client.connection import BrokerUnavailable, ConnectionPool
+from broker_core.client.connection import BrokerUnavailable
 from broker_core.client.ordering import OrderedQueues, choose
+from broker_core.client.pool import ConnectionPool
 from broker_core.client.sweeper import CallSweeper
 from broker_core.client.tracing import SendTracer, traced_properties, traces
 from broker_core.errors import BrokerError

@@ -23,7 +23,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
-from broker_core.client.connection import BrokerUnavailable, ConnectionPool, serve_any
+from broker_core.client.connection import BrokerUnavailable
+from broker_core.client.pool import ConnectionPool, serve_any
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     MAX_PULL_MSGS,

@@ -17,7 +17,6 @@ it leaves locally (`persist` is the record's compare-and-set write).
 from __future__ import annotations
 
 import asyncio
-import bisect
 import heapq
 import itertools
 import logging
@@ -27,6 +26,7 @@ from collections.abc import Awaitable, Callable
 
 from broker_core.deadline import Deadline
 from broker_core.ha import wire
+from broker_core.ha.append_marks import AppendMarks
 from broker_core.ha.epochs import EpochHistory, consistent_end
 from broker_core.ha.master_link import SlaveLink
 from broker_core.protocol import Code
@@ -37,7 +37,6 @@ log = logging.getLogger("floodgate.ha")
 JOIN_LAG_S = 0.5  # a slave this close behind joins the in-sync set
 SWEEP_S = 0.05  # the soonest one sweep follows another
 ISR_RETRY_S = 0.25  # an in-sync change ZooKeeper did not take (away?) is tried again
-MAX_APPEND_MARKS = 200_000  # (end offset, time) pairs kept for lag in seconds
 
 
 class ReplicationMaster:
@@ -61,9 +60,7 @@ class ReplicationMaster:
         self._waiters: list[tuple[int, int, list]] = []
         self._deadlines: deque[tuple[float, list]] = deque()
         self._seq = itertools.count()
-        self._marks_end: list[int] = []  # end offsets of recent appends ...
-        self._marks_t: list[float] = []  # ... and when they were appended
-        self._marks_floor = store.commitlog.write_offset  # no marks below: appended long ago
+        self._marks = AppendMarks(store.commitlog.write_offset)  # lag in seconds
         self._isr_wake = asyncio.Event()
         self._isr_task: asyncio.Task | None = None
         # timed-out parked sends and slaves falling out of sync, looked at when one can
@@ -77,10 +74,7 @@ class ReplicationMaster:
     # -- the write path's side -----------------------------------------------------
     def appended(self, end: int) -> None:
         """A record ending at `end` is in the log: wake the links, remember when."""
-        self._marks_end.append(end)
-        self._marks_t.append(self._clock())
-        if len(self._marks_end) > MAX_APPEND_MARKS:
-            self._cut_marks(MAX_APPEND_MARKS // 2)
+        self._marks.mark(end, self._clock())
         for link in self.links.values():
             link.kick()
         if self._started and self._sweeper.when is None:  # unacked: a slave's lag grows
@@ -160,12 +154,10 @@ class ReplicationMaster:
         lag_bytes = max(0, self.store.commitlog.write_offset - link.acked)
         if not lag_bytes:
             return 0, 0.0
-        if link.acked < self._marks_floor:
+        if link.acked < self._marks.floor:
             return lag_bytes, now - link.connected_at
-        i = bisect.bisect_right(self._marks_end, link.acked)
-        if i >= len(self._marks_t):
-            return lag_bytes, 0.0
-        return lag_bytes, max(0.0, now - self._marks_t[i])
+        since = self._marks.oldest_unacked(link.acked)
+        return lag_bytes, 0.0 if since is None else max(0.0, now - since)
 
     def in_sync_silence(self, now: float | None = None) -> float | None:
         """How long the in-sync slaves have left an append unacknowledged (the longest;
@@ -180,20 +172,6 @@ class ReplicationMaster:
                 return float("inf")
             worst = max(worst, self.lag(link, now)[1])
         return worst
-
-    def _cut_marks(self, i: int) -> None:
-        self._marks_floor = self._marks_end[i - 1]
-        del self._marks_end[:i], self._marks_t[:i]
-
-    def _prune_marks(self) -> None:
-        floor = min((lk.acked for lk in self.links.values()), default=None)
-        if floor is None:
-            self._marks_end.clear(), self._marks_t.clear()
-            self._marks_floor = self.store.commitlog.write_offset
-            return
-        i = bisect.bisect_right(self._marks_end, floor)
-        if i > 1024:
-            self._cut_marks(i)
 
     # -- links ------------------------------------------------------------------------
     def link_factory(self) -> SlaveLink:
@@ -291,8 +269,7 @@ class ReplicationMaster:
     def start(self, in_sync: frozenset[str] = frozenset()) -> None:
         """Begin (again) as master with the set the group record lists."""
         self.in_sync = set(in_sync)
-        self._marks_end.clear(), self._marks_t.clear()
-        self._marks_floor = self.store.commitlog.write_offset
+        self._marks.reset(self.store.commitlog.write_offset)
         self._isr_gen += 1  # a loop of an earlier term that outlived its cancel exits
         if self._isr_task is not None:
             self._isr_task.cancel()
@@ -324,7 +301,7 @@ class ReplicationMaster:
             if name in self.in_sync and lag_s < self.timeout_s:
                 want.add(name)
             elif name not in self.in_sync and lag_s < JOIN_LAG_S and \
-                    link.acked >= self._marks_floor:
+                    link.acked >= self._marks.floor:
                 want.add(name)
         return want
 
@@ -337,7 +314,8 @@ class ReplicationMaster:
         if not self._started:
             return None
         self._sweep()
-        self._prune_marks()
+        self._marks.prune(min((lk.acked for lk in self.links.values()), default=None),
+                          self.store.commitlog.write_offset)
         nxt = self._next_sweep()
         if self._desired() != self.in_sync:
             self._isr_wake.set()

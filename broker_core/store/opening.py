@@ -21,7 +21,7 @@ from broker_core.store.allocate import SegmentAllocator
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.config import StoreConfig
-from broker_core.store.consume_queue import ConsumeQueueTable
+from broker_core.store.consume_queue_table import ConsumeQueueTable
 from broker_core.store.flush import ConsumeQueueFlushService, commitlog_flush_service
 from broker_core.store.index_service import IndexService
 from broker_core.store.recovery import RecoveryReport, recover

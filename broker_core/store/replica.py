@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from broker_core.errors import StoreCorruptError
 from broker_core.store.commitlog import CommitLog
-from broker_core.store.consume_queue import ConsumeQueueTable
+from broker_core.store.consume_queue_table import ConsumeQueueTable
 from broker_core.store.index_service import IndexService, split_keys
 from broker_core.store.message import BLANK, BLANK_MAGIC, CorruptRecord, index_record
 

@@ -11,12 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from broker_core.client.connection import (
-    BrokerUnavailable,
-    Connection,
-    ConnectionPool,
-    parse_addr,
-)
+from broker_core.client.connection import BrokerUnavailable, Connection, parse_addr
+from broker_core.client.pool import ConnectionPool
 from broker_core.protocol import HEADER_SIZE, LENGTH_SIZE, decode_header, encode_answer
 
 Handler = Callable[[socket.socket], None]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker_core.client.connection import ConnectionPool
 from broker_core.client.orderly import SUSPEND_S, InPlaceRetries
+from broker_core.client.pool import ConnectionPool
 from broker_core.client.pulls import DownList, Pulls
 from broker_core.client.retry import PROP_RETRY_TIMES
 from broker_core.errors import BrokerError
