@@ -347,14 +347,14 @@ def run_demo(tmp: Path, seconds: float, warm: float, groups: int,
     procs = {}
     for pid in [proc.pid, *descendants(proc.pid)]:
         line = cmdline(pid)
-        if "broker serve" in line:
+        if "broker serve" in line or "broker_core broker" in line:
             name = line.split("--name ")[1].split()[0]
             procs[name] = pid
         elif "console.demo.clients" in line:
             procs["clients"] = pid
         elif "bench produce" in line:
             procs["producer"] = pid
-        elif "controller" in line and "console.cli" in line:
+        elif "controller" in line and ("console.cli" in line or "broker_core" in line):
             procs["controller"] = pid
         elif "zookeeper" in line.lower():
             procs["zookeeper"] = pid

@@ -76,7 +76,7 @@ def runs(pid: int) -> tuple[float, int]:
 
 def name_of(pid: int) -> str:
     line = cpm.cmdline(pid)
-    if "--name " in line and "broker serve" in line:
+    if "--name " in line and ("broker serve" in line or "broker_core broker" in line):
         return line.split("--name ")[1].split()[0]
     for key, name in (("zookeeper", "zookeeper"), ("controller", "controller"),
                       ("console.demo.clients", "clients"), ("bench produce", "producer"),

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import traceback
 
+from broker_core.flags import FlagParser
 from console import __version__
 from console.commands import (
     acl_cmd,
@@ -63,23 +63,8 @@ COMMANDS = (
 )
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, but bad usage is one line on stderr and exit 2, and a negative
-    number after a flag is its value, so that its range check can say what is wrong."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        # argparse's own pattern knows -1 and -1.5 only: "-1e6" or "-inf" would be
-        # read as an unknown flag ("expected one argument").
-        self._negative_number_matcher = re.compile(
-            r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf(inity)?$", re.IGNORECASE
-        )
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # a numeric flag's refusal (commands.common.Bounded) in the words of the commands'
-        # own: "--brokers must be >= 1, got 0", not "argument --brokers: must be ..."
-        message = re.sub(r"^argument (-\S+): (?=must be )", r"\1 ", message)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+class Parser(FlagParser):
+    """The `floodgate` parser: broker_core.flags.FlagParser's one-line refusals."""
 
 
 def build_parser() -> Parser:

@@ -1,17 +1,4 @@
-"""One format for the log lines of every floodgate process (brokers, controllers, the
-demo and its clients): the time first and the fields named, so that the logs of several
-processes read side by side (the clients' had no time at all)."""
+"""The log format of every floodgate process: broker_core.log_format's, which a broker
+started without the console (`python -m broker_core`) uses too."""
 
-from __future__ import annotations
-
-import logging
-import sys
-
-FORMAT = "%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
-
-
-def configure_logging(level: str | int = "INFO", **where) -> None:
-    """Structured one-liners on stderr, or where `where` says (filename=..., force=True)."""
-    if "filename" not in where:
-        where.setdefault("stream", sys.stderr)
-    logging.basicConfig(level=level, format=FORMAT, **where)
+from broker_core.log_format import FORMAT, configure_logging  # noqa: F401 - re-exported

@@ -31,14 +31,15 @@ CONTRACT = ("heatmap.layout", "heatmap.sla")
 ALLOWED = {
     "console": set(PACKAGES) - {"console"},
     "spark_reports": {"heatmap", "capacity"},
-    "broker_core": {"heatmap", "fuse"},
+    "broker_core": {"heatmap", "fuse", "kernel_tuning"},
     "kernel_tuning": set(),
     "capacity": set(),
     "fuse": set(),
     "heatmap": set(),
 }
 # broker_core's modules that every room shares (they import no room).
-SHARED = ("protocol", "errors", "fsutil", "names", "deadline", "message_id")
+SHARED = ("protocol", "errors", "fsutil", "names", "deadline", "message_id", "flags",
+          "log_format")
 
 
 def _is_module(dotted: str) -> bool:

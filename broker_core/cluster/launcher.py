@@ -3,7 +3,7 @@
 Who the cluster is made of, the command lines that start them and the security they are
 given live in cluster.members; this module starts, watches and stops them.
 
-Each broker is its own process (`floodgate broker serve`), so a drill can
+Each broker is its own process (`python -m broker_core broker`), so a drill can
 SIGKILL one without touching the others. The supervisor writes cluster.toml,
 logs every exit, restarts a broker that died when asked to (`restart=True`),
 and on SIGTERM/SIGINT stops them all (SIGTERM, then SIGKILL after a grace).

@@ -63,7 +63,8 @@ def broker_argv(
     if entry.group:
         ha = ["--group", entry.group, "--zk", zk, "--ha-port", entry.ha.rsplit(":", 1)[1],
               "--replication", replication]
-    return [sys.executable, "-m", "console.cli", "broker", "serve", "--name", entry.name,
+    # the broker's own entry point: a cluster runs without the console installed
+    return [sys.executable, "-m", "broker_core", "broker", "--name", entry.name,
             "--data", entry.data, "--port", port, "--http-port", http_port, "--bind", host,
             "--cluster", cluster, "--flush", flush, "--segment-size", segment_size, *ha,
             *extra]
@@ -71,7 +72,7 @@ def broker_argv(
 
 def controller_argv(zk: str, cluster: str, name: str, events: Path | None = None
                     ) -> list[str]:
-    return [sys.executable, "-m", "console.cli", "controller", "--zk", zk, "--cluster", cluster,
+    return [sys.executable, "-m", "broker_core", "controller", "--zk", zk, "--cluster", cluster,
             "--name", name, *(["--events", str(events)] if events is not None else [])]
 
 

@@ -1,216 +1,24 @@
-"""`floodgate broker serve`: run one broker in the foreground."""
+"""`floodgate broker serve`: run one broker in the foreground. Its flags and what it runs
+are the broker's own (broker_core.server.serve_command, also `python -m broker_core
+broker`); this adds it to the `floodgate` command."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-from broker_core.ha.records import SESSION_S
-from broker_core.server.topic_table import MAX_QUEUES
-from console.commands.common import (
-    add_realtime_arg,
-    add_subparser,
-    float_range,
-    int_range,
-    nonneg_int,
-    port,
-    positive_float,
-    take_realtime,
-)
-from console.errors import CommandFailed, UsageError
-from console.logs import configure_logging
-
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """'64M', '1g', '4096' -> bytes (binary multiples)."""
-    m = _SIZE.match(text)
-    if not m:
-        raise UsageError(f"bad size {text!r}: expected a number with an optional K, M, G or T")
-    return int(m.group(1)) * 1024 ** " kmgt".index((m.group(2) or " ").lower())
-
-
-def segment_size(text: str) -> int:
-    """--segment-size in bytes, checked before any broker starts: the store maps a segment
-    in whole pages (a broker refused it only as it started, as "exited with 2")."""
-    size = parse_size(text)
-    if not size or size % 4096:
-        raise UsageError(f"--segment-size must be a positive multiple of 4K, got {text!r}")
-    return size
-
-
-def make_data_dir(path) -> None:
-    """--data made (parents too), or one line saying why not."""
-    try:
-        Path(path).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CommandFailed(f"--data {path}: cannot make it: {exc.strerror}") from None
+from broker_core.server.serve_command import ArgsError, add_serve_arguments, run_serve
+from console.commands.common import add_subparser
+from console.errors import UsageError
 
 
 def register(sub) -> None:
     parser = add_subparser(sub, "broker", "run a broker")
     bsub = parser.add_subparsers(metavar="ACTION")
     serve = add_subparser(bsub, "serve", "serve one broker: TCP protocol, /metrics, /stats")
-    serve.add_argument("--name", required=True, help="broker name (label in metrics)")
-    serve.add_argument("--data", required=True, type=Path, metavar="DIR", help="data directory")
-    serve.add_argument("--port", type=port, default=10911, help="TCP port (default 10911)")
-    serve.add_argument("--http-port", type=port, default=10912, help="HTTP port (default 10912)")
-    serve.add_argument("--bind", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--flush", choices=("async", "sync"), default="async")
-    serve.add_argument("--segment-size", default="1G", metavar="SIZE",
-                       help="CommitLog segment size, e.g. 64M (default 1G)")
-    serve.add_argument("--cluster", default="floodgate", metavar="NAME")
-    serve.add_argument("--metrics-dir", type=Path, metavar="DIR",
-                       help="per-second metrics log (default DIR/metrics)")
-    serve.add_argument("--metrics-roll", type=positive_float, default=120.0, metavar="SECONDS",
-                       help="close a metrics-log file this often (default 120)")
-    serve.add_argument("--queues", type=int_range(1, MAX_QUEUES), default=4,
-                       help=f"queues of auto-created topics, 1-{MAX_QUEUES} (4)")
-    serve.add_argument("--no-auto-create-topics", action="store_true",
-                       help="unknown topics are an error instead of created on first send")
-    serve.add_argument("--max-mapped-queues", type=nonneg_int, metavar="N",
-                       help="queues whose files stay mapped, a mapping each and no "
-                       "descriptor (default: 1/4 of vm.max_map_count); past it the least recently used are "
-                       "unmapped until used again (0: no limit). More busy queues than "
-                       "that cost send throughput (bench/many_queues.py)")
-    serve.add_argument("--busy-after-ms", type=positive_float, default=200.0,
-                       help="answer SYSTEM_BUSY once the oldest write waits this long")
-    token = serve.add_mutually_exclusive_group()
-    token.add_argument("--admin-token", help="the admin endpoints (/admin/...) answer this "
-                       "bearer token only, from anywhere (it shows in the process list: "
-                       "--admin-token-file does not)")
-    token.add_argument("--admin-token-file", type=Path, metavar="FILE",
-                       help="the same, the token read from FILE (mode 0600; `cluster up "
-                       "--acl` makes one)")
-    serve.add_argument("--admin-from", action="append", default=[], metavar="ADDR",
-                       help="a peer address the admin endpoints answer without a token, "
-                       "besides loopback (repeatable; cluster up --netns passes its bridge's)")
-    serve.add_argument("--numa", choices=("default", "interleave"), default="default",
-                       help="memory policy (interleave: the Double-11 talk's NUMA fix)")
-    add_realtime_arg(serve, "a broker")
-    ha = serve.add_argument_group(
-        "high availability", "a replicated group: the role (master or slave) comes from the "
-        "group record the controller keeps in ZooKeeper, never from a flag")
-    ha.add_argument("--group", metavar="NAME", help="the broker group this broker belongs to")
-    ha.add_argument("--zk", metavar="HOST:PORT[,...]", help="ZooKeeper (needed with --group)")
-    ha.add_argument("--ha-port", type=port, metavar="PORT",
-                    help="replication port: slaves link to their master's")
-    ha.add_argument("--replication", choices=("async", "sync"), default="async",
-                    help="sync: answer a send once every in-sync slave holds it (default async)")
-    ha.add_argument("--zk-session-timeout", type=float_range(0.2, 60), default=SESSION_S,
-                    metavar="SECONDS",
-                    help=f"ZooKeeper session: how soon a dead broker's registration goes, "
-                    f"0.2-60 ({SESSION_S:g}; a killed master's slave reports it at once)")
-    ha.add_argument("--sync-timeout", type=positive_float, default=3.0, metavar="SECONDS",
-                    help="sync replication: FLUSH_SLAVE_TIMEOUT after this (3.0)")
-    serve.add_argument("--tx-check-s", type=float_range(0, 3600, low_open=True), default=6.0,
-                       metavar="SECONDS",
-                       help="a half message unresolved this long (up to 3600) is checked back "
-                       "with its producer group, then again as often, 15 times at most (6.0)")
-    serve.add_argument("--acl", action="store_true",
-                       help="the data port takes authenticated users only (SCRAM-SHA-256), "
-                       "each request checked against the ACL (`floodgate acl`)")
-    serve.add_argument("--acl-admin", type=Path, metavar="FILE",
-                       help="with --acl: a credentials file whose user becomes the first "
-                       "super user when the broker has none")
-    serve.add_argument("--tls-cert", type=Path, metavar="FILE",
-                       help="TLS on the data, HA and HTTP ports: this broker's certificate "
-                       "(PEM; `floodgate certs make` makes a local one)")
-    serve.add_argument("--tls-key", type=Path, metavar="FILE", help="its private key")
-    serve.add_argument("--tls-ca", type=Path, metavar="FILE",
-                       help="the CA of the other brokers (the HA link) and of client "
-                       "certificates")
-    serve.add_argument("--tls-verify-clients", action="store_true",
-                       help="mutual TLS on the data and HA ports: clients show a "
-                       "certificate --tls-ca signed")
-    serve.set_defaults(func=run_serve)
+    add_serve_arguments(serve)
+    serve.set_defaults(func=run)
 
 
-def run_serve(args) -> int:
-    from broker_core.server.broker import BrokerConfig
-    from broker_core.server.runner import ports_in_use, run
-
-    if args.port == args.http_port:
-        raise UsageError("--port and --http-port must differ")
-    if args.admin_token_file is not None:
-        from broker_core.acl import admin_token
-
-        try:
-            args.admin_token = admin_token.load(args.admin_token_file)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    if args.acl_admin is not None:
-        from broker_core.acl.credentials import load
-
-        if not args.acl:
-            raise UsageError("--acl-admin goes with --acl")
-        try:
-            load(args.acl_admin)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    if (args.tls_cert is None) != (args.tls_key is None):
-        raise UsageError("--tls-cert and --tls-key go together")
-    if (args.tls_ca or args.tls_verify_clients) and args.tls_cert is None:
-        raise UsageError("--tls-ca and --tls-verify-clients need --tls-cert and --tls-key")
-    if args.tls_cert is not None:
-        from broker_core.acl.tls import server_context
-
-        try:
-            server_context(args.tls_cert, args.tls_key, args.tls_ca, args.tls_verify_clients)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    from broker_core.store.config import SYNCFS_ABOVE
-
-    if args.max_mapped_queues not in (None, 0) and args.max_mapped_queues < SYNCFS_ABOVE:
-        raise UsageError(f"--max-mapped-queues must be 0 (no limit) or at least "
-                         f"{SYNCFS_ABOVE}, got {args.max_mapped_queues}")
-    _check_ha(args)
-    segment_bytes = segment_size(args.segment_size)
-    config = BrokerConfig(
-        name=args.name, data_dir=args.data, port=args.port, http_port=args.http_port,
-        bind=args.bind, cluster=args.cluster, flush=args.flush,
-        segment_bytes=segment_bytes, default_queues=args.queues,
-        auto_create_topics=not args.no_auto_create_topics, metrics_dir=args.metrics_dir,
-        metrics_roll_s=args.metrics_roll, busy_after_ms=args.busy_after_ms,
-        admin_token=args.admin_token, admin_from=tuple(args.admin_from), group=args.group, zk=args.zk, ha_port=args.ha_port,
-        replication=args.replication, zk_session_s=args.zk_session_timeout,
-        sync_timeout_s=args.sync_timeout, tx_check_s=args.tx_check_s,
-        acl=args.acl, acl_admin=args.acl_admin, tls_cert=args.tls_cert,
-        tls_key=args.tls_key, tls_ca=args.tls_ca, tls_verify_clients=args.tls_verify_clients,
-        store_extra={} if args.max_mapped_queues is None else
-        {"consumequeue_max_mapped": args.max_mapped_queues},
-    )
-    taken = ports_in_use(config)
-    if taken:  # before --data is made: a start refused leaves no empty directory behind
-        raise CommandFailed(f"{', '.join(taken)} in use on {config.bind}: another broker "
-                            "there? nothing was made")
-    make_data_dir(args.data)
-    configure_logging()
-    take_realtime(args, "floodgate.broker")
-    if args.numa == "interleave":
-        from kernel_tuning.numa import set_interleave
-
-        set_interleave()
-    run(config)
-    return 0
-
-
-def _check_ha(args) -> None:
-    from broker_core.errors import BrokerError
-    from broker_core.ha.records import parse_zk
-
-    given = [f for f, v in (("--zk", args.zk), ("--ha-port", args.ha_port)) if v]
-    if not args.group:
-        if given:
-            raise UsageError(f"{' and '.join(given)} need --group")
-        return
-    if not args.zk or not args.ha_port:
-        raise UsageError("--group needs --zk HOST:PORT and --ha-port")
+def run(args) -> int:
     try:
-        parse_zk(args.zk)
-    except BrokerError as exc:
-        raise UsageError(f"--zk: {exc}") from None
-    if args.ha_port in (args.port, args.http_port):
-        raise UsageError(f"--ha-port {args.ha_port} must be a free port other than "
-                         "--port and --http-port")
+        return run_serve(args)
+    except ArgsError as exc:
+        raise UsageError(str(exc)) from None

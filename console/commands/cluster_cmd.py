@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from console.commands.broker_cmd import make_data_dir, segment_size
+from broker_core.server.serve_command import ArgsError, make_data_dir, segment_size
 from console.commands.common import add_subparser, int_range
 from console.errors import CommandFailed, UsageError
 from console.logs import configure_logging
@@ -66,7 +66,10 @@ def run_up(args) -> int:
     from broker_core.cluster.launcher import Cluster
 
     groups = _check_up(args)
-    segment_size(args.segment_size)
+    try:
+        segment_size(args.segment_size)
+    except ArgsError as exc:
+        raise UsageError(str(exc)) from None
     make_data_dir(args.data)
     configure_logging()
     extra = ["--no-auto-create-topics"] if args.no_auto_create_topics else []
