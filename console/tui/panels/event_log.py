@@ -22,7 +22,8 @@ def render(state, focus=None):
     for label in ("time", "kind", "severity", "what"):
         table.add_column(label)
     shown = 0
-    for e in reversed(events):
+    # by when each happened: a fuse transition is logged a poll after the fuse made it
+    for e in sorted(events, key=lambda e: e["time"], reverse=True):
         if focus and focus not in (e.get("subject") or "") and focus not in e.get("text", ""):
             continue
         style = "dim" if e.get("cleared") else SEVERITY_STYLE.get(e.get("severity"), "")
