@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import struct
 
-from broker_core.protocol.codecs import OutMessage, encode_props
+# the string field as every frame of the protocol writes it (codecs, one definition)
+from broker_core.protocol.codecs import OutMessage, _str16, encode_props
 from broker_core.protocol.frame import ProtocolError
 
 MAX_COUNT = 1024
@@ -31,13 +32,6 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _ANSWER = struct.Struct(">iqHq4siq")  # qid, first qoff, count, store ms, host, first phys
 _SERVICE = struct.Struct(">I")
-
-
-def _str16(s: str) -> bytes:
-    data = s.encode("utf-8")
-    if len(data) > 0xFFFF:
-        raise ProtocolError(f"string field of {len(data)} bytes exceeds 65535")
-    return _U16.pack(len(data)) + data
 
 
 def encode_message(m: OutMessage) -> bytes:
