@@ -24,7 +24,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 FILE_NAME = "events.jsonl"
@@ -115,33 +115,42 @@ def log_files(path: str | os.PathLike) -> list[Path]:
     return [*rolled, *([live] if live.exists() else [])]
 
 
-def read_events(path: str | os.PathLike, since: float | None = None,
-                until: float | None = None, kinds: tuple[str, ...] | None = None
-                ) -> list[dict]:
-    """The events in [since, until] (either open), by time; a line cut short by a crash
-    mid-write, or not JSON, is skipped (`count_unreadable` says how many)."""
-    out = [doc for doc in _lines(path)
-           if (since is None or doc["time"] >= since) and (until is None or doc["time"] <= until)
-           and (kinds is None or doc.get("kind") in kinds)]
-    out.sort(key=lambda d: d["time"])  # stable: writers' order within a millisecond
-    return out
-
-
-def count_unreadable(path: str | os.PathLike) -> int:
-    return sum(1 for _ in _lines(path, bad=True))
-
-
-def _lines(path, bad: bool = False) -> Iterator[dict]:
+def scan(path: str | os.PathLike) -> tuple[list[dict], int]:
+    """Every event of the log (the rolled files too), by time, in one pass; and how many
+    lines were unreadable (cut short by a crash mid-write, or not JSON): skipped."""
+    docs, bad = [], 0
     for file in log_files(path):
         with open(file, "rb") as f:
             for raw in f:
-                try:
-                    doc = json.loads(raw)
-                    ok = isinstance(doc, dict) and isinstance(doc.get("time"), (int, float))
-                except ValueError:
-                    ok = False
-                if ok != bad:
-                    yield doc if ok else {}
+                doc = _parse(raw)
+                if doc is None:
+                    bad += 1
+                else:
+                    docs.append(doc)
+    docs.sort(key=lambda d: d["time"])  # stable: writers' order within a millisecond
+    return docs, bad
+
+
+def read_events(path: str | os.PathLike, since: float | None = None,
+                until: float | None = None, kinds: tuple[str, ...] | None = None
+                ) -> list[dict]:
+    """The events in [since, until] (either open), by time (`scan`'s, filtered)."""
+    return [doc for doc in scan(path)[0]
+            if (since is None or doc["time"] >= since) and (until is None or doc["time"] <= until)
+            and (kinds is None or doc.get("kind") in kinds)]
+
+
+def count_unreadable(path: str | os.PathLike) -> int:
+    return scan(path)[1]
+
+
+def _parse(raw: bytes) -> dict | None:
+    """One line's event, or None when it is not one."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("time"), (int, float)) else None
 
 
 def events_path_of(cluster_file: str | os.PathLike) -> Path:
@@ -193,9 +202,5 @@ class EventTail:
         end = chunk.rfind(b"\n") + 1  # a line still being written waits for its newline
         self._pos += end
         for raw in chunk[:end].splitlines():
-            try:
-                doc = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(doc, dict) and isinstance(doc.get("time"), (int, float)):
+            if (doc := _parse(raw)) is not None:
                 self.recent.append(doc)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from broker_core.observe.events import count_unreadable, log_files, read_events
+from broker_core.observe.events import log_files, scan
 from console.errors import CommandFailed
 
 WINDOW_S = 10  # the SLA's window (the console's, the demo's health goals)
@@ -86,7 +86,7 @@ def resolve_data(data: str | os.PathLike | None, cluster: str | os.PathLike | No
 
 def gather(data: Path, since: float | None, until: float | None) -> Incident:
     """The window [since, until] (each defaulting to the first and last thing recorded)."""
-    events = read_events(data) if log_files(data) else []
+    events, unreadable = scan(data) if log_files(data) else ([], 0)
     metrics, named = _latency_rows(data / "metrics", since, until)
     times = [e["time"] for e in events] + [r[0] for r in metrics]
     if not times:
@@ -98,8 +98,7 @@ def gather(data: Path, since: float | None, until: float | None) -> Incident:
                             f"{_utc(until)})")
     events = [e for e in events if since <= e["time"] <= until]
     brokers, columns = _windows(metrics, since, until, named)
-    return Incident(data, since, until, events, brokers, columns,
-                    count_unreadable(data) if log_files(data) else 0)
+    return Incident(data, since, until, events, brokers, columns, unreadable)
 
 
 def _latency_rows(root: Path, since: float | None, until: float | None
