@@ -31,7 +31,6 @@ class BrokerWindows:
     max: list[float | None] = field(default_factory=list)
     sends: int = 0  # send requests timed (a frame of several messages is one)
     msgs: int = 0  # the messages they carried
-    hist: object = None  # the window's whole LatencyHistogram
 
     @property
     def worst_p99(self) -> float | None:
@@ -147,14 +146,13 @@ def _windows(rows: list[tuple], since: float, until: float, named: set[str]):
         cols[i] = cols[i] + h
     brokers = []
     for name in sorted(set(per) | named):
-        b = BrokerWindows(name, hist=LatencyHistogram(), msgs=msgs.get(name, 0))
+        b = BrokerWindows(name, msgs=msgs.get(name, 0))
         for i, h in enumerate(per.get(name, [None] * n)):
             b.starts.append(start + i * WINDOW_S)
             b.p99.append(h.quantile(0.99) if h is not None else None)
             b.max.append(h.max if h is not None else None)
             if h is not None:
                 b.sends += h.count
-                b.hist = b.hist + h
         brokers.append(b)
     return brokers, [(start + i * WINDOW_S, h) for i, h in enumerate(cols)]
 
