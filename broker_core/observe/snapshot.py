@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_core.observe.broker_figures import BrokerFigures
 from broker_core.observe.figures import (
     CommitLogFigures,
     DiskFigures,
@@ -28,28 +29,15 @@ from heatmap import LatencyHistogram
 MAX_LOCKS_SHOWN = 200  # queue locks a snapshot lists (all are counted)
 
 
-@dataclass(frozen=True)
-class BrokerSnapshot:
+@dataclass(frozen=True, kw_only=True)
+class BrokerSnapshot(BrokerFigures):
+    """What the broker took at one instant: the shared figures (observe.broker_figures)
+    and its per-second and since-start histograms."""
+
     name: str
-    cluster: str
-    addr: str
-    http: str
-    pid: int
-    time: float  # wall clock, epoch seconds
-    uptime_s: float
-    state: str  # UP | PAUSED
-    flush_mode: str
     windows: Mapping[str, Mapping[str, OpWindow]]  # op -> "10s" -> figures
-    totals: Totals
     errors_total: Mapping[str, int]  # per op: answered with an error, since start
     failures_total: Mapping[str, int]  # per op: of those, the broker's own failures
-    commitlog: CommitLogFigures
-    disk: DiskFigures
-    consumer_lag: Mapping[str, int]  # group -> messages behind
-    topics: Mapping[str, int]  # topic -> queues
-    faults: Mapping[str, Any]
-    inflight_writes: int
-    loop_lag: LoopLagFigures
     history: tuple[ClosedSecond, ...]  # the last minutes, oldest first (immutable seconds)
     cumulative: Mapping[str, LatencyHistogram]  # per op since start, copies
     # a replicated group's broker: role, epoch, in-sync set, per-slave lag (ha.node figures)
@@ -57,35 +45,10 @@ class BrokerSnapshot:
     # consumer groups judged by observe.backlog (empty on a slave: its master judges them)
     consumers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     flow: Mapping[str, Any] = field(default_factory=dict)  # quotas in force, throttled sends
-    # the hottest queues with their depth, and whether far hotter than the broker's median
-    # active queue (observe.queue_heat): bounded, however many queues the broker has
-    hottest_queues: tuple[Mapping[str, Any], ...] = ()
-    # delayed messages: pending per level, overdue, delivered (server.delay_service)
-    delayed: Mapping[str, Any] = field(default_factory=dict)
-    # consumer group -> {count, per_s}: its dead-letter queue here and how fast it grows
-    dead_letters: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    # consumer group -> {count, per_s}: messages it sent back for a retry, kept here
-    retries: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    # half messages pending, checks, commits, rollbacks by resolver (server.transactions)
-    transactions: Mapping[str, Any] = field(default_factory=dict)
-    # orderly consumers' queue locks: holders and changes (server.queue_locks)
-    locks: Mapping[str, Any] = field(default_factory=dict)
-    # the ACL: enforced, its version, users and rules counted, denials (server.access)
-    access: Mapping[str, Any] = field(default_factory=dict)
-    # sends answered with an error since start, by code (FLOW_CONTROL apart: `flow`)
-    send_error_codes: Mapping[str, int] = field(default_factory=dict)
-    # the latest send the broker failed itself: {code, text, time}, or empty
-    last_send_failure: Mapping[str, Any] = field(default_factory=dict)
-    # the latest send it refused (an error not its own failure): {code, text, time}, or empty
-    last_send_refusal: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def flush_lag_bytes(self) -> int:
         return int(self.commitlog.max_offset or 0) - int(self.commitlog.flushed_offset or 0)
-
-    @property
-    def fault_active(self) -> bool:
-        return bool(self.faults.get("active"))
 
     def last_seconds(self, n: int) -> tuple[ClosedSecond, ...]:
         return self.history[-n:] if n > 0 else ()

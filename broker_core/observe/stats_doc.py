@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from broker_core.observe.broker_figures import BrokerFigures
 from broker_core.observe.figures import (
     CommitLogFigures,
     DiskFigures,
@@ -176,66 +177,23 @@ def _ops(doc: Any) -> dict[str, dict[str, OpWindow]]:
             for op, ws in _map(doc).items()}
 
 
-@dataclass(frozen=True)
-class BrokerStats:
+@dataclass(frozen=True, kw_only=True)
+class BrokerStats(BrokerFigures):
     """The /stats document, field by field: each key of the JSON is the field's name,
     encoded and decoded by the codec `_CODECS` names for it (plain strings and
-    numbers by their type)."""
+    numbers by their type). The figures a snapshot holds alike are declared once, in
+    observe.broker_figures; these are the document's own."""
 
     broker: str = ""
-    cluster: str = ""
-    addr: str = ""
-    http: str = ""
-    pid: int | None = None
-    time: float | None = None
-    uptime_s: float | None = None
-    state: str = "UP"
-    flush_mode: str = ""
     ops: Mapping[str, Mapping[str, OpWindow]] = field(default_factory=dict)
     history: Mapping[str, tuple[HistorySecond, ...]] = field(default_factory=dict)
-    totals: Totals = field(default_factory=Totals)
-    commitlog: CommitLogFigures = field(default_factory=CommitLogFigures)
     flush_lag_bytes: int | None = None
-    disk: DiskFigures = field(default_factory=DiskFigures)
-    consumer_lag: Mapping[str, int] = field(default_factory=dict)
-    topics: Mapping[str, int] = field(default_factory=dict)
-    faults: Mapping[str, Any] = field(default_factory=dict)
-    inflight_writes: int | None = None
-    loop_lag: LoopLagFigures = field(default_factory=LoopLagFigures)
     ha: HaFigures | None = None  # a replicated group's broker
     consumers: Mapping[str, ConsumerGroup] = field(default_factory=dict)  # group -> verdict
     flow: FlowFigures = field(default_factory=FlowFigures)
-    # {topic, queue, rate, times_median, depth, hot}: the hottest queues, hottest first
-    hottest_queues: tuple[Mapping[str, Any], ...] = ()
-    # {pending: {level label: n}, pending_total, overdue_s, delivered_total, dropped_total}
-    delayed: Mapping[str, Any] = field(default_factory=dict)
-    # consumer group -> {count, per_s}: its dead letters on this broker and their growth
-    dead_letters: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    # consumer group -> {count, per_s}: messages it sent back for a retry (kept) and how fast
-    retries: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    # {pending, oldest_pending_s, halves_total, committed_total, checks_total,
-    # duplicate_ends_total, rolled_back: {by: n}}
-    transactions: Mapping[str, Any] = field(default_factory=dict)
-    # {held, granted_total, expired_total, refused_total, holders: [{group, topic, queue,
-    # client_id, since, lease_left_s}]}
-    locks: Mapping[str, Any] = field(default_factory=dict)
-    # {enforced, version, users, rules, auth_failures_total, denied: [{user, action,
-    # resource, count}]}: names and counts only, never a key
-    access: Mapping[str, Any] = field(default_factory=dict)
-    # code -> sends answered with it since start (FLOW_CONTROL apart: `flow`)
-    send_error_codes: Mapping[str, int] = field(default_factory=dict)
-    # {code, text, time}: the latest send the broker failed itself (BROKER_FAILURE_CODES)
-    last_send_failure: Mapping[str, Any] = field(default_factory=dict)
-    # {code, text, time}: the latest send it refused (the other codes: input, settings,
-    # NOT_MASTER)
-    last_send_refusal: Mapping[str, Any] = field(default_factory=dict)
 
     def window(self, op: str, window: str = "10s") -> OpWindow:
         return self.ops.get(op, {}).get(window) or OpWindow()
-
-    @property
-    def fault_active(self) -> bool:
-        return bool(self.faults.get("active"))
 
     @classmethod
     def from_snapshot(cls, snap: BrokerSnapshot, history_s: int = 0) -> BrokerStats:
@@ -315,11 +273,7 @@ _CODECS.update({
 assert set(_CODECS) == {f.name for f in fields(BrokerStats)}, "a /stats field without a codec"
 _CODECS = {f.name: _CODECS[f.name] for f in fields(BrokerStats)}  # the document in field order
 # what a snapshot holds under the same name and type
-_FROM_SNAPSHOT = ("cluster", "addr", "http", "pid", "time", "uptime_s", "state", "flush_mode",
-                  "totals", "commitlog", "flush_lag_bytes", "disk", "consumer_lag", "topics",
-                  "faults", "inflight_writes", "loop_lag", "hottest_queues",
-                  "delayed", "dead_letters", "retries", "transactions", "locks",
-                  "access", "send_error_codes", "last_send_failure", "last_send_refusal")
+_FROM_SNAPSHOT = (*(f.name for f in fields(BrokerFigures)), "flush_lag_bytes")
 
 
 @dataclass(frozen=True)
