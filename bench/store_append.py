@@ -41,8 +41,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _util import peak_rss_mib  # noqa: E402
 
+from broker_core.protocol.record import HEADER_SIZE  # noqa: E402
 from broker_core.store import MessageStore, StoreConfig  # noqa: E402
-from broker_core.store.message import HEADER_SIZE  # noqa: E402
 
 TOPIC = "BenchTopic"
 SEGMENT = 128 << 20

@@ -53,8 +53,8 @@ from broker_core.client.retry import (
 from broker_core.errors import BrokerError
 from broker_core.names import topic_problem
 from broker_core.protocol import Op
+from broker_core.protocol.record import Message
 from broker_core.protocol.system_topics import check_group
-from broker_core.store.message import Message
 
 log = logging.getLogger("floodgate.consumer")
 

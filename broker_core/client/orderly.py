@@ -27,7 +27,7 @@ from broker_core.client.retry import PROP_RETRY_TIMES
 from broker_core.errors import BrokerError
 from broker_core.protocol import Op
 from broker_core.protocol.orderly import LOCK_LEASE_S
-from broker_core.store.message import Message
+from broker_core.protocol.record import Message
 
 log = logging.getLogger("floodgate.consumer")
 

@@ -36,8 +36,8 @@ from broker_core.protocol import (
     decode_pull_head,
     encode_pull,
 )
-from broker_core.store.message import CorruptRecord, Message
-from broker_core.store.served import decode_records
+from broker_core.protocol.record import CorruptRecord, Message
+from broker_core.protocol.record_batch import decode_records
 
 log = logging.getLogger("floodgate.consumer")
 

@@ -3,9 +3,9 @@
 A consumer keeps one pull outstanding per broker for all the queues it owns there
 (not one per queue: at tens of thousands of queues that would be as many held
 requests and wake-ups). The answer gives every queue's state, then the messages
-as the CommitLog holds them (RocketMQ's record layout, `store.message`), queue
+as the CommitLog holds them (RocketMQ's record layout, `protocol.record`), queue
 after queue: a broker answers with the stored bytes (one gather write, no decode
-and re-encode) and the consumer decodes and verifies them (`store.message.
+and re-encode) and the consumer decodes and verifies them (`protocol.record_batch.
 decode_records`).
 
     request  group str16 | topic str16 | tag str16 | max msgs u16 | timeout ms u32 |

@@ -27,6 +27,7 @@ from broker_core.observe.snapshot import (
 from broker_core.observe.stats_doc import stats_document
 from broker_core.observe.stats_json import StatsJson
 from broker_core.protocol import Code, Op
+from broker_core.protocol.record import pack_host
 from broker_core.protocol.system_topics import check_group
 from broker_core.server import acl_ops, control_ops, lookup_ops, tx_ops
 from broker_core.server.access import Access
@@ -50,7 +51,6 @@ from broker_core.server.trace_store import StoreTracer
 from broker_core.server.transactions import TxService, TxTable
 from broker_core.server.write_path import WritePath
 from broker_core.store import MessageStore, StoreConfig
-from broker_core.store.message import pack_host
 from heatmap.metrics_log import BROKER_OPS
 from heatmap.sla import HISTORY_S
 

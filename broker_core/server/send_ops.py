@@ -29,12 +29,7 @@ from broker_core.protocol.delay import (
     SCHEDULE_TOPIC,
     parse_level,
 )
-from broker_core.protocol.transactions import HALF_TOPIC, PROP_TX_HALF
-from broker_core.server.topic_table import TopicError
-from broker_core.server.trace_store import StoreTracer
-from broker_core.server.write_path import WritePath
-from broker_core.store import MessageStore, PutStatus
-from broker_core.store.message import (
+from broker_core.protocol.record import (
     HEADER_SIZE,
     MAX_PROPERTIES_BYTES,
     PROP_KEYS,
@@ -43,6 +38,11 @@ from broker_core.store.message import (
     tag_hash,
     topic_field,
 )
+from broker_core.protocol.transactions import HALF_TOPIC, PROP_TX_HALF
+from broker_core.server.topic_table import TopicError
+from broker_core.server.trace_store import StoreTracer
+from broker_core.server.write_path import WritePath
+from broker_core.store import MessageStore, PutStatus
 from broker_core.trace.records import PROP_TRACE
 
 # Not a send error: stored, and the group's lack of a slave is an alert of its own

@@ -6,8 +6,8 @@ with MessageStore("/data/broker-a", StoreConfig(flush="sync")) as store:
     got = store.get("orders", 0, r.queue_offset)
 """
 
+from broker_core.protocol.record import Message
 from broker_core.store.config import StoreConfig
-from broker_core.store.message import Message
 from broker_core.store.recovery import RecoveryReport
 from broker_core.store.results import GetResult, GetStatus, PutResult, PutStatus
 from broker_core.store.retention import RetentionReport

@@ -16,9 +16,7 @@ import os
 import threading
 
 from broker_core.errors import StoreCorruptError
-from broker_core.store.allocate import SegmentAllocator
-from broker_core.store.mapped_file import PAGE, MappedFile, parse_file_name
-from broker_core.store.message import (
+from broker_core.protocol.record import (
     BLANK,
     BLANK_MAGIC,
     BLANK_MIN,
@@ -28,6 +26,8 @@ from broker_core.store.message import (
     Message,
     decode_record,
 )
+from broker_core.store.allocate import SegmentAllocator
+from broker_core.store.mapped_file import PAGE, MappedFile, parse_file_name
 
 _CHUNK = 1 << 20
 READAHEAD_STEP = 4 << 20  # the written part of the segment gets readahead back this often

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker_core.errors import StoreConfigError
+from broker_core.protocol.record import BLANK_MIN, FIXED_SIZE, MAX_PROPERTIES_BYTES, MAX_TOPIC_BYTES
 from broker_core.store.mapped_file import PAGE
-from broker_core.store.message import BLANK_MIN, FIXED_SIZE, MAX_PROPERTIES_BYTES, MAX_TOPIC_BYTES
 
 # Past this many queue and index files the checkpoint flushes the filesystem once
 # (syncfs) instead of each file: a flush per file was a journal commit each, 400 a

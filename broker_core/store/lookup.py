@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker_core.errors import MessageNotFoundError
+from broker_core.protocol.record import HEADER, CorruptRecord, Message, decode_record
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.index_service import IndexService
-from broker_core.store.message import HEADER, CorruptRecord, Message, decode_record
 
 FOREVER_MS = 2**62
 

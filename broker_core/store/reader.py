@@ -9,17 +9,17 @@ never returned.
 
 from __future__ import annotations
 
-from broker_core.store.commitlog import CommitLog
-from broker_core.store.consume_queue import ConsumeQueue
-from broker_core.store.message import (
+from broker_core.protocol.record import (
     PROP_TAGS,
     CorruptRecord,
     Message,
     decode_record,
     topic_field,
 )
+from broker_core.protocol.record_batch import check_record
+from broker_core.store.commitlog import CommitLog
+from broker_core.store.consume_queue import ConsumeQueue
 from broker_core.store.results import GetResult, GetStatus
-from broker_core.store.served import check_record
 from broker_core.store.tags import TagFilter
 
 MAX_SCAN_UNITS = 4096

@@ -15,11 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from broker_core.store.checkpoint import Checkpoint
-from broker_core.store.commitlog import CommitLog
-from broker_core.store.consume_queue import ConsumeQueue
-from broker_core.store.index_service import IndexService, split_keys
-from broker_core.store.message import (
+from broker_core.protocol.record import (
     BLANK,
     BLANK_MAGIC,
     BLANK_MIN,
@@ -28,6 +24,10 @@ from broker_core.store.message import (
     decode_record,
     tag_hash,
 )
+from broker_core.store.checkpoint import Checkpoint
+from broker_core.store.commitlog import CommitLog
+from broker_core.store.consume_queue import ConsumeQueue
+from broker_core.store.index_service import IndexService, split_keys
 
 
 @dataclass

@@ -21,10 +21,10 @@ import threading
 from collections.abc import Callable
 
 from broker_core.errors import StoreCorruptError
+from broker_core.protocol.record import BLANK, BLANK_MAGIC, CorruptRecord, index_record
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.consume_queue_table import ConsumeQueueTable
 from broker_core.store.index_service import IndexService, split_keys
-from broker_core.store.message import BLANK, BLANK_MAGIC, CorruptRecord, index_record
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import NamedTuple
 
-from broker_core.store.message import Message
+from broker_core.protocol.record import Message
 
 
 class PutStatus(StrEnum):

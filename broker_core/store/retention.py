@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker_core.protocol.record import HEADER, HEADER_SIZE, MESSAGE_MAGIC
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.flush import ServiceThread
 from broker_core.store.mapped_file import MappedFile
-from broker_core.store.message import HEADER, HEADER_SIZE, MESSAGE_MAGIC
 
 log = logging.getLogger(__name__)
 

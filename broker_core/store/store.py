@@ -26,6 +26,7 @@ from time import perf_counter
 
 from broker_core.errors import MessageIllegalError, StoreClosedError
 from broker_core.fsutil import PendingDirs
+from broker_core.protocol.record import Message, pack_host, prepare, prepare_batch
 from broker_core.store.config import StoreConfig
 from broker_core.store.index_service import split_keys
 from broker_core.store.latency import LatencyRecorder
@@ -39,7 +40,6 @@ from broker_core.store.lookup import (
     query_by_key,
     store_ts,
 )
-from broker_core.store.message import Message, pack_host, prepare, prepare_batch
 from broker_core.store.opening import StoreServices, open_files
 from broker_core.store.reader import get_result, read_queue, read_queue_records
 from broker_core.store.replica import ReplicaLog

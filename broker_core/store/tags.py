@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from broker_core.store.message import tag_hash
+from broker_core.protocol.record import tag_hash
 
 
 @dataclass(frozen=True)

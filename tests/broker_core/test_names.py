@@ -9,10 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker_core.errors import MessageIllegalError
+from broker_core.protocol.record import topic_field
 from broker_core.protocol.system_topics import DLQ_PREFIX, RETRY_PREFIX, check_group
 from broker_core.server.flow_control import TARGET_RE
 from broker_core.server.topic_table import TopicError, TopicTable, check_name
-from broker_core.store.message import topic_field
 
 names = st.text("ab09_-%|.! /é", max_size=130)
 

@@ -11,7 +11,7 @@ from broker_core.client.pool import ConnectionPool
 from broker_core.client.pulls import DownList, Pulls
 from broker_core.client.retry import PROP_RETRY_TIMES
 from broker_core.errors import BrokerError
-from broker_core.store.message import Message
+from broker_core.protocol.record import Message
 
 QUEUE = ("broker-1", 2)
 

@@ -12,7 +12,7 @@ from broker_core.client.retry import (
     retry_times,
     retry_topic,
 )
-from broker_core.store.message import Message
+from broker_core.protocol.record import Message
 
 
 def message(topic: str, **props) -> Message:

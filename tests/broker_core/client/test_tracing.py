@@ -2,7 +2,7 @@
 its commit and goes out without one once `hold_s` has passed (no sleep)."""
 
 from broker_core.client.tracing import DeliveryTracer
-from broker_core.store.message import Message, pack_host
+from broker_core.protocol.record import Message, pack_host
 from broker_core.trace.dispatcher import TraceDispatcher
 from broker_core.trace.records import PROP_TRACE
 from tests.clock import ManualClock

@@ -14,8 +14,8 @@ from broker_core.ha.master import ReplicationMaster
 from broker_core.ha.master_link import SlaveLink
 from broker_core.ha.slave import MasterInfo, ReplicaClient
 from broker_core.protocol import Code
+from broker_core.protocol.record import HEADER
 from broker_core.store import MessageStore
-from broker_core.store.message import HEADER
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -104,7 +104,7 @@ def test_brokers_on_this_host_are_told_apart_from_remote_ones():
 
 
 def test_send_answer_carries_the_store_host_for_the_message_id():
-    from broker_core.store.message import pack_host
+    from broker_core.protocol.record import pack_host
 
     answer = p.encode_send_response(1, 42, 4096, 1_700_000_000_000, pack_host("10.0.0.7:10911"))
     assert p.decode_send_answer(answer) == (1, 42, 4096, 1_700_000_000_000, None,
@@ -117,7 +117,7 @@ def test_send_answer_carries_the_store_host_for_the_message_id():
 
 
 def test_a_send_answer_frame_in_one_pack_reads_as_the_parts_would():
-    from broker_core.store.message import pack_host
+    from broker_core.protocol.record import pack_host
 
     host = pack_host("10.0.0.7:10911")
     frame = p.send_answer_frame(77, p.Code.SLAVE_NOT_AVAILABLE, 1, 42, 4096, 1_700_000_000_000,

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from broker_core.protocol.record import BLANK_MAGIC, HEADER_SIZE, MESSAGE_MAGIC
 from broker_core.store import GetStatus, MessageStore, PutStatus
-from broker_core.store.message import BLANK_MAGIC, HEADER_SIZE, MESSAGE_MAGIC
 
 
 def body_for(cycle: int, thread: int, seq: int, size: int) -> bytes:

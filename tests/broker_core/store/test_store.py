@@ -8,9 +8,9 @@ import random
 import pytest
 
 from broker_core.errors import BrokerError, StoreConfigError, StoreLockedError
+from broker_core.protocol.record import BLANK_MAGIC, HEADER_SIZE
 from broker_core.store import GetStatus, MessageStore, PutStatus, StoreConfig
 from broker_core.store.mapped_file import file_name
-from broker_core.store.message import BLANK_MAGIC, HEADER_SIZE
 
 
 def test_round_trip_across_segment_boundaries(tmp_path, small_config):

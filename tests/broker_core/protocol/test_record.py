@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker_core.errors import MessageIllegalError, MessageTooLargeError
-from broker_core.store.message import (
+from broker_core.protocol.record import (
     HEADER,
     HEADER_SIZE,
     MESSAGE_MAGIC,

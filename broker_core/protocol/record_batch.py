@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 
-from broker_core.store.message import (
+from broker_core.protocol.record import (
     FIXED_SIZE,
     HEADER,
     HEADER_SIZE,

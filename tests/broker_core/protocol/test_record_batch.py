@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from broker_core.protocol.record import CorruptRecord, topic_field
+from broker_core.protocol.record_batch import check_record, decode_records
 from broker_core.store import MessageStore
-from broker_core.store.message import CorruptRecord, topic_field
-from broker_core.store.served import check_record, decode_records
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The CommitLog record codec, RocketMQ's layout (big-endian).
+"""The record codec, RocketMQ's layout (big-endian): one message as the CommitLog
+stores it and as a PULL answer carries it (the broker serves the stored bytes).
 
     total size i32 | magic u32 | body CRC32 u32 | queue id i32 | flag i32 |
     queue offset i64 | physical offset i64 | sys flag i32 | born timestamp i64 |
