@@ -68,7 +68,7 @@ def consumer_main(cluster_file: str, name: str, life_s: float, journal: str) -> 
     def handle(m) -> None:
         t0 = time.time()
         key, seq = m.body.split(b" ", 1)
-        q = consumer._pulls.queue_of(m)  # noqa: SLF001 - the bench's journal names the queue
+        q = consumer.pulls.queue_of(m)  # the bench's journal names the queue
         lines.append(f"{key.decode()} {int(seq)} {t0:.6f} {time.time():.6f} "
                      f"{q[0]}:{q[1]} {name}\n")
 

@@ -1,4 +1,4 @@
-"""Pull consumer, clustering or broadcast (client.producer is the producer).
+"""Pull consumer: the core every mode shares (client.producer is the producer).
 
 Each member heartbeats every broker; the union of live members, sorted, and
 the sorted list of (broker, queue) are split evenly (RocketMQ's averaging
@@ -7,18 +7,8 @@ Offsets live on the brokers: `commit()` writes them, a new owner reads them.
 Delivery is at-least-once: what was polled but not committed comes again
 after a rebalance or a restart.
 
-A broadcast consumer (RocketMQ's BROADCASTING) reads every queue of the topic, as
-every other instance of its group does; its offsets are its own, kept in a file
-it names (client.offsets_file), and told to the brokers in its heartbeats only so
-that they can judge its lag. A failed message is not retried there (there is no group to retry for, as in
-RocketMQ): `consume` logs and counts it.
-
-An orderly consumer (RocketMQ's MessageListenerOrderly) holds a lock on each
-queue it consumes (client.orderly, on the queue's master), handles one queue's
-messages one at a time in offset order, and retries a failed message in place:
-its queue waits SUSPEND_S and the same message comes again, up to
-`max_reconsume` times, then it goes to the dead-letter queue (no retry topic:
-that would put it behind the messages that followed it).
+A consumer reads in one of RocketMQ's three ways, each a small class of
+client.consume_modes: clustering (the default), broadcast and orderly.
 
 Pulls are pipelined, one long poll in flight per broker, what they bring buffered
 until `poll` hands it out (client.pulls).
@@ -35,11 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from broker_core.client.attempts import normalize_brokers
 from broker_core.client.connection import BrokerUnavailable
-from broker_core.client.consume_loop import consume_concurrently, consume_orderly
+from broker_core.client.consume_modes import Broadcast, Clustering, Orderly
 from broker_core.client.group_calls import GroupCalls, Refusals
 from broker_core.client.membership import GroupMember
-from broker_core.client.offsets_file import OffsetsFile
-from broker_core.client.orderly import InPlaceRetries, QueueLeases
 from broker_core.client.pool import ConnectionPool
 from broker_core.client.pulls import DownList, Pulls
 from broker_core.client.retry import (
@@ -48,7 +36,6 @@ from broker_core.client.retry import (
     RETRY_PREFIX,
     as_first_sent,
     retry_topic,
-    send_back,
 )
 from broker_core.errors import BrokerError
 from broker_core.names import topic_problem
@@ -100,30 +87,28 @@ class Consumer(GroupMember):
         if broadcast and orderly:
             raise ValueError("a consumer is broadcast or orderly, not both: an orderly queue "
                              "has one consumer in its group")
-        if broadcast and offsets_file is None:
-            raise ValueError("a broadcast consumer keeps its offsets in a file of its own: "
-                             "give offsets_file")
+        if offsets_file is not None and not broadcast:
+            raise ValueError("offsets_file is a broadcast consumer's (a group's offsets live on "
+                             "its brokers): give broadcast=True too")
         self.group, self.topic = group, topic
-        self.broadcast = broadcast
-        self.failed = 0  # broadcast: messages whose handler raised (not retried)
         self.routes = routes
         if routes is not None:
             brokers = {g: g for g in routes.groups}
         self.brokers = normalize_brokers(brokers)
         self.client_id = client_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.timeout = timeout
-        self._clock = clock
+        self.clock = clock
         # with routes: one connection per broker address, whichever group member answers
         self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
         self._pool = ConnectionPool({} if routes is not None else self.brokers, credentials)
         self._owned: list[tuple[str, int]] = []
         self._owned_by_broker: dict[str, list[tuple[str, int]]] = {}
-        self._committed: dict[tuple[str, int], int] = {}
+        self.committed: dict[tuple[str, int], int] = {}  # offsets stored, as it knows
         self._down = DownList(clock)  # addresses that failed: not asked for a while
-        self._pulls = Pulls(group, topic, self._pool, routes, self._down, timeout, clock,
-                            self._pullable)
-        self._pulls.on_committed = self._mark_committed
-        self._json = GroupCalls(self._pool, routes, self._down, timeout, clock).json
+        self.pulls = Pulls(group, topic, self._pool, routes, self._down, timeout, clock,
+                           self._pullable)
+        self.pulls.on_committed = self._mark_committed
+        self.call_json = GroupCalls(self._pool, routes, self._down, timeout, clock).json
         self._members: tuple[str, ...] = ()
         self._reset = 0  # the last operator's reset of the group's offsets heard of
         self.resets_seen = 0  # how many times this consumer started over for one
@@ -145,35 +130,27 @@ class Consumer(GroupMember):
         self.retry_delay = retry_delay
         self._sender = None  # a Producer, made by the first nack
         self._retry: Consumer | None = None
-        self._file = None
-        if offsets_file is not None:
-            self._file = OffsetsFile(offsets_file, group, topic, self.client_id, clock)
-            self._committed = dict(self._file.saved)
-        self._leases = self._in_place = None
-        if orderly:
-            self._leases = QueueLeases(group, topic, self.client_id, self._json, clock)
-            self._in_place = InPlaceRetries(max_reconsume, self._pulls, self._dead_letter,
-                                            clock)
-        if (retry and not broadcast and not orderly
+        # where the three ways differ (client.consume_modes)
+        self.mode = (Broadcast(self, offsets_file) if broadcast
+                     else Orderly(self) if orderly else Clustering(self))
+        if (retry and self.mode.reads_retry_topic
                 and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX))):
             self._retry = Consumer(group, retry_topic(group), None if routes else brokers,
                                    self.client_id, timeout, clock, routes, retry=False,
                                    credentials=credentials, trace=trace, trace_rate=trace_rate)
 
     def _start_offset(self, queue: tuple[str, int]) -> int:
+        if (own := self.mode.own_offset(queue)) is not None:
+            self.pulls.delivered[queue] = own
+            return own
         broker, qid = queue
-        if self._file is not None and queue in self._file.saved:  # its own offset
-            self._pulls.delivered[queue] = self._file.saved[queue]
-            return self._file.saved[queue]
-        answer = self._json(
+        answer = self.call_json(
             broker, Op.QUERY_OFFSET, {"group": self.group, "topic": self.topic, "queue_id": qid}
         )
-        # a broadcast instance new to a queue starts from its first message kept, as a
-        # clustering group with no offset does (a group's offsets are not its own)
-        offset = -1 if self.broadcast else int(answer.get("offset", -1))
+        offset = self.mode.from_group(int(answer.get("offset", -1)))
         if offset < 0:  # no committed offset: consume from the first message kept
             offset = int(answer.get("min_offset", 0))
-        self._committed[queue] = self._pulls.delivered[queue] = offset
+        self.committed[queue] = self.pulls.delivered[queue] = offset
         return offset
 
     # -- consuming ----------------------------------------------------------
@@ -204,24 +181,10 @@ class Consumer(GroupMember):
         a growing delay (or `delay`, a level), or to the dead-letter queue past
         `max_reconsume` tries: "retry" or "dlq". Raises SendFailed when it could not be
         sent; its queue is then read again from it (what followed comes again too)."""
-        if self.broadcast:
-            raise ValueError("a broadcast consumer does not send messages back: there is no "
-                             "group to retry them for")
-        if self._in_place is not None:  # retried in place: its queue is read again from it
-            queue = self._pulls.queue_of(message)
-            if queue is None:
-                raise ValueError(f"{message.msg_id} was not handed out by this consumer")
-            return self._in_place.failed(queue, message)
-        try:
-            return send_back(self._sender_for_nacks(), self.group, message,
-                             delay if delay is not None else self.retry_delay, self.max_reconsume)
-        except Exception:
-            # not sent back: read it again (and what followed it in its queue) rather than
-            # commit past it; from the retry topic if that is where it came from
-            self._rewind(message)
-            raise
+        return self.mode.nack(message, delay)
 
-    def _sender_for_nacks(self):
+    def sender_for_nacks(self):
+        """The producer that sends failed messages back (made by the first)."""
         if self._sender is None:
             from broker_core.client.producer import Producer
 
@@ -234,17 +197,13 @@ class Consumer(GroupMember):
                 self._sender.tracer = SendTracer(self.tracer.dispatcher, 0.0, self.client_id)
         return self._sender
 
-    def _dead_letter(self, message: Message) -> str:
-        return send_back(self._sender_for_nacks(), self.group, message, None,
-                         self.max_reconsume)
-
-    def _rewind(self, message: Message) -> bool:
+    def rewind(self, message: Message) -> bool:
         """Hand `message` out again, from the queue it came from (this consumer's topic or
         its retry topic); what followed it comes again too: at least once. False if
         neither handed it out since the last commit."""
-        if self._pulls.rewind(message, self._owned):
+        if self.pulls.rewind(message, self._owned):
             return True
-        return self._retry is not None and self._retry._rewind(message)
+        return self._retry is not None and self._retry.rewind(message)
 
     def consume(self, handler: Callable[[Message], object], max_msgs: int = 32,
                 timeout: float = 1.0, stop=None) -> None:
@@ -252,36 +211,29 @@ class Consumer(GroupMember):
         handler raises is sent back (`nack`); offsets ride the next pulls after each batch
         (`commit(wait=False)`), and are committed at once when it stops.
         Orderly: one queue's messages in order, a failure retried in place."""
-        if self._leases is not None:
-            return consume_orderly(self, handler, max_msgs, timeout, stop)
-        return consume_concurrently(self, handler, max_msgs, timeout, stop)
+        return self.mode.consume(handler, max_msgs, timeout, stop)
 
     def _poll(self, max_msgs: int, timeout: float, answer_s: float = ANSWER_S
               ) -> list[Message]:
-        pulls = self._pulls
-        deadline = self._clock() + timeout
+        pulls = self.pulls
+        deadline = self.clock() + timeout
         while True:
-            if self._clock() >= self._next_heartbeat:
+            if self.clock() >= self._next_heartbeat:
                 self.heartbeat()
-            elif (self._leases is not None and self._clock() >= self._leases.retry_at
-                  and len(self._leases.held()) < len(self._owned)):
-                self._relock()
+            else:
+                self.mode.on_wake(self.clock())
             if pulls.fill(self._owned_by_broker, self._start_offset):
-                deadline = max(deadline, self._clock() + answer_s)
+                deadline = max(deadline, self.clock() + answer_s)
             pulls.serve(0.0, self._owned)
             if pulls.ready:
                 return self._take(max_msgs)
-            now = self._clock()
+            now = self.clock()
             left = deadline - now
             if left <= 0:
                 return []
             # asleep until an answer comes or something is due: a heartbeat, a lock to
             # try again, a pull that outstayed its hold (not every 0.1 s to look)
-            due = min(self._next_heartbeat, pulls.next_due(now))
-            if self._leases is not None:
-                due = min(due, self._in_place.next_resume(now))
-                if len(self._leases.held()) < len(self._owned):
-                    due = min(due, self._leases.retry_at)
+            due = min(self._next_heartbeat, pulls.next_due(now), self.mode.due(now))
             pulls.serve(max(0.0, min(left, due - now)), self._owned)
             if pulls.ready:
                 return self._take(max_msgs)
@@ -289,7 +241,7 @@ class Consumer(GroupMember):
     def _take(self, max_msgs: int) -> list[Message]:
         """Hand out what is buffered (the pulls remember each message's queue: `nack`)."""
         out: list[Message] = []
-        for queue, part in self._pulls.take(max_msgs):
+        for queue, part in self.pulls.take(max_msgs):
             out.extend(part)
             if self.tracer is not None:
                 self.tracer.polled(queue[0], part)
@@ -298,7 +250,7 @@ class Consumer(GroupMember):
     @property
     def corrupt(self) -> int:
         """Records that failed their CRC, skipped."""
-        return self._pulls.corrupt
+        return self.pulls.corrupt
 
     def _heard_reset(self, reset: int) -> None:
         """An operator moved the group's offsets (`floodgate offsets reset`): what this
@@ -306,13 +258,13 @@ class Consumer(GroupMember):
         offsets the brokers have now (nothing of the old range is committed after)."""
         if reset <= self._reset:
             return
-        started = bool(self._pulls.offsets or self._pulls.delivered)
-        self._reset = self._pulls.reset = reset
+        started = bool(self.pulls.offsets or self.pulls.delivered)
+        self._reset = self.pulls.reset = reset
         if not started:
             return
         self.resets_seen += 1
-        self._pulls.forget([])
-        self._committed.clear()
+        self.pulls.forget([])
+        self.committed.clear()
         if self.tracer is not None:
             self.tracer.release_all()
 
@@ -321,24 +273,22 @@ class Consumer(GroupMember):
         instance: in its offsets file, at most once a second). `wait=False`: they ride
         the next pull to each broker instead of a request of their own (RocketMQ's pull
         carries its commit offset too), RIDE_WAIT_S later at most."""
-        self._pulls.committed()  # a message handed out before is past its nack now
-        if self.broadcast:
-            self._committed.update(self._pulls.delivered)
-            self._file.save(self._committed)
+        self.pulls.committed()  # a message handed out before is past its nack now
+        if self.mode.commit(wait):
             return
         if self._retry is not None:
             self._retry.commit(wait)
         moved: dict[str, dict[int, int]] = {}  # broker -> queue id -> offset
-        for (broker, qid), offset in list(self._pulls.delivered.items()):
-            if self._committed.get((broker, qid)) != offset:
+        for (broker, qid), offset in list(self.pulls.delivered.items()):
+            if self.committed.get((broker, qid)) != offset:
                 moved.setdefault(broker, {})[qid] = offset
         for broker, offsets in moved.items():  # one request a broker, its queues in it
             if not wait:
-                self._pulls.ride(broker, offsets)
+                self.pulls.ride(broker, offsets)
                 continue
-            self._pulls.unride(broker)
+            self.pulls.unride(broker)
             try:
-                answer = self._json(
+                answer = self.call_json(
                     broker,
                     Op.COMMIT_OFFSET,
                     {"group": self.group, "topic": self.topic,
@@ -353,7 +303,7 @@ class Consumer(GroupMember):
 
     def _mark_committed(self, broker: str, offsets: dict[int, int]) -> None:
         for qid, offset in offsets.items():
-            self._committed[(broker, qid)] = offset
+            self.committed[(broker, qid)] = offset
             if self.tracer is not None:
                 self.tracer.committed((broker, qid), offset)
 
@@ -362,10 +312,7 @@ class Consumer(GroupMember):
             if self._retry is not None:
                 self._retry.close()
             self.commit()
-            if self._leases is not None:
-                self._leases.release(self._owned)
-            if self._file is not None:
-                self._file.save(self._committed, force=True)
+            self.mode.close()
             self.heartbeat(leave=True)
         finally:
             self._pool.close()

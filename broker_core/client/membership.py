@@ -5,7 +5,7 @@ exactly one owner once the heartbeats agree.
 
 `GroupMember` is the membership half of client.consumer.Consumer, kept here so that
 each half reads on its own: it works on the attributes Consumer.__init__ sets (the
-queues owned, the pulls, the leases of an orderly consumer).
+queues owned, the pulls, the mode: client.consume_modes).
 """
 
 from __future__ import annotations
@@ -112,9 +112,8 @@ class GroupMember:
             beats[retry.topic] = Beats(retry._reset)
         base = {"client_id": self.client_id, "group": self.group, "topic": self.topic,
                 "leave": leave}
-        if ask_brokers(self._json, self.brokers, base, beats,
-                       retry.topic if retry is not None else None,
-                       self._committed if self.broadcast else None):
+        if ask_brokers(self.call_json, self.brokers, base, beats,
+                       retry.topic if retry is not None else None, self.mode.beat_offsets()):
             self._also_refused = True
         self._settle(beats[self.topic], leave)
         if retry is not None:
@@ -122,7 +121,7 @@ class GroupMember:
                 retry._settle(beats[retry.topic], False)
                 retry._next_heartbeat = math.inf  # beaten with this one from now on
             else:  # a broker that does not beat for both: the retry consumer beats itself
-                retry._next_heartbeat = min(retry._next_heartbeat, self._clock())
+                retry._next_heartbeat = min(retry._next_heartbeat, self.clock())
 
     def _settle(self, beats: Beats, leave: bool) -> None:
         """What a round of heartbeats said: the members, the queues, a reset."""
@@ -133,41 +132,23 @@ class GroupMember:
         if leave:
             return
         members = beats.members | {self.client_id}
-        owned = (sorted(beats.queues) if self.broadcast
-                 else allocate(sorted(members), beats.queues, self.client_id))
+        owned = self.mode.owned(sorted(members), beats.queues)
         self._empty_beats = 0 if owned else self._empty_beats + 1
-        self._next_heartbeat = self._clock() + (HEARTBEAT_S if owned else min(
+        self._next_heartbeat = self.clock() + (HEARTBEAT_S if owned else min(
             HEARTBEAT_S, EMPTY_HEARTBEAT_S * 2 ** (self._empty_beats - 1)))
         if owned != self._owned:
             self.commit()
-            if self._leases is not None:  # committed first: the next holder starts there
-                self._leases.release(set(self._owned) - set(owned))
+            self.mode.moving(set(self._owned) - set(owned))
             self._owned = owned
             self._owned_by_broker = {}
             for queue in owned:
                 self._owned_by_broker.setdefault(queue[0], []).append(queue)
-            self._pulls.forget(owned)
+            self.pulls.forget(owned)
         self._members = tuple(sorted(members))
-        if self._leases is not None:
-            self._relock()
-
-    @property
-    def locked(self) -> list[tuple[str, int]]:
-        """An orderly consumer's queues whose locks it trusts now."""
-        return sorted(self._leases.held()) if self._leases is not None else []
-
-    def _relock(self) -> None:
-        """Renew the owned queues' locks; a queue won or lost starts again from its
-        committed offset (another holder may have moved it)."""
-        gained, lost = self._leases.renew(self._owned)
-        for queue in gained | lost:
-            self._pulls.drop(queue)
-            self._committed.pop(queue, None)
+        self.mode.settled()
 
     def _pullable(self, queue: tuple[str, int]) -> bool:
-        if self._leases is None:
-            return True
-        return self._leases.valid(queue) and not self._in_place.waiting(queue)
+        return self.mode.pullable(queue)
 
     @property
     def assignment(self) -> list[tuple[str, int]]:
