@@ -28,6 +28,7 @@ from broker_core.client.aio_connection import AioConnection, authenticate
 from broker_core.client.attempts import (
     FLOW_RETRIES,
     SendCounters,
+    SendFailed,
     SendOptions,
     SendPlan,
     SendResult,
@@ -92,6 +93,8 @@ class AsyncProducer:
         self._connecting: dict[str, asyncio.Lock] = {}
         self._closing = False
         self._heartbeat: asyncio.TimerHandle | None = None
+        # sends waiting out a FLOW_CONTROL backoff: timer -> their `done`, failed at close
+        self._backing_off: dict[asyncio.TimerHandle, object] = {}
         self._sent = False  # a call started since the last beat
         # the sends of one turn of the loop, one frame a topic (SEND_MULTI)
         self.batcher = TurnBatcher(self._call_nowait, frame_msgs, linger_s)
@@ -228,7 +231,12 @@ class AsyncProducer:
         elif kind == "fail":
             done(None, value)
         elif kind == "backoff":
-            asyncio.get_running_loop().call_later(value, self._attempt, plan, payload, done)
+            def again() -> None:
+                del self._backing_off[timer]
+                self._attempt(plan, payload, done)
+
+            timer = asyncio.get_running_loop().call_later(value, again)
+            self._backing_off[timer] = done
         else:
             self._attempt(plan, payload, done)
 
@@ -337,6 +345,10 @@ class AsyncProducer:
         self._closing = True
         if self._heartbeat is not None:
             self._heartbeat.cancel()
+        for timer, done in self._backing_off.items():  # never sent again, as Producer's
+            timer.cancel()
+            done(None, SendFailed("producer closed while backing off", Code.FLOW_CONTROL))
+        self._backing_off.clear()
         for conn in self._conns.values():
             if conn.transport is not None:
                 conn.transport.close()
