@@ -1,9 +1,11 @@
-"""A real broker in this process: its asyncio server on a thread of its own, on
-real sockets and a real store, for the clients' tests."""
+"""Real brokers in this process: their asyncio servers on a thread of their own, on
+real sockets and real stores, for the clients' tests."""
 
 from __future__ import annotations
 
 import asyncio
+import re
+import socket
 import threading
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from broker_core.cluster.ports import free_port_range
 from broker_core.server.broker import BrokerConfig
 from broker_core.server.runner import serve
+from tests.broker_core.client.live_brokers import Brokers
 
 
 @pytest.fixture
@@ -50,3 +53,46 @@ def broker_addr(tmp_path):
         thread.join(20)
         loop.close()
         assert not failed, failed
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory):
+    """Brokers b1 and b2 for the module's tests (each test sends to a topic of its own)."""
+    cluster = Brokers(tmp_path_factory.mktemp("brokers"))
+    try:
+        cluster.start("b1")
+        cluster.start("b2")
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def b3(brokers):
+    """A third broker, for a test that takes it down."""
+    addr = brokers.start("b3")
+    yield addr
+    if "b3" in brokers.running:
+        brokers.stop("b3")
+
+
+@pytest.fixture
+def topic(request) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:100]
+
+
+@pytest.fixture
+def down():
+    """An address that refuses connections: a port bound (so nobody else takes it)
+    but not listening."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.fixture
+def silent():
+    """A broker that takes connections and never answers: the kernel completes them on a
+    listening port nobody accepts on."""
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        yield f"127.0.0.1:{s.getsockname()[1]}"
