@@ -16,6 +16,7 @@ from broker_core.client.consumer import Consumer
 from broker_core.client.producer import Producer
 from broker_core.client.retry import dlq_topic
 from broker_core.cluster.readback import read_queue_bodies
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -40,6 +41,10 @@ class Journal:
                     (start, time.monotonic(), name))
                 self.seqs[key].append(int(seq))
         return handle
+
+    def handled_by(self, name: str) -> bool:
+        with self.lock:
+            return any(n == name for spans in self.spans.values() for _s, _e, n in spans)
 
     def overlaps(self) -> list:
         bad = []
@@ -86,14 +91,11 @@ def test_consumers_joining_and_leaving_never_share_a_queue_and_keep_each_keys_or
     consumers = [Consumer("billing", "orders", addrs, client_id=f"c{i}", orderly=True)
                  for i in range(3)]
     threads = [run(consumers[0], journal.handler("c0", 0.02), stops[0])]
-    time.sleep(1.0)
+    wait_for(lambda: journal.handled_by("c0"), 15, "c0 handling")
     threads.append(run(consumers[1], journal.handler("c1", 0.02), stops[1]))  # rebalance
-    time.sleep(1.0)
+    wait_for(lambda: consumers[1].assignment, 15, "c1 in the group, owning queues")
     threads.append(run(consumers[2], journal.handler("c2", 0.02), stops[2]))
-    deadline = time.monotonic() + 15
-    while not any(n == "c2" for spans in list(journal.spans.values()) for _s, _e, n in spans) \
-            and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: journal.handled_by("c2"), 15, "c2 handling")
     stops[0].set()  # c0 leaves: its queues go to the others once released
     threads[0].join(10)
     consumers[0].close()

@@ -15,6 +15,8 @@ import pytest
 from broker_core.client.consumer import Consumer
 from broker_core.client.producer import Producer
 from broker_core.client.retry import PROP_ORIGIN_ID, retry_times
+from tests.broker_core.client.live_brokers import bodies
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -47,7 +49,10 @@ def test_failed_messages_retry_for_their_group_only_and_the_hopeless_reach_the_d
     deadline = time.monotonic() + 30
     while seen[b"m7"] < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(1.5)  # one more retry would be due by now: none must come
+    # its third failure sent it to the dead-letter queue, not to another retry: once it
+    # is there, nothing of it can come again
+    addr = next(iter(addrs.values()))
+    wait_for(lambda: bodies(addr, "%DLQ%billing"), 10, "m7 in the dead-letter queue")
     stop.set()
     worker.join(10)
     billing.close()

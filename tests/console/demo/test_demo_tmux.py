@@ -46,7 +46,7 @@ def test_demo_in_tmux_isolates_a_broker(tmp_path):
             if (re.search(r"^ broker-\d\s+ISOLATED", pane, re.M)
                     and len(re.findall(rows, pane, re.M)) == BROKERS):
                 break
-            time.sleep(1)
+            time.sleep(0.2)  # the pane again
         assert re.search(r"^ broker\s+state\s+in\s+out", pane, re.M), pane
         assert len(re.findall(rows, pane, re.M)) == BROKERS, pane
         assert re.search(r"^ broker-\d\s+ISOLATED", pane, re.M), pane
