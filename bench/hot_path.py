@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _util import peak_rss_mib  # noqa: E402
-from cpu_per_message import EchoProtocol  # noqa: E402
+from proc_figures import EchoProtocol  # noqa: E402
 
 from broker_core import protocol as p  # noqa: E402
 from broker_core.ha import wire  # noqa: E402

@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cpu_per_message as cpm  # noqa: E402
 import demo_windows  # noqa: E402
+import proc_figures  # noqa: E402
 from _util import peak_rss_mib  # noqa: E402
 
 from broker_core.cluster.ports import free_port_range  # noqa: E402
@@ -75,7 +76,7 @@ def runs(pid: int) -> tuple[float, int]:
 
 
 def name_of(pid: int) -> str:
-    line = cpm.cmdline(pid)
+    line = proc_figures.cmdline(pid)
     if "--name " in line and ("broker serve" in line or "broker_core broker" in line):
         return line.split("--name ")[1].split()[0]
     for key, name in (("zookeeper", "zookeeper"), ("controller", "controller"),
@@ -102,7 +103,7 @@ def measure(pids: list[int], seconds: float) -> dict:
         ran, times = runs(p)
         procs[name] = {"ms_per_s": round((ran - before[p][0]) / took * 1000, 2),
                        "wakes_per_s": round((times - before[p][1]) / took, 1),
-                       "peak_rss_mib": round(cpm.peak_rss(p))}
+                       "peak_rss_mib": round(proc_figures.peak_rss(p))}
     return {"procs": procs, "cores": round(sum(v["ms_per_s"] for v in procs.values()) / 1000, 4),
             "seconds": round(took, 1)}
 
@@ -138,7 +139,7 @@ def host_check() -> dict:
 
 
 def family(pid: int) -> list[int]:
-    return [pid, *cpm.descendants(pid)]
+    return [pid, *proc_figures.descendants(pid)]
 
 
 # -- the parts ---------------------------------------------------------------------------
