@@ -19,7 +19,7 @@ lint: setup
 	$(BIN)/ruff check .
 
 test: setup lint
-	$(BIN)/pytest -n 2  # two workers: most tests wait on sockets and processes, not a core
+	$(BIN)/pytest -n 3 --dist loadgroup  # three workers: most tests wait on sockets and processes, not a core
 
 # docs/ into site/ (open site/index.html); strict: a broken link or anchor fails the build
 docs: setup

@@ -123,3 +123,29 @@ def zk_root(request) -> str:
 
     name = re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:60]
     return f"/floodgate-test/{name}-{uuid.uuid4().hex[:6]}"
+
+
+def _module_scoped(item) -> bool:
+    """Whether a test uses a fixture made once per module (a cluster, a server, a log)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d[-1].scope in ("module", "package") for d in defs if d)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Under `pytest -n N --dist loadgroup` (make test), a fixture made once is made once
+    for the run, not once per worker that happens to get one of its tests: every module
+    that uses the `spark` session runs on one worker (one JVM for them, and one Spark
+    Connect server for its module), and the tests of a module sharing a module-scoped
+    fixture stay together. The slow tests are handed out first, so that none of them
+    starts last and holds the run up on one worker while the others are done."""
+    spark = {item.nodeid.split("::")[0] for item in items
+             if "spark" in getattr(item, "fixturenames", ())}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        if module in spark:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif _module_scoped(item):
+            item.add_marker(pytest.mark.xdist_group(module))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable

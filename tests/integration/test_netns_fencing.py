@@ -24,21 +24,36 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180),
                                  reason=str(netns.unavailable()))]
 
 
-@pytest.fixture
-def group(tmp_path):
-    """One sync-replicated group of two on namespaced hosts: (cluster, master, slave)."""
-    cluster = Cluster(0, free_port_range(7), tmp_path / "c", segment_size="8M",
+@pytest.fixture(scope="module")
+def replicated(tmp_path_factory):
+    """One sync-replicated group of two on namespaced hosts, for the module's tests (each
+    heals what it cut; `group` waits for the group to serve again)."""
+    cluster = Cluster(0, free_port_range(7), tmp_path_factory.mktemp("c"), segment_size="8M",
                       name=f"t{uuid.uuid4().hex[:8]}", groups=1, replicas=2,
                       replication="sync", netns=True)
     try:
         cluster.up(timeout=60)
-        rec = group_records(cluster.file)["group-1"]
-        master = cluster.file.broker(rec.master)
-        slave = next(b for b in cluster.file.brokers if b.name != rec.master)
-        wait_for(lambda: broker_role(master.addr).get("in_sync"), 20, "a slave in sync")
-        yield cluster, master, slave
+        yield cluster
     finally:
         cluster.down(grace=5.0)
+
+
+@pytest.fixture
+def group(replicated):
+    """(cluster, master, slave) as the group stands now (a test before may have moved its
+    master), once its master serves with its slave in sync."""
+    cluster = replicated
+    netfault.heal(cluster.layout, cluster.data)
+
+    def serving():
+        rec = group_records(cluster.file)["group-1"]
+        master = cluster.file.broker(rec.master)
+        role = broker_role(master.addr)
+        return role.get("role") == "MASTER" and role.get("in_sync") and master
+
+    master = wait_for(serving, 30, "a master with its slave in sync", ignore=(OSError,))
+    slave = next(b for b in cluster.file.brokers if b.name != master.name)
+    return cluster, master, slave
 
 
 def send_for(addr: str, seconds: float, every: float = 0.1) -> list[tuple[float, Code]]:
