@@ -108,7 +108,8 @@ def from_arrow(table: pa.Table, window_s: int, tail_s: int = 0) -> Merged:
 
 def overview(table: pa.Table, tail_s: int) -> tuple[dict, dict]:
     """Rows and time range per op, quarantined rows per reason, as the job reports
-    them: a (op, reason) group whose rows all lack a time is left out of the range."""
+    them. Every row read counts in its op's rows; a row without a time stays out of the
+    range (an op none of whose rows has a time: first and last None)."""
     summary = table.group_by(["op", "reason"], use_threads=False).aggregate(
         [("rows", "sum"), ("first", "min"), ("last", "max")]
     )
@@ -116,16 +117,19 @@ def overview(table: pa.Table, tail_s: int) -> tuple[dict, dict]:
     for r in summary.to_pylist():
         if r["reason"] is not None:
             reasons[r["reason"]] = reasons.get(r["reason"], 0) + r["rows_sum"]
+        op = r["op"] if r["op"] is not None else "(null)"
+        seen = per_op.setdefault(op, {"rows": 0, "first": None, "last": None})
+        seen["rows"] += r["rows_sum"]
         if r["first_min"] is None:
             continue
-        op = r["op"] if r["op"] is not None else "(null)"
-        seen = per_op.setdefault(op, {"rows": 0, "first": r["first_min"], "last": r["last_max"]})
-        seen["rows"] += r["rows_sum"]
-        seen["first"] = min(seen["first"], r["first_min"])
-        seen["last"] = max(seen["last"], r["last_max"])
+        seen["first"] = r["first_min"] if seen["first"] is None else min(seen["first"],
+                                                                           r["first_min"])
+        seen["last"] = r["last_max"] if seen["last"] is None else max(seen["last"],
+                                                                        r["last_max"])
     for seen in per_op.values():
-        seen["first"] = datetime.fromtimestamp(seen["first"], tz=UTC)
-        seen["last"] = datetime.fromtimestamp(seen["last"] + tail_s, tz=UTC)
+        if seen["first"] is not None:
+            seen["first"] = datetime.fromtimestamp(seen["first"], tz=UTC)
+            seen["last"] = datetime.fromtimestamp(seen["last"] + tail_s, tz=UTC)
     return per_op, reasons
 
 

@@ -109,12 +109,13 @@ def run_heatmap(opts: HeatmapOptions, spark=None) -> dict:
     slices = chunked.slices_for(brokers, windows, len(opts.ops) or 2, opts.slice_rows)
     overview, tables = _pass(hf.window_entries(checked, window_s), slices)
     per_op, reasons = merge.overview(overview, tail_s)
-    if not per_op:
+    timed = {op: r for op, r in per_op.items() if r["first"] is not None}
+    if not timed:
         raise EmptyInput(f"no latency rows in {source.path}{_filters_text(opts)}")
-    first = min(r["first"] for r in per_op.values())
-    last = max(r["last"] for r in per_op.values())
+    first = min(r["first"] for r in timed.values())
+    last = max(r["last"] for r in timed.values())
     span_s = _span_s(opts, first, last)
-    report_op = _report_op(opts.ops, per_op)
+    report_op = _report_op(opts.ops, timed)
     # Pictures need at most ~1,200 columns: coarser windows for them only.
     draw_s = window_s * max(1, math.ceil(span_s / window_s / MAX_DRAWN_COLUMNS))
 

@@ -150,6 +150,15 @@ def test_a_group_of_rows_that_all_lack_a_time_stays_out_of_the_range():
     per_op, reasons = merge.overview(pass_rows(rows, 60), tail_s=0)
     assert reasons == {"null_field": 1}
     assert per_op["send"]["first"] == per_op["send"]["last"] == T0 + timedelta(seconds=100)
+    assert per_op["send"]["rows"] == 2  # counted all the same: every row read
+
+
+def test_an_op_none_of_whose_rows_has_a_time_is_counted_without_a_range():
+    rows = [row("b1", 100, [500]), dict(row("b1", 0, [5], reason="null_field"), ts=None,
+                                        op="pull")]
+    per_op, _reasons = merge.overview(pass_rows(rows, 60), tail_s=0)
+    assert per_op["pull"] == {"rows": 1, "first": None, "last": None}
+    assert per_op["send"]["rows"] == 1
 
 
 def test_every_row_quarantined_gives_empty_tables_and_a_report_without_a_worst_window():
