@@ -125,6 +125,7 @@ class Controller:
         self._stop = threading.Event()
         self._dirty = threading.Event()
         self._grace_until = 0.0
+        self._link_was_down = False  # its ZooKeeper link was SUSPENDED or LOST since connected
         self._lost = threading.Event()
         self._first_seen: dict[str, float] = {}
         # group -> (its master, epoch, that master's ZooKeeper session) at the last look
@@ -171,13 +172,17 @@ class Controller:
         from kazoo.protocol.states import KazooState
 
         if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self._link_was_down = True
             self._grace_until = float("inf")  # judge nothing until reconnected + a session
             # nor a session that changed meanwhile: the outage may have ended it (replaced,
             # not cleared: the leader's thread may be reading it)
             self._master_sessions = {}
             if state == KazooState.LOST:
                 self._lost.set()
-        else:
+        elif self._link_was_down:  # back after an outage (not the first connection: a
+            # controller just started has no earlier view to doubt, and judged nothing for
+            # 9 s, each `cluster up` waiting on it)
+            self._link_was_down = False
             self._grace_until = self._clock() + self.broker_session_s * 1.5
         self._dirty.set()
 

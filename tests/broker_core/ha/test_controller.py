@@ -94,6 +94,37 @@ def test_controller_on_zookeeper_creates_and_fails_over(zookeeper, zk_root):
 
 
 
+def test_a_controller_just_started_judges_at_once_and_waits_only_after_an_outage(
+        zookeeper, zk_root):
+    """Its first connection is no outage: a group is created after the bootstrap wait, not
+    after the 1.5 broker sessions (here 15 s) it waits once its own link came back."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import ConnectionLoss
+    from kazoo.protocol.states import KazooState
+
+    cluster = zk_root.strip("/").replace("/", "_")
+    paths = Paths(cluster)
+    zk = KazooClient(hosts=zookeeper.addr, timeout=5.0)
+    zk.start(timeout=10)
+    controller = Controller(zookeeper.addr, cluster, session_s=5.0, broker_session_s=10.0)
+    runner = threading.Thread(target=controller.run, daemon=True)
+    try:
+        runner.start()
+        for name in "ab":
+            zk.create(paths.broker("g", name), reg(name).to_json(), ephemeral=True,
+                      makepath=True)
+        wait_for(lambda: read_record(zk, paths, "g")[0], BOOTSTRAP_S + 5, "the group's record",
+                 ignore=(ConnectionLoss,))
+        controller._on_state(KazooState.SUSPENDED)  # its link down, then back
+        controller._on_state(KazooState.CONNECTED)
+        assert controller._grace_until > controller._clock() + 14.0
+    finally:
+        controller.stop()
+        runner.join(10)
+        zk.stop()
+        zk.close()
+
+
 def test_a_master_restarted_between_two_looks_is_failed_over_all_the_same(zookeeper, zk_root):
     """A supervisor restarts a killed master, and it registers again within one round of
     its old session's end: the controller never sees the name missing, only under a new
