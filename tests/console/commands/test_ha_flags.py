@@ -37,14 +37,9 @@ def test_serve_on_a_port_in_use_opens_nothing(tmp_path, capsys):
     """Rough edge 3: `broker serve` on a port in use exited 1 after opening the store and
     leaving `store/abort`, so the next start recovered as after a crash; and (issue 59)
     it left the --data directory it had made, empty."""
-    import socket
+    from tests.ports import a_port_taken
 
-    from broker_core.cluster.ports import free_port_range
-
-    port = free_port_range(2)
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", port + 1))
-        busy.listen()
+    with a_port_taken(2, 1) as port:
         code = main(["broker", "serve", "--name", "b", "--data", str(tmp_path / "new" / "b"),
                      "--port", str(port), "--http-port", str(port + 1)])
     err = capsys.readouterr().err

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import stat
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from console.demo.runner import (
 )
 from console.demo.script import DEMO_TOPIC
 from console.errors import CommandFailed
+from tests.ports import a_port_taken
 from tests.waiting import wait_for
 
 ENV = ("FLOODGATE_CREDENTIALS", ENV_CA, admin_token.ENV)
@@ -79,10 +79,7 @@ def test_the_producer_serves_on_the_first_port_after_the_clusters(brokers, group
 
 @pytest.mark.parametrize("which", [0, 4])  # a broker's port, the producer's
 def test_a_port_in_use_is_refused_before_anything_starts(which):
-    base = free_port_range(5)
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", base + which))
-        taken.listen()
+    with a_port_taken(5, which) as base:
         demo = Demo(DemoOptions(brokers=2, base_port=base))
         made = demo.data_dir
         with pytest.raises(CommandFailed, match=f"^port\\(s\\) {base + which} in use: pick "
@@ -94,10 +91,7 @@ def test_a_port_in_use_is_refused_before_anything_starts(which):
 
 
 def test_a_port_in_use_leaves_a_given_data_dir_unwritten(tmp_path):
-    base = free_port_range(3)
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", base))
-        taken.listen()
+    with a_port_taken(3, 0) as base:
         with pytest.raises(CommandFailed, match="in use"):
             Demo(DemoOptions(brokers=1, base_port=base, data=tmp_path / "d")).start()
     assert not (tmp_path / "d").exists()
