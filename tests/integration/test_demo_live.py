@@ -26,7 +26,9 @@ from console.data.state import STATES
 from console.demo.runner import SESSION_NICE
 from kernel_tuning.autogroup import ENABLED, session_nice
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow,
+# quiet: the demo is sized for two cores of its own; beside the rest of the suite its
+# stalled master was isolated 3.3 s after the stall, not within the fuse's second
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.quiet,
               pytest.mark.skipif(bool(zk_missing()), reason=zk_missing() or "")]
 ROOT = Path(__file__).resolve().parents[2]
 
