@@ -129,16 +129,23 @@ def test_a_slave_that_stops_acking_times_the_send_out_on_the_masters_clock_and_l
                              (frozenset({"s"}), frozenset({"s"}))]
 
 
+async def parked_behind_a_slave(rm, addr, master_store) -> tuple[HandSlave, list[Code]]:
+    """A slave linked and in sync, and a send parked until its acks cover it: (the slave,
+    the send's answers)."""
+    slave, _kind, _doc = await HandSlave.link(addr, master_store)
+    await until(lambda: rm.in_sync == {"s"}, what="the slave in sync")
+    answered: list[Code] = []
+    assert rm.park(put(rm, b"parked"), answered.append) is None
+    return slave, answered
+
+
 def test_a_slave_gone_fails_parked_sends_at_once_not_after_the_timeout(stores):
     master_store, _ = stores
     record = Recorded()
 
     async def main():
         async with replicating(master_store, ManualClock(), record=record) as (rm, addr):
-            slave, _kind, _doc = await HandSlave.link(addr, master_store)
-            await until(lambda: rm.in_sync == {"s"}, what="the slave in sync")
-            answered: list[Code] = []
-            assert rm.park(put(rm, b"parked"), answered.append) is None
+            slave, answered = await parked_behind_a_slave(rm, addr, master_store)
             slave.close()
             await until(lambda: answered, what="the parked send answered")
             assert answered == [Code.SLAVE_NOT_AVAILABLE]
@@ -155,10 +162,7 @@ def test_while_the_record_cannot_change_a_gone_slave_is_still_waited_for(stores,
 
     async def main():
         async with replicating(master_store, ManualClock(), record=record) as (rm, addr):
-            slave, _kind, _doc = await HandSlave.link(addr, master_store)
-            await until(lambda: rm.in_sync == {"s"}, what="the slave in sync")
-            answered: list[Code] = []
-            assert rm.park(put(rm, b"parked"), answered.append) is None
+            slave, answered = await parked_behind_a_slave(rm, addr, master_store)
             record.away = ConnectionError("ZooKeeper away")
             slave.close()
             await until(lambda: record.refused, what="the shrink tried")

@@ -17,13 +17,8 @@ import pytest
 from heatmap import SLA_MAX_S, ZERO_INDEX, LatencyHistogram, bucket_index
 from spark_reports.heatmap_report import merge
 from spark_reports.heatmap_report.window_reduce import reduce_rows
+from tests.spark_reports.heatmap_report.entry_rows import INPUT, T0
 
-INPUT = pa.schema([
-    ("ts", pa.timestamp("us", tz="UTC")), ("broker", pa.string()), ("op", pa.string()),
-    ("reason", pa.string()), ("count", pa.int64()), ("sum_us", pa.int64()),
-    ("min_us", pa.int64()), ("max_us", pa.int64()), ("buckets", pa.map_(pa.int32(), pa.int64())),
-])  # fmt: skip
-T0 = datetime(2026, 11, 11, tzinfo=UTC)
 EPOCH0 = int(T0.timestamp())
 
 

@@ -10,13 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 
 from spark_reports.heatmap_report.window_reduce import ZERO_INDEX, reduce_rows
-
-INPUT = pa.schema([
-    ("ts", pa.timestamp("us", tz="UTC")), ("broker", pa.string()), ("op", pa.string()),
-    ("reason", pa.string()), ("count", pa.int64()), ("sum_us", pa.int64()),
-    ("min_us", pa.int64()), ("max_us", pa.int64()), ("buckets", pa.map_(pa.int32(), pa.int64())),
-])  # fmt: skip
-T0 = datetime(2026, 11, 11, tzinfo=UTC)
+from tests.spark_reports.heatmap_report.entry_rows import INPUT, T0
 
 
 def make_rows(seed: int, n: int = 400) -> list[dict]:
