@@ -232,7 +232,7 @@ class AsyncProducer:
             done(None, value)
         elif kind == "backoff":
             def again() -> None:
-                del self._backing_off[timer]
+                self._backing_off.pop(timer, None)
                 self._attempt(plan, payload, done)
 
             timer = asyncio.get_running_loop().call_later(value, again)
@@ -345,10 +345,10 @@ class AsyncProducer:
         self._closing = True
         if self._heartbeat is not None:
             self._heartbeat.cancel()
-        for timer, done in self._backing_off.items():  # never sent again, as Producer's
+        waiting, self._backing_off = self._backing_off, {}  # (a callback may send again)
+        for timer, done in waiting.items():  # never sent again, as Producer's
             timer.cancel()
             done(None, SendFailed("producer closed while backing off", Code.FLOW_CONTROL))
-        self._backing_off.clear()
         for conn in self._conns.values():
             if conn.transport is not None:
                 conn.transport.close()
