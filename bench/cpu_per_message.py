@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,7 +42,7 @@ from proc_figures import (  # noqa: E402
     Window,
     cmdline,
     descendants,
-    echo_server,
+    floor_servers,
     measure,
     stored_msgs,
 )
@@ -92,28 +91,17 @@ def cluster(tmp: Path, **kw):
 
 # -- scenarios ------------------------------------------------------------------------------
 
-def run_floor(tmp: Path, rate: float, seconds: float, warm: float) -> Window:
-    port = free_port_range(1)
-    server = subprocess.Popen([sys.executable, __file__, "--echo-server", str(port)])
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        prod = producer(["--brokers", f"127.0.0.1:{port}"], warm + seconds + 1, rate)
+def run_floor(tmp: Path, rate: float, seconds: float, warm: float, relay: bool = False,
+              flags: tuple[str, ...] = ()) -> Window:
+    """The bare server paced as the brokers are; `relay`: the floor of a sync pair."""
+    with floor_servers(relay) as (port, pids):
+        prod = producer(["--brokers", f"127.0.0.1:{port}"], warm + seconds + 1, rate,
+                        extra=flags)
         time.sleep(warm)
-        w = measure({"floor": server.pid, "producer": prod.pid}, seconds)
+        w = measure({**pids, "producer": prod.pid}, seconds)
         w.msgs = round(rate * w.seconds)
         finish(prod)
         return w
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 def run_single(tmp: Path, rate: float | None, seconds: float, warm: float) -> Window:
@@ -273,12 +261,8 @@ def main() -> int:
     ap.add_argument("--demo-flags", default="", metavar="'--no-tls ...'",
                     help="more flags for the demo (what a part costs: --no-tls, --no-acl)")
     ap.add_argument("--only", help="comma-separated: floor,single,flat,pair,consumers,trace,demo")
-    ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--consume", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.echo_server:
-        echo_server(args.echo_server)
-        return 0
     if args.consume:
         consumer_main(*args.consume)
         return 0

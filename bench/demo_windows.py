@@ -136,6 +136,9 @@ def one_run(args, k: int, during=None) -> dict:
         "stall_excluded_after_s": stall.get("delay_s"),
         "false_isolations": summary["false_isolations"],
         "states": {b["name"]: b["state"] for b in summary["brokers"]},
+        "consumer_ms": {group: {k.removesuffix("_s"): round(v * 1000, 2)
+                                for k, v in d.items() if k.endswith("_s") and v is not None}
+                        for group, d in summary.get("consumer_delay", {}).items()},
         "during": extra,
     }
 

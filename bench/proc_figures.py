@@ -1,7 +1,8 @@
 """Process figures the CPU benches read (bench/cpu_per_message.py, bench/system_cost.py,
 bench/hot_path.py): CPU seconds and peak RSS from /proc, a process tree, a window of
 CPU per process, a broker's /stats; and the floor, a bare uvloop server answering SEND
-frames with a canned OK."""
+frames with a canned OK, and its pair: a relay that answers each frame once a second
+bare server (the slave's place) has answered it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import asyncio
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -64,33 +69,112 @@ def cmdline(pid: int) -> str:
 
 # -- the floor: a bare uvloop server -----------------------------------------------------
 
+def answers(buf: bytearray) -> tuple[int, list[bytes]]:
+    """The canned OK answer of each whole SEND or SEND_MULTI frame at the start of
+    `buf` (one a message for SEND_MULTI, as a broker's), and the bytes they took."""
+    from broker_core import protocol as p
+    from broker_core.protocol.multi import encode_multi_answer
+
+    host = b"\x7f\0\0\x01\0\0\0\0"
+    pos, out = 0, []
+    while len(buf) - pos >= p.HEADER_SIZE:
+        length, _m, _v, op, _f, _r, _c, rid = p.HEADER.unpack_from(buf, pos)
+        end = pos + 4 + length
+        if end > len(buf):
+            break
+        if op == p.Op.SEND_MULTI:
+            body = pos + p.HEADER_SIZE
+            head = body + 2 + (buf[body] << 8 | buf[body + 1])  # past the topic
+            count = int.from_bytes(buf[head + 4:head + 6], "big")  # (queue id, count)
+            answer = encode_multi_answer(0, 0, 0, host, 0, [0] * count, 0.0)
+        else:
+            answer = p.encode_send_response(0, 0, 0, 0, host)
+        out.append(p.encode_frame(op, rid, answer, flags=p.FLAG_RESPONSE))
+        pos = end
+    return pos, out
+
+
 class EchoProtocol(asyncio.Protocol):
     """Answers every SEND frame with a fixed SEND OK answer (what a broker's answer holds)."""
-
-    def __init__(self) -> None:
-        from broker_core import protocol as p
-
-        self.p = p
-        self.answer = p.encode_send_response(0, 0, 0, 0, b"\x7f\0\0\x01\0\0\0\0")
 
     def connection_made(self, transport):
         self.t, self.buf = transport, bytearray()
 
     def data_received(self, data):
-        p, buf = self.p, self.buf
-        buf += data
-        out = []
-        pos = 0
-        while len(buf) - pos >= p.HEADER_SIZE:
-            length, _m, _v, op, _f, _r, _c, rid = p.HEADER.unpack_from(buf, pos)
-            end = pos + 4 + length
-            if end > len(buf):
-                break
-            out.append(p.encode_frame(op, rid, self.answer, flags=p.FLAG_RESPONSE))
-            pos = end
-        del buf[:pos]
+        self.buf += data
+        pos, out = answers(self.buf)
+        del self.buf[:pos]
         if out:
             self.t.write(b"".join(out))
+
+
+class RelayProtocol(asyncio.Protocol):
+    """The floor of a sync pair: the frames of each read go on to the slave's place (one
+    connection, shared) and are answered when its answer to the last comes back. The
+    same wake-ups as a sync master and its slave, with none of their work."""
+
+    slave: tuple[asyncio.Transport, dict] | None = None  # set by relay_server
+
+    def connection_made(self, transport):
+        self.t, self.buf = transport, bytearray()
+
+    def data_received(self, data):
+        self.buf += data
+        pos, out = answers(self.buf)
+        if out:
+            from broker_core import protocol as p
+
+            slave, waiting = RelayProtocol.slave
+            last_rid = p.HEADER.unpack_from(out[-1])[7]
+            waiting[last_rid] = (self.t, b"".join(out))  # the slave answers in order
+            slave.write(bytes(self.buf[:pos]))
+        del self.buf[:pos]
+
+
+class SlaveLink(asyncio.Protocol):
+    """The relay's end of its link to the slave's place: each answer sends on what
+    waited for it."""
+
+    def __init__(self, waiting: dict) -> None:
+        self.waiting, self.buf = waiting, bytearray()
+
+    def data_received(self, data):
+        from broker_core import protocol as p
+
+        buf = self.buf
+        buf += data
+        pos = 0
+        while len(buf) - pos >= p.HEADER_SIZE:
+            length, _m, _v, _op, _f, _r, _c, rid = p.HEADER.unpack_from(buf, pos)
+            if pos + 4 + length > len(buf):
+                break
+            pos += 4 + length
+            if (sender := self.waiting.pop(rid, None)) is not None:
+                sender[0].write(sender[1])
+        del buf[:pos]
+
+
+def relay_server(port: int, slave_port: int) -> None:
+    """The floor of a sync pair's master: RelayProtocol, its slave an echo_server."""
+    import uvloop
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        waiting: dict = {}
+        transport, _ = await loop.create_connection(lambda: SlaveLink(waiting), "127.0.0.1",
+                                                    slave_port)
+        RelayProtocol.slave = (transport, waiting)
+        await serve(loop, RelayProtocol, port)
+
+    uvloop.run(main())
+
+
+async def serve(loop, protocol, port: int) -> None:
+    server = await loop.create_server(protocol, "127.0.0.1", port)
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    async with server:
+        await stop.wait()
 
 
 def echo_server(port: int) -> None:
@@ -98,14 +182,60 @@ def echo_server(port: int) -> None:
     import uvloop
 
     async def main():
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(EchoProtocol, "127.0.0.1", port)
-        stop = asyncio.Event()
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-        async with server:
-            await stop.wait()
+        await serve(asyncio.get_running_loop(), EchoProtocol, port)
 
     uvloop.run(main())
+
+
+@contextmanager
+def floor_servers(relay: bool = False):
+    """The floor's server (with `relay`, the relay and its echo slave) in processes of
+    their own, listening: yields (port, {"floor": pid} or {"master": pid, "slave": pid})."""
+    from broker_core.cluster.ports import free_port_range
+
+    port = free_port_range(2)
+    started = {}
+    try:
+        if relay:
+            started["slave"] = serving([__file__, "--echo", str(port + 1)], port + 1)
+            started["master"] = serving([__file__, "--relay", str(port), str(port + 1)], port)
+        else:
+            started["floor"] = serving([__file__, "--echo", str(port)], port)
+        yield port, {name: proc.pid for name, proc in started.items()}
+    finally:
+        for proc in started.values():
+            proc.terminate()
+            proc.wait(10)
+
+
+def serving(argv: list[str], port: int, **popen) -> subprocess.Popen:
+    """`python argv...` started, once it listens on `port`."""
+    proc = subprocess.Popen([sys.executable, *argv], **popen)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return proc
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError(f"{argv[0]} {argv[1]} never listened on {port}") from None
+            time.sleep(0.05)
+
+
+def peer_wake() -> None:
+    """The idle floor (bench/system_cost.py): an event loop that wakes once a second for
+    a 33-byte write."""
+    import uvloop
+
+    async def beat() -> None:
+        a, b = socket.socketpair()
+        while True:
+            await asyncio.sleep(1.0)
+            a.send(b"x" * 33)
+            b.recv(64)
+
+    uvloop.run(beat())
 
 
 # -- measuring -----------------------------------------------------------------------------
@@ -153,3 +283,13 @@ def http_json(addr: str, path: str) -> dict:
 
 def stored_msgs(http: str) -> int:
     return int(http_json(http, "/stats?history=0")["totals"]["messages_in"])
+
+
+if __name__ == "__main__":  # the floor's servers (floor_servers starts them)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if sys.argv[1] == "--echo":
+        echo_server(int(sys.argv[2]))
+    elif sys.argv[1] == "--peer-wake":
+        peer_wake()
+    else:
+        relay_server(int(sys.argv[2]), int(sys.argv[3]))

@@ -42,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cpu_per_message as cpm  # noqa: E402
 import demo_windows  # noqa: E402
 import proc_figures  # noqa: E402
+import wake_chain  # noqa: E402
 from _util import peak_rss_mib  # noqa: E402
 
 from broker_core.cluster.ports import free_port_range  # noqa: E402
@@ -158,7 +159,7 @@ def idle_cluster(tmp: Path, settle: float, seconds: float, out: dict, only: set)
         if "idle" in only:
             # the peer: a process of nothing but an asyncio loop (uvloop, as the brokers)
             # waking once a second to write 33 bytes, what one wake-up costs on this host now
-            peer = subprocess.Popen([sys.executable, __file__, "--peer-wake"])
+            peer = subprocess.Popen([sys.executable, proc_figures.__file__, "--peer-wake"])
             time.sleep(1.0)
             got = measure(family(up.pid) + [peer.pid], seconds)
             peer.terminate()
@@ -214,23 +215,6 @@ def consume_idle(cluster: str) -> None:
         c.consume(lambda m: None, stop=stop)
 
 
-def peer_wake() -> None:
-    """The idle part's peer: an event loop that wakes once a second for a 33-byte write."""
-    import asyncio
-    import socket
-
-    import uvloop
-
-    async def beat() -> None:
-        a, b = socket.socketpair()
-        while True:
-            await asyncio.sleep(1.0)
-            a.send(b"x" * 33)
-            b.recv(64)
-
-    uvloop.run(beat())
-
-
 def fixed_cost(tmp: Path, settle: float, seconds: float) -> dict:
     """`floodgate demo --groups 4 --rate 10` as `make demo` runs it: the console in a
     terminal (a 200x50 tmux; tmux itself not counted), everything it starts measured."""
@@ -260,36 +244,55 @@ def pair_ratio(tmp: Path, seconds: float) -> dict:
     """CPU a message of a sync pair at 333 and 2,000 msgs/s: the producer as it comes
     (a frame for the sends of each turn of its loop), with a 25 ms linger, and with the
     linger and frames of 8 messages (as full at either rate: Kafka's linger.ms and
-    batch.size)."""
+    batch.size). Each beside its floor, in the same run: a bare uvloop relay and echo
+    server with the same wake-ups and none of the work (proc_figures.RelayProtocol)."""
     out = {}
     for label, flags in (("default", ()), ("linger 25 ms", ("--linger-ms", "25")),
                          ("linger 25 ms, frames of 8", ("--linger-ms", "25",
                                                         "--frame-msgs", "8"))):
-        rows = {}
+        rows, floor = {}, {}
         for rate in (333.0, 2000.0):
             w = cpm.run_pair(tmp, rate, seconds, 3.0, flags=flags)
-            both = (w.cpu["master"] + w.cpu["slave"]) / w.msgs * 1e6
             rows[f"{rate:g}"] = {"master_us": round(w.us_per_msg("master"), 1),
                                  "slave_us": round(w.us_per_msg("slave"), 1),
-                                 "pair_us": round(both, 1), "msgs": w.msgs,
+                                 "pair_us": round(pair_us(w), 1), "msgs": w.msgs,
                                  "peak_rss_mib": round(max(w.rss.values()))}
-        out[label] = {"rates": rows,
-                      "ratio": round(rows["333"]["pair_us"] / rows["2000"]["pair_us"], 2)}
+            f = cpm.run_floor(tmp, rate, seconds, 3.0, relay=True, flags=flags)
+            floor[f"{rate:g}"] = {"pair_us": round(pair_us(f), 1),
+                                  "peak_rss_mib": round(max(f.rss.values()))}
+        out[label] = {"rates": rows, "floor": floor,
+                      "ratio": round(rows["333"]["pair_us"] / rows["2000"]["pair_us"], 2),
+                      "floor_ratio": round(floor["333"]["pair_us"] / floor["2000"]["pair_us"],
+                                           2)}
     out["met"] = out["default"]["ratio"] <= 1.5
     return out
+
+
+def pair_us(w) -> float:
+    return (w.cpu["master"] + w.cpu["slave"]) / w.msgs * 1e6
 
 
 def demo_5000(seconds: float, settle: float, plain: bool) -> dict:
     args = argparse.Namespace(groups=4, seconds=70.0, with_tui=True, rate=5000.0,
                               flags=("--plain-priority",) if plain else ())
 
+    # the floor of the consumers' delay under this load: its processes started (and
+    # their imports done) before the demo, its frames sent before the CPU window
+    chain = wake_chain.Chain(hops=4)
+
     def during(pid: int, _data: Path) -> dict:
-        time.sleep(settle + 15)
+        time.sleep(settle)
+        chain.send(200.0, 12.0)
+        time.sleep(3)
         return measure(family(pid), min(seconds, 70.0 - settle - 20))
 
-    run = demo_windows.one_run(args, 1, during)
+    try:
+        run = demo_windows.one_run(args, 1, during)
+    finally:
+        run_chain = chain.stop()
     cpu = run.pop("during")
     run["cores"], run["procs"] = cpu["cores"], cpu["procs"]
+    run["wake_chain_ms"] = run_chain
     run["met"] = cpu["cores"] <= 1.6 and demo_windows.run_met(run)
     return run
 
@@ -301,11 +304,7 @@ def main() -> int:
     ap.add_argument("--settle", type=float, default=10.0, help="before each window")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--consume-idle", help=argparse.SUPPRESS)
-    ap.add_argument("--peer-wake", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.peer_wake:
-        peer_wake()
-        return 0
     if args.consume_idle:
         consume_idle(args.consume_idle)
         return 0
@@ -368,7 +367,9 @@ def report(out: dict) -> None:
             p = out["pair"][label]
             r = p["rates"]
             print(f"sync pair ({label}), CPU a message: {r['333']['pair_us']} us at 333/s, "
-                  f"{r['2000']['pair_us']} us at 2,000/s: x{p['ratio']} (goal <= 1.5)")
+                  f"{r['2000']['pair_us']} us at 2,000/s: x{p['ratio']} (goal <= 1.5); its "
+                  f"floor {p['floor']['333']['pair_us']} vs {p['floor']['2000']['pair_us']} us:"
+                  f" x{p['floor_ratio']}")
     for key in ("demo", "demo_plain_priority"):
         if key in out:
             p = out[key]
@@ -379,6 +380,10 @@ def report(out: dict) -> None:
                   f"beats late {p['late_beats_pct']} %, stall out after "
                   f"{p['stall_excluded_after_s']} s, false isolations "
                   f"{p['false_isolations']}: {verdict(p)}\n  ms/s: {procs(p)}")
+            c, w = p["consumer_ms"].get("billing", {}), p["wake_chain_ms"]
+            print(f"  consumer send -> hand (billing): p50 {c.get('p50')} ms, p99 {c.get('p99')}"
+                  f" ms (goal <= 5); its floor, four bare hops: p50 {w['p50_ms']}, p99 "
+                  f"{w['p99_ms']} ms")
     h = out["host"]
     print(f"host speed at the start: a 2M-step Python loop {h['loop_2m_ms']} ms of CPU, "
           f"2,000 thread wake-ups {h['wakeups_2000_ms']} ms (this VM has read 74-94 and "
