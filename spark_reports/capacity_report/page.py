@@ -213,7 +213,7 @@ def _days_and_disk(plan: dict) -> str:
 
 
 def _no_load_test(plan: dict) -> str:
-    return "<p class=muted>No load test given (--load-test): per-broker capacity from " + html.escape(
+    return "<p class=muted>No load test given (--load-test or --measured): per-broker capacity from " + html.escape(
         plan["inputs"]["per_broker_capacity_source"]) + ".</p>"  # fmt: skip
 
 

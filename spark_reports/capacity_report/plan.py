@@ -37,6 +37,8 @@ class Options:
     target_date: date
     history: list  # capacity.forecast.HistoryPoint
     load_test: tuple[list[float], list[float]] | None = None
+    measured: dict | None = None  # `floodgate capacity measure`'s cells.json
+    measured_flush: str | None = None  # the cluster's flush mode: which measured cells apply
     per_broker_rate: float | None = None
     sla_rate: float | None = None  # None: the forecast peak (mid), see SLA_RATE_DEFAULT
     sla_avg_ms: float = SLA_MEAN_MS
@@ -87,10 +89,19 @@ def latency_table(totals: list[dict], buckets: list[dict]) -> list[dict]:
     return out
 
 
-def per_broker_capacity(opts: Options, brokers: list[dict]) -> tuple[float, str, dict | None]:
+def per_broker_capacity(opts: Options, brokers: list[dict], msg_bytes: float | None = None
+                        ) -> tuple[float, str, dict | None]:
     """(msgs/s one broker sustains, where the figure comes from, the USL fit)."""
     if opts.per_broker_rate is not None:
         return opts.per_broker_rate, "--per-broker-rate (given)", None
+    if opts.measured is not None:
+        cell = measured_cell(opts.measured, msg_bytes, opts.measured_flush)
+        k = cell["knee"]
+        return float(k["send_tps"]), (
+            f"measured (capacity measure): the knee of cell {cell['label']}, "
+            f"{k['concurrency']} in flight at p99 {k['p99_ms']:.1f} ms"
+            + (f", the cell nearest the traffic's {msg_bytes:,.0f}-byte messages"
+               if msg_bytes else "")), cell.get("usl")
     if opts.load_test is not None:
         fit = fit_usl(*opts.load_test)
         rate = fit.max_throughput
@@ -101,6 +112,32 @@ def per_broker_capacity(opts: Options, brokers: list[dict]) -> tuple[float, str,
     if observed <= 0:
         raise ReportError("no per-broker rate: give --load-test or --per-broker-rate")
     return float(observed), "highest observed per-broker second (no load test: a lower bound)", None
+
+
+def measured_cell(doc: dict, msg_bytes: float | None, flush: str | None = None) -> dict:
+    """The measured cell that stands for the cluster's traffic: of the cells with a knee
+    (of `flush` when given), the nearest in message size (on a log scale), then in queue
+    count to 1,024 (the talk's usual), then the lower knee: when both flush modes were
+    measured and the cluster's is not said, the slower one stands."""
+    cells = [c for c in doc.get("cells", []) if c.get("knee")
+             and (flush is None or c["flush"] == flush)]
+    if not cells:
+        raise ReportError("the capacity measurement has no cell with a knee"
+                          + (f" flushing {flush}" if flush else "")
+                          + ": measure again, or give --per-broker-rate")
+    size = msg_bytes or 1024.0
+    return min(cells, key=lambda c: (round(abs(math.log(max(c["size"], 1) / size)), 6),
+                                     abs(math.log(c["queues"] / 1024)),
+                                     c["knee"]["send_tps"]))
+
+
+def _measured_points(opts: Options, msg_bytes: float) -> dict | None:
+    """The measured cell the capacity came from, with its steps' points (the USL chart)."""
+    if opts.measured is None or opts.per_broker_rate is not None:
+        return None
+    cell = measured_cell(opts.measured, msg_bytes, opts.measured_flush)
+    return {"label": cell["label"], "concurrency": [s["concurrency"] for s in cell["steps"]],
+            "throughput": [s["send_tps"] for s in cell["steps"]]}
 
 
 def _sizing_inputs(opts: Options, rate: float, capacity: float, msg_bytes: float,
@@ -141,7 +178,11 @@ def build_plan(measured: dict, opts: Options) -> dict:
         opts.history, max(target_year, opts.history[-1].year)
     )
 
-    capacity, capacity_source, usl = per_broker_capacity(opts, brokers)
+    capacity, capacity_source, usl = per_broker_capacity(opts, brokers, msg_bytes)
+    if opts.measured is not None and opts.per_broker_rate is None:
+        # the job read them against a capacity chosen before the traffic's size was known
+        brokers = [{**b, "utilisation": (b.get("peak_msgs_per_s") or 0) / capacity}
+                   for b in brokers]
     disk_totals = [d.get("disk_total_bytes") for d in measured.get("disk", [])]
     disk_bytes = opts.disk_tb * 1e12 if opts.disk_tb else (_median(disk_totals) or 4e12)
     base = _sizing_inputs(opts, forecast_peak["mid"], capacity, msg_bytes, peak_to_mean, disk_bytes)
@@ -249,6 +290,7 @@ def build_plan(measured: dict, opts: Options) -> dict:
             "target_beyond_horizon": target_year > curve_end_year(opts.history, target_year),
         },
         "usl": usl,
+        "measured_cell": _measured_points(opts, msg_bytes),
         "quotas": {
             "basis": "forecast peak (high band) per topic, with headroom; `floodgate quota "
                      "apply` divides each by the brokers left when the fuse holds its share out",
@@ -265,7 +307,7 @@ def build_plan(measured: dict, opts: Options) -> dict:
         "brokers": brokers,
         "disk": measured.get("disk", []),
         "spikes": measured.get("spikes", []),
-        "at_risk": brokers_at_risk(measured, opts),
+        "at_risk": brokers_at_risk({**measured, "brokers": brokers}, opts),
         "reliability": [r.to_dict() for r in reliability],
         "availability": {**availability.to_dict(), "replicas": opts.replicas,
                          "measured": opts.drills},

@@ -35,6 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-date", required=True, help="Double-11 to plan for, YYYY-MM-DD")
     p.add_argument("--history", default=None, help="CSV year,messages (default: seed history)")
     p.add_argument("--load-test", default=None, help="CSV concurrency,throughput of one broker")
+    p.add_argument("--measured", default=None, metavar="DIR",
+                   help="output of `floodgate capacity measure`: per-broker capacity is the "
+                   "knee of the cell nearest the traffic's message size")
+    p.add_argument("--flush", choices=("async", "sync"), default=None,
+                   help="with --measured: the cluster's flush mode (default: of the cells "
+                   "measured, the lower knee)")
     p.add_argument(
         "--per-broker-rate", type=float, default=None, help="msgs/s per broker (overrides)"
     )
@@ -126,10 +132,27 @@ def check_arguments(args) -> None:
     parse_date(args.target_date)
     measured_recovery(args)
     topic_shares(args)
+    if getattr(args, "measured", None) and args.load_test:
+        raise ReportError("give --load-test or --measured, not both")
     for flag, dest, ok, words in _RANGES:
         value = getattr(args, dest, None)
         if value is not None and not (math.isfinite(value) and ok(value)):
             raise ReportError(f"{flag} must be {words}, got {value:g}")
+
+
+def read_measured(out_dir: str) -> dict:
+    """`capacity measure --out DIR`'s cells.json."""
+    path = Path(out_dir) / "cells.json"
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise ReportError(f"--measured {out_dir}: cannot read {path.name}: "
+                          f"{exc.strerror} (the --out of `floodgate capacity measure`)") from None
+    except ValueError:
+        raise ReportError(f"--measured {out_dir}: {path.name} is not JSON") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
+        raise ReportError(f"--measured {out_dir}: {path.name} holds no cells")
+    return doc
 
 
 def options_from_args(args):
@@ -144,6 +167,8 @@ def options_from_args(args):
         target_date=parse_date(args.target_date),
         history=history,
         load_test=read_points(args.load_test) if args.load_test else None,
+        measured=read_measured(args.measured) if getattr(args, "measured", None) else None,
+        measured_flush=getattr(args, "flush", None),
         per_broker_rate=args.per_broker_rate,
         sla_rate=args.sla_rate,
         replicas=args.replicas,
@@ -158,6 +183,7 @@ def options_from_args(args):
             "input": str(args.input),
             "history": str(args.history or seed_history_path()),
             "load_test": args.load_test,
+            "measured": getattr(args, "measured", None),
             "drills": args.from_drill if drills else None,
         },
     )
@@ -234,7 +260,7 @@ def collect_measured(
         cached = minutes = minute_rollup(seconds.filter(~bad)).cache()
 
     capacity = opts.per_broker_rate
-    if capacity is None and opts.load_test is not None:
+    if capacity is None and (opts.load_test is not None or opts.measured is not None):
         from spark_reports.capacity_report.plan import per_broker_capacity
 
         capacity = per_broker_capacity(opts, [])[0]
@@ -311,7 +337,9 @@ def run(args, spark=None) -> dict:
     plan["inputs"]["versions"] = versions()
     text = json.dumps(plan, indent=2, default=str) + "\n"
     write_atomic(out / "capacity.json", text.encode("utf-8"))
-    html = render(plan, minutes, load_test=opts.load_test, versions=plan["inputs"]["versions"],
+    cell = plan.get("measured_cell")
+    points = (cell["concurrency"], cell["throughput"]) if cell else opts.load_test
+    html = render(plan, minutes, load_test=points, versions=plan["inputs"]["versions"],
                   static=bool(getattr(args, "static", False)))  # fmt: skip
     write_atomic(out / "report.html", html.encode("utf-8"))
     return plan

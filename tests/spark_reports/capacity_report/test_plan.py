@@ -199,3 +199,40 @@ def test_the_forecast_chart_stops_where_the_history_stops_supporting_it():
     near = build_plan(measured(), Options(target_date=date(2027, 11, 11), history=recent,
                                           per_broker_rate=1e6))["forecast"]  # fmt: skip
     assert near["curve"][-1]["year"] == 2027 and near["target_beyond_horizon"] is False
+
+
+def _cell(flush: str, size: int, queues: int, knee_tps: float | None) -> dict:
+    steps = [{"concurrency": n, "send_tps": (knee_tps or 100.0) * n / 4, "p99_ms": 2.0 * n}
+             for n in (1, 2, 4)]
+    knee = {"concurrency": 4, "send_tps": knee_tps, "p99_ms": 8.0} if knee_tps else None
+    return {"flush": flush, "size": size, "queues": queues, "knee": knee, "steps": steps,
+            "label": f"{flush} {size} B x {queues}", "usl": None}
+
+
+MEASURED = {"cells": [_cell("async", 128, 1024, 9_000.0), _cell("sync", 128, 1024, 6_000.0),
+                      _cell("sync", 1024, 1024, 5_000.0), _cell("sync", 4096, 1024, 3_000.0),
+                      _cell("sync", 1024, 10240, 4_000.0), _cell("async", 1024, 1024, None)]}
+
+
+def test_a_measured_cluster_takes_the_knee_of_the_cell_nearest_its_traffic():
+    # the traffic's messages are 1,000 bytes (2.4e13 bytes / 2.4e10 messages)
+    plan = build_plan(measured(), options(measured=MEASURED))
+    inputs = plan["inputs"]
+    assert inputs["per_broker_capacity"] == 5_000.0  # sync 1 KiB x 1024: async 1 KiB had no knee
+    assert inputs["per_broker_capacity_source"].startswith(
+        "measured (capacity measure): the knee of cell sync 1024 B x 1024")
+    assert "1,000-byte messages" in inputs["per_broker_capacity_source"]
+    assert not any("lower bound" in w for w in plan["verdict"]["warnings"])
+    assert plan["measured_cell"]["concurrency"] == [1, 2, 4]
+    # the brokers' utilisation is read against the capacity chosen with the size
+    assert [b["utilisation"] for b in plan["brokers"]] == [90.0, 90.0]  # 450,000 / 5,000
+
+
+def test_the_flush_mode_given_picks_among_the_measured_cells():
+    from spark_reports.capacity_report.plan import measured_cell
+
+    assert measured_cell(MEASURED, 128.0)["knee"]["send_tps"] == 6_000.0  # the lower knee
+    assert measured_cell(MEASURED, 128.0, "async")["knee"]["send_tps"] == 9_000.0
+    assert measured_cell(MEASURED, 3_000.0)["size"] == 4096
+    with pytest.raises(ReportError, match="no cell with a knee flushing async"):
+        measured_cell({"cells": [_cell("async", 128, 1024, None)]}, 128.0, "async")
