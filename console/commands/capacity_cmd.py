@@ -1,4 +1,5 @@
-"""`floodgate capacity availability|reliability|usl|size|forecast`: the pure models."""
+"""`floodgate capacity availability|reliability|usl|size|forecast`: the pure models
+(`capacity measure`, which runs brokers: console.commands.capacity_measure_cmd)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ MAX_BROKERS = 10_000_000  # past this a sizing is a unit mistake, not a plan
 
 def register(sub) -> None:
     parser = add_subparser(
-        sub, "capacity", "capacity models: availability, replica reliability, sizing, USL, forecast"
+        sub, "capacity", "capacity models: availability, replica reliability, sizing, USL, forecast; and "
+        "measure"
     )
     models = parser.add_subparsers(dest="model", metavar="MODEL")
 
@@ -105,6 +107,10 @@ def register(sub) -> None:
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when --year lies past what the history supports")  # fmt: skip
     _json(p, run_forecast)
+
+    from console.commands.capacity_measure_cmd import add_measure
+
+    add_measure(models)
 
 
 def _json(parser: argparse.ArgumentParser, func) -> None:

@@ -1,0 +1,144 @@
+"""`floodgate capacity measure`: the capacity grid measured (console.measure)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from console.commands.common import AT_LEAST_1, POSITIVE, add_subparser, checked, number
+from console.errors import UsageError
+
+QUICK = {"step_s": 4.0, "cap": 64, "budget_s": 60.0}  # ten cells in ~10 min on 2 cores
+
+
+def add_measure(models) -> None:
+    p = add_subparser(
+        models, "measure", "measure each cell of a capacity grid on real brokers",
+        epilog="By default the Taobao talk's MetaQ 2.0 grid (async and sync flush; 128 B to "
+        "4 KiB on 1,024 queues, 512 B on 10,240), each on a broker started for it. Each cell "
+        "ramps the producer's requests in flight (1, 2, 4, ...) until the send p99 passes the "
+        "SLA or throughput stops rising; its knee is the best step within the SLA. Ctrl-C "
+        "keeps the cells done.")
+    p.add_argument("--cluster", type=Path, help="measure a running cluster's broker instead "
+                   "(its flush mode: cells of the other are skipped)")
+    p.add_argument("--broker", help="with --cluster: the broker (default: the first)")
+    p.add_argument("--flush", type=_list(str), help="async,sync (default: the talk's cells)")
+    p.add_argument("--sizes", type=_list(_size), help="message sizes, e.g. 128,2k")
+    p.add_argument("--queues", type=_list(int), help="queue counts, e.g. 1024")
+    p.add_argument("--quick", action="store_true",
+                   help=f"steps of {QUICK['step_s']:g} s, at most {QUICK['cap']} in flight, "
+                   f"{QUICK['budget_s']:g} s a cell")
+    number(p, "--step-s", POSITIVE, default=None, help="seconds of sending a step (8)")
+    number(p, "--max-concurrency", AT_LEAST_1, type=int, default=None,
+           help="requests in flight at most (256)")
+    number(p, "--cell-budget-s", POSITIVE, default=None,
+           help="no step of a cell starts past this (120)")
+    number(p, "--sla-ms", POSITIVE, default=20.0, help="send p99 a knee keeps within (20)")
+    p.add_argument("--out", type=Path, default=Path("capacity-measure"),
+                   help="where the table, steps, load-test CSVs and page go")
+    p.add_argument("--json", action="store_true", help="print the cells as JSON at the end")
+    p.set_defaults(func=checked(run_measure))
+
+
+def _size(text: str) -> int:
+    t = text.strip().lower().removesuffix("b")
+    mult = 1024 if t.endswith("k") else 1
+    return int(float(t.removesuffix("k")) * mult)
+
+
+def _list(each):
+    def parse(text: str) -> list:
+        try:
+            out = [each(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: want a comma-separated list") from None
+        if not out:
+            raise argparse.ArgumentTypeError("an empty list")
+        return out
+    return parse
+
+
+def run_measure(args) -> int:
+    from capacity.errors import CapacityError
+    from capacity.metaq2 import grid
+    from console.measure.grid_run import Plan, measure
+
+    try:
+        cells = grid(args.flush, args.sizes, args.queues)
+    except CapacityError as exc:
+        raise UsageError(str(exc)) from None
+    q = QUICK if args.quick else {"step_s": 8.0, "cap": 256, "budget_s": 120.0}
+    plan = Plan(cells, args.out, step_s=args.step_s or q["step_s"],
+                cap=args.max_concurrency or q["cap"],
+                budget_s=args.cell_budget_s or q["budget_s"], sla_ms=args.sla_ms,
+                cluster=args.cluster, broker=args.broker)
+    progress = Progress(len(cells))
+    try:
+        measure(plan, progress.step, progress.cell)
+    except KeyboardInterrupt:
+        progress.close()
+        print(f"stopped: {len(plan.results)} of {len(cells)} cells kept in {args.out}",
+              file=sys.stderr)
+        return 130
+    progress.close()
+    if args.json:
+        from console.commands.common import print_json
+        from console.measure.grid_run import summary
+
+        print_json(summary(plan))
+    else:
+        print_table(plan)
+    print(f"written: {args.out}/capacity-measure.html, cells.json, steps.csv, load-test/",
+          file=sys.stderr)
+    return 0
+
+
+class Progress:
+    """A bar on a terminal (rich), a line a step elsewhere."""
+
+    def __init__(self, cells: int) -> None:
+        self.cells, self.done = cells, 0
+        self.bar = None
+        if sys.stderr.isatty():
+            from rich.progress import Progress as Bar
+
+            self.bar = Bar(transient=True)
+            self.task = self.bar.add_task("capacity", total=cells)
+            self.bar.start()
+
+    def step(self, cell, s) -> None:
+        text = (f"cell {self.done + 1}/{self.cells} {cell.label}: {s.concurrency} in flight, "
+                f"{s.send_tps:,.0f} msgs/s, p99 {s.p99_ms:.1f} ms")
+        if self.bar is not None:
+            self.bar.update(self.task, description=text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def cell(self, _result) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def print_table(plan) -> None:
+    from console.measure.grid_run import summary
+
+    doc = summary(plan)
+    print(f"{'cell':<22} {'knee':>5} {'send/s':>9} {'sub/s':>9} {'p99 ms':>7} "
+          f"{'/core':>8} {'MetaQ/core':>10} {'x':>5}  stopped")
+    for c in doc["cells"]:
+        k = c["knee"] or {}
+        talk = c.get("metaq2") or {}
+        ratio = c.get("per_core_vs_metaq2")
+        print(f"{c['label']:<22} {k.get('concurrency', '-'):>5} "
+              f"{k.get('send_tps', 0):>9,.0f} {k.get('sub_tps', 0):>9,.0f} "
+              f"{k.get('p99_ms', 0):>7.2f} {c.get('per_core_tps') or 0:>8,.0f} "
+              f"{talk.get('per_core_tps', 0):>10,.0f} {ratio if ratio else '-':>5}  "
+              f"{c['stopped']}")
+    for s in doc["skipped"]:
+        print(f"{s['label']:<22} not measured: {s['why']}")

@@ -1,0 +1,125 @@
+"""One cell of the grid measured on one broker: its topic made, a subscriber reading
+everything, and a ramp of producer steps (`floodgate bench produce`, each in a
+process of its own so that its GIL is not the measurement's).
+
+A step's producer connects first and sends from an agreed instant (`--start-at`); the
+broker and the host are sampled half a second after it and half a second before its
+end, so the window holds sending only.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker_core.client import admin
+from capacity.metaq2 import Cell
+from capacity.ramp import SLA_P99_MS, Step, knee, ramp, usl
+from console.measure.host import BrokerWatch, between
+
+START_S = 1.5  # a step's producer starts (imports, connects) within this
+
+
+@dataclass(frozen=True)
+class Target:
+    """The broker a cell is measured on."""
+
+    name: str
+    addr: str
+    http: str
+    pid: int
+    flush: str
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    steps: list[Step] = field(default_factory=list)
+    stopped: str = ""
+    seconds: float = 0.0
+
+    @property
+    def knee(self) -> Step | None:
+        return knee(self.steps)
+
+    def to_dict(self) -> dict:
+        k, fit = self.knee, usl(self.steps)
+        return {"flush": self.cell.flush, "queues": self.cell.queues, "size": self.cell.size,
+                "label": self.cell.label, "stopped": self.stopped,
+                "seconds": round(self.seconds, 1), "steps": [s.to_dict() for s in self.steps],
+                "knee": k.to_dict() if k else None, "usl": fit.to_dict() if fit else None}
+
+
+def topic_of(cell: Cell) -> str:
+    return f"capacity-{cell.flush}-{cell.size}b-{cell.queues}q"
+
+
+def run_cell(target: Target, cell: Cell, step_s: float, cap: int, budget_s: float,
+             on_step: Callable[[Step], None] = lambda _s: None,
+             sla_ms: float = SLA_P99_MS) -> CellResult:
+    """The cell's ramp on `target` (whose flush mode is the cell's)."""
+    if target.flush != cell.flush:
+        raise ValueError(f"{target.name} flushes {target.flush}, the cell {cell.flush}")
+    topic = topic_of(cell)
+    admin.topic(target.http, "POST", {"topic": topic, "queues": cell.queues}, timeout=120)
+    watch = BrokerWatch(target.pid, target.http)
+    subscriber = subprocess.Popen([sys.executable, "-m", "console.measure.subscriber",
+                                   target.addr, topic], stdout=subprocess.DEVNULL)
+    result = CellResult(cell)
+    began = time.monotonic()
+
+    def step(n: int) -> Step:
+        s = run_step(target, watch, topic, cell.size, n, step_s)
+        on_step(s)
+        return s
+
+    try:
+        result.steps, result.stopped = ramp(step, cap, sla_ms, budget_s)
+    except KeyboardInterrupt:
+        result.stopped = "stopped by the operator (Ctrl-C)"
+        raise
+    finally:
+        result.seconds = time.monotonic() - began
+        subscriber.terminate()
+        subscriber.wait(10)
+    return result
+
+
+def run_step(target: Target, watch: BrokerWatch, topic: str, size: int, n: int,
+             step_s: float) -> Step:
+    """`n` requests in flight for `step_s` seconds of sending."""
+    start_at = time.time() + START_S
+    prod = subprocess.Popen(
+        [sys.executable, "-m", "console.cli", "bench", "produce", "--brokers", target.addr,
+         "--topic", topic, "--size", str(size), "--concurrency", str(n), "--duration",
+         f"{step_s:g}", "--start-at", repr(start_at), "--no-fuse", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(max(0.0, start_at + 0.5 - time.time()))
+        a = watch.sample(time.monotonic())
+        time.sleep(max(0.1, step_s - 1.0))
+        b = watch.sample(time.monotonic())
+        out, err = prod.communicate(timeout=step_s + 120)
+    except BaseException:
+        prod.kill()
+        prod.wait()
+        raise
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        raise RuntimeError(f"bench produce said: {err.strip()[-300:] or 'nothing'}") from None
+    fig = between(a, b)
+
+    def ms(key: str) -> float:
+        return (doc.get(key) or 0.0) * 1000
+
+    return Step(concurrency=n, seconds=doc["seconds"], sent=doc["acked"],
+                errors=doc["errors"], send_tps=doc["tps"], avg_ms=ms("mean_s"),
+                p99_ms=ms("p99_s"), max_ms=ms("max_s"), sub_tps=fig["sub_tps"],
+                load=fig["load"], iowait_pct=fig["iowait_pct"], net_in_mb=fig["net_in_mb"],
+                net_out_mb=fig["net_out_mb"], cpu_us_per_msg=fig["cpu_us_per_msg"],
+                broker_cores=fig["broker_cores"], peak_rss_mib=watch.peak_rss_mib())
