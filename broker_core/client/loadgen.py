@@ -46,7 +46,7 @@ def sent_at(body: bytes) -> float | None:
 
 @dataclass
 class LoadSpec:
-    topic: str = "bench"
+    topic: str = "bench"  # or several, comma-separated: sends go to each in turn
     size: int = 128
     count: int | None = None
     duration: float | None = None
@@ -182,6 +182,7 @@ class LoadGenerator:
                             linger_s=spec.linger_s, frame_msgs=spec.frame_msgs)
         body = b"x" * spec.size
         prefix = spec.key_prefix
+        topics = spec.topic.split(",")
         inflight = 0
         room = asyncio.Event()  # set while fewer than `concurrency` sends are in flight
         room.set()
@@ -235,11 +236,12 @@ class LoadGenerator:
             seq = sent_n + 1
             if spec.stamp:
                 body = STAMP.pack(time.time()) + body[STAMP.size:]
+            topic = topics[seq % len(topics)]
             if n == 1:
-                aio.send_nowait(spec.topic, body, sent(1, now),
+                aio.send_nowait(topic, body, sent(1, now),
                                 keys=f"{prefix}{seq}" if prefix else None)
             else:
-                self._batch(aio, spec.topic, [body] * n, sent(n, now))
+                self._batch(aio, topic, [body] * n, sent(n, now))
             sent_n += n
             if sent_n % 32 == 0:
                 await asyncio.sleep(0)  # let answers in while catching up with the schedule

@@ -44,7 +44,8 @@ def register(sub) -> None:
                       help="messages per request")
     prod.add_argument("--concurrency", type=positive_int, default=64, metavar="C",
                       help="requests in flight at most (default 64)")
-    prod.add_argument("--topic", default="bench")
+    prod.add_argument("--topic", default="bench",
+                      help="or several, comma-separated: each message to the next in turn")
     prod.add_argument("--timeout", type=positive_float, default=3.0,
                       help="per-request timeout, s")
     prod.add_argument("--no-fuse", action="store_true", help="plain round robin, no fuse")
@@ -120,11 +121,12 @@ def run_produce(args) -> int:
                          f"got {args.size}")
     from broker_core.names import topic_problem
 
-    if (problem := topic_problem(args.topic)) is not None:  # said before any send
-        raise UsageError(f"--topic: {problem}")
-    if args.topic.startswith("%"):
-        raise UsageError(f"--topic {args.topic}: a system topic (%TRACE%, %RETRY%..., "
-                         "%DLQ%...) takes no ordinary producer's messages")
+    for topic in args.topic.split(","):  # said before any send
+        if (problem := topic_problem(topic)) is not None:
+            raise UsageError(f"--topic: {problem}")
+        if topic.startswith("%"):
+            raise UsageError(f"--topic {topic}: a system topic (%TRACE%, %RETRY%..., "
+                             "%DLQ%...) takes no ordinary producer's messages")
     if args.start_at is not None and args.start_at > time.time() + 86400:  # a typo: ms?
         raise UsageError(f"--start-at {args.start_at:.0f} is more than a day away: a Unix time "
                          f"in seconds, as `date +%s` prints")
