@@ -40,6 +40,7 @@ class Step:
     avg_ms: float
     p99_ms: float
     max_ms: float
+    stored_tps: float = 0.0  # what the broker counted stored over the step's window
     sub_tps: float = 0.0
     load: float = 0.0  # 1-minute load average at the step's end
     iowait_pct: float = 0.0  # of the host's CPU time over the step

@@ -2,14 +2,16 @@
 everything, and a ramp of producer steps (`floodgate bench produce`, each in a
 process of its own so that its GIL is not the measurement's).
 
-A step's producer connects first and sends from an agreed instant (`--start-at`); the
-broker and the host are sampled half a second after it and half a second before its
-end, so the window holds sending only.
+A step's producer connects first and sends from an agreed instant (`--start-at`, a
+whole second); the broker and the host are sampled half a second after it and whole
+seconds later, before its end, so the window holds sending only and whole seconds of
+the broker's counts (it counts as each second closes).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker_core.client import admin
+from broker_core.server.topic_table import MAX_QUEUES
 from capacity.metaq2 import Cell
 from capacity.ramp import SLA_P99_MS, Step, knee, ramp, usl
 from console.measure.host import BrokerWatch, between
@@ -54,8 +57,15 @@ class CellResult:
                 "knee": k.to_dict() if k else None, "usl": fit.to_dict() if fit else None}
 
 
-def topic_of(cell: Cell) -> str:
-    return f"capacity-{cell.flush}-{cell.size}b-{cell.queues}q"
+def topics_of(cell: Cell) -> dict[str, int]:
+    """The cell's topics and their queues: one, or where the cell has more queues than a
+    topic may (MAX_QUEUES, 1,024 a broker) as many as it takes, the queues shared evenly
+    (the talk's 10,240 partitions: ten topics of 1,024)."""
+    n = math.ceil(cell.queues / MAX_QUEUES)
+    base = f"capacity-{cell.flush}-{cell.size}b-{cell.queues}q"
+    if n == 1:
+        return {base: cell.queues}
+    return {f"{base}-{i}": cell.queues // n + (i < cell.queues % n) for i in range(n)}
 
 
 def run_cell(target: Target, cell: Cell, step_s: float, cap: int, budget_s: float,
@@ -64,8 +74,10 @@ def run_cell(target: Target, cell: Cell, step_s: float, cap: int, budget_s: floa
     """The cell's ramp on `target` (whose flush mode is the cell's)."""
     if target.flush != cell.flush:
         raise ValueError(f"{target.name} flushes {target.flush}, the cell {cell.flush}")
-    topic = topic_of(cell)
-    admin.topic(target.http, "POST", {"topic": topic, "queues": cell.queues}, timeout=120)
+    topics = topics_of(cell)
+    for topic, queues in topics.items():
+        admin.topic(target.http, "POST", {"topic": topic, "queues": queues}, timeout=120)
+    topic = ",".join(topics)  # the producer sends to each in turn, the subscriber reads all
     watch = BrokerWatch(target.pid, target.http)
     subscriber = subprocess.Popen([sys.executable, "-m", "console.measure.subscriber",
                                    target.addr, topic], stdout=subprocess.DEVNULL)
@@ -92,7 +104,10 @@ def run_cell(target: Target, cell: Cell, step_s: float, cap: int, budget_s: floa
 def run_step(target: Target, watch: BrokerWatch, topic: str, size: int, n: int,
              step_s: float) -> Step:
     """`n` requests in flight for `step_s` seconds of sending."""
-    start_at = time.time() + START_S
+    # brokers count their totals as each wall-clock second closes: the window runs from
+    # the middle of one second to the middle of another, whole seconds of counts
+    start_at = float(math.ceil(time.time() + START_S))
+    window_s = max(1, int(step_s - 1.0))
     prod = subprocess.Popen(
         [sys.executable, "-m", "console.cli", "bench", "produce", "--brokers", target.addr,
          "--topic", topic, "--size", str(size), "--concurrency", str(n), "--duration",
@@ -101,7 +116,7 @@ def run_step(target: Target, watch: BrokerWatch, topic: str, size: int, n: int,
     try:
         time.sleep(max(0.0, start_at + 0.5 - time.time()))
         a = watch.sample(time.monotonic())
-        time.sleep(max(0.1, step_s - 1.0))
+        time.sleep(max(0.0, start_at + 0.5 + window_s - time.time()))
         b = watch.sample(time.monotonic())
         out, err = prod.communicate(timeout=step_s + 120)
     except BaseException:
@@ -119,7 +134,8 @@ def run_step(target: Target, watch: BrokerWatch, topic: str, size: int, n: int,
 
     return Step(concurrency=n, seconds=doc["seconds"], sent=doc["acked"],
                 errors=doc["errors"], send_tps=doc["tps"], avg_ms=ms("mean_s"),
-                p99_ms=ms("p99_s"), max_ms=ms("max_s"), sub_tps=fig["sub_tps"],
+                p99_ms=ms("p99_s"), max_ms=ms("max_s"), stored_tps=fig["stored_tps"],
+                sub_tps=fig["sub_tps"],
                 load=fig["load"], iowait_pct=fig["iowait_pct"], net_in_mb=fig["net_in_mb"],
                 net_out_mb=fig["net_out_mb"], cpu_us_per_msg=fig["cpu_us_per_msg"],
                 broker_cores=fig["broker_cores"], peak_rss_mib=watch.peak_rss_mib())

@@ -34,6 +34,7 @@ def render(doc: dict) -> str:
             ("cell", lambda c: c["label"]),
             ("knee N", lambda c: (c["knee"] or {}).get("concurrency")),
             ("send TPS", lambda c: _n((c["knee"] or {}).get("send_tps"))),
+            ("stored TPS", lambda c: _n((c["knee"] or {}).get("stored_tps"))),
             ("sub TPS", lambda c: _n((c["knee"] or {}).get("sub_tps"))),
             ("avg ms", lambda c: _n((c["knee"] or {}).get("avg_ms"), ".2f")),
             ("p99 ms", lambda c: _n((c["knee"] or {}).get("p99_ms"), ".2f")),

@@ -29,6 +29,8 @@ def test_one_cell_two_steps_against_a_running_broker(cluster_factory, tmp_path, 
         assert s["sent"] > 0 and s["errors"] == 0 and s["send_tps"] > 0
         assert 0 < s["avg_ms"] <= s["p99_ms"] <= s["max_ms"]
         assert s["cpu_us_per_msg"] > 0 and s["peak_rss_mib"] > 0
+        # the producer's count and the broker's agree (whole seconds of the broker's)
+        assert s["stored_tps"] == pytest.approx(s["send_tps"], rel=0.3)
     assert sum(s["sub_tps"] for s in cell["steps"]) > 0  # the subscriber read them
     assert cell["knee"]["send_tps"] == max(s["send_tps"] for s in cell["steps"])
     # the broker flushes sync: the async cell is said to be skipped, not measured
@@ -86,3 +88,13 @@ def test_ctrl_c_keeps_the_cells_done(cluster_factory, tmp_path):
     assert "stopped: 1 of 2 cells kept in" in err
     kept = json.loads(cells.read_text())["cells"]
     assert [k["label"] for k in kept] == ["async 128 B x 4"] and kept[0]["knee"]
+
+
+def test_a_cell_past_a_topics_queue_limit_is_spread_over_topics():
+    from capacity.metaq2 import Cell
+    from console.measure.cell_run import topics_of
+
+    assert topics_of(Cell("sync", 1024, 128)) == {"capacity-sync-128b-1024q": 1024}
+    spread = topics_of(Cell("async", 10240, 512))
+    assert len(spread) == 10 and set(spread.values()) == {1024}
+    assert sorted(topics_of(Cell("async", 2050, 512)).values()) == [683, 683, 684]
