@@ -108,9 +108,10 @@ def register(sub) -> None:
                    help="exit 1 when --year lies past what the history supports")  # fmt: skip
     _json(p, run_forecast)
 
-    from console.commands.capacity_measure_cmd import add_measure
+    from console.commands.capacity_measure_cmd import add_backlog, add_measure
 
     add_measure(models)
+    add_backlog(models)
 
 
 def _json(parser: argparse.ArgumentParser, func) -> None:

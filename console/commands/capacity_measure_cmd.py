@@ -41,6 +41,62 @@ def add_measure(models) -> None:
     p.set_defaults(func=checked(run_measure))
 
 
+def add_backlog(models) -> None:
+    p = add_subparser(
+        models, "backlog", "consumers catching up from disk under each I/O scheduler (root)",
+        epilog="The Taobao talk's backlog test: a backlog written first, then under each "
+        "scheduler the data disk offers (set through `floodgate tune apply`, rolled back "
+        "after), the page cache dropped and a broker flushing sync over it, consumers read "
+        "from the first message while a producer sends. Writes backlog.json to --out.")
+    number(p, "--backlog-gib", POSITIVE, default=None,
+           help="GiB written before (default: 1.1 x this host's memory, more than its page "
+           "cache holds)")
+    p.add_argument("--size", type=_size, default=4096, help="message bytes (4k, the talk's)")
+    number(p, "--queues", AT_LEAST_1, type=int, default=1024, help="queues (1024)")
+    number(p, "--seconds", POSITIVE, default=30.0, help="measured under each scheduler (30)")
+    number(p, "--consumers", AT_LEAST_1, type=int, default=4, help="consumer processes (4)")
+    number(p, "--inflight", AT_LEAST_1, type=int, default=8, help="sends in flight (8)")
+    p.add_argument("--schedulers", type=_list(str), help="default: every one the disk offers")
+    p.add_argument("--data", type=Path, help="the store, on the disk under test (default: a "
+                   "temporary directory, removed)")
+    p.add_argument("--out", type=Path, default=Path("capacity-measure"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=checked(run_backlog_cmd))
+
+
+def run_backlog_cmd(args) -> int:
+    import shutil
+    import tempfile
+
+    import psutil
+
+    from console.measure.backlog import BacklogPlan, run_backlog
+
+    gib = args.backlog_gib or round(1.1 * psutil.virtual_memory().total / (1 << 30), 1)
+    data = args.data or Path(tempfile.mkdtemp(prefix="floodgate-backlog-"))
+    plan = BacklogPlan(args.out, size=args.size, queues=args.queues, backlog_gib=gib,
+                       seconds=args.seconds, inflight=args.inflight, consumers=args.consumers,
+                       schedulers=args.schedulers, data=data)
+    try:
+        doc = run_backlog(plan, lambda text: print(text, file=sys.stderr, flush=True))
+    finally:
+        if args.data is None:
+            shutil.rmtree(data, ignore_errors=True)
+    if args.json:
+        from console.commands.common import print_json
+
+        print_json(doc)
+        return 0
+    print(f"{'scheduler':<12} {'send p99':>9} {'max':>7} {'sends/s':>8} {'read MB/s':>10} "
+          f"{'from disk':>10} {'iowait %':>9}")
+    for r in doc["runs"]:
+        print(f"{r['scheduler']:<12} {r['send_p99_ms']:>7.1f}ms {r['send_max_ms']:>5.0f}ms "
+              f"{r['send_tps']:>8,.0f} {r['consume_mb_s']:>10.0f} {r['disk_read_mb_s']:>10.0f} "
+              f"{r['iowait_pct']:>9.1f}")
+    print(f"best on this disk ({doc['device']}): {doc['best']}")
+    return 0
+
+
 def _size(text: str) -> int:
     t = text.strip().lower().removesuffix("b")
     mult = 1024 if t.endswith("k") else 1

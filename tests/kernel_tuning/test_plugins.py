@@ -74,3 +74,29 @@ def test_numa_and_limits_share_the_drop_in(tree):
 def test_limits_parse_mixed_soft_hard():
     text = "* soft nofile 1024\n* hard nofile 4096\n* - nproc 10 # both\nroot hard nofile 1\n"
     assert parse_limits(text) == {"nofile": "1024/4096", "nproc": "10"}
+
+
+def test_a_measured_disk_gives_the_schedulers_reason_in_the_measurements_words(tree):
+    from pathlib import Path
+
+    from console.measure.backlog import remember
+    from kernel_tuning.plan import build_plan
+
+    def reason_and_note():
+        [c] = [c for c in build_plan("broker", tree.root, device="vda").checks
+               if c.setting.plugin == "scheduler"]
+        return c.setting.reason, c.setting.note
+
+    assert reason_and_note()[0].startswith("the RocketMQ design talk")  # nothing measured
+    runs = [{"scheduler": "mq-deadline", "send_p99_ms": 4.1, "consume_mb_s": 131.0},
+            {"scheduler": "bfq", "send_p99_ms": 9.5, "consume_mb_s": 88.0}]
+    remember("vda", {"size": 4096, "runs": runs, "best": "mq-deadline"}, Path(tree.root))
+    reason, note = reason_and_note()
+    assert "measured on this host" in reason and "4096-byte sync sends" in reason
+    assert "mq-deadline p99 4.1 ms, consumers 131 MB/s, bfq p99 9.5 ms" in reason
+    assert note == ""  # the profile's deadline is what the measurement favours
+    remember("vda", {"size": 4096, "runs": runs, "best": "bfq"}, Path(tree.root))
+    assert reason_and_note()[1] == "the measurement favours bfq"
+    # an unreadable file is no measurement, not a failed plan
+    (Path(tree.root) / "var/lib/floodgate/scheduler-measured.json").write_text("{")
+    assert reason_and_note()[0].startswith("the RocketMQ design talk")
