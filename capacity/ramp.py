@@ -79,10 +79,10 @@ def stop_reason(steps: list[Step], sla_ms: float = SLA_P99_MS) -> str | None:
     if last.p99_ms > sla_ms:
         return f"send p99 {last.p99_ms:.1f} ms past the SLA ({sla_ms:g} ms)"
     if len(steps) >= 3:
-        best_before = max(s.send_tps for s in steps[:-2])
-        if all(s.send_tps < best_before * (1 + FLAT) for s in steps[-2:]):
-            return f"throughput stopped rising ({len(steps) - 2} steps' best, " \
-                   f"{best_before:,.0f} msgs/s, not passed by {FLAT:.0%})"
+        best = max(steps[:-2], key=lambda s: s.send_tps)
+        if all(s.send_tps < best.send_tps * (1 + FLAT) for s in steps[-2:]):
+            return (f"throughput stopped rising: {best.send_tps:,.0f} msgs/s at "
+                    f"{best.concurrency} in flight, not passed by {FLAT:.0%} in two steps")
     return None
 
 

@@ -35,6 +35,7 @@ from console.errors import CommandFailed
 from console.measure.host import BrokerWatch, between
 
 TOPIC = "capacity-backlog"
+JOIN_S = 4  # consumers joining their group and owning their queues (heartbeats: 2 s)
 
 
 @dataclass
@@ -48,7 +49,13 @@ class BacklogPlan:
     consumers: int = 4
     schedulers: list[str] | None = None  # default: every one the disk offers
     data: Path | None = None  # on the disk under test (default: a temporary directory)
+    state_file: Path | None = None  # where `tune plan` reads it (default: /var/lib/floodgate/)
     runs: list[dict] = field(default_factory=list)
+
+    @property
+    def segment(self) -> str:
+        """CommitLog segments: 1 GiB, smaller for a small backlog (a disk made for it)."""
+        return f"{min(1024, max(64, int(self.backlog_gib * 1024 / 8)))}M"
 
 
 def offered(device: str) -> tuple[list[str], str]:
@@ -81,6 +88,7 @@ def run_backlog(plan: BacklogPlan, say) -> dict:
         raise CommandFailed("the backlog test changes the disk's scheduler and drops the page "
                             "cache: run it as root")
     data = plan.data or Path(tempfile.mkdtemp(prefix="floodgate-backlog-"))
+    data.mkdir(parents=True, exist_ok=True)
     device = data_device(data)
     names, before = offered(device)
     schedulers = plan.schedulers or names
@@ -101,18 +109,31 @@ def run_backlog(plan: BacklogPlan, say) -> dict:
     from broker_core.fsutil import write_json_atomic
 
     write_json_atomic(plan.out / "backlog.json", doc)
-    remember(device, doc)
+    remember(device, doc, plan.state_file)
+    _page_again(plan.out, doc)
     return doc
 
 
-def remember(device: str, doc: dict, root: Path = Path("/")) -> None:
-    """Where `floodgate tune plan` reads it: its scheduler's reason is this measurement."""
+def _page_again(out: Path, backlog: dict) -> None:
+    """The grid's page, with this backlog test (a page of its own when no grid was)."""
+    from broker_core.fsutil import atomic_write
+    from console.measure.grid_run import host, read_json
+    from console.measure.page import render
+
+    doc = read_json(out / "cells.json") or {"host": host(), "sla_p99_ms": 20.0,
+                                            "step_s": 0.0, "seconds": 0.0, "cells": []}
+    atomic_write(out / "capacity-measure.html", render({**doc, "backlog": backlog}).encode())
+
+
+def remember(device: str, doc: dict, path: Path | None = None) -> None:
+    """Where `floodgate tune plan` reads it (`path`, default /var/lib/floodgate/...): its
+    scheduler's reason is this measurement."""
     from datetime import date
 
     from broker_core.fsutil import write_json_atomic
     from kernel_tuning.plugins.scheduler import MEASURED
 
-    path = root / MEASURED
+    path = path or Path("/") / MEASURED
     try:
         known = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -134,7 +155,7 @@ def _fill(plan: BacklogPlan, data: Path, port: int, say) -> dict:
     count = int(plan.backlog_gib * (1 << 30) / plan.size)
     say(f"writing the backlog: {count:,} messages of {plan.size} B "
         f"({plan.backlog_gib:g} GiB) over {plan.queues} queues")
-    c = Cluster(1, port, data, flush="async", segment_size="1G")
+    c = Cluster(1, port, data, flush="async", segment_size=plan.segment)
     c.up(timeout=60)
     try:
         entry = c.file.brokers[0]
@@ -155,33 +176,37 @@ def _under(plan: BacklogPlan, data: Path, port: int, device: str, sched: str) ->
     try:
         subprocess.run(["sync"], check=False)
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
-        c = Cluster(1, port, data, flush="sync", segment_size="1G")
+        in_use = offered(device)[1]  # what the kernel says it applied
+        c = Cluster(1, port, data, flush="sync", segment_size=plan.segment)
         c.up(timeout=120)
         try:
-            return _measure(plan, c, device, sched)
+            return {**_measure(plan, c, device, sched), "in_use": in_use}
         finally:
             c.down(grace=30)
     finally:
-        _tune(["rollback", "--state-dir", str(state / "journal")])
+        if any((state / "journal").glob("*.json")):  # (nothing journalled: nothing changed)
+            _tune(["rollback", "--state-dir", str(state / "journal")])
 
 
 def _measure(plan: BacklogPlan, c: Cluster, device: str, sched: str) -> dict:
     entry = c.file.brokers[0]
     watch = BrokerWatch(c.procs[entry.name].pid, entry.http)
     group = f"backlog-{sched}-{int(time.time())}"
+    # readers and producer start together; the window opens once the readers have joined
+    start_at = float(int(time.time() + 3))
+    opens = start_at + JOIN_S
     readers = [subprocess.Popen([sys.executable, "-m", "console.measure.subscriber",
-                                 entry.addr, TOPIC, group], stdout=subprocess.DEVNULL)
-               for _ in range(plan.consumers)]
+                                 entry.addr, TOPIC, group, repr(start_at)],
+                                stdout=subprocess.DEVNULL) for _ in range(plan.consumers)]
     try:
-        start_at = float(int(time.time() + 4))  # the readers join meanwhile
         prod = subprocess.Popen(
             [sys.executable, "-m", "console.cli", "bench", "produce", "--brokers", entry.addr,
              "--topic", TOPIC, "--size", str(plan.size), "--concurrency", str(plan.inflight),
-             "--duration", f"{plan.seconds:g}", "--start-at", repr(start_at), "--no-fuse",
-             "--json"], stdout=subprocess.PIPE, text=True)
-        time.sleep(max(0.0, start_at + 0.5 - time.time()))
+             "--duration", f"{plan.seconds + JOIN_S + 1:g}", "--start-at", repr(start_at),
+             "--no-fuse", "--json"], stdout=subprocess.PIPE, text=True)
+        time.sleep(max(0.0, opens + 0.5 - time.time()))
         a, disk_a = watch.sample(time.monotonic()), disk_read_bytes(device)
-        time.sleep(max(0.0, start_at + 0.5 + int(plan.seconds - 1) - time.time()))
+        time.sleep(max(0.0, opens + 0.5 + int(plan.seconds) - time.time()))
         b, disk_b = watch.sample(time.monotonic()), disk_read_bytes(device)
         out = json.loads(prod.communicate(timeout=plan.seconds + 120)[0])
     finally:

@@ -148,7 +148,18 @@ def summary(plan: Plan) -> dict:
         cells.append(row)
     return {"host": host(), "sla_p99_ms": plan.sla_ms, "step_s": plan.step_s,
             "started": plan.started, "seconds": round(time.time() - plan.started, 1),
-            "cells": cells, "skipped": plan.skipped}
+            "cells": cells, "skipped": plan.skipped, "backlog": read_json(
+                plan.out / "backlog.json")}
+
+
+def read_json(path: Path) -> dict | None:
+    """A document written before (`capacity backlog`'s), or None."""
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """A subscriber of a measured cell: reads everything of the topic as one consumer group
 until SIGTERM (the subscribe TPS is counted by the broker: messages out).
 
-    python -m console.measure.subscriber ADDR TOPIC[,TOPIC...] [GROUP]
+    python -m console.measure.subscriber ADDR TOPIC[,TOPIC...] [GROUP [START_AT]]
 """
 
 from __future__ import annotations
@@ -9,16 +9,20 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 
 from broker_core.client.consumer import Consumer
 
 GROUP = "capacity-measure"
 
 
-def main(addr: str, topics: str, group: str = GROUP) -> int:
-    """`topics`: one, or several comma-separated (a consumer each, in threads)."""
+def main(addr: str, topics: str, group: str = GROUP, start_at: str = "0") -> int:
+    """`topics`: one, or several comma-separated (a consumer each, in threads); nothing is
+    read before `start_at` (a Unix time: started early, the imports are done by then)."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if stop.wait(max(0.0, float(start_at) - time.time())):
+        return 0
 
     def read(topic: str) -> None:
         with Consumer(group, topic, {"measured": addr}) as c:
@@ -35,4 +39,4 @@ def main(addr: str, topics: str, group: str = GROUP) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:5]))

@@ -81,6 +81,9 @@ def test_a_measured_disk_gives_the_schedulers_reason_in_the_measurements_words(t
 
     from console.measure.backlog import remember
     from kernel_tuning.plan import build_plan
+    from kernel_tuning.plugins.scheduler import MEASURED
+
+    measured_file = Path(tree.root) / MEASURED
 
     def reason_and_note():
         [c] = [c for c in build_plan("broker", tree.root, device="vda").checks
@@ -90,13 +93,13 @@ def test_a_measured_disk_gives_the_schedulers_reason_in_the_measurements_words(t
     assert reason_and_note()[0].startswith("the RocketMQ design talk")  # nothing measured
     runs = [{"scheduler": "mq-deadline", "send_p99_ms": 4.1, "consume_mb_s": 131.0},
             {"scheduler": "bfq", "send_p99_ms": 9.5, "consume_mb_s": 88.0}]
-    remember("vda", {"size": 4096, "runs": runs, "best": "mq-deadline"}, Path(tree.root))
+    remember("vda", {"size": 4096, "runs": runs, "best": "mq-deadline"}, measured_file)
     reason, note = reason_and_note()
     assert "measured on this host" in reason and "4096-byte sync sends" in reason
     assert "mq-deadline p99 4.1 ms, consumers 131 MB/s, bfq p99 9.5 ms" in reason
     assert note == ""  # the profile's deadline is what the measurement favours
-    remember("vda", {"size": 4096, "runs": runs, "best": "bfq"}, Path(tree.root))
+    remember("vda", {"size": 4096, "runs": runs, "best": "bfq"}, measured_file)
     assert reason_and_note()[1] == "the measurement favours bfq"
     # an unreadable file is no measurement, not a failed plan
-    (Path(tree.root) / "var/lib/floodgate/scheduler-measured.json").write_text("{")
+    measured_file.write_text("{")
     assert reason_and_note()[0].startswith("the RocketMQ design talk")
