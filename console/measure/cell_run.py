@@ -2,10 +2,10 @@
 everything, and a ramp of producer steps (`floodgate bench produce`, each in a
 process of its own so that its GIL is not the measurement's).
 
-A step's producer connects first and sends from an agreed instant (`--start-at`, a
-whole second); the broker and the host are sampled half a second after it and whole
-seconds later, before its end, so the window holds sending only and whole seconds of
-the broker's counts (it counts as each second closes).
+A step's producer connects first and sends from an agreed instant (`--start-at`); the
+broker and the host are sampled just before it and once the broker's counts of the
+step have settled (it counts each second up to a second after it closes): its stored
+and delivered messages and its CPU are the step's, per second of sending.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from capacity.ramp import SLA_P99_MS, Step, knee, ramp, usl
 from console.measure.host import BrokerWatch, between
 
 START_S = 1.5  # a step's producer starts (imports, connects) within this
+SETTLE_S = 3.0  # a broker counts a second up to a second or two after it closes
 
 
 @dataclass(frozen=True)
@@ -115,24 +116,38 @@ def warm_up(target: Target, topic: str, cell: Cell) -> None:
         raise RuntimeError(f"the cell's warm-up failed: {p.stderr.strip()[-300:]}")
 
 
+def settled(watch: BrokerWatch, a, acked: int):
+    """The broker sampled once it has counted the step's `acked` messages (or SETTLE_S
+    passed: a send acked and not counted is the broker's to explain, not a wait's)."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        b = watch.sample(time.monotonic())
+        if b.messages_in - a.messages_in >= acked or time.monotonic() >= deadline:
+            return b
+        time.sleep(0.1)
+
+
+def _acked(out: str) -> int:
+    try:
+        return int(json.loads(out)["acked"])
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
 def run_step(target: Target, watch: BrokerWatch, topic: str, size: int, n: int,
              step_s: float) -> Step:
     """`n` requests in flight for `step_s` seconds of sending."""
-    # brokers count their totals as each wall-clock second closes: the window runs from
-    # the middle of one second to the middle of another, whole seconds of counts
-    start_at = float(math.ceil(time.time() + START_S))
-    window_s = max(1, int(step_s - 1.0))
+    start_at = time.time() + START_S
     prod = subprocess.Popen(
         [sys.executable, "-m", "console.cli", "bench", "produce", "--brokers", target.addr,
          "--topic", topic, "--size", str(size), "--concurrency", str(n), "--duration",
          f"{step_s:g}", "--start-at", repr(start_at), "--no-fuse", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(max(0.0, start_at + 0.5 - time.time()))
+        time.sleep(max(0.0, start_at - 0.2 - time.time()))
         a = watch.sample(time.monotonic())
-        time.sleep(max(0.0, start_at + 0.5 + window_s - time.time()))
-        b = watch.sample(time.monotonic())
         out, err = prod.communicate(timeout=step_s + 120)
+        b = settled(watch, a, _acked(out))
     except BaseException:
         prod.kill()
         prod.wait()
@@ -141,7 +156,7 @@ def run_step(target: Target, watch: BrokerWatch, topic: str, size: int, n: int,
         doc = json.loads(out)
     except ValueError:
         raise RuntimeError(f"bench produce said: {err.strip()[-300:] or 'nothing'}") from None
-    fig = between(a, b)
+    fig = between(a, b, doc["seconds"])
 
     def ms(key: str) -> float:
         return (doc.get(key) or 0.0) * 1000

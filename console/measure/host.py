@@ -1,8 +1,9 @@
 """The host's and the broker's figures over a step: load, iowait, the broker's CPU and
 peak RSS (psutil), and its /stats totals (messages and bytes in and out).
 
-Brokers count their totals when they close a second, so a window starts and ends at
-the same point of a second (both ends lag alike: proc_figures in bench/ does the same).
+Brokers count their totals when they close a second, up to a second late: a step's
+window opens before its sending starts and closes once its counts have settled, and
+its rates are per second of sending.
 """
 
 from __future__ import annotations
@@ -53,9 +54,10 @@ class BrokerWatch:
         return self.proc.memory_info().rss / (1 << 20)
 
 
-def between(a: Sample, b: Sample) -> dict:
-    """The window's figures: rates a second, iowait as a share of the host's CPU."""
-    seconds = max(1e-9, b.at - a.at)
+def between(a: Sample, b: Sample, seconds: float | None = None) -> dict:
+    """The window's figures: rates a second (of `seconds`, default the window's own),
+    iowait as a share of the host's CPU."""
+    seconds = max(1e-9, seconds or b.at - a.at)
     spent = [y - x for x, y in zip(a.cpu_times, b.cpu_times, strict=True)]
     total = sum(spent) or 1e-9
     fields = psutil.cpu_times()._fields

@@ -29,8 +29,8 @@ def test_one_cell_two_steps_against_a_running_broker(cluster_factory, tmp_path, 
         assert s["sent"] > 0 and s["errors"] == 0 and s["send_tps"] > 0
         assert 0 < s["avg_ms"] <= s["p99_ms"] <= s["max_ms"]
         assert s["cpu_us_per_msg"] > 0 and s["peak_rss_mib"] > 0
-        # the producer's count and the broker's agree (whole seconds of the broker's)
-        assert s["stored_tps"] == pytest.approx(s["send_tps"], rel=0.3)
+        # the producer's count and the broker's agree
+        assert s["stored_tps"] == pytest.approx(s["send_tps"], rel=0.02)
     assert sum(s["sub_tps"] for s in cell["steps"]) > 0  # the subscriber read them
     assert cell["knee"]["send_tps"] == max(s["send_tps"] for s in cell["steps"])
     # the broker flushes sync: the async cell is said to be skipped, not measured
