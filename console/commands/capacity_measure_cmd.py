@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -133,6 +134,7 @@ def run_measure(args) -> int:
                 budget_s=args.cell_budget_s or q["budget_s"], sla_ms=args.sla_ms,
                 cluster=args.cluster, broker=args.broker)
     progress = Progress(len(cells))
+    signal.signal(signal.SIGTERM, _interrupted)  # as Ctrl-C: brokers stopped, cells kept
     try:
         measure(plan, progress.step, progress.cell)
     except KeyboardInterrupt:
@@ -151,6 +153,10 @@ def run_measure(args) -> int:
     print(f"written: {args.out}/capacity-measure.html, cells.json, steps.csv, load-test/",
           file=sys.stderr)
     return 0
+
+
+def _interrupted(*_) -> None:
+    raise KeyboardInterrupt
 
 
 class Progress:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -184,8 +185,10 @@ def _under(plan: BacklogPlan, data: Path, port: int, device: str, sched: str) ->
         finally:
             c.down(grace=30)
     finally:
-        if any((state / "journal").glob("*.json")):  # (nothing journalled: nothing changed)
+        if any((state / "journal").glob("*.json")):  # (none: nothing was changed)
+            # a failed rollback keeps its journal: `floodgate tune rollback --state-dir`
             _tune(["rollback", "--state-dir", str(state / "journal")])
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def _measure(plan: BacklogPlan, c: Cluster, device: str, sched: str) -> dict:
@@ -248,4 +251,5 @@ def _tune(argv: list[str]) -> None:
     p = subprocess.run([sys.executable, "-m", "console.cli", "tune", *argv],
                        capture_output=True, text=True)
     if p.returncode != 0:
-        raise CommandFailed(f"floodgate tune {argv[0]}: {p.stderr.strip()[-300:]}")
+        where = f" (its journal: {argv[-1]})" if argv[0] == "rollback" else ""
+        raise CommandFailed(f"floodgate tune {argv[0]}{where}: {p.stderr.strip()[-300:]}")

@@ -58,8 +58,8 @@ def measurements(host) -> dict:
 
 def measured_reason(m: dict, target: str) -> tuple[str, str]:
     """(the reason in the measurement's words, a note when it favours another)."""
-    runs = ", ".join(f"{r['scheduler']} p99 {r['send_p99_ms']:g} ms, consumers "
-                     f"{r['consume_mb_s']:g} MB/s" for r in m.get("runs", []))
+    runs = ", ".join(f"{r['scheduler']} p99 {r['send_p99_ms']:.3g} ms, consumers "
+                     f"{r['consume_mb_s']:.3g} MB/s" for r in m.get("runs", []))
     reason = (f"measured on this host ({m.get('date', '?')}, `floodgate capacity backlog`: "
               f"{m.get('size', '?')}-byte sync sends while consumers read from disk): {runs}")
     best = m.get("best")
