@@ -33,6 +33,7 @@ from broker_core.client import admin
 from broker_core.cluster.launcher import Cluster
 from broker_core.cluster.ports import free_port_range
 from console.errors import CommandFailed
+from console.measure.cell_run import produce_argv
 from console.measure.host import BrokerWatch, between
 
 TOPIC = "capacity-backlog"
@@ -205,10 +206,9 @@ def _measure(plan: BacklogPlan, c: Cluster, device: str, sched: str) -> dict:
                                 stdout=subprocess.DEVNULL) for _ in range(plan.consumers)]
     try:
         prod = subprocess.Popen(
-            [sys.executable, "-m", "console.cli", "bench", "produce", "--brokers", entry.addr,
-             "--topic", TOPIC, "--size", str(plan.size), "--concurrency", str(plan.inflight),
-             "--duration", f"{plan.seconds + JOIN_S + 1:g}", "--start-at", repr(start_at),
-             "--no-fuse", "--json"], stdout=subprocess.PIPE, text=True)
+            produce_argv(entry.addr, TOPIC, plan.size, "--concurrency", str(plan.inflight),
+                         "--duration", f"{plan.seconds + JOIN_S + 1:g}", "--start-at",
+                         repr(start_at)), stdout=subprocess.PIPE, text=True)
         time.sleep(max(0.0, opens + 0.5 - time.time()))
         a, disk_a = watch.sample(time.monotonic()), disk_read_bytes(device)
         time.sleep(max(0.0, opens + 0.5 + int(plan.seconds) - time.time()))
@@ -231,9 +231,7 @@ def _measure(plan: BacklogPlan, c: Cluster, device: str, sched: str) -> dict:
 
 
 def _produce(addr: str, extra: list[str], size: int) -> dict:
-    p = subprocess.run([sys.executable, "-m", "console.cli", "bench", "produce", "--brokers",
-                        addr, "--topic", TOPIC, "--size", str(size), "--no-fuse", "--json",
-                        *extra], capture_output=True, text=True)
+    p = subprocess.run(produce_argv(addr, TOPIC, size, *extra), capture_output=True, text=True)
     if p.returncode != 0:
         raise CommandFailed(f"bench produce: {p.stderr.strip()[-300:]}")
     return json.loads(p.stdout)

@@ -69,6 +69,13 @@ def topics_of(cell: Cell) -> dict[str, int]:
     return {f"{base}-{i}": cell.queues // n + (i < cell.queues % n) for i in range(n)}
 
 
+def produce_argv(addr: str, topic: str, size: int, *flags: str) -> list[str]:
+    """`floodgate bench produce` against one broker, no fuse, JSON out (`flags`: the
+    load: --concurrency, --count or --duration, --start-at)."""
+    return [sys.executable, "-m", "console.cli", "bench", "produce", "--brokers", addr,
+            "--topic", topic, "--size", str(size), "--no-fuse", "--json", *flags]
+
+
 def run_cell(target: Target, cell: Cell, step_s: float, cap: int, budget_s: float,
              on_step: Callable[[Step], None] = lambda _s: None,
              sla_ms: float = SLA_P99_MS) -> CellResult:
@@ -84,7 +91,6 @@ def run_cell(target: Target, cell: Cell, step_s: float, cap: int, budget_s: floa
                                    target.addr, topic], stdout=subprocess.DEVNULL)
     result = CellResult(cell)
     began = time.monotonic()
-    warm_up(target, topic, cell)
 
     def step(n: int) -> Step:
         s = run_step(target, watch, topic, cell.size, n, step_s)
@@ -92,6 +98,7 @@ def run_cell(target: Target, cell: Cell, step_s: float, cap: int, budget_s: floa
         return s
 
     try:
+        warm_up(target, watch, topic, cell)
         result.steps, result.stopped = ramp(step, cap, sla_ms, budget_s)
     except KeyboardInterrupt:
         result.stopped = "stopped by the operator (Ctrl-C)"
@@ -103,17 +110,19 @@ def run_cell(target: Target, cell: Cell, step_s: float, cap: int, budget_s: floa
     return result
 
 
-def warm_up(target: Target, topic: str, cell: Cell) -> None:
+def warm_up(target: Target, watch: BrokerWatch, topic: str, cell: Cell) -> None:
     """Every queue written twice before the ramp, unmeasured: a queue's first write makes
     its ConsumeQueue's first extent, and at 10,240 queues the first steps measured that
-    (1,000 msgs/s, 'stopped rising') instead of the broker's rate."""
+    (1,000 msgs/s, 'stopped rising') instead of the broker's rate. Returns once the broker
+    has counted them (else the first step's count held some)."""
+    before = watch.sample(time.monotonic())
     p = subprocess.run(
-        [sys.executable, "-m", "console.cli", "bench", "produce", "--brokers", target.addr,
-         "--topic", topic, "--size", str(cell.size), "--concurrency", "64", "--count",
-         str(max(1000, 2 * cell.queues)), "--no-fuse", "--json"],
+        produce_argv(target.addr, topic, cell.size, "--concurrency", "64", "--count",
+                     str(max(1000, 2 * cell.queues))),
         capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise RuntimeError(f"the cell's warm-up failed: {p.stderr.strip()[-300:]}")
+    settled(watch, before, _acked(p.stdout))
 
 
 def settled(watch: BrokerWatch, a, acked: int):
@@ -139,9 +148,8 @@ def run_step(target: Target, watch: BrokerWatch, topic: str, size: int, n: int,
     """`n` requests in flight for `step_s` seconds of sending."""
     start_at = time.time() + START_S
     prod = subprocess.Popen(
-        [sys.executable, "-m", "console.cli", "bench", "produce", "--brokers", target.addr,
-         "--topic", topic, "--size", str(size), "--concurrency", str(n), "--duration",
-         f"{step_s:g}", "--start-at", repr(start_at), "--no-fuse", "--json"],
+        produce_argv(target.addr, topic, size, "--concurrency", str(n), "--duration",
+                     f"{step_s:g}", "--start-at", repr(start_at)),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(max(0.0, start_at - 0.2 - time.time()))
