@@ -96,11 +96,10 @@ def run_backlog(plan: BacklogPlan, say) -> dict:
     schedulers = plan.schedulers or names
     if unknown := [s for s in schedulers if s not in names]:
         raise CommandFailed(f"{device} offers {', '.join(names)}, not {', '.join(unknown)}")
-    port = free_port_range(2)
-    fill = _fill(plan, data, port, say)
+    fill = _fill(plan, data, say)
     for sched in schedulers:
         say(f"{sched}: a sync-flush broker over the backlog, caches dropped")
-        plan.runs.append(_under(plan, data, port, device, sched))
+        plan.runs.append(_under(plan, data, device, sched))
         say(f"{sched}: send p99 {plan.runs[-1]['send_p99_ms']:.1f} ms, consumers "
             f"{plan.runs[-1]['consume_mb_s']:.0f} MB/s ({plan.runs[-1]['disk_read_mb_s']:.0f} "
             "MB/s from the disk)")
@@ -155,11 +154,11 @@ def best(runs: list[dict]) -> str | None:
         if fast else None
 
 
-def _fill(plan: BacklogPlan, data: Path, port: int, say) -> dict:
+def _fill(plan: BacklogPlan, data: Path, say) -> dict:
     count = int(plan.backlog_gib * (1 << 30) / plan.size)
     say(f"writing the backlog: {count:,} messages of {plan.size} B "
         f"({plan.backlog_gib:g} GiB) over {plan.queues} queues")
-    c = Cluster(1, port, data, flush="async", segment_size=plan.segment)
+    c = Cluster(1, free_port_range(2), data, flush="async", segment_size=plan.segment)
     c.up(timeout=60)
     try:
         entry = c.file.brokers[0]
@@ -173,7 +172,7 @@ def _fill(plan: BacklogPlan, data: Path, port: int, say) -> dict:
             "mb_s": round(out["acked"] * plan.size / took / 1e6, 1)}
 
 
-def _under(plan: BacklogPlan, data: Path, port: int, device: str, sched: str) -> dict:
+def _under(plan: BacklogPlan, data: Path, device: str, sched: str) -> dict:
     state = Path(tempfile.mkdtemp(prefix="floodgate-backlog-tune-"))
     _tune(["apply", "--profile-dir", str(_profile(state, sched)), "--profile",
            f"backlog-{sched}", "--device", device, "--state-dir", str(state / "journal")])
@@ -181,7 +180,8 @@ def _under(plan: BacklogPlan, data: Path, port: int, device: str, sched: str) ->
         subprocess.run(["sync"], check=False)
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
         in_use = offered(device)[1]  # what the kernel says it applied
-        c = Cluster(1, port, data, flush="sync", segment_size=plan.segment)
+        # fresh ports each start: ports left free between two starts are another's to take
+        c = Cluster(1, free_port_range(2), data, flush="sync", segment_size=plan.segment)
         c.up(timeout=120)
         try:
             return {**_measure(plan, c, device, sched), "in_use": in_use}
