@@ -25,6 +25,7 @@ from concurrent.futures import Future
 
 from broker_core.client.connection import BrokerUnavailable
 from broker_core.client.pool import ConnectionPool, serve_any
+from broker_core.client.pull_session import SESSION_QUEUES, SessionView
 from broker_core.errors import BrokerError
 from broker_core.protocol import (
     MAX_PULL_MSGS,
@@ -112,6 +113,7 @@ class Pulls:
         self.corrupt = 0  # records that failed their CRC, skipped
         # broker -> its pull: (address, answer, sent at, the offsets it commits or None)
         self._inflight: dict[str, tuple[str, Future, float, dict | None]] = {}
+        self._sessions: dict[str, SessionView] = {}  # broker -> its pull session
         # broker -> queue id -> offset: the group's commit, to ride the next pull there
         self._ride: dict[str, dict[int, int]] = {}
         self.reset = 0  # the last operator's reset the consumer heard of (its commits say)
@@ -155,22 +157,40 @@ class Pulls:
                 for queue in queues:
                     if queue not in self.offsets:
                         self.offsets[queue] = start_offset(queue)
-                turn = self._turn = self._turn + 1  # rotate: no queue always last
-                k = turn % len(queues)
-                queues = queues[k:] + queues[:k]
                 commit = self._ride.pop(broker, None)
-                req = PullRequest(self.group, self.topic,
-                                  [(q, self.offsets[(broker, q)]) for _b, q in queues],
+                req = PullRequest(self.group, self.topic, [],
                                   min(MAX_PULL_MSGS, PULL_BATCH * len(queues)), PULL_WAIT_MS,
                                   commit=sorted(commit.items()) if commit else [],
                                   reset=self.reset)
+                self._name_queues(req, broker, addr, queues)
                 fut = self._pool.get(addr).request(Op.PULL, encode_pull(req), watched=True)
             except (BrokerUnavailable, BrokerError):
                 self._down.failed(addr)
+                self._sessions.pop(broker, None)
                 continue
             self._inflight[broker] = (addr, fut, self._clock(), commit)
             sent = True
         return sent
+
+    def _name_queues(self, req: PullRequest, broker: str, addr: str,
+                     queues: list[Queue]) -> None:
+        """The queues `req` names: through the broker's pull session (what changed) when
+        there are many or one is open, else all of them, rotated (none always last when
+        an answer fills; a session's broker rotates them)."""
+        offsets = self.offsets
+        view = self._sessions.get(broker)
+        if view is None and len(queues) <= SESSION_QUEUES:
+            turn = self._turn = self._turn + 1
+            k = turn % len(queues)
+            req.queues = [(q, offsets[(broker, q)]) for _b, q in queues[k:] + queues[:k]]
+            return
+        want = {q: offsets[(broker, q)] for _b, q in queues}
+        if view is None or view.addr != addr:
+            view = self._sessions[broker] = SessionView(addr, want)
+            req.queues = list(want.items())
+        else:
+            req.queues = view.next(want)
+        req.session, req.epoch = view.sid, view.epoch
 
     def _pull_addr(self, broker: str) -> str | None:
         """Where a queue of `broker` is pulled from: the broker, or with routes its
@@ -212,6 +232,7 @@ class Pulls:
                     self._pool.get(addr).forget(fut)
                     del self._inflight[broker]
                     self._down.failed(addr)
+                    self._sessions.pop(broker, None)
                 continue
             del self._inflight[broker]
             if self._answered(broker, addr, fut, owned) and commit and self.on_committed:
@@ -223,8 +244,13 @@ class Pulls:
             code, body = fut.result()
         except BrokerUnavailable:
             self._down.failed(addr)
+            self._sessions.pop(broker, None)
             return False
         self._down.answered(addr)
+        if code not in (Code.OK, Code.PULL_NOT_FOUND):  # (not applied, or the session
+            self._sessions.pop(broker, None)             # gone: every queue named again)
+            if code == Code.PULL_SESSION_GONE:
+                return True  # (its commit was stored before)
         if code == Code.NO_PERMISSION:  # the topic not readable there: not asked for a while
             self._down.hold(addr)
             return False

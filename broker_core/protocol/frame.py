@@ -95,6 +95,7 @@ class Code(IntEnum):
     FLOW_CONTROL = 20  # over a topic's or group's quota: nothing stored; body has retry-after
     MESSAGE_NOT_FOUND = 21  # VIEW_BY_ID: no message at that offset (expired, never written)
     NO_PERMISSION = 22  # writes wiped, or the topic not writable / readable here: nothing done
+    PULL_SESSION_GONE = 23  # a pull session unknown here or out of step: name every queue again
 
 
 # Stored, if short of a promise: answered with the OK body (a send must not be repeated)

@@ -22,12 +22,12 @@ Kafka's defaults answer a long poll on arrival.
 Timeouts are swept by one timer armed for the earliest held pull's (no timer per held
 pull, and none at all while nothing is held).
 
-A wide pull (a consumer's hundred queues of a topic with thousands) is checked in
-one pass over its queues when it comes in, and remembers which of them have
-something to answer: those behind then and those a message arrived in since. When
-arrivals make it due it reads just those, not every queue it names again; a pull
-answered at its timeout reads them all (what moved without an arrival, retention
-passing an offset, is answered then).
+A pull naming more than NARROW queues is held per topic, through a pull session
+(`pull_sessions`): the consumer's own, kept between its pulls, or one for as long as
+the pull is held. The session knows which queues have something to answer (those behind
+when named and those a message arrived in since), and an answer reads just those; one
+answered at its timeout checks every queue again (what moved without an arrival,
+retention passing an offset, is answered then).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from broker_core.observe.recorder import OpRecorder
 from broker_core.protocol import Code, Op
 from broker_core.server.config import BrokerConfig
 from broker_core.server.faults import Faults
+from broker_core.server.pull_sessions import PullSession, PullSessions
 from broker_core.server.topic_table import TopicTable
 from broker_core.store import GetStatus, MessageStore
 
@@ -70,17 +71,14 @@ class HeldPull:
     """A pull waiting for one of its queues."""
 
     __slots__ = ("rid", "req", "reply", "received", "since", "deadline", "due", "done",
-                 "qids", "reads")
+                 "session")
 
     def __init__(self, rid: int, req: p.PullRequest, reply: Reply, received: float,
                  since: float, deadline: float) -> None:
         self.rid, self.req, self.reply, self.received = rid, req, reply, received
         self.since, self.deadline = since, deadline  # held at, timed out at (the ops' clock)
         self.due = self.done = False
-        # a wide pull's queues (held per topic): queue id -> its place in the pull, and
-        # the places of those with something to answer
-        self.qids: dict[int, int] | None = None
-        self.reads: set[int] = set()
+        self.session: PullSession | None = None  # a wide pull's (held per topic)
 
 
 class PullContext(Protocol):
@@ -104,9 +102,11 @@ class PullOps:
         self.hold_s = hold_s
         self._clock = clock
         self._held: dict[tuple[str, int], list[HeldPull]] = {}  # queue -> pulls waiting on it
-        # pulls naming more than NARROW queues (a consumer's share of a topic with many):
-        # held per topic, so holding and answering one costs the same whatever its width
-        self._wide: dict[str, set[HeldPull]] = {}
+        # pulls naming more than NARROW queues (a consumer's share of a topic with many),
+        # and consumers' sessions: held per topic, so holding and answering one costs
+        # what it answers whatever its width
+        self.sessions = PullSessions(
+            lambda topic, qid: broker.store.queue_table.queues.get((topic, qid)), clock)
         self._waiting: set[HeldPull] = set()
         self._due: list[HeldPull] = []
         self._batch: asyncio.TimerHandle | None = None
@@ -130,31 +130,61 @@ class PullOps:
                 b.committed(req.group, req.topic, req.commit, req.reset)
             except (p.ProtocolError, ValueError) as exc:
                 return [p.encode_answer(Op.PULL, rid, *b.bad(str(exc)))]
+        session = None
+        if req.session:  # applied whatever the answer: the consumer counts on it
+            old = self.sessions.get(req.session)
+            if old is not None and old.held is not None:
+                self._finish(old.held)  # a pull the consumer gave up on (it sent this one)
+            if req.incremental:
+                session = self.sessions.follow(req)
+                if session is None:
+                    return [p.encode_answer(Op.PULL, rid, Code.PULL_SESSION_GONE,
+                                            b"no such pull session here: name every queue")]
+            else:
+                session = self.sessions.open(req)
         if b.faults.pause_left():  # a drill's pause holds every request
-            asyncio.ensure_future(self._after_pause(rid, req, received, reply))
+            asyncio.ensure_future(self._after_pause(rid, req, received, reply, session))
             return None
         if b.topics.get(req.topic, create=False) is None:
             return [p.encode_answer(Op.PULL, rid, Code.TOPIC_NOT_EXIST,
                                     f"topic {req.topic!r} does not exist".encode())]
         if (refusal := b.topics.read_refusal(req.topic, b.config.name)) is not None:
             return [p.encode_answer(Op.PULL, rid, Code.NO_PERMISSION, refusal.encode())]
+        if session is None and req.timeout_ms and len(req.queues) > NARROW:
+            session = self.sessions.open(req, kept=False)
         if req.timeout_ms:
-            wide = len(req.queues) > NARROW
-            reads, waiting = self._behind(req) if wide else (None, self._available(req))
+            if session is not None:
+                waiting = self.sessions.waiting(session)
+            else:
+                waiting = self._available(req)
             if waiting < min(MIN_BATCH, req.max_msgs):
                 now = self._clock()
                 held = HeldPull(rid, req, reply, received, now, now + req.timeout_ms / 1000)
+                held.session = session
                 self._hold(held)
-                if reads is not None:
-                    held.reads = reads
                 if waiting:  # some are there: they go with the next batch
                     self._make_due(held)
                 return None
-        return self.answer(rid, req, received)
+        if session is not None:
+            return self._answer_session(rid, req, received, session)
+        return self.answer(rid, req, received, wide=len(req.queues) > NARROW)
 
-    async def _after_pause(self, rid, req, received, reply) -> None:
+    async def _after_pause(self, rid, req, received, reply, session) -> None:
         await asyncio.sleep(self.broker.faults.pause_left())
-        reply(self.answer(rid, req, received))
+        if session is not None:
+            reply(self._answer_session(rid, req, received, session, every_queue=True))
+        else:
+            reply(self.answer(rid, req, received))
+
+    def _answer_session(self, rid: int, req: p.PullRequest, received: float,
+                        session: PullSession, every_queue: bool = False) -> list[bytes]:
+        sessions = self.sessions
+        if every_queue:
+            sessions.recheck(session)
+        answer = self.answer(rid, req, received, sessions.reads(session), wide=True)
+        if not session.kept:
+            sessions.close(session)
+        return answer
 
     def _available(self, req: p.PullRequest) -> int:
         """Messages the pull's queues hold past its offsets (without reading them)."""
@@ -162,29 +192,14 @@ class PullOps:
         topic = req.topic
         return sum(max(0, offsets(topic, qid)[1] - offset) for qid, offset in req.queues)
 
-    def _behind(self, req: p.PullRequest) -> tuple[set[int], int]:
-        """A wide pull's queues that are not caught up (their places in the pull) and
-        the messages they hold past its offsets: one pass, nothing read."""
-        queues, topic = self.broker.store.queue_table.queues, req.topic
-        places, waiting = set(), 0
-        for i, (qid, offset) in enumerate(req.queues):
-            cq = queues.get((topic, qid))
-            if cq is None:
-                if offset:  # past a queue never written: answered OFFSET_OVERFLOW
-                    places.add(i)
-            elif offset != cq.max_offset or cq.min_offset > offset:
-                places.add(i)
-                waiting += max(0, cq.max_offset - offset)
-        return places, waiting
-
     def answer(self, rid: int, req: p.PullRequest, received: float,
-               queues: list[tuple[int, int]] | None = None) -> list[bytes]:
-        """The answer to `req`, reading `queues` (of a wide pull) or every queue it names."""
+               queues: list[tuple[int, int]] | None = None, wide: bool = False) -> list[bytes]:
+        """The answer to `req`, reading `queues` (a session's) or every queue it names;
+        a wide answer names only the queues it read."""
         b = self.broker
         left = req.max_msgs
         states, records = [], []
         offsets = b.store.queue_offsets
-        wide = len(req.queues) > NARROW
         try:
             for qid, offset in req.queues if queues is None else queues:
                 if left <= 0:
@@ -217,9 +232,8 @@ class PullOps:
     # -- holding ------------------------------------------------------------------------
     def _hold(self, held: HeldPull) -> None:
         topic = held.req.topic
-        if len(held.req.queues) > NARROW:
-            held.qids = {qid: i for i, (qid, _offset) in enumerate(held.req.queues)}
-            self._wide.setdefault(topic, set()).add(held)
+        if held.session is not None:
+            held.session.held = held
         else:
             for qid, _offset in held.req.queues:
                 self._held.setdefault((topic, qid), []).append(held)
@@ -234,13 +248,13 @@ class PullOps:
             for h in held:
                 if not h.due:
                     self._make_due(h)
-        wide = self._wide.get(topic)
-        if wide:
-            for h in wide:
-                place = h.qids.get(queue_id)
-                if place is not None:
-                    h.reads.add(place)
-                    if not h.due:
+        sessions = self.sessions.by_topic.get(topic)
+        if sessions:
+            for s in sessions:
+                if queue_id in s.offsets:
+                    s.behind.add(queue_id)
+                    h = s.held
+                    if h is not None and not h.due:
                         self._make_due(h)
 
     def _make_due(self, held: HeldPull) -> None:
@@ -281,14 +295,10 @@ class PullOps:
         held.done = True
         self._waiting.discard(held)
         topic = held.req.topic
-        if held.qids is not None:
-            wide = self._wide.get(topic)
-            if wide is not None:
-                wide.discard(held)
-                if not wide:
-                    del self._wide[topic]
-            queues = None if every_queue else [held.req.queues[i] for i in sorted(held.reads)]
-            held.reply(self.answer(held.rid, held.req, held.received, queues))
+        if held.session is not None:
+            held.session.held = None
+            held.reply(self._answer_session(held.rid, held.req, held.received, held.session,
+                                            every_queue))
             return
         for qid, _offset in held.req.queues:
             waiting = self._held.get((topic, qid))

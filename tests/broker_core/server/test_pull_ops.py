@@ -109,7 +109,7 @@ def test_a_wide_pull_is_held_per_topic_and_woken_by_any_of_its_queues_only(broke
             await asyncio.sleep(0.001)
         got = answer(replies[0])
         assert [m.body for _s, msgs, _c in got for m in msgs] == [b"mine"]
-        assert broker.pulls.held == 0 and not broker.pulls._wide  # nothing left behind
+        assert broker.pulls.held == 0 and not broker.pulls.sessions.by_topic  # nothing left
 
     asyncio.run(main())
 
