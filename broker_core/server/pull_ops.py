@@ -312,3 +312,4 @@ class PullOps:
         """Shutting down: every held pull answered now (with what there is)."""
         for held in list(self._waiting):
             self._finish(held, every_queue=True)
+        self.sessions.drop_all()

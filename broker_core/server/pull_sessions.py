@@ -52,7 +52,7 @@ class PullSessions:
     written); `clock` the pull ops' clock."""
 
     def __init__(self, queue: Callable, clock: Callable[[], float]) -> None:
-        self._queue = queue
+        self.lookup = queue  # (topic, queue id) -> its ConsumeQueue, None: never written
         self._clock = clock
         self._by_id: dict[int, PullSession] = {}  # in the order of their last use
         self.by_topic: dict[str, set[PullSession]] = {}  # kept or held: told of arrivals
@@ -111,6 +111,12 @@ class PullSessions:
             if not sessions:
                 del self.by_topic[s.topic]
 
+    def drop_all(self) -> None:
+        """Every session forgotten (the broker shutting down, as a restart forgets them):
+        their consumers name every queue again."""
+        self._by_id.clear()
+        self.by_topic.clear()
+
     def _sweep(self, now: float) -> None:
         """Drop sessions idle for IDLE_S, and the oldest past MAX_SESSIONS - 1."""
         for s in list(self._by_id.values()):  # oldest use first
@@ -126,7 +132,7 @@ class PullSessions:
                     if self._behind(s.topic, qid, offset)}
 
     def _behind(self, topic: str, qid: int, offset: int) -> bool:
-        cq = self._queue(topic, qid)
+        cq = self.lookup(topic, qid)
         if cq is None:
             return offset != 0  # past a queue never written: answered OFFSET_OVERFLOW
         return offset != cq.max_offset or cq.min_offset > offset
@@ -137,7 +143,7 @@ class PullSessions:
         topic, offsets, count = s.topic, s.offsets, 0
         for qid in list(s.behind):
             offset = offsets[qid]
-            cq = self._queue(topic, qid)
+            cq = self.lookup(topic, qid)
             if cq is None:
                 if not offset:
                     s.behind.discard(qid)

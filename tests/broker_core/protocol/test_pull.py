@@ -61,3 +61,24 @@ def test_a_commit_trailer_that_does_not_hold_its_queues_is_refused():
     body = p.encode_pull(p.PullRequest("g", "t", [(0, 0)], commit=[(0, 5), (1, 6)]))
     with pytest.raises(p.ProtocolError, match="committing 2 queues"):
         p.decode_pull(body[:-1])
+
+
+@given(st.integers(1, 2**64 - 1), st.integers(1, 2**32 - 1),
+       st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(p.QUEUE_GONE, 2**62)),
+                max_size=50))
+def test_an_incremental_pull_carries_what_changed_even_nothing_and_dropped_queues(
+        session, epoch, changes):
+    req = p.PullRequest("g", "t", changes, 32, 15_000, session=session, epoch=epoch)
+    assert req.incremental
+    assert p.decode_pull(p.encode_pull(req)) == req
+
+
+def test_a_pull_that_names_every_queue_cannot_drop_one_or_name_none():
+    for session, epoch in ((0, 0), (7, 0)):  # no session; a session's first pull
+        with pytest.raises(p.ProtocolError, match="negative"):
+            p.decode_pull(p.encode_pull(p.PullRequest(
+                "g", "t", [(0, p.QUEUE_GONE)], session=session, epoch=epoch)))
+        with pytest.raises(p.ProtocolError, match="1..4096 queues"):
+            p.encode_pull(p.PullRequest("g", "t", [], session=session, epoch=epoch))
+    with pytest.raises(p.ProtocolError, match="negative"):  # only GONE is below 0
+        p.decode_pull(p.encode_pull(p.PullRequest("g", "t", [(0, -2)], session=7, epoch=1)))
