@@ -69,6 +69,7 @@ def main() -> int:
         for r in result.get("backlog", {}).get("runs", []):
             print(f"  backlog {r['scheduler']:<12} send p99 {r['send_p99_ms']} ms, consumers "
                   f"{r['consume_mb_s']} MB/s ({r['disk_read_mb_s']} from disk)")
+        print(f"  bench peak RSS {result['bench_peak_rss_mib']} MiB (its children's included)")
     return 0 if result["grid_met"] and result.get("backlog_met", True) else 1
 
 
