@@ -52,6 +52,9 @@ class BrokerFigures:
     # expired_total, refused_total, holders: [{group, topic, queue, client_id, since,
     # lease_left_s}]}
     locks: Mapping[str, Any] = field(default_factory=dict)
+    # long polls (server.pull_ops): {held, sessions, session_queues}: pulls waiting for a
+    # message, consumers' pull sessions kept and the queues they name
+    pulls: Mapping[str, Any] = field(default_factory=dict)
     # the ACL (server.access): {enforced, version, users, rules, auth_failures_total,
     # denied: [{user, action, resource, count}]}: names and counts only, never a key
     access: Mapping[str, Any] = field(default_factory=dict)

@@ -74,6 +74,8 @@ DELAYED_OVERDUE = "floodgate_delayed_overdue_seconds"
 TX_PENDING = "floodgate_tx_halves_pending"
 TX_OLDEST = "floodgate_tx_oldest_half_seconds"
 LOCKS_HELD = "floodgate_queue_locks_held"
+PULLS_HELD = "floodgate_pulls_held"
+PULL_SESSIONS = "floodgate_pull_sessions"
 
 # the send histogram's exposed series
 SEND_BUCKET = f"{SEND_LATENCY}_bucket"

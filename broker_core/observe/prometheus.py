@@ -109,6 +109,10 @@ class BrokerCollector(Collector):
         yield lag
         yield from delayed_families(name, snap.delayed)
         yield from tx_families(name, snap.transactions, snap.locks)
+        yield gauge_of(n.PULLS_HELD, "Long polls waiting here for a message", name,
+                       snap.pulls.get("held", 0))
+        yield gauge_of(n.PULL_SESSIONS, "Consumers' pull sessions kept here", name,
+                       snap.pulls.get("sessions", 0))
         yield from access_families(name, snap.access)
         yield dead_letter_family(name, snap.dead_letters)
         yield dead_letter_family(name, snap.retries, n.RETRIES, "Messages a consumer group "

@@ -118,6 +118,11 @@ class PullOps:
     def held(self) -> int:
         return len(self._waiting)
 
+    def figures(self) -> dict:
+        """/stats' `pulls`: held now, sessions kept and the queues they name."""
+        return {"held": len(self._waiting), "sessions": len(self.sessions),
+                "session_queues": self.sessions.queues}
+
     def pull(self, rid: int, body: bytes, received: float, reply: Reply) -> list[bytes] | None:
         """The answer's parts (one gather write), or None: held, answered through `reply`."""
         b = self.broker

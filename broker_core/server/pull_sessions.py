@@ -13,8 +13,8 @@ A pull naming many queues without a session gets one for as long as it is held (
 same bookkeeping, dropped once it is answered).
 
 A session lives until it has not been used for IDLE_S (a consumer pulls every 15 s at
-least) or until MAX_SESSIONS are kept, the least recently used going first; sessions are
-swept when one opens (no timer). A consumer whose session is gone (swept, the broker
+least) or until MAX_SESSIONS are kept or they name MAX_QUEUES queues, the least recently
+used going first; sessions are swept when one opens (no timer). A consumer whose session is gone (swept, the broker
 restarted, a pull of its lost on the way: an epoch out of step) is answered
 PULL_SESSION_GONE and names every queue again.
 """
@@ -27,6 +27,7 @@ from broker_core import protocol as p
 
 IDLE_S = 120.0  # a session not used for this long is dropped (8 of a consumer's long polls)
 MAX_SESSIONS = 4096  # kept at most: the least recently used goes first
+MAX_QUEUES = 1 << 20  # queues named by the kept sessions at most (~100 MiB of offsets)
 
 
 class PullSession:
@@ -60,12 +61,17 @@ class PullSessions:
     def __len__(self) -> int:
         return len(self._by_id)
 
+    @property
+    def queues(self) -> int:
+        """Queues the kept sessions name (what they hold in memory)."""
+        return sum(len(s.offsets) for s in self._by_id.values())
+
     def open(self, req: p.PullRequest, kept: bool = True) -> PullSession:
         """A session for every queue `req` names (epoch 0 of `req.session`, or a
         sessionless pull's for as long as it is held), replacing one of the same id."""
         now = self._clock()
         if kept:
-            self._sweep(now)
+            self._sweep(now, len(req.queues))
             old = self._by_id.pop(req.session, None)
             if old is not None:
                 self.close(old)
@@ -117,12 +123,16 @@ class PullSessions:
         self._by_id.clear()
         self.by_topic.clear()
 
-    def _sweep(self, now: float) -> None:
-        """Drop sessions idle for IDLE_S, and the oldest past MAX_SESSIONS - 1."""
+    def _sweep(self, now: float, adding: int) -> None:
+        """Drop sessions idle for IDLE_S, and the least recently used while there is no
+        room for one more of `adding` queues."""
+        queues = self.queues
         for s in list(self._by_id.values()):  # oldest use first
-            if now - s.used < IDLE_S and len(self._by_id) < MAX_SESSIONS:
+            if now - s.used < IDLE_S and len(self._by_id) < MAX_SESSIONS and \
+                    queues + adding <= MAX_QUEUES:
                 break
             if s.held is None:
+                queues -= len(s.offsets)
                 self.close(s)
 
     def recheck(self, s: PullSession) -> None:

@@ -141,3 +141,17 @@ def test_idle_sessions_are_swept_when_one_opens_and_their_number_is_bounded(
     open_(5)
     open_(6)  # a fourth: the least recently used (2) goes
     assert sessions.get(2) is None and len(sessions) == 3
+    monkeypatch.setattr(pull_sessions, "MAX_QUEUES", 4)  # 3 named: room for 1 more
+    sessions.open(p.PullRequest("g", "orders", [(0, 0), (1, 0)], session=7))
+    assert sessions.get(4) is None and sessions.get(5) is not None  # one made room
+    assert sessions.queues == 4
+
+
+def test_the_brokers_stats_say_what_is_held_and_what_sessions_keep(broker):
+    async def main():
+        spull(broker, [(q, 0) for q in range(QUEUES)], 0, 5000)
+        assert broker.stats()["pulls"] == {"held": 1, "sessions": 1, "session_queues": QUEUES}
+        broker.pulls.answer_all()  # (/stats is the second's snapshot: the figures now)
+        assert broker.pulls.figures() == {"held": 0, "sessions": 0, "session_queues": 0}
+
+    asyncio.run(main())
