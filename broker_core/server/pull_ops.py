@@ -44,6 +44,7 @@ from broker_core.deadline import Deadline
 from broker_core.errors import BrokerError
 from broker_core.observe.recorder import OpRecorder
 from broker_core.protocol import Code, Op
+from broker_core.server.cold_reads import ColdReads
 from broker_core.server.config import BrokerConfig
 from broker_core.server.faults import Faults
 from broker_core.server.pull_sessions import PullSession, PullSessions
@@ -107,6 +108,7 @@ class PullOps:
         # what it answers whatever its width
         self.sessions = PullSessions(
             lambda topic, qid: broker.store.queue_table.queues.get((topic, qid)), clock)
+        self.cold = ColdReads(broker.store)  # answers read from the disk off the loop
         self._waiting: set[HeldPull] = set()
         self._due: list[HeldPull] = []
         self._batch: asyncio.TimerHandle | None = None
@@ -170,9 +172,25 @@ class PullOps:
                 if waiting:  # some are there: they go with the next batch
                     self._make_due(held)
                 return None
+        reads = self.sessions.reads(session) if session is not None else req.queues
+        ranges = self.cold.ranges(req.topic, reads, req.max_msgs)
+        if ranges:  # far behind the head: its pages read in a worker first
+            asyncio.ensure_future(self._answer_cold(rid, req, received, reply, session, reads,
+                                                    ranges))
+            return None
         if session is not None:
-            return self._answer_session(rid, req, received, session)
+            return self._answer_session(rid, req, received, session, reads=reads)
         return self.answer(rid, req, received, wide=len(req.queues) > NARROW)
+
+    async def _answer_cold(self, rid, req, received, reply, session, reads, ranges) -> None:
+        try:
+            await self.cold.warm(ranges)
+        except (OSError, RuntimeError) as exc:  # (the pool shut down: the broker closing)
+            log.debug("cold read ahead of a pull failed: %s", exc)
+        if session is not None:
+            reply(self._answer_session(rid, req, received, session, reads=reads))
+        else:
+            reply(self.answer(rid, req, received, wide=len(req.queues) > NARROW))
 
     async def _after_pause(self, rid, req, received, reply, session) -> None:
         await asyncio.sleep(self.broker.faults.pause_left())
@@ -182,11 +200,14 @@ class PullOps:
             reply(self.answer(rid, req, received))
 
     def _answer_session(self, rid: int, req: p.PullRequest, received: float,
-                        session: PullSession, every_queue: bool = False) -> list[bytes]:
+                        session: PullSession, every_queue: bool = False,
+                        reads: list[tuple[int, int]] | None = None) -> list[bytes]:
         sessions = self.sessions
         if every_queue:
             sessions.recheck(session)
-        answer = self.answer(rid, req, received, sessions.reads(session), wide=True)
+        if reads is None:
+            reads = sessions.reads(session)
+        answer = self.answer(rid, req, received, reads, wide=True)
         if not session.kept:
             sessions.close(session)
         return answer
@@ -318,3 +339,4 @@ class PullOps:
         for held in list(self._waiting):
             self._finish(held, every_queue=True)
         self.sessions.drop_all()
+        self.cold.close()
