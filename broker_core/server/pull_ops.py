@@ -197,7 +197,7 @@ class PullOps:
         if session is not None:
             reply(self._answer_session(rid, req, received, session, every_queue=True))
         else:
-            reply(self.answer(rid, req, received))
+            reply(self.answer(rid, req, received, wide=len(req.queues) > NARROW))
 
     def _answer_session(self, rid: int, req: p.PullRequest, received: float,
                         session: PullSession, every_queue: bool = False,
