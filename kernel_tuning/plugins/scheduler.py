@@ -4,8 +4,8 @@
 scheduler to every check; the write uses whichever name the kernel offers.
 
 Where `floodgate capacity backlog` measured the disk (MEASURED, per device), the
-setting's reason is that measurement, not the profile's citation, and a note says
-when the measurement favours another scheduler.
+setting's reason is that measurement, not the profile's citation, and a note of the
+plan's says when the measurement favours another scheduler (compliant or not).
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ class SchedulerPlugin(ChoiceKnobPlugin):
         for dev in ctx.devices:
             m = measured.get(dev)
             reason, note = (spec["reason"], "") if m is None else measured_reason(m, target)
-            out.append(Setting("scheduler", dev, target, reason, name=f"scheduler.{dev}",
-                               note=note))
+            if note:
+                ctx.notes.append(f"scheduler.{dev}: {note}, not the profile's {target}")
+            out.append(Setting("scheduler", dev, target, reason, name=f"scheduler.{dev}"))
         return out
 
     def knob(self, setting: Setting) -> str:

@@ -86,9 +86,9 @@ def test_a_measured_disk_gives_the_schedulers_reason_in_the_measurements_words(t
     measured_file = Path(tree.root) / MEASURED
 
     def reason_and_note():
-        [c] = [c for c in build_plan("broker", tree.root, device="vda").checks
-               if c.setting.plugin == "scheduler"]
-        return c.setting.reason, c.setting.note
+        plan = build_plan("broker", tree.root, device="vda")
+        [c] = [c for c in plan.checks if c.setting.plugin == "scheduler"]
+        return c.setting.reason, " ".join(n for n in plan.notes if "measurement" in n)
 
     assert reason_and_note()[0].startswith("the RocketMQ design talk")  # nothing measured
     runs = [{"scheduler": "mq-deadline", "send_p99_ms": 4.1, "consume_mb_s": 131.0},
@@ -99,7 +99,8 @@ def test_a_measured_disk_gives_the_schedulers_reason_in_the_measurements_words(t
     assert "mq-deadline p99 4.1 ms, consumers 131 MB/s, bfq p99 9.5 ms" in reason
     assert note == ""  # the profile's deadline is what the measurement favours
     remember("vda", {"size": 4096, "runs": runs, "best": "bfq"}, measured_file)
-    assert reason_and_note()[1] == "the measurement favours bfq"
+    assert reason_and_note()[1] == \
+        "scheduler.vda: the measurement favours bfq, not the profile's deadline"
     # an unreadable file is no measurement, not a failed plan
     measured_file.write_text("{")
     assert reason_and_note()[0].startswith("the RocketMQ design talk")
