@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import shutil
 import signal
@@ -154,8 +155,6 @@ def summary(plan: Plan) -> dict:
 
 def read_json(path: Path) -> dict | None:
     """A document written before (`capacity backlog`'s), or None."""
-    import json
-
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
