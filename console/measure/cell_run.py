@@ -45,10 +45,11 @@ class CellResult:
     steps: list[Step] = field(default_factory=list)
     stopped: str = ""
     seconds: float = 0.0
+    sla_ms: float = SLA_P99_MS  # the knee's (`capacity measure --sla-ms`)
 
     @property
     def knee(self) -> Step | None:
-        return knee(self.steps)
+        return knee(self.steps, self.sla_ms)
 
     def to_dict(self) -> dict:
         k, fit = self.knee, usl(self.steps)
@@ -89,7 +90,7 @@ def run_cell(target: Target, cell: Cell, step_s: float, cap: int, budget_s: floa
     watch = BrokerWatch(target.pid, target.http)
     subscriber = subprocess.Popen([sys.executable, "-m", "console.measure.subscriber",
                                    target.addr, topic], stdout=subprocess.DEVNULL)
-    result = CellResult(cell)
+    result = CellResult(cell, sla_ms=sla_ms)
     began = time.monotonic()
 
     def step(n: int) -> Step:

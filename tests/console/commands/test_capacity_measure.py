@@ -99,3 +99,16 @@ def test_a_cell_past_a_topics_queue_limit_is_spread_over_topics():
     spread = topics_of(Cell("async", 10240, 512))
     assert len(spread) == 10 and set(spread.values()) == {1024}
     assert sorted(topics_of(Cell("async", 2050, 512)).values()) == [683, 683, 684]
+
+
+def test_a_cells_knee_keeps_within_the_sla_it_was_measured_against():
+    from capacity.metaq2 import Cell
+    from capacity.ramp import Step
+    from console.measure.cell_run import CellResult
+
+    steps = [Step(1, 4.0, 400, 0, 100.0, 10.0, 30.0, 40.0),
+             Step(2, 4.0, 800, 0, 200.0, 20.0, 45.0, 60.0)]
+    cell = Cell("sync", 128, 8)
+    assert CellResult(cell, steps).knee is None  # past the default 20 ms
+    assert CellResult(cell, steps, sla_ms=40).knee.concurrency == 1
+    assert CellResult(cell, steps, sla_ms=50).to_dict()["knee"]["concurrency"] == 2
