@@ -87,7 +87,7 @@ class AioConnection(asyncio.Protocol):
             answered(None, None, f"{self.addr}: no answer in {self.timeout:g} s")
         return None
 
-    def request(self, op: int, body: bytes, answered: Answered) -> None:
+    def request(self, op: int, body: bytes, answered: Answered, flags: int = 0) -> None:
         if self.transport is None or self.transport.is_closing():
             # closing: the peer reset it (or a reroute closed it) and connection_lost, with
             # the cause, has not run yet
@@ -96,7 +96,7 @@ class AioConnection(asyncio.Protocol):
         rid = next(self.ids) & 0xFFFFFFFF
         self.pending[rid] = (time.monotonic() + self.timeout, answered)
         out = self._out
-        out.append(encode_frame(op, rid, body))
+        out.append(encode_frame(op, rid, body, flags=flags))
         if len(out) == 1:
             asyncio.get_running_loop().call_soon(self._write)
         if self._sweeper.when is None:

@@ -37,6 +37,7 @@ from broker_core.client.attempts import (
     with_group,
 )
 from broker_core.client.connection import BrokerUnavailable, Connection, parse_addr
+from broker_core.client.idempotence import Idempotence
 from broker_core.client.ordering import OrderedQueues, choose
 from broker_core.client.producer import encode_many, encode_one
 from broker_core.client.tracing import traced_properties
@@ -77,8 +78,11 @@ class AsyncProducer:
                  clock: Callable[[], float] = time.monotonic, routes=None, group: str = "",
                  flow_retries: int = FLOW_RETRIES, backoff: Sequence[float] = (),
                  counters: SendCounters | None = None, tracer=None, credentials=None,
-                 linger_s: float = 0.0, frame_msgs: int = MAX_MULTI) -> None:
+                 linger_s: float = 0.0, frame_msgs: int = MAX_MULTI,
+                 idempotent: bool = True) -> None:
         self.routes = routes
+        # a retry of a send whose answer was lost is not stored twice (client.idempotence)
+        self.idempotence = Idempotence() if idempotent else None
         self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
         self.tracer = tracer
         self._routes_changes = routes.changes if routes is not None else 0
@@ -193,7 +197,7 @@ class AsyncProducer:
         if self.routes is not None and self.routes.changes != self._routes_changes:
             self._reroute()
         plan = SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
-                        self._rr, self.counters)
+                        self._rr, self.counters, ident=self.idempotence)
         self._attempt(plan, payload, done)
 
     def _attempt(self, plan: SendPlan, payload: bytes, done) -> None:
@@ -207,8 +211,8 @@ class AsyncProducer:
     async def _connect_then(self, broker: str, plan: SendPlan, payload: bytes, done) -> None:
         try:
             conn = await self._conn(broker)
-        except BrokerUnavailable as exc:
-            self._settle(plan, payload, done, None, None, str(exc))
+        except BrokerUnavailable as exc:  # (never written)
+            self._settle(plan, payload, done, None, None, str(exc), written=False)
         except AuthFailed as exc:  # (the send waited for ever, the error unread in a task)
             done(None, plan.unauthenticated(exc))
         else:
@@ -218,14 +222,15 @@ class AsyncProducer:
         def answered(code: int | None, body: bytes | None, why: str) -> None:
             self._settle(plan, payload, done, None if code is None else Code(code), body, why)
 
+        flags, body = plan.frame(payload)
         try:
-            conn.request(plan.op, payload, answered)
-        except BrokerUnavailable as exc:
-            self._settle(plan, payload, done, None, None, str(exc))
+            conn.request(plan.op, body, answered, flags)
+        except BrokerUnavailable as exc:  # (not connected: never written)
+            self._settle(plan, payload, done, None, None, str(exc), written=False)
 
     def _settle(self, plan: SendPlan, payload: bytes, done, code: Code | None,
-                body: bytes | None, reason: str) -> None:
-        kind, value = plan.answer(code, body, reason, self._closing)
+                body: bytes | None, reason: str, written: bool = True) -> None:
+        kind, value = plan.answer(code, body, reason, self._closing, written)
         if kind == "ok":
             done(value, None)
         elif kind == "fail":

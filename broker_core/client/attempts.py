@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from broker_core.client.connection import is_local
+from broker_core.client.idempotence import IDEMPOTENT_OPS, SAME_GROUP_BACKOFF_S, Idempotence
 from broker_core.errors import BrokerError
 from broker_core.message_id import encode_id
 from broker_core.protocol import (
@@ -187,17 +188,23 @@ class SendPlan:
     """
 
     __slots__ = ("fuse", "names", "options", "op", "rr", "tried", "attempt", "broker", "token",
-                 "throttled", "refused", "counters", "why", "prefer")
+                 "throttled", "refused", "counters", "why", "prefer", "ident", "seqs", "stay",
+                 "unanswered")
 
     def __init__(self, fuse, names: Sequence[str], options: SendOptions, op: Op,
                  rr: itertools.count, counters: SendCounters | None = None,
-                 prefer: str | None = None) -> None:
+                 prefer: str | None = None, ident: Idempotence | None = None) -> None:
         """`prefer`: the first attempt goes there if the fuse lets it (the sends of one
         turn of a producer's loop go to one broker, in one write: Kafka's sticky
-        partitioner); the round robin moves on from turn to turn."""
+        partitioner); the round robin moves on from turn to turn. `ident`: the
+        producer's idempotence (client.idempotence), None for at-least-once sends."""
         self.fuse, self.names, self.options, self.op, self.rr = fuse, names, options, op, rr
         self.counters = counters
         self.prefer = prefer
+        self.ident = ident if op in IDEMPOTENT_OPS else None
+        self.seqs: dict[str, int] = {}  # broker -> the sequence this send took there
+        self.stay: str | None = None  # its answer lost there: it may be stored, retried there
+        self.unanswered = 0  # attempts that got no answer after the request was written
         self.tried: list[str] = []
         self.why: list[str] = []  # per failed attempt, for the trace
         self.attempt = 0
@@ -208,7 +215,10 @@ class SendPlan:
 
     def next(self) -> str:
         """The broker for the next attempt (its fuse call begins now)."""
-        candidates = [b for b in self.names if b not in self.tried] or self.names
+        if self.stay is not None:
+            candidates = [self.stay]
+        else:
+            candidates = [b for b in self.names if b not in self.tried] or self.names
         self.attempt += 1
         prefer, self.prefer = self.prefer, None
         if self.fuse is not None:
@@ -220,10 +230,22 @@ class SendPlan:
             self.broker = candidates[next(self.rr) % len(candidates)]
         return self.broker
 
+    def frame(self, payload: bytes) -> tuple[int, bytes]:
+        """(frame flags, body) of this attempt: an idempotent send's carries its producer
+        id and the sequence it took at this broker (the same on every retry there)."""
+        if self.ident is None:
+            return 0, payload
+        flags, body, self.seqs[self.broker] = self.ident.frame(
+            self.broker, self.op, payload, self.seqs.get(self.broker))
+        return flags, body
+
     def answer(self, code: Code | None, body: bytes | None, reason: str = "",
-               closing: bool = False) -> tuple[str, object]:
+               closing: bool = False, written: bool = True) -> tuple[str, object]:
         """The attempt's outcome: ("ok", SendResult), ("fail", SendFailed) or
-        ("retry", why); reports the call to the fuse."""
+        ("retry", why); reports the call to the fuse. `written`: False when the request
+        never left (no connection): nothing can have been stored."""
+        if code is None and written and self.ident is not None:
+            return self._unanswered(reason, closing)
         if code == Code.FLOW_CONTROL:
             return self._throttled(body, closing)
         if code == Code.NO_PERMISSION:
@@ -256,7 +278,27 @@ class SendPlan:
                 tuple(self.why))
         self.tried.append(broker)
         wait = self._interval(self.attempt - self.throttled)
+        if self.stay is not None:  # (it may be stored there: spaced as a lost answer is)
+            wait = max(wait, SAME_GROUP_BACKOFF_S[min(self.unanswered, 4) - 1])
         return ("backoff", wait) if wait else ("retry", why)
+
+    def _unanswered(self, reason: str, closing: bool) -> tuple[str, object]:
+        """No answer to a written idempotent send: it may be stored there, and only there
+        would a retry be known for one; so it stays with that broker (its group: routes
+        follow a failover), spaced by SAME_GROUP_BACKOFF_S, until its attempts run out.
+        At least once would store it elsewhere, and twice if the first had landed."""
+        broker = self.broker
+        self._end(False, why=reason)
+        self.why.append(f"{broker}: {reason}")
+        self.stay = broker
+        self.unanswered += 1
+        if self.attempt - self.throttled - self.refused > self.options.retries or closing:
+            return "fail", SendFailed(
+                f"send failed after {self.attempt} attempt(s); last from {broker}: {reason}; "
+                f"it may be stored on {broker}: not sent elsewhere, where it would be a "
+                "duplicate", None, tuple(self.why))
+        waits = SAME_GROUP_BACKOFF_S
+        return "backoff", waits[min(self.unanswered, len(waits)) - 1]
 
     def unauthenticated(self, exc: BrokerError) -> SendFailed:
         """The broker refused this client's credentials (acl.handshake.AuthFailed): the
@@ -274,7 +316,7 @@ class SendPlan:
         why = body.decode("utf-8", "replace") if body else "no permission"
         self.why.append(f"{self.broker}: NO_PERMISSION: {why}")
         self.tried.append(self.broker)
-        if closing or all(b in self.tried for b in self.names):
+        if closing or self.stay is not None or all(b in self.tried for b in self.names):
             return "fail", SendFailed("no broker takes this send: " + "; ".join(self.why),
                                       Code.NO_PERMISSION, tuple(self.why))
         return "retry", why

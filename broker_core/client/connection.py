@@ -49,6 +49,11 @@ class BrokerUnavailable(BrokerError):
     """The broker could not be reached or the connection broke mid-call."""
 
 
+class NotSent(BrokerUnavailable):
+    """The request never left this client (no connection, or not all of it written):
+    nothing of it can have been stored."""
+
+
 def parse_addr(addr: str) -> tuple[str, int]:
     host, sep, port = addr.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
@@ -180,13 +185,19 @@ class Connection:
             sock.close()
             raise AuthFailed(f"{self.addr}: {exc}") from None
 
-    def _send(self, op: int, body: bytes, oneway: bool, watched: bool) -> Future:
+    def _send(self, op: int, body: bytes, oneway: bool, watched: bool, flags: int = 0
+              ) -> Future:
+        """NotSent when the request did not leave (no link, or not all of it written:
+        the broker drops a partial frame); later failures come through the future."""
         fut: Future = Future()
         with self._lock:
             if self._closed:
-                raise BrokerUnavailable(f"{self.addr}: connection closed")
+                raise NotSent(f"{self.addr}: connection closed")
             if self._link is None:
-                self._link = self._connect()
+                try:
+                    self._link = self._connect()
+                except BrokerUnavailable as exc:  # (no link: nothing left)
+                    raise NotSent(str(exc)) from None
             link = self._link
             rid = next(self._ids) & 0xFFFFFFFF
             fut.request_id = rid  # type: ignore[attr-defined]  # for forget()
@@ -196,14 +207,15 @@ class Connection:
                 if not watched:
                     self._unwatched += 1
             try:
-                frame = encode_frame(op, rid, body, flags=FLAG_ONEWAY if oneway else 0)
+                frame = encode_frame(op, rid, body,
+                                     flags=flags | FLAG_ONEWAY if oneway else flags)
                 if link.tls is None:
                     link.sock.sendall(frame)
                 else:
                     self._send_tls(link, frame)
             except OSError as exc:
                 self._fail_all(link, f"{self.addr}: send failed: {exc}")
-                raise BrokerUnavailable(f"{self.addr}: send failed: {exc}") from None
+                raise NotSent(f"{self.addr}: send failed: {exc}") from None
             if not oneway and not watched and self._pump is None:
                 self._pump = threading.Thread(target=self._pump_loop, daemon=True,
                                               name=f"floodgate-conn-{self.addr}")
@@ -213,17 +225,19 @@ class Connection:
         return fut
 
     def request(self, op: int, body: bytes = b"", oneway: bool = False,
-                watched: bool = False) -> Future:
+                watched: bool = False, flags: int = 0) -> Future:
         """Send a request; the future resolves to (code, body) of the response.
         `watched`: the caller reads the answer itself (`serve_any`), no pump thread."""
-        return self._send(op, body, oneway, watched=watched)
+        return self._send(op, body, oneway, watched, flags)
 
-    def call(self, op: int, body: bytes = b"", timeout: float = 3.0) -> tuple[int, bytes]:
+    def call(self, op: int, body: bytes = b"", timeout: float = 3.0, flags: int = 0
+             ) -> tuple[int, bytes]:
         """Send and wait for the answer, reading the socket ourselves when we can.
 
-        Raises TimeoutError (and forgets the request) after ``timeout``.
+        Raises TimeoutError (and forgets the request) after ``timeout``; NotSent when
+        the request did not leave.
         """
-        fut = self._send(op, body, False, watched=True)
+        fut = self._send(op, body, False, True, flags)
         deadline = time.monotonic() + timeout
         while not fut.done():
             left = deadline - time.monotonic()

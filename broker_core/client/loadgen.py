@@ -179,7 +179,8 @@ class LoadGenerator:
                             retries=opts.retries, routes=base.routes, group=opts.group,
                             flow_retries=opts.flow_retries, backoff=opts.backoff,
                             counters=base.counters, tracer=getattr(base, "tracer", None),
-                            linger_s=spec.linger_s, frame_msgs=spec.frame_msgs)
+                            linger_s=spec.linger_s, frame_msgs=spec.frame_msgs,
+                            idempotent=base.idempotence is not None)
         body = b"x" * spec.size
         prefix = spec.key_prefix
         topics = spec.topic.split(",")

@@ -33,7 +33,8 @@ from broker_core.client.attempts import (
     release_resynced,
     with_group,
 )
-from broker_core.client.connection import BrokerUnavailable
+from broker_core.client.connection import BrokerUnavailable, NotSent
+from broker_core.client.idempotence import Idempotence
 from broker_core.client.ordering import OrderedQueues, choose
 from broker_core.client.pool import ConnectionPool
 from broker_core.client.sweeper import CallSweeper
@@ -96,8 +97,11 @@ class Producer:
         trace=None,
         client: str | None = None,
         credentials=None,
+        idempotent: bool = True,
     ) -> None:
         self.routes = routes
+        # a retry of a send whose answer was lost is not stored twice (client.idempotence)
+        self.idempotence = Idempotence() if idempotent else None
         self.client_id = client or client_id()
         self._routes_changes = routes.changes if routes is not None else 0
         self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
@@ -270,7 +274,7 @@ class Producer:
         """`pinned`: every attempt to this broker only (an ordered send's queue)."""
         self._follow_routes()
         return SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
-                        self._rr, self.counters)
+                        self._rr, self.counters, ident=self.idempotence)
 
     def _start(self, op: Op, payload: bytes) -> Future:
         outer: Future = Future()
@@ -282,9 +286,11 @@ class Producer:
         broker = plan.next()
         try:
             conn = self._pool.get(broker)
-            fut = conn.request(plan.op, payload)
+            flags, body = plan.frame(payload)
+            fut = conn.request(plan.op, body, flags=flags)
         except BrokerUnavailable as exc:
-            self._settle(plan, payload, outer, None, None, str(exc))
+            self._settle(plan, payload, outer, None, None, str(exc),
+                         written=not isinstance(exc, NotSent))
             return
         except AuthFailed as exc:  # on a reader thread's retry it would be lost there
             outer.set_exception(plan.unauthenticated(exc))
@@ -302,8 +308,8 @@ class Producer:
         self._settle(plan, payload, outer, Code(code), body, "")
 
     def _settle(self, plan: SendPlan, payload: bytes, outer: Future, code: Code | None,
-                body: bytes | None, reason: str) -> None:
-        kind, value = plan.answer(code, body, reason, self._closed.is_set())
+                body: bytes | None, reason: str, written: bool = True) -> None:
+        kind, value = plan.answer(code, body, reason, self._closed.is_set(), written)
         if kind == "ok":
             outer.set_result(value)
         elif kind == "fail":
@@ -322,14 +328,18 @@ class Producer:
             self._sweeper.wake()  # its fuse call is in flight now: judged meanwhile
             code = body = None
             reason = ""
+            written = True
             try:
-                raw_code, body = self._pool.get(broker).call(op, payload, self.timeout)
+                flags, frame_body = plan.frame(payload)
+                raw_code, body = self._pool.get(broker).call(op, frame_body, self.timeout,
+                                                             flags)
                 code = Code(raw_code)
             except (BrokerUnavailable, TimeoutError) as exc:
                 reason = str(exc)
+                written = not isinstance(exc, NotSent)
             except AuthFailed as exc:
                 raise plan.unauthenticated(exc) from None
-            kind, value = plan.answer(code, body, reason, self._closed.is_set())
+            kind, value = plan.answer(code, body, reason, self._closed.is_set(), written)
             if kind == "ok":
                 return value
             if kind == "fail":

@@ -55,6 +55,9 @@ class BrokerFigures:
     # long polls (server.pull_ops): {held, sessions, session_queues}: pulls waiting for a
     # message, consumers' pull sessions kept and the queues they name
     pulls: Mapping[str, Any] = field(default_factory=dict)
+    # idempotent sends (server.producer_seqs): {producers, blocks, duplicates, expired,
+    # window_s, rebuilt: {records, sends, seconds}}: retries answered from their first try
+    idempotence: Mapping[str, Any] = field(default_factory=dict)
     # the ACL (server.access): {enforced, version, users, rules, auth_failures_total,
     # denied: [{user, action, resource, count}]}: names and counts only, never a key
     access: Mapping[str, Any] = field(default_factory=dict)

@@ -76,6 +76,9 @@ TX_OLDEST = "floodgate_tx_oldest_half_seconds"
 LOCKS_HELD = "floodgate_queue_locks_held"
 PULLS_HELD = "floodgate_pulls_held"
 PULL_SESSIONS = "floodgate_pull_sessions"
+DUPLICATE_SENDS = "floodgate_duplicate_sends"  # _total: retries answered from the first try
+EXPIRED_SEQUENCES = "floodgate_expired_sequences"  # _total: retries older than remembered
+IDEMPOTENT_PRODUCERS = "floodgate_idempotent_producers"
 
 # the send histogram's exposed series
 SEND_BUCKET = f"{SEND_LATENCY}_bucket"

@@ -113,6 +113,13 @@ class BrokerCollector(Collector):
                        snap.pulls.get("held", 0))
         yield gauge_of(n.PULL_SESSIONS, "Consumers' pull sessions kept here", name,
                        snap.pulls.get("sessions", 0))
+        ide = snap.idempotence
+        yield counter(n.DUPLICATE_SENDS, "Idempotent retries answered from their first "
+                      "try (not stored again)", ide.get("duplicates", 0))
+        yield counter(n.EXPIRED_SEQUENCES, "Idempotent retries older than this broker "
+                      "remembers (SEQUENCE_EXPIRED)", ide.get("expired", 0))
+        yield gauge_of(n.IDEMPOTENT_PRODUCERS, "Producers whose recent sequences are kept "
+                       "here", name, ide.get("producers", 0))
         yield from access_families(name, snap.access)
         yield dead_letter_family(name, snap.dead_letters)
         yield dead_letter_family(name, snap.retries, n.RETRIES, "Messages a consumer group "

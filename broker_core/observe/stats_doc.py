@@ -257,6 +257,7 @@ _CODECS.update({
     "transactions": (lambda v: dict(_map(v)), dict),
     "locks": (lambda v: dict(_map(v)), dict),
     "pulls": (lambda v: dict(_map(v)), dict),
+    "idempotence": (lambda v: dict(_map(v)), dict),
     "access": (lambda v: dict(_map(v)), dict),
     "send_error_codes": (lambda v: _figures(v, int), dict),
     "last_send_failure": (lambda v: dict(_map(v)), dict),

@@ -6,7 +6,9 @@ Every frame is a 16-byte big-endian header followed by a body::
     u16 magic       0xF10D
     u8  version     1
     u8  op          Op
-    u8  flags       bit 0 RESPONSE, bit 1 ONEWAY (no response wanted)
+    u8  flags       bit 0 RESPONSE, bit 1 ONEWAY (no response wanted), bit 2 IDEMPOTENT
+                    (a SEND or SEND_MULTI body starts with its producer id and sequence:
+                    protocol.idempotence)
     u8  reserved    0
     u16 code        Code: 0 in requests, the outcome in responses
     u32 request_id  echoed in the response
@@ -29,6 +31,7 @@ __all__ = [
     "MAX_FRAME",
     "FLAG_RESPONSE",
     "FLAG_ONEWAY",
+    "FLAG_IDEMPOTENT",
     "Op",
     "Code",
     "STORED_CODES",
@@ -51,6 +54,7 @@ MAX_FRAME = 8 * 1024 * 1024  # a 4 MiB message plus a batch's worth of headroom
 
 FLAG_RESPONSE = 0x01
 FLAG_ONEWAY = 0x02
+FLAG_IDEMPOTENT = 0x04
 
 
 class Op(IntEnum):
@@ -96,6 +100,8 @@ class Code(IntEnum):
     MESSAGE_NOT_FOUND = 21  # VIEW_BY_ID: no message at that offset (expired, never written)
     NO_PERMISSION = 22  # writes wiped, or the topic not writable / readable here: nothing done
     PULL_SESSION_GONE = 23  # a pull session unknown here or out of step: name every queue again
+    SEQUENCE_EXPIRED = 24  # an idempotent retry older than the broker remembers: nothing
+    # stored now; the first try may have been (protocol.idempotence)
 
 
 # Stored, if short of a promise: answered with the OK body (a send must not be repeated)

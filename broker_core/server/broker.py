@@ -27,6 +27,7 @@ from broker_core.observe.snapshot import (
 from broker_core.observe.stats_doc import stats_document
 from broker_core.observe.stats_json import StatsJson
 from broker_core.protocol import Code, Op
+from broker_core.protocol.idempotence import split_id
 from broker_core.protocol.record import pack_host
 from broker_core.protocol.system_topics import check_group
 from broker_core.server import acl_ops, control_ops, lookup_ops, tx_ops
@@ -141,12 +142,8 @@ class Broker:
         self.sends = SendOps(self, self._host)
         self.pulls = PullOps(self, clock=monotonic)
         self.connections: set = set()  # BrokerProtocol instances (server.tcp)
-        self.counters = {
-            "send_errors": 0,
-            "bad_requests": 0,
-            "connections": 0,
-            "connections_closed_bad": 0,
-        }
+        self.counters = {"send_errors": 0, "bad_requests": 0, "connections": 0,
+                         "connections_closed_bad": 0}
 
     # -- what wakes the periodic work (server.housekeeping) ---------------------------
     def woke(self) -> None:
@@ -174,7 +171,9 @@ class Broker:
                 + self.tx_table.version + self.acl.version + self.locks.version)
 
     def role_changed(self) -> None:
-        """This broker became master (or stopped being one): the passes look again."""
+        """This broker became master (or stopped being one): the passes look again, and
+        the idempotent sends it holds are read from its CommitLog again."""
+        self.sends.idempotent.seqs.stale = True
         if self.housekeeping is not None:
             self.housekeeping.role_changed()
 
@@ -185,6 +184,9 @@ class Broker:
         if handler is None:
             return self.bad(f"unknown op {header.op}")
         try:
+            if header.flags & p.FLAG_IDEMPOTENT:  # a SEND or SEND_MULTI with its producer id
+                ident, body = split_id(header.op, body)
+                return await handler(self, body, ident)
             return await handler(self, body)
         except p.ProtocolError as exc:
             return self.bad(str(exc))
@@ -240,17 +242,17 @@ class Broker:
         header = p.decode_header(frame)
         return header.code, frame[p.HEADER_SIZE:]
 
-    async def _send(self, body: bytes) -> tuple[int, bytes]:
+    async def _send(self, body: bytes, ident=None) -> tuple[int, bytes]:
         return await self._answer_of(Op.SEND, lambda reply: self.sends.send(
-            0, body, perf_counter(), reply))
+            0, body, perf_counter(), reply, ident))
 
     async def _send_batch(self, body: bytes) -> tuple[int, bytes]:
         return await self._answer_of(Op.SEND_BATCH, lambda reply: self.sends.send_batch(
             0, body, perf_counter(), reply))
 
-    async def _send_multi(self, body: bytes) -> tuple[int, bytes]:
+    async def _send_multi(self, body: bytes, ident=None) -> tuple[int, bytes]:
         return await self._answer_of(Op.SEND_MULTI, lambda reply: send_multi(
-            self.sends, 0, body, perf_counter(), reply))
+            self.sends, 0, body, perf_counter(), reply, ident))
 
     async def _pull(self, body: bytes) -> tuple[int, bytes]:
         return await self._answer_of(Op.PULL, lambda reply: self.pulls.pull(

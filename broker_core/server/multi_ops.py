@@ -15,20 +15,30 @@ from time import perf_counter
 from broker_core import protocol as p
 from broker_core.errors import MessageIllegalError
 from broker_core.protocol import Code, Op
+from broker_core.protocol.idempotence import MAX_SEQ, seq_field
 from broker_core.protocol.multi import decode_multi, encode_multi_answer
-from broker_core.server.send_ops import ANSWERED_OK, Reply, SendOps, prepare
+from broker_core.server.producer_seqs import DUPLICATE
+from broker_core.server.send_ops import ANSWERED_OK, Reply, SendOps, expired_text, prepare
 from broker_core.server.topic_table import TopicError
 from broker_core.store import PutStatus
 
 
 def send_multi(ops: SendOps, rid: int, body: bytes, received: float,
-               reply: Reply) -> bytes | None:
-    """The answer frame, or None when it goes out later through `reply`."""
+               reply: Reply, ident: tuple[int, int] | None = None) -> bytes | None:
+    """The answer frame, or None when it goes out later through `reply`. `ident`: an
+    idempotent frame's (producer id, first sequence): message i takes sequence + i."""
     b = ops.broker
     try:
         topic, qid, msgs = decode_multi(body)
     except p.ProtocolError as exc:
         return ops._refused(Op.SEND_MULTI, rid, *b.bad(str(exc)))
+    n = len(msgs)
+    if ident is not None:
+        if ident[1] + n - 1 > MAX_SEQ:
+            return ops._refused(Op.SEND_MULTI, rid, *b.bad("sequence past 2^32 - 1"))
+        if ops.idempotent.expired(*ident):
+            return ops._failed(Op.SEND_MULTI, rid, Code.SEQUENCE_EXPIRED, expired_text(ident),
+                               received, n)
     sets = [ops._set(text) for _tags, _keys, text, _data in msgs]
     group = sets[0].group
     why = None
@@ -44,13 +54,18 @@ def send_multi(ops: SendOps, rid: int, body: bytes, received: float,
                                      len(msgs))
     except (TopicError, ValueError) as exc:
         return ops._refused(Op.SEND_MULTI, rid, *b.bad(str(exc)))
-    n = len(msgs)
     if code != Code.OK:
         return ops._failed(Op.SEND_MULTI, rid, code, checked, received, n)
     qid = checked
     try:
-        prepared = [prepare(topic, tags, keys, ps, data)
-                    for (tags, keys, _text, data), ps in zip(msgs, sets, strict=True)]
+        if ident is None:
+            prepared = [prepare(topic, tags, keys, ps, data)
+                        for (tags, keys, _text, data), ps in zip(msgs, sets, strict=True)]
+        else:
+            pid, seq = ident
+            prepared = [prepare(topic, tags, keys, ps, data, seq_field(pid, seq + i))
+                        for i, ((tags, keys, _text, data), ps)
+                        in enumerate(zip(msgs, sets, strict=True))]
     except MessageIllegalError as exc:
         return ops._failed(Op.SEND_MULTI, rid, Code.MESSAGE_ILLEGAL, str(exc).encode(),
                            received, n)
@@ -68,10 +83,14 @@ def send_multi(ops: SendOps, rid: int, body: bytes, received: float,
             return ops._failed(Op.SEND_MULTI, rid, code, text.encode(), received, n)
         ok = code in ANSWERED_OK  # else stored short of a promise: a flush or slave timeout
         failure = not ok and ops._count_error(code, b"", n)
-        b.pulls.arrived(topic, qid)
-        b.heat.hit(topic, qid, n)
         sizes = [rec[0] for rec in prepared]
-        if traced:
+        answered_qid = qid
+        if result.reason == DUPLICATE:  # stored by its first try: answered as that was
+            answered_qid, sizes = ops.idempotent.answered_queue(result)
+        else:
+            b.pulls.arrived(topic, qid)
+            b.heat.hit(topic, qid, n)
+        if traced and result.reason != DUPLICATE:
             phys = result.physical_offset
             starts = [phys]
             for size in sizes[:-1]:
@@ -83,11 +102,15 @@ def send_multi(ops: SendOps, rid: int, body: bytes, received: float,
         took = perf_counter() - received
         b.recorder.record("send", took, n, nbytes, ok, failure, n)
         return p.encode_answer(Op.SEND_MULTI, rid, code, encode_multi_answer(
-            qid, result.queue_offset, result.store_timestamp, ops.host,
+            answered_qid, result.queue_offset, result.store_timestamp, ops.host,
             result.physical_offset, sizes, took))
 
     store = b.store
-    out = b.write_path.write(
-        lambda: store.put_prepared(topic, qid, prepared, (), each_keys=each_keys),
-        lambda code, result: reply(answer(code, result)))
+
+    def put():
+        return store.put_prepared(topic, qid, prepared, (), each_keys=each_keys)
+
+    if ident is not None:
+        put = ops.idempotent.put(*ident, [rec[0] for rec in prepared], put)
+    out = b.write_path.write(put, lambda code, result: reply(answer(code, result)))
     return None if out is None else answer(*out)

@@ -29,6 +29,7 @@ from broker_core.protocol.delay import (
     SCHEDULE_TOPIC,
     parse_level,
 )
+from broker_core.protocol.idempotence import seq_field
 from broker_core.protocol.record import (
     HEADER_SIZE,
     MAX_PROPERTIES_BYTES,
@@ -39,6 +40,8 @@ from broker_core.protocol.record import (
     topic_field,
 )
 from broker_core.protocol.transactions import HALF_TOPIC, PROP_TX_HALF
+from broker_core.server.idempotent_sends import IdempotentPuts
+from broker_core.server.producer_seqs import DUPLICATE, ProducerSeqs
 from broker_core.server.topic_table import TopicError
 from broker_core.server.trace_store import StoreTracer
 from broker_core.server.write_path import WritePath
@@ -86,6 +89,11 @@ def property_set(text: str) -> PropertySet:
                            "the broker asks that group back")
     return PropertySet(props.get(p.PRODUCER_GROUP, ""), PROP_TRACE in props, raw, "", delay,
                        half)
+
+
+def expired_text(ident: tuple[int, int]) -> bytes:
+    return (f"producer {ident[0]:x}: sequence {ident[1]} is older than this broker "
+            "remembers; nothing stored now, the first try may have been").encode()
 
 
 def _field(name: str, value: str) -> str:
@@ -149,6 +157,8 @@ class SendOps:
         self.last_refusal: dict[str, object] = {}
         self.host = host
         self._ip, self._port = host[:4], int.from_bytes(host[4:], "big", signed=True)
+        self.idempotent = IdempotentPuts(broker.store, ProducerSeqs(broker.clock),
+                                         lambda: int(broker.clock() * 1000))
 
     def _set(self, text: str) -> PropertySet:
         ps = self._sets.get(text)
@@ -159,13 +169,18 @@ class SendOps:
         return ps
 
     # -- SEND --------------------------------------------------------------------------
-    def send(self, rid: int, body: bytes, received: float, reply: Reply) -> bytes | None:
-        """The answer frame, or None when it goes out later through `reply`."""
+    def send(self, rid: int, body: bytes, received: float, reply: Reply,
+             ident: tuple[int, int] | None = None) -> bytes | None:
+        """The answer frame, or None when it goes out later through `reply`. `ident`:
+        an idempotent send's (producer id, sequence) (protocol.idempotence)."""
         b = self.broker
         try:
             topic, qid, tags, keys, text, data = p.decode_send_fields(body)
         except p.ProtocolError as exc:
             return self._refused(Op.SEND, rid, *b.bad(str(exc)))
+        if ident is not None and self.idempotent.expired(*ident):
+            return self._failed(Op.SEND, rid, Code.SEQUENCE_EXPIRED, expired_text(ident),
+                                received)
         ps = self._set(text)
         try:
             code, checked = b.check_send(topic, qid, len(data), ps.group, 1)
@@ -183,6 +198,8 @@ class SendOps:
                 stored_topic, stored_qid = ((SCHEDULE_TOPIC, ps.delay - 1) if ps.delay
                                             else (HALF_TOPIC, 0))
                 b.aside(ps.delay)  # its pass looks when it is due (stored or not)
+            if ident is not None:
+                extra += seq_field(*ident)
             prepared = [prepare(stored_topic, tags, keys, ps, data, extra)]
         except MessageIllegalError as exc:
             return self._failed(Op.SEND, rid, Code.MESSAGE_ILLEGAL, str(exc).encode(), received)
@@ -193,8 +210,12 @@ class SendOps:
             reply(self._answer(rid, code, result, topic, qid, len(data), ps.traced, received,
                                bool(ps.delay or ps.half)))
 
-        out = b.write_path.write(
-            lambda: store.put_prepared(stored_topic, stored_qid, prepared, index_keys), done)
+        def put():
+            return store.put_prepared(stored_topic, stored_qid, prepared, index_keys)
+
+        if ident is not None:
+            put = self.idempotent.put(*ident, [prepared[0][0]], put)
+        out = b.write_path.write(put, done)
         if out is None:
             return None
         return self._answer(rid, out[0], out[1], topic, qid, len(data), ps.traced, received,
@@ -213,11 +234,14 @@ class SendOps:
                                 (result.reason or result.status.value).encode(), received)
         ok = code in ANSWERED_OK  # else stored short of a promise: a flush or slave timeout
         failure = not ok and self._count_error(code, b"")
-        if not delayed:
-            b.pulls.arrived(topic, qid)
-            b.heat.hit(topic, qid)
-        if traced:
-            b.trace_store.add(result, topic, qid, code)
+        if result.reason == DUPLICATE:  # stored by its first try: answered as that was
+            qid = self.idempotent.answered_queue(result)[0]
+        else:
+            if not delayed:
+                b.pulls.arrived(topic, qid)
+                b.heat.hit(topic, qid)
+            if traced:
+                b.trace_store.add(result, topic, qid, code)
         took = perf_counter() - received
         b.recorder.record("send", took, 1, nbytes, ok, failure)
         return p.send_answer_frame(rid, code, qid, result.queue_offset, result.physical_offset,

@@ -19,6 +19,7 @@ import time
 from time import perf_counter
 
 from broker_core import protocol as p
+from broker_core.protocol.idempotence import split_id
 from broker_core.server import tx_ops
 from broker_core.server.access import no_permission
 from broker_core.server.broker import Broker
@@ -75,6 +76,15 @@ class BrokerProtocol(asyncio.Protocol):
                 return
             op, oneway = header.op, header.flags & p.FLAG_ONEWAY
             reply = _dropped if oneway else self.reply
+            ident = None
+            if header.flags & p.FLAG_IDEMPOTENT:
+                try:
+                    ident, body = split_id(op, body)
+                except ValueError as exc:
+                    if not oneway:
+                        out.append(p.encode_answer(op, header.request_id,
+                                                   *broker.bad(str(exc))))
+                    continue
             if self.guard is not None:
                 if op == p.Op.AUTH_START or op == p.Op.AUTH_FINISH:
                     code, answer, close = self.guard.authenticate(op, body)
@@ -90,11 +100,12 @@ class BrokerProtocol(asyncio.Protocol):
                         out.append(no_permission(op, header.request_id, why))
                     continue
             if op == p.Op.SEND:
-                answer = broker.sends.send(header.request_id, body, received, reply)
+                answer = broker.sends.send(header.request_id, body, received, reply, ident)
             elif op == p.Op.PULL:
                 answer = broker.pulls.pull(header.request_id, body, received, reply)
             elif op == p.Op.SEND_MULTI:
-                answer = send_multi(broker.sends, header.request_id, body, received, reply)
+                answer = send_multi(broker.sends, header.request_id, body, received, reply,
+                                    ident)
             elif op == p.Op.SEND_BATCH:
                 answer = broker.sends.send_batch(header.request_id, body, received, reply)
             elif op == p.Op.END_TRANSACTION:  # in order with the sends around it

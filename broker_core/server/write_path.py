@@ -87,7 +87,8 @@ class WritePath:
         ha = self.replication
         if ha is None or result.status is not PutStatus.PUT_OK:
             return PUT_CODES[result.status], result
-        ha.appended(result.end_offset)
+        if result.reason is None:  # (a duplicate answered from its first try: not new)
+            ha.appended(result.end_offset)
         if not ha.sync:
             return Code.OK, result
 
@@ -125,7 +126,7 @@ class WritePath:
         self._waiting += 1
         stored[0] = True
         ha = self.replication
-        if ha is not None and result.status is PutStatus.PUT_OK:
+        if ha is not None and result.status is PutStatus.PUT_OK and result.reason is None:
             ha.appended(result.end_offset)  # slaves may copy it while we flush
         if result.status is PutStatus.PUT_OK and self.sync_flush:
             fut = asyncio.wrap_future(self.store.flushed_future(result.end_offset))

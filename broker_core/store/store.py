@@ -303,6 +303,10 @@ class MessageStore:
             return None
         return store_ts(self.commitlog, cq.unit(offset)[0])
 
+    def queue_unit(self, topic: str, queue_id: int, offset: int) -> int:
+        """The physical offset of the queue's message at `offset` (within its bounds)."""
+        return self._queues[(topic, queue_id)].unit(offset)[0]
+
     def queue_offsets(self, topic: str, queue_id: int) -> tuple[int, int]:
         """(min_offset, max_offset) of a queue; (0, 0) if it never got a message."""
         cq = self._queues.get((topic, queue_id))

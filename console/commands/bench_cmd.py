@@ -70,6 +70,9 @@ def register(sub) -> None:
     prod.add_argument("--frame-msgs", type=int_range(1, 1024), default=64, metavar="N",
                       help="a frame (SEND_MULTI) leaves once it holds N messages (64): with "
                       "--linger-ms, frames as full at a low rate as at a high one")
+    prod.add_argument("--at-least-once", action="store_true",
+                      help="no producer id on the sends: a retry whose first try was stored "
+                      "is stored again (the default is idempotent: stored once)")
     prod.add_argument("--stamp", action="store_true",
                       help="each body starts with its send time (8 bytes, a big-endian "
                       "double of epoch seconds): consumers on this host time send -> in hand")
@@ -142,7 +145,8 @@ def run_produce(args) -> int:
     brokers = routes.masters() if routes is not None else brokers_from(args)
     producer = Producer(brokers, fuse=False if args.no_fuse else None, timeout=args.timeout,
                         routes=routes, group=args.group, flow_retries=args.flow_retries,
-                        backoff=backoff, trace_rate=args.trace_rate)
+                        backoff=backoff, trace_rate=args.trace_rate,
+                        idempotent=not args.at_least_once)
     gen = LoadGenerator(producer, LoadSpec(args.topic, args.size, args.count, args.duration,
                                            args.rate, args.batch, args.concurrency,
                                            args.key_prefix, args.start_at, args.stamp,

@@ -96,19 +96,41 @@ def test_a_broker_refusing_connections_is_passed_over_for_the_next(brokers, topi
 
 def test_a_broker_that_never_answers_is_given_up_after_the_timeout(brokers, topic, silent):
     names = {"silent": silent, "b1": brokers.addr("b1")}
-    with Producer(names, fuse=False, retries=1, timeout=0.3) as producer:
+    # at least once: the next broker, though the first may have stored it
+    with Producer(names, fuse=False, retries=1, timeout=0.3, idempotent=False) as producer:
         r = producer.send(topic, b"blocking")
     assert (r.broker, r.attempts) == ("b1", 2)
     assert r.retries == (f"silent: {silent}: no answer in 0.3 s",)
 
     clock = ManualClock()  # send_async's timeouts run on the producer's clock
-    with Producer(names, fuse=False, retries=1, timeout=30.0, clock=clock) as producer:
+    with Producer(names, fuse=False, retries=1, timeout=30.0, clock=clock,
+                  idempotent=False) as producer:
         fut = producer.send_async(topic, b"async")
         clock.advance(30.0)
         r = fut.result(10)  # 30 s of the producer's clock, not of the wall's
     assert (r.broker, r.attempts) == ("b1", 2)
     assert r.retries == (f"silent: {silent}: no answer in 30 s",)
     assert bodies(brokers.addr("b1"), topic) == [b"async", b"blocking"]
+
+
+def test_a_send_whose_answer_was_lost_is_stored_once_and_answered_as_its_first_try(
+        brokers, topic):
+    # each write held 0.5 s for 0.6 s: the first try is stored after the producer gave up
+    # on it (0.3 s), and its retries, to the same broker, find it there
+    brokers.call(brokers["b2"].faults.inject, FaultSpec(latency_ms=500, duration_s=0.6))
+    with Producer({"b2": brokers.addr("b2"), "b1": brokers.addr("b1")}, fuse=False,
+                  retries=6, timeout=0.3) as producer:
+        r = producer.send(topic, b"once")
+    assert r.broker == "b2" and r.attempts >= 2 and r.status == "SEND_OK"
+    assert all(w.startswith("b2: ") for w in r.retries)
+    assert bodies(brokers.addr("b2"), topic) == [b"once"]
+    assert bodies(brokers.addr("b1"), topic) == []
+    doc, why = view_by_id(brokers.addr("b2"), r.msg_id)
+    assert doc is not None, why
+    assert (doc["body"], doc["queue_id"], doc["queue_offset"]) == ("once", r.queue_id,
+                                                                    r.queue_offset)
+    figures = brokers["b2"].sends.idempotent.seqs.figures()
+    assert figures["duplicates"] >= 1 and figures["producers"] >= 1
 
 
 def test_a_broker_answering_errors_is_retried_elsewhere_and_kept_out_by_the_fuse(

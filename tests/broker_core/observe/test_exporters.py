@@ -20,7 +20,7 @@ def broker(broker):
     b = broker
     body = p.encode_send("orders", -1, p.OutMessage(b"x" * 100))
     for _ in range(30):
-        asyncio.run(b.handle(p.Header(Op.SEND, 0, 0, 1, len(body)), body))
+        asyncio.run(b.handle(p.Header(op=Op.SEND, request_id=1, length=len(body)), body))
     b.clock.t += 1
     b.tick()
     return b
@@ -66,7 +66,7 @@ def test_retries_and_dead_letters_per_group_in_stats_and_metrics(broker):
     for topic, n in (("%RETRY%billing", 3), ("%DLQ%billing", 2)):
         body = p.encode_send(topic, 0, p.OutMessage(b"failed"))
         for _ in range(n):
-            asyncio.run(broker.handle(p.Header(Op.SEND, 0, 0, 1, len(body)), body))
+            asyncio.run(broker.handle(p.Header(op=Op.SEND, request_id=1, length=len(body)), body))
     broker.clock.t += 1
     broker.tick()
     doc = stats_document(broker.snapshot(), history_s=10)

@@ -1,0 +1,82 @@
+"""The send ops' side of idempotence (server.producer_seqs): a flagged SEND or
+SEND_MULTI is looked up in the put itself, and a duplicate is answered from its first
+try's records, through the same write path (it waits for the promise the first try
+waits for)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker_core.errors import BrokerError
+from broker_core.protocol.delay import PROP_REAL_QID
+from broker_core.server.producer_seqs import DUPLICATE, EXPIRED, ProducerSeqs
+from broker_core.store import MessageStore, PutResult, PutStatus
+
+
+class IdempotentPuts:
+    def __init__(self, store: MessageStore, seqs: ProducerSeqs,
+                 wall_ms: Callable[[], int]) -> None:
+        self.store, self.seqs, self.wall_ms = store, seqs, wall_ms
+
+    def expired(self, pid: int, seq: int) -> bool:
+        """Whether the send is older than the table remembers (SEQUENCE_EXPIRED: answered
+        before any work; a floor only rises, so the put need not look again)."""
+        self.seqs.ensure(self.store, self.wall_ms())
+        if self.seqs.find(pid, seq) == EXPIRED:
+            self.seqs.expired += 1
+            return True
+        return False
+
+    def put(self, pid: int, seq: int, sizes: list[int],
+            put: Callable[[], PutResult]) -> Callable[[], PutResult]:
+        """`put` of the messages of `sizes` (record sizes, in order) unless the first is
+        held already: then a PUT_OK result of the first try's records, reason DUPLICATE
+        (a SEND_MULTI is stored all or none, so its first message says for all)."""
+        seqs = self.seqs
+
+        def run() -> PutResult:
+            phys = seqs.find(pid, seq)
+            if phys is None:
+                result = put()
+                if result.status is PutStatus.PUT_OK:
+                    at = result.physical_offset
+                    for i, size in enumerate(sizes):
+                        seqs.add(pid, seq + i, at)
+                        at += size
+                return result
+            return self._first_try(pid, seq, len(sizes), phys)
+
+        return run
+
+    def _first_try(self, pid: int, seq: int, n: int, phys: int) -> PutResult:
+        seqs = self.seqs
+        try:
+            first = self.store.message_at(phys)
+            last, end = first, phys + first.size
+            for i in range(1, n):
+                at = seqs.find(pid, seq + i)
+                if at is None or at < 0:
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=(
+                        f"producer {pid:x}: sequence {seq} is held here but {seq + i} "
+                        "is not; a SEND_MULTI is retried whole"))
+                last = self.store.message_at(at)
+                end = at + last.size
+        except BrokerError:  # the record is past retention: as good as forgotten
+            seqs.expired += 1
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=(
+                f"producer {pid:x}: sequence {seq} was stored here and is gone (retention)"))
+        seqs.duplicates += n
+        return PutResult(PutStatus.PUT_OK, phys, first.queue_offset, first.store_timestamp,
+                         end, n, DUPLICATE)
+
+    def answered_queue(self, result: PutResult) -> tuple[int, list[int]]:
+        """A duplicate's queue (a delayed or half message's real one) and its records'
+        sizes, for its answer."""
+        first = self.store.message_at(result.physical_offset)
+        qid = int(first.properties.get(PROP_REAL_QID, first.queue_id))
+        sizes, at = [], result.physical_offset
+        while at < result.end_offset:
+            size = self.store.message_at(at).size
+            sizes.append(size)
+            at += size
+        return qid, sizes

@@ -1,0 +1,138 @@
+"""Which idempotent sends this broker holds: (producer id, sequence) -> where it is stored.
+
+A retry of a send whose first try was stored (its answer lost to a timeout, a cut
+link, a failover) must not be stored again: the long chaos run stored 9 % of its
+acknowledged sends twice that way. The broker looks a flagged send's pair up before
+it appends (on the loop thread, in the put itself: a retry that arrives while the
+first try still waits for its slaves finds it), and answers a duplicate with the
+first try's offsets and message id, after the same promise (the disk, the slaves).
+
+Kept in blocks of BLOCK sequences of one producer (the physical offset of each, -1
+for not held), touched blocks last: a block untouched for `window_s` is dropped, and
+at most `max_blocks` are kept (oldest first). The numbers below a dropped block are
+then "forgotten": a retry of one is answered SEQUENCE_EXPIRED (nothing stored now,
+the first try may have been), never stored a second time. The producer gives up on a
+send long before `window_s` (client.idempotence.RETRY_HORIZON_S).
+
+A broker rebuilds the table from the CommitLog (each record's PSEQ property) when it
+starts and when it becomes master, before the first idempotent send it serves: the
+records of the last `window_s`, found through the ConsumeQueues' timestamps.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable
+
+from broker_core.protocol.idempotence import PROP_PRODUCER_SEQ, parse_seq
+from broker_core.store import MessageStore
+from broker_core.store.recovery import scan
+
+log = logging.getLogger("floodgate.broker")
+
+BLOCK = 512  # sequences a block (4 KiB of offsets)
+WINDOW_S = 120.0  # a block untouched this long is forgotten
+MAX_BLOCKS = 16384  # at most 64 MiB of offsets: 8 M sends within the window
+EXPIRED = -2  # `find`: older than what is remembered
+DUPLICATE = "duplicate"  # PutResult.reason of a send answered from its first try
+
+
+class ProducerSeqs:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 window_s: float = WINDOW_S, max_blocks: int = MAX_BLOCKS) -> None:
+        self.clock, self.window_s, self.max_blocks = clock, window_s, max_blocks
+        self._blocks: OrderedDict[tuple[int, int], list] = OrderedDict()  # -> [touched, offsets]
+        self._floor: dict[int, tuple[int, float]] = {}  # pid -> (first seq remembered, since)
+        self.stale = True  # rebuilt from the CommitLog before it is used (`ensure`)
+        self.duplicates = 0  # retries answered from their first try
+        self.expired = 0  # retries answered SEQUENCE_EXPIRED
+        self.rebuilt: dict[str, float] = {}  # the last rebuild: records, found, seconds
+
+    def find(self, pid: int, seq: int) -> int | None:
+        """The physical offset of the stored send, EXPIRED, or None (not held)."""
+        block = self._blocks.get((pid, seq // BLOCK))
+        if block is not None:
+            phys = block[1][seq % BLOCK]
+            if phys >= 0:
+                return phys
+        floor = self._floor.get(pid)
+        return EXPIRED if floor is not None and seq < floor[0] else None
+
+    def add(self, pid: int, seq: int, phys: int) -> None:
+        key = (pid, seq // BLOCK)
+        block = self._blocks.get(key)
+        now = self.clock()
+        if block is None:
+            block = self._blocks[key] = [now, array("q", [-1]) * BLOCK]
+            self._sweep(now)
+        else:
+            block[0] = now
+            self._blocks.move_to_end(key)
+        block[1][seq % BLOCK] = phys
+
+    def _sweep(self, now: float) -> None:
+        """Drop the blocks untouched for the window (and past the cap), oldest first; the
+        producers' floors rise over them. Runs when a block is made: every BLOCK sends."""
+        blocks, floors = self._blocks, self._floor
+        while blocks:
+            (pid, index), (touched, _offsets) = next(iter(blocks.items()))
+            if touched > now - self.window_s and len(blocks) <= self.max_blocks:
+                break
+            del blocks[(pid, index)]
+            old = floors.get(pid)
+            floors[pid] = (max((index + 1) * BLOCK, old[0] if old else 0), now)
+        if len(floors) > len(blocks) + 1024:  # producers long gone: forget them too
+            held = {pid for pid, _i in blocks}
+            for pid, (_seq, since) in list(floors.items()):
+                if pid not in held and since < now - self.window_s:
+                    del floors[pid]
+
+    def ensure(self, store: MessageStore, wall_ms: int) -> None:
+        """Rebuild from the CommitLog if this broker has not since it started or became
+        master (the slave's table is not kept: its records are scanned once, here)."""
+        if not self.stale:
+            return
+        self.stale = False
+        t0 = time.perf_counter()
+        self._blocks.clear()
+        self._floor.clear()
+        start = first_record_since(store, wall_ms - int(self.window_s * 1000))
+        seen = found = 0
+        if start is not None:
+            def take(msg) -> None:
+                nonlocal seen, found
+                seen += 1
+                value = msg.properties.get(PROP_PRODUCER_SEQ)
+                pair = parse_seq(value) if value else None
+                if pair is not None:
+                    found += 1
+                    self.add(pair[0], pair[1], msg.physical_offset)
+
+            scan(store.commitlog, start, take)
+        self.rebuilt = {"records": seen, "sends": found,
+                        "seconds": round(time.perf_counter() - t0, 3)}
+        if found:
+            log.info("idempotent sends rebuilt from the CommitLog: %d of %d records in %.3f s",
+                     found, seen, self.rebuilt["seconds"])
+
+    def figures(self) -> dict:
+        """/stats `idempotence`."""
+        return {"producers": len({pid for pid, _i in self._blocks}),
+                "blocks": len(self._blocks), "duplicates": self.duplicates,
+                "expired": self.expired, "window_s": self.window_s, "rebuilt": self.rebuilt}
+
+
+def first_record_since(store: MessageStore, ms: int) -> int | None:
+    """The physical offset of the oldest record stored at or after `ms` in any queue (a
+    record's start), or None when there is none."""
+    first = None
+    for topic, qid in store.queues():
+        offset = store.offset_at_time(topic, qid, ms)
+        low, high = store.queue_offsets(topic, qid)
+        if low <= offset < high:
+            phys = store.queue_unit(topic, qid, offset)
+            first = phys if first is None else min(first, phys)
+    return first

@@ -1,0 +1,135 @@
+"""Idempotent sends on a broker in-process: a retry of a stored SEND or SEND_MULTI is
+answered with its first try's offsets and message ids and stored once; what the broker
+holds is read back from its CommitLog after a restart or a promotion; a retry older
+than it remembers is refused, nothing stored."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker_core import protocol as p
+from broker_core.protocol import Code, Op
+from broker_core.protocol.idempotence import with_id
+from broker_core.protocol.multi import decode_multi_answer, encode_message, encode_multi
+from broker_core.server.broker import Broker, BrokerConfig
+from broker_core.server.producer_seqs import WINDOW_S
+from tests.clock import ManualClock
+
+pytestmark = pytest.mark.timeout(30)
+PID = 0x5EED
+
+
+def make(path, clock):
+    b = Broker(BrokerConfig("b1", path, segment_bytes=8 << 20), clock=clock)
+    b.topics.get("orders", create=True)
+    return b
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(1_794_355_200.0)
+
+
+def call(broker, op, body, seq=None):
+    flags = 0 if seq is None else p.FLAG_IDEMPOTENT
+    if seq is not None:
+        body = with_id(PID, seq, body)
+    header = p.Header(op=op, flags=flags, code=0, request_id=1, length=len(body))
+    return asyncio.run(broker.handle(header, body))
+
+
+def send(broker, body: bytes, seq: int | None, qid: int = -1):
+    code, answer = call(broker, Op.SEND, p.encode_send("orders", qid, p.OutMessage(body)),
+                        seq)
+    return code, (p.decode_send_answer(answer)[:4] if code == Code.OK else answer)
+
+
+def multi(broker, bodies, seq):
+    body = encode_multi("orders", 2, [encode_message(p.OutMessage(b)) for b in bodies])
+    code, answer = call(broker, Op.SEND_MULTI, body, seq)
+    return code, (decode_multi_answer(answer)[:2] + (decode_multi_answer(answer)[4],)
+                  if code == Code.OK else answer)
+
+
+def stored(broker, qid):
+    return broker.store.queue_offsets("orders", qid)[1]
+
+
+def test_a_retried_send_is_answered_as_its_first_try_and_stored_once(tmp_path, clock):
+    b = make(tmp_path / "b1", clock)
+    try:
+        code, first = send(b, b"paid", seq=0, qid=1)
+        assert code == Code.OK
+        assert send(b, b"paid", seq=0, qid=1) == (Code.OK, first)
+        assert send(b, b"paid", seq=0, qid=-1) == (Code.OK, first)  # (the queue it took)
+        assert send(b, b"next", seq=1, qid=1)[1][1] == 1  # a new sequence is stored
+        assert send(b, b"plain", seq=None, qid=1)[1][1] == 2  # and so is a send without one
+        assert send(b, b"plain", seq=None, qid=1)[1][1] == 3  # (at least once: twice)
+        assert stored(b, 1) == 4
+        code, body = call(b, Op.STATS, b"")
+        seqs = p.decode_json(body)["idempotence"]  # what /stats and /metrics show
+        assert (seqs["duplicates"], seqs["producers"], seqs["expired"]) == (2, 1, 0)
+    finally:
+        b.close()
+
+
+def test_a_retried_multi_is_answered_whole_and_a_partial_overlap_refused(tmp_path, clock):
+    b = make(tmp_path / "b1", clock)
+    try:
+        code, first = multi(b, [b"a", b"bb", b"ccc"], seq=10)
+        assert code == Code.OK and first[:2] == (2, 0)
+        assert multi(b, [b"a", b"bb", b"ccc"], seq=10) == (Code.OK, first)
+        code, why = multi(b, [b"x", b"y"], seq=12)  # 12 held, 13 not: not a retry of one
+        assert code == Code.MESSAGE_ILLEGAL and b"retried whole" in why
+        assert stored(b, 2) == 3
+    finally:
+        b.close()
+
+
+def test_what_a_broker_holds_is_read_back_after_a_restart_and_a_promotion(tmp_path, clock):
+    b = make(tmp_path / "b1", clock)
+    _code, first = send(b, b"before", seq=7, qid=0)
+    b.close()
+    clock.advance(5)
+    b = make(tmp_path / "b1", clock)  # restarted: its table is read from the CommitLog
+    try:
+        assert send(b, b"before", seq=7, qid=0) == (Code.OK, first)
+        assert b.sends.idempotent.seqs.rebuilt["sends"] == 1
+        send(b, b"after", seq=8, qid=0)
+        b.role_changed()  # became master: read again, both found
+        assert send(b, b"after", seq=8, qid=0)[1][1] == 1
+        assert b.sends.idempotent.seqs.rebuilt["sends"] == 2
+        assert stored(b, 0) == 2
+    finally:
+        b.close()
+
+
+def test_a_retry_older_than_remembered_is_refused_and_nothing_stored(tmp_path, clock):
+    b = make(tmp_path / "b1", clock)
+    try:
+        assert send(b, b"old", seq=3, qid=0)[0] == Code.OK
+        clock.advance(WINDOW_S + 1)
+        assert send(b, b"new", seq=600, qid=0)[0] == Code.OK  # a new block sweeps the old
+        code, why = send(b, b"old", seq=3, qid=0)
+        assert code == Code.SEQUENCE_EXPIRED and b"may have been" in why
+        code, _why = multi(b, [b"o1", b"o2"], seq=4)
+        assert code == Code.SEQUENCE_EXPIRED
+        assert stored(b, 0) == 2 and stored(b, 2) == 0
+        assert b.sends.idempotent.seqs.figures()["expired"] == 2
+    finally:
+        b.close()
+
+
+def test_a_flag_on_an_op_that_cannot_carry_it_is_a_bad_request(tmp_path, clock):
+    b = make(tmp_path / "b1", clock)
+    try:
+        code, why = call(b, Op.SEND_BATCH, b"", seq=1)
+        assert code == Code.BAD_REQUEST and b"only SEND and SEND_MULTI" in why
+        header = p.Header(op=Op.SEND, flags=p.FLAG_IDEMPOTENT, code=0, request_id=1,
+                          length=3)
+        code, why = asyncio.run(b.handle(header, b"abc"))
+        assert code == Code.BAD_REQUEST and b"no producer id" in why
+    finally:
+        b.close()
