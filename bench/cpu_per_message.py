@@ -7,6 +7,7 @@ measured over the same window after a warm-up:
 - floor: a bare uvloop server (written here) answering the same paced SEND frames
   with a canned OK, the least any Python server on an event loop can spend;
 - single: one single-copy broker (flush async), paced, then flat out (64 in flight);
+  paced again with at-least-once sends (no producer id): what idempotence costs;
 - sync pair: a master and its slave with sync replication (ZooKeeper, a controller);
 - + consumers: the same with two consumer groups reading everything (a process of
   their own, measured too);
@@ -54,6 +55,7 @@ FLOODGATE = [sys.executable, "-m", "console.cli"]
 GOALS = {  # issue 24
     "single paced / floor": 2.0,
     "sync master / single paced": 1.5,
+    "idempotent / at-least-once sends, broker": 1.1,  # (issue 61: dedup must be cheap)
     "slave / floor": 1.0,
     "consumer group on the master (us/msg)": 15.0,
     "demo consumer process (us/msg consumed)": 20.0,
@@ -104,10 +106,11 @@ def run_floor(tmp: Path, rate: float, seconds: float, warm: float, relay: bool =
         return w
 
 
-def run_single(tmp: Path, rate: float | None, seconds: float, warm: float) -> Window:
+def run_single(tmp: Path, rate: float | None, seconds: float, warm: float,
+               flags: tuple[str, ...] = ()) -> Window:
     with cluster(tmp) as c:
         b = c.file.brokers[0]
-        prod = producer(["--cluster", str(c.path)], warm + seconds + 1, rate)
+        prod = producer(["--cluster", str(c.path)], warm + seconds + 1, rate, extra=flags)
         time.sleep(warm)
         w = measure({"broker": c.procs[b.name].pid, "producer": prod.pid}, seconds,
                     lambda: stored_msgs(b.http))
@@ -260,13 +263,14 @@ def main() -> int:
     ap.add_argument("--demo-rate", type=float, help="demo --rate (default: the demo's own)")
     ap.add_argument("--demo-flags", default="", metavar="'--no-tls ...'",
                     help="more flags for the demo (what a part costs: --no-tls, --no-acl)")
-    ap.add_argument("--only", help="comma-separated: floor,single,flat,pair,consumers,trace,demo")
+    ap.add_argument("--only", help="comma-separated: floor,single,alo,flat,pair,consumers,"
+                    "trace,demo")
     ap.add_argument("--consume", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.consume:
         consumer_main(*args.consume)
         return 0
-    only = set((args.only or "floor,single,flat,pair,consumers,trace,demo").split(","))
+    only = set((args.only or "floor,single,alo,flat,pair,consumers,trace,demo").split(","))
     tmp = Path(tempfile.mkdtemp(prefix="fg-cpu-"))
     r, s, wu = args.rate, args.seconds, args.warm
     runs: dict[str, list[Window]] = {}
@@ -275,6 +279,7 @@ def main() -> int:
             print(f"round {i + 1} of {args.rounds}", file=sys.stderr)
             for name, run in (("floor", lambda: run_floor(tmp, r, s, wu)),
                               ("single", lambda: run_single(tmp, r, s, wu)),
+                              ("alo", lambda: run_single(tmp, r, s, wu, ("--at-least-once",))),
                               ("flat", lambda: run_single(tmp, None, s, wu)),
                               ("pair", lambda: run_pair(tmp, r, s, wu)),
                               ("consumers", lambda: run_pair(tmp, r, s, wu, consumers=True)),
@@ -303,6 +308,9 @@ def main() -> int:
     rows = [("floor", f"floor: bare uvloop server, paced {r:g}/s", "floor", "msgs"),
             ("single", f"single-copy broker, paced {r:g}/s", "broker", "msgs"),
             ("single", "  its producer (bench produce)", "producer", "msgs"),
+            ("alo", "single-copy broker, at-least-once sends (no producer id)", "broker",
+             "msgs"),
+            ("alo", "  its producer", "producer", "msgs"),
             ("flat", "single-copy broker, flat out", "broker", "msgs"),
             ("pair", f"master, sync replication, paced {r:g}/s", "master", "msgs"),
             ("pair", "  its slave", "slave", "msgs"),
@@ -335,6 +343,9 @@ def main() -> int:
     if {"floor", "single"} <= runs.keys():
         ratios["single paced / floor"] = per_round(
             lambda i: runs["single"][i].us_per_msg("broker") / runs["floor"][i].us_per_msg("floor"))
+    if {"single", "alo"} <= runs.keys():
+        ratios["idempotent / at-least-once sends, broker"] = per_round(
+            lambda i: runs["single"][i].us_per_msg("broker") / runs["alo"][i].us_per_msg("broker"))
     if {"single", "pair"} <= runs.keys():
         ratios["sync master / single paced"] = per_round(
             lambda i: runs["pair"][i].us_per_msg("master") / runs["single"][i].us_per_msg("broker"))

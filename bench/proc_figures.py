@@ -73,17 +73,20 @@ def answers(buf: bytearray) -> tuple[int, list[bytes]]:
     """The canned OK answer of each whole SEND or SEND_MULTI frame at the start of
     `buf` (one a message for SEND_MULTI, as a broker's), and the bytes they took."""
     from broker_core import protocol as p
+    from broker_core.protocol.idempotence import ID_HEAD
     from broker_core.protocol.multi import encode_multi_answer
 
     host = b"\x7f\0\0\x01\0\0\0\0"
     pos, out = 0, []
     while len(buf) - pos >= p.HEADER_SIZE:
-        length, _m, _v, op, _f, _r, _c, rid = p.HEADER.unpack_from(buf, pos)
+        length, _m, _v, op, flags, _r, _c, rid = p.HEADER.unpack_from(buf, pos)
         end = pos + 4 + length
         if end > len(buf):
             break
         if op == p.Op.SEND_MULTI:
             body = pos + p.HEADER_SIZE
+            if flags & p.FLAG_IDEMPOTENT:  # past the producer id and sequence
+                body += ID_HEAD.size
             head = body + 2 + (buf[body] << 8 | buf[body + 1])  # past the topic
             count = int.from_bytes(buf[head + 4:head + 6], "big")  # (queue id, count)
             answer = encode_multi_answer(0, 0, 0, host, 0, [0] * count, 0.0)
