@@ -79,7 +79,7 @@ class AsyncProducer:
                  flow_retries: int = FLOW_RETRIES, backoff: Sequence[float] = (),
                  counters: SendCounters | None = None, tracer=None, credentials=None,
                  linger_s: float = 0.0, frame_msgs: int = MAX_MULTI,
-                 idempotent: bool = True) -> None:
+                 idempotent: bool = True, deadline_s: float | None = None) -> None:
         self.routes = routes
         # a retry of a send whose answer was lost is not stored twice (client.idempotence)
         self.idempotence = Idempotence() if idempotent else None
@@ -88,7 +88,8 @@ class AsyncProducer:
         self._routes_changes = routes.changes if routes is not None else 0
         self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
         self.timeout = timeout
-        self.options = SendOptions(retries, flow_retries, tuple(backoff), group)
+        self.options = SendOptions(retries, flow_retries, tuple(backoff), group, deadline_s)
+        self._clock = clock
         self.counters = counters if counters is not None else SendCounters()
         self._names = list(self.brokers)
         self._ordered = OrderedQueues(lambda: self._names, self._route)
@@ -197,7 +198,7 @@ class AsyncProducer:
         if self.routes is not None and self.routes.changes != self._routes_changes:
             self._reroute()
         plan = SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
-                        self._rr, self.counters, ident=self.idempotence)
+                        self._rr, self.counters, ident=self.idempotence, clock=self._clock)
         self._attempt(plan, payload, done)
 
     def _attempt(self, plan: SendPlan, payload: bytes, done) -> None:

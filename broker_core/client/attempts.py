@@ -44,7 +44,7 @@ from broker_core.protocol.multi import decode_multi_answer
 
 # Codes after which another broker may succeed; the others are the caller's fault.
 RETRYABLE = frozenset({Code.SYSTEM_BUSY, Code.SYSTEM_ERROR, Code.SERVICE_NOT_AVAILABLE,
-                       Code.DISK_FULL, Code.NOT_MASTER})
+                       Code.DISK_FULL, Code.NOT_MASTER, Code.UNACKNOWLEDGED})
 # Stored (protocol.STORED_CODES): OK, or stored but short of a promise (not on disk, not on
 # a slave in time). The latter are not sent again (that would store a duplicate) and count
 # against the broker.
@@ -52,6 +52,10 @@ STORED = STORED_CODES
 FLOW_RETRIES = 3  # the RocketMQ design talk's three compensations
 MAX_BACKOFF_S = 1.0  # a hint longer than this is the broker's guess, not a promise
 DEFAULT_HINT_S = 0.05
+# with a deadline, the waits before each round over the brokers after the first (a cluster
+# refusing everywhere at once is asked again a few times a second, not in a loop)
+ROUND_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+LAST_ATTEMPT_S = 0.01  # a deadline's last attempt starts at least this long before it
 FLOW_BACKOFF_FLOOR_S = 0.01  # the first wait after FLOW_CONTROL; doubles each time  # a FLOW_CONTROL answer without a readable hint
 
 
@@ -66,10 +70,16 @@ class SendOptions:
     flow_retries: int = FLOW_RETRIES
     backoff: tuple[float, ...] = ()
     group: str = ""
+    # the retry budget as a time from the send (s): attempts go on, each on a broker not
+    # tried yet, then round again spaced by ROUND_BACKOFF_S, until it passes; `retries`
+    # then counts nothing (None: 1 + `retries` attempts, RocketMQ's default)
+    deadline_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.retries < 0 or self.flow_retries < 0:
             raise ValueError("retries and flow_retries must be >= 0")
+        if self.deadline_s is not None and not 0 < self.deadline_s <= 600:
+            raise ValueError("deadline_s must be within (0, 600] s")
         if any(not 0 <= b <= 60 for b in self.backoff):
             raise ValueError("backoff intervals must be between 0 and 60 s")
 
@@ -168,6 +178,10 @@ def stored_short(code: Code) -> str:
 NO_SLAVE_IN_SYNC = stored_short(Code.SLAVE_NOT_AVAILABLE)  # what a one-copy answer says
 
 
+def _text(code: Code, body: bytes | None) -> str:
+    return f"{code.name}: {body.decode('utf-8', 'replace') if body else ''}"
+
+
 def with_group(properties: dict[str, str] | None, group: str) -> dict[str, str] | None:
     """The message's properties with its producer group (what brokers' quotas see)."""
     if not group:
@@ -189,11 +203,12 @@ class SendPlan:
 
     __slots__ = ("fuse", "names", "options", "op", "rr", "tried", "attempt", "broker", "token",
                  "throttled", "refused", "counters", "why", "prefer", "ident", "seqs", "stay",
-                 "unanswered")
+                 "unanswered", "clock", "deadline")
 
     def __init__(self, fuse, names: Sequence[str], options: SendOptions, op: Op,
                  rr: itertools.count, counters: SendCounters | None = None,
-                 prefer: str | None = None, ident: Idempotence | None = None) -> None:
+                 prefer: str | None = None, ident: Idempotence | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """`prefer`: the first attempt goes there if the fuse lets it (the sends of one
         turn of a producer's loop go to one broker, in one write: Kafka's sticky
         partitioner); the round robin moves on from turn to turn. `ident`: the
@@ -205,6 +220,8 @@ class SendPlan:
         self.seqs: dict[str, int] = {}  # broker -> the sequence this send took there
         self.stay: str | None = None  # its answer lost there: it may be stored, retried there
         self.unanswered = 0  # attempts that got no answer after the request was written
+        self.clock = clock
+        self.deadline = None if options.deadline_s is None else clock() + options.deadline_s
         self.tried: list[str] = []
         self.why: list[str] = []  # per failed attempt, for the trace
         self.attempt = 0
@@ -244,8 +261,11 @@ class SendPlan:
         """The attempt's outcome: ("ok", SendResult), ("fail", SendFailed) or
         ("retry", why); reports the call to the fuse. `written`: False when the request
         never left (no connection): nothing can have been stored."""
-        if code is None and written and self.ident is not None:
-            return self._unanswered(reason, closing)
+        if self.ident is not None and ((code is None and written)
+                                       or code == Code.UNACKNOWLEDGED):
+            # it may be stored there: a master that lost its role after storing it, its
+            # slave promoted with it or without
+            return self._unanswered(reason or _text(code, body), closing, code)
         if code == Code.FLOW_CONTROL:
             return self._throttled(body, closing)
         if code == Code.NO_PERMISSION:
@@ -253,8 +273,8 @@ class SendPlan:
         # NOT_MASTER: this client's routes are ahead of (or behind) the broker's own role
         # in a failover; the broker is well. Held against it, the group stayed out for its
         # minute after its slave had taken over (the routes moved before the promotion)
-        broker, broker_ok = self.broker, code is not None and (code not in RETRYABLE
-                                                               or code == Code.NOT_MASTER)
+        broker, broker_ok = self.broker, code is not None and (
+            code not in RETRYABLE or code in (Code.NOT_MASTER, Code.UNACKNOWLEDGED))
         broker_ok = broker_ok and (code == Code.OK or code not in STORED)
         if code in STORED:
             try:
@@ -272,33 +292,54 @@ class SendPlan:
             return "fail", SendFailed(f"{broker}: {code.name}: {message}", code,
                                       tuple(self.why))
         self.why.append(f"{broker}: {why}")
-        if self.attempt - self.throttled - self.refused > self.options.retries or closing:
-            return "fail", SendFailed(
-                f"send failed after {self.attempt} attempt(s); last from {broker}: {why}", code,
-                tuple(self.why))
         self.tried.append(broker)
         wait = self._interval(self.attempt - self.throttled)
         if self.stay is not None:  # (it may be stored there: spaced as a lost answer is)
             wait = max(wait, SAME_GROUP_BACKOFF_S[min(self.unanswered, 4) - 1])
+        elif self.deadline is not None and len(self.tried) % len(self.names) == 0:
+            rounds = len(self.tried) // len(self.names)  # every broker asked: round again
+            wait = max(wait, ROUND_BACKOFF_S[min(rounds, len(ROUND_BACKOFF_S)) - 1])
+        wait = self._next_wait(closing, wait)
+        if wait is None:
+            return "fail", SendFailed(
+                f"send failed after {self.attempt} attempt(s); last from {broker}: {why}", code,
+                tuple(self.why))
         return ("backoff", wait) if wait else ("retry", why)
 
-    def _unanswered(self, reason: str, closing: bool) -> tuple[str, object]:
+    def _next_wait(self, closing: bool, wait: float) -> float | None:
+        """The wait before the next attempt, or None when the budget is spent: with a
+        deadline, one passed (a wait past it is cut short: a last attempt just before it,
+        the one a failover finished meanwhile answers); else 1 + `retries` attempts made
+        (those throttled or refused apart)."""
+        if closing:
+            return None
+        if self.deadline is not None:
+            left = self.deadline - self.clock() - LAST_ATTEMPT_S
+            return None if left <= 0 else min(wait, left)
+        if self.attempt - self.throttled - self.refused > self.options.retries:
+            return None
+        return wait
+
+    def _unanswered(self, reason: str, closing: bool, code: Code | None = None
+                    ) -> tuple[str, object]:
         """No answer to a written idempotent send: it may be stored there, and only there
         would a retry be known for one; so it stays with that broker (its group: routes
         follow a failover), spaced by SAME_GROUP_BACKOFF_S, until its attempts run out.
         At least once would store it elsewhere, and twice if the first had landed."""
         broker = self.broker
-        self._end(False, why=reason)
+        healthy = code is not None  # (UNACKNOWLEDGED: a failover's answer, not a fault)
+        self._end(healthy, why="" if healthy else reason)
         self.why.append(f"{broker}: {reason}")
         self.stay = broker
         self.unanswered += 1
-        if self.attempt - self.throttled - self.refused > self.options.retries or closing:
+        waits = SAME_GROUP_BACKOFF_S
+        wait = self._next_wait(closing, waits[min(self.unanswered, len(waits)) - 1])
+        if wait is None:
             return "fail", SendFailed(
                 f"send failed after {self.attempt} attempt(s); last from {broker}: {reason}; "
                 f"it may be stored on {broker}: not sent elsewhere, where it would be a "
-                "duplicate", None, tuple(self.why))
-        waits = SAME_GROUP_BACKOFF_S
-        return "backoff", waits[min(self.unanswered, len(waits)) - 1]
+                "duplicate", code, tuple(self.why))
+        return "backoff", wait
 
     def unauthenticated(self, exc: BrokerError) -> SendFailed:
         """The broker refused this client's credentials (acl.handshake.AuthFailed): the

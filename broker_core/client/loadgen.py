@@ -180,7 +180,8 @@ class LoadGenerator:
                             flow_retries=opts.flow_retries, backoff=opts.backoff,
                             counters=base.counters, tracer=getattr(base, "tracer", None),
                             linger_s=spec.linger_s, frame_msgs=spec.frame_msgs,
-                            idempotent=base.idempotence is not None)
+                            idempotent=base.idempotence is not None,
+                            deadline_s=opts.deadline_s)
         body = b"x" * spec.size
         prefix = spec.key_prefix
         topics = spec.topic.split(",")

@@ -98,6 +98,7 @@ class Producer:
         client: str | None = None,
         credentials=None,
         idempotent: bool = True,
+        deadline_s: float | None = None,
     ) -> None:
         self.routes = routes
         # a retry of a send whose answer was lost is not stored twice (client.idempotence)
@@ -106,7 +107,7 @@ class Producer:
         self._routes_changes = routes.changes if routes is not None else 0
         self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
         self.timeout = timeout
-        self.options = SendOptions(retries, flow_retries, tuple(backoff), group)
+        self.options = SendOptions(retries, flow_retries, tuple(backoff), group, deadline_s)
         self.counters = SendCounters()
         self._clock = clock
         self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
@@ -274,7 +275,7 @@ class Producer:
         """`pinned`: every attempt to this broker only (an ordered send's queue)."""
         self._follow_routes()
         return SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
-                        self._rr, self.counters, ident=self.idempotence)
+                        self._rr, self.counters, ident=self.idempotence, clock=self._clock)
 
     def _start(self, op: Op, payload: bytes) -> Future:
         outer: Future = Future()

@@ -67,6 +67,7 @@ class ChaosSpec:
     gap_s: tuple[float, float] = (2.0, 4.0)  # healthy between faults
     settle_timeout: float = 60.0
     history: Path | None = None
+    send_deadline: float = 15.0  # each send's retry budget (client.attempts.SendOptions)
 
 
 def check_spec(spec: ClusterFile, chaos: ChaosSpec) -> None:
@@ -182,7 +183,8 @@ async def _produce(run: _Run) -> None:
         h.add("ack", key=key, seq=seq, group=res.broker, master=master, status=res.status,
               queue=res.queue_id, offset=res.queue_offset)
 
-    async with AsyncProducer(routes=run.routes, timeout=1.0, retries=2) as producer:
+    async with AsyncProducer(routes=run.routes, timeout=1.0,
+                             deadline_s=run.chaos.send_deadline) as producer:
         run.fuse = producer.fuse
         start = loop.time()
         seq, last_flush = 0, start

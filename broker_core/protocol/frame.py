@@ -102,6 +102,8 @@ class Code(IntEnum):
     PULL_SESSION_GONE = 23  # a pull session unknown here or out of step: name every queue again
     SEQUENCE_EXPIRED = 24  # an idempotent retry older than the broker remembers: nothing
     # stored now; the first try may have been (protocol.idempotence)
+    UNACKNOWLEDGED = 25  # stored here, then this master lost its role before its slaves held
+    # it: the group's new master may hold it or not; not acknowledged
 
 
 # Stored, if short of a promise: answered with the OK body (a send must not be repeated)

@@ -107,7 +107,9 @@ class ProducerSeqs:
                 seen += 1
                 value = msg.properties.get(PROP_PRODUCER_SEQ)
                 pair = parse_seq(value) if value else None
-                if pair is not None:
+                # (the first record of a pair: a delayed or transactional send's copy into
+                # its real queue keeps the pair, and the send's answer named the original)
+                if pair is not None and self.find(*pair) is None:
                     found += 1
                     self.add(pair[0], pair[1], msg.physical_offset)
 

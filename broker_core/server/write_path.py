@@ -141,5 +141,6 @@ class WritePath:
 
 def _replicated(code: int, result) -> tuple[int, object]:
     if code == Code.NOT_MASTER:  # demoted while parked: never acknowledged
-        return code, "no longer master: not acknowledged, send again"
+        return Code.UNACKNOWLEDGED, ("no longer master: stored here, not acknowledged by the "
+                                     "slaves; the group's new master may hold it or not")
     return code, result

@@ -48,6 +48,9 @@ def register(sub) -> None:
                       help="or several, comma-separated: each message to the next in turn")
     prod.add_argument("--timeout", type=positive_float, default=3.0,
                       help="per-request timeout, s")
+    prod.add_argument("--send-deadline", type=float_range(0.001, 600), metavar="S",
+                      help="each send's retry budget in seconds (Kafka's delivery.timeout.ms): "
+                      "attempts until it passes, not 1 + 2 retries")
     prod.add_argument("--no-fuse", action="store_true", help="plain round robin, no fuse")
     prod.add_argument("--group", default="", help="producer group (what brokers' quotas see)")
     prod.add_argument("--flow-retries", type=nonneg_int, default=3, metavar="N",
@@ -146,7 +149,7 @@ def run_produce(args) -> int:
     producer = Producer(brokers, fuse=False if args.no_fuse else None, timeout=args.timeout,
                         routes=routes, group=args.group, flow_retries=args.flow_retries,
                         backoff=backoff, trace_rate=args.trace_rate,
-                        idempotent=not args.at_least_once)
+                        idempotent=not args.at_least_once, deadline_s=args.send_deadline)
     gen = LoadGenerator(producer, LoadSpec(args.topic, args.size, args.count, args.duration,
                                            args.rate, args.batch, args.concurrency,
                                            args.key_prefix, args.start_at, args.stamp,

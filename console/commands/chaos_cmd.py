@@ -22,6 +22,10 @@ def register(dsub) -> None:
     p.add_argument("--seed", type=seed, default=1, help="the nemesis's random seed (1)")
     p.add_argument("--rate", type=positive_float, default=200.0,
                    help="messages per second (200)")
+    p.add_argument("--send-deadline", type=positive_float, default=15.0, metavar="S",
+                   help="each send's retry budget (15 s: a fault's length and a failover); "
+                   "a send with no answer is retried on its group only (idempotent: stored "
+                   "once), one refused goes to another group")
     p.add_argument("--history", type=Path, metavar="FILE",
                    help="where the history goes (default: DIR/chaos-<time>.jsonl beside "
                    "the cluster file; the report beside it, .report.json)")
@@ -82,7 +86,7 @@ def run_chaos_cmd(args) -> int:
         raise UsageError("--faults names no fault kind")
     spec = load_cluster(args.cluster)
     chaos = ChaosSpec(duration=args.duration, faults=faults, seed=args.seed, rate=args.rate,
-                      history=args.history)
+                      history=args.history, send_deadline=args.send_deadline)
     report = run_chaos(spec, chaos, Path(args.cluster).parent)
     args.event_fields = {"lost": report.lost, "duplicated": report.duplicates_stored}
     if args.json:

@@ -243,7 +243,8 @@ class Demo:
         argv = [sys.executable, "-m", "console.cli", "bench", "produce", "--cluster",
                 str(self.cluster.path), "--topic", DEMO_TOPIC, "--rate", f"{o.rate:g}",
                 "--duration", "1e9", "--size", str(o.size), "--concurrency", "64",
-                "--timeout", "3", "--group", DEMO_GROUP, "--trace-rate", f"{o.trace_rate:g}",
+                "--timeout", "3", "--send-deadline", "10", "--group", DEMO_GROUP,
+                "--trace-rate", f"{o.trace_rate:g}",
                 "--key-prefix", KEY_PREFIX, "--start-at", f"{start_at:.3f}", "--stamp",
                 "--name", "demo", "--http-port",
                 str(self.producer_port), *self.realtime_args]

@@ -125,3 +125,83 @@ def test_an_isolated_broker_is_not_chosen():
     p.answer(Code.SYSTEM_ERROR, b"x")
     assert all(SendPlan(fuse, BROKERS, SendOptions(), Op.SEND, itertools.count()).next()
                != first for _ in range(20))
+
+
+def deadline_plan(deadline_s: float, ident=True):
+    from broker_core.client.idempotence import Idempotence
+
+    clock = ManualClock(100.0)
+    fuse = Fuse(BROKERS, clock=clock, seed=1)
+    p = SendPlan(fuse, BROKERS, SendOptions(deadline_s=deadline_s), Op.SEND,
+                 itertools.count(), SendCounters(),
+                 ident=Idempotence(pid=7) if ident else None, clock=clock)
+    return p, clock
+
+
+def test_an_idempotent_send_without_an_answer_stays_with_its_broker_and_keeps_its_number():
+    p, clock = deadline_plan(10.0)
+    first = p.next()
+    flags, body = p.frame(b"payload")
+    assert body.endswith(b"payload") and flags
+    kind, wait = p.answer(None, None, "no answer in 1 s")  # written: it may be stored there
+    assert (kind, wait) == ("backoff", 0.05)
+    clock.advance(wait)
+    assert p.next() == first and p.frame(b"payload") == (flags, body)  # the same sequence
+    assert p.answer(Code.SYSTEM_BUSY, b"busy")[0] == "backoff"  # still there, spaced
+    assert p.next() == first
+    kind, result = p.answer(Code.OK, OK_BODY)
+    assert kind == "ok" and result.broker == first and result.attempts == 3
+
+
+def test_a_send_never_written_goes_to_the_next_broker_with_that_ones_number():
+    p, clock = deadline_plan(10.0)
+    first = p.next()
+    _flags, there = p.frame(b"m")
+    assert p.answer(None, None, "connection refused", written=False)[0] == "retry"
+    second = p.next()
+    _flags, here = p.frame(b"m")
+    assert second != first and p.seqs == {first: 0, second: 0}  # each group numbers its own
+
+
+def test_with_a_deadline_the_brokers_are_asked_round_after_round_until_it_passes():
+    p, clock = deadline_plan(2.0, ident=False)
+    waits = []
+    while True:
+        p.next()
+        clock.advance(0.001)  # an attempt's round trip
+        kind, value = p.answer(Code.SYSTEM_ERROR, b"boom")
+        if kind == "fail":
+            break
+        if kind == "backoff":
+            waits.append(value)
+            clock.advance(value)
+    assert p.attempt > 3 * len(BROKERS)  # not 1 + retries: the time is the budget
+    assert waits[:3] == [0.05, 0.1, 0.2]  # a round over every broker, then a growing wait
+    assert 101.9 < clock() < 100.0 + 2.0 and "send failed after" in str(value)
+
+
+def test_a_wait_past_the_deadline_is_cut_short_for_a_last_attempt():
+    p, clock = deadline_plan(2.0)
+    broker = p.next()
+    clock.advance(1.0)
+    assert p.answer(None, None, "no answer in 1 s") == ("backoff", 0.05)
+    clock.advance(0.05)
+    p.next()
+    clock.advance(0.5)
+    kind, wait = p.answer(None, None, "connection lost")  # 0.5 s would be due; 0.44 left
+    assert kind == "backoff" and wait == pytest.approx(2.0 - 1.55 - 0.01)
+    clock.advance(wait)
+    assert p.next() == broker  # the last attempt, just before the deadline
+    assert p.answer(Code.OK, OK_BODY)[0] == "ok"
+
+
+def test_an_unanswered_send_fails_at_its_deadline_saying_it_may_be_stored():
+    p, clock = deadline_plan(3.0)
+    broker = p.next()
+    while True:
+        kind, value = p.answer(None, None, "no answer in 1 s")
+        if kind == "fail":
+            break
+        clock.advance(1.0 + value)  # each attempt's timeout, then its wait
+        assert p.next() == broker
+    assert f"it may be stored on {broker}" in str(value) and value.code is None

@@ -207,7 +207,7 @@ def test_unrecorded_shrink_keeps_waiting_for_the_slave(tmp_path):
     asyncio.run(main())
 
 
-def test_demoted_master_answers_parked_sends_not_master(tmp_path):
+def test_demoted_master_answers_parked_sends_unacknowledged(tmp_path):
     async def frozen(in_sync):  # ZooKeeper away: the set stays as it is
         return False
 
@@ -223,7 +223,7 @@ def test_demoted_master_answers_parked_sends_not_master(tmp_path):
             await m.node.become_slave(s.info(2), s.addr)  # epoch 2 elsewhere
             with pytest.raises(SendFailed) as err:
                 await sends
-            assert err.value.code == Code.NOT_MASTER  # parked, then never acknowledged
+            assert err.value.code == Code.UNACKNOWLEDGED  # parked, then never acknowledged
         finally:
             await s.close()
             await m.close()

@@ -133,3 +133,20 @@ def test_a_flag_on_an_op_that_cannot_carry_it_is_a_bad_request(tmp_path, clock):
         assert code == Code.BAD_REQUEST and b"no producer id" in why
     finally:
         b.close()
+
+
+def test_the_table_keeps_at_most_its_blocks_and_forgets_the_oldest_first():
+    from broker_core.server.producer_seqs import BLOCK, EXPIRED, ProducerSeqs
+
+    clock = ManualClock(0.0)
+    seqs = ProducerSeqs(clock, window_s=60, max_blocks=2)
+    seqs.add(1, 0, 100)
+    clock.advance(1)
+    seqs.add(2, 0, 200)
+    clock.advance(1)
+    seqs.add(1, 5, 105)  # producer 1's block touched again: producer 2's is the oldest
+    seqs.add(1, BLOCK, 900)  # a third block: one must go
+    assert seqs.find(2, 0) == EXPIRED and seqs.find(2, 1) == EXPIRED  # below its floor
+    assert (seqs.find(1, 0), seqs.find(1, 5), seqs.find(1, BLOCK)) == (100, 105, 900)
+    assert seqs.find(1, 1) is None and seqs.find(3, 0) is None  # never stored: not held
+    assert seqs.figures()["blocks"] == 2
