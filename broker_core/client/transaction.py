@@ -13,7 +13,9 @@ then periodically, 15 times at most, then rolls it back.
 The broker cannot call a producer (connections carry requests one way), so the
 producer asks: a thread polls every broker with CHECK_TRANSACTION each `poll_s`
 and answers each half handed to it with END_TRANSACTION. A check must be
-idempotent: a half whose send was retried after a timeout may exist twice.
+idempotent: a half may be checked more than once (its producer's sends are idempotent,
+so a half retried after a timeout is stored once; one sent with `idempotent=False` may
+exist twice).
 """
 
 from __future__ import annotations
