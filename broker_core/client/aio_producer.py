@@ -32,14 +32,13 @@ from broker_core.client.attempts import (
     SendOptions,
     SendPlan,
     SendResult,
-    producer_brokers,
-    release_resynced,
     with_group,
 )
 from broker_core.client.connection import BrokerUnavailable, Connection, parse_addr
 from broker_core.client.idempotence import Idempotence
 from broker_core.client.ordering import OrderedQueues, choose
 from broker_core.client.producer import encode_many, encode_one
+from broker_core.client.producer_setup import producer_brokers, release_resynced
 from broker_core.client.tracing import traced_properties
 from broker_core.client.turn_batch import MAX_MULTI, TurnBatcher
 from broker_core.errors import BrokerError

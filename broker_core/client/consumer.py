@@ -23,12 +23,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-from broker_core.client.attempts import normalize_brokers
 from broker_core.client.connection import BrokerUnavailable
 from broker_core.client.consume_modes import Broadcast, Clustering, Orderly
 from broker_core.client.group_calls import GroupCalls, Refusals
 from broker_core.client.membership import GroupMember
 from broker_core.client.pool import ConnectionPool
+from broker_core.client.producer_setup import normalize_brokers
 from broker_core.client.pulls import DownList, Pulls
 from broker_core.client.retry import (
     DLQ_PREFIX,

@@ -28,15 +28,13 @@ from broker_core.client.attempts import (
     SendOptions,
     SendPlan,
     SendResult,
-    normalize_brokers,
-    producer_brokers,
-    release_resynced,
     with_group,
 )
 from broker_core.client.connection import BrokerUnavailable, NotSent
 from broker_core.client.idempotence import Idempotence
 from broker_core.client.ordering import OrderedQueues, choose
 from broker_core.client.pool import ConnectionPool
+from broker_core.client.producer_setup import normalize_brokers, producer_brokers, release_resynced
 from broker_core.client.sweeper import CallSweeper
 from broker_core.client.tracing import SendTracer, traced_properties, traces
 from broker_core.errors import BrokerError
@@ -74,8 +72,10 @@ def client_id() -> str:
 class Producer:
     """`routes` (a replicated cluster, e.g. `ha.routes.ZkRoutes`): brokers are its
     groups, each reached at its current master (see AsyncProducer). `group`: the
-    producer group brokers' quotas see; `flow_retries` and `backoff`: see
-    `client.attempts.SendOptions`.
+    producer group brokers' quotas see; `flow_retries`, `backoff` and `deadline_s` (the
+    retry budget as a time, not 1 + `retries` attempts): see `client.attempts.SendOptions`.
+    `idempotent` (default): a send is stored once though retried (client.idempotence);
+    False: at least once.
 
     `trace_rate` (0..1, default off): the share of `send`s traced (broker_core.trace):
     they carry the TRACE property and their outcome goes to the trace topic, through

@@ -49,6 +49,9 @@ class DrillSpec:
     concurrency: int = 512
     timeout: float = 3.0  # per send attempt
     ready_timeout: float = 30.0
+    # each send's retry budget: one in flight to the killed master waits for its group's
+    # new master (idempotent: stored once), not 1 + 2 attempts within a second
+    send_deadline: float = 15.0
 
 
 @dataclass
@@ -151,7 +154,8 @@ async def _produce(routes, drill: DrillSpec, result: DrillResult,
         if changed:
             result.detect_s = loop.time() - kill_at[0]
 
-    async with AsyncProducer(routes=routes, timeout=drill.timeout, retries=2) as producer:
+    async with AsyncProducer(routes=routes, timeout=drill.timeout,
+                             deadline_s=drill.send_deadline) as producer:
         watcher = asyncio.ensure_future(watch_routes())
         tasks = []
         start = loop.time()
