@@ -173,7 +173,7 @@ class Broker:
     def role_changed(self) -> None:
         """This broker became master (or stopped being one): the passes look again, and
         the idempotent sends it holds are read from its CommitLog again."""
-        self.sends.idempotent.seqs.stale = True
+        self.sends.idempotent.seqs.mark_stale()
         if self.housekeeping is not None:
             self.housekeeping.role_changed()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker_core.errors import BrokerError
+from broker_core.protocol import Code
 from broker_core.protocol.delay import PROP_REAL_QID
 from broker_core.server.producer_seqs import DUPLICATE, EXPIRED, ProducerSeqs
 from broker_core.store import MessageStore, PutResult, PutStatus
@@ -18,14 +19,21 @@ class IdempotentPuts:
                  wall_ms: Callable[[], int]) -> None:
         self.store, self.seqs, self.wall_ms = store, seqs, wall_ms
 
-    def expired(self, pid: int, seq: int) -> bool:
-        """Whether the send is older than the table remembers (SEQUENCE_EXPIRED: answered
-        before any work; a floor only rises, so the put need not look again)."""
-        self.seqs.ensure(self.store, self.wall_ms())
-        if self.seqs.find(pid, seq) == EXPIRED:
-            self.seqs.expired += 1
-            return True
-        return False
+    def refusal(self, pid: int, seq: int) -> tuple[int, bytes] | None:
+        """Why the send is answered before any work, or None: the table still being read
+        back (NOT_MASTER: a new master, send again in a moment), or a send older than it
+        remembers (SEQUENCE_EXPIRED; a floor only rises, so the put need not look
+        again)."""
+        seqs = self.seqs
+        if not seqs.ready(self.store, self.wall_ms()):
+            return Code.NOT_MASTER, (b"this broker is reading back the idempotent sends it "
+                                     b"holds (it just became master): send again in a moment")
+        if seqs.find(pid, seq) == EXPIRED:
+            seqs.expired += 1
+            return Code.SEQUENCE_EXPIRED, (
+                f"producer {pid:x}: sequence {seq} is older than this broker remembers; "
+                "nothing stored now, the first try may have been").encode()
+        return None
 
     def put(self, pid: int, seq: int, sizes: list[int],
             put: Callable[[], PutResult]) -> Callable[[], PutResult]:

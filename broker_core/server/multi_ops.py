@@ -18,7 +18,7 @@ from broker_core.protocol import Code, Op
 from broker_core.protocol.idempotence import MAX_SEQ, seq_field
 from broker_core.protocol.multi import decode_multi, encode_multi_answer
 from broker_core.server.producer_seqs import DUPLICATE
-from broker_core.server.send_ops import ANSWERED_OK, Reply, SendOps, expired_text, prepare
+from broker_core.server.send_ops import ANSWERED_OK, Reply, SendOps, prepare
 from broker_core.server.topic_table import TopicError
 from broker_core.store import PutStatus
 
@@ -36,9 +36,8 @@ def send_multi(ops: SendOps, rid: int, body: bytes, received: float,
     if ident is not None:
         if ident[1] + n - 1 > MAX_SEQ:
             return ops._refused(Op.SEND_MULTI, rid, *b.bad("sequence past 2^32 - 1"))
-        if ops.idempotent.expired(*ident):
-            return ops._failed(Op.SEND_MULTI, rid, Code.SEQUENCE_EXPIRED, expired_text(ident),
-                               received, n)
+        if (refused := ops.idempotent.refusal(*ident)) is not None:
+            return ops._failed(Op.SEND_MULTI, rid, *refused, received, n)
     sets = [ops._set(text) for _tags, _keys, text, _data in msgs]
     group = sets[0].group
     why = None

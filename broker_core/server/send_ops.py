@@ -91,11 +91,6 @@ def property_set(text: str) -> PropertySet:
                        half)
 
 
-def expired_text(ident: tuple[int, int]) -> bytes:
-    return (f"producer {ident[0]:x}: sequence {ident[1]} is older than this broker "
-            "remembers; nothing stored now, the first try may have been").encode()
-
-
 def _field(name: str, value: str) -> str:
     if "\x01" in value or "\x02" in value:
         raise MessageIllegalError(f"{name.lower()} must not contain \\x01 or \\x02")
@@ -159,6 +154,8 @@ class SendOps:
         self._ip, self._port = host[:4], int.from_bytes(host[4:], "big", signed=True)
         self.idempotent = IdempotentPuts(broker.store, ProducerSeqs(broker.clock),
                                          lambda: int(broker.clock() * 1000))
+        # what the store holds read back before the broker serves (a promotion: in a thread)
+        self.idempotent.seqs.ensure(broker.store, int(broker.clock() * 1000))
 
     def _set(self, text: str) -> PropertySet:
         ps = self._sets.get(text)
@@ -178,9 +175,8 @@ class SendOps:
             topic, qid, tags, keys, text, data = p.decode_send_fields(body)
         except p.ProtocolError as exc:
             return self._refused(Op.SEND, rid, *b.bad(str(exc)))
-        if ident is not None and self.idempotent.expired(*ident):
-            return self._failed(Op.SEND, rid, Code.SEQUENCE_EXPIRED, expired_text(ident),
-                                received)
+        if ident is not None and (refused := self.idempotent.refusal(*ident)) is not None:
+            return self._failed(Op.SEND, rid, *refused, received)
         ps = self._set(text)
         try:
             code, checked = b.check_send(topic, qid, len(data), ps.group, 1)

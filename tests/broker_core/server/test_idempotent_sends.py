@@ -150,3 +150,22 @@ def test_the_table_keeps_at_most_its_blocks_and_forgets_the_oldest_first():
     assert (seqs.find(1, 0), seqs.find(1, 5), seqs.find(1, BLOCK)) == (100, 105, 900)
     assert seqs.find(1, 1) is None and seqs.find(3, 0) is None  # never stored: not held
     assert seqs.figures()["blocks"] == 2
+
+
+def test_a_new_master_with_much_to_read_back_reads_it_in_a_thread_and_serves_meanwhile(
+        tmp_path, clock, monkeypatch):
+    from broker_core.server import producer_seqs
+
+    b = make(tmp_path / "b1", clock)
+    try:
+        _code, first = send(b, b"held", seq=5, qid=0)
+        monkeypatch.setattr(producer_seqs, "READ_INLINE_BYTES", 0)  # everything "much"
+        b.role_changed()  # became master
+        code, why = send(b, b"held", seq=5, qid=0)
+        assert code == Code.NOT_MASTER and b"reading back" in why  # the producer comes again
+        assert send(b, b"plain", seq=None, qid=0)[0] == Code.OK  # the rest served meanwhile
+        b.sends.idempotent.seqs.join(10)
+        assert send(b, b"held", seq=5, qid=0) == (Code.OK, first)  # adopted: known
+        assert stored(b, 0) == 2
+    finally:
+        b.close()
