@@ -227,6 +227,7 @@ def _headless(demo, args, stop: threading.Event) -> int:
                 "consumer_delay": consumer_delay(demo.data_dir),
                 "throttled_total": state.flow.total if state else 0,
                 "transactions": _transactions(state),
+                "idempotence": _idempotence(state),
                 "faults": [{"time": a.time, "broker": a.broker, "action": a.action}
                            for a in demo.actions]}
 
@@ -316,6 +317,17 @@ def _transactions(state) -> dict:
     return out
 
 
+def _idempotence(state) -> dict:
+    """Retries the brokers answered from their first try (stored once), and those too old
+    to tell, summed over every broker (each counts those it answered)."""
+    out = {"duplicates": 0, "expired": 0}
+    for b in state.brokers if state else ():
+        figures = (b.stats.idempotence if b.stats is not None else None) or {}
+        for key in out:
+            out[key] += int(figures.get(key) or 0)
+    return out
+
+
 def _print_summary(summary: dict) -> None:
     from console.data.state import BEHIND_SHARE
     from console.tui.format import clock, ms
@@ -348,6 +360,9 @@ def _print_summary(summary: dict) -> None:
         print(f"  consumer group {name}: send -> in hand p50 {ms(d['p50_s'])}, p99 "
               f"{ms(d['p99_s'])}, max {ms(d['max_s'])} ({d['count']:,} messages, the first "
               f"10 s not counted)")
+    ide = summary["idempotence"]
+    print(f"idempotent sends: {ide['duplicates']:,} retries answered from their first try "
+          f"(stored once), {ide['expired']:,} too old to tell")
     if summary["throttled_total"]:
         print(f"flow control: {summary['throttled_total']:,} sends throttled")
     tx = summary["transactions"]
