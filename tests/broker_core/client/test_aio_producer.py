@@ -20,6 +20,7 @@ from broker_core.client.connection import BrokerUnavailable
 from broker_core.protocol import PRODUCER_GROUP, Code, OutMessage
 from broker_core.protocol.delay import SCHEDULE_TOPIC
 from broker_core.server import topic_admin
+from broker_core.server.faults import FaultSpec
 from broker_core.server.flow_control import Quota
 from fuse import Fuse
 from tests.broker_core.client.live_brokers import MAX_BYTES, bodies, stored
@@ -102,6 +103,24 @@ def test_a_broker_that_never_answers_is_given_up_after_the_timeout(brokers, topi
     assert (r.broker, r.attempts) == ("b1", 2)
     assert r.retries == (f"silent: {silent}: no answer in 0.3 s",)
     assert bodies(brokers.addr("b1"), topic) == [b"late"]
+
+
+def test_a_frame_whose_answer_was_lost_is_stored_once_and_answered_whole(brokers, topic):
+    # each write held 0.5 s for 0.6 s: the frame of five is stored after the producer gave
+    # up on it (0.3 s), and its retries, to the same broker, are answered from it
+    brokers.call(brokers["b2"].faults.inject, FaultSpec(latency_ms=500, duration_s=0.6))
+
+    async def main():
+        names = {"b2": brokers.addr("b2"), "b1": brokers.addr("b1")}
+        async with AsyncProducer(names, fuse=False, timeout=0.3, retries=6) as producer:
+            return await asyncio.gather(*(producer.send(topic, b"m%d" % i) for i in range(5)))
+
+    results = asyncio.run(main())
+    assert {r.broker for r in results} == {"b2"} and min(r.attempts for r in results) >= 2
+    assert [r.queue_offset - results[0].queue_offset for r in results] == [0, 1, 2, 3, 4]
+    assert len({r.msg_id for r in results}) == 5
+    assert bodies(brokers.addr("b2"), topic) == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+    assert bodies(brokers.addr("b1"), topic) == []
 
 
 def test_an_idempotent_send_unanswered_is_not_sent_elsewhere(brokers, topic, silent):
