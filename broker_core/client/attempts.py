@@ -26,7 +26,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from broker_core.client.idempotence import IDEMPOTENT_OPS, SAME_GROUP_BACKOFF_S, Idempotence
+from broker_core.client.idempotence import (
+    IDEMPOTENT_OPS,
+    RETRY_HORIZON_S,
+    SAME_GROUP_BACKOFF_S,
+    Idempotence,
+)
 from broker_core.errors import BrokerError
 from broker_core.message_id import encode_id
 from broker_core.protocol import (
@@ -77,8 +82,9 @@ class SendOptions:
     def __post_init__(self) -> None:
         if self.retries < 0 or self.flow_retries < 0:
             raise ValueError("retries and flow_retries must be >= 0")
-        if self.deadline_s is not None and not 0 < self.deadline_s <= 600:
-            raise ValueError("deadline_s must be within (0, 600] s")
+        if self.deadline_s is not None and not 0 < self.deadline_s <= RETRY_HORIZON_S:
+            raise ValueError(f"deadline_s must be within (0, {RETRY_HORIZON_S:g}] s: a "
+                             "broker remembers an idempotent send for twice that")
         if any(not 0 <= b <= 60 for b in self.backoff):
             raise ValueError("backoff intervals must be between 0 and 60 s")
 

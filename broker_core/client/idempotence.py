@@ -2,8 +2,8 @@
 sequence for each broker group.
 
 The id is random (63 bits), not handed out by a broker: no round trip before the first
-send and no table of ids to replicate, at a chance of two producers colliding below
-one in 10^10 for a hundred thousand producers alive together. A send takes its number
+send and no table of ids to replicate, at a chance of two producers colliding of about
+one in 2 x 10^9 for a hundred thousand producers alive together (n^2 / 2^64). A send takes its number
 from the group it first goes to and keeps it on every retry there; a send that was
 never written to a group (refused, or no connection) goes to another with that one's
 next number. A send whose answer was lost (a timeout, a link cut after it was written)
@@ -23,7 +23,8 @@ IDEMPOTENT_OPS = frozenset({Op.SEND, Op.SEND_MULTI})
 # waits before the retries of a send whose first try may be stored, on its group only: long
 # enough for a failover to promote the slave (a controller takes a few seconds)
 SAME_GROUP_BACKOFF_S = (0.05, 0.5, 1.5, 3.0)
-# a producer gives up on a send well within the broker's memory of it (producer_seqs.WINDOW_S)
+# a send's deadline at most (SendOptions.deadline_s): well within the broker's memory of it
+# (producer_seqs.WINDOW_S, 120 s)
 RETRY_HORIZON_S = 60.0
 
 

@@ -48,7 +48,7 @@ def register(sub) -> None:
                       help="or several, comma-separated: each message to the next in turn")
     prod.add_argument("--timeout", type=positive_float, default=3.0,
                       help="per-request timeout, s")
-    prod.add_argument("--send-deadline", type=float_range(0.001, 600), metavar="S",
+    prod.add_argument("--send-deadline", type=float_range(0.001, 60), metavar="S",
                       help="each send's retry budget in seconds (Kafka's delivery.timeout.ms): "
                       "attempts until it passes, not 1 + 2 retries")
     prod.add_argument("--no-fuse", action="store_true", help="plain round robin, no fuse")

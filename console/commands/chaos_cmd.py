@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.commands.common import add_subparser, positive_float, print_json, seed
+from console.commands.common import add_subparser, float_range, positive_float, print_json, seed
 from console.errors import CommandFailed, UsageError
 
 
@@ -22,7 +22,7 @@ def register(dsub) -> None:
     p.add_argument("--seed", type=seed, default=1, help="the nemesis's random seed (1)")
     p.add_argument("--rate", type=positive_float, default=200.0,
                    help="messages per second (200)")
-    p.add_argument("--send-deadline", type=positive_float, default=15.0, metavar="S",
+    p.add_argument("--send-deadline", type=float_range(0.001, 60), default=15.0, metavar="S",
                    help="each send's retry budget (15 s: a fault's length and a failover); "
                    "a send with no answer is retried on its group only (idempotent: stored "
                    "once), one refused goes to another group")
