@@ -16,6 +16,8 @@ differ and does everything else the same way.
   message is retried in place (its queue waits, the same message comes again) up to
   `max_reconsume` times, then goes to the dead-letter queue, never to the retry topic
   (that would put it behind the messages that followed it).
+- `ExactlyOnce` (a transform's input: client.transform): orderly's locks, and offsets
+  committed only inside the transform's transactions, never by the consumer itself.
 """
 
 from __future__ import annotations
@@ -254,3 +256,18 @@ class Orderly(Clustering):
 
     def close(self) -> None:
         self.leases.release(self.consumer.assignment)
+
+
+class ExactlyOnce(Orderly):
+    """Orderly's locks; the offsets move only with the transactions that commit what was
+    made of the messages (client.transform), never by a commit of the consumer's."""
+
+    def commit(self, wait: bool) -> bool:
+        return True  # nothing to do: a transaction carried them, or nothing may
+
+    def nack(self, message: Message, delay) -> str:
+        raise ValueError("an exactly-once transform's input is not sent back: its queue "
+                         "is read again from the group's offset when a transaction fails")
+
+    def consume(self, handler, max_msgs: int, timeout: float, stop) -> None:
+        raise ValueError("an exactly-once consumer is read by client.transform.Transform")

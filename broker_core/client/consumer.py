@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from broker_core.client.connection import BrokerUnavailable
-from broker_core.client.consume_modes import Broadcast, Clustering, Orderly
+from broker_core.client.consume_modes import Broadcast, Clustering, ExactlyOnce, Orderly
 from broker_core.client.group_calls import GroupCalls, Refusals
 from broker_core.client.membership import GroupMember
 from broker_core.client.pool import ConnectionPool
@@ -75,16 +75,19 @@ class Consumer(GroupMember):
         offsets_file: str | os.PathLike | None = None,
         orderly: bool = False,
         credentials=None,
+        exactly_once: bool = False,
     ) -> None:
         """`retry`: also read the group's retry topic (client.retry), where `nack` sends
         the messages a handler failed; `max_reconsume` tries before the dead-letter queue;
         `retry_delay`: one delay level for every retry (default: growing from 10 s).
         `broadcast`: read every queue, offsets kept in `offsets_file` (required).
-        `orderly`: lock each queue, one message at a time, retried in place (above)."""
+        `orderly`: lock each queue, one message at a time, retried in place (above).
+        `exactly_once`: orderly's locks, offsets moved only by a transform's transactions
+        (client.transform)."""
         check_group(group)  # before anything is asked of a broker: its retries need it
         if (problem := topic_problem(topic)) is not None:  # it would wait forever
             raise ValueError(problem)
-        if broadcast and orderly:
+        if broadcast and (orderly or exactly_once):
             raise ValueError("a consumer is broadcast or orderly, not both: an orderly queue "
                              "has one consumer in its group")
         if offsets_file is not None and not broadcast:
@@ -132,6 +135,7 @@ class Consumer(GroupMember):
         self._retry: Consumer | None = None
         # where the three ways differ (client.consume_modes)
         self.mode = (Broadcast(self, offsets_file) if broadcast
+                     else ExactlyOnce(self) if exactly_once
                      else Orderly(self) if orderly else Clustering(self))
         if (retry and self.mode.reads_retry_topic
                 and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX))):

@@ -47,6 +47,7 @@ class QueueLeases:
         self.group, self.topic, self.client_id = group, topic, client_id
         self._call, self._clock = call_json, clock
         self._granted: dict[Queue, float] = {}  # queue -> when the renewal that won it was sent
+        self.epochs: dict[Queue, int] = {}  # the lock's epoch, as the broker said
         self.retry_at = 0.0
         self.lost = 0  # locks that lapsed or were refused while this client held them
 
@@ -73,9 +74,12 @@ class QueueLeases:
                 log.debug("%s: no lock from %s: %s", self.group, broker, exc)
                 continue  # what it held stays trusted until TRUST_S after its last renewal
             locked = set(answer.get("locked", []))
+            epochs = answer.get("epochs") or {}
             for qid in qids:
                 if qid in locked:
                     self._granted[(broker, qid)] = sent
+                    if str(qid) in epochs:
+                        self.epochs[(broker, qid)] = int(epochs[str(qid)])
                 else:
                     self._granted.pop((broker, qid), None)
         owned = set(owned)

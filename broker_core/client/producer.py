@@ -165,6 +165,20 @@ class Producer:
             body, tags or "", keys or "", with_group(properties, self.options.group) or {}))
         return self._call(Op.SEND, payload, pinned=broker)
 
+    def send_to(self, broker: str, topic: str, queue_id: int, message: OutMessage) -> Future:
+        """Send to one queue of one broker (or group), retried there only: a transform's
+        output, which must stay in the broker group its input came from. A Future of
+        its SendResult (SendFailed)."""
+        payload = encode_send(topic, queue_id, OutMessage(
+            message.body, message.tags, message.keys,
+            with_group(message.properties, self.options.group) or {}))
+        return self._start(Op.SEND, payload, pinned=broker)
+
+    def queue_count(self, broker: str, topic: str) -> int:
+        """How many queues `topic` has on `broker` (created, as a send would)."""
+        self._follow_routes()
+        return self._route(broker, topic)
+
     def request(self, broker: str, op: Op, payload: bytes,
                 timeout: float | None = None) -> tuple[int, bytes]:
         """One request to `broker` (a name of this producer's), no retry elsewhere: the
@@ -277,9 +291,9 @@ class Producer:
         return SendPlan(self.fuse, [pinned] if pinned else self._names, self.options, op,
                         self._rr, self.counters, ident=self.idempotence, clock=self._clock)
 
-    def _start(self, op: Op, payload: bytes) -> Future:
+    def _start(self, op: Op, payload: bytes, pinned: str | None = None) -> Future:
         outer: Future = Future()
-        self._attempt(self._plan(op), payload, outer)
+        self._attempt(self._plan(op, pinned), payload, outer)
         return outer
 
     def _attempt(self, plan: SendPlan, payload: bytes, outer: Future) -> None:

@@ -104,6 +104,8 @@ class Code(IntEnum):
     # stored now; the first try may have been (protocol.idempotence)
     UNACKNOWLEDGED = 25  # stored here, then this master lost its role before its slaves held
     # it: the group's new master may hold it or not; not acknowledged
+    FENCED = 26  # a transaction carrying a consumer group's offsets from a holder that lost
+    # its queue (its lock moved, or the offsets moved past where it read from): rolled back
 
 
 # Stored, if short of a promise: answered with the OK body (a send must not be repeated)

@@ -12,9 +12,13 @@ SIGKILL or a promoted slave rebuilds the pending set from.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from enum import StrEnum
 
 PROP_TX_HALF = "TRAN_MSG"  # "true" on a half message (RocketMQ's property)
+# on a transform's output: the input it was made of, TOPIC:QUEUE:OFFSET (client.transform)
+PROP_CONSUMED_FROM = "CONSUMED_FROM"
 HALF_TOPIC = "%TX_HALF%"
 OP_TOPIC = "%TX_OP%"
 
@@ -30,21 +34,80 @@ class TxState(StrEnum):
 
 
 # who resolved a half: its producer right after the local transaction, its producer
-# group answering a check-back, an operator (`floodgate tx resolve`), or the broker
-# when the checks ran out
-RESOLVERS = ("producer", "check", "operator", "checks-exhausted")
+# group answering a check-back, an operator (`floodgate tx resolve`), the broker when
+# the checks ran out, or the broker refusing a commit whose consumer lost its queue
+RESOLVERS = ("producer", "check", "operator", "checks-exhausted", "fenced")
 
 
-def op_body(decision: TxState, half_offset: int, by: str) -> bytes:
-    return f"{decision.value} {half_offset} {by}".encode()
+@dataclass(frozen=True)
+class Consumed:
+    """What a consume-transform-produce transaction read: its consumer group's offsets
+    in one input topic, committed with the output or not at all. `queues`: queue id ->
+    (the offset it read from, the offset past what it read, its lock's epoch)."""
+
+    group: str
+    topic: str
+    client_id: str
+    queues: dict[int, tuple[int, int, int]]
+
+    def document(self) -> dict:
+        return {"group": self.group, "topic": self.topic, "client_id": self.client_id,
+                "queues": {str(q): list(v) for q, v in sorted(self.queues.items())}}
+
+    @classmethod
+    def parse(cls, doc) -> Consumed:
+        """From a request or an op record; ValueError saying what is wrong."""
+        if not isinstance(doc, dict):
+            raise ValueError(f"consumed must be an object, got {doc!r}")
+        group, topic, client = doc.get("group"), doc.get("topic"), doc.get("client_id")
+        if not all(isinstance(x, str) and x for x in (group, topic, client)):
+            raise ValueError("consumed names its group, topic and client_id")
+        queues = {}
+        for qid, v in (doc.get("queues") or {}).items():
+            if (not str(qid).isdigit() or not isinstance(v, list) or len(v) != 3
+                    or not all(type(x) is int and x >= 0 for x in v) or v[1] < v[0]):
+                raise ValueError(f"consumed queue {qid!r} must be [from, to, epoch] with "
+                                 f"0 <= from <= to, got {v!r}")
+            queues[int(qid)] = (v[0], v[1], v[2])
+        if not queues:
+            raise ValueError("consumed names at least one queue")
+        return cls(group, topic, client, queues)
 
 
-def parse_op(body: bytes) -> tuple[TxState, int, str] | None:
-    """An op record's (decision, half offset, resolver); None when it is not one."""
+@dataclass(frozen=True)
+class TxOp:
+    """An op record: how its halves went, who said so, and the offsets it commits."""
+
+    decision: TxState
+    halves: tuple[int, ...]
+    by: str
+    consumed: Consumed | None = None
+
+
+def op_body(decision: TxState, halves, by: str, consumed: Consumed | None = None) -> bytes:
+    """One record for the whole transaction: every half it settles and the offsets it
+    commits (recovery treats it as the commit: server.tx_commits). A lone half keeps the
+    short form earlier brokers wrote."""
+    halves = [halves] if isinstance(halves, int) else list(halves)
+    if len(halves) == 1 and consumed is None:
+        return f"{decision.value} {halves[0]} {by}".encode()
+    doc = {"d": decision.value, "halves": halves, "by": by}
+    if consumed is not None:
+        doc["consumed"] = consumed.document()
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def parse_op(body: bytes) -> TxOp | None:
+    """An op record's content; None when it is not one."""
     try:
+        if body[:1] == b"{":
+            doc = json.loads(body)
+            consumed = doc.get("consumed")
+            return TxOp(TxState(doc["d"]), tuple(int(h) for h in doc["halves"]),
+                        str(doc["by"]), None if consumed is None else Consumed.parse(consumed))
         decision, offset, by = body.decode().split(" ", 2)
-        return TxState(decision), int(offset), by
-    except ValueError:
+        return TxOp(TxState(decision), (int(offset),), by)
+    except (ValueError, KeyError, TypeError):
         return None
 
 

@@ -91,10 +91,11 @@ class Broker:
                                   lambda t, q, m: deliver_due(self, t, q, m),
                                   lambda: int(self.clock() * 1000))
         self.tx_table = TxTable(data / "transactions.json")
+        self.locks = QueueLocks(monotonic, clock)
         self.tx = TxService(self.store, self.tx_table,
                             lambda t, q, m: commit_half(self, t, q, m),
                             lambda: int(self.clock() * 1000), config.tx_check_s,
-                            config.tx_check_s)
+                            config.tx_check_s, self.offsets, self.locks)
         self.flow = FlowControl(data / "quotas.json")
         self.acl = AclTable(data / "acl.json")
         if config.acl_admin is not None and not self.acl.users:
@@ -115,7 +116,6 @@ class Broker:
         self.members = GroupMembers(monotonic)
         self.broadcast = BroadcastProgress(monotonic)
         self.backlog = BacklogEvaluator(monotonic)
-        self.locks = QueueLocks(monotonic, clock)
         self.heat = QueueHeat(monotonic)
         self.recorder = OpRecorder(OPS, clock)
         self._stats_json = StatsJson()  # /stats: each closed second encoded once

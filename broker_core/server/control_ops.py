@@ -95,8 +95,9 @@ async def lock_batch(broker, body: bytes) -> tuple[int, bytes]:
     group, client, topic, qids = _lock_request(body)
     if (refused := broker.write_refusal()) is not None:
         return refused  # only a master grants: its slaves learn its locks (ha.node)
-    return Code.OK, p.encode_json({"locked": broker.locks.lock(group, client, topic, qids),
-                                   "lease_s": broker.locks.lease_s})
+    locked = broker.locks.lock(group, client, topic, qids)
+    return Code.OK, p.encode_json({"locked": locked, "lease_s": broker.locks.lease_s,
+                                   "epochs": broker.locks.epochs(group, client, topic, locked)})
 
 
 async def unlock_batch(broker, body: bytes) -> tuple[int, bytes]:

@@ -117,6 +117,12 @@ class OffsetTable(JsonTable):
             self.dirty = True
         return True
 
+    def advance(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Move an offset forward to `offset`, never back (a transaction's commit)."""
+        if offset > self.offsets.get((group, topic, queue_id), -1):
+            self.offsets[(group, topic, queue_id)] = offset
+            self.dirty = True
+
     def reset(self, group: str, topic: str, offsets: dict[int, int], epoch: int) -> None:
         """An operator moved `group`'s offsets in `topic` (queue -> offset)."""
         for qid, offset in offsets.items():

@@ -8,6 +8,10 @@ The consumer trusts its own lock for half the lease after the renewal it sent
 (client.orderly), so a holder that cannot renew has stopped long before the
 broker hands its queue to someone else.
 
+A lock's epoch is the wall millisecond it was granted to its holder: a transaction
+that commits a queue's offsets names the epoch it read under, and is fenced when
+the queue has been granted since (server.tx_commits).
+
 Locks live in memory on the master and go to its slaves with the other tables
 (ha.node's meta, once a second), as leases left: a promoted slave knows who held
 what, and the holder's next renewal finds its queue still its own.
@@ -26,6 +30,10 @@ class Lock:
     client_id: str
     renewed: float  # monotonic
     since: float  # wall time it was granted to this holder
+
+
+def epoch_of(lock: Lock) -> int:
+    return int(lock.since * 1000)
 
 
 class QueueLocks:
@@ -58,6 +66,21 @@ class QueueLocks:
                 lock.renewed = now
             held.append(qid)
         return held
+
+    def epochs(self, group: str, client_id: str, topic: str, qids: list[int]) -> dict[int, int]:
+        """The epochs of the locks `client_id` holds among `qids`."""
+        out = {}
+        for qid in qids:
+            lock = self._locks.get((group, topic, qid))
+            if lock is not None and lock.client_id == client_id:
+                out[qid] = epoch_of(lock)
+        return out
+
+    def holds(self, group: str, client_id: str, topic: str, qid: int, epoch: int) -> bool:
+        """`client_id` holds the queue now, under the lock of `epoch`, its lease running."""
+        lock = self._locks.get((group, topic, qid))
+        return (lock is not None and lock.client_id == client_id and epoch_of(lock) == epoch
+                and self._mono() - lock.renewed < self.lease_s)
 
     def unlock(self, group: str, client_id: str, topic: str, qids: list[int]) -> int:
         """Release the ones `client_id` holds; how many it released."""

@@ -9,9 +9,12 @@ keeps (saved by the tick, sent to slaves with the other tables, with each
 pending half's check count), so a restart or a promoted slave rebuilds the set
 by reading only what came after them.
 
-A commit stores the half in its real queue, then its op record, in one step on
-the loop (nothing can run in between); a resolved half is remembered, so a
-second commit of it (the producer's own, after a check-back's) delivers nothing.
+A transaction is one or more halves (a transform's output) settled by one op
+record, which may carry the consumer group's offsets the transaction read: the op
+is the commit, written before the halves' copies into their real queues, and a
+commit cut short by a crash is finished when the op is read back
+(server.tx_commits). A resolved half is remembered, so a second commit of it (the
+producer's own, after a check-back's) delivers nothing.
 
 Check-backs: a half unresolved for `check_after_s` is handed to a producer of
 its group when one asks (CHECK_TRANSACTION: the producer polls, as our
@@ -38,11 +41,15 @@ from broker_core.protocol.transactions import (
     MAX_CHECKS,
     OP_TOPIC,
     PROP_TX_HALF,
+    Consumed,
+    TxOp,
     TxState,
     op_body,
     parse_op,
 )
-from broker_core.server.group_state import JsonTable, read_json
+from broker_core.server.group_state import JsonTable, OffsetTable, read_json
+from broker_core.server.queue_locks import QueueLocks
+from broker_core.server.tx_commits import apply_offsets, copies_after, fence_reason
 from broker_core.store import MessageStore, PutResult, PutStatus
 
 log = logging.getLogger("floodgate.broker")
@@ -53,29 +60,31 @@ RECENT = 4096  # resolved halves past the watermark whose outcome is still named
 
 
 class TxTable(JsonTable):
-    """The watermarks and the pending halves' check counts."""
+    """The watermarks, the pending halves' check counts, and `done`: the op offset
+    before which every commit was finished (server.tx_commits)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         doc = read_json(path)
         self.half = int(doc.get("half", 0))
         self.op = int(doc.get("op", 0))
+        self.done = int(doc.get("done", 0))
         self.checks: dict[int, int] = {int(k): int(v) for k, v in doc.get("checks", {}).items()}
         self.dirty = False
 
     def document(self) -> dict:
-        return {"half": self.half, "op": self.op,
+        return {"half": self.half, "op": self.op, "done": self.done,
                 "checks": {str(k): v for k, v in sorted(self.checks.items())}}
 
     def adopt(self, doc: dict) -> None:
         """A master's table (a slave promoted reads on from there)."""
         try:
-            half, op = int(doc["half"]), int(doc["op"])
+            half, op, done = int(doc["half"]), int(doc["op"]), int(doc.get("done", 0))
             checks = {int(k): int(v) for k, v in doc.get("checks", {}).items()}
         except (KeyError, TypeError, ValueError):
             return
-        if (half, op, checks) != (self.half, self.op, self.checks):
-            self.half, self.op, self.checks = half, op, checks
+        if (half, op, done, checks) != (self.half, self.op, self.done, self.checks):
+            self.half, self.op, self.done, self.checks = half, op, done, checks
             self.dirty = True
 
 
@@ -97,8 +106,10 @@ class TxService:
     def __init__(self, store: MessageStore, table: TxTable,
                  put: Callable[[str, int, object], PutResult | None],
                  wall_ms: Callable[[], int], check_after_s: float = CHECK_AFTER_S,
-                 interval_s: float = CHECK_INTERVAL_S, max_checks: int = MAX_CHECKS) -> None:
+                 interval_s: float = CHECK_INTERVAL_S, offsets: OffsetTable | None = None,
+                 locks: QueueLocks | None = None, max_checks: int = MAX_CHECKS) -> None:
         self.store, self.table, self.put, self.wall_ms = store, table, put, wall_ms
+        self.offsets, self.locks = offsets, locks  # what commits with consumed offsets need
         self.check_after_ms = int(check_after_s * 1000)
         self.interval_ms = int(interval_s * 1000)
         self.max_checks = max_checks
@@ -112,7 +123,8 @@ class TxService:
         self._half_read = self._op_read = 0
         self.producers: dict[str, int] = {}  # producer group -> when it last asked (ms)
         self.counters = {"halves_total": 0, "committed_total": 0, "checks_total": 0,
-                         "duplicate_ends_total": 0}
+                         "duplicate_ends_total": 0, "fenced_total": 0,
+                         "offsets_committed_total": 0, "finished_on_recovery_total": 0}
         self.rolled_back: dict[str, int] = {}  # by whom -> how many
 
     # -- reading the two queues forward ---------------------------------------------------
@@ -146,6 +158,7 @@ class TxService:
             self._half_read = max(self._half_read, got.next_offset)
         olo, ohi = self.store.queue_offsets(OP_TOPIC, 0)
         self._op_read = max(self._op_read, olo)
+        unfinished: list[tuple[int, int, TxOp]] = []  # commits another life wrote
         while self._op_read < ohi:
             got = self.store.get(OP_TOPIC, 0, self._op_read, READ_BATCH)
             if not got.messages:
@@ -153,9 +166,15 @@ class TxService:
                 continue
             for m in got.messages:
                 op = parse_op(m.body)
-                if op is not None:
-                    self._resolved(op[1], m.queue_offset, op[0])
+                if op is None:
+                    continue
+                for half in op.halves:
+                    self._resolved(half, m.queue_offset, op.decision)
+                if op.decision is TxState.COMMIT and m.queue_offset >= self.table.done:
+                    unfinished.append((m.queue_offset, m.store_timestamp, op))
             self._op_read = max(self._op_read, got.next_offset)
+        if unfinished:
+            self._finish_read_back(unfinished)
 
     def _resolved(self, half: int, op_offset: int, decision: TxState) -> None:
         if half < self.table.half:
@@ -193,35 +212,92 @@ class TxService:
             return "resolved"
         return "unknown"
 
-    def end(self, offset: int, decision: TxState, by: str) -> PutResult:
-        """Write the outcome of a pending half (the caller checked `state_of`): on commit
-        the message in its real queue, then the op record. The op's PutResult (its end
-        covers both), or the failed put's."""
-        half = self.pending[offset]
+    def fence(self, consumed: Consumed) -> str | None:
+        """Why a commit carrying `consumed` must be refused now, or None."""
+        if self.offsets is None or self.locks is None:
+            return "this broker commits no consumer offsets in transactions"
+        return fence_reason(consumed, self.offsets, self.locks, self.store)
+
+    def end(self, halves: list[int], decision: TxState, by: str,
+            consumed: Consumed | None = None) -> PutResult:
+        """Write the outcome of pending halves (the caller checked `state_of`): the op
+        record, then on commit the messages in their real queues and `consumed`'s
+        offsets. The op's PutResult, its end past the last copy; or the failed put's."""
+        halves = list(halves)
         if decision is TxState.COMMIT:
-            got = self.store.get(HALF_TOPIC, 0, offset, 1)
-            if not got.messages or got.messages[0].queue_offset != offset:
-                return PutResult(PutStatus.SERVICE_NOT_AVAILABLE,
-                                 reason=f"half message {offset} not readable")
-            m = got.messages[0]
+            for offset in halves:
+                if self._half_message(offset) is None:
+                    return PutResult(PutStatus.SERVICE_NOT_AVAILABLE,
+                                     reason=f"half message {offset} not readable")
+        op = TxOp(decision, tuple(halves), by, consumed)
+        result = self.store.put(OP_TOPIC, 0, op_body(decision, halves, by, consumed),
+                                wait=False)
+        if result.status is not PutStatus.PUT_OK:
+            return result
+        for offset in halves:
+            self._resolved(offset, result.queue_offset, decision)
+        self._op_read = max(self._op_read, result.queue_offset + 1)
+        if decision is TxState.ROLLBACK:
+            self.rolled_back[by] = self.rolled_back.get(by, 0) + len(halves)
+            return result
+        self.counters["committed_total"] += len(halves)
+        end = self._finish(op, result.store_timestamp, set())
+        if end is None:  # a copy not written (a full disk): finished when read back
+            log.error("commit at op %d: a copy could not be written; finished when the op is "
+                      "read back", result.queue_offset)
+            return result
+        self.table.done = max(self.table.done, result.queue_offset + 1)
+        self.table.dirty = True
+        return result._replace(end_offset=max(end, result.end_offset))
+
+    def _half_message(self, offset: int):
+        got = self.store.get(HALF_TOPIC, 0, offset, 1)
+        if not got.messages or got.messages[0].queue_offset != offset:
+            return None
+        return got.messages[0]
+
+    def _finish(self, op: TxOp, op_ms: int, present: set[str]) -> int | None:
+        """Copy a commit's halves not in `present` into their real queues and move its
+        offsets: the end offset of the last copy (-1: none written), None when a copy
+        failed."""
+        end = -1
+        for offset in op.halves:
+            m = self._half_message(offset)
+            if m is None:
+                log.error("committed half %d is not readable: not delivered", offset)
+                continue
+            if m.msg_id in present:
+                continue
             props = m.properties or {}
             try:
                 qid = int(props.get(PROP_REAL_QID, "0"))
             except ValueError:
                 qid = 0
-            result = self.put(half.topic, qid, m)
-            if result is None or result.status is not PutStatus.PUT_OK:
-                return result or PutResult(PutStatus.SERVICE_NOT_AVAILABLE,
-                                           reason=f"topic {half.topic!r} takes no messages")
-        result = self.store.put(OP_TOPIC, 0, op_body(decision, offset, by), wait=False)
-        if result.status is PutStatus.PUT_OK:
-            self._resolved(offset, result.queue_offset, decision)
-            self._op_read = max(self._op_read, result.queue_offset + 1)
-            if decision is TxState.COMMIT:
-                self.counters["committed_total"] += 1
+            put = self.put(props.get(PROP_REAL_TOPIC, ""), qid, m)
+            if put is None:  # its topic was deleted meanwhile
+                log.warning("committed half %d: topic %r takes no messages", offset,
+                            props.get(PROP_REAL_TOPIC))
+            elif put.status is not PutStatus.PUT_OK:
+                return None
             else:
-                self.rolled_back[by] = self.rolled_back.get(by, 0) + 1
-        return result
+                end = put.end_offset
+        if op.consumed is not None and self.offsets is not None:
+            apply_offsets(op.consumed, self.offsets, op_ms)
+            self.counters["offsets_committed_total"] += 1
+        return end
+
+    def _finish_read_back(self, unfinished: list[tuple[int, int, TxOp]]) -> None:
+        """Commits read back past `done` (a restart, a promotion): the copies a crash cut
+        short written, the offsets moved. Every later op is finished once this is."""
+        present = copies_after(self.store, self.store.queue_unit(OP_TOPIC, 0, unfinished[0][0]))
+        for op_offset, op_ms, op in unfinished:
+            end = self._finish(op, op_ms, present)
+            if end is None:
+                return  # tried again at the next read back
+            if end >= 0:
+                self.counters["finished_on_recovery_total"] += 1
+            self.table.done = op_offset + 1
+            self.table.dirty = True
 
     # -- check-backs ----------------------------------------------------------------------------
     def due(self, now_ms: int) -> list[Half]:

@@ -14,7 +14,7 @@ import logging
 from broker_core import protocol as p
 from broker_core.protocol import Code, Op
 from broker_core.protocol.delay import PROP_REAL_QID
-from broker_core.protocol.transactions import HALF_TOPIC, RESOLVERS, TxState
+from broker_core.protocol.transactions import HALF_TOPIC, RESOLVERS, Consumed, TxState
 from broker_core.server.transactions import committed_copy_props
 
 log = logging.getLogger("floodgate.broker")
@@ -23,16 +23,39 @@ CHECK_PASS_S = 0.5  # how often unanswered checks are counted and exhausted halv
 MAX_CHECKS_PER_ANSWER = 256
 
 
-def _end_request(body: bytes) -> tuple[int, TxState, str]:
-    req = p.decode_json(body)
-    offset, decision, by = req.get("offset"), str(req.get("decision", "")), str(req.get("by", ""))
-    if type(offset) is not int or offset < 0:
-        raise p.ProtocolError(f"offset must be a half message's offset, got {offset!r}")
-    if decision not in (TxState.COMMIT, TxState.ROLLBACK):
-        raise p.ProtocolError(f"decision must be COMMIT or ROLLBACK, got {decision!r}")
-    if by not in RESOLVERS[:3]:
-        raise p.ProtocolError(f"by must be one of {', '.join(RESOLVERS[:3])}, got {by!r}")
-    return offset, TxState(decision), by
+class EndRequest:
+    """An END_TRANSACTION: the halves it settles (one, `offset`, or several, `halves`:
+    a transform's output), how, by whom, and the offsets it commits (`consumed`)."""
+
+    def __init__(self, body: bytes) -> None:
+        req = p.decode_json(body)
+        halves = req.get("halves", [req.get("offset")])
+        decision, by = str(req.get("decision", "")), str(req.get("by", ""))
+        if (not isinstance(halves, list) or not (halves or req.get("consumed"))
+                or not all(type(h) is int and h >= 0 for h in halves)):
+            raise p.ProtocolError(f"offset (or halves) must be half messages' offsets, got "
+                                  f"{req.get('offset', halves)!r}")
+        if decision not in (TxState.COMMIT, TxState.ROLLBACK):
+            raise p.ProtocolError(f"decision must be COMMIT or ROLLBACK, got {decision!r}")
+        if by not in RESOLVERS[:3]:
+            raise p.ProtocolError(f"by must be one of {', '.join(RESOLVERS[:3])}, got {by!r}")
+        self.consumed = None
+        if req.get("consumed") is not None and decision == TxState.COMMIT:
+            try:
+                self.consumed = Consumed.parse(req["consumed"])
+            except ValueError as exc:
+                raise p.ProtocolError(str(exc)) from None
+        if not halves and self.consumed is None:
+            raise p.ProtocolError("a transaction without halves commits a group's offsets")
+        self.halves = list(dict.fromkeys(halves))
+        self.decision, self.by = TxState(decision), by
+
+    @classmethod
+    def of(cls, offset: int, decision: TxState, by: str) -> EndRequest:
+        """The broker's own (the checks ran out), past the checks on what clients say."""
+        req = cls.__new__(cls)
+        req.halves, req.decision, req.by, req.consumed = [offset], decision, by, None
+        return req
 
 
 def end_frame(broker, rid: int, body: bytes, reply) -> bytes | None:
@@ -44,53 +67,74 @@ def end_frame(broker, rid: int, body: bytes, reply) -> bytes | None:
         return p.encode_answer(Op.END_TRANSACTION, rid, code, text)
 
     try:
-        offset, decision, by = _end_request(body)
+        req = EndRequest(body)
     except p.ProtocolError as exc:
         return frame(*broker.bad(str(exc)))
     if (refused := broker.write_refusal()) is not None:
         return frame(*refused)
-    out = start_end(broker, offset, decision, by, lambda code, text: reply(frame(code, text)))
+    out = start_end(broker, req, lambda code, text: reply(frame(code, text)))
     return None if out is None else frame(*out)
 
 
 async def end_transaction(broker, body: bytes) -> tuple[int, bytes]:
-    offset, decision, by = _end_request(body)
+    req = EndRequest(body)
     if (refused := broker.write_refusal()) is not None:
         return refused
-    return await resolve(broker, offset, decision, by)
+    return await _awaited(broker, req)
 
 
 async def resolve(broker, offset: int, decision: TxState, by: str) -> tuple[int, bytes]:
+    return await _awaited(broker, EndRequest.of(offset, decision, by))
+
+
+async def _awaited(broker, req: EndRequest) -> tuple[int, bytes]:
     fut = asyncio.get_running_loop().create_future()
-    out = start_end(broker, offset, decision, by,
-                    lambda code, text: fut.done() or fut.set_result((code, text)))
+    out = start_end(broker, req, lambda code, text: fut.done() or fut.set_result((code, text)))
     return out if out is not None else await fut
 
 
-def start_end(broker, offset: int, decision: TxState, by: str,
-              done) -> tuple[int, bytes] | None:
-    """Settle a half: the outcome is written now (the write path's common case) or
-    queued behind what came before. (code, answer) now, or None and `done(code, answer)`
-    once written and, with sync replication, held by the slaves."""
+def start_end(broker, req: EndRequest, done) -> tuple[int, bytes] | None:
+    """Settle a transaction's halves: the outcome is written now (the write path's
+    common case) or queued behind what came before. (code, answer) now, or None and
+    `done(code, answer)` once written and, with sync replication, held by the slaves.
+    A commit whose halves were partly settled already (a check-back rolled one back) or
+    whose consumer was fenced (server.tx_commits) rolls the rest back instead."""
     tx = broker.tx
-    state = tx.state_of(offset)
-    if state == "unknown":
-        return Code.MESSAGE_NOT_FOUND, (f"no half message at offset {offset} on "
+    states = [tx.state_of(h) for h in req.halves]
+    if "unknown" in states:
+        missing = req.halves[states.index("unknown")]
+        return Code.MESSAGE_NOT_FOUND, (f"no half message at offset {missing} on "
                                         f"{broker.config.name}").encode()
-    if state != "pending":  # resolved already (or being): nothing delivered twice
+    pending = [h for h, s in zip(req.halves, states, strict=True) if s == "pending"]
+    if not pending and req.halves:  # resolved already (or being): nothing delivered twice
         tx.counters["duplicate_ends_total"] += 1
-        return Code.OK, p.encode_json({"state": state, "already": True})
-    tx.resolving.add(offset)
+        return Code.OK, p.encode_json({"state": states[0], "already": True})
+    why: list[str] = []
+    if len(pending) < len(req.halves) and req.decision is TxState.COMMIT:
+        why.append("part of the transaction was settled already (a check-back): the rest "
+                   "rolled back")
+    tx.resolving.update(pending)
+
+    def put():
+        if not why and req.consumed is not None:
+            if (reason := tx.fence(req.consumed)) is not None:
+                why.append(reason)
+        if why:
+            tx.counters["fenced_total"] += 1
+            return tx.end(pending, TxState.ROLLBACK, "fenced")
+        return tx.end(pending, req.decision, req.by, req.consumed)
 
     def answer(code: int, result) -> tuple[int, bytes]:
-        tx.resolving.discard(offset)
+        tx.resolving.difference_update(pending)
         if isinstance(result, str) or not result.ok:
             reason = result if isinstance(result, str) else (result.reason or result.status.value)
             return (code if code != Code.OK else Code.SYSTEM_ERROR), reason.encode()
-        return code, p.encode_json({"state": tx.state_of(offset), "already": False})
+        if why and code == Code.OK:
+            return Code.FENCED, why[0].encode()
+        state = tx.state_of(pending[0]) if pending else "committed"  # offsets alone
+        return code, p.encode_json({"state": state, "already": False})
 
-    out = broker.write_path.write(lambda: tx.end(offset, decision, by),
-                                  lambda code, result: done(*answer(code, result)))
+    out = broker.write_path.write(put, lambda code, result: done(*answer(code, result)))
     return None if out is None else answer(*out)
 
 

@@ -1,0 +1,178 @@
+"""Consume, transform, produce, exactly once within a broker group (Kafka's
+read-process-write with sendOffsetsToTransaction; the Mogujie talk's "consume result
+and checkpoint committed atomically").
+
+    def enrich(m):                       # bytes, an OutMessage, a list of them, or None
+        return m.body.upper()
+
+    with Transform("billing", "orders", "orders-enriched", enrich, routes=routes) as t:
+        t.run(stop)
+
+Each input queue is read under its lock (client.orderly) and its offsets move only
+with a transaction: the output of a batch of one queue goes to the same broker group
+as half messages, then one END_TRANSACTION commits the halves and the group's new
+offset together (server.tx_commits), or neither. A transform that lost its queue
+(a rebalance, a lease run out, a failover) or whose range another holder committed
+is fenced: its halves are rolled back and the queue is read again from the group's
+offset. A failure of any kind does the same; halves left behind are rolled back by
+the check-back (this group answers ROLLBACK: their input is read again anyway).
+
+Promised: every input message's output is stored and visible exactly once, in the
+input queue's order, for input and output in the same broker group. Not promised: a
+message whose output goes to another group (use the output's own consumer to be
+idempotent there), and side effects of `fn` (it runs again when a batch is retried).
+Output of input queue q goes to queue q mod (the output topic's queues on that
+broker): one key's order holds from input to output.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from concurrent.futures import wait
+from dataclasses import dataclass
+
+from broker_core.client.attempts import SendFailed
+from broker_core.client.connection import BrokerUnavailable
+from broker_core.client.consumer import Consumer
+from broker_core.client.transaction import TransactionProducer
+from broker_core.errors import BrokerError
+from broker_core.protocol import Code, Op, decode_json, encode_json
+from broker_core.protocol.codecs import OutMessage
+from broker_core.protocol.record import Message
+from broker_core.protocol.transactions import (
+    PROP_CONSUMED_FROM,
+    PROP_TX_HALF,
+    Consumed,
+    TxState,
+)
+
+log = logging.getLogger("floodgate.transform")
+
+Queue = tuple[str, int]
+Output = bytes | OutMessage | Iterable[bytes | OutMessage] | None
+
+
+@dataclass
+class TransformCounters:
+    committed: int = 0  # transactions committed
+    consumed: int = 0  # input messages whose output was committed
+    produced: int = 0  # output messages committed
+    fenced: int = 0  # commits refused: the queue was no longer this transform's
+    failed: int = 0  # commits that did not happen (a broker down, a timeout): read again
+
+
+class Transform:
+    """`fn(message) -> Output` for each input message of `source`, committed to `sink`
+    with `group`'s offsets. `brokers`/`routes`/`credentials` as Consumer and Producer
+    take them; `max_batch`: input messages of one queue per transaction."""
+
+    def __init__(self, group: str, source: str, sink: str, fn: Callable[[Message], Output],
+                 brokers=None, routes=None, client_id: str | None = None,
+                 timeout: float = 3.0, credentials=None, max_batch: int = 64,
+                 **producer_kw) -> None:
+        if source == sink:
+            raise ValueError("a transform reads one topic and writes another: its output "
+                             "would be read back as input")
+        self.group, self.source, self.sink, self.fn = group, source, sink, fn
+        self.max_batch = max_batch
+        self.consumer = Consumer(group, source, brokers, client_id=client_id,
+                                 timeout=timeout, routes=routes, retry=False,
+                                 exactly_once=True, credentials=credentials)
+        self.tx = TransactionProducer(group, brokers, check=lambda _m: TxState.ROLLBACK,
+                                      routes=routes, timeout=timeout, end_oneway=False,
+                                      credentials=credentials, **producer_kw)
+        self.counters = TransformCounters()
+        self._sink_queues: dict[str, int] = {}
+
+    def step(self, timeout: float = 1.0) -> int:
+        """One poll and a transaction for each queue it brought: input messages committed."""
+        batches: dict[Queue, list[Message]] = {}
+        c = self.consumer
+        for m in c.poll(self.max_batch, timeout):
+            queue = c.pulls.queue_of(m)
+            if queue is not None:
+                batches.setdefault(queue, []).append(m)
+        return sum(self._commit(queue, batch) for queue, batch in batches.items())
+
+    def run(self, stop, timeout: float = 1.0) -> None:
+        """`step` until `stop` (an Event) is set."""
+        while not stop.is_set():
+            self.step(timeout)
+
+    def _commit(self, queue: Queue, batch: list[Message]) -> int:
+        broker, qid = queue
+        c = self.consumer
+        leases = c.mode.leases
+        begin = c.committed.get(queue)
+        epoch = leases.epochs.get(queue)
+        if not leases.valid(queue) or epoch is None or begin is None:
+            return self._again(queue)  # not ours now, or not where we think: read again
+        end = batch[-1].queue_offset + 1
+        try:
+            halves = self._send_halves(broker, qid, batch)
+            consumed = Consumed(self.group, self.source, c.client_id, {qid: (begin, end, epoch)})
+            code, body = self.tx.producer.request(broker, Op.END_TRANSACTION, encode_json({
+                "halves": halves, "decision": TxState.COMMIT.value, "by": "producer",
+                "group": self.group, "consumed": consumed.document()}))
+        except (SendFailed, BrokerUnavailable, TimeoutError, BrokerError) as exc:
+            log.info("%s: %s:%d from %d not committed (%s): read again", self.group,
+                     self.source, qid, begin, exc)
+            self.counters.failed += 1
+            return self._again(queue)
+        if code == Code.OK and decode_json(body).get("state") == "committed":
+            c.committed[queue] = end
+            self.counters.committed += 1
+            self.counters.consumed += len(batch)
+            self.counters.produced += len(halves)
+            return len(batch)
+        if code == Code.FENCED:
+            self.counters.fenced += 1
+            log.info("%s: fenced on %s:%d: %s", self.group, self.source, qid,
+                     body.decode("utf-8", "replace"))
+        else:
+            self.counters.failed += 1
+        return self._again(queue)
+
+    def _again(self, queue: Queue) -> int:
+        """Read `queue` again from the group's offset on its broker."""
+        self.consumer.pulls.drop(queue)
+        self.consumer.committed.pop(queue, None)
+        return 0
+
+    def _send_halves(self, broker: str, qid: int, batch: list[Message]) -> list[int]:
+        """The batch's output as half messages on `broker`, in input order: their offsets
+        (SendFailed when one could not be stored)."""
+        if broker not in self._sink_queues:
+            self._sink_queues[broker] = max(1, self.tx.producer.queue_count(broker, self.sink))
+        out_qid = qid % self._sink_queues[broker]
+        futures = []
+        for m in batch:
+            where = f"{self.source}:{m.queue_id}:{m.queue_offset}"
+            for out in _outputs(self.fn(m), m):
+                props = {**out.properties, PROP_TX_HALF: "true", PROP_CONSUMED_FROM: where}
+                futures.append(self.tx.producer.send_to(broker, self.sink, out_qid, OutMessage(
+                    out.body, out.tags, out.keys, props)))
+        wait(futures)
+        return [f.result().queue_offset for f in futures]
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        finally:
+            self.tx.close()
+
+    def __enter__(self) -> Transform:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _outputs(out: Output, m: Message) -> list[OutMessage]:
+    if out is None:
+        return []
+    if isinstance(out, bytes | OutMessage):
+        out = [out]
+    return [o if isinstance(o, OutMessage) else OutMessage(o, m.tags or "", m.keys or "")
+            for o in out]
