@@ -203,12 +203,14 @@ class BacklogEvaluator:
         """group -> messages behind over its queues, as of the last sample."""
         return {group: w[-1].lag for group, w in self._groups.items()}
 
-    def report(self, instances: Mapping[str, str] | None = None) -> dict[str, dict]:
+    def report(self, instances: Mapping[str, str] | None = None,
+               exactly_once: Mapping[str, int] | None = None) -> dict[str, dict]:
         """group -> {status, lag, trend_per_s, consume_per_s, produce_per_s, drain_s, idle_s,
         topics, queue_count, queues: [{topic, queue, committed, end, lag, status, drain_s}]}
         (JSON-ready); `queues` lists only queues with lag, the worst first, at most
         MAX_QUEUE_ROWS (caught-up queues are counted in `queue_count`). `instances`: the
-        names that are a broadcast group's instance -> that group (`instance_of`).
+        names that are a broadcast group's instance -> that group (`instance_of`);
+        `exactly_once`: the groups whose offsets move with transactions.
 
         The group's verdict is judged on its summed offsets: a slow consumer visits each
         of its queues in turn, so one queue may sit still for seconds while the group
@@ -227,6 +229,8 @@ class BacklogEvaluator:
                              "queue_count": self._queue_counts.get(group, 0), "queues": []}
             if instances and group in instances:
                 groups[group]["instance_of"] = instances[group]
+            if exactly_once and group in exactly_once:
+                groups[group]["exactly_once"] = True
         # caught-up queues are counted, not listed (a group may own 10,000 queues)
         for key in self._behind:
             group, topic, qid = key

@@ -166,12 +166,16 @@ def tx_families(name: str, tx, locks) -> list:
     for metric, doc, value in (
             (n.TX_COMMITS, "Half messages committed", tx.get("committed_total", 0)),
             (n.TX_CHECKS, "Check-backs of half messages made", tx.get("checks_total", 0)),
+            (n.TX_FENCED, "Transactions carrying a consumer group's offsets refused: the "
+             "queue was no longer the transform's (FENCED)", tx.get("fenced_total", 0)),
+            (n.TX_OFFSET_COMMITS, "Transactions that moved a consumer group's offsets with "
+             "their output (exactly once)", tx.get("offsets_committed_total", 0)),
             (n.LOCK_CHANGES, "Queue locks given to a new holder", locks.get("granted_total", 0))):
         fam = CounterMetricFamily(metric, doc, labels=["broker"])
         fam.add_metric([name], float(value or 0))
         out.append(fam)
     rolled = CounterMetricFamily(n.TX_ROLLBACKS, "Half messages rolled back, by who decided "
-                                 "(producer, check, operator, checks-exhausted)",
+                                 "(producer, check, operator, checks-exhausted, fenced)",
                                  labels=["broker", "by"])
     for by, count in sorted((tx.get("rolled_back") or {}).items()):
         rolled.add_metric([name, by], float(count))

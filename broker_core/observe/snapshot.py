@@ -83,7 +83,7 @@ def consumers_report(broker) -> dict[str, dict]:
     """The consumer groups' backlog verdicts (none on a slave: its groups read the master)."""
     if broker.ha is not None and broker.ha.role.value == "SLAVE":
         return {}
-    return broker.backlog.report(broker.broadcast.instances())
+    return broker.backlog.report(broker.broadcast.instances(), broker.tx.transform_groups)
 
 
 def hottest_report(broker) -> tuple[dict, ...]:

@@ -125,6 +125,7 @@ class ConsumerGroup:
     queues: tuple[Mapping[str, Any], ...] = ()  # {topic, queue, committed, end, lag, status}
     queue_count: int = 0  # every queue it has offsets on (`queues` lists those behind)
     instance_of: str | None = None  # an instance of this broadcast group (its own offsets)
+    exactly_once: bool = False  # its offsets move with transactions (client.transform)
 
     @classmethod
     def from_dict(cls, doc: Any) -> ConsumerGroup:
@@ -139,7 +140,8 @@ class ConsumerGroup:
                    tuple(str(t) for t in topics) if isinstance(topics, list) else (),
                    tuple(q for q in queues if isinstance(q, Mapping))
                    if isinstance(queues, list) else (), _num(get("queue_count"), int) or 0,
-                   str(of) if isinstance(of := get("instance_of"), str) else None)
+                   str(of) if isinstance(of := get("instance_of"), str) else None,
+                   get("exactly_once") is True)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v

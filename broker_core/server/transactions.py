@@ -40,6 +40,7 @@ from broker_core.protocol.transactions import (
     HALF_TOPIC,
     MAX_CHECKS,
     OP_TOPIC,
+    PROP_CONSUMED_FROM,
     PROP_TX_HALF,
     Consumed,
     TxOp,
@@ -97,6 +98,7 @@ class Half:
     msg_id: str
     checks: int = 0
     next_check_ms: int = 0
+    made_from: str = ""  # a transform's output: the input it was made of (TOPIC:QUEUE:OFFSET)
 
 
 class TxService:
@@ -126,6 +128,9 @@ class TxService:
                          "duplicate_ends_total": 0, "fenced_total": 0,
                          "offsets_committed_total": 0, "finished_on_recovery_total": 0}
         self.rolled_back: dict[str, int] = {}  # by whom -> how many
+        # consumer groups whose offsets move with transactions (client.transform): the
+        # console marks them exactly once; group -> such commits since this broker started
+        self.transform_groups: dict[str, int] = {}
 
     # -- reading the two queues forward ---------------------------------------------------
     def unload(self) -> None:
@@ -154,7 +159,8 @@ class TxService:
                     self.pending[m.queue_offset] = Half(
                         m.queue_offset, props.get(p.PRODUCER_GROUP, ""),
                         props.get(PROP_REAL_TOPIC, ""), m.store_timestamp, m.msg_id,
-                        self.table.checks.get(m.queue_offset, 0))
+                        self.table.checks.get(m.queue_offset, 0),
+                        made_from=props.get(PROP_CONSUMED_FROM, ""))
             self._half_read = max(self._half_read, got.next_offset)
         olo, ohi = self.store.queue_offsets(OP_TOPIC, 0)
         self._op_read = max(self._op_read, olo)
@@ -284,6 +290,8 @@ class TxService:
         if op.consumed is not None and self.offsets is not None:
             apply_offsets(op.consumed, self.offsets, op_ms)
             self.counters["offsets_committed_total"] += 1
+            group = op.consumed.group
+            self.transform_groups[group] = self.transform_groups.get(group, 0) + 1
         return end
 
     def _finish_read_back(self, unfinished: list[tuple[int, int, TxOp]]) -> None:
@@ -360,7 +368,7 @@ class TxService:
                  "next_check_s": round(max(0, max(h.next_check_ms, h.stored_ms +
                                                   self.check_after_ms) - now) / 1000, 1),
                  "producer_alive": now - self.producers.get(h.group, -10**12)
-                 <= PRODUCER_ALIVE_S * 1000}
+                 <= PRODUCER_ALIVE_S * 1000, "made_from": h.made_from}
                 for h in sorted(self.pending.values(), key=lambda h: h.offset)
                 if group is None or h.group == group]
 
@@ -369,7 +377,8 @@ class TxService:
         oldest = min((h.stored_ms for h in self.pending.values()), default=None)
         return {"pending": len(self.pending),
                 "oldest_pending_s": 0.0 if oldest is None else round((now - oldest) / 1000, 1),
-                "rolled_back": dict(self.rolled_back), **self.counters}
+                "rolled_back": dict(self.rolled_back),
+                "transform_groups": dict(self.transform_groups), **self.counters}
 
 
 def committed_copy_props(m) -> dict[str, str] | None:

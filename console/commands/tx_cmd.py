@@ -84,17 +84,23 @@ def run_list(args) -> int:
         print("no half message pending" + (f" for group {args.group}" if args.group else ""))
     else:
         print(f"{'ID':24} {'PRODUCER GROUP':16} {'TOPIC':16} {'AGE':>8} {'CHECKS':>6} "
-              f"{'NEXT CHECK':>10}  PRODUCER")
+              f"{'NEXT CHECK':>10}  {'PRODUCER':11}  MADE FROM")
         for r in sorted(rows, key=lambda r: -r["age_s"]):
             alive = "alive" if r["producer_alive"] else "none asking"
+            # a transform's output names the input offset its commit would move past
             print(f"{r['id']:24} {r['group']:16} {r['topic']:16} {r['age_s']:>7.1f}s "
-                  f"{r['checks']:>6} {r['next_check_s']:>9.1f}s  {alive}")
+                  f"{r['checks']:>6} {r['next_check_s']:>9.1f}s  {alive:11}  "
+                  f"{r.get('made_from') or '-'}")
     if not args.json:
         for name, f in sorted(figures.items()):
             rolled = ", ".join(f"{k} {v}" for k, v in sorted((f.get("rolled_back") or {}).items()))
             print(f"{name}: {f.get('pending', 0)} pending, {f.get('committed_total', 0)} "
                   f"committed, rolled back: {rolled or 'none'}, "
                   f"{f.get('checks_total', 0)} check-backs")
+            if f.get("transform_groups"):
+                groups = ", ".join(f"{g} ({n})" for g, n in sorted(f["transform_groups"].items()))
+                print(f"  exactly-once commits with offsets: {groups}; "
+                      f"{f.get('fenced_total', 0)} fenced")
     if failed:
         raise CommandFailed(f"{len(failed)} broker(s) not reached: {'; '.join(failed)}")
     return 0

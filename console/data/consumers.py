@@ -55,6 +55,7 @@ class GroupView:
     retries: int = 0  # sent back and kept in its retry topic (%RETRY%<group>), every broker
     retries_per_s: float = 0.0
     instance_of: str | None = None  # this row is an instance of a broadcast group
+    exactly_once: bool = False  # its offsets move with transactions (client.transform)
 
     @property
     def group(self) -> str:
@@ -129,7 +130,7 @@ def merge_groups(brokers: Sequence[Any], prev: Sequence[GroupView] = (),
             _history(old.history if old else (), now, lag),
             int(sum(d.get("count", 0) for d in dead)), sum(d.get("per_s", 0) for d in dead),
             int(sum(r.get("count", 0) for r in retried)), sum(r.get("per_s", 0) for r in retried),
-            instance_of))
+            instance_of, any(v.exactly_once for _, v in verdicts)))
     return tuple(sorted(groups, key=lambda g: (-g.severity, g.name)))
 
 

@@ -51,6 +51,11 @@ def test_each_input_is_output_once_in_its_queues_order(cluster_factory):
     with Transform("enrich", "orders", "enriched", upper, addrs, max_batch=16) as t:
         run_until(t, 60)
         assert t.counters.produced == 60 and t.counters.fenced == 0
+        figures = decode_json(t.tx.producer.request(cluster.file.brokers[0].name,
+                                                    Op.LIST_TRANSACTIONS, b"{}")[1])["figures"]
+    # the broker knows the group commits with its output: the console marks it
+    assert figures["transform_groups"] == {"enrich": t.counters.committed}
+    assert figures["offsets_committed_total"] == t.counters.committed
     got = read_all(addrs, "enriched", 60)
     assert sorted(m.body for m in got) == [b"O%03d" % i for i in range(60)]
     for key in (0, 1):  # one key's order holds from input to output

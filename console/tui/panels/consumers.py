@@ -49,7 +49,9 @@ def drain_cell(g: GroupView) -> Text:
 
 COLUMNS: tuple[Column, ...] = (
     Column("group", lambda g: Text(g.name) + (Text(" broadcast", style="dim") if g.instance_of
-                                               else Text()), numeric=False),
+                                               else Text())
+           + (Text(" exactly once", style="green") if g.exactly_once else Text()),
+           numeric=False),
     Column("status", lambda g: Text(g.status, style=GROUP_STYLE.get(g.status, "")),
            numeric=False),
     Column("lag", lambda g: Text(count(g.lag), style="bold" if g.lag else "")),
