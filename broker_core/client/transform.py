@@ -70,12 +70,14 @@ class Transform:
     def __init__(self, group: str, source: str, sink: str, fn: Callable[[Message], Output],
                  brokers=None, routes=None, client_id: str | None = None,
                  timeout: float = 3.0, credentials=None, max_batch: int = 64,
-                 **producer_kw) -> None:
+                 observe: Callable[[dict], None] | None = None, **producer_kw) -> None:
+        """`observe(attempt)`: each commit tried, {queue, begin, end, halves (their message
+        ids), outcome: committed | aborted (fenced or rolled back) | unknown}."""
         if source == sink:
             raise ValueError("a transform reads one topic and writes another: its output "
                              "would be read back as input")
         self.group, self.source, self.sink, self.fn = group, source, sink, fn
-        self.max_batch = max_batch
+        self.max_batch, self.observe = max_batch, observe
         self.consumer = Consumer(group, source, brokers, client_id=client_id,
                                  timeout=timeout, routes=routes, retry=False,
                                  exactly_once=True, credentials=credentials)
@@ -109,8 +111,9 @@ class Transform:
         if not leases.valid(queue) or epoch is None or begin is None:
             return self._again(queue)  # not ours now, or not where we think: read again
         end = batch[-1].queue_offset + 1
+        sent: list = []
         try:
-            halves = self._send_halves(broker, qid, batch)
+            halves = self._send_halves(broker, qid, batch, sent)
             consumed = Consumed(self.group, self.source, c.client_id, {qid: (begin, end, epoch)})
             code, body = self.tx.producer.request(broker, Op.END_TRANSACTION, encode_json({
                 "halves": halves, "decision": TxState.COMMIT.value, "by": "producer",
@@ -119,8 +122,12 @@ class Transform:
             log.info("%s: %s:%d from %d not committed (%s): read again", self.group,
                      self.source, qid, begin, exc)
             self.counters.failed += 1
+            self._observed(queue, begin, end, sent, "unknown")
             return self._again(queue)
-        if code == Code.OK and decode_json(body).get("state") == "committed":
+        state = decode_json(body).get("state") if code == Code.OK else None
+        self._observed(queue, begin, end, sent, "committed" if state == "committed" else
+                       "aborted" if code == Code.FENCED or state == "rolled-back" else "unknown")
+        if state == "committed":
             c.committed[queue] = end
             self.counters.committed += 1
             self.counters.consumed += len(batch)
@@ -134,19 +141,25 @@ class Transform:
             self.counters.failed += 1
         return self._again(queue)
 
+    def _observed(self, queue: Queue, begin: int, end: int, sent: list, outcome: str) -> None:
+        if self.observe is not None:
+            self.observe({"queue": list(queue), "begin": begin, "end": end, "outcome": outcome,
+                          "halves": [f.result().msg_id for f in sent
+                                     if f.done() and f.exception() is None]})
+
     def _again(self, queue: Queue) -> int:
         """Read `queue` again from the group's offset on its broker."""
         self.consumer.pulls.drop(queue)
         self.consumer.committed.pop(queue, None)
         return 0
 
-    def _send_halves(self, broker: str, qid: int, batch: list[Message]) -> list[int]:
+    def _send_halves(self, broker: str, qid: int, batch: list[Message],
+                     futures: list) -> list[int]:
         """The batch's output as half messages on `broker`, in input order: their offsets
-        (SendFailed when one could not be stored)."""
+        (SendFailed when one could not be stored); `futures` gets their sends."""
         if broker not in self._sink_queues:
             self._sink_queues[broker] = max(1, self.tx.producer.queue_count(broker, self.sink))
         out_qid = qid % self._sink_queues[broker]
-        futures = []
         for m in batch:
             where = f"{self.source}:{m.queue_id}:{m.queue_offset}"
             for out in _outputs(self.fn(m), m):

@@ -36,6 +36,7 @@ from broker_core.client.attempts import SendFailed
 from broker_core.client.consumer import Consumer
 from broker_core.cluster import netfault
 from broker_core.cluster.chaos_checker import ChaosReport, check, load_history
+from broker_core.cluster.chaos_pipeline import Pipeline
 from broker_core.cluster.cluster_file import ClusterFile
 from broker_core.cluster.netns import CLIENTS
 from broker_core.cluster.readback import read_queue_bodies
@@ -68,6 +69,7 @@ class ChaosSpec:
     settle_timeout: float = 60.0
     history: Path | None = None
     send_deadline: float = 15.0  # each send's retry budget (client.attempts.SendOptions)
+    pipeline: bool = True  # the topic transformed exactly once too (cluster.chaos_pipeline)
 
 
 def check_spec(spec: ClusterFile, chaos: ChaosSpec) -> None:
@@ -137,10 +139,13 @@ def run_chaos(spec: ClusterFile, chaos: ChaosSpec, state_dir: Path) -> ChaosRepo
                names_by_addr={b.addr: b.name for b in spec.brokers})
     threads = [threading.Thread(target=f, args=(run,), name=f.__name__, daemon=True)
                for f in (_watch_masters, _watch_fuse, _nemesis, _consume)]
+    pipeline = Pipeline(run) if chaos.pipeline else None
     try:
         routes.wait(chaos.settle_timeout)
         for t in threads:
             t.start()
+        if pipeline is not None:
+            pipeline.start()
         asyncio.run(_produce(run))
     finally:
         run.stop.set()
@@ -149,7 +154,11 @@ def run_chaos(spec: ClusterFile, chaos: ChaosSpec, state_dir: Path) -> ChaosRepo
         _heal_all(run)
     wait_masters(spec, chaos.settle_timeout)  # every group back, a slave in sync
     try:
+        if pipeline is not None:
+            run.history.add("pipeline", drained=pipeline.drain())
         _read_back(run)
+        if pipeline is not None:
+            pipeline.read_back()
     finally:
         routes.close()
         run.history.close()

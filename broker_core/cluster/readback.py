@@ -22,6 +22,11 @@ from broker_core.protocol import (
 
 def read_queue_bodies(conn: Connection, topic: str, queue_id: int,
                       timeout: float = 5.0) -> Iterable[bytes]:
+    return (m.body for m in read_queue(conn, topic, queue_id, timeout))
+
+
+def read_queue(conn: Connection, topic: str, queue_id: int, timeout: float = 5.0):
+    """Every message of the queue, from its first kept, in order."""
     offset = 0
     while True:
         req = PullRequest("floodgate-readback", topic, [(queue_id, offset)], 1024, 0)
@@ -31,8 +36,7 @@ def read_queue_bodies(conn: Connection, topic: str, queue_id: int,
                               f"{body.decode('utf-8', 'replace')}")
         ((state, msgs, _corrupt),) = read_pull_answer(body)
         status, next_offset, min_offset = state.status, state.next_offset, state.min_offset
-        for m in msgs:
-            yield m.body
+        yield from msgs
         if status == "OFFSET_TOO_SMALL":
             next_offset = max(next_offset, min_offset)
         elif not msgs and next_offset == offset:

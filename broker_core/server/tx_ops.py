@@ -100,6 +100,7 @@ def start_end(broker, req: EndRequest, done) -> tuple[int, bytes] | None:
     A commit whose halves were partly settled already (a check-back rolled one back) or
     whose consumer was fenced (server.tx_commits) rolls the rest back instead."""
     tx = broker.tx
+    tx.catch_up()  # a promoted master's offsets: the commits read back first
     states = [tx.state_of(h) for h in req.halves]
     if "unknown" in states:
         missing = req.halves[states.index("unknown")]

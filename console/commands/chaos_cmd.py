@@ -26,6 +26,9 @@ def register(dsub) -> None:
                    help="each send's retry budget (15 s: a fault's length and a failover); "
                    "a send with no answer is retried on its group only (idempotent: stored "
                    "once), one refused goes to another group")
+    p.add_argument("--no-pipeline", dest="pipeline", action="store_false",
+                   help="leave out the exactly-once pipeline (the topic transformed into "
+                   "<topic>-out by two members of one group, under the same faults)")
     p.add_argument("--history", type=Path, metavar="FILE",
                    help="where the history goes (default: DIR/chaos-<time>.jsonl beside "
                    "the cluster file; the report beside it, .report.json)")
@@ -45,6 +48,7 @@ def report_lines(r) -> list[str]:
              "order      not promised by these sends (no ordered key)",
              f"duplicates {r.duplicates_stored} stored twice, {r.duplicates_delivered} "
              f"delivered twice to the group (at least once: not a failure)"]
+    lines += pipeline_lines(r.pipeline)
     kinds: dict[str, int] = {}
     for f in r.faults:
         kinds[f["fault"]["kind"]] = kinds.get(f["fault"]["kind"], 0) + 1
@@ -77,6 +81,20 @@ def report_lines(r) -> list[str]:
     return lines
 
 
+def pipeline_lines(p: dict) -> list[str]:
+    if not p:
+        return []
+    s = p["samples"]
+    return [f"pipeline   exactly once: {p['inputs']:,} inputs -> {p['outputs']:,} outputs"
+            + ("" if p["drained"] else " (NOT drained: the transforms never caught up)")
+            + f"; {p['commits']:,} commits, {p['aborted']} aborted, {p['unknown']} unknown",
+            f"           lost {p['lost']}" + (f" ({', '.join(s['lost'][:5])})" if p["lost"]
+                                              else "")
+            + f", duplicated {p['duplicated']}, aborted reads {p['aborted_reads']}"
+            + f", order {p['order_violations']} violation(s)"
+            + (f" ({s['order'][0]})" if p["order_violations"] else "")]
+
+
 def run_chaos_cmd(args) -> int:
     from broker_core.cluster.chaos import ChaosSpec, run_chaos
     from broker_core.cluster.cluster_file import load_cluster
@@ -86,7 +104,8 @@ def run_chaos_cmd(args) -> int:
         raise UsageError("--faults names no fault kind")
     spec = load_cluster(args.cluster)
     chaos = ChaosSpec(duration=args.duration, faults=faults, seed=args.seed, rate=args.rate,
-                      history=args.history, send_deadline=args.send_deadline)
+                      history=args.history, send_deadline=args.send_deadline,
+                      pipeline=args.pipeline)
     report = run_chaos(spec, chaos, Path(args.cluster).parent)
     args.event_fields = {"lost": report.lost, "duplicated": report.duplicates_stored}
     if args.json:
@@ -94,7 +113,12 @@ def run_chaos_cmd(args) -> int:
     else:
         print("\n".join(report_lines(report)))
     if not report.ok:
+        p = report.pipeline
         raise CommandFailed(f"{report.lost} acknowledged message(s) lost, "
                             f"{report.split_brain_acks} split-brain ack(s), "
-                            f"{report.order_violations} order violation(s)")
+                            f"{report.order_violations} order violation(s)"
+                            + (f"; pipeline: {p['lost']} lost, {p['duplicated']} duplicated, "
+                               f"{p['aborted_reads']} aborted read(s), "
+                               f"{p['order_violations']} out of order"
+                               + ("" if p["drained"] else ", not drained") if p else ""))
     return 0
