@@ -186,6 +186,16 @@ class Producer:
         self._follow_routes()
         return self._pool.get(broker).call(op, payload, timeout or self.timeout)
 
+    def request_async(self, broker: str, op: Op, payload: bytes) -> Future:
+        """`request` without waiting: a Future of (code, body); BrokerUnavailable when
+        it cannot be sent. The caller forgets it on its own timeout (`forget`)."""
+        self._follow_routes()
+        return self._pool.get(broker).request(op, payload)
+
+    def forget(self, broker: str, fut: Future) -> None:
+        """A request_async answer no longer waited for."""
+        self._pool.get(broker).forget(fut)
+
     def request_oneway(self, broker: str, op: Op, payload: bytes) -> None:
         """`request` without an answer (BrokerUnavailable when it cannot be sent)."""
         self._follow_routes()

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from concurrent.futures import wait
-from dataclasses import dataclass
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
 
 from broker_core.client.attempts import SendFailed
 from broker_core.client.connection import BrokerUnavailable
@@ -51,6 +52,20 @@ log = logging.getLogger("floodgate.transform")
 
 Queue = tuple[str, int]
 Output = bytes | OutMessage | Iterable[bytes | OutMessage] | None
+
+
+@dataclass
+class _Attempt:
+    """One queue's batch on its way to a commit."""
+
+    queue: Queue
+    begin: int  # the group's offset it read from
+    end: int  # past its last message
+    epoch: int  # of the queue's lock it read under
+    count: int  # input messages
+    sent: list = field(default_factory=list)  # its halves' sends (Futures)
+    answer: Future | None = None  # the END_TRANSACTION's
+    failed: bool = False
 
 
 @dataclass
@@ -88,75 +103,117 @@ class Transform:
         self._sink_queues: dict[str, int] = {}
 
     def step(self, timeout: float = 1.0) -> int:
-        """One poll and a transaction for each queue it brought: input messages committed."""
+        """One poll and a transaction for each queue it brought, all in flight together
+        (the halves of every queue, then every END_TRANSACTION): input messages
+        committed."""
         batches: dict[Queue, list[Message]] = {}
         c = self.consumer
         for m in c.poll(self.max_batch, timeout):
             queue = c.pulls.queue_of(m)
             if queue is not None:
                 batches.setdefault(queue, []).append(m)
-        return sum(self._commit(queue, batch) for queue, batch in batches.items())
+        attempts = [a for q, batch in batches.items() if (a := self._begin(q, batch))]
+        for a in attempts:
+            self._end(a)
+        return sum(self._settle(a) for a in attempts)
 
     def run(self, stop, timeout: float = 1.0) -> None:
         """`step` until `stop` (an Event) is set."""
         while not stop.is_set():
             self.step(timeout)
 
-    def _commit(self, queue: Queue, batch: list[Message]) -> int:
-        broker, qid = queue
+    def commit_batch(self, queue: Queue, batch: list[Message]) -> int:
+        """One queue's batch (as `poll` handed it out) transformed and committed alone:
+        input messages committed (0: fenced or failed, the queue read again)."""
+        a = self._begin(queue, batch)
+        if a is None:
+            return 0
+        self._end(a)
+        return self._settle(a)
+
+    def _begin(self, queue: Queue, batch: list[Message]) -> _Attempt | None:
+        """The batch's output on its way as halves, or None (the queue read again)."""
         c = self.consumer
-        leases = c.mode.leases
-        begin = c.committed.get(queue)
-        epoch = leases.epochs.get(queue)
-        if not leases.valid(queue) or epoch is None or begin is None:
-            return self._again(queue)  # not ours now, or not where we think: read again
-        end = batch[-1].queue_offset + 1
-        sent: list = []
+        begin, epoch = c.committed.get(queue), c.mode.leases.epochs.get(queue)
+        if not c.mode.leases.valid(queue) or epoch is None or begin is None:
+            self._again(queue)  # not ours now, or not where we think: read again
+            return None
+        a = _Attempt(queue, begin, batch[-1].queue_offset + 1, epoch, len(batch))
         try:
-            halves = self._send_halves(broker, qid, batch, sent)
-            consumed = Consumed(self.group, self.source, c.client_id, {qid: (begin, end, epoch)})
-            code, body = self.tx.producer.request(broker, Op.END_TRANSACTION, encode_json({
+            self._send_halves(queue, batch, a.sent)
+        except (SendFailed, BrokerUnavailable, BrokerError) as exc:
+            self._failed(a, exc)
+            return None
+        return a
+
+    def _end(self, a: _Attempt) -> None:
+        """The halves stored: the commit of them and the offsets, on its way."""
+        if a.failed:
+            return
+        try:
+            halves = [f.result().queue_offset for f in a.sent]
+            consumed = Consumed(self.group, self.source, self.consumer.client_id,
+                                {a.queue[1]: (a.begin, a.end, a.epoch)})
+            a.answer = self.tx.producer.request_async(a.queue[0], Op.END_TRANSACTION,
+                                                      encode_json({
                 "halves": halves, "decision": TxState.COMMIT.value, "by": "producer",
                 "group": self.group, "consumed": consumed.document()}))
-        except (SendFailed, BrokerUnavailable, TimeoutError, BrokerError) as exc:
-            log.info("%s: %s:%d from %d not committed (%s): read again", self.group,
-                     self.source, qid, begin, exc)
-            self.counters.failed += 1
-            self._observed(queue, begin, end, sent, "unknown")
-            return self._again(queue)
+        except (SendFailed, BrokerUnavailable, BrokerError) as exc:
+            self._failed(a, exc)
+
+    def _settle(self, a: _Attempt) -> int:
+        """The commit's answer: input messages committed."""
+        if a.failed:
+            return 0
+        try:
+            code, body = a.answer.result(self.tx.producer.timeout)
+        except (BrokerUnavailable, BrokerError, FutureTimeout) as exc:
+            self.tx.producer.forget(a.queue[0], a.answer)
+            self._failed(a, exc)
+            return 0
         state = decode_json(body).get("state") if code == Code.OK else None
-        self._observed(queue, begin, end, sent, "committed" if state == "committed" else
+        self._observed(a, "committed" if state == "committed" else
                        "aborted" if code == Code.FENCED or state == "rolled-back" else "unknown")
         if state == "committed":
-            c.committed[queue] = end
+            self.consumer.committed[a.queue] = a.end
             self.counters.committed += 1
-            self.counters.consumed += len(batch)
-            self.counters.produced += len(halves)
-            return len(batch)
+            self.counters.consumed += a.count
+            self.counters.produced += len(a.sent)
+            return a.count
         if code == Code.FENCED:
             self.counters.fenced += 1
-            log.info("%s: fenced on %s:%d: %s", self.group, self.source, qid,
+            log.info("%s: fenced on %s:%d: %s", self.group, self.source, a.queue[1],
                      body.decode("utf-8", "replace"))
         else:
             self.counters.failed += 1
-        return self._again(queue)
+        self._again(a.queue)
+        return 0
 
-    def _observed(self, queue: Queue, begin: int, end: int, sent: list, outcome: str) -> None:
+    def _failed(self, a: _Attempt, exc: BaseException) -> None:
+        """No answer to trust: the outcome is unknown, the queue read again."""
+        log.info("%s: %s:%d from %d not committed (%s): read again", self.group,
+                 self.source, a.queue[1], a.begin, exc)
+        a.failed = True
+        self.counters.failed += 1
+        self._observed(a, "unknown")
+        self._again(a.queue)
+
+    def _observed(self, a: _Attempt, outcome: str) -> None:
         if self.observe is not None:
-            self.observe({"queue": list(queue), "begin": begin, "end": end, "outcome": outcome,
-                          "halves": [f.result().msg_id for f in sent
+            self.observe({"queue": list(a.queue), "begin": a.begin, "end": a.end,
+                          "outcome": outcome,
+                          "halves": [f.result().msg_id for f in a.sent
                                      if f.done() and f.exception() is None]})
 
-    def _again(self, queue: Queue) -> int:
+    def _again(self, queue: Queue) -> None:
         """Read `queue` again from the group's offset on its broker."""
         self.consumer.pulls.drop(queue)
         self.consumer.committed.pop(queue, None)
-        return 0
 
-    def _send_halves(self, broker: str, qid: int, batch: list[Message],
-                     futures: list) -> list[int]:
-        """The batch's output as half messages on `broker`, in input order: their offsets
-        (SendFailed when one could not be stored); `futures` gets their sends."""
+    def _send_halves(self, queue: Queue, batch: list[Message], futures: list) -> None:
+        """The batch's output as half messages on the queue's broker, in input order:
+        their sends into `futures`."""
+        broker, qid = queue
         if broker not in self._sink_queues:
             self._sink_queues[broker] = max(1, self.tx.producer.queue_count(broker, self.sink))
         out_qid = qid % self._sink_queues[broker]
@@ -166,8 +223,6 @@ class Transform:
                 props = {**out.properties, PROP_TX_HALF: "true", PROP_CONSUMED_FROM: where}
                 futures.append(self.tx.producer.send_to(broker, self.sink, out_qid, OutMessage(
                     out.body, out.tags, out.keys, props)))
-        wait(futures)
-        return [f.result().queue_offset for f in futures]
 
     def close(self) -> None:
         try:

@@ -39,7 +39,7 @@ from broker_core.protocol.record import (
     tag_hash,
     topic_field,
 )
-from broker_core.protocol.transactions import HALF_TOPIC, PROP_TX_HALF
+from broker_core.protocol.transactions import HALF_TOPIC, PROP_CONSUMED_FROM, PROP_TX_HALF
 from broker_core.server.idempotent_sends import IdempotentPuts
 from broker_core.server.producer_seqs import DUPLICATE, ProducerSeqs
 from broker_core.server.topic_table import TopicError
@@ -64,6 +64,7 @@ class PropertySet(NamedTuple):
     error: str  # why they cannot be stored ("" when they can)
     delay: int = 0  # the delay level asked for (protocol.delay), 0 for none
     half: bool = False  # a transaction's half message (protocol.transactions)
+    made_from: str = ""  # a transform's half: the input it was made of
 
 
 def property_set(text: str) -> PropertySet:
@@ -88,7 +89,7 @@ def property_set(text: str) -> PropertySet:
         return PropertySet("", False, b"", "a half message names its producer group (PGROUP): "
                            "the broker asks that group back")
     return PropertySet(props.get(p.PRODUCER_GROUP, ""), PROP_TRACE in props, raw, "", delay,
-                       half)
+                       half, props.get(PROP_CONSUMED_FROM, ""))
 
 
 def _field(name: str, value: str) -> str:
@@ -208,6 +209,13 @@ class SendOps:
 
         def put():
             return store.put_prepared(stored_topic, stored_qid, prepared, index_keys)
+
+        if ps.half:  # the pending set learns of it here, not by reading it back
+            def put(put=put):
+                result = put()
+                if result.status is PutStatus.PUT_OK:
+                    b.tx.stored_half(result, ps.group, topic, ps.made_from)
+                return result
 
         if ident is not None:
             put = self.idempotent.put(*ident, [prepared[0][0]], put)

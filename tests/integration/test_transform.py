@@ -87,7 +87,7 @@ def test_a_zombie_whose_queue_moved_is_fenced_and_its_output_never_seen(cluster_
         "queues": [0]}))
     with Transform("enrich", "orders", "enriched", upper, addrs, client_id="live") as live:
         run_until(live, 10)
-    assert zombie._commit(queue, batch) == 0  # it wakes and commits what it made
+    assert zombie.commit_batch(queue, batch) == 0  # it wakes and commits what it made
     assert zombie.counters.fenced == 1
     listing = decode_json(zombie.tx.producer.request(name, Op.LIST_TRANSACTIONS,
                                                      encode_json({}))[1])
