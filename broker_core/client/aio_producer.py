@@ -73,7 +73,7 @@ class AsyncProducer:
     `frame_msgs`: a frame leaves once it holds that many (Kafka's batch.size)."""
 
     def __init__(self, brokers: Sequence[str] | Mapping[str, str] | str | None = None,
-                 fuse=None, timeout: float = 3.0, retries: int = 2,
+                 fuse=None, timeout: float = 3.0, retries: int | None = None,
                  clock: Callable[[], float] = time.monotonic, routes=None, group: str = "",
                  flow_retries: int = FLOW_RETRIES, backoff: Sequence[float] = (),
                  counters: SendCounters | None = None, tracer=None, credentials=None,

@@ -59,27 +59,37 @@ DEFAULT_HINT_S = 0.05
 # with a deadline, the waits before each round over the brokers after the first (a cluster
 # refusing everywhere at once is asked again a few times a second, not in a loop)
 ROUND_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+# a send's budget when its producer names none: a failover (a ZooKeeper session and a
+# promotion, 2-3 s) and a partition's healing fit; an SRE hears of a cut-off group in
+# 10 s, not a minute (Kafka's 120 s)
+DEFAULT_DEADLINE_S = 10.0
+COUNTED_RETRIES = 2  # what `retries` means when the budget is a deadline (none counted)
 LAST_ATTEMPT_S = 0.01  # a deadline's last attempt starts at least this long before it
 FLOW_BACKOFF_FLOOR_S = 0.01  # the first wait after FLOW_CONTROL; doubles each time  # a FLOW_CONTROL answer without a readable hint
 
 
 @dataclass(frozen=True, slots=True)
 class SendOptions:
-    """How a producer retries: `retries` after failed attempts (each on another
-    broker), `flow_retries` after FLOW_CONTROL, and the `backoff` intervals (s)
-    before the 1st, 2nd, ... retry; `group` is the producer group brokers' quotas
-    see (the message property PGROUP)."""
+    """How a producer retries: `flow_retries` after FLOW_CONTROL, the `backoff`
+    intervals (s) before the 1st, 2nd, ... retry; `group` is the producer group brokers'
+    quotas see (the message property PGROUP).
 
-    retries: int = 2
+    The retry budget is a time, `deadline_s` from the send (Kafka's delivery.timeout.ms;
+    DEFAULT_DEADLINE_S when neither it nor `retries` is given): attempts go on, each on a
+    broker not tried yet, then round again spaced by ROUND_BACKOFF_S, until it passes.
+    Given `retries` alone, it is 1 + `retries` attempts (RocketMQ's count) instead."""
+
+    retries: int | None = None
     flow_retries: int = FLOW_RETRIES
     backoff: tuple[float, ...] = ()
     group: str = ""
-    # the retry budget as a time from the send (s): attempts go on, each on a broker not
-    # tried yet, then round again spaced by ROUND_BACKOFF_S, until it passes; `retries`
-    # then counts nothing (None: 1 + `retries` attempts, RocketMQ's default)
     deadline_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.retries is None:
+            object.__setattr__(self, "retries", COUNTED_RETRIES)
+            if self.deadline_s is None:
+                object.__setattr__(self, "deadline_s", DEFAULT_DEADLINE_S)
         if self.retries < 0 or self.flow_retries < 0:
             raise ValueError("retries and flow_retries must be >= 0")
         if self.deadline_s is not None and not 0 < self.deadline_s <= RETRY_HORIZON_S:

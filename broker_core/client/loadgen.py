@@ -249,8 +249,9 @@ class LoadGenerator:
                 await asyncio.sleep(0)  # let answers in while catching up with the schedule
         if inflight:
             try:
-                await asyncio.wait_for(drained.wait(), base.timeout * (opts.retries + 2)
-                                       + opts.flow_retries * MAX_BACKOFF_S)
+                await asyncio.wait_for(drained.wait(), max(
+                    opts.deadline_s or 0.0, base.timeout * (opts.retries + 2))
+                    + opts.flow_retries * MAX_BACKOFF_S)
             except TimeoutError:
                 pass
         await aio.close()

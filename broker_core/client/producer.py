@@ -72,8 +72,9 @@ def client_id() -> str:
 class Producer:
     """`routes` (a replicated cluster, e.g. `ha.routes.ZkRoutes`): brokers are its
     groups, each reached at its current master (see AsyncProducer). `group`: the
-    producer group brokers' quotas see; `flow_retries`, `backoff` and `deadline_s` (the
-    retry budget as a time, not 1 + `retries` attempts): see `client.attempts.SendOptions`.
+    producer group brokers' quotas see; `flow_retries`, `backoff`, `deadline_s` (the
+    retry budget as a time, 10 s by default) and `retries` (1 + `retries` attempts
+    instead, RocketMQ's count, when given alone): see `client.attempts.SendOptions`.
     `idempotent` (default): a send is stored once though retried (client.idempotence);
     False: at least once.
 
@@ -87,7 +88,7 @@ class Producer:
         brokers: Sequence[str] | Mapping[str, str] | str | None = None,
         fuse=None,
         timeout: float = 3.0,
-        retries: int = 2,
+        retries: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         routes=None,
         group: str = "",

@@ -50,7 +50,7 @@ def register(sub) -> None:
                       help="per-request timeout, s")
     prod.add_argument("--send-deadline", type=float_range(0.001, 60), metavar="S",
                       help="each send's retry budget in seconds (Kafka's delivery.timeout.ms): "
-                      "attempts until it passes, not 1 + 2 retries")
+                      "attempts until it passes (10 s)")
     prod.add_argument("--no-fuse", action="store_true", help="plain round robin, no fuse")
     prod.add_argument("--group", default="", help="producer group (what brokers' quotas see)")
     prod.add_argument("--flow-retries", type=nonneg_int, default=3, metavar="N",

@@ -6,6 +6,7 @@ than it remembers is refused, nothing stored."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 
 import pytest
 
@@ -13,6 +14,7 @@ from broker_core import protocol as p
 from broker_core.protocol import Code, Op
 from broker_core.protocol.idempotence import with_id
 from broker_core.protocol.multi import decode_multi_answer, encode_message, encode_multi
+from broker_core.protocol.record import HEADER_SIZE
 from broker_core.server.broker import Broker, BrokerConfig
 from broker_core.server.producer_seqs import WINDOW_S
 from tests.clock import ManualClock
@@ -167,5 +169,33 @@ def test_a_new_master_with_much_to_read_back_reads_it_in_a_thread_and_serves_mea
         b.sends.idempotent.seqs.join(10)
         assert send(b, b"held", seq=5, qid=0) == (Code.OK, first)  # adopted: known
         assert stored(b, 0) == 2
+    finally:
+        b.close()
+
+
+def test_a_torn_tail_is_cut_and_only_what_survived_is_remembered(tmp_path, clock):
+    """A crash image (the files as a SIGKILL leaves them) whose last record is torn:
+    recovery cuts it, the table read back holds the two before it, and the torn send,
+    retried, is stored once."""
+    b = make(tmp_path / "b1", clock)
+    try:
+        firsts = [send(b, b"paid-%d" % i, seq=i, qid=0)[1] for i in range(3)]
+        torn = b.store.queue_unit("orders", 0, 2)
+        shutil.copytree(tmp_path / "b1", tmp_path / "crash")  # its abort file with it
+    finally:
+        b.close()
+    (segment,) = sorted((tmp_path / "crash").rglob("commitlog/*"))[:1]
+    with open(segment, "r+b") as f:  # the record's body never reached the disk
+        f.seek(torn + HEADER_SIZE)
+        f.write(b"\x00" * 6)
+    b = make(tmp_path / "crash", clock)
+    try:
+        assert stored(b, 0) == 2  # cut at the torn record
+        assert b.sends.idempotent.seqs.rebuilt["sends"] == 2
+        assert send(b, b"paid-0", seq=0, qid=0) == (Code.OK, firsts[0])  # remembered
+        code, again = send(b, b"paid-2", seq=2, qid=0)  # not: stored now, once
+        assert code == Code.OK and again[1] == 2
+        assert send(b, b"paid-2", seq=2, qid=0) == (Code.OK, again)
+        assert stored(b, 0) == 3
     finally:
         b.close()
