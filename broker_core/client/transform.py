@@ -118,9 +118,14 @@ class Transform:
         return sum(self._settle(a) for a in attempts)
 
     def run(self, stop, timeout: float = 1.0) -> None:
-        """`step` until `stop` (an Event) is set."""
+        """`step` until `stop` (an Event) is set; a broker's refusal of the consumer
+        (its topic not readable yet, say) logged and tried again a second later."""
         while not stop.is_set():
-            self.step(timeout)
+            try:
+                self.step(timeout)
+            except BrokerError as exc:
+                log.warning("%s: %s", self.group, exc)
+                stop.wait(1.0)
 
     def commit_batch(self, queue: Queue, batch: list[Message]) -> int:
         """One queue's batch (as `poll` handed it out) transformed and committed alone:

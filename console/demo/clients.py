@@ -16,8 +16,9 @@ and a flooding producer group held back by a quota.
 - `payments` publishes "paid order-N" transactionally at PAY_RATE (one in
   DECLINED_EVERY declined: rolled back; one in UNKNOWN_EVERY left UNKNOWN, settled
   by the broker's check-back), then a "receipt order-N", both by order id to one
-  queue; `ledger` consumes them orderly (queue locks: the console's ordered view)
-  and counts a receipt that came before its payment (never, if order holds).
+  queue; `ledger` books each into `demo-ledger` exactly once (client.transform: queue
+  locks, its output and offsets committed together; the console marks the group) and
+  counts a receipt that came before its payment (never, if order holds).
 
 Both groups report their deliveries to the message trace at `--trace-rate`.
 
@@ -88,7 +89,8 @@ def story_rates(rate: float) -> tuple[float, float]:
 
 PAY_TOPIC = "demo-paid"
 PAY_GROUP = "payments"  # the transactional producer group the brokers ask back
-LEDGER_GROUP = "ledger"  # its orderly consumer group
+LEDGER_GROUP = "ledger"  # the exactly-once transform's group (its queues locked)
+LEDGER_TOPIC = "demo-ledger"  # what it books, one entry per payment event
 PAY_RATE = 20.0  # orders paid a second: the story, not the load
 DECLINED_EVERY = 10  # order-N with N % 10 == 3: the card is declined (rolled back)
 UNKNOWN_EVERY = 25  # N % 25 == 7: the bank has not answered (UNKNOWN: checked back)
@@ -128,7 +130,8 @@ def payments(tx, stop: threading.Event, rate: float = PAY_RATE) -> None:
 
 
 class Ledger:
-    """The orderly `ledger` group's handler: a receipt must follow its payment."""
+    """The `ledger` transform: each payment event booked (its output), and a receipt
+    must follow its payment. Run again on a batch a failover cut short: idempotent."""
 
     def __init__(self) -> None:
         self.paid: set[str] = set()
@@ -141,11 +144,12 @@ class Ledger:
         elif order not in self.paid:
             self.out_of_order += 1
             log.error("ledger: receipt of %s before its payment", order)
+        return b"booked " + m.body
 
 
-def ledger(consumer, stop: threading.Event) -> None:
-    consumer.consume(Ledger(), timeout=0.5, stop=stop)
-    consumer.close()
+def ledger(transform, stop: threading.Event) -> None:
+    transform.run(stop, timeout=0.5)
+    transform.close()
 
 
 def script_phases(script=WAREHOUSE_SCRIPT) -> list[tuple[float, float, float]]:
@@ -265,6 +269,7 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
     from broker_core.client.consumer import Consumer
     from broker_core.client.producer import Producer
     from broker_core.client.transaction import TransactionProducer
+    from broker_core.client.transform import Transform
     from broker_core.cluster.cluster_file import load_cluster
 
     spec = load_cluster(cluster_path)
@@ -309,9 +314,10 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
         "payments": lambda: (payments, TransactionProducer(
             PAY_GROUP, brokers, check=bank_says, routes=routes, fuse=False,
             credentials=as_user("payments"), end_oneway=False), None),
-        "ledger": lambda: (ledger, Consumer(
-            LEDGER_GROUP, PAY_TOPIC, brokers, routes=routes, orderly=True,
-            credentials=as_user("ledger")), None),
+        # its halves left by a failover are rolled back by a check-back: asked every 5 s
+        "ledger": lambda: (ledger, Transform(
+            LEDGER_GROUP, PAY_TOPIC, LEDGER_TOPIC, Ledger(), brokers, routes=routes,
+            credentials=as_user("ledger"), fuse=False, poll_s=5.0), None),
     }
     names = PARTS[part] if part is not None else tuple(makers)
     workers = [makers[name]() for name in names]

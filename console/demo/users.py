@@ -22,8 +22,8 @@ USERS: dict[str, tuple[tuple[str, str], ...]] = {
                   ("topic:%DLQ%warehouse", "pub"), ("group:warehouse", "sub"), (TRACE, "pub")),
     "batch": (("topic:demo-batch", "pub"),),
     "payments": (("topic:demo-paid", "pub"), ("group:payments", "pub")),
-    "ledger": (("topic:demo-paid", "sub"), ("group:ledger", "sub"),
-               ("topic:%DLQ%ledger", "pub")),
+    "ledger": (("topic:demo-paid", "sub"), ("topic:demo-ledger", "pub"),
+               ("group:ledger", "pub,sub")),
     "console": (("cluster", "get,list"),),
 }
 

@@ -200,3 +200,23 @@ def test_an_offset_reset_reads_no_negative_rate_and_not_keeping_up():
     old = {"billing": dict(report["billing"], consume_per_s=-291.0)}
     g = build_state([sample(doc("broker-1", old))], now=1).group("billing")
     assert g.consume_per_s == 0.0 and "out 0/s" in _head(g).plain
+
+
+def test_a_group_committing_with_transactions_is_marked_exactly_once():
+    """The broker says which groups' offsets moved with a transform's transactions; the
+    console's row and the groups table say so."""
+    from console.tui.panels.consumers import COLUMNS
+
+    clock = Clock()
+    ev = BacklogEvaluator(clock)
+    for i in range(3):
+        ev.sample({("ledger", "paid", 0): i, ("billing", "paid", 0): i},
+                  lambda t, q: 10)
+        clock.t += 1.0
+    report = ev.report(exactly_once={"ledger": 12})
+    assert report["ledger"]["exactly_once"] is True and "exactly_once" not in report["billing"]
+    state = build_state([sample(doc("broker-1", report))], now=1)
+    assert state.group("ledger").exactly_once and not state.group("billing").exactly_once
+    name = next(c for c in COLUMNS if c.label == "group")
+    assert name.cell(state.group("ledger")).plain == "ledger exactly once"
+    assert name.cell(state.group("billing")).plain == "billing"
