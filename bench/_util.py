@@ -15,6 +15,17 @@ def peak_rss_mib() -> float:
     return kib / 1024 if sys.platform != "darwin" else kib / 2**20
 
 
+def print_figures(out: dict, as_json: bool, width: int = 28) -> None:
+    """A bench's figures: JSON, or one `name value` line each."""
+    if as_json:
+        import json
+
+        print(json.dumps(out, indent=2))
+        return
+    for k, v in out.items():
+        print(f"{k:{width}} {v}")
+
+
 def median_seconds(fn: Callable[[], object], repeat: int = 5) -> float:
     """Median wall time of ``repeat`` runs of ``fn`` (after one warm-up run)."""
     fn()

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._util import peak_rss_mib  # noqa: E402
+from bench._util import peak_rss_mib, print_figures  # noqa: E402
 from broker_core.cluster.ports import free_port_range  # noqa: E402
 
 
@@ -132,11 +132,7 @@ def main() -> None:
         **{f"pipeline_{k}": v for k, v in (r.get("pipeline") or {}).items() if k != "samples"},
         "drill_exit": run.returncode,
     }
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
-        for k, v in out.items():
-            print(f"{k:28} {v}")
+    print_figures(out, args.json)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ the time until it answers /healthz).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -24,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import peak_rss_mib  # noqa: E402
+from _util import peak_rss_mib, print_figures  # noqa: E402
 
 from broker_core.client.producer import Producer  # noqa: E402
 from broker_core.cluster.launcher import Cluster, wait_healthy  # noqa: E402
@@ -99,11 +98,7 @@ def main() -> int:
         "recovery_s": recovered_s, "back_after_kill_s": round(back_s, 2),
         "bench_peak_rss_mib": round(peak_rss_mib()),
     }
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for k, v in out.items():
-            print(f"{k:40s} {v}")
+    print_figures(out, args.json, 40)
     return 0
 
 

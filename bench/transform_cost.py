@@ -18,7 +18,6 @@ of the broker beside the figures.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import cluster_peak_rss_mib, peak_rss_mib  # noqa: E402
+from _util import cluster_peak_rss_mib, peak_rss_mib, print_figures  # noqa: E402
 
 from broker_core.client.consumer import Consumer  # noqa: E402
 from broker_core.client.producer import Producer  # noqa: E402
@@ -99,11 +98,7 @@ def main() -> None:
            "at_least_once_msgs_s": round(alo), "exactly_once_msgs_s": round(eo),
            "ratio": round(eo / alo, 2), "goal": ">= 0.5",
            "bench_peak_rss_mib": round(peak_rss_mib(), 1), "broker_peak_rss_mib": broker_rss}
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
-        for k, v in out.items():
-            print(f"{k:24} {v}")
+    print_figures(out, args.json, 24)
 
 
 if __name__ == "__main__":

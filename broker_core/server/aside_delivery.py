@@ -6,7 +6,7 @@ and announced to the pulls held on it, as a send would be.
 from __future__ import annotations
 
 from broker_core.server.delay_service import store_due
-from broker_core.server.transactions import committed_copy_props
+from broker_core.server.tx_table import committed_copy_props
 from broker_core.store import PutStatus
 
 

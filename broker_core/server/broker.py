@@ -38,18 +38,15 @@ from broker_core.server.config import BrokerConfig
 from broker_core.server.delay_service import DelayOffsets, DelayService
 from broker_core.server.faults import Faults
 from broker_core.server.flow_control import FlowControl
-from broker_core.server.group_state import (
-    BroadcastProgress,
-    GroupMembers,
-    OffsetTable,
-)
+from broker_core.server.group_state import BroadcastProgress, GroupMembers, OffsetTable
 from broker_core.server.multi_ops import send_multi
 from broker_core.server.pull_ops import PullOps
 from broker_core.server.queue_locks import QueueLocks
 from broker_core.server.send_ops import SendOps
 from broker_core.server.topic_table import BROKER_OWN, TopicError, TopicTable, broker_own
 from broker_core.server.trace_store import StoreTracer
-from broker_core.server.transactions import TxService, TxTable
+from broker_core.server.transactions import TxService
+from broker_core.server.tx_table import TxTable
 from broker_core.server.write_path import WritePath
 from broker_core.store import MessageStore, StoreConfig
 from heatmap.metrics_log import BROKER_OPS

@@ -15,7 +15,7 @@ from broker_core import protocol as p
 from broker_core.protocol import Code, Op
 from broker_core.protocol.delay import PROP_REAL_QID
 from broker_core.protocol.transactions import HALF_TOPIC, RESOLVERS, Consumed, TxState
-from broker_core.server.transactions import committed_copy_props
+from broker_core.server.tx_table import committed_copy_props
 
 log = logging.getLogger("floodgate.broker")
 

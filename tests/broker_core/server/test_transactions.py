@@ -6,7 +6,8 @@ from __future__ import annotations
 from broker_core import protocol as p
 from broker_core.protocol.delay import PROP_REAL_QID, PROP_REAL_TOPIC
 from broker_core.protocol.transactions import HALF_TOPIC, PROP_TX_HALF
-from broker_core.server.transactions import PRODUCER_ALIVE_S, TxService, TxTable
+from broker_core.server.transactions import PRODUCER_ALIVE_S, TxService
+from broker_core.server.tx_table import TxTable
 from broker_core.store import MessageStore
 from tests.clock import ManualClock
 

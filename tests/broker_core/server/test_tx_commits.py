@@ -13,7 +13,8 @@ import pytest
 
 from broker_core.protocol.transactions import HALF_TOPIC
 from broker_core.server.group_state import OffsetTable
-from broker_core.server.transactions import TxService, TxTable
+from broker_core.server.transactions import TxService
+from broker_core.server.tx_table import TxTable
 from broker_core.store import MessageStore, StoreConfig
 
 CHILD = r"""
@@ -24,7 +25,8 @@ from broker_core.protocol.delay import PROP_REAL_QID, PROP_REAL_TOPIC
 from broker_core.protocol.transactions import HALF_TOPIC, PROP_TX_HALF, Consumed, TxState
 from broker_core.server.group_state import OffsetTable
 from broker_core.server.queue_locks import QueueLocks
-from broker_core.server.transactions import TxService, TxTable, committed_copy_props
+from broker_core.server.transactions import TxService
+from broker_core.server.tx_table import TxTable, committed_copy_props
 from broker_core.store import MessageStore, StoreConfig
 
 root, crash = Path(sys.argv[1]), int(sys.argv[2])
@@ -73,7 +75,7 @@ def recovered(root):
     offsets = OffsetTable(root / "offsets.json")
 
     def put(topic, qid, m):
-        from broker_core.server.transactions import committed_copy_props
+        from broker_core.server.tx_table import committed_copy_props
 
         return store.put(topic, qid, m.body, m.tags, m.keys, committed_copy_props(m),
                          wait=False, born_timestamp=m.born_timestamp)
