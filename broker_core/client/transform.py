@@ -146,7 +146,7 @@ class Transform:
         a = _Attempt(queue, begin, batch[-1].queue_offset + 1, epoch, len(batch))
         try:
             self._send_halves(queue, batch, a.sent)
-        except (SendFailed, BrokerUnavailable, BrokerError) as exc:
+        except (SendFailed, BrokerUnavailable, BrokerError, TimeoutError) as exc:
             self._failed(a, exc)
             return None
         return a

@@ -56,7 +56,7 @@ class Pipeline:
             while not self.stopped.is_set():
                 try:
                     t.step(0.2)
-                except BrokerError as exc:  # no route, a group down: the drill goes on
+                except (BrokerError, TimeoutError) as exc:  # a group down: the drill goes on
                     log.info("transform %d: %s", i, exc)
                     self.stopped.wait(0.2)
 
