@@ -123,7 +123,7 @@ class Transform:
         while not stop.is_set():
             try:
                 self.step(timeout)
-            except BrokerError as exc:
+            except (BrokerError, TimeoutError) as exc:
                 log.warning("%s: %s", self.group, exc)
                 stop.wait(1.0)
 
