@@ -1,0 +1,310 @@
+"""One Raft node as a pure state machine: messages and time in, messages out.
+
+    node = RaftNode("b", ["a", "c"], storage, rng=random.Random(seed))
+    out = node.tick(now)             # [(to, message)]: elections, heartbeats
+    out = node.step(message, now)    # a message from a peer
+    first = node.propose([b"..."], now)   # the leader appends (NotLeader elsewhere)
+    node.commit                      # entries up to here are on a majority: apply them
+
+Nothing here reads a clock, sleeps or does I/O: the transport and the clock belong
+to the caller (a broker's replication link, or the simulator that drives thousands
+of seeded schedules through loss, delay, duplication and reordering). What must be
+durable goes through the storage first (raft.log): a term and a vote are saved
+before a message that depends on them is sent; log entries are appended before they
+are acknowledged.
+
+From the Raft paper and its thesis: randomized election timeouts; pre-vote (a node
+cut off cannot raise the cluster's term when it comes back); a leader steps down when
+it has not heard from a majority for an election timeout (check quorum: an isolated
+leader stops acknowledging); a vote is refused within the lease of a live leader;
+leadership transfer by TimeoutNow; a new leader's no-op entry commits its forebears'.
+"""
+
+from __future__ import annotations
+
+import random
+from enum import Enum
+
+from broker_core.raft.log import RaftStorage
+from broker_core.raft.messages import (
+    Append,
+    AppendReply,
+    Entry,
+    Message,
+    PreVote,
+    PreVoteReply,
+    RequestVote,
+    TimeoutNow,
+    VoteReply,
+)
+
+MAX_BATCH = 256  # entries in one Append: the talk's many messages in one round
+
+
+class Role(Enum):
+    FOLLOWER = "follower"
+    PRE_CANDIDATE = "pre-candidate"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+
+
+class NotLeader(Exception):
+    """Proposed to a node that does not lead: `leader`, the one it knows of (or None)."""
+
+    def __init__(self, node: str, leader: str | None) -> None:
+        super().__init__(f"{node} is not the leader" + (f"; {leader} is" if leader else
+                                                        "; no leader is known"))
+        self.leader = leader
+
+
+Out = list[tuple[str, Message]]
+
+
+class RaftNode:
+    """`election_s`: a follower that hears no leader for a random time in
+    [election_s, 2 x election_s) starts an election; a leader beats every
+    `heartbeat_s`. `pre_vote`: ask before taking a term (off only to test the votes
+    alone)."""
+
+    def __init__(self, name: str, peers: list[str], storage: RaftStorage,
+                 rng: random.Random | None = None, election_s: float = 1.0,
+                 heartbeat_s: float = 0.1, now: float = 0.0, pre_vote: bool = True) -> None:
+        self.pre_vote = pre_vote
+        self.name, self.peers, self.storage = name, sorted(set(peers) - {name}), storage
+        self.rng = rng or random.Random()
+        self.election_s, self.heartbeat_s = election_s, heartbeat_s
+        self.role = Role.FOLLOWER
+        self.leader: str | None = None
+        self.commit = 0
+        self.votes: set[str] = set()
+        self.next: dict[str, int] = {}
+        self.match: dict[str, int] = {}
+        self.heard: dict[str, float] = {}  # peer -> when the leader last heard from it
+        self.beat_due: dict[str, float] = {}
+        self.transfer_to: str | None = None
+        self.leader_seen = -1e18  # when this node last heard a live leader
+        self._reset_election(now)
+
+    # -- reading -------------------------------------------------------------------------
+    @property
+    def term(self) -> int:
+        return self.storage.term
+
+    @property
+    def quorum(self) -> int:
+        return (len(self.peers) + 1) // 2 + 1
+
+    def next_due(self) -> float:
+        """When `tick` has something to do next."""
+        if self.role is Role.LEADER:
+            return min(self.beat_due.values(), default=self.election_due)
+        return self.election_due
+
+    # -- time ----------------------------------------------------------------------------
+    def tick(self, now: float) -> Out:
+        if self.role is Role.LEADER:
+            alive = 1 + sum(1 for p in self.peers if now - self.heard.get(p, -1e18)
+                            < self.election_s)
+            if alive < self.quorum and now >= self.election_due:
+                self._become_follower(self.term, None, now)  # cut off: stop acknowledging
+                return []
+            if alive >= self.quorum:
+                self.election_due = now + self.election_s
+            return [m for p in self.peers if now >= self.beat_due[p]
+                    for m in self._replicate(p, now)]
+        if now < self.election_due:
+            return []
+        return self._pre_vote(now) if self.pre_vote else self._campaign(now, transfer=False)
+
+    # -- proposing -----------------------------------------------------------------------
+    def propose(self, datas: list[bytes], now: float) -> tuple[int, Out]:
+        """Append `datas` as entries of this leader's term: (the first's index, the
+        Appends that carry them)."""
+        if self.role is not Role.LEADER or self.transfer_to is not None:
+            raise NotLeader(self.name, self.transfer_to or self.leader)
+        first = self.storage.last_index() + 1
+        self.storage.append([Entry(self.term, first + i, d) for i, d in enumerate(datas)])
+        self._advance_commit()
+        return first, [m for p in self.peers for m in self._replicate(p, now)]
+
+    def transfer(self, to: str, now: float) -> Out:
+        """Hand leadership to `to` once it holds the whole log (proposals refused meanwhile)."""
+        if self.role is not Role.LEADER or to not in self.peers:
+            raise NotLeader(self.name, self.leader)
+        self.transfer_to = to
+        return self._maybe_timeout_now(to, now)
+
+    # -- messages ------------------------------------------------------------------------
+    def step(self, msg: Message, now: float) -> Out:
+        if isinstance(msg, PreVote):
+            return self._on_pre_vote(msg, now)
+        if isinstance(msg, RequestVote):
+            if msg.term > self.term and self._in_lease(now) and not msg.transfer:
+                return [(msg.candidate, VoteReply(self.term, self.name, False))]
+            return self._on_vote(msg, now)
+        if isinstance(msg, PreVoteReply):
+            if not msg.granted and msg.term > self.term:
+                self._become_follower(msg.term, None, now)
+            elif self.role is Role.PRE_CANDIDATE and msg.granted and msg.term == self.term + 1:
+                self.votes.add(msg.voter)
+                if len(self.votes) >= self.quorum:
+                    return self._campaign(now, transfer=False)
+            return []
+        if msg.term > self.term:
+            self._become_follower(msg.term, msg.leader if isinstance(msg, Append) else None,
+                                  now)
+        if isinstance(msg, VoteReply):
+            if self.role is Role.CANDIDATE and msg.term == self.term and msg.granted:
+                self.votes.add(msg.voter)
+                if len(self.votes) >= self.quorum:
+                    return self._become_leader(now)
+            return []
+        if isinstance(msg, Append):
+            return self._on_append(msg, now)
+        if isinstance(msg, AppendReply):
+            return self._on_append_reply(msg, now)
+        if isinstance(msg, TimeoutNow) and msg.term == self.term and self.role is Role.FOLLOWER:
+            return self._campaign(now, transfer=True)
+        return []
+
+    # -- elections -----------------------------------------------------------------------
+    def _reset_election(self, now: float) -> None:
+        self.election_due = now + self.election_s * (1 + self.rng.random())
+
+    def _in_lease(self, now: float) -> bool:
+        """A leader was heard within the shortest election timeout: do not help unseat it."""
+        return self.role is Role.LEADER or now - self.leader_seen < self.election_s
+
+    def _log_ok(self, last_index: int, last_term: int) -> bool:
+        mine = self.storage.term_at(self.storage.last_index())
+        return (last_term, last_index) >= (mine, self.storage.last_index())
+
+    def _pre_vote(self, now: float) -> Out:
+        self.role, self.leader, self.votes = Role.PRE_CANDIDATE, None, {self.name}
+        self._reset_election(now)
+        if len(self.votes) >= self.quorum:
+            return self._campaign(now, transfer=False)
+        last = self.storage.last_index()
+        ask = PreVote(self.term + 1, self.name, last, self.storage.term_at(last))
+        return [(p, ask) for p in self.peers]
+
+    def _on_pre_vote(self, msg: PreVote, now: float) -> Out:
+        granted = (msg.term > self.term and not self._in_lease(now)
+                   and self._log_ok(msg.last_index, msg.last_term))
+        return [(msg.candidate, PreVoteReply(msg.term if granted else max(self.term, msg.term - 1),
+                                             self.name, granted))]
+
+    def _campaign(self, now: float, transfer: bool) -> Out:
+        self.storage.save_vote(self.term + 1, self.name)  # durable before it is asked for
+        self.role, self.leader, self.votes = Role.CANDIDATE, None, {self.name}
+        self._reset_election(now)
+        if len(self.votes) >= self.quorum:
+            return self._become_leader(now)
+        last = self.storage.last_index()
+        ask = RequestVote(self.term, self.name, last, self.storage.term_at(last), transfer)
+        return [(p, ask) for p in self.peers]
+
+    def _on_vote(self, msg: RequestVote, now: float) -> Out:
+        """A newer term and the vote in it are saved in one write, before the answer."""
+        s = self.storage
+        newer = msg.term > self.term
+        granted = (msg.term >= self.term and (newer or s.voted_for in (None, msg.candidate))
+                   and self._log_ok(msg.last_index, msg.last_term))
+        if newer:
+            s.save_vote(msg.term, msg.candidate if granted else None)
+            self._become_follower(msg.term, None, now)
+        elif granted and s.voted_for is None:
+            s.save_vote(self.term, msg.candidate)
+        if granted:
+            self._reset_election(now)
+        return [(msg.candidate, VoteReply(self.term, self.name, granted))]
+
+    def _become_follower(self, term: int, leader: str | None, now: float) -> None:
+        if term != self.term:
+            self.storage.save_vote(term, None)
+        if self.role is not Role.FOLLOWER:
+            self._reset_election(now)
+        self.role, self.leader, self.votes, self.transfer_to = Role.FOLLOWER, leader, set(), None
+
+    def _become_leader(self, now: float) -> Out:
+        self.role, self.leader, self.transfer_to = Role.LEADER, self.name, None
+        last = self.storage.last_index()
+        self.next = {p: last + 1 for p in self.peers}
+        self.match = {p: 0 for p in self.peers}
+        self.heard = {p: now for p in self.peers}  # a fresh leader gets a full timeout
+        self.beat_due = {p: now for p in self.peers}
+        self.election_due = now + self.election_s
+        self.storage.append([Entry(self.term, last + 1)])  # the no-op of its term
+        self._advance_commit()
+        return [m for p in self.peers for m in self._replicate(p, now)]
+
+    # -- replication ---------------------------------------------------------------------
+    def _replicate(self, peer: str, now: float) -> Out:
+        s = self.storage
+        nxt = self.next[peer]
+        entries = tuple(s.entries(nxt, min(s.last_index(), nxt + MAX_BATCH - 1)))
+        self.beat_due[peer] = now + self.heartbeat_s
+        if entries:  # pipelined: the next Append starts past these (a refusal rewinds)
+            self.next[peer] = entries[-1].index + 1
+        return [(peer, Append(self.term, self.name, nxt - 1, s.term_at(nxt - 1), entries,
+                              self.commit))]
+
+    def _on_append(self, msg: Append, now: float) -> Out:
+        s = self.storage
+        if msg.term < self.term:
+            return [(msg.leader, AppendReply(self.term, self.name, False, 0))]
+        if self.role is not Role.FOLLOWER:
+            self._become_follower(msg.term, msg.leader, now)
+        self.leader, self.leader_seen = msg.leader, now
+        self._reset_election(now)
+        last = s.last_index()
+        if msg.prev_index > last:
+            return [(msg.leader, AppendReply(self.term, self.name, False, last + 1))]
+        if s.term_at(msg.prev_index) != msg.prev_term:
+            conflict, hint = s.term_at(msg.prev_index), msg.prev_index
+            while hint > self.commit + 1 and s.term_at(hint - 1) == conflict:
+                hint -= 1
+            return [(msg.leader, AppendReply(self.term, self.name, False, hint))]
+        new = []
+        for e in msg.entries:
+            if e.index <= s.last_index():
+                if s.term_at(e.index) == e.term:
+                    continue
+                if e.index <= self.commit:
+                    raise AssertionError(f"{self.name}: leader {msg.leader} would cut "
+                                         f"committed entry {e.index}")
+                s.truncate(e.index)  # a divergent tail the leader never had
+            new.append(e)
+        if new:
+            s.append(new)
+        match = msg.prev_index + len(msg.entries)
+        self.commit = max(self.commit, min(msg.commit, match))
+        return [(msg.leader, AppendReply(self.term, self.name, True, match))]
+
+    def _on_append_reply(self, msg: AppendReply, now: float) -> Out:
+        if self.role is not Role.LEADER or msg.term != self.term:
+            return []
+        peer = msg.follower
+        self.heard[peer] = now
+        if msg.success:
+            self.match[peer] = max(self.match[peer], msg.match)
+            self.next[peer] = max(self.next[peer], self.match[peer] + 1)
+            self._advance_commit()
+            if self.transfer_to == peer:
+                return self._maybe_timeout_now(peer, now)
+            if self.next[peer] <= self.storage.last_index():
+                return self._replicate(peer, now)
+            return []
+        self.next[peer] = max(self.match[peer] + 1, min(msg.match, self.storage.last_index() + 1))
+        return self._replicate(peer, now)
+
+    def _advance_commit(self) -> None:
+        marks = sorted([self.storage.last_index(), *self.match.values()], reverse=True)
+        n = marks[self.quorum - 1]
+        if n > self.commit and self.storage.term_at(n) == self.term:
+            self.commit = n  # only its own term's entries by counting (Raft, 5.4.2)
+
+    def _maybe_timeout_now(self, peer: str, now: float) -> Out:
+        if self.match.get(peer) == self.storage.last_index():
+            return [(peer, TimeoutNow(self.term, self.name))]
+        return self._replicate(peer, now)

@@ -1,0 +1,140 @@
+"""The Raft core on a virtual network (tests/broker_core/raft/sim.py): seeded schedules
+of loss, delay, duplication, reordering, crashes and cut links never break election
+safety, log matching or a committed entry, and once healed the group elects a leader
+and commits again; and the cases one by one: pre-vote, a vote kept across a crash, a
+divergent tail cut, a leader cut off stepping down, leadership handed over."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from broker_core.raft.log import MemoryStorage
+from broker_core.raft.messages import Append, AppendReply, Entry, RequestVote
+from broker_core.raft.node import NotLeader, RaftNode, Role
+from tests.broker_core.raft.sim import Faults, Sim
+
+# thousands in a long run (RAFT_SCHEDULES=5000); the suite runs a few hundred
+SCHEDULES = int(os.environ.get("RAFT_SCHEDULES", "300"))
+ROUGH = Faults(loss=0.1, duplicate=0.1, delay=(0.001, 0.08), crash_every_s=2.0,
+               cut_every_s=3.0)
+
+
+def settle(sim: Sim, seconds: float = 5.0) -> RaftNode:
+    sim.heal()
+    sim.run(sim.now + seconds, healthy=True)
+    leader = sim.leader()
+    assert leader is not None, f"seed {sim.seed}: no leader after healing"
+    return leader
+
+
+@pytest.mark.parametrize(("size", "pre_vote", "share"), [(3, True, 1), (5, True, 3),
+                                                          (3, False, 3)])
+def test_seeded_schedules_keep_every_safety_property_and_recover(size, pre_vote, share):
+    """Without pre-votes too: they screen candidates' logs before the vote does, so a
+    broken vote (granted to a stale log) shows only with them off."""
+    names = [f"n{i}" for i in range(size)]
+    for seed in range(SCHEDULES // share):
+        sim = Sim(names, seed, ROUGH, pre_vote=pre_vote)
+        sim.run(15.0)
+        leader = settle(sim)
+        before = len(sim.proposed)
+        sim.run(sim.now + 2.0, healthy=True)
+        assert len(sim.proposed) > before, f"seed {seed}: nothing proposed once healed"
+        sim.check_all()
+        first = sim.proposed[before]  # the first proposal once healed: committed, on a quorum
+        leader = sim.leader()
+        held = [e.data for e in sim.storage[leader.name].entries(1, leader.commit)]
+        assert first in held, f"seed {seed}: nothing committed once healed"
+        assert sum(1 for s in sim.storage.values() if first in [e.data for e in s.log]) \
+            >= leader.quorum
+
+
+def test_a_healthy_group_elects_one_leader_and_commits_everywhere():
+    sim = Sim(["a", "b", "c"], seed=1)
+    sim.run(3.0, healthy=True)
+    leader = sim.leader()
+    assert leader is not None and sum(n.role is Role.LEADER for n in sim.nodes.values()) == 1
+    sim.run(sim.now + 1.0, propose_every=1e9, healthy=True)  # the last ones reach everyone
+    assert {n.commit for n in sim.nodes.values()} == {leader.storage.last_index()}
+    assert all(s.log == leader.storage.log for s in sim.storage.values())
+
+
+def test_a_node_cut_off_does_not_raise_the_groups_term_when_it_returns():
+    sim = Sim(["a", "b", "c"], seed=2)
+    sim.run(3.0, healthy=True)
+    leader = sim.leader()
+    away = next(n for n in sim.names if n != leader.name)
+    term = leader.term
+    sim.isolated[away] = sim.now + 10.0  # it times out again and again meanwhile
+    sim.run(sim.now + 10.0, healthy=True)
+    assert sim.storage[away].term == term  # pre-votes only: no term spent
+    sim.run(sim.now + 3.0, healthy=True)
+    assert sim.leader().name == leader.name and sim.leader().term == term  # not deposed
+
+
+def test_a_vote_is_saved_before_it_is_given_and_kept_across_a_crash():
+    s = MemoryStorage()
+    node = RaftNode("b", ["a", "c"], s, random.Random(1), now=0.0)
+    out = node.step(RequestVote(1, "a", 0, 0), now=5.0)
+    assert out[0][1].granted and (s.term, s.voted_for, s.saves) == (1, "a", 1)
+    again = RaftNode("b", ["a", "c"], s, random.Random(2), now=6.0)  # restarted
+    assert not again.step(RequestVote(1, "c", 0, 0), now=12.0)[0][1].granted
+    candidate = RaftNode("a", ["b", "c"], MemoryStorage(), random.Random(3), now=0.0)
+    out = candidate.tick(10.0)  # pre-vote first: its term untouched
+    assert candidate.storage.term == 0 and {m.term for _to, m in out} == {1}
+
+
+def test_a_leader_commits_an_older_terms_entry_only_behind_one_of_its_own():
+    """Raft's figure 8: an entry of term 2 on a majority is not committed by a leader of
+    term 4 until an entry of term 4 is on a majority too."""
+    s = MemoryStorage()
+    s.save_vote(4, "a")
+    s.append([Entry(1, 1, b"x"), Entry(2, 2, b"y")])
+    node = RaftNode("a", ["b", "c"], s, random.Random(1))
+    node._become_leader(now=0.0)  # its no-op: entry 3, term 4
+    node.step(AppendReply(4, "b", True, 2), now=0.1)
+    assert node.commit == 0  # entry 2 is on two of three, and of term 2: not yet
+    node.step(AppendReply(4, "b", True, 3), now=0.2)
+    assert node.commit == 3
+
+
+def test_a_followers_divergent_tail_is_cut_for_the_leaders_entries():
+    s = MemoryStorage()
+    s.save_vote(2, None)
+    s.append([Entry(1, 1, b"x"), Entry(2, 2, b"stale"), Entry(2, 3, b"stale")])
+    node = RaftNode("b", ["a", "c"], s, random.Random(1))
+    out = node.step(Append(3, "a", 1, 1, (Entry(3, 2, b"new"),), 2), now=1.0)
+    assert out[0][1].success and [e.data for e in s.log] == [b"x", b"new"]
+    assert node.commit == 2
+    refused = node.step(Append(3, "a", 4, 3, (), 2), now=1.1)  # past its end: a hint
+    assert not refused[0][1].success and refused[0][1].match == 3
+
+
+def test_a_leader_cut_off_from_its_group_stops_leading():
+    sim = Sim(["a", "b", "c"], seed=3)
+    sim.run(3.0, healthy=True)
+    old = sim.leader()
+    sim.isolated[old.name] = sim.now + 5.0
+    sim.run(sim.now + 2 * sim.election_s + 0.1, healthy=True)
+    assert old.role is Role.FOLLOWER  # it heard no majority for an election timeout
+    with pytest.raises(NotLeader):
+        old.propose([b"late"], sim.now)
+    new = sim.leader()
+    assert new is not None and new.name != old.name and new.term > old.term
+
+
+def test_leadership_is_handed_over_once_the_target_holds_the_log():
+    sim = Sim(["a", "b", "c"], seed=4)
+    sim.run(3.0, healthy=True)
+    old = sim.leader()
+    target, term = next(n for n in sim.names if n != old.name), old.term
+    sim.send(old.name, old.transfer(target, sim.now), healthy=True)
+    with pytest.raises(NotLeader, match=f"{target} is"):
+        old.propose([b"meanwhile"], sim.now)
+    sim.run(sim.now + 1.0, propose_every=1e9, healthy=True)
+    assert sim.leader().name == target and sim.nodes[target].term == term + 1
+    assert old.role is Role.FOLLOWER
+    sim.check_all()
