@@ -301,13 +301,15 @@ def _transactions(state) -> dict:
     """Half messages, queue locks and the ACL's refusals summed over the masters (a slave
     holds copies)."""
     out = {"halves": 0, "committed": 0, "checks": 0, "pending": 0, "rolled_back": {},
-           "locks_held": 0, "acl_denied": 0}
+           "locks_held": 0, "acl_denied": 0, "offset_commits": 0, "fenced": 0}
     for b in state.brokers if state else ():
         if b.stats is None or b.role == "SLAVE":
             continue
         t = b.stats.transactions or {}
         for key, name in (("halves", "halves_total"), ("committed", "committed_total"),
-                          ("checks", "checks_total"), ("pending", "pending")):
+                          ("checks", "checks_total"), ("pending", "pending"),
+                          ("offset_commits", "offsets_committed_total"),
+                          ("fenced", "fenced_total")):
             out[key] += int(t.get(name) or 0)
         for by, n in (t.get("rolled_back") or {}).items():
             out["rolled_back"][by] = out["rolled_back"].get(by, 0) + int(n)
@@ -372,3 +374,6 @@ def _print_summary(summary: dict) -> None:
               f"rolled back {rolled or 'none'}, {tx['checks']:,} check-backs, "
               f"{tx['pending']:,} pending; orderly queue locks held: {tx['locks_held']}; "
               f"requests the ACL refused: {tx['acl_denied']:,}")
+    if tx.get("offset_commits"):
+        print(f"exactly once (the ledger): {tx['offset_commits']:,} transactions committed "
+              f"its output with its offsets, {tx['fenced']:,} fenced")

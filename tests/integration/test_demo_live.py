@@ -87,7 +87,7 @@ def test_make_demo_isolates_the_stalled_master_and_no_healthy_group(tmp_path):
 def assert_summary_shape(run: dict, groups: int) -> None:
     """What `--json` promises a script: each broker's figures, the fuse's transitions,
     and the demo's clients (two consumer groups judged by the brokers, a throttled
-    flood, payments published transactionally and consumed orderly by the ledger)."""
+    flood, payments published transactionally and booked exactly once by the ledger)."""
     names = [f"group-{g}-{side}" for g in range(1, groups + 1) for side in "ab"]
     assert sorted(b["name"] for b in run["brokers"]) == sorted(names)
     assert all(set(b) == {"name", "state", "p99_s", "max_s", "faulted", "faults", "isolations"}
@@ -112,5 +112,6 @@ def assert_summary_shape(run: dict, groups: int) -> None:
     tx = run["transactions"]
     assert tx["committed"] > 0 and tx["rolled_back"].get("producer", 0) > 0, tx
     assert tx["locks_held"] > 0, tx
+    assert tx["offset_commits"] > 0, tx  # the ledger books exactly once
     assert tx["acl_denied"] == 0, tx  # every client allowed what its job needs, no more
     assert run["throttled_total"] > 0
