@@ -46,6 +46,7 @@ from broker_core.protocol.transactions import (
     PROP_TX_HALF,
     Consumed,
     TxState,
+    fingerprint,
 )
 
 log = logging.getLogger("floodgate.transform")
@@ -63,6 +64,7 @@ class _Attempt:
     end: int  # past its last message
     epoch: int  # of the queue's lock it read under
     count: int  # input messages
+    last: str  # the last one's fingerprint (protocol.transactions)
     sent: list = field(default_factory=list)  # its halves' sends (Futures)
     answer: Future | None = None  # the END_TRANSACTION's
     failed: bool = False
@@ -143,7 +145,8 @@ class Transform:
         if not c.mode.leases.valid(queue) or epoch is None or begin is None:
             self._again(queue)  # not ours now, or not where we think: read again
             return None
-        a = _Attempt(queue, begin, batch[-1].queue_offset + 1, epoch, len(batch))
+        a = _Attempt(queue, begin, batch[-1].queue_offset + 1, epoch, len(batch),
+                     fingerprint(batch[-1]))
         try:
             self._send_halves(queue, batch, a.sent)
         except (SendFailed, BrokerUnavailable, BrokerError, TimeoutError) as exc:
@@ -158,7 +161,7 @@ class Transform:
         try:
             halves = [f.result().queue_offset for f in a.sent]
             consumed = Consumed(self.group, self.source, self.consumer.client_id,
-                                {a.queue[1]: (a.begin, a.end, a.epoch)})
+                                {a.queue[1]: (a.begin, a.end, a.epoch, a.last)})
             a.answer = self.tx.producer.request_async(a.queue[0], Op.END_TRANSACTION,
                                                       encode_json({
                 "halves": halves, "decision": TxState.COMMIT.value, "by": "producer",

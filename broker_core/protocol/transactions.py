@@ -43,12 +43,13 @@ RESOLVERS = ("producer", "check", "operator", "checks-exhausted", "fenced")
 class Consumed:
     """What a consume-transform-produce transaction read: its consumer group's offsets
     in one input topic, committed with the output or not at all. `queues`: queue id ->
-    (the offset it read from, the offset past what it read, its lock's epoch)."""
+    (the offset it read from, the offset past what it read, its lock's epoch, and what
+    the last message it read was: `fingerprint`)."""
 
     group: str
     topic: str
     client_id: str
-    queues: dict[int, tuple[int, int, int]]
+    queues: dict[int, tuple[int, int, int, str]]
 
     def document(self) -> dict:
         return {"group": self.group, "topic": self.topic, "client_id": self.client_id,
@@ -64,14 +65,23 @@ class Consumed:
             raise ValueError("consumed names its group, topic and client_id")
         queues = {}
         for qid, v in (doc.get("queues") or {}).items():
-            if (not str(qid).isdigit() or not isinstance(v, list) or len(v) != 3
-                    or not all(type(x) is int and x >= 0 for x in v) or v[1] < v[0]):
-                raise ValueError(f"consumed queue {qid!r} must be [from, to, epoch] with "
-                                 f"0 <= from <= to, got {v!r}")
-            queues[int(qid)] = (v[0], v[1], v[2])
+            if (not str(qid).isdigit() or not isinstance(v, list) or len(v) != 4
+                    or not all(type(x) is int and x >= 0 for x in v[:3]) or v[1] < v[0]
+                    or not isinstance(v[3], str)):
+                raise ValueError(f"consumed queue {qid!r} must be [from, to, epoch, "
+                                 f"fingerprint] with 0 <= from <= to, got {v!r}")
+            queues[int(qid)] = (v[0], v[1], v[2], v[3])
         if not queues:
             raise ValueError("consumed names at least one queue")
         return cls(group, topic, client, queues)
+
+
+def fingerprint(message) -> str:
+    """Which record a message is, beyond its queue offset: the master that stored it,
+    where, and when. After a failover a queue's offset can hold another message (the
+    old master's unreplicated tail cut, the new one's written there); a commit of
+    offsets read from the old one must not pass for the new."""
+    return f"{message.msg_id}@{message.store_timestamp}"
 
 
 @dataclass(frozen=True)

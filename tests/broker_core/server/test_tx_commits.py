@@ -22,7 +22,8 @@ import os, signal, sys, time
 from pathlib import Path
 from broker_core import protocol as p
 from broker_core.protocol.delay import PROP_REAL_QID, PROP_REAL_TOPIC
-from broker_core.protocol.transactions import HALF_TOPIC, PROP_TX_HALF, Consumed, TxState
+from broker_core.protocol.transactions import (HALF_TOPIC, PROP_TX_HALF, Consumed, TxState,
+                                               fingerprint)
 from broker_core.server.group_state import OffsetTable
 from broker_core.server.queue_locks import QueueLocks
 from broker_core.server.transactions import TxService
@@ -59,7 +60,8 @@ tx.catch_up()
 offsets.commit("g", "in", 0, 0)
 offsets.save(), table.save()
 locks.lock("g", "c", "in", [0])
-consumed = Consumed("g", "in", "c", {0: (0, 5, locks.epochs("g", "c", "in", [0])[0])})
+last = fingerprint(store.get("in", 0, 4, 1).messages[0])
+consumed = Consumed("g", "in", "c", {0: (0, 5, locks.epochs("g", "c", "in", [0])[0], last)})
 assert tx.fence(consumed) is None
 if crash < 0:
     die()
@@ -105,3 +107,38 @@ def test_output_and_offsets_commit_together_across_a_sigkill_at_every_step(tmp_p
         assert store.queue_offsets(HALF_TOPIC, 0) == (0, 3)
     finally:
         store.close()
+
+
+def test_a_commit_of_messages_a_failover_cut_is_fenced(tmp_path):
+    """The transform read offsets 0-1 on an old master; the new master holds other
+    messages there (the old one's tail was never replicated): same offsets, another
+    record, so the commit is refused though lock and offset agree."""
+    import time
+
+    from broker_core.protocol.transactions import Consumed, fingerprint
+    from broker_core.server.queue_locks import QueueLocks
+    from broker_core.server.tx_commits import fence_reason
+
+    def store_at(name: str, host: str, bodies):
+        s = MessageStore(tmp_path / name, StoreConfig(
+            commitlog_segment_bytes=64 * 1024, max_message_bytes=8 * 1024,
+            background_services=False, store_host=host))
+        for b in bodies:
+            s.put("in", 0, b, wait=False)
+        return s
+
+    # each master stamps what it stores with its own address (a slave keeps its master's)
+    old, new = store_at("old", "10.0.0.1:10911", [b"a", b"b"]), \
+        store_at("new", "10.0.0.2:10911", [b"a", b"c"])
+    try:
+        locks = QueueLocks(time.monotonic, time.time)
+        locks.lock("g", "c", "in", [0])
+        epoch = locks.epochs("g", "c", "in", [0])[0]
+        offsets = OffsetTable(tmp_path / "offsets.json")
+        read = fingerprint(old.get("in", 0, 1, 1).messages[0])
+        consumed = Consumed("g", "in", "c", {0: (0, 2, epoch, read)})
+        assert fence_reason(consumed, offsets, locks, old) is None
+        assert "not the message c read there" in fence_reason(consumed, offsets, locks, new)
+    finally:
+        old.close()
+        new.close()
