@@ -174,10 +174,12 @@ class TxService:
             self.table.dirty = True
 
     # -- END_TRANSACTION ----------------------------------------------------------------------
-    def state_of(self, offset: int) -> str:
+    def state_of(self, offset: int, caught_up: bool = False) -> str:
         """pending, committed, rolled-back, resolving, resolved (before the watermark:
-        how is forgotten) or unknown (no half there)."""
-        self.catch_up()
+        how is forgotten) or unknown (no half there). `caught_up`: the caller read the
+        queues forward just now (a transaction's 64 halves asked about in a row)."""
+        if not caught_up:
+            self.catch_up()
         if offset in self.resolving:
             return "resolving"
         if offset in self.pending:

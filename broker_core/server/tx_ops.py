@@ -101,7 +101,7 @@ def start_end(broker, req: EndRequest, done) -> tuple[int, bytes] | None:
     whose consumer was fenced (server.tx_commits) rolls the rest back instead."""
     tx = broker.tx
     tx.catch_up()  # a promoted master's offsets: the commits read back first
-    states = [tx.state_of(h) for h in req.halves]
+    states = [tx.state_of(h, caught_up=True) for h in req.halves]
     if "unknown" in states:
         missing = req.halves[states.index("unknown")]
         return Code.MESSAGE_NOT_FOUND, (f"no half message at offset {missing} on "
