@@ -66,6 +66,11 @@ max per send):
   of up to ~50 ms (garbage collection, a core taken) were measured on a busy
   2-core demo host; such a broker is isolated for slowness only once a call
   hangs. A PageCache stall (200 ms and more in the Double-11 talk) still goes in 100 ms.
+- ``hung_ceiling_s = 0.12``: the stuck and hung lines follow the baseline, but no
+  higher than this. On a loaded demo host the baseline rose to 3.7 ms, the line to
+  37 ms and a hang to 373 ms: a stall of 200-370 ms then went unnoticed, stall after
+  stall. 120 ms is over twice the hiccups above, and a 200 ms stall reaches it even
+  when the client was away for a third of it.
 - ``jitter_ratio = 0.1``: each isolation lasts up to 10 % longer, drawn from an
   injected seed, so producers that isolated a broker together do not all
   return to it in the same millisecond.
@@ -105,6 +110,7 @@ class FuseConfig:
     aged_fraction: float = 0.25
     stuck_factor: float = 4.0
     hung_factor: float = 10.0
+    hung_ceiling_s: float = 0.12
     crowd_share: float = 0.15
     crowd_factor: float = 3.0
     jitter_ratio: float = 0.1
@@ -124,7 +130,7 @@ class FuseConfig:
                 raise FuseError(f"{name} must be a finite number > 0, got {value!r}")
 
         for name in ("isolation_s", "slow_s", "slow_factor", "baseline_interval_s",
-                     "cluster_window_s", "max_isolation_s", "slow_window_s"):
+                     "cluster_window_s", "max_isolation_s", "slow_window_s", "hung_ceiling_s"):
             positive(name)
         if self.tick_s is not None:
             positive("tick_s")
@@ -165,6 +171,14 @@ class FuseConfig:
         if not isinstance(self.min_samples, int) or self.min_samples < 1:
             raise FuseError(f"min_samples must be an integer >= 1, got {self.min_samples!r}")
         return self
+
+    def stuck_line(self, line: float) -> float:
+        """Where a call in flight is stuck, for a slow line of `line` seconds."""
+        return min(self.stuck_factor * line, self.hung_ceiling_s)
+
+    def hung_line(self, line: float) -> float:
+        """Where a call in flight hangs (never before it is stuck)."""
+        return min(self.hung_factor * line, self.hung_ceiling_s)
 
     def cap(self, brokers: int) -> int:
         """floor(ratio x N) (heatmap.sla.fuse_cap)."""

@@ -233,8 +233,8 @@ class Fuse:
     def _weight(self, rt: float, line: float) -> int:
         """Offences a slow call is worth: past the line, twice it, stuck, hung."""
         cfg = self.config
-        return ((rt > line) + (rt > 2.0 * line) + (rt > cfg.stuck_factor * line)
-                + (rt > cfg.hung_factor * line))
+        return ((rt > line) + (rt > 2.0 * line) + (rt > cfg.stuck_line(line))
+                + (rt > cfg.hung_line(line)))
 
     def heartbeat(self, interval_s: float) -> float:
         """The client that reads the brokers' answers is running now.

@@ -134,8 +134,8 @@ class Keeper:
             # A call in flight counts once past the line, once more past twice it
             # and once more when stuck, in time the client was watching.
             line = self.threshold
-            lines = (line, 2.0 * line, self.config.stuck_factor * line,
-                     self.config.hung_factor * line)
+            lines = (line, 2.0 * line, self.config.stuck_line(line),
+                     self.config.hung_line(line))
             cut = self._late.cutoff if self._late.active else (lambda t, d: t - d)
             stages = self._calls.climb(tuple(cut(now, d) for d in lines))
             if any(stages):
@@ -242,7 +242,7 @@ class Keeper:
         cfg = self.config
         if state.samples < cfg.warmup_calls or now - state.first_seen < cfg.warmup_s:
             return False  # its first calls carry the connect and a cold broker's start
-        stuck = rt > cfg.stuck_factor * self.threshold
+        stuck = rt > cfg.stuck_line(self.threshold)
         if self.judge.note_slow(state.name, now, len(self._states)) and not stuck:
             self._release_cluster_slow_locked(now)
             return False
@@ -252,7 +252,7 @@ class Keeper:
             state.suspect_calls += calls
             if state.suspect_calls < cfg.slow_calls:
                 return False
-        if state.name in self.colocated and rt <= cfg.hung_factor * self.threshold:
+        if state.name in self.colocated and rt <= cfg.hung_line(self.threshold):
             return False  # a suspect until a call hangs: see `colocated`
         verdict = slow_alone(state.name, rt, serving or self.usable, self._states,
                              self._aged_before, self._crowd, now, self.threshold, cfg)
@@ -275,7 +275,7 @@ class Keeper:
         (not of a broker with a call stuck, now or in this isolation: a call 40x
         the baseline is not the cluster's slowness)."""
         horizon = now - self.config.cluster_window_s
-        stuck_s = self.config.stuck_factor * self.threshold
+        stuck_s = self.config.stuck_line(self.threshold)
         undo = [st for st in self.list.entries if st.episode_errors == 0 and
                 st.since >= horizon and not st.stuck and st.worst_rt_s <= stuck_s]
         for state in undo:

@@ -76,7 +76,7 @@ def slow_alone(broker: str, evidence_s: float, serving: Iterable[str],
     them.
     """
     others = {b for b in serving if b != broker}
-    stuck = evidence_s > config.stuck_factor * line
+    stuck = evidence_s > config.stuck_line(line)
     mood = "calm"
     if not stuck:
         in_flight = aged_before(config.aged_fraction * line)

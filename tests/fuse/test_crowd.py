@@ -148,6 +148,22 @@ def test_a_broker_on_the_clients_host_is_isolated_only_once_a_call_hangs():
     fuse.end(hung, ok=True)
 
 
+def test_on_a_loaded_host_a_colocated_stall_hangs_at_the_ceiling_not_ten_lines():
+    # every broker answers in 3.5 ms: the line is 35 ms, and ten lines would be 350 ms,
+    # longer than many of the demo's random PageCache stalls (200-800 ms)
+    clock = ManualClock()
+    fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0, warmup_s=0,
+                colocated=[f"b{i}" for i in range(6)])
+    pending = steady(fuse, clock, 2.0, rt=0.0035)
+    assert fuse.snapshot().slow_threshold_s > 0.03
+    stalled = fuse.begin("b3")
+    pending = steady(fuse, clock, 0.110, rt=0.0035, pending=pending)
+    assert fuse.snapshot().isolated == ()  # short of the 120 ms ceiling: a hiccup still
+    steady(fuse, clock, 0.015, rt=0.0035, pending=pending)
+    assert fuse.snapshot().excluded == {"b3"}
+    fuse.end(stalled, ok=True)
+
+
 def test_late_answers_do_not_keep_a_colocated_overflow_broker_isolated():
     clock = ManualClock()
     fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0,
