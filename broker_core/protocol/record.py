@@ -219,6 +219,22 @@ def prepare_batch(topic: str, queue_id: int, bodies, tags, keys, properties: dic
     return prepared
 
 
+def encode_records(prepared, queue_id: int, first_queue_offset: int, physical_offset: int,
+                   born_ms: int, store_ms: int, host: bytes) -> bytes:
+    """Prepared records (`prepare`) as the CommitLog holds them, the first at
+    `physical_offset` with queue offset `first_queue_offset`, the rest after it."""
+    parts = []
+    phys, qo = physical_offset, first_queue_offset
+    for size, crc, body, suffix, _th in prepared:
+        parts.append(HEADER.pack(size, MESSAGE_MAGIC, crc, queue_id, 0, qo, phys, 0,
+                                 born_ms, host, store_ms, host, 0, 0, len(body)))
+        parts.append(body)
+        parts.append(suffix)
+        phys += size
+        qo += 1
+    return b"".join(parts)
+
+
 class CorruptRecord(Exception):
     """Internal: why the bytes at an offset are not a valid record (not part of the API)."""
 

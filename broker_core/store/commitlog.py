@@ -25,6 +25,7 @@ from broker_core.protocol.record import (
     MESSAGE_MAGIC,
     Message,
     decode_record,
+    encode_records,
 )
 from broker_core.store.allocate import SegmentAllocator
 from broker_core.store.mapped_file import PAGE, MappedFile, parse_file_name
@@ -188,16 +189,9 @@ class CommitLog:
                 mm[local + HEADER_SIZE : at] = body
                 mm[at : local + size] = suffix
         else:
-            parts = []
-            phys, qo = first, first_queue_offset
-            for size, crc, body, suffix, _th in prepared:
-                parts.append(HEADER.pack(size, MESSAGE_MAGIC, crc, queue_id, 0, qo, phys, 0,
-                                         born_ms, host, store_ms, host, 0, 0, len(body)))
-                parts.append(body)
-                parts.append(suffix)
-                phys += size
-                qo += 1
-            mm[local : phys - seg.start_offset] = b"".join(parts)
+            block = encode_records(prepared, queue_id, first_queue_offset, first, born_ms,
+                                   store_ms, host)
+            mm[local : local + len(block)] = block
         seg.max_store_timestamp = store_ms
         return first
 

@@ -72,10 +72,53 @@ class ReplicaLog:
                 self.queues.evict()
             return self._index()
 
-    def _index(self) -> set[tuple[str, int]]:
-        """Walk complete records from write_offset to received; write their queue units."""
+    def hold(self, offset: int, data: bytes | memoryview) -> int:
+        """Raft: write bytes at ``offset`` that readers must not see until `publish`;
+        returns the offset past them."""
+        with self._lock:
+            self.received = max(self.received, self.commitlog.write_offset)
+            if offset != self.received:
+                raise ReplicaGapError(f"entry bytes at {offset} but this log holds up to "
+                                      f"{self.received}")
+            self.received = self.commitlog.write_at(offset, data)
+            return self.received
+
+    def publish(self, end: int) -> set[tuple[str, int]]:
+        """Raft: the bytes below `end` are committed; index the records they hold (a
+        Raft log holds bytes past write_offset that readers must not see yet)."""
+        with self._lock:
+            self.received = max(self.received, self.commitlog.write_offset)
+            if end <= self.commitlog.write_offset:
+                return set()
+            if end > self.received:
+                raise ReplicaGapError(f"published up to {end} but this log holds only up "
+                                      f"to {self.received}")
+            if self.queues.over:
+                self.queues.evict()
+            return self._index(end)
+
+    def withdraw(self, offset: int) -> int:
+        """Raft, on start: the records at and after `offset` are not known committed;
+        their queue units and keys go (their bytes stay, published again once the
+        leader says they are committed). Returns the queue units removed."""
         cl = self.commitlog
-        pos, end = cl.write_offset, self.received
+        with self._lock:
+            offset = max(offset, cl.min_offset)
+            if offset >= cl.write_offset:
+                return 0
+            self.received = max(self.received, cl.write_offset)
+            removed = sum(cq.truncate_from_phys(offset) for cq in self.queues.all())
+            if self.index is not None:
+                self.index.truncate_from(offset)
+            cl.advance(offset)
+        self._checkpoint()
+        return removed
+
+    def _index(self, end: int | None = None) -> set[tuple[str, int]]:
+        """Walk complete records from write_offset to `end` (received); write their
+        queue units."""
+        cl = self.commitlog
+        pos, end = cl.write_offset, self.received if end is None else end
         touched: set[tuple[str, int]] = set()
         queues = self.queues.queues
         seg = None
@@ -134,7 +177,10 @@ class ReplicaLog:
                     self.queues.evict(keep=cq)
             if self.index is not None:
                 self.index.truncate_from(offset)
+            readable = min(cl.write_offset, offset)  # (a Raft log may hold more than it shows)
             cut = cl.truncate(offset)
+            cl.advance(readable)
+            cl.flushed_offset = readable
             self.received = offset
         self._checkpoint()
         if cut:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker_core.raft.log import MemoryStorage
@@ -41,12 +42,16 @@ class Sim:
     election_s: float = 0.3
     heartbeat_s: float = 0.05
     pre_vote: bool = True
+    # a node's storage, opened again after a crash: (name, the old one or None) -> it
+    storage_factory: Callable[[str, object], object] = lambda _name, old: old or MemoryStorage()
+    # what a leader proposes: (its storage, the proposal's number) -> the entry's data
+    payload: Callable[[object, int], bytes] = lambda _storage, n: f"v{n}".encode()
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.now = 0.0
         self.committed: dict[int, tuple[int, bytes]] = {}  # index -> (term, data)
-        self.storage = {n: MemoryStorage() for n in self.names}
+        self.storage = {n: self.storage_factory(n, None) for n in self.names}
         self._checked = {n: 0 for n in self.names}  # each node's commit checked up to
         self._complete: set[tuple[int, str]] = set()  # leaders checked for completeness
         self.nodes: dict[str, RaftNode | None] = {n: self._boot(n) for n in self.names}
@@ -99,7 +104,7 @@ class Sim:
             for name, at in list(self._restart.items()):
                 if at <= self.now:
                     del self._restart[name]
-                    self.nodes[name] = self._boot(name)
+                    self._reboot(name)
             while self.queue and self.queue[0][0] <= self.now:
                 _at, _s, src, dst, msg = heapq.heappop(self.queue)
                 node = self.nodes.get(dst)
@@ -118,7 +123,7 @@ class Sim:
     def propose(self, healthy: bool = False) -> None:
         for name, node in self.nodes.items():
             if node is not None and node.role is Role.LEADER:
-                data = f"v{len(self.proposed)}".encode()
+                data = self.payload(self.storage[name], len(self.proposed))
                 try:
                     _first, out = node.propose([data], self.now)
                 except NotLeader:
@@ -146,7 +151,11 @@ class Sim:
         self.isolated.clear()
         for name in list(self._restart):
             del self._restart[name]
-            self.nodes[name] = self._boot(name)
+            self._reboot(name)
+
+    def _reboot(self, name: str) -> None:
+        self.storage[name] = self.storage_factory(name, self.storage[name])
+        self.nodes[name] = self._boot(name)
 
     # -- the invariants ---------------------------------------------------------------------
     def check(self) -> None:
@@ -160,14 +169,17 @@ class Sim:
                     self._complete.add((node.term, node.name))
                     self._holds_committed(node.name, len(self.committed))
             start = self._checked[node.name] + 1
-            for e in self.storage[node.name].entries(start, node.commit):
+            storage = self.storage[node.name]
+            if hasattr(storage, "publish"):  # a broker's: committed records to its readers
+                storage.publish(node.commit)
+            for e in storage.entries(start, node.commit):
                 known = self.committed.setdefault(e.index, (e.term, e.data))
                 assert known == (e.term, e.data), (
                     f"{node.name} committed {e.index} as {(e.term, e.data)}, once {known}")
             self._checked[node.name] = max(self._checked[node.name], node.commit)
 
     def _holds_committed(self, name: str, upto: int) -> None:
-        log = self.storage[name].log
+        log = self.log(name)
         assert len(log) >= upto, f"{name} leads without committed entries past {len(log)}"
         for i in range(1, upto + 1):
             e = log[i - 1]
@@ -182,13 +194,17 @@ class Sim:
                 self._holds_committed(name, node.commit)
 
     def check_log_matching(self) -> None:
-        logs = [s.log for s in self.storage.values()]
+        logs = [self.log(name) for name in self.names]
         for a in logs:
             for b in logs:
                 for i in range(min(len(a), len(b)), 0, -1):
                     if a[i - 1].term == b[i - 1].term:
                         assert a[:i] == b[:i], f"logs agree on {i}'s term, not before it"
                         break
+
+    def log(self, name: str) -> list:
+        storage = self.storage[name]
+        return storage.entries(1, storage.last_index())
 
     def leader(self) -> RaftNode | None:
         leaders = [n for n in self.nodes.values() if n is not None and n.role is Role.LEADER]

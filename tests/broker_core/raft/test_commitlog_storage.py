@@ -1,0 +1,168 @@
+"""The CommitLog as the Raft log, on real files: entries are records placed where the
+log ends (a blank closes a segment they do not fit); readers see committed entries
+only; a follower's uncommitted tail is cut, never a committed one; bytes a follower
+is sent are verified before they are written; and after a restart whatever a crash
+left (an entry's bytes without its slot, a slot without all its bytes, records not
+known committed) is made consistent again."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker_core.errors import StoreCorruptError
+from broker_core.raft.entry_index import HEADER, SLOT
+from broker_core.raft.messages import Entry
+from broker_core.store import MessageStore
+from tests.broker_core.raft.disk import (
+    SEGMENT,
+    bodies,
+    close,
+    config,
+    entry,
+    open_storage,
+    reopen,
+)
+
+
+def fill(storage, n: int, term: int = 1, size: int = 3000) -> list[bytes]:
+    """`n` entries of two records each; returns the bodies in order."""
+    out = []
+    for _ in range(n):
+        i = storage.last_index() + 1
+        pair = [f"{i}a".encode().ljust(size, b"."), f"{i}b".encode().ljust(size, b".")]
+        storage.append([Entry(term, i, entry(storage, pair))])
+        out += pair
+    return out
+
+
+def test_entries_come_back_byte_for_byte_and_cross_segments_with_a_blank(tmp_path):
+    s = open_storage(tmp_path)
+    sent = fill(s, 30)  # 30 x ~6 KB over 64 KiB segments: several rolls
+    assert s.last_index() == 30 and s.end_offset() > 2 * SEGMENT
+    assert len(s.commitlog.segments) >= 3
+    follower = open_storage(tmp_path / "f")
+    follower.append(s.entries(1, 30))  # a follower writes the leader's bytes as they are
+    assert [e.data for e in follower.entries(1, 30)] == [e.data for e in s.entries(1, 30)]
+    for st in (s, follower):
+        assert bodies(st) == []  # nothing committed: nothing to read
+        st.publish(30)
+        assert bodies(st) == sent
+    close(s)
+    close(follower)
+
+
+def test_readers_see_only_committed_entries_and_a_publish_never_goes_back(tmp_path):
+    s = open_storage(tmp_path)
+    sent = fill(s, 5)
+    assert s.publish(2) == {("orders", 0)}
+    assert bodies(s) == sent[:4]
+    assert s.publish(1) == set()  # committed stays committed
+    assert bodies(s) == sent[:4]
+    close(s)
+
+
+def test_an_uncommitted_tail_is_cut_and_a_committed_one_refused(tmp_path):
+    s = open_storage(tmp_path)
+    sent = fill(s, 6)
+    s.publish(3)
+    s.truncate(5)  # a new leader never had 5 and 6
+    assert s.last_index() == 4 and s.term_at(4) == 1 and s.term_at(5) == 0
+    sent = sent[:8] + fill(s, 1, term=2)  # its entry 5 takes the place
+    with pytest.raises(StoreCorruptError, match="below what is committed"):
+        s.truncate(3)
+    s.publish(5)
+    assert bodies(s) == sent
+    s = reopen(s)
+    assert (s.last_index(), s.term_at(5)) == (5, 2)
+    close(s)
+
+
+def test_a_follower_refuses_bytes_that_do_not_verify_and_writes_nothing(tmp_path):
+    leader, follower = open_storage(tmp_path / "l"), open_storage(tmp_path / "f")
+    fill(leader, 2)
+    good = leader.entries(1, 2)
+    follower.append(good[:1])
+    torn = bytearray(good[1].data)
+    torn[120] ^= 0xFF  # a flipped byte in a body: its CRC
+    with pytest.raises(StoreCorruptError, match="does not verify"):
+        follower.append([Entry(1, 2, bytes(torn))])
+    misplaced = Entry(1, 2, good[0].data)  # entry 1's records at entry 2's place
+    with pytest.raises(StoreCorruptError, match="physical offset"):
+        follower.append([misplaced])
+    assert follower.last_index() == 1
+    follower.append(good[1:])
+    assert follower.entries(2, 2) == good[1:]
+    close(leader)
+    close(follower)
+
+
+def test_term_and_vote_survive_a_restart(tmp_path):
+    s = open_storage(tmp_path, sync=True)
+    s.save_vote(7, "n2")
+    fill(s, 1, term=7)
+    s = reopen(s)
+    assert (s.term, s.voted_for, s.term_at(1)) == (7, "n2", 7)
+    close(s)
+
+
+def test_on_restart_records_not_known_committed_are_withdrawn_then_published_again(tmp_path):
+    s = open_storage(tmp_path, save_every_s=3600)  # the published mark saved on close only
+    sent = fill(s, 4)
+    s.publish(2)
+    s.save_published()  # the mark: entries 1-2
+    s.publish(3)  # committed meanwhile, the mark not saved again: a crash here
+    mark = s.commitlog.write_offset
+    s.store.close()  # as a crash leaves it: the mark at 2, the log holding 4
+    s.index.close()
+    s = open_storage(tmp_path)
+    assert s.last_index() == 4 and bodies(s) == sent[:4]  # 3 not known committed
+    assert s.cut_on_start["units_withdrawn"] == 4 and mark > s.commitlog.write_offset
+    s.publish(4)  # the leader says 4 is committed
+    assert bodies(s) == sent
+    close(s)
+
+
+def test_bytes_no_slot_names_are_cut_on_restart(tmp_path):
+    s = open_storage(tmp_path)
+    sent = fill(s, 3)
+    s.publish(3)
+    s.commitlog.write_at(s.end_offset(), entry(s, [b"never indexed"]))  # a crash before its slot
+    path = tmp_path
+    close(s)
+    s = open_storage(path)
+    assert s.cut_on_start["bytes_cut"] > 0 and s.last_index() == 3
+    assert bodies(s) == sent
+    fill(s, 1)  # and the next entry goes where the cut bytes were
+    s.publish(4)
+    assert len(bodies(s)) == len(sent) + 2
+    close(s)
+
+
+def test_a_slot_without_all_its_bytes_or_torn_is_dropped_on_restart(tmp_path):
+    s = open_storage(tmp_path)
+    fill(s, 3)
+    s.publish(2)
+    start, end = s.index.end_of(2), s.index.end_of(3)
+    seg = s.commitlog.segment_for(end - 1)
+    local = end - 1 - seg.start_offset
+    seg.mm[local - 50:local + 1] = bytes(51)  # entry 3's last record never reached the disk
+    with open(s.index.path, "ab") as f:
+        f.write(b"\x01" * (SLOT.size - 3))  # and a slot torn after it
+    close(s)
+    s = open_storage(tmp_path)
+    assert s.last_index() == 2 and s.end_offset() == start
+    assert s.cut_on_start["entries_dropped"] == 2
+    assert s.index.path.stat().st_size == HEADER.size + 2 * SLOT.size
+    close(s)
+
+
+def test_a_store_with_records_from_before_raft_keeps_them_as_its_base(tmp_path):
+    with MessageStore(tmp_path / "store", config()) as store:
+        store.put("orders", 0, b"before raft")
+    s = open_storage(tmp_path)
+    assert s.last_index() == 0 and s.end_offset() > 0
+    assert bodies(s) == [b"before raft"]
+    fill(s, 1)
+    s.publish(1)
+    assert bodies(s)[0] == b"before raft" and len(bodies(s)) == 3
+    close(s)
