@@ -13,8 +13,10 @@ entry, so a follower writes the same bytes at the same offsets.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from broker_core.errors import MessageIllegalError
-from broker_core.protocol.record import BLANK, BLANK_MAGIC, BLANK_MIN, encode_records
+from broker_core.protocol.record import BLANK, BLANK_MAGIC, BLANK_MIN, HEADER, encode_records
 
 
 class EntryBuilder:
@@ -44,3 +46,18 @@ class EntryBuilder:
 
     def data(self) -> bytes:
         return b"".join(self._parts)
+
+
+def records_by_queue(data: bytes) -> Counter[tuple[str, int]]:
+    """How many records of each (topic, queue id) an entry's bytes hold: a new leader
+    counts its uncommitted tail to go on numbering each queue after it."""
+    out: Counter[tuple[str, int]] = Counter()
+    pos = 0
+    while pos < len(data):
+        size, magic = BLANK.unpack_from(data, pos)
+        if magic != BLANK_MAGIC:
+            h = HEADER.unpack_from(data, pos)
+            at = pos + HEADER.size + h[14]
+            out[(data[at + 1:at + 1 + data[at]].decode("ascii"), h[3])] += 1
+        pos += size
+    return out

@@ -69,6 +69,7 @@ class MessageStore:
         self._store_host = pack_host(config.store_host)
         self._put_lock = threading.Lock()
         self._replica: ReplicaLog | None = None
+        self.appender = None  # raft.appender.RaftAppender while the group runs Raft
         self._stats_lock = threading.Lock()
         self.latency_recorder = LatencyRecorder()
         timed = set(self.config.timed_ops)
@@ -161,6 +162,9 @@ class MessageStore:
             return self._failed(
                 PutStatus.DISK_FULL, f"disk {self.disk_used_ratio:.0%} used, over the full ratio"
             )
+        if self.appender is not None:  # a Raft group's: numbered now, written on commit
+            return self.appender.append(topic, queue_id, prepared, born_ts,
+                                        int(self._clock() * 1000))
         cl = self.commitlog
         c = self.counters
         n = len(prepared)

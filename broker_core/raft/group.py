@@ -1,0 +1,243 @@
+"""RaftGroup: a broker's part in a group that agrees by itself (Raft on the CommitLog),
+with no controller and no ZooKeeper.
+
+It stands where a master/slave broker's `ha.node.HaNode` stands (`broker.ha`, the
+write path's `replication`): the broker asks it the role (the leader is MASTER, a
+follower SLAVE, a candidate NONE), why a send is refused (NOT_MASTER, naming the
+leader it knows), and parks each send's answer until the entry holding it is
+committed. It drives the pure core (raft.node) on the broker's loop: messages from
+the transport (raft.transport), one timer at the core's next deadline, proposals
+from the put path (raft.appender); committed entries are published to the
+ConsumeQueues (raft.commitlog_storage), waking the pulls held on them.
+
+A send parked when its leader is deposed is answered NOT_MASTER: not acknowledged
+(its entry may still be committed by the next leader; an idempotent producer's
+retry is then answered from the first try).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from pathlib import Path
+
+from broker_core.ha.node import Role
+from broker_core.protocol import Code
+from broker_core.raft.appender import RaftAppender
+from broker_core.raft.commitlog_storage import CommitLogStorage
+from broker_core.raft.entry_bytes import records_by_queue
+from broker_core.raft.messages import Message
+from broker_core.raft.node import NotLeader, RaftNode
+from broker_core.raft.node import Role as RaftRole
+from broker_core.raft.transport import RaftTransport
+
+log = logging.getLogger("floodgate.raft")
+
+ELECTION_S = 0.5  # a leader silent for 0.5-1 s is replaced: the issue asks 2 s at most
+HEARTBEAT_S = 0.1
+ROLES = {RaftRole.LEADER: Role.MASTER, RaftRole.FOLLOWER: Role.SLAVE}
+
+
+class RaftGroup:
+    sync = True  # a send is answered once a majority holds it
+
+    def __init__(self, broker, group: str, peers: dict[str, tuple[str, int]], port: int, *,
+                 client_addrs: dict[str, str] | None = None, election_s: float = ELECTION_S,
+                 heartbeat_s: float = HEARTBEAT_S, timeout_s: float = 3.0,
+                 wall: Callable[[], float] = time.time) -> None:
+        """`peers`: the other members' Raft addresses; `client_addrs`: each member's
+        address for clients (named in NOT_MASTER)."""
+        self.broker, self.group, self.port = broker, group, port
+        self.name = broker.config.name
+        self.addrs = dict(client_addrs or {})
+        self.timeout_s, self.wall = timeout_s, wall
+        self._loop = asyncio.get_running_loop()
+        store = broker.store
+        self.storage = CommitLogStorage(store, Path(broker.config.data_dir) / "raft",
+                                        sync=store.config.flush == "sync")
+        self.node = RaftNode(self.name, [self.name, *peers], self.storage,
+                             random.Random(), election_s, heartbeat_s, now=self._loop.time())
+        self.transport = RaftTransport(self.name, group, peers, self._on_message,
+                                       ssl_server=broker.tls, ssl_client=broker.tls_peer)
+        self.appender = RaftAppender(store, self.storage.end_offset, self._propose,
+                                     self._loop.call_soon, broker.sends.host)
+        store.appender = self.appender  # nothing is written to this store but through Raft
+        self.role = Role.NONE
+        self.since = wall()
+        self.events: deque[dict] = deque(maxlen=50)
+        self._counts: dict[int, Counter] = {}  # entry index -> its records per queue (leader)
+        self._published = self.storage.index.index_at(store.commitlog.write_offset)
+        self._parked: list[tuple[int, int, list]] = []  # (end offset, seq, [done])
+        self._deadlines: deque[tuple[float, list]] = deque()
+        self._seq = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._sweep: asyncio.TimerHandle | None = None
+        self.counters = Counter()
+
+    def attach(self) -> RaftGroup:
+        self.broker.ha = self
+        self.broker.write_path.replication = self
+        return self
+
+    async def start(self, bind: str) -> None:
+        await self.transport.start(bind, self.port)
+        self._after([])
+
+    async def close(self) -> None:
+        for handle in (self._timer, self._sweep):
+            if handle is not None:
+                handle.cancel()
+        self._answer_parked(Code.NOT_MASTER, everything=True)
+        await self.transport.close()
+        self.broker.store.appender = None
+        self.storage.close()
+
+    # -- driving the core ------------------------------------------------------------------
+    def _on_message(self, msg: Message) -> None:
+        self._after(self.node.step(msg, self._loop.time()))
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._after(self.node.tick(self._loop.time()))
+
+    def _propose(self, data: bytes, counts: Counter) -> None:
+        try:
+            first, out = self.node.propose([data], self._loop.time())
+        except NotLeader:
+            self._answer_parked(Code.NOT_MASTER, everything=True)  # never proposed
+            return
+        self._counts[first] = counts
+        self.counters["entries_proposed"] += 1
+        self._after(out)
+
+    def _after(self, out) -> None:
+        for to, msg in out:
+            self.transport.send(to, msg)
+        role = ROLES.get(self.node.role, Role.NONE)
+        if role is not self.role:
+            self._role_changed(role)
+        if self.node.commit > self._published:
+            self._publish(self.node.commit)
+        due = self.node.next_due()
+        if self._timer is None or abs(self._timer.when() - due) > 1e-4:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self._loop.call_at(due, self._tick)
+
+    def _role_changed(self, role: Role) -> None:
+        was, self.role = self.role, role
+        if was is Role.MASTER:
+            self._answer_parked(Code.NOT_MASTER, everything=True)
+            self.appender.reset(Counter())
+            self._counts.clear()
+        if role is Role.MASTER:  # go on numbering each queue after the uncommitted tail
+            tail = self.storage.entries(self._published + 1, self.storage.last_index())
+            self._counts = {e.index: records_by_queue(e.data) for e in tail if e.data}
+            self.appender.reset(sum(self._counts.values(), Counter()))
+        self.since = self.wall()
+        self._event(role.value.lower(), f"term {self.node.term}"
+                    + (f", leader {self.node.leader}" if self.node.leader else ""))
+        self.broker.role_changed()
+
+    def _publish(self, commit: int) -> None:
+        touched = self.storage.publish(commit)
+        for index in range(self._published + 1, commit + 1):
+            counts = self._counts.pop(index, None)
+            if counts:
+                self.appender.published(counts)
+        self._published = commit
+        broker = self.broker
+        if touched:
+            broker.woke()
+            new = {t: max(broker.config.default_queues, q + 1) for t, q in touched
+                   if broker.topics.queues.get(t, 0) <= q}
+            if new:
+                broker.topics.grow(new)
+            for topic, qid in touched:
+                broker.pulls.arrived(topic, qid)
+        self._answer_parked(Code.OK, upto=self.storage.index.end_of(commit))
+
+    # -- the broker's hooks ------------------------------------------------------------------
+    def refusal(self) -> tuple[int, bytes] | None:
+        if self.role is Role.MASTER and self.node.transfer_to is None:
+            return None
+        leader = self.node.leader
+        where = (f"master is {leader} at {self.addrs[leader]}" if leader in self.addrs
+                 else f"master is {leader}" if leader else "no master known")
+        return Code.NOT_MASTER, (f"{self.name} is {self.node.role.value} of raft group "
+                                 f"{self.group} (term {self.node.term}); {where}").encode()
+
+    def appended(self, end: int) -> None:
+        """(The entry is proposed when the loop turn ends: raft.appender.)"""
+
+    def park(self, end: int, done: Callable[[Code], None]) -> Code | None:
+        if self.role is not Role.MASTER:
+            return Code.NOT_MASTER
+        if end <= self.broker.store.commitlog.write_offset:
+            return Code.OK
+        waiter = [done]
+        heapq.heappush(self._parked, (end, next(self._seq), waiter))
+        self._deadlines.append((self._loop.time() + self.timeout_s, waiter))
+        if self._sweep is None:
+            self._sweep = self._loop.call_at(self._deadlines[0][0], self._expire)
+        return None
+
+    async def wait_replicated(self, end: int) -> Code:
+        fut = self._loop.create_future()
+        code = self.park(end, lambda c: fut.done() or fut.set_result(c))
+        return code if code is not None else await fut
+
+    def _answer_parked(self, code: Code, upto: int = 0, everything: bool = False) -> None:
+        parked = self._parked
+        while parked and (everything or parked[0][0] <= upto):
+            waiter = heapq.heappop(parked)[2]
+            done, waiter[0] = waiter[0], None
+            if done is not None:
+                done(code)
+
+    def _expire(self) -> None:
+        self._sweep = None
+        now = self._loop.time()
+        while self._deadlines and (self._deadlines[0][0] <= now or
+                                   self._deadlines[0][1][0] is None):
+            waiter = self._deadlines.popleft()[1]
+            done, waiter[0] = waiter[0], None
+            if done is not None:
+                self.counters["timeouts"] += 1
+                done(Code.FLUSH_SLAVE_TIMEOUT)
+        if self._deadlines:
+            self._sweep = self._loop.call_at(self._deadlines[0][0], self._expire)
+
+    def transfer(self, to: str) -> None:
+        """Hand leadership to `to` (an operator's word); NotLeader when this is no leader."""
+        self._after(self.node.transfer(to, self._loop.time()))
+
+    # -- figures -----------------------------------------------------------------------------
+    def _event(self, kind: str, detail: str) -> None:
+        self.events.append({"time": self.wall(), "kind": kind, "detail": detail,
+                            "epoch": self.node.term})
+        log.warning("raft role group=%s broker=%s %s %s", self.group, self.name, kind, detail)
+
+    def figures(self) -> dict:
+        node = self.node
+        doc = {"group": self.group, "consensus": "raft", "role": self.role.value,
+               "epoch": node.term, "term": node.term, "leader": node.leader or "",
+               "master": node.leader or "", "since": self.since, "commit": node.commit,
+               "last_index": self.storage.last_index(), "replication": "raft",
+               "events": list(self.events)[-10:], "links": self.transport.connected(),
+               **self.counters, **{f"link_{k}": v for k, v in self.transport.counters.items()}}
+        if self.role is Role.MASTER:
+            last = self.storage.last_index()
+            doc["replicas"] = [{"name": p, "match": node.match.get(p, 0),
+                                "lag": last - node.match.get(p, 0)} for p in node.peers]
+        return doc
+
+    @property
+    def epoch(self) -> int:
+        return self.node.term

@@ -1,0 +1,95 @@
+"""Raft groups of real brokers (store, TCP, Raft links) on one loop: a leader elected
+by the members alone takes sends and answers each once a majority holds it; every
+member's log is byte-identical and its readers see every acknowledged message; a
+follower refuses sends naming the leader; the leader stopped, another takes over
+within the election timeout and nothing acknowledged is lost; the old leader comes
+back as a follower and catches up."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker_core.client.aio_producer import AsyncProducer
+from broker_core.client.attempts import SendFailed
+from broker_core.protocol import Code
+from tests.broker_core.ha.conftest import log_bytes
+from tests.broker_core.raft.members import Group
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def produce(addr: str, n: int, first: int = 0, topic: str = "orders"):
+    async with AsyncProducer([addr], fuse=False, timeout=5.0, retries=0) as p:
+        return await asyncio.gather(*(p.send(topic, f"m{i}".encode() * 20, keys=f"k{i}")
+                                      for i in range(first, first + n)))
+
+
+async def until(cond, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def readable(member, topic: str = "orders") -> list[bytes]:
+    store = member.broker.store
+    return sorted(m.body for q in store.queues() if q[0] == topic
+                  for m in store.get(*q, 0, 100_000).messages)
+
+
+def test_the_members_elect_a_leader_that_answers_once_a_majority_holds_it(tmp_path):
+    async def main():
+        g = Group(tmp_path)
+        await g.start_all()
+        try:
+            leader = await g.leader()
+            results = await produce(leader.addr, 600)
+            assert {r.status for r in results} == {"SEND_OK"}
+            want = sorted(f"m{i}".encode() * 20 for i in range(600))
+            assert readable(leader) == want
+            end = leader.broker.store.commitlog.write_offset  # committed: a majority holds it
+            assert sum(m.group.storage.end_offset() >= end for m in g.members.values()) >= 2
+            # the third catches up
+            await until(lambda: all(readable(m) == want for m in g.members.values()))
+            logs = {log_bytes(m.broker) for m in g.members.values()}
+            assert len(logs) == 1 and len(leader.broker.store.commitlog.segments) > 2
+            follower = next(m for m in g.members.values() if m is not leader)
+            with pytest.raises(SendFailed) as err:
+                await produce(follower.addr, 1)
+            assert err.value.code == Code.NOT_MASTER
+            assert f"master is {leader.name} at {leader.addr}" in str(err.value)
+            assert follower.broker.store.query_by_key("k7")  # the key index, from committed
+        finally:
+            await g.close()
+
+    asyncio.run(main())
+
+
+def test_a_stopped_leader_is_replaced_and_nothing_acknowledged_is_lost(tmp_path):
+    async def main():
+        g = Group(tmp_path, flush="sync")
+        await g.start_all()
+        try:
+            old = await g.leader()
+            acked = await produce(old.addr, 300)
+            await g.stop(old.name)
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            new = await g.leader()
+            took = loop.time() - t0
+            assert new.name != old.name and took < 2.0, took
+            more = await produce(new.addr, 300, first=300)
+            assert {r.status for r in acked + more} == {"SEND_OK"}
+            want = sorted(f"m{i}".encode() * 20 for i in range(600))
+            assert readable(new) == want
+            back = await g.start(old.name)  # the old leader comes back: a follower now
+            await until(lambda: readable(back) == want)
+            assert back.group.role.value == "SLAVE" and g.leaders() == [new]
+            await until(lambda: log_bytes(back.broker) == log_bytes(new.broker))
+        finally:
+            await g.close()
+
+    asyncio.run(main())
