@@ -19,6 +19,9 @@ bridge, the bridge's address and each host's namespace and address::
     zk = "127.0.0.1:10923"
     replication = "sync"
 
+Groups that run Raft (`cluster up --groups G --replicas 3 --consensus raft`) say
+`consensus = "raft"` and no ZooKeeper; each broker's `ha` is then its Raft address.
+
     [[broker]]
     name = "group-1-a"
     group = "group-1"
@@ -63,6 +66,7 @@ class ClusterFile:
     tls_ca: str = ""  # brokers serving TLS (`up --tls`): the CA that signed them
     # brokers whose admin endpoints take a token (`up --acl`): the file holding it
     admin_token: str = ""
+    consensus: str = ""  # "raft": groups that elect their leaders (no ZooKeeper); "" else
 
     @property
     def layout(self):
@@ -79,7 +83,12 @@ class ClusterFile:
 
     @property
     def replicated(self) -> bool:
-        return bool(self.zk)
+        return bool(self.zk) or self.raft
+
+    @property
+    def raft(self) -> bool:
+        """Groups that agree by themselves (`up --consensus raft`): no ZooKeeper."""
+        return self.consensus == "raft"
 
     @property
     def groups(self) -> dict[str, list[BrokerEntry]]:
@@ -102,6 +111,8 @@ class ClusterFile:
         if self.zk:
             data["zk"] = self.zk
             data["replication"] = self.replication
+        if self.consensus:
+            data["consensus"] = self.consensus
         if self.netns:
             data["netns"] = self.netns
         if self.restart:
@@ -155,4 +166,4 @@ def load_cluster(path: str | Path) -> ClusterFile:
                        str(raw.get("zk", "")), str(raw.get("replication", "")),
                        netns if isinstance(netns, dict) else None, bool(raw.get("restart")),
                        str(raw.get("credentials", "")), str(raw.get("tls_ca", "")),
-                       str(raw.get("admin_token", "")))
+                       str(raw.get("admin_token", "")), str(raw.get("consensus", "")))

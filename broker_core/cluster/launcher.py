@@ -101,6 +101,7 @@ class Cluster:
         netns: bool = False,
         acl: bool = False,
         tls: bool = False,
+        consensus: str = "controller",
     ) -> None:
         """`netns`: every broker, the embedded ZooKeeper and each controller on a host
         of its own (cluster.netns), so that network faults can come between them.
@@ -109,7 +110,9 @@ class Cluster:
         file, which names it; the controllers use it. The admin endpoints take a random
         token only (`admin.token`, mode 0600, named by the cluster file: acl.admin_token).
         `tls`: a local CA and a broker certificate in `tls/` (acl.tls.make_certs); every
-        port speaks TLS; the cluster file names the CA (`tls_ca`)."""
+        port speaks TLS; the cluster file names the CA (`tls_ca`).
+        `consensus="raft"`: each group elects its leader itself (broker_core.raft): no
+        ZooKeeper, no controller."""
         if n < 1 and not groups:
             raise BrokerError("a cluster needs at least one broker")
         self.data = Path(data)
@@ -120,9 +123,13 @@ class Cluster:
         self.metrics_dir = self.data / "metrics"
         self.replication, self.n_controllers = replication, controllers
         self.zookeeper = None  # the embedded one, when zk is not given
+        raft = bool(groups) and consensus == "raft"
+        if raft and (zk or replicas < 3):
+            raise BrokerError("--consensus raft takes no ZooKeeper and 3 or more replicas "
+                              "(with two, losing one stops the group)")
         if groups:
             entries = group_entries(groups, replicas, base_port, self.data, bind)
-            if zk is None:
+            if zk is None and not raft:
                 from broker_core.cluster.zookeeper import ZooKeeperServer
 
                 self.zookeeper = ZooKeeperServer(self.data / "zookeeper",
@@ -137,6 +144,7 @@ class Cluster:
         self.file = ClusterFile(name, entries, os.getpid(), zk or "",
                                 replication if groups else "",
                                 self.layout.to_dict() if self.layout else None)
+        self.file.consensus = "raft" if raft else ""
         self.procs: dict[str, subprocess.Popen] = {}
         self.controllers: dict[str, subprocess.Popen] = {}
         self.exits = ExitWatch()  # supervise() sleeps on it; stop_supervising() wakes it
@@ -190,7 +198,8 @@ class Cluster:
         proc = subprocess.Popen(
             [*self._prefix(entry.name),
              *broker_argv(entry, self.file.name, self.flush, self.segment_size, extra,
-                          self.file.zk, self.replication)],
+                          self.file.zk, self.replication,
+                          self.file.groups[entry.group] if self.file.raft else None)],
             stdout=logfile,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -242,7 +251,7 @@ class Cluster:
         try:
             if self.zookeeper is not None:
                 self.zookeeper.start()
-            if self.file.replicated:
+            if self.file.zk:
                 for i in range(self.n_controllers):
                     self.start_controller(f"controller-{i + 1}")
             for entry in self.file.brokers:
@@ -251,7 +260,15 @@ class Cluster:
                 wait_healthy(entry.http, timeout, self.procs[entry.name],
                              str(self.tls_ca) if self.tls_ca else None,
                              self.log_dir / f"{entry.name}.log")
-            if self.file.replicated:
+            if self.file.raft:
+                from broker_core.ha.routes import routes_for
+
+                routes = routes_for(self.file)  # every group's members elected a leader
+                try:
+                    routes.wait(timeout)
+                finally:
+                    routes.close()
+            elif self.file.replicated:
                 from broker_core.cluster.roles import wait_masters
 
                 wait_masters(self.file, timeout, check=self._controllers_alive)

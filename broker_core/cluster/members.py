@@ -18,6 +18,11 @@ def broker_ports(base_port: int, i: int) -> tuple[int, int]:
     return base_port + 2 * i, base_port + 2 * i + 1
 
 
+def raft_member_flag(entry: BrokerEntry) -> str:
+    """NAME=HOST:PORT:RAFT_PORT (raft.members)."""
+    return f"{entry.name}={entry.addr}:{entry.ha.rsplit(':', 1)[1]}"
+
+
 def ha_ports(base_port: int, i: int) -> tuple[int, int, int]:
     """TCP, HTTP and HA port of broker i of a replicated cluster: consecutive triples."""
     return base_port + 3 * i, base_port + 3 * i + 1, base_port + 3 * i + 2
@@ -55,12 +60,17 @@ def group_entries(groups: int, replicas: int, base_port: int, data: Path,
 
 def broker_argv(
     entry: BrokerEntry, cluster: str, flush: str, segment_size: str, extra: list[str],
-    zk: str = "", replication: str = "async",
+    zk: str = "", replication: str = "async", raft_group: list[BrokerEntry] | None = None,
 ) -> list[str]:
+    """`raft_group`: the members of the entry's group when the groups run Raft."""
     host, port = entry.addr.rsplit(":", 1)
     http_port = entry.http.rsplit(":", 1)[1]
     ha = []
-    if entry.group:
+    if entry.group and raft_group:
+        ha = ["--group", entry.group, "--consensus", "raft",
+              "--raft-port", entry.ha.rsplit(":", 1)[1],
+              *[f for b in raft_group for f in ("--raft-member", raft_member_flag(b))]]
+    elif entry.group:
         ha = ["--group", entry.group, "--zk", zk, "--ha-port", entry.ha.rsplit(":", 1)[1],
               "--replication", replication]
     # the broker's own entry point: a cluster runs without the console installed

@@ -139,9 +139,14 @@ def copies_of(record: GroupRecord) -> int:
 
 
 def routes_for(spec, session_s: float = ROUTES_SESSION_S) -> ZkRoutes:
-    """Routes of a replicated cluster file (`cluster up --groups`), started."""
+    """Routes of a replicated cluster file (`cluster up --groups`), started: ZooKeeper's
+    record of each group, or what its raft members say (raft.routes)."""
     if not spec.replicated:
         raise BrokerError(f"cluster {spec.name} has no ZooKeeper: not a replicated cluster")
+    if spec.raft:
+        from broker_core.raft.routes import RaftRoutes
+
+        return RaftRoutes({g: [b.addr for b in bs] for g, bs in spec.groups.items()}).start()
     return ZkRoutes(spec.zk, spec.name,
                     {g: [b.addr for b in bs] for g, bs in spec.groups.items()},
                     session_s).start()

@@ -79,6 +79,8 @@ class RaftGroup:
         self._timer: asyncio.TimerHandle | None = None
         self._sweep: asyncio.TimerHandle | None = None
         self.counters = Counter()
+        self.changed = asyncio.Event()  # set (and replaced) when the term or leader moves
+        self._seen: tuple[int, str | None] = (self.node.term, None)
 
     def attach(self) -> RaftGroup:
         self.broker.ha = self
@@ -122,6 +124,11 @@ class RaftGroup:
         role = ROLES.get(self.node.role, Role.NONE)
         if role is not self.role:
             self._role_changed(role)
+        seen = (self.node.term, self.node.leader)
+        if seen != self._seen:  # HA_STATE watches held on it answer now
+            self._seen = seen
+            self.changed.set()
+            self.changed = asyncio.Event()
         if self.node.commit > self._published:
             self._publish(self.node.commit)
         due = self.node.next_due()
@@ -228,14 +235,18 @@ class RaftGroup:
         node = self.node
         doc = {"group": self.group, "consensus": "raft", "role": self.role.value,
                "epoch": node.term, "term": node.term, "leader": node.leader or "",
-               "master": node.leader or "", "since": self.since, "commit": node.commit,
+               "master": node.leader or "", "master_addr": self.addrs.get(node.leader, ""),
+               "since": self.since, "commit": node.commit,
                "last_index": self.storage.last_index(), "replication": "raft",
                "events": list(self.events)[-10:], "links": self.transport.connected(),
                **self.counters, **{f"link_{k}": v for k, v in self.transport.counters.items()}}
-        if self.role is Role.MASTER:
+        if self.role is Role.MASTER:  # what each member holds of the log (match, lag)
             last = self.storage.last_index()
             doc["replicas"] = [{"name": p, "match": node.match.get(p, 0),
                                 "lag": last - node.match.get(p, 0)} for p in node.peers]
+            # the members holding everything committed: the "in sync" of a raft group
+            doc["in_sync"] = sorted([self.name, *(p for p in node.peers
+                                                  if node.match.get(p, 0) >= node.commit)])
         return doc
 
     @property

@@ -38,6 +38,10 @@ class BrokerConfig:
     replication: str = "async"  # or "sync": a send is answered once the in-sync slaves hold it
     zk_session_s: float = SESSION_S  # how soon a dead broker's registration goes
     sync_timeout_s: float = 3.0  # FLUSH_SLAVE_TIMEOUT after this
+    # or a group that agrees by itself (broker_core.raft): no ZooKeeper, no controller
+    consensus: str = "controller"  # or "raft"
+    raft_port: int | None = None
+    raft_members: tuple = ()  # raft.members.RaftMember, this broker's among them
     # a half message unresolved this long is checked back, then again as often
     tx_check_s: float = CHECK_AFTER_S
     # the data port takes authenticated users only, each request checked against the ACL;

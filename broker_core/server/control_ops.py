@@ -6,12 +6,15 @@ ProtocolError or ValueError into BAD_REQUEST.
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from broker_core import protocol as p
 from broker_core.protocol import Code
 from broker_core.protocol.system_topics import check_group
 from broker_core.server.group_state import instance_name
+
+MAX_WATCH_S = 30.0  # a held HA_STATE answers by then (under the client's call timeout)
 
 
 def _lock_request(body: bytes) -> tuple[str, str, str, list[int]]:
@@ -112,6 +115,22 @@ async def stats(broker, body: bytes) -> tuple[int, bytes]:
 
 
 async def ha_state(broker, body: bytes) -> tuple[int, bytes]:
+    """The broker's role in its group. A raft member's answer waits (a watch, as a
+    ZooKeeper one: a client's routes cost nothing while nothing changes) when the body
+    names the term and leader the caller knows and `wait_s`: until either changes."""
+    ha = broker.ha
+    req = p.decode_json(body) if body and ha is not None and hasattr(ha, "changed") else {}
+    if "wait_s" in req:
+        try:
+            known = (int(req["term"]), str(req["leader"]))
+            wait_s = min(float(req["wait_s"]), MAX_WATCH_S)
+        except (KeyError, TypeError, ValueError) as exc:
+            return Code.BAD_REQUEST, f"HA_STATE takes term, leader and wait_s: {exc}".encode()
+        if (ha.epoch, ha.node.leader or "") == known and wait_s > 0:
+            try:
+                await asyncio.wait_for(ha.changed.wait(), wait_s)
+            except TimeoutError:
+                pass
     cl = broker.store.commitlog
     doc = {"name": broker.config.name, "offset": cl.write_offset, "group": None,
            "pid": os.getpid()}

@@ -69,6 +69,8 @@ def ports_in_use(config: BrokerConfig) -> list[str]:
     named = [("data port", config.port), ("HTTP port", config.http_port)]
     if config.ha_port:
         named.append(("HA port", config.ha_port))
+    if config.raft_port:
+        named.append(("Raft port", config.raft_port))
     taken = []
     for what, port in named:
         with socket.socket() as s:
@@ -105,7 +107,10 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     http = await start_http(broker)
     ha = None
     if config.group:
-        from broker_core.ha.runtime import start_ha
+        if config.consensus == "raft":
+            from broker_core.raft.runtime import start_raft as start_ha
+        else:
+            from broker_core.ha.runtime import start_ha
 
         try:
             ha = await start_ha(broker)

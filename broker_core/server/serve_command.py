@@ -111,6 +111,13 @@ def add_serve_arguments(serve) -> None:
                     f"0.2-60 ({SESSION_S:g}; a killed master's slave reports it at once)")
     ha.add_argument("--sync-timeout", type=positive_float, default=3.0, metavar="SECONDS",
                     help="sync replication: FLUSH_SLAVE_TIMEOUT after this (3.0)")
+    ha.add_argument("--consensus", choices=("controller", "raft"), default="controller",
+                    help="raft: the group elects its leader itself (no --zk, no controller)")
+    ha.add_argument("--raft-port", type=port, metavar="PORT",
+                    help="raft: this broker's port for its group's Raft links")
+    ha.add_argument("--raft-member", action="append", default=[],
+                    metavar="NAME=HOST:PORT:RAFT_PORT",
+                    help="raft: a member of the group (repeat for each, this broker too)")
     serve.add_argument("--tx-check-s", type=float_range(0, 3600, low_open=True), default=6.0,
                        metavar="SECONDS",
                        help="a half message unresolved this long (up to 3600) is checked back "
@@ -171,7 +178,7 @@ def run_serve(args) -> int:
     if args.max_mapped_queues not in (None, 0) and args.max_mapped_queues < SYNCFS_ABOVE:
         raise ArgsError(f"--max-mapped-queues must be 0 (no limit) or at least "
                          f"{SYNCFS_ABOVE}, got {args.max_mapped_queues}")
-    _check_ha(args)
+    raft_members = _check_ha(args)
     segment_bytes = segment_size(args.segment_size)
     config = BrokerConfig(
         name=args.name, data_dir=args.data, port=args.port, http_port=args.http_port,
@@ -182,6 +189,7 @@ def run_serve(args) -> int:
         admin_token=args.admin_token, admin_from=tuple(args.admin_from), group=args.group, zk=args.zk, ha_port=args.ha_port,
         replication=args.replication, zk_session_s=args.zk_session_timeout,
         sync_timeout_s=args.sync_timeout, tx_check_s=args.tx_check_s,
+        consensus=args.consensus, raft_port=args.raft_port, raft_members=raft_members,
         acl=args.acl, acl_admin=args.acl_admin, tls_cert=args.tls_cert,
         tls_key=args.tls_key, tls_ca=args.tls_ca, tls_verify_clients=args.tls_verify_clients,
         store_extra={} if args.max_mapped_queues is None else
@@ -202,14 +210,19 @@ def run_serve(args) -> int:
     return 0
 
 
-def _check_ha(args) -> None:
+def _check_ha(args) -> tuple:
+    """The raft members (empty for a controller's group)."""
     from broker_core.ha.records import parse_zk
 
-    given = [f for f, v in (("--zk", args.zk), ("--ha-port", args.ha_port)) if v]
+    given = [f for f, v in (("--zk", args.zk), ("--ha-port", args.ha_port),
+                            ("--raft-port", args.raft_port),
+                            ("--raft-member", args.raft_member)) if v]
     if not args.group:
         if given:
             raise ArgsError(f"{' and '.join(given)} need --group")
-        return
+        return ()
+    if args.consensus == "raft":
+        return _check_raft(args)
     if not args.zk or not args.ha_port:
         raise ArgsError("--group needs --zk HOST:PORT and --ha-port")
     try:
@@ -219,3 +232,21 @@ def _check_ha(args) -> None:
     if args.ha_port in (args.port, args.http_port):
         raise ArgsError(f"--ha-port {args.ha_port} must be a free port other than "
                          "--port and --http-port")
+
+
+def _check_raft(args) -> tuple:
+    from broker_core.raft.members import check_members, parse_member
+
+    if args.zk or args.ha_port:
+        raise ArgsError("--consensus raft takes no --zk or --ha-port: the group agrees by itself")
+    if not args.raft_port or not args.raft_member:
+        raise ArgsError("--consensus raft needs --raft-port and a --raft-member for each member")
+    if args.raft_port in (args.port, args.http_port):
+        raise ArgsError(f"--raft-port {args.raft_port} must be a free port other than "
+                        "--port and --http-port")
+    try:
+        members = [parse_member(m) for m in args.raft_member]
+        check_members(members, args.name, args.port, args.raft_port)
+    except BrokerError as exc:
+        raise ArgsError(str(exc)) from None
+    return tuple(members)

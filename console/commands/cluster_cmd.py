@@ -29,6 +29,9 @@ def register(sub) -> None:
                     help="brokers per group, 1-5: one master, R-1 slaves (default 2)")
     up.add_argument("--replication", choices=("sync", "async"), default="sync",
                     help="groups: answer a send once the slaves hold it (sync, default) or not")
+    up.add_argument("--consensus", choices=("controller", "raft"), default="controller",
+                    help="groups: a controller and ZooKeeper choose each master (default), "
+                    "or each group of 3+ elects its leader with Raft (no ZooKeeper)")
     up.add_argument("--zk", metavar="HOST:PORT[,...]",
                     help="groups: this ZooKeeper (default: an embedded one, data in DIR)")
     up.add_argument("--base-port", type=int_range(1024, 65535), default=10911,
@@ -83,7 +86,7 @@ def run_up(args) -> int:
         cluster = Cluster(0, args.base_port, args.data, args.flush, args.segment_size,
                           args.name, extra_args=extra, groups=groups, replicas=args.replicas,
                           replication=args.replication, zk=args.zk, netns=args.netns,
-                          acl=args.acl, tls=args.tls)
+                          acl=args.acl, tls=args.tls, consensus=args.consensus)
     else:
         cluster = Cluster(_brokers(args), args.base_port, args.data, args.flush,
                           args.segment_size, args.name, extra_args=extra, netns=args.netns,
@@ -99,12 +102,13 @@ def run_up(args) -> int:
     cluster.file.restart = args.restart
     cluster.up()
     spec = cluster.file
-    what = (f"{groups} groups x {args.replicas} ({args.replication} replication, "
+    what = (f"{groups} groups x {args.replicas} (Raft: each elects its leader)" if spec.raft
+            else f"{groups} groups x {args.replicas} ({args.replication} replication, "
             f"ZooKeeper {spec.zk})" if groups else f"{len(spec.brokers)} brokers")
     print(f"cluster {args.name}: {what} up; cluster file {cluster.path}", flush=True)
     scheme = "https" if cluster.tls_ca is not None else "http"  # its HTTP port speaks TLS too
     for b in spec.brokers:
-        group = f"  {b.group} ha {b.ha}" if b.group else ""
+        group = f"  {b.group} {'raft' if spec.raft else 'ha'} {b.ha}" if b.group else ""
         print(f"  {b.name}  tcp {b.addr}  http {scheme}://{b.http}/stats{group}", flush=True)
     if cluster.layout is not None:
         print(f"  hosts: network namespaces on bridge {cluster.layout.bridge} "
@@ -138,10 +142,15 @@ def _check_up(args) -> int | None:
     if args.groups is None:
         if args.zk:
             raise UsageError("--zk needs --groups")
+        if args.consensus == "raft":
+            raise UsageError("--consensus raft needs --groups G --replicas 3 (or more)")
         n = _brokers(args)
         if args.base_port > 65535 - 2 * n:
             raise UsageError(f"--base-port {args.base_port} leaves no room for {n} brokers")
         return None
+    if args.consensus == "raft" and (args.zk or args.replicas < 3):
+        raise UsageError("--consensus raft needs --replicas 3 or more (with two, losing one "
+                         "stops the group) and no --zk (the groups agree by themselves)")
     n = args.groups * args.replicas
     if args.base_port > 65535 - 3 * n - 1:
         raise UsageError(f"--base-port {args.base_port} leaves no room for {n} brokers")

@@ -1,0 +1,137 @@
+"""The clients' view of a cluster of raft groups: which member of each group leads.
+
+The same face as `ha.routes.ZkRoutes` (masters, replicas, copies, wait, version,
+changes, records), with no ZooKeeper to watch: one thread per group holds an
+HA_STATE watch on one member (answered when the member's term or leader moves, or
+after WATCH_S), so routes cost nothing while nothing changes. A member that does not
+answer, or knows no leader, is left for the next one; the answer of the highest term
+wins. A producer refused with NOT_MASTER reads `changes` as with ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+
+from broker_core.errors import BrokerError
+from broker_core.ha.records import GroupRecord
+
+log = logging.getLogger("floodgate.routes")
+
+WATCH_S = 20.0  # a watch held this long on a quiet group, then renewed
+RETRY_S = 0.05  # after a member that does not answer or knows no leader
+
+
+class RaftRoutes:
+    def __init__(self, members: Mapping[str, Sequence[str]], credentials=None,
+                 tls_context=None) -> None:
+        """`members`: group -> the TCP addresses of its members (the cluster file)."""
+        self.members = {g: list(addrs) for g, addrs in members.items()}
+        self.credentials, self.tls_context = credentials, tls_context
+        self.records: dict[str, GroupRecord] = {}
+        self.version = 0  # moves when a group's leader does
+        self.changes = 0
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def groups(self) -> list[str]:
+        return sorted(self.members)
+
+    def start(self, timeout: float = 10.0) -> RaftRoutes:
+        for group in self.groups:
+            t = threading.Thread(target=self._watch, args=(group,), daemon=True,
+                                 name=f"raft-routes-{group}")
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def close(self) -> None:
+        self._stop.set()  # each thread ends at its watch's next answer (or its connection's)
+
+    def __enter__(self) -> RaftRoutes:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- watching ---------------------------------------------------------------------------
+    def _watch(self, group: str) -> None:
+        from broker_core.client.connection import Connection
+        from broker_core.protocol import Code, Op, decode_json
+
+        addrs, i, conn = self.members[group], 0, None
+        while not self._stop.is_set():
+            rec = self.records.get(group)
+            known = {"term": rec.epoch if rec else -1, "leader": rec.master if rec else "",
+                     "wait_s": WATCH_S if rec else 0}
+            try:
+                if conn is None:
+                    conn = Connection(addrs[i], connect_timeout=1.0,
+                                      credentials=self.credentials, tls_context=self.tls_context)
+                code, body = conn.call(Op.HA_STATE, json.dumps(known).encode(), WATCH_S + 5)
+                doc = decode_json(body) if code == Code.OK else {}
+            except (BrokerError, OSError, TimeoutError):
+                doc = {}
+            if doc.get("leader") and doc.get("master_addr"):
+                self._learn(group, doc)
+                if doc["term"] >= known["term"]:
+                    continue  # watch the same member again
+            if conn is not None:
+                conn.close()
+                conn = None
+            i = (i + 1) % len(addrs)
+            self._stop.wait(RETRY_S)
+        if conn is not None:
+            conn.close()
+
+    def _learn(self, group: str, doc: dict) -> None:
+        with self._lock:
+            old = self.records.get(group)
+            term = int(doc["term"])
+            if old is not None and term < old.epoch:
+                return  # a member behind the group's news
+            in_sync = tuple(r["name"] for r in doc.get("replicas", []) if r.get("lag") == 0)
+            record = GroupRecord(doc["leader"], term, (doc["leader"], *in_sync),
+                                 doc["master_addr"])
+            if old is not None and (old.master, old.epoch) == (record.master, record.epoch):
+                return
+            self.records = {**self.records, group: record}
+            self.version += 1
+            self.changes += 1
+            self._changed.notify_all()
+
+    # -- what clients ask -------------------------------------------------------------------
+    def masters(self) -> dict[str, str]:
+        records = self.records
+        return {g: (records[g].master_addr if g in records else "") for g in self.groups}
+
+    def master(self, group: str) -> str:
+        rec = self.records.get(group)
+        return rec.master_addr if rec is not None else ""
+
+    def copies(self, group: str) -> int:
+        """A raft group acknowledges what a majority holds."""
+        return len(self.members.get(group, [])) // 2 + 1 if group in self.records else 0
+
+    def replicas(self, group: str) -> list[str]:
+        master = self.master(group)
+        rest = [a for a in self.members.get(group, []) if a != master]
+        return [master, *rest] if master else rest
+
+    def wait(self, timeout: float = 10.0) -> dict[str, str]:
+        with self._changed:
+            ok = self._changed.wait_for(lambda: all(self.masters().values()), timeout)
+        if not ok:
+            missing = [g for g, a in self.masters().items() if not a]
+            raise BrokerError(f"no leader for raft group(s) {', '.join(missing)} "
+                              f"after {timeout:g} s")
+        return self.masters()
+
+    def wait_change(self, version: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.version != version, timeout)

@@ -1,0 +1,21 @@
+"""Start and stop a broker's Raft group (`broker serve --group G --consensus raft`)."""
+
+from __future__ import annotations
+
+import logging
+
+from broker_core.raft.group import RaftGroup
+
+log = logging.getLogger("floodgate.raft")
+
+
+async def start_raft(broker) -> RaftGroup:
+    cfg = broker.config
+    peers = {m.name: (m.host, m.raft_port) for m in cfg.raft_members if m.name != cfg.name}
+    addrs = {m.name: m.addr for m in cfg.raft_members}
+    group = RaftGroup(broker, cfg.group, peers, cfg.raft_port, client_addrs=addrs,
+                      timeout_s=cfg.sync_timeout_s).attach()
+    await group.start(cfg.bind)
+    log.info("group=%s consensus=raft raft_port=%d members=%s", cfg.group, cfg.raft_port,
+             ",".join(sorted(addrs)))
+    return group
