@@ -25,6 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from broker_core.ha.epochs import EpochFile
+from broker_core.ha.group_meta import adopt_meta, meta_doc
 from broker_core.ha.master import ReplicationMaster
 from broker_core.ha.slave import MasterInfo, ReplicaClient
 from broker_core.protocol import Code
@@ -223,23 +224,7 @@ class HaNode:
             broker.pulls.arrived(topic, qid)
 
     def _on_meta(self, doc: dict) -> None:
-        self.broker.woke()  # the tables changed: saved by the tick
-        topics, offsets, delay = doc.get("topics"), doc.get("offsets"), doc.get("delay")
-        if isinstance(topics, dict):
-            self.broker.topics.adopt(topics)
-        if isinstance(offsets, dict):
-            resets = doc.get("offset_resets")
-            if isinstance(resets, dict):  # before merge: a reset may move offsets back
-                self.broker.offsets.adopt_resets(offsets, resets)
-            self.broker.offsets.merge(offsets)
-        if isinstance(delay, dict):  # delayed delivery goes on from there when promoted
-            self.broker.delay_offsets.merge(delay)
-        if isinstance(locks := doc.get("locks"), list):  # orderly consumers keep their queues
-            self.broker.locks.adopt(locks)
-        if isinstance(tx := doc.get("tx"), dict):  # pending halves found from there when promoted
-            self.broker.tx_table.adopt(tx)
-        if isinstance(acl := doc.get("acl"), dict):  # a promoted slave enforces the same rules
-            self.broker.acl.adopt(acl)
+        adopt_meta(self.broker, doc)
 
     def _master_refused(self, master: MasterInfo) -> None:
         """The master's HA port refuses connections: tell the controller (through
@@ -255,13 +240,7 @@ class HaNode:
                             "epoch": self.epoch, "bytes": cut})
 
     def _meta(self) -> dict:
-        return {"topics": self.broker.topics.document(),
-                "offsets": self.broker.offsets.nested(),
-                "offset_resets": dict(self.broker.offsets.resets),
-                "delay": self.broker.delay_offsets.document(),
-                "locks": self.broker.locks.document(),
-                "tx": self.broker.tx_table.document(),
-                "acl": self.broker.acl.document()}
+        return meta_doc(self.broker)
 
     # -- figures -------------------------------------------------------------------------
     def figures(self) -> dict:

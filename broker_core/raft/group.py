@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import json
 import logging
 import random
 import time
@@ -27,6 +28,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_core.ha.group_meta import adopt_meta, meta_doc
 from broker_core.ha.node import Role
 from broker_core.protocol import Code
 from broker_core.raft.appender import RaftAppender
@@ -41,6 +43,10 @@ log = logging.getLogger("floodgate.raft")
 
 ELECTION_S = 0.5  # a leader silent for 0.5-1 s is replaced: the issue asks 2 s at most
 HEARTBEAT_S = 0.1
+# the group's tables (ha.group_meta) as a record of the log: committed, replicated and
+# recovered like messages; proposed when they changed, at most this often
+META_TOPIC = "%RAFT_META%"
+META_EVERY_S = 0.2
 ROLES = {RaftRole.LEADER: Role.MASTER, RaftRole.FOLLOWER: Role.SLAVE}
 
 
@@ -79,6 +85,7 @@ class RaftGroup:
         self._timer: asyncio.TimerHandle | None = None
         self._sweep: asyncio.TimerHandle | None = None
         self.counters = Counter()
+        self._meta_sent, self._meta_at = -1, -1e18  # the tables' version last proposed
         self.changed = asyncio.Event()  # set (and replaced) when the term or leader moves
         self._seen: tuple[int, str | None] = (self.node.term, None)
 
@@ -131,6 +138,8 @@ class RaftGroup:
             self.changed = asyncio.Event()
         if self.node.commit > self._published:
             self._publish(self.node.commit)
+        if role is Role.MASTER:
+            self._propose_meta()
         due = self.node.next_due()
         if self._timer is None or abs(self._timer.when() - due) > 1e-4:
             if self._timer is not None:
@@ -143,6 +152,7 @@ class RaftGroup:
             self._answer_parked(Code.NOT_MASTER, everything=True)
             self.appender.reset(Counter())
             self._counts.clear()
+        self._meta_sent = -1  # a new leader's tables go out at once
         if role is Role.MASTER:  # go on numbering each queue after the uncommitted tail
             tail = self.storage.entries(self._published + 1, self.storage.last_index())
             self._counts = {e.index: records_by_queue(e.data) for e in tail if e.data}
@@ -160,6 +170,10 @@ class RaftGroup:
                 self.appender.published(counts)
         self._published = commit
         broker = self.broker
+        if (META_TOPIC, 0) in touched:
+            touched.discard((META_TOPIC, 0))
+            if self.role is not Role.MASTER:
+                self._adopt_meta()
         if touched:
             broker.woke()
             new = {t: max(broker.config.default_queues, q + 1) for t, q in touched
@@ -169,6 +183,27 @@ class RaftGroup:
             for topic, qid in touched:
                 broker.pulls.arrived(topic, qid)
         self._answer_parked(Code.OK, upto=self.storage.index.end_of(commit))
+
+    def _propose_meta(self) -> None:
+        version, now = self.broker.meta_version(), self._loop.time()
+        if version == self._meta_sent or now - self._meta_at < META_EVERY_S:
+            return
+        self._meta_sent, self._meta_at = version, now
+        body = json.dumps(meta_doc(self.broker), separators=(",", ":")).encode()
+        result = self.broker.store.put(META_TOPIC, 0, body, wait=False)
+        if not result.ok:
+            log.warning("raft group %s: its tables not replicated: %s", self.group,
+                        result.reason)
+
+    def _adopt_meta(self) -> None:
+        store = self.broker.store
+        last = store.queue_offsets(META_TOPIC, 0)[1] - 1
+        got = store.get(META_TOPIC, 0, last, 1).messages
+        if got:
+            try:
+                adopt_meta(self.broker, json.loads(got[0].body))
+            except ValueError as exc:
+                log.warning("raft group %s: tables record unreadable: %s", self.group, exc)
 
     # -- the broker's hooks ------------------------------------------------------------------
     def refusal(self) -> tuple[int, bytes] | None:

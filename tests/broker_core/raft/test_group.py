@@ -93,3 +93,29 @@ def test_a_stopped_leader_is_replaced_and_nothing_acknowledged_is_lost(tmp_path)
             await g.close()
 
     asyncio.run(main())
+
+
+def test_the_groups_tables_are_committed_records_and_outlive_their_leader(tmp_path):
+    """Consumer offsets (and the other tables a master hands its slaves) go through the
+    log: each member adopts them as they are committed; the next leader goes on from
+    there."""
+    async def main():
+        g = Group(tmp_path)
+        await g.start_all()
+        try:
+            leader = await g.leader()
+            await produce(leader.addr, 40)
+            leader.broker.offsets.commit("billing", "orders", 1, 7)
+            await until(lambda: all(m.broker.offsets.get("billing", "orders", 1) == 7
+                                    for m in g.members.values()))
+            await g.stop(leader.name)
+            new = await g.leader()
+            assert new.broker.offsets.get("billing", "orders", 1) == 7
+            new.broker.offsets.commit("billing", "orders", 1, 9)
+            await until(lambda: all(m.broker.offsets.get("billing", "orders", 1) == 9
+                                    for m in g.members.values()))
+            assert "%RAFT_META%" not in new.broker.topics.queues  # not a topic clients see
+        finally:
+            await g.close()
+
+    asyncio.run(main())
