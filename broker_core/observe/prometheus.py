@@ -270,11 +270,33 @@ def ha_families(name: str, ha) -> list:
             lag_b.add_metric([name, group, slave["name"]], float(slave["lag_bytes"]))
             lag_s.add_metric([name, group, slave["name"]], float(slave["lag_s"]))
         out += [in_sync, lag_b, lag_s]
+    if ha.get("consensus") == "raft":
+        out += raft_families(name, group, ha)
     for key, doc in (("slave_timeouts", "Sync sends answered FLUSH_SLAVE_TIMEOUT"),
                      ("slave_not_available", "Sync sends answered SLAVE_NOT_AVAILABLE")):
         fam = CounterMetricFamily(n.ha_counter(key), doc, labels=["broker", "group"])
         fam.add_metric([name, group], float(ha.get(key, 0)))
         out.append(fam)
+    return out
+
+
+def raft_families(name: str, group: str, ha) -> list:
+    """A raft group's member: its group's size, its log's last and committed index; a
+    leader also each member's match index (how much of its log they hold)."""
+    labels = ["broker", "group"]
+    out = []
+    for metric, doc, key in ((n.RAFT_MEMBERS, "Members of the broker's raft group", "members"),
+                             (n.RAFT_COMMIT, "The last log entry it knows committed", "commit"),
+                             (n.RAFT_LAST, "The last entry of its log", "last_index")):
+        fam = GaugeMetricFamily(metric, doc, labels=labels)
+        fam.add_metric([name, group], float(ha.get(key, 0)))
+        out.append(fam)
+    if ha.get("role") == "MASTER":
+        match = GaugeMetricFamily(n.RAFT_MATCH, "The last entry the leader knows each "
+                                  "member holds", labels=[*labels, "replica"])
+        for r in ha.get("replicas", []):
+            match.add_metric([name, group, r["name"]], float(r["match"]))
+        out.append(match)
     return out
 
 

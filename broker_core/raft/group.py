@@ -275,13 +275,21 @@ class RaftGroup:
                "last_index": self.storage.last_index(), "replication": "raft",
                "events": list(self.events)[-10:], "links": self.transport.connected(),
                **self.counters, **{f"link_{k}": v for k, v in self.transport.counters.items()}}
+        doc["members"] = len(node.peers) + 1
         if self.role is Role.MASTER:  # what each member holds of the log (match, lag)
-            last = self.storage.last_index()
+            last, end = self.storage.last_index(), self.storage.end_offset()
+            index = self.storage.index
             doc["replicas"] = [{"name": p, "match": node.match.get(p, 0),
                                 "lag": last - node.match.get(p, 0)} for p in node.peers]
-            # the members holding everything committed: the "in sync" of a raft group
-            doc["in_sync"] = sorted([self.name, *(p for p in node.peers
-                                                  if node.match.get(p, 0) >= node.commit)])
+            # as a master's slaves: those holding everything committed are "in sync"
+            doc["in_sync"] = sorted(p for p in node.peers
+                                    if node.match.get(p, 0) >= node.commit)
+            now = self._loop.time()  # (lag_s: how long since it last answered, when behind)
+            doc["slaves"] = [{"name": p, "in_sync": p in doc["in_sync"],
+                              "lag_bytes": end - index.end_of(min(node.match.get(p, 0), last)),
+                              "lag_s": 0.0 if p in doc["in_sync"]
+                              else max(0.0, now - node.heard.get(p, now))}
+                             for p in node.peers]
         return doc
 
     @property

@@ -262,11 +262,18 @@ def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
             groups.setdefault(b.group, []).append(b)
     for group, members in sorted(groups.items()):
         masters = [b for b in members if b.role == "MASTER"]
+        size = max((_raft_members(b) for b in members), default=0)
         if not masters:
             add(f"no-master:{group}", "critical",
-                f"{group} has no master ({', '.join(f'{b.name} {b.role}' for b in members)})")
+                f"{group} has no master ({', '.join(f'{b.name} {b.role}' for b in members)})"
+                + (f": {len(members)} of {size} raft members up, a leader needs "
+                   f"{size // 2 + 1}" if size else ""))
         for m in masters:
-            if m.in_sync == 0:
+            if size and m.in_sync is not None and m.in_sync + 1 <= size // 2:
+                add(f"no-majority:{group}", "critical",
+                    f"{group}: leader {m.name} has {m.in_sync + 1} of {size} members with "
+                    f"every committed entry, not a majority: sends wait (FLUSH_SLAVE_TIMEOUT)")
+            elif not size and m.in_sync == 0:
                 sync = m.replication == "sync"
                 add(f"no-slave:{group}", "critical" if sync else "warning",
                     f"{group}: master {m.name} has no slave in sync: one copy only"
@@ -281,6 +288,13 @@ def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
                 add(f"repl-lag:{b.name}", "warning",
                     f"{b.name}: a slave is {b.repl_lag_s:.1f} s behind", b.repl_lag_s * 1000,
                     "ms")
+
+
+def _raft_members(b: Any) -> int:
+    """A raft group's size as its member says (0: not a raft group)."""
+    ha = b.stats.ha if getattr(b, "stats", None) is not None else None
+    members = ha.doc.get("members") if ha is not None else None
+    return members if isinstance(members, int) and ha.replication == "raft" else 0
 
 
 CONSUMER_SEVERITY = {"STALLED": "critical", "STOPPED": "critical", "WARNING": "warning"}

@@ -13,6 +13,7 @@ import pytest
 
 from broker_core.client.aio_producer import AsyncProducer
 from broker_core.client.attempts import SendFailed
+from broker_core.observe.prometheus import ha_families
 from broker_core.protocol import Code
 from tests.broker_core.ha.conftest import log_bytes
 from tests.broker_core.raft.members import Group
@@ -54,6 +55,15 @@ def test_the_members_elect_a_leader_that_answers_once_a_majority_holds_it(tmp_pa
             assert sum(m.group.storage.end_offset() >= end for m in g.members.values()) >= 2
             # the third catches up
             await until(lambda: all(readable(m) == want for m in g.members.values()))
+            figures = leader.group.figures()  # what /stats and /metrics say of the group
+            assert (figures["consensus"], figures["members"], figures["role"]) == \
+                ("raft", 3, "MASTER")
+            await until(lambda: len(leader.group.figures()["in_sync"]) == 2)
+            families = {f.name: f for f in ha_families(leader.name, leader.group.figures())}
+            match = families["floodgate_raft_match_index"].samples
+            assert sorted(s.labels["replica"] for s in match) == sorted(
+                m.name for m in g.members.values() if m is not leader)
+            assert {s.value for s in match} == {leader.group.node.commit}
             logs = {log_bytes(m.broker) for m in g.members.values()}
             assert len(logs) == 1 and len(leader.broker.store.commitlog.segments) > 2
             follower = next(m for m in g.members.values() if m is not leader)

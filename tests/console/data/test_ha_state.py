@@ -136,3 +136,25 @@ def test_a_slaves_consumer_lag_is_its_masters_copy_shown_only_while_the_master_i
     s2 = build_state([BrokerSample("a", "g1-a", None, "refused"), sample(slave, "b")],
                      prev=s1, now=2, down_after=1)
     assert [b.consumer_lag for b in s2.brokers] == [99, 627]  # the master's, from its last poll
+
+
+def raft(name, role, in_sync=("r1",)):
+    d = doc(name, "g1", role, 5, in_sync=in_sync, replication="raft")
+    d["ha"]["members"] = 3
+    return d
+
+
+def test_a_raft_group_is_judged_by_its_majority_not_by_one_slave():
+    ok = build_state([sample(raft("r0", "MASTER"), "a"), sample(raft("r1", "SLAVE"), "b"),
+                      BrokerSample("c", "r2", None, "refused")], now=5)
+    assert not {al.key for al in ok.active_alerts} & {"no-majority:g1", "no-slave:g1"}
+    alone = build_state([sample(raft("r0", "MASTER", in_sync=()), "a"),
+                         sample(raft("r1", "SLAVE"), "b")], now=5)
+    warn = next(al for al in alone.active_alerts if al.key == "no-majority:g1")
+    assert warn.severity == "critical" and "1 of 3 members" in warn.text
+    assert "no-slave:g1" not in {al.key for al in alone.active_alerts}
+    lost = build_state([sample(raft("r1", "NONE"), "b"),
+                        BrokerSample("a", "r0", None, "refused"),
+                        BrokerSample("c", "r2", None, "refused")], now=5)
+    text = next(al.text for al in lost.active_alerts if al.key == "no-master:g1")
+    assert "1 of 3 raft members up, a leader needs 2" in text
