@@ -66,6 +66,12 @@ def write_permission(http_addr: str, writable: bool, token: str | None = None,
     return admin_call(http_addr, "/admin/write", "POST", {"writable": writable}, token, timeout)
 
 
+def transfer_leader(http_addr: str, to: str, token: str | None = None,
+                    timeout: float = 5.0) -> dict[str, Any]:
+    """Ask a raft group's leader (at `http_addr`) to hand the group to member `to`."""
+    return admin_call(http_addr, "/admin/leader", "POST", {"to": to}, token, timeout)
+
+
 def offsets(http_addr: str, method: str = "GET", body: dict | None = None,
             token: str | None = None, query: Mapping[str, str] | None = None,
             timeout: float = 10.0) -> dict[str, Any]:

@@ -201,6 +201,8 @@ class AsyncProducer:
         self._attempt(plan, payload, done)
 
     def _attempt(self, plan: SendPlan, payload: bytes, done) -> None:
+        if self.routes is not None and self.routes.changes != self._routes_changes:
+            self._reroute()  # (a retry follows a master that moved meanwhile)
         broker = plan.next()
         conn = self._conns.get(broker)
         if conn is None or conn.transport is None:  # connect first: the one await

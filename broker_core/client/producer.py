@@ -117,6 +117,7 @@ class Producer:
         self._rr = itertools.count()
         self._names = list(self.brokers)
         self._closed = threading.Event()
+        self._reroute_lock = threading.Lock()
         # timeouts, backoffs and the fuse's ticks: a thread started by the first call
         self._sweeper = CallSweeper(self.fuse, clock, self._attempt)
         self.tracer: SendTracer | None = None
@@ -278,9 +279,13 @@ class Producer:
         return candidates[next(self._rr) % len(candidates)]
 
     def _follow_routes(self) -> None:
-        """Before a call: catch up with the routes if they moved (a lock-free int read)."""
+        """Before a call and each retry: catch up with the routes if they moved (a
+        lock-free int read). A send retried to a group whose master moved meanwhile
+        went on knocking at the old one, NOT_MASTER until its deadline."""
         if self.routes is not None and self.routes.changes != self._routes_changes:
-            self._reroute()
+            with self._reroute_lock:  # retries run on several reader threads
+                if self.routes.changes != self._routes_changes:
+                    self._reroute()
 
     def _reroute(self) -> None:
         """The routes moved: follow each group to its master (a failover), and let back
@@ -309,6 +314,7 @@ class Producer:
 
     def _attempt(self, plan: SendPlan, payload: bytes, outer: Future) -> None:
         """One attempt without blocking: its answer arrives on a reader thread."""
+        self._follow_routes()
         broker = plan.next()
         try:
             conn = self._pool.get(broker)
@@ -350,6 +356,7 @@ class Producer:
         the timeout sweeper (a sync send waits itself)."""
         plan = self._plan(op, pinned)
         while True:
+            self._follow_routes()
             broker = plan.next()
             self._sweeper.wake()  # its fuse call is in flight now: judged meanwhile
             code = body = None

@@ -82,6 +82,7 @@ class RaftNode:
         self.heard: dict[str, float] = {}  # peer -> when the leader last heard from it
         self.beat_due: dict[str, float] = {}
         self.transfer_to: str | None = None
+        self.transfer_due = 0.0  # a transfer not done by then is given up (thesis 3.10)
         self.leader_seen = -1e18  # when this node last heard a live leader
         self._reset_election(now)
 
@@ -97,12 +98,15 @@ class RaftNode:
     def next_due(self) -> float:
         """When `tick` has something to do next."""
         if self.role is Role.LEADER:
-            return min(self.beat_due.values(), default=self.election_due)
+            due = min(self.beat_due.values(), default=self.election_due)
+            return min(due, self.transfer_due) if self.transfer_to is not None else due
         return self.election_due
 
     # -- time ----------------------------------------------------------------------------
     def tick(self, now: float) -> Out:
         if self.role is Role.LEADER:
+            if self.transfer_to is not None and now >= self.transfer_due:
+                self.transfer_to = None  # its target never took over: take proposals again
             alive = 1 + sum(1 for p in self.peers if now - self.heard.get(p, -1e18)
                             < self.election_s)
             if alive < self.quorum and now >= self.election_due:
@@ -131,7 +135,7 @@ class RaftNode:
         """Hand leadership to `to` once it holds the whole log (proposals refused meanwhile)."""
         if self.role is not Role.LEADER or to not in self.peers:
             raise NotLeader(self.name, self.leader)
-        self.transfer_to = to
+        self.transfer_to, self.transfer_due = to, now + self.election_s
         return self._maybe_timeout_now(to, now)
 
     # -- messages ------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from broker_core.observe.prometheus import broker_registry
+from broker_core.raft.node import NotLeader
 from broker_core.server import offset_admin, topic_admin
 from broker_core.server.faults import FaultSpec
 from broker_core.server.flow_control import KINDS, Quota, QuotaError
@@ -150,6 +151,24 @@ def build_app(broker) -> web.Application:
         await topic_admin.save_tables(broker)
         return web.json_response(out)
 
+    async def leader_move(request: web.Request) -> web.Response:
+        """Body: {to: NAME}: a raft leader hands its group to NAME (TimeoutNow)."""
+        body, refused = await admin_body(request, "leader transfer", {"to"})
+        if refused is not None:
+            return refused
+        ha, to = broker.ha, str(body.get("to"))
+        if ha is None or not hasattr(ha, "transfer"):
+            return _error(409, f"{broker.config.name} is not in a raft group")
+        if to not in ha.node.peers:
+            return _error(400, f"{to} is not another member of raft group {ha.group} "
+                          f"(its members: {', '.join([ha.name, *ha.node.peers])})")
+        try:
+            ha.transfer(to)
+        except NotLeader as exc:
+            return _error(409, f"{broker.config.name}: {exc}")
+        return web.json_response({"from": broker.config.name, "to": body["to"],
+                                  "term": ha.node.term})
+
     async def offsets_get(request: web.Request) -> web.Response:
         group = request.query.get("group")
         if not group:
@@ -212,6 +231,7 @@ def build_app(broker) -> web.Application:
             web.delete("/admin/topic", topic_delete),
             web.post("/admin/write", write_set),
             web.get("/admin/offsets", offsets_get),
+            web.post("/admin/leader", leader_move),
             web.post("/admin/offsets", offsets_reset),
         ]
     )

@@ -63,6 +63,9 @@ def register(sub) -> None:
     down.add_argument("--cluster", type=Path, required=True, metavar="FILE",
                       help="the cluster.toml that `cluster up` wrote")
     down.set_defaults(func=run_down)
+    from console.commands import leader_cmd
+
+    leader_cmd.register(csub, add_subparser)
 
 
 def run_up(args) -> int:

@@ -280,9 +280,11 @@ def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
                     + (" (sends answer SLAVE_NOT_AVAILABLE)" if sync else ""))
             if now is not None and m.role_since is not None and (m.epoch or 0) > 1 \
                     and 0 <= now - m.role_since < FAILOVER_SHOWN_S:
+                since = time.strftime('%H:%M:%S', time.localtime(m.role_since))
                 add(f"failover:{group}", "warning",
-                    f"{group} failed over: {m.name} master at epoch {m.epoch} since "
-                    f"{time.strftime('%H:%M:%S', time.localtime(m.role_since))}")
+                    f"{group}'s leader moved: {m.name} leads at term {m.epoch} since {since}"
+                    if size else f"{group} failed over: {m.name} master at epoch {m.epoch} "
+                    f"since {since}")
         for b in members:
             if b.repl_lag_s is not None and b.repl_lag_s > REPL_LAG_S:
                 add(f"repl-lag:{b.name}", "warning",

@@ -80,3 +80,57 @@ def test_a_killed_leader_is_replaced_within_two_seconds_and_nothing_acked_is_los
         assert broker_role(entry.addr)["role"] == "SLAVE"
     finally:
         routes.close()
+
+
+def test_an_operator_moves_the_leader_while_sends_go_on_and_none_is_lost(raft_cluster):
+    import json
+    import subprocess
+    import sys
+    import threading
+    from pathlib import Path
+
+    from broker_core.client.consumer import Consumer
+    from broker_core.client.producer import Producer
+    from broker_core.ha.routes import routes_for
+
+    cluster = raft_cluster()
+    floodgate = Path(sys.executable).with_name("floodgate")
+    routes = routes_for(cluster.file)
+    acked: set[bytes] = set()
+    stop = threading.Event()
+
+    def send() -> None:
+        with Producer(routes=routes, fuse=False) as producer:
+            i = 0
+            while not stop.is_set():
+                body = f"t{i}".encode()
+                i += 1
+                if producer.send("moves", body).status == "SEND_OK":
+                    acked.add(body)
+
+    try:
+        routes.wait()
+        old = routes.records["group-1"].master
+        sender = threading.Thread(target=send)
+        sender.start()
+        wait_for(lambda: len(acked) > 50, 10, "sends under way")
+        out = subprocess.run([str(floodgate), "cluster", "transfer-leader", "--cluster",
+                              str(cluster.path), "--group", "group-1", "--json"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        moved = json.loads(out.stdout)
+        assert moved["from"] == old and moved["leader"] != old and moved["took_s"] < 1.0
+        wait_for(lambda: routes.records["group-1"].master == moved["leader"], 10, "routes")
+        before = len(acked)
+        wait_for(lambda: len(acked) > before + 50, 10, "sends to the new leader")
+        stop.set()
+        sender.join(10)
+        got: set[bytes] = set()
+        with Consumer("audit", "moves", routes=routes) as consumer:
+            deadline = time.monotonic() + 20
+            while not acked <= got and time.monotonic() < deadline:
+                got |= {m.body for m in consumer.poll(256, timeout=0.5)}
+        assert acked <= got, f"{len(acked - got)} acknowledged and lost"
+    finally:
+        stop.set()
+        routes.close()

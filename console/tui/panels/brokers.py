@@ -64,10 +64,16 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 
+RAFT_ROLES = {"MASTER": "leader", "SLAVE": "follower", "NONE": "candidate"}
+
+
 def _role(b) -> str:
+    """master e3 (its epoch), or in a raft group leader t7 (its term)."""
     if not b.role:
         return ""
-    return f"{b.role.lower()} e{b.epoch}" if b.epoch is not None else b.role.lower()
+    raft = b.replication == "raft"
+    role = RAFT_ROLES.get(b.role, b.role.lower()) if raft else b.role.lower()
+    return f"{role} {'t' if raft else 'e'}{b.epoch}" if b.epoch is not None else role
 
 
 def _role_style(b) -> str:

@@ -138,3 +138,17 @@ def test_leadership_is_handed_over_once_the_target_holds_the_log():
     assert sim.leader().name == target and sim.nodes[target].term == term + 1
     assert old.role is Role.FOLLOWER
     sim.check_all()
+
+
+def test_a_transfer_to_a_member_that_never_takes_over_is_given_up():
+    sim = Sim(["a", "b", "c"], seed=4)
+    sim.run(3.0, healthy=True)
+    old = sim.leader()
+    target = next(n for n in sim.names if n != old.name)
+    sim.isolated[target] = sim.now + 10.0  # it never hears the TimeoutNow
+    sim.send(old.name, old.transfer(target, sim.now), healthy=True)
+    with pytest.raises(NotLeader):
+        old.propose([b"meanwhile"], sim.now)
+    sim.run(sim.now + sim.election_s + 0.05, propose_every=1e9, healthy=True)
+    assert sim.leader() is old and old.transfer_to is None
+    old.propose([b"after"], sim.now)  # it takes proposals again

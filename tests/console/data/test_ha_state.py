@@ -158,3 +158,5 @@ def test_a_raft_group_is_judged_by_its_majority_not_by_one_slave():
                         BrokerSample("c", "r2", None, "refused")], now=5)
     text = next(al.text for al in lost.active_alerts if al.key == "no-master:g1")
     assert "1 of 3 raft members up, a leader needs 2" in text
+    row = [c.cell(ok.brokers[0], ok.sla).plain for c in columns_for(ok.brokers)]
+    assert row[3] == "leader t5"
