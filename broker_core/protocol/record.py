@@ -271,14 +271,15 @@ def read_record_header(buf, pos: int, physical_offset: int, limit: int) -> tuple
     return h
 
 
-def _verified(buf, pos: int, physical_offset: int, limit: int) -> tuple[tuple, int, int, int]:
-    """Check the record at ``buf[pos:]`` (header, body CRC, that its lengths add up):
-    (its header fields, where its topic starts, where its properties start, their
-    length). CorruptRecord when it is not whole."""
+def _verified(buf, pos: int, physical_offset: int, limit: int, crc: bool = True
+              ) -> tuple[tuple, int, int, int]:
+    """Check the record at ``buf[pos:]`` (header, body CRC unless `crc` is False, that
+    its lengths add up): (its header fields, where its topic starts, where its
+    properties start, their length). CorruptRecord when it is not whole."""
     h = read_record_header(buf, pos, physical_offset, limit)
     size, body_len = h[0], h[14]
     start = pos + HEADER_SIZE
-    if zlib.crc32(memoryview(buf)[start : start + body_len]) != h[2]:
+    if crc and zlib.crc32(memoryview(buf)[start : start + body_len]) != h[2]:
         raise CorruptRecord("body CRC mismatch")
     p = start + body_len
     topic_len = buf[p]
@@ -332,13 +333,14 @@ def _prop(raw: bytes, name: bytes) -> str | None:
     return raw[at + len(name) : end if end >= 0 else len(raw)].decode("utf-8")
 
 
-def index_record(buf, pos: int, physical_offset: int, limit: int
+def index_record(buf, pos: int, physical_offset: int, limit: int, crc: bool = True
                  ) -> tuple[str, int, int, int, int, str | None]:
     """Verify the record at ``buf[pos:]`` as `decode_record` does (lengths, CRC) and
     return only what a ConsumeQueue unit and the key index need: (topic, queue id,
     queue offset, tag hash, store timestamp, keys). A slave indexes every record it
-    receives: no body copy, no Message, properties parsed only for TAGS and KEYS."""
-    h, topic_at, props_at, props_len = _verified(buf, pos, physical_offset, limit)
+    receives: no body copy, no Message, properties parsed only for TAGS and KEYS.
+    `crc=False`: bytes verified already (a raft entry, when it was received)."""
+    h, topic_at, props_at, props_len = _verified(buf, pos, physical_offset, limit, crc)
     view = memoryview(buf)
     try:
         topic = bytes(view[topic_at:props_at]).decode("ascii")

@@ -28,6 +28,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_core.errors import StoreCorruptError
 from broker_core.ha.group_meta import adopt_meta, meta_doc
 from broker_core.ha.node import Role
 from broker_core.protocol import Code
@@ -109,7 +110,15 @@ class RaftGroup:
 
     # -- driving the core ------------------------------------------------------------------
     def _on_message(self, msg: Message) -> None:
-        self._after(self.node.step(msg, self._loop.time()))
+        try:
+            out = self.node.step(msg, self._loop.time())
+        except StoreCorruptError as exc:  # bytes that do not verify: not written, not
+            # acknowledged; the leader sends them again (a link's flipped bit), or the
+            # operator reads why this member stays behind
+            self.counters["entries_refused"] += 1
+            self._event("refused", str(exc)[:200])
+            out = []
+        self._after(out)
 
     def _tick(self) -> None:
         self._timer = None
@@ -117,7 +126,8 @@ class RaftGroup:
 
     def _propose(self, data: bytes, counts: Counter) -> None:
         try:
-            first, out = self.node.propose([data], self._loop.time())
+            with self.storage.own_entries():
+                first, out = self.node.propose([data], self._loop.time())
         except NotLeader:
             self._answer_parked(Code.NOT_MASTER, everything=True)  # never proposed
             return

@@ -85,7 +85,8 @@ class ReplicaLog:
 
     def publish(self, end: int) -> set[tuple[str, int]]:
         """Raft: the bytes below `end` are committed; index the records they hold (a
-        Raft log holds bytes past write_offset that readers must not see yet)."""
+        Raft log holds bytes past write_offset that readers must not see yet). Their
+        CRCs are not computed again: made here, or verified when received."""
         with self._lock:
             self.received = max(self.received, self.commitlog.write_offset)
             if end <= self.commitlog.write_offset:
@@ -95,7 +96,7 @@ class ReplicaLog:
                                       f"to {self.received}")
             if self.queues.over:
                 self.queues.evict()
-            return self._index(end)
+            return self._index(end, crc=False)
 
     def withdraw(self, offset: int) -> int:
         """Raft, on start: the records at and after `offset` are not known committed;
@@ -114,7 +115,7 @@ class ReplicaLog:
         self._checkpoint()
         return removed
 
-    def _index(self, end: int | None = None) -> set[tuple[str, int]]:
+    def _index(self, end: int | None = None, crc: bool = True) -> set[tuple[str, int]]:
         """Walk complete records from write_offset to `end` (received); write their
         queue units."""
         cl = self.commitlog
@@ -140,7 +141,8 @@ class ReplicaLog:
             if pos + size > end:
                 break  # the rest of this record is still on its way
             try:
-                topic, qid, qoff, th, stored, keys = index_record(seg.mm, local, pos, seg.size)
+                topic, qid, qoff, th, stored, keys = index_record(seg.mm, local, pos, seg.size,
+                                                                  crc)
             except CorruptRecord as exc:
                 raise StoreCorruptError(f"replicated record at {pos} does not verify: {exc}") \
                     from None
