@@ -55,14 +55,18 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--keep", type=Path, help="copy the history and report here")
+    ap.add_argument("--consensus", choices=("controller", "raft"), default="controller",
+                    help="raft: groups of 3 that elect their leaders (no ZooKeeper)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    replicas = 3 if args.consensus == "raft" else 2
     with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
         data = Path(tmp) / "c"
         cluster = subprocess.Popen(
             [sys.executable, "-m", "console.cli", "cluster", "up", "--groups", str(args.groups),
+             "--replicas", str(replicas), "--consensus", args.consensus,
              "--netns", "--restart", "--segment-size", "64M", "--data", str(data),
-             "--base-port", str(free_port_range(6 * args.groups + 1))],
+             "--base-port", str(free_port_range(3 * replicas * args.groups + 1))],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
         peak = [0.0]
         stop = threading.Event()
@@ -106,7 +110,8 @@ def main() -> None:
               if f["fault"]["kind"] in ("loss", "delay")]
     seen = [d for d in detect if d is not None]
     out = {
-        "duration_s": args.duration, "groups": args.groups, "seed": args.seed,
+        "duration_s": args.duration, "groups": args.groups, "consensus": args.consensus,
+        "seed": args.seed,
         "wall_s": round(took, 1), "faults": len(r["faults"]), "faults_by_kind": kinds,
         "sends": r["sends"], "acked": r["acked"], "failed": r["failed"],
         "lost": r["lost"], "split_brain_acks": r["split_brain_acks"],

@@ -86,6 +86,9 @@ def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,
         from broker_core.acl.tls import context_for
 
         ctx = context_for(spec.tls_ca)
+    if spec.raft:
+        return _wait_leaders(spec, timeout, in_sync, lambda addr: broker_role(
+            addr, credentials=creds, tls_context=ctx))
     with zk_client(spec.zk) as zk:
         while True:
             if check is not None:
@@ -108,3 +111,28 @@ def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,
                 raise BrokerError(f"no master after {timeout:g} s in group(s) "
                                   f"{', '.join(missing)}")
             time.sleep(0.1)
+
+
+def _wait_leaders(spec: ClusterFile, timeout: float, in_sync: bool,
+                  role: Callable[[str], dict]) -> dict[str, GroupRecord]:
+    """`wait_masters` for raft groups, asked of their members: one says it leads (and,
+    with `in_sync`, that every other member holds everything committed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = {}
+        for group, members in spec.groups.items():
+            for b in members:
+                doc = role(b.addr)
+                if doc.get("role") != "MASTER":
+                    continue
+                if not in_sync or len(doc.get("in_sync", [])) == len(members) - 1:
+                    ready[group] = GroupRecord(b.name, int(doc.get("term", 0)),
+                                               (b.name, *doc.get("in_sync", [])), b.addr)
+                break
+        if len(ready) == len(spec.groups):
+            return ready
+        if time.monotonic() > deadline:
+            missing = sorted(set(spec.groups) - set(ready))
+            raise BrokerError(f"no leader{' with every member in sync' if in_sync else ''} "
+                              f"after {timeout:g} s in raft group(s) {', '.join(missing)}")
+        time.sleep(0.1)

@@ -57,6 +57,10 @@ class RaftAppender:
             self.flush()
         return result
 
+    def log_end(self) -> int:
+        """The log's end (the open entry's records not in it yet: `flush` first)."""
+        return self._end_offset()
+
     def flush(self) -> None:
         """Propose the open entry (the loop turn ended, or it is big)."""
         with self._lock:

@@ -59,7 +59,7 @@ class IdempotentPuts:
     def _first_try(self, pid: int, seq: int, n: int, phys: int) -> PutResult:
         seqs = self.seqs
         try:
-            first = self.store.message_at(phys)
+            first = self.store.message_at(phys, held=True)
             last, end = first, phys + first.size
             for i in range(1, n):
                 at = seqs.find(pid, seq + i)
@@ -67,7 +67,7 @@ class IdempotentPuts:
                     return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=(
                         f"producer {pid:x}: sequence {seq} is held here but {seq + i} "
                         "is not; a SEND_MULTI is retried whole"))
-                last = self.store.message_at(at)
+                last = self.store.message_at(at, held=True)
                 end = at + last.size
         except BrokerError:  # the record is past retention: as good as forgotten
             seqs.expired += 1

@@ -110,7 +110,7 @@ class ProducerSeqs:
         if worker is None or not worker.is_alive():
             gen = self._generation
             start = first_record_since(store, wall_ms - int(self.window_s * 1000))
-            if start is None or store.commitlog.write_offset - start <= READ_INLINE_BYTES:
+            if start is None or store.log_end() - start <= READ_INLINE_BYTES:
                 self._build(store, start, gen)  # little to read: now
                 self._adopt(self._built[1])
                 return True
@@ -154,8 +154,7 @@ class ProducerSeqs:
         t0 = time.perf_counter()
         seen = found = 0
         if start is not None:
-            for phys, value in property_values(store.commitlog, start,
-                                               store.commitlog.write_offset,
+            for phys, value in property_values(store.commitlog, start, store.log_end(),
                                                PROP_PRODUCER_SEQ):
                 seen += 1
                 pair = parse_seq(value) if value else None
@@ -187,4 +186,6 @@ def first_record_since(store: MessageStore, ms: int) -> int | None:
         if low <= offset < high:
             phys = store.queue_unit(topic, qid, offset)
             first = phys if first is None else min(first, phys)
+    if first is None and store.log_end() > store.commitlog.write_offset:
+        return store.commitlog.write_offset  # a raft leader's tail, not committed yet
     return first

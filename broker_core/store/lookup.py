@@ -25,9 +25,10 @@ class KeyQueryResult:
     candidates: int = 0  # index entries read (collisions included)
 
 
-def message_at(commitlog: CommitLog, phys: int) -> Message:
-    """The verified record starting at ``phys``; MessageNotFoundError saying why not."""
-    lo, hi = commitlog.min_offset, commitlog.write_offset
+def message_at(commitlog: CommitLog, phys: int, end: int | None = None) -> Message:
+    """The verified record starting at ``phys`` (below `end`, by default what readers
+    see); MessageNotFoundError saying why not."""
+    lo, hi = commitlog.min_offset, commitlog.write_offset if end is None else end
     if phys < lo:
         raise MessageNotFoundError(f"offset {phys} is below the commitlog's first kept offset "
                                    f"{lo}: expired by retention")

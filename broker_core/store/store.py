@@ -270,11 +270,20 @@ class MessageStore:
         return result
 
     # -- finding messages (store/lookup.py) -----------------------------------------
-    def message_at(self, phys: int) -> Message:
-        """The message at a physical offset (a message id's); MessageNotFoundError if none."""
+    def message_at(self, phys: int, held: bool = False) -> Message:
+        """The message at a physical offset (a message id's); MessageNotFoundError if none.
+        `held`: also a raft leader's records not committed yet (its own log's)."""
         if self._closed:
             raise StoreClosedError("store is closed")
-        return message_at(self.commitlog, phys)
+        if held and self.appender is not None:
+            self.appender.flush()  # (the loop turn's open entry: proposed, so written)
+        return message_at(self.commitlog, phys, self.log_end() if held else None)
+
+    def log_end(self) -> int:
+        """Where this store's log ends: what readers see, or under Raft everything the
+        log holds (a leader commits all of it: its idempotent sends are read to there)."""
+        return self.commitlog.write_offset if self.appender is None else \
+            self.appender.log_end()
 
     def query_by_key(self, key: str, topic: str | None = None, begin_ms: int = 0,
                      end_ms: int = FOREVER_MS, limit: int = 64) -> KeyQueryResult:

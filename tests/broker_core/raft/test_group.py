@@ -129,3 +129,43 @@ def test_the_groups_tables_are_committed_records_and_outlive_their_leader(tmp_pa
             await g.close()
 
     asyncio.run(main())
+
+
+def test_an_idempotent_retry_is_answered_from_its_first_try_even_before_it_is_committed(
+        tmp_path):
+    """A retry reaching the leader while its first try waits for a majority, and one
+    reaching the next leader (which reads the sends its log holds, committed or not):
+    each answered with the first try's offset, the message stored once."""
+    from broker_core import protocol as p
+    from broker_core.protocol import Op
+    from broker_core.protocol.idempotence import with_id
+
+    def send(member, seq: int, body: bytes):
+        frame = with_id(0x5EED, seq, p.encode_send("idem", 0, p.OutMessage(body)))
+        header = p.Header(op=Op.SEND, flags=p.FLAG_IDEMPOTENT, code=0, request_id=1,
+                          length=len(frame))
+        return member.broker.handle(header, frame)
+
+    def offset(answer):  # the queue offset and the physical one: where it is stored
+        code, body = answer
+        assert code == Code.OK, body
+        return p.decode_send_answer(body)[1:3]
+
+    async def main():
+        g = Group(tmp_path)
+        await g.start_all()
+        try:
+            leader = await g.leader()
+            first, again = await asyncio.gather(send(leader, 0, b"once"),
+                                                send(leader, 0, b"once"))
+            assert offset(first) == offset(again) and offset(first)[0] == 0
+            await g.stop(leader.name)
+            new = await g.leader()
+            assert offset(await send(new, 0, b"once")) == offset(first)
+            assert offset(await send(new, 1, b"twice"))[0] == 1
+            await until(lambda: all(readable(m, "idem") == [b"once", b"twice"]
+                                    for m in g.members.values()))
+        finally:
+            await g.close()
+
+    asyncio.run(main())
