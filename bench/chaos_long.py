@@ -135,6 +135,8 @@ def main() -> None:
         "bench_peak_rss_mib": peak_rss_mib(),
         # the exactly-once pipeline under the same faults (cluster.chaos_pipeline)
         **{f"pipeline_{k}": v for k, v in (r.get("pipeline") or {}).items() if k != "samples"},
+        # compare-and-sets on one queue's end (cluster.chaos_register), linearizable or not
+        **{f"register_{k}": v for k, v in (r.get("register") or {}).items()},
         "drill_exit": run.returncode,
     }
     print_figures(out, args.json)

@@ -37,6 +37,7 @@ from broker_core.client.consumer import Consumer
 from broker_core.cluster import netfault
 from broker_core.cluster.chaos_checker import ChaosReport, check, load_history
 from broker_core.cluster.chaos_pipeline import Pipeline
+from broker_core.cluster.chaos_register import Register
 from broker_core.cluster.cluster_file import ClusterFile
 from broker_core.cluster.netns import CLIENTS
 from broker_core.cluster.readback import read_queue_bodies
@@ -70,6 +71,7 @@ class ChaosSpec:
     history: Path | None = None
     send_deadline: float = 15.0  # each send's retry budget (client.attempts.SendOptions)
     pipeline: bool = True  # the topic transformed exactly once too (cluster.chaos_pipeline)
+    register: bool = True  # compare-and-sets checked for linearizability (chaos_register)
 
 
 def check_spec(spec: ClusterFile, chaos: ChaosSpec) -> None:
@@ -140,15 +142,19 @@ def run_chaos(spec: ClusterFile, chaos: ChaosSpec, state_dir: Path) -> ChaosRepo
     threads = [threading.Thread(target=f, args=(run,), name=f.__name__, daemon=True)
                for f in (_watch_masters, _watch_fuse, _nemesis, _consume)]
     pipeline = Pipeline(run) if chaos.pipeline else None
+    register = Register(run) if chaos.register else None
     try:
         routes.wait(chaos.settle_timeout)
         for t in threads:
             t.start()
-        if pipeline is not None:
-            pipeline.start()
+        for extra in (pipeline, register):
+            if extra is not None:
+                extra.start()
         asyncio.run(_produce(run))
     finally:
         run.stop.set()
+        if register is not None:
+            register.stop()
         for t in threads:
             t.join(30)
         _heal_all(run)
@@ -157,8 +163,9 @@ def run_chaos(spec: ClusterFile, chaos: ChaosSpec, state_dir: Path) -> ChaosRepo
         if pipeline is not None:
             run.history.add("pipeline", drained=pipeline.drain())
         _read_back(run)
-        if pipeline is not None:
-            pipeline.read_back()
+        for extra in (pipeline, register):
+            if extra is not None:
+                extra.read_back()
     finally:
         routes.close()
         run.history.close()

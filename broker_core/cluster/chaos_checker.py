@@ -41,6 +41,8 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
+from broker_core.cluster.register_checker import check_register
+
 FUSE_GRACE_S = 5.0
 # a change of master reaches the run's watcher this late at most (a ZooKeeper watch,
 # then a poll every 50 ms): an ack by the *next* master this soon is not split brain
@@ -73,13 +75,19 @@ class ChaosReport:
     # outputs, lost, duplicated, aborted_reads, order_violations, commits, aborted,
     # unknown, samples}
     pipeline: dict = field(default_factory=dict)
+    # the register (cluster.chaos_register), when it ran (cluster.register_checker): {ops,
+    # ok, conflicts, unknown, lost, duplicated, conflict_stored, cas_violations,
+    # linearizable, violations}
+    register: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        p = self.pipeline
+        p, g = self.pipeline, self.register
         return (self.lost == 0 and self.split_brain_acks == 0 and self.order_violations == 0
                 and not (p and (p["lost"] or p["duplicated"] or p["aborted_reads"]
-                                or p["order_violations"] or not p["drained"])))
+                                or p["order_violations"] or not p["drained"]))
+                and not (g and (g["lost"] or g["duplicated"] or g["conflict_stored"]
+                                or g["cas_violations"] or not g["linearizable"])))
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
@@ -111,10 +119,14 @@ def check(history: Iterable[dict]) -> ChaosReport:
     open_faults: dict[str, dict] = {}
     isolations: list[dict] = []
     pipeline: list[dict] = []  # its events, checked apart
+    register: list[dict] = []  # and the register's
     for ev in history:
         kind, t = ev.get("type"), float(ev.get("t", 0.0))
         if kind in ("xform", "out", "pipeline"):
             pipeline.append(ev)
+            continue
+        if kind.startswith("reg"):
+            register.append(ev)
             continue
         if kind == "send":
             r.sends += 1
@@ -180,6 +192,8 @@ def check(history: Iterable[dict]) -> ChaosReport:
     _check_fuse(r, isolations)
     if pipeline:
         r.pipeline = check_pipeline(pipeline, set(reads))
+    if register:
+        r.register = check_register(register)
     return r
 
 

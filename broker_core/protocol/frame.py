@@ -106,6 +106,7 @@ class Code(IntEnum):
     # it: the group's new master may hold it or not; not acknowledged
     FENCED = 26  # a transaction carrying a consumer group's offsets from a holder that lost
     # its queue (its lock moved, or the offsets moved past where it read from): rolled back
+    CONFLICT = 27  # a conditional send (EXPECT_OFFSET): its queue is elsewhere; nothing stored
 
 
 # Stored, if short of a promise: answered with the OK body (a send must not be repeated)

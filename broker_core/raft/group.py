@@ -87,6 +87,8 @@ class RaftGroup:
         self._sweep: asyncio.TimerHandle | None = None
         self.counters = Counter()
         self._meta_sent, self._meta_at = -1, -1e18  # the tables' version last proposed
+        self._barrier_waiters: list[Callable[[Code], None]] = []  # proposed at the turn's end
+        self._barriers: list[tuple[int, list]] = []  # (entry index, waiters), oldest first
         self.changed = asyncio.Event()  # set (and replaced) when the term or leader moves
         self._seen: tuple[int, str | None] = (self.node.term, None)
 
@@ -160,6 +162,10 @@ class RaftGroup:
         was, self.role = self.role, role
         if was is Role.MASTER:
             self._answer_parked(Code.NOT_MASTER, everything=True)
+            for _index, waiters in self._barriers:
+                for done in waiters:
+                    done(Code.NOT_MASTER)
+            self._barriers.clear()
             self.appender.reset(Counter())
             self._counts.clear()
         self._meta_sent = -1  # a new leader's tables go out at once
@@ -193,6 +199,9 @@ class RaftGroup:
             for topic, qid in touched:
                 broker.pulls.arrived(topic, qid)
         self._answer_parked(Code.OK, upto=self.storage.index.end_of(commit))
+        while self._barriers and self._barriers[0][0] <= commit:
+            for done in self._barriers.pop(0)[1]:
+                done(Code.OK)
 
     def _propose_meta(self) -> None:
         version, now = self.broker.meta_version(), self._loop.time()
@@ -239,6 +248,28 @@ class RaftGroup:
         if self._sweep is None:
             self._sweep = self._loop.call_at(self._deadlines[0][0], self._expire)
         return None
+
+    def barrier(self, done: Callable[[Code], None]) -> None:
+        """`done(OK)` once an entry proposed after now is committed: this node still
+        led after the call (the Raft thesis's read index, through the log), or
+        `done(NOT_MASTER)`. What a CONFLICT answer says of the queue was true then."""
+        if self.role is not Role.MASTER:
+            done(Code.NOT_MASTER)
+            return
+        if not self._barrier_waiters:
+            self._loop.call_soon(self._propose_barrier)
+        self._barrier_waiters.append(done)
+
+    def _propose_barrier(self) -> None:
+        waiters, self._barrier_waiters = self._barrier_waiters, []
+        try:
+            index, out = self.node.propose([b""], self._loop.time())
+        except NotLeader:
+            for done in waiters:
+                done(Code.NOT_MASTER)
+            return
+        self._barriers.append((index, waiters))
+        self._after(out)
 
     async def wait_replicated(self, end: int) -> Code:
         fut = self._loop.create_future()

@@ -22,6 +22,7 @@ from broker_core.errors import MessageIllegalError
 from broker_core.observe.queue_heat import QueueHeat
 from broker_core.observe.recorder import OpRecorder
 from broker_core.protocol import BROKER_FAILURE_CODES, Code, Op
+from broker_core.protocol.conditional import PROP_EXPECT_OFFSET, conflict_text, parse_expect
 from broker_core.protocol.delay import (
     PROP_DELAY,
     PROP_REAL_QID,
@@ -45,7 +46,7 @@ from broker_core.server.producer_seqs import DUPLICATE, ProducerSeqs
 from broker_core.server.topic_table import TopicError
 from broker_core.server.trace_store import StoreTracer
 from broker_core.server.write_path import WritePath
-from broker_core.store import MessageStore, PutStatus
+from broker_core.store import MessageStore, PutResult, PutStatus
 from broker_core.trace.records import PROP_TRACE
 
 # Not a send error: stored, and the group's lack of a slave is an alert of its own
@@ -65,6 +66,7 @@ class PropertySet(NamedTuple):
     delay: int = 0  # the delay level asked for (protocol.delay), 0 for none
     half: bool = False  # a transaction's half message (protocol.transactions)
     made_from: str = ""  # a transform's half: the input it was made of
+    expect: int = -1  # a conditional send's queue offset (protocol.conditional), -1 none
 
 
 def property_set(text: str) -> PropertySet:
@@ -83,13 +85,22 @@ def property_set(text: str) -> PropertySet:
         except ValueError as exc:
             return PropertySet("", False, b"", str(exc))
     half = props.get(PROP_TX_HALF) == "true"
+    expect = -1
+    if PROP_EXPECT_OFFSET in props:
+        try:
+            expect = parse_expect(props[PROP_EXPECT_OFFSET])
+        except ValueError as exc:
+            return PropertySet("", False, b"", str(exc))
+        if half or delay:
+            return PropertySet("", False, b"", "a conditional send (EXPECT_OFFSET) cannot be "
+                               "delayed or transactional")
     if half and delay:
         return PropertySet("", False, b"", "a transactional message cannot be delayed")
     if half and not props.get(p.PRODUCER_GROUP):
         return PropertySet("", False, b"", "a half message names its producer group (PGROUP): "
                            "the broker asks that group back")
     return PropertySet(props.get(p.PRODUCER_GROUP, ""), PROP_TRACE in props, raw, "", delay,
-                       half, props.get(PROP_CONSUMED_FROM, ""))
+                       half, props.get(PROP_CONSUMED_FROM, ""), expect)
 
 
 def _field(name: str, value: str) -> str:
@@ -217,7 +228,15 @@ class SendOps:
                     b.tx.stored_half(result, ps.group, topic, ps.made_from)
                 return result
 
-        if ident is not None:
+        if ps.expect >= 0:  # checked as it is put: nothing runs between (protocol.conditional)
+            def put(put=put, expect=ps.expect):
+                at = store.next_queue_offset(stored_topic, stored_qid)
+                if at != expect:
+                    return PutResult(PutStatus.CONFLICT, reason=conflict_text(
+                        topic, qid, at, expect))
+                return put()
+
+        if ident is not None:  # (outside: a retry of a stored one is answered, not refused)
             put = self.idempotent.put(*ident, [prepared[0][0]], put)
         out = b.write_path.write(put, done)
         if out is None:

@@ -35,6 +35,7 @@ PUT_CODES = {
     PutStatus.MESSAGE_ILLEGAL: Code.MESSAGE_ILLEGAL,
     PutStatus.DISK_FULL: Code.DISK_FULL,
     PutStatus.SERVICE_NOT_AVAILABLE: Code.SERVICE_NOT_AVAILABLE,
+    PutStatus.CONFLICT: Code.CONFLICT,
 }
 
 Done = Callable[[int, object], None]  # (code, a PutResult or, when refused, the reason)
@@ -85,6 +86,15 @@ class WritePath:
             return None
         result = put()
         ha = self.replication
+        if result.status is PutStatus.CONFLICT and hasattr(ha, "barrier"):
+            self._waiting += 1  # a raft leader answers what it saw once it surely led then
+
+            def confirmed(code: int) -> None:
+                self._waiting -= 1
+                done(*_confirmed(code, result))
+
+            ha.barrier(confirmed)
+            return None
         if ha is None or result.status is not PutStatus.PUT_OK:
             return PUT_CODES[result.status], result
         if result.reason is None:  # (a duplicate answered from its first try: not new)
@@ -126,6 +136,10 @@ class WritePath:
         self._waiting += 1
         stored[0] = True
         ha = self.replication
+        if result.status is PutStatus.CONFLICT and hasattr(ha, "barrier"):
+            fut = asyncio.get_running_loop().create_future()
+            ha.barrier(lambda code: fut.done() or fut.set_result(code))
+            return _confirmed(await fut, result)
         if ha is not None and result.status is PutStatus.PUT_OK and result.reason is None:
             ha.appended(result.end_offset)  # slaves may copy it while we flush
         if result.status is PutStatus.PUT_OK and self.sync_flush:
@@ -144,3 +158,11 @@ def _replicated(code: int, result) -> tuple[int, object]:
         return Code.UNACKNOWLEDGED, ("no longer master: stored here, not acknowledged by the "
                                      "slaves; the group's new master may hold it or not")
     return code, result
+
+
+def _confirmed(code: int, result) -> tuple[int, object]:
+    """A CONFLICT a raft leader answers once it knows it led when it saw the queue."""
+    if code == Code.OK:
+        return Code.CONFLICT, result
+    return code, ("this broker lost its group's leadership before it could confirm what "
+                  "it saw of the queue: send again")

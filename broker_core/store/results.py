@@ -15,6 +15,7 @@ class PutStatus(StrEnum):
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"  # bad topic/queue/properties, or too large
     DISK_FULL = "DISK_FULL"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # the store is closed
+    CONFLICT = "CONFLICT"  # a conditional send: its queue was not at the offset it expected
 
 
 class GetStatus(StrEnum):

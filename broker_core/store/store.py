@@ -279,6 +279,13 @@ class MessageStore:
             self.appender.flush()  # (the loop turn's open entry: proposed, so written)
         return message_at(self.commitlog, phys, self.log_end() if held else None)
 
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next message put into this queue takes (under Raft, after
+        the leader's records not committed yet)."""
+        cq = self._queues.get((topic, queue_id))
+        end = cq.max_offset if cq is not None else 0
+        return end if self.appender is None else end + self.appender.pending[(topic, queue_id)]
+
     def log_end(self) -> int:
         """Where this store's log ends: what readers see, or under Raft everything the
         log holds (a leader commits all of it: its idempotent sends are read to there)."""

@@ -29,6 +29,9 @@ def register(dsub) -> None:
     p.add_argument("--no-pipeline", dest="pipeline", action="store_false",
                    help="leave out the exactly-once pipeline (the topic transformed into "
                    "<topic>-out by two members of one group, under the same faults)")
+    p.add_argument("--no-register", dest="register", action="store_false",
+                   help="leave out the register (three clients racing compare-and-sets on "
+                   "one queue's end, checked for linearizability)")
     p.add_argument("--history", type=Path, metavar="FILE",
                    help="where the history goes (default: DIR/chaos-<time>.jsonl beside "
                    "the cluster file; the report beside it, .report.json)")
@@ -48,7 +51,7 @@ def report_lines(r) -> list[str]:
              "order      not promised by these sends (no ordered key)",
              f"duplicates {r.duplicates_stored} stored twice, {r.duplicates_delivered} "
              f"delivered twice to the group (at least once: not a failure)"]
-    lines += pipeline_lines(r.pipeline)
+    lines += pipeline_lines(r.pipeline) + register_lines(r.register)
     kinds: dict[str, int] = {}
     for f in r.faults:
         kinds[f["fault"]["kind"]] = kinds.get(f["fault"]["kind"], 0) + 1
@@ -95,6 +98,17 @@ def pipeline_lines(p: dict) -> list[str]:
             + (f" ({s['order'][0]})" if p["order_violations"] else "")]
 
 
+def register_lines(g: dict) -> list[str]:
+    if not g:
+        return []
+    verdict = "linearizable" if g["linearizable"] else "NOT linearizable"
+    return [f"register   {g['ops']:,} compare-and-sets: {g['ok']:,} stored, {g['conflicts']:,} "
+            f"refused, {g['unknown']} unknown; {verdict}",
+            f"           lost {g['lost']}, duplicated {g['duplicated']}, refused yet stored "
+            f"{g['conflict_stored']}, off their offset {g['cas_violations']}",
+            *(f"           {v}" for v in g["violations"])]
+
+
 def run_chaos_cmd(args) -> int:
     from broker_core.cluster.chaos import ChaosSpec, run_chaos
     from broker_core.cluster.cluster_file import load_cluster
@@ -105,7 +119,7 @@ def run_chaos_cmd(args) -> int:
     spec = load_cluster(args.cluster)
     chaos = ChaosSpec(duration=args.duration, faults=faults, seed=args.seed, rate=args.rate,
                       history=args.history, send_deadline=args.send_deadline,
-                      pipeline=args.pipeline)
+                      pipeline=args.pipeline, register=args.register)
     report = run_chaos(spec, chaos, Path(args.cluster).parent)
     args.event_fields = {"lost": report.lost, "duplicated": report.duplicates_stored}
     if args.json:
@@ -120,5 +134,8 @@ def run_chaos_cmd(args) -> int:
                             + (f"; pipeline: {p['lost']} lost, {p['duplicated']} duplicated, "
                                f"{p['aborted_reads']} aborted read(s), "
                                f"{p['order_violations']} out of order"
-                               + ("" if p["drained"] else ", not drained") if p else ""))
+                               + ("" if p["drained"] else ", not drained") if p else "")
+                            + (f"; register: {report.register['lost']} lost, "
+                               + ("linearizable" if report.register["linearizable"] else
+                                  "NOT linearizable") if report.register else ""))
     return 0

@@ -169,3 +169,34 @@ def test_an_idempotent_retry_is_answered_from_its_first_try_even_before_it_is_co
             await g.close()
 
     asyncio.run(main())
+
+
+def test_conditional_sends_on_a_leader_count_what_it_has_not_committed(tmp_path):
+    """Compare-and-sets on a queue's end: two in one loop turn, the second expecting the
+    first's offset, both stored; a refusal (CONFLICT) answered once an entry proposed
+    after it is committed (the leader surely led when it looked)."""
+    from broker_core import protocol as p
+    from broker_core.protocol import Op
+    from broker_core.protocol.conditional import PROP_EXPECT_OFFSET, conflict_at
+
+    def cas(member, expect: int):
+        frame = p.encode_send("reg", 0, p.OutMessage(b"v%d" % expect, properties={
+            PROP_EXPECT_OFFSET: str(expect)}))
+        return member.broker.handle(p.Header(op=Op.SEND, flags=0, code=0, request_id=1,
+                                             length=len(frame)), frame)
+
+    async def main():
+        g = Group(tmp_path)
+        await g.start_all()
+        try:
+            leader = await g.leader()
+            a, b = await asyncio.gather(cas(leader, 0), cas(leader, 1))
+            assert (a[0], b[0]) == (Code.OK, Code.OK)
+            before = leader.group.node.commit
+            code, text = await cas(leader, 1)
+            assert code == Code.CONFLICT and conflict_at(text.decode()) == 2
+            assert leader.group.node.commit > before  # its barrier entry, committed first
+        finally:
+            await g.close()
+
+    asyncio.run(main())
