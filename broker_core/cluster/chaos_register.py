@@ -10,8 +10,8 @@ acknowledged what its group did not keep, a stale leader serving a CONFLICT, a r
 stored twice: each shows as a history no order of the operations can explain.
 
 History events: `reg` (an operation invoked: client, op, expect, value), `reg-ok`
-(offset), `reg-conflict` (at), `reg-unknown` (why) and, after the run, `reg-read`
-(each offset's value, read back).
+(offset), `reg-conflict` (end: where the queue was), `reg-unknown` (why) and, after the
+run, `reg-read` (each offset's value, read back).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Register:
                 except SendFailed as exc:
                     at = conflict_at(str(exc)) if exc.code == Code.CONFLICT else None
                     if at is not None:
-                        h.add("reg-conflict", op=op, at=at)
+                        h.add("reg-conflict", op=op, end=at)  # (`at` is the time)
                         known = at
                     else:
                         h.add("reg-unknown", op=op, why=str(exc)[-160:])

@@ -38,7 +38,7 @@ def check_register(events: list[dict]) -> dict:
         elif (op := ops.get(ev.get("op"))) is not None:
             op["end"] = ev["t"]
             op["outcome"] = kind[4:]
-            op["at"] = ev.get("offset", ev.get("at"))
+            op["at"] = ev.get("offset", ev.get("end"))
     where = {v: off for off, v in log.items()}
     counts = Counter(log.values())
     out = {"ops": len(ops), "ok": 0, "conflicts": 0, "unknown": 0, "lost": 0,

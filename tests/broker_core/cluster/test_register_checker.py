@@ -13,7 +13,7 @@ def op(name, start, end, expect, outcome, at=None, value=None):
     if outcome == "ok":
         evs.append({"type": "reg-ok", "t": end, "op": name, "offset": at})
     elif outcome == "conflict":
-        evs.append({"type": "reg-conflict", "t": end, "op": name, "at": at})
+        evs.append({"type": "reg-conflict", "t": end, "op": name, "end": at})
     elif outcome == "unknown":
         evs.append({"type": "reg-unknown", "t": end, "op": name, "why": "deadline"})
     return evs
