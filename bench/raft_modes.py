@@ -10,8 +10,8 @@ a controller and ZooKeeper (master/slave, sync replication) or Raft (3 members).
    killed with SIGKILL `--kills` times; the time from the kill to the first send
    answered after it (by the new leader), and at the end every acknowledged message
    read back. Raft: the members elect; master/slave: the controller promotes
-   (`drill failover`). Goals: Raft's median <= 2 s (DLedger ~10 s); 0 acknowledged
-   and lost in either.
+   (bench/ha_failover.py's drills: `drill failover` on 2 groups x 2). Goals: Raft's
+   median <= 2 s (DLedger ~10 s); 0 acknowledged and lost in either.
 3. Idle: each cluster's brokers with no client, CPU a second each (/proc).
 
     .venv/bin/python bench/raft_modes.py [--kills 10] [--rounds 3] [--only ...] [--json]
@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench._util import cluster_peak_rss_mib, peak_rss_mib, print_figures  # noqa: E402
 from bench.ha_failover import closed_loop  # noqa: E402
+from bench.ha_failover import drills as ha_drills  # noqa: E402
 from broker_core.client.aio_producer import AsyncProducer  # noqa: E402
-from broker_core.cluster.drill import DrillSpec, run_drill  # noqa: E402
 from broker_core.cluster.launcher import Cluster  # noqa: E402
 from broker_core.cluster.ports import free_port_range  # noqa: E402
 from broker_core.ha.routes import routes_for  # noqa: E402
@@ -162,30 +162,12 @@ def raft_failovers(data: Path, kills: int, rate: float) -> dict:
 
 
 def controller_failovers(data: Path, kills: int, rate: float) -> dict:
-    c = group(data, **KINDS["sync-2"])
-    stop = threading.Event()
-    sup = threading.Thread(target=c.supervise, args=(stop.is_set, True), daemon=True)
-    sup.start()
-    runs = []
-    try:
-        for k in range(kills):
-            r = run_drill(c.file, DrillSpec(group="group-1", rate=rate, duration=6.0,
-                                            kill_after=2.0, ready_timeout=60))
-            runs.append(r)
-            say(f"  controller kill {k + 1}: {r.old_master} -> {r.new_master}, failover "
-                + (f"{r.failover_s:.3f} s" if r.failover_s is not None else "never"))
-        rss = cluster_peak_rss_mib(c)
-    finally:
-        stop.set()
-        c.stop_supervising()
-        sup.join(5)
-        c.down(grace=5)
-    done = [r.failover_s for r in runs if r.failover_s is not None]
-    return {"kills": kills, "failover_s": [r.failover_s for r in runs],
-            "median_s": statistics.median(done) if done else None,
-            "max_s": max(done) if done else None, "acked": sum(r.acked for r in runs),
-            "lost": sum(r.lost for r in runs), "send_errors": sum(r.send_errors for r in runs),
-            "broker_peak_rss_mib": rss}
+    """The controller's: bench/ha_failover.py's drills (2 groups x 2, `drill failover`)."""
+    d = ha_drills(data, kills, rate)
+    return {"kills": kills, "failover_s": [r["failover_s"] for r in d["drills"]],
+            "median_s": d["failover_median_s"], "max_s": d["failover_max_s"],
+            "acked": sum(r["acked"] for r in d["drills"]), "lost": d["lost"],
+            "send_errors": d["send_errors"], "broker_peak_rss_mib": d["broker_peak_rss_mib"]}
 
 
 def idle(data: Path, seconds: float) -> dict:
@@ -209,6 +191,17 @@ def idle(data: Path, seconds: float) -> dict:
     return out
 
 
+def write_drills(out: Path, modes: dict[str, dict]) -> None:
+    """Each mode's kills as `drill failover` results: the capacity model's MTTR."""
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    for mode, result in modes.items():
+        drills = [{"failover_s": s, "lost": result["lost"] if i == 0 else 0,
+                   "mode": mode} for i, s in enumerate(result["failover_s"])]
+        (out / f"{mode}-drills.json").write_text(json.dumps(drills, indent=1))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=10)
@@ -217,6 +210,10 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--idle-seconds", type=float, default=20.0)
     ap.add_argument("--only", default="throughput,failover,idle")
+    ap.add_argument("--drills-out", type=Path, metavar="DIR",
+                    help="write each mode's failovers as drill results (raft-drills.json, "
+                    "controller-drills.json) for `floodgate capacity availability "
+                    "--from-drill`")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     parts = set(args.only.split(","))
@@ -235,6 +232,8 @@ def main() -> int:
             r = result["raft_failover"] = raft_failovers(data / "raft", args.kills, args.rate)
             m = result["controller_failover"] = controller_failovers(data / "ctl", args.kills,
                                                                      args.rate)
+            if args.drills_out:
+                write_drills(args.drills_out, {"raft": r, "controller": m})
             goals["raft: median failover <= 2 s"] = r["median_s"] is not None and \
                 r["median_s"] <= 2.0
             goals["0 acknowledged and lost (both)"] = r["lost"] == 0 and m["lost"] == 0

@@ -1,8 +1,8 @@
-"""The tables a group's leader hands its replicas besides the log: topics, consumer
-offsets (and resets), delayed delivery's progress, queue locks, pending transactions,
-the ACL. A master/slave group streams them on its HA link (ha META); a raft group
-commits them as a record of its log (raft.group). A replica that adopts them and is
-promoted goes on from there."""
+"""What a group's replica does besides holding the log: the tables its leader hands it
+(topics, consumer offsets and resets, delayed delivery's progress, queue locks, pending
+transactions, the ACL; a master/slave group streams them on its HA link, ha META, a raft
+group commits them as a record of its log, raft.group), so that promoted it goes on from
+there; and what the records it was given mean to it (`records_arrived`)."""
 
 from __future__ import annotations
 
@@ -35,3 +35,15 @@ def adopt_meta(broker, doc: dict) -> None:
         broker.tx_table.adopt(tx)
     if isinstance(acl := doc.get("acl"), dict):  # a promoted replica enforces the same rules
         broker.acl.adopt(acl)
+
+
+def records_arrived(broker, touched: set[tuple[str, int]]) -> None:
+    """Records of these (topic, queue id) became readable here (replicated, or
+    committed): topics grow to hold them, pulls held on them wake."""
+    broker.woke()  # the tick counts what it now holds
+    new = {t: max(broker.config.default_queues, q + 1) for t, q in touched
+           if broker.topics.queues.get(t, 0) <= q}
+    if new:
+        broker.topics.grow(new)
+    for topic, qid in touched:
+        broker.pulls.arrived(topic, qid)

@@ -25,7 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from broker_core.ha.epochs import EpochFile
-from broker_core.ha.group_meta import adopt_meta, meta_doc
+from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.master import ReplicationMaster
 from broker_core.ha.slave import MasterInfo, ReplicaClient
 from broker_core.protocol import Code
@@ -214,14 +214,7 @@ class HaNode:
 
     # -- replicated side effects ---------------------------------------------------------
     def _on_records(self, touched: set[tuple[str, int]]) -> None:
-        broker = self.broker
-        broker.woke()  # replicated: the slave's tick counts what it now holds
-        new = {t: max(broker.config.default_queues, q + 1) for t, q in touched
-               if broker.topics.queues.get(t, 0) <= q}
-        if new:
-            broker.topics.grow(new)
-        for topic, qid in touched:
-            broker.pulls.arrived(topic, qid)
+        records_arrived(self.broker, touched)
 
     def _on_meta(self, doc: dict) -> None:
         adopt_meta(self.broker, doc)

@@ -40,7 +40,51 @@ ZK_LOG.addFilter(_WhereLogged())
 ROUTES_SESSION_S = 20.0
 
 
-class ZkRoutes:
+class GroupRoutes:
+    """What clients ask of a replicated cluster's routes, whoever keeps `records` (group
+    -> GroupRecord, replaced whole) and `members` and notifies `_changed`."""
+
+    members: dict[str, list[str]]
+    records: dict[str, GroupRecord]
+    version: int
+    _changed: threading.Condition
+    what = "master"
+
+    @property
+    def groups(self) -> list[str]:
+        return sorted(self.members)
+
+    def masters(self) -> dict[str, str]:
+        """group -> its master's TCP address ("" while it has none)."""
+        records = self.records
+        return {g: (records[g].master_addr if g in records else "") for g in self.groups}
+
+    def master(self, group: str) -> str:
+        rec = self.records.get(group)
+        return rec.master_addr if rec is not None else ""
+
+    def replicas(self, group: str) -> list[str]:
+        """The group's brokers, its master first: where a reader may go."""
+        master = self.master(group)
+        rest = [a for a in self.members.get(group, []) if a != master]
+        return [master, *rest] if master else rest
+
+    def wait(self, timeout: float = 10.0) -> dict[str, str]:
+        """Block until every group has a master; returns masters()."""
+        with self._changed:
+            ok = self._changed.wait_for(lambda: all(self.masters().values()), timeout)
+        if not ok:
+            missing = [g for g, a in self.masters().items() if not a]
+            raise BrokerError(f"no {self.what} for group(s) {', '.join(missing)} "
+                              f"after {timeout:g} s")
+        return self.masters()
+
+    def wait_change(self, version: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.version != version, timeout)
+
+
+class ZkRoutes(GroupRoutes):
     def __init__(self, zk_hosts: str, cluster: str, members: Mapping[str, Sequence[str]],
                  session_s: float = ROUTES_SESSION_S) -> None:
         """`members`: group -> the TCP addresses of its brokers (from the cluster file)."""
@@ -54,10 +98,6 @@ class ZkRoutes:
         self.changes = 0  # ... and when a group has a second copy again
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-
-    @property
-    def groups(self) -> list[str]:
-        return sorted(self.members)
 
     def start(self, timeout: float = 10.0) -> ZkRoutes:
         try:
@@ -91,40 +131,10 @@ class ZkRoutes:
                 self.changes += 1
             self._changed.notify_all()
 
-    # -- what clients ask ----------------------------------------------------------------
-    def masters(self) -> dict[str, str]:
-        """group -> its master's TCP address ("" while it has none)."""
-        records = self.records
-        return {g: (records[g].master_addr if g in records else "") for g in self.groups}
-
-    def master(self, group: str) -> str:
-        rec = self.records.get(group)
-        return rec.master_addr if rec is not None else ""
-
     def copies(self, group: str) -> int:
         """How many of the group's brokers hold what its master acknowledges (0: unknown)."""
         rec = self.records.get(group)
         return copies_of(rec) if rec is not None else 0
-
-    def replicas(self, group: str) -> list[str]:
-        """The group's brokers, its master first: where a reader may go."""
-        master = self.master(group)
-        rest = [a for a in self.members.get(group, []) if a != master]
-        return [master, *rest] if master else rest
-
-    def wait(self, timeout: float = 10.0) -> dict[str, str]:
-        """Block until every group has a master; returns masters()."""
-        with self._changed:
-            ok = self._changed.wait_for(lambda: all(self.masters().values()), timeout)
-        if not ok:
-            missing = [g for g, a in self.masters().items() if not a]
-            raise BrokerError(f"no master for group(s) {', '.join(missing)} "
-                              f"after {timeout:g} s")
-        return self.masters()
-
-    def wait_change(self, version: int, timeout: float) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: self.version != version, timeout)
 
     def __enter__(self) -> ZkRoutes:
         return self.start()

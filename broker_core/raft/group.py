@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.errors import StoreCorruptError
-from broker_core.ha.group_meta import adopt_meta, meta_doc
+from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.node import Role
 from broker_core.protocol import Code
 from broker_core.raft.appender import RaftAppender
@@ -152,10 +152,13 @@ class RaftGroup:
             self._publish(self.node.commit)
         if role is Role.MASTER:
             self._propose_meta()
-        due = self.node.next_due()
-        if self._timer is None or abs(self._timer.when() - due) > 1e-4:
-            if self._timer is not None:
-                self._timer.cancel()
+        # one timer, moved only earlier: one that fires before it is due ticks for nothing
+        # and is set again (a leader's next beat moves on with every Append it sends: a
+        # timer cancelled and set per message cost more than that tick)
+        due, timer = self.node.next_due(), self._timer
+        if timer is None or due < timer.when() - 1e-4:
+            if timer is not None:
+                timer.cancel()
             self._timer = self._loop.call_at(due, self._tick)
 
     def _role_changed(self, role: Role) -> None:
@@ -185,19 +188,12 @@ class RaftGroup:
             if counts:
                 self.appender.published(counts)
         self._published = commit
-        broker = self.broker
         if (META_TOPIC, 0) in touched:
             touched.discard((META_TOPIC, 0))
             if self.role is not Role.MASTER:
                 self._adopt_meta()
         if touched:
-            broker.woke()
-            new = {t: max(broker.config.default_queues, q + 1) for t, q in touched
-                   if broker.topics.queues.get(t, 0) <= q}
-            if new:
-                broker.topics.grow(new)
-            for topic, qid in touched:
-                broker.pulls.arrived(topic, qid)
+            records_arrived(self.broker, touched)
         self._answer_parked(Code.OK, upto=self.storage.index.end_of(commit))
         while self._barriers and self._barriers[0][0] <= commit:
             for done in self._barriers.pop(0)[1]:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from broker_core.errors import BrokerError
 from broker_core.ha.records import GroupRecord
+from broker_core.ha.routes import GroupRoutes
 
 log = logging.getLogger("floodgate.routes")
 
@@ -24,7 +25,7 @@ WATCH_S = 20.0  # a watch held this long on a quiet group, then renewed
 RETRY_S = 0.05  # after a member that does not answer or knows no leader
 
 
-class RaftRoutes:
+class RaftRoutes(GroupRoutes):
     def __init__(self, members: Mapping[str, Sequence[str]], credentials=None,
                  tls_context=None) -> None:
         """`members`: group -> the TCP addresses of its members (the cluster file)."""
@@ -37,10 +38,7 @@ class RaftRoutes:
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-
-    @property
-    def groups(self) -> list[str]:
-        return sorted(self.members)
+        self.what = "leader"
 
     def start(self, timeout: float = 10.0) -> RaftRoutes:
         for group in self.groups:
@@ -106,32 +104,6 @@ class RaftRoutes:
             self._changed.notify_all()
 
     # -- what clients ask -------------------------------------------------------------------
-    def masters(self) -> dict[str, str]:
-        records = self.records
-        return {g: (records[g].master_addr if g in records else "") for g in self.groups}
-
-    def master(self, group: str) -> str:
-        rec = self.records.get(group)
-        return rec.master_addr if rec is not None else ""
-
     def copies(self, group: str) -> int:
         """A raft group acknowledges what a majority holds."""
         return len(self.members.get(group, [])) // 2 + 1 if group in self.records else 0
-
-    def replicas(self, group: str) -> list[str]:
-        master = self.master(group)
-        rest = [a for a in self.members.get(group, []) if a != master]
-        return [master, *rest] if master else rest
-
-    def wait(self, timeout: float = 10.0) -> dict[str, str]:
-        with self._changed:
-            ok = self._changed.wait_for(lambda: all(self.masters().values()), timeout)
-        if not ok:
-            missing = [g for g, a in self.masters().items() if not a]
-            raise BrokerError(f"no leader for raft group(s) {', '.join(missing)} "
-                              f"after {timeout:g} s")
-        return self.masters()
-
-    def wait_change(self, version: int, timeout: float) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: self.version != version, timeout)

@@ -38,8 +38,19 @@ def raft_cluster(tmp_path):
         cluster.down(grace=5.0)
 
 
-def test_a_killed_leader_is_replaced_within_two_seconds_and_nothing_acked_is_lost(raft_cluster):
+def read_all(routes, group: str, topic: str, want: set[bytes]) -> set[bytes]:
+    """What a new consumer group reads of `topic`, until it holds `want` (or 20 s)."""
     from broker_core.client.consumer import Consumer
+
+    got: set[bytes] = set()
+    with Consumer(group, topic, routes=routes) as consumer:
+        deadline = time.monotonic() + 20
+        while not want <= got and time.monotonic() < deadline:
+            got |= {m.body for m in consumer.poll(256, timeout=0.5)}
+    return got
+
+
+def test_a_killed_leader_is_replaced_within_two_seconds_and_nothing_acked_is_lost(raft_cluster):
     from broker_core.client.producer import Producer
     from broker_core.ha.routes import routes_for
 
@@ -67,11 +78,7 @@ def test_a_killed_leader_is_replaced_within_two_seconds_and_nothing_acked_is_los
         assert took < 2.0, f"the new leader acknowledged {took:.2f} s after the kill"
         new = routes.records["group-1"]
         assert new.epoch > old.epoch
-        got: set[bytes] = set()
-        with Consumer("billing", "orders", routes=routes) as consumer:
-            deadline = time.monotonic() + 20
-            while not acked <= got and time.monotonic() < deadline:
-                got |= {m.body for m in consumer.poll(64, timeout=0.5)}
+        got = read_all(routes, "billing", "orders", acked)
         assert acked <= got, f"{len(acked - got)} acknowledged and lost"
         entry = cluster.file.broker(old.master)
         cluster.start_broker(entry)  # back: a follower of the new leader
@@ -89,7 +96,6 @@ def test_an_operator_moves_the_leader_while_sends_go_on_and_none_is_lost(raft_cl
     import threading
     from pathlib import Path
 
-    from broker_core.client.consumer import Consumer
     from broker_core.client.producer import Producer
     from broker_core.ha.routes import routes_for
 
@@ -125,11 +131,7 @@ def test_an_operator_moves_the_leader_while_sends_go_on_and_none_is_lost(raft_cl
         wait_for(lambda: len(acked) > before + 50, 10, "sends to the new leader")
         stop.set()
         sender.join(10)
-        got: set[bytes] = set()
-        with Consumer("audit", "moves", routes=routes) as consumer:
-            deadline = time.monotonic() + 20
-            while not acked <= got and time.monotonic() < deadline:
-                got |= {m.body for m in consumer.poll(256, timeout=0.5)}
+        got = read_all(routes, "audit", "moves", acked)
         assert acked <= got, f"{len(acked - got)} acknowledged and lost"
     finally:
         stop.set()
