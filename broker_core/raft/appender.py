@@ -34,9 +34,12 @@ class RaftAppender:
         self._entry: EntryBuilder | None = None
         self._counts: Counter[tuple[str, int]] = Counter()
         self._lock = threading.Lock()  # a put from another thread (rare) and the turn's end
+        self.stopped = False  # the group closed: nothing more is taken
 
     def append(self, topic: str, queue_id: int, prepared, born_ts, now_ms: int) -> PutResult:
         n = len(prepared)
+        if self.stopped:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="the raft group stopped")
         with self._lock:
             cq = self.store.queue_table.queues.get((topic, queue_id)) or \
                 self.store.queue_table.get_or_create(topic, queue_id)

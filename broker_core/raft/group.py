@@ -107,8 +107,8 @@ class RaftGroup:
                 handle.cancel()
         self._answer_parked(Code.NOT_MASTER, everything=True)
         await self.transport.close()
-        self.broker.store.appender = None
-        self.storage.close()
+        self.appender.stopped = True  # (not unset: the store's own put path would write
+        self.storage.close()          # over bytes of the log not committed yet)
 
     # -- driving the core ------------------------------------------------------------------
     def _on_message(self, msg: Message) -> None:
@@ -118,7 +118,8 @@ class RaftGroup:
             # acknowledged; the leader sends them again (a link's flipped bit), or the
             # operator reads why this member stays behind
             self.counters["entries_refused"] += 1
-            self._event("refused", str(exc)[:200])
+            if self.counters["entries_refused"] % 100 == 1:  # (said once, not per retry)
+                self._event("refused", str(exc)[:200])
             out = []
         self._after(out)
 
