@@ -19,6 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from broker_core.errors import BrokerError
+from broker_core.ha.group_routes import GroupRoutes
 from broker_core.ha.records import GroupRecord, Paths, RecordError
 
 
@@ -38,50 +39,6 @@ ZK_LOG.addFilter(_WhereLogged())
 # long one costs nothing and pings ZooKeeper three times less often than a broker's
 # (each client process woke ~3 times a second for it).
 ROUTES_SESSION_S = 20.0
-
-
-class GroupRoutes:
-    """What clients ask of a replicated cluster's routes, whoever keeps `records` (group
-    -> GroupRecord, replaced whole) and `members` and notifies `_changed`."""
-
-    members: dict[str, list[str]]
-    records: dict[str, GroupRecord]
-    version: int
-    _changed: threading.Condition
-    what = "master"
-
-    @property
-    def groups(self) -> list[str]:
-        return sorted(self.members)
-
-    def masters(self) -> dict[str, str]:
-        """group -> its master's TCP address ("" while it has none)."""
-        records = self.records
-        return {g: (records[g].master_addr if g in records else "") for g in self.groups}
-
-    def master(self, group: str) -> str:
-        rec = self.records.get(group)
-        return rec.master_addr if rec is not None else ""
-
-    def replicas(self, group: str) -> list[str]:
-        """The group's brokers, its master first: where a reader may go."""
-        master = self.master(group)
-        rest = [a for a in self.members.get(group, []) if a != master]
-        return [master, *rest] if master else rest
-
-    def wait(self, timeout: float = 10.0) -> dict[str, str]:
-        """Block until every group has a master; returns masters()."""
-        with self._changed:
-            ok = self._changed.wait_for(lambda: all(self.masters().values()), timeout)
-        if not ok:
-            missing = [g for g, a in self.masters().items() if not a]
-            raise BrokerError(f"no {self.what} for group(s) {', '.join(missing)} "
-                              f"after {timeout:g} s")
-        return self.masters()
-
-    def wait_change(self, version: int, timeout: float) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: self.version != version, timeout)
 
 
 class ZkRoutes(GroupRoutes):
@@ -150,11 +107,11 @@ def copies_of(record: GroupRecord) -> int:
 
 def routes_for(spec, session_s: float = ROUTES_SESSION_S) -> ZkRoutes:
     """Routes of a replicated cluster file (`cluster up --groups`), started: ZooKeeper's
-    record of each group, or what its raft members say (raft.routes)."""
+    record of each group, or what its raft members say (ha.raft_routes)."""
     if not spec.replicated:
         raise BrokerError(f"cluster {spec.name} has no ZooKeeper: not a replicated cluster")
     if spec.raft:
-        from broker_core.raft.routes import RaftRoutes
+        from broker_core.ha.raft_routes import RaftRoutes
 
         return RaftRoutes({g: [b.addr for b in bs] for g, bs in spec.groups.items()}).start()
     return ZkRoutes(spec.zk, spec.name,

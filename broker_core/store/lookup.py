@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker_core.errors import MessageNotFoundError
+from broker_core.errors import MessageIllegalError, MessageNotFoundError, StoreClosedError
 from broker_core.protocol.record import HEADER, CorruptRecord, Message, decode_record
 from broker_core.store.commitlog import CommitLog
 from broker_core.store.index_service import IndexService
@@ -112,3 +112,55 @@ def messages_between(commitlog: CommitLog, queues, begin_ms: int, end_ms: int,
             found.append(msg)
     found.sort(key=lambda m: m.store_timestamp)
     return found[:limit]
+
+
+class StoreLookups:
+    """MessageStore's ways to find messages other than by queue (a message id's offset,
+    a key, a time range): what it needs of the store is its CommitLog, queues, key
+    index, whether it is closed and where its log ends."""
+
+    commitlog: CommitLog
+    index: IndexService
+    _queues: dict
+    _closed: bool
+    appender: object
+
+    def message_at(self, phys: int, held: bool = False) -> Message:
+        """The message at a physical offset (a message id's); MessageNotFoundError if none.
+        `held`: also a raft leader's records not committed yet (its own log's)."""
+        if self._closed:
+            raise StoreClosedError("store is closed")
+        if held and self.appender is not None:
+            self.appender.flush()  # (the loop turn's open entry: proposed, so written)
+        return message_at(self.commitlog, phys, self.log_end() if held else None)
+
+    def query_by_key(self, key: str, topic: str | None = None, begin_ms: int = 0,
+                     end_ms: int = FOREVER_MS, limit: int = 64) -> KeyQueryResult:
+        """Messages whose KEYS hold ``key``, newest first, stored in [begin_ms, end_ms]."""
+        if self._closed:
+            raise StoreClosedError("store is closed")
+        if not isinstance(key, str) or not key or key != key.strip() or " " in key:
+            raise MessageIllegalError(f"a key is one non-empty word, got {key!r}")
+        if type(limit) is not int or limit < 1:
+            raise MessageIllegalError(f"limit must be a positive int, got {limit!r}")
+        return query_by_key(self.commitlog, self.index, key, topic, begin_ms, end_ms, limit)
+
+    def messages_between(self, topic: str, begin_ms: int, end_ms: int,
+                         limit: int = 64) -> list[Message]:
+        """Messages of ``topic`` stored in [begin_ms, end_ms], oldest first."""
+        queues = [cq for (t, _q), cq in sorted(self._queues.items()) if t == topic]
+        return messages_between(self.commitlog, queues, begin_ms, end_ms, limit)
+
+    def offset_at_time(self, topic: str, queue_id: int, ms: int) -> int:
+        """The first offset of the queue stored at or after `ms` (epoch ms); its end
+        offset when every message is older, its min offset when every one is newer."""
+        cq = self._queues.get((topic, queue_id))
+        return offset_at_time(self.commitlog, cq, ms) if cq is not None else 0
+
+    def store_time_at(self, topic: str, queue_id: int, offset: int) -> int | None:
+        """When the message at `offset` was stored (epoch ms); None past the end or
+        below what retention kept."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None or not cq.min_offset <= offset < cq.max_offset:
+            return None
+        return store_ts(self.commitlog, cq.unit(offset)[0])

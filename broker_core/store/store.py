@@ -26,20 +26,12 @@ from time import perf_counter
 
 from broker_core.errors import MessageIllegalError, StoreClosedError
 from broker_core.fsutil import PendingDirs
-from broker_core.protocol.record import Message, pack_host, prepare, prepare_batch
+from broker_core.protocol.record import pack_host, prepare, prepare_batch
 from broker_core.store.config import StoreConfig
 from broker_core.store.index_service import split_keys
 from broker_core.store.latency import LatencyRecorder
 from broker_core.store.lockfile import take_lock
-from broker_core.store.lookup import (
-    FOREVER_MS,
-    KeyQueryResult,
-    message_at,
-    messages_between,
-    offset_at_time,
-    query_by_key,
-    store_ts,
-)
+from broker_core.store.lookup import StoreLookups
 from broker_core.store.opening import StoreServices, open_files
 from broker_core.store.reader import get_result, read_queue, read_queue_records
 from broker_core.store.replica import ReplicaLog
@@ -49,7 +41,7 @@ from broker_core.store.tags import TagFilter
 log = logging.getLogger(__name__)
 
 
-class MessageStore:
+class MessageStore(StoreLookups):
     def __init__(self, path: str | os.PathLike, config: StoreConfig | None = None) -> None:
         self.path = os.fspath(path)
         self.config = config = config or StoreConfig()
@@ -269,16 +261,6 @@ class MessageStore:
                 self.counters["get_msgs"] += len(result.messages)
         return result
 
-    # -- finding messages (store/lookup.py) -----------------------------------------
-    def message_at(self, phys: int, held: bool = False) -> Message:
-        """The message at a physical offset (a message id's); MessageNotFoundError if none.
-        `held`: also a raft leader's records not committed yet (its own log's)."""
-        if self._closed:
-            raise StoreClosedError("store is closed")
-        if held and self.appender is not None:
-            self.appender.flush()  # (the loop turn's open entry: proposed, so written)
-        return message_at(self.commitlog, phys, self.log_end() if held else None)
-
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
         """The queue offset the next message put into this queue takes (under Raft, after
         the leader's records not committed yet)."""
@@ -291,37 +273,6 @@ class MessageStore:
         log holds (a leader commits all of it: its idempotent sends are read to there)."""
         return self.commitlog.write_offset if self.appender is None else \
             self.appender.log_end()
-
-    def query_by_key(self, key: str, topic: str | None = None, begin_ms: int = 0,
-                     end_ms: int = FOREVER_MS, limit: int = 64) -> KeyQueryResult:
-        """Messages whose KEYS hold ``key``, newest first, stored in [begin_ms, end_ms]."""
-        if self._closed:
-            raise StoreClosedError("store is closed")
-        if not isinstance(key, str) or not key or key != key.strip() or " " in key:
-            raise MessageIllegalError(f"a key is one non-empty word, got {key!r}")
-        if type(limit) is not int or limit < 1:
-            raise MessageIllegalError(f"limit must be a positive int, got {limit!r}")
-        return query_by_key(self.commitlog, self.index, key, topic, begin_ms, end_ms, limit)
-
-    def messages_between(self, topic: str, begin_ms: int, end_ms: int,
-                         limit: int = 64) -> list[Message]:
-        """Messages of ``topic`` stored in [begin_ms, end_ms], oldest first."""
-        queues = [cq for (t, _q), cq in sorted(self._queues.items()) if t == topic]
-        return messages_between(self.commitlog, queues, begin_ms, end_ms, limit)
-
-    def offset_at_time(self, topic: str, queue_id: int, ms: int) -> int:
-        """The first offset of the queue stored at or after `ms` (epoch ms); its end
-        offset when every message is older, its min offset when every one is newer."""
-        cq = self._queues.get((topic, queue_id))
-        return offset_at_time(self.commitlog, cq, ms) if cq is not None else 0
-
-    def store_time_at(self, topic: str, queue_id: int, offset: int) -> int | None:
-        """When the message at `offset` was stored (epoch ms); None past the end or
-        below what retention kept."""
-        cq = self._queues.get((topic, queue_id))
-        if cq is None or not cq.min_offset <= offset < cq.max_offset:
-            return None
-        return store_ts(self.commitlog, cq.unit(offset)[0])
 
     def queue_unit(self, topic: str, queue_id: int, offset: int) -> int:
         """The physical offset of the queue's message at `offset` (within its bounds)."""

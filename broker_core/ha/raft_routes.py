@@ -16,8 +16,8 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from broker_core.errors import BrokerError
+from broker_core.ha.group_routes import GroupRoutes
 from broker_core.ha.records import GroupRecord
-from broker_core.ha.routes import GroupRoutes
 
 log = logging.getLogger("floodgate.routes")
 
