@@ -1,8 +1,10 @@
-"""The CI-sized chaos run (`-m chaos`): two sync-replicated groups on hosts of their own
-under faults for 32 s with a fixed seed (11: a lossy link, an isolated master, a
-partition, a slow link); nothing acknowledged may be lost and no deposed master may
-acknowledge. Kills and pauses: tests/integration/test_ha_failover.py; the long run with
-every kind: bench/chaos_long.py."""
+"""The CI-sized chaos run (`-m chaos`): two replicated groups on hosts of their own (a
+controller's, master and slave with sync replication; or raft groups of three) under
+faults for 32 s with a fixed seed (11: a lossy link, an isolated master, a partition, a
+slow link); nothing acknowledged may be lost, no deposed master may acknowledge, and the
+register's compare-and-sets must be linearizable. Kills and pauses:
+tests/integration/test_ha_failover.py, test_raft_cluster.py; the long run with every
+kind: bench/chaos_long.py."""
 
 from __future__ import annotations
 
@@ -22,12 +24,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.chaos,
                                  reason=str(netns.unavailable()))]
 
 
-def test_a_seeded_chaos_run_loses_nothing_acknowledged(tmp_path):
+@pytest.mark.parametrize("replicas", ["2", "3-raft"])
+def test_a_seeded_chaos_run_loses_nothing_acknowledged(tmp_path, replicas):
     data = tmp_path / "c"
+    n = int(replicas[0])
+    mode = ["--consensus", "raft"] if replicas.endswith("raft") else []
     cluster = subprocess.Popen(
         [sys.executable, "-m", "console.cli", "cluster", "up", "--groups", "2", "--netns",
-         "--restart", "--segment-size", "16M", "--data", str(data),
-         "--base-port", str(free_port_range(13))],
+         "--replicas", str(n), *mode, "--restart", "--segment-size", "16M",
+         "--data", str(data), "--base-port", str(free_port_range(6 * n + 1))],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         for line in cluster.stdout:
@@ -51,3 +56,5 @@ def test_a_seeded_chaos_run_loses_nothing_acknowledged(tmp_path):
     assert len(report["faults"]) >= 4 and len(kinds) >= 3, report["faults"]
     assert report["acked"] > 3000 and report["read_back"] >= report["acked"]
     assert history.exists() and (tmp_path / "history.report.json").exists()
+    register = report["register"]
+    assert register["linearizable"] and register["ok"] > 100, register
