@@ -107,6 +107,11 @@ class MeasuredRecovery:
 def read_drills(path: str) -> MeasuredRecovery:
     """The MTTR measured by the drill results in a JSON file: one result, a list, or
     `bench/ha_failover.py --json`'s document (its `drills`)."""
+    return mttr_from_drills(drill_docs(path))
+
+
+def drill_docs(path: str) -> list:
+    """The drill results a JSON file holds (one, a list, or a document's `drills`)."""
     import json
 
     try:
@@ -118,7 +123,7 @@ def read_drills(path: str) -> MeasuredRecovery:
         raise CapacityError(f"--from-drill {path}: not JSON") from None
     if isinstance(doc, dict) and isinstance(doc.get("drills"), list):
         doc = doc["drills"]
-    return mttr_from_drills(doc if isinstance(doc, list) else [doc])
+    return doc if isinstance(doc, list) else [doc]
 
 
 def mttr_from_drills(docs: list[dict]) -> MeasuredRecovery:

@@ -22,7 +22,6 @@ import asyncio
 import logging
 import os
 import signal
-import time
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -31,7 +30,7 @@ from broker_core.client.aio_producer import AsyncProducer
 from broker_core.client.attempts import SendFailed
 from broker_core.cluster.cluster_file import ClusterFile
 from broker_core.cluster.readback import read_topic
-from broker_core.cluster.roles import broker_role, group_records
+from broker_core.cluster.roles import asker, broker_role, wait_masters
 from broker_core.errors import BrokerError
 from broker_core.ha.routes import routes_for
 
@@ -74,6 +73,7 @@ class DrillResult:
     seconds: float = 0.0
     rate: float = 0.0
     lost_sample: list[int] = field(default_factory=list)
+    consensus: str = "controller"  # how the group elects: "controller" (ZooKeeper) or "raft"
 
     @property
     def ok(self) -> bool:
@@ -84,17 +84,13 @@ class DrillResult:
 
 
 def _ready(spec: ClusterFile, group: str, timeout: float) -> tuple[dict, dict]:
-    """Wait until the group's master has a slave in sync; (record doc, master's HA_STATE)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        rec = group_records(spec).get(group)
-        state = broker_role(rec.master_addr) if rec is not None else {}
-        if state.get("role") == "MASTER" and state.get("in_sync"):
-            return asdict(rec), state
-        if time.monotonic() > deadline:
-            raise BrokerError(f"group {group} has no master with a slave in sync after "
-                              f"{timeout:g} s: a failover now could lose acknowledged messages")
-        time.sleep(0.2)
+    """Wait until the group's master (a raft group's leader) has every other replica in
+    sync; (its record, its HA_STATE)."""
+    try:
+        rec = wait_masters(spec, timeout, in_sync=True)[group]
+    except BrokerError as exc:
+        raise BrokerError(f"{exc}: a failover now could lose acknowledged messages") from None
+    return asdict(rec), broker_role(rec.master_addr, **asker(spec))
 
 
 def run_drill(spec: ClusterFile, drill: DrillSpec) -> DrillResult:
@@ -106,7 +102,8 @@ def run_drill(spec: ClusterFile, drill: DrillSpec) -> DrillResult:
         raise BrokerError(f"no group {group!r} in cluster {spec.name} "
                           f"(groups: {', '.join(sorted(spec.groups))})")
     record, state = _ready(spec, group, drill.ready_timeout)
-    result = DrillResult(group, record["master"], epoch_before=record["epoch"])
+    result = DrillResult(group, record["master"], epoch_before=record["epoch"],
+                         consensus="raft" if spec.raft else "controller")
     routes = routes_for(spec)
     try:
         routes.wait(drill.ready_timeout)

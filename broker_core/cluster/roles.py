@@ -71,24 +71,30 @@ def log_ends(regs: dict[str, Registration], timeout: float = 0.5) -> dict[str, i
     return out
 
 
+def asker(spec: ClusterFile) -> dict:
+    """`broker_role`'s keywords for a cluster's brokers: its admin's credentials when they
+    take users only, its CA when they serve TLS."""
+    ask: dict = {"credentials": None, "tls_context": None}
+    if spec.credentials:
+        from broker_core.acl.credentials import load
+
+        ask["credentials"] = load(spec.credentials)
+    if spec.tls_ca:
+        from broker_core.acl.tls import context_for
+
+        ask["tls_context"] = context_for(spec.tls_ca)
+    return ask
+
+
 def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,
                  check: Callable[[], None] | None = None) -> dict[str, GroupRecord]:
     """Block until every group's record names a master that says it is master (and,
     with `in_sync`, lists every broker of the group as in sync). `check` raises when
     waiting is pointless (e.g. the controller exited)."""
     deadline = time.monotonic() + timeout
-    creds = ctx = None
-    if spec.credentials:  # the cluster's brokers take users only: asked as its admin
-        from broker_core.acl.credentials import load
-
-        creds = load(spec.credentials)
-    if spec.tls_ca:  # they serve TLS
-        from broker_core.acl.tls import context_for
-
-        ctx = context_for(spec.tls_ca)
+    ask = asker(spec)
     if spec.raft:
-        return _wait_leaders(spec, timeout, in_sync, lambda addr: broker_role(
-            addr, credentials=creds, tls_context=ctx))
+        return _wait_leaders(spec, timeout, in_sync, lambda addr: broker_role(addr, **ask))
     with zk_client(spec.zk) as zk:
         while True:
             if check is not None:
@@ -101,8 +107,7 @@ def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,
                 entry = next((b for b in spec.groups[group] if b.name == rec.master), None)
                 if in_sync and len(rec.in_sync) < len(spec.groups[group]):
                     continue
-                if entry is not None and broker_role(
-                        entry.addr, credentials=creds, tls_context=ctx).get("role") == "MASTER":
+                if entry is not None and broker_role(entry.addr, **ask).get("role") == "MASTER":
                     ready[group] = rec
             if len(ready) == len(records):
                 return ready

@@ -36,9 +36,11 @@ def register(sub) -> None:
     number(p, "--mtbf-s", POSITIVE, required=True, help="mean time between failures, s")
     mttr = p.add_mutually_exclusive_group(required=True)
     number(p, "--mttr-s", NON_NEGATIVE, group=mttr, help="mean time to recover, s (seed: 1)")
-    mttr.add_argument("--from-drill", metavar="FILE",
+    mttr.add_argument("--from-drill", metavar="FILE", action="append",
                       help="MTTR measured: the median failover_s of `floodgate drill failover "
-                      "--json` output (one result, a list of them, or {\"drills\": [...]})")
+                      "--json` output (one result, a list of them, or {\"drills\": [...]}); "
+                      "again for drills of another mode (controller, raft): the modes side "
+                      "by side")
     number(p, "--target", FRACTION, default=0.99999, help="target availability (0.99999)")
     number(p, "--period-s", POSITIVE, default=86400.0, help="budget period, s (one day)")
     _json(p, run_availability)
@@ -130,7 +132,10 @@ def _clean(value):
 def run_availability(args) -> int:
     from capacity.availability import assess
 
-    measured = _drills(args.from_drill) if args.from_drill else None
+    modes = _modes(args.from_drill) if args.from_drill else {}
+    if len(modes) > 1:
+        return _compare_modes(args, modes)
+    measured = next(iter(modes.values()), None)
     mttr = measured.mttr_s if measured else args.mttr_s
     r = assess(args.mtbf_s, mttr, target=args.target, period_s=args.period_s)
     if args.json:
@@ -152,13 +157,36 @@ def run_availability(args) -> int:
     return 0
 
 
-def _drills(path: str):
-    """The drill results in a JSON file, as the capacity model's MeasuredRecovery."""
-    from capacity.availability import read_drills
+def _compare_modes(args, modes) -> int:
+    """Drills of several modes: each one's availability at the same MTBF and target."""
+    from capacity.figures import percent_near_one
+    from capacity.recovery_modes import compare, needs
+
+    verdicts = compare(args.mtbf_s, modes, target=args.target, period_s=args.period_s)
+    said = needs(verdicts, args.mtbf_s, target=args.target)
+    if args.json:
+        print_json(_clean({"mtbf_s": args.mtbf_s, "target": args.target,
+                           "period_s": args.period_s, "modes": [v.to_dict() for v in verdicts],
+                           "needs": said}))
+        return 0
+    down = "down s/day" if args.period_s == 86400 else f"down s/{args.period_s:g}s"
+    print(f"{'mode':<12} {'MTTR s':>8} {'drills':>6} {'lost':>5} {'availability':>14} "
+          f"{down:>11}  target {args.target * 100:g} %")
+    for v in verdicts:
+        print(f"{v.mode:<12} {v.mttr_s:>8.3f} {v.drills:>6} {v.lost:>5} "
+              f"{percent_near_one(v.availability):>14} {v.downtime_s_per_period:>11.3f}  "
+              f"{'meets' if v.target_met else 'MISSES'}")
+    print(said)
+    return 0
+
+
+def _modes(paths: list[str]):
+    """mode -> MeasuredRecovery of the drill results in these files."""
     from capacity.errors import CapacityError
+    from capacity.recovery_modes import read_modes
 
     try:
-        return read_drills(path)
+        return read_modes(paths)
     except CapacityError as exc:
         raise UsageError(str(exc)) from None
 

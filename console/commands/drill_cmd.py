@@ -43,10 +43,12 @@ def report_lines(result, restarts: bool = False) -> list[str]:
     called out, and what becomes of the master it killed (`restarts`: the cluster's
     supervisor restarts brokers that die, `cluster up --restart`)."""
     fo = f"{result.failover_s:.3f} s" if result.failover_s is not None else "never"
-    lines = [f"group {result.group}: master {result.old_master} killed, "
-             f"{result.new_master or 'nobody'} master now (epoch {result.epoch_before} -> "
+    raft = result.consensus == "raft"
+    master, epoch, slave = ("leader", "term", "follower") if raft else ("master", "epoch", "slave")
+    lines = [f"group {result.group}: {master} {result.old_master} killed, "
+             f"{result.new_master or 'nobody'} {master} now ({epoch} {result.epoch_before} -> "
              f"{result.epoch_after})",
-             f"failover   {fo} (kill to first ack by the new master)"]
+             f"failover   {fo} (kill to first ack by the new {master})"]
     by = ", ".join(f"{n:,} {status}" for status, n in
                    sorted(result.acked_by_status.items(), key=lambda kv: -kv[1]))
     lines.append(f"sent       {result.sent:,} at {result.rate:.0f} msgs/s; acked "
@@ -58,14 +60,14 @@ def report_lines(result, restarts: bool = False) -> list[str]:
                      "second failure then would lose them")
     lines.append(f"lost       {result.lost}   duplicates {result.duplicates}   "
                  f"send errors {result.send_errors}")
+    back = f"{slave} t{result.epoch_after}" if raft else f"slave e{result.epoch_after}"
     if restarts:
         lines.append(f"next       the supervisor restarts {result.old_master}: it rejoins "
-                     f"{result.group} as a slave (`floodgate status`: slave "
-                     f"e{result.epoch_after} once back)")
+                     f"{result.group} as a {slave} (`floodgate status`: {back} once back)")
     else:
         lines.append(f"next       {result.old_master} stays down: `floodgate cluster up "
                      "--restart` restarts brokers that die; restarted, it rejoins its group "
-                     "as a slave (`floodgate status` counts it down until then)")
+                     f"as a {slave} (`floodgate status` counts it down until then)")
     return lines
 
 

@@ -336,6 +336,14 @@ def render(
                  f"Availability with MTBF {a['mtbf_s']:,.0f} s and MTTR {a['mttr_s']:g} s ({how}): "
                  f"{percent_near_one(a['availability'])} ({a['nines']:.2f} nines); target {a['target'] * 100:g} % "
                  f"allows {a['budget_s_per_period']:.2f} s a day.</p>")  # fmt: skip
+    if a.get("modes"):  # drills of each mode: which one the night needs
+        modes = [{**m, "availability": kit.Num(percent_near_one(m["availability"])),
+                  "verdict": "meets" if m["target_met"] else "misses"} for m in a["modes"]]
+        parts.append(_table(modes, [("mode", "mode"), ("mttr_s", "MTTR s (median)"),
+                     ("drills", "drills"), ("lost", "acked and lost"), ("availability", "availability"),
+                     ("downtime_s_per_period", "downtime s a day"), ("verdict", "target")],
+                     {"mttr_s": lambda x: f"{x:.2f}", "downtime_s_per_period": lambda x: f"{x:.2f}"}))  # fmt: skip
+        parts.append(f"<p>{html.escape(a['needs'])}.</p>")
     parts.append("<h2>What if (±20 %)</h2>")
     parts.append(_table(plan["what_if"], [("factor", "factor"), ("minus_20", "-20 %"), ("base", "base"),
                                           ("plus_20", "+20 %"), ("plus_20_binding", "binding at +20 %")]))  # fmt: skip

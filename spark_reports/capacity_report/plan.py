@@ -14,6 +14,7 @@ from datetime import date
 
 from capacity import availability as availability_model
 from capacity import forecast as forecast_model
+from capacity import recovery_modes
 from capacity import reliability as reliability_model
 from capacity.figures import json_ready
 from capacity.quotas import plan_quotas
@@ -57,6 +58,7 @@ class Options:
     mtbf_s: float = 86_399.0  # the Double-11 talk: one failure a day ...
     mttr_s: float = 1.0  # ... recovered in one second (or what failover drills measured)
     drills: dict | None = None  # capacity.availability.MeasuredRecovery.to_dict()
+    modes: dict | None = None  # drills of several modes: mode -> MeasuredRecovery
     topic_shares: dict | None = None  # topic -> share of the peak (None: one '*' quota)
     quota_headroom: float = 0.2
     quota_warmup_s: float = 0.0
@@ -310,7 +312,8 @@ def build_plan(measured: dict, opts: Options) -> dict:
         "at_risk": brokers_at_risk({**measured, "brokers": brokers}, opts),
         "reliability": [r.to_dict() for r in reliability],
         "availability": {**availability.to_dict(), "replicas": opts.replicas,
-                         "measured": opts.drills},
+                         "measured": opts.drills,
+                         **recovery_modes.side_by_side(opts.mtbf_s, opts.modes)},
     })  # fmt: skip
 
 

@@ -65,9 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--disk-tb", type=float, default=None, help="disk per broker (default: measured)"
     )
-    p.add_argument("--from-drill", default=None, metavar="FILE",
+    p.add_argument("--from-drill", default=None, metavar="FILE", action="append",
                    help="MTTR from failover drills (`floodgate drill failover --json` output "
-                   "or bench/ha_failover.py --json) instead of the Double-11 talk's 1 s")  # fmt: skip
+                   "or bench/ha_failover.py --json) instead of the Double-11 talk's 1 s; "
+                   "again for another mode's drills (controller, raft): the modes compared")  # fmt: skip
     p.add_argument("--topic-share", default=None, metavar="TOPIC=SHARE[,…]",
                    help="how the peak splits over topics, for the plan's flow-control quotas "
                    "(default: one quota '*', every topic up to the whole peak)")  # fmt: skip
@@ -114,17 +115,27 @@ def topic_shares(args) -> dict[str, float] | None:
         raise ReportError(f"--topic-share: {exc}") from None
 
 
-def measured_recovery(args):
-    """The drills' MeasuredRecovery, or None without --from-drill; ReportError if bad."""
-    if not getattr(args, "from_drill", None):
-        return None
-    from capacity.availability import read_drills
+def measured_modes(args) -> dict:
+    """mode -> MeasuredRecovery of the --from-drill files ({} without); ReportError if bad."""
+    paths = getattr(args, "from_drill", None)
+    if not paths:
+        return {}
     from capacity.errors import CapacityError
+    from capacity.recovery_modes import read_modes
 
     try:
-        return read_drills(args.from_drill)
+        return read_modes([paths] if isinstance(paths, str) else paths)
     except CapacityError as exc:
         raise ReportError(str(exc)) from None
+
+
+def measured_recovery(args):
+    """The drills' MeasuredRecovery the plan counts on (the fastest mode's that lost
+    nothing), or None without --from-drill; ReportError if bad."""
+    from capacity.recovery_modes import headline
+
+    modes = measured_modes(args)
+    return headline(modes) if modes else None
 
 
 def check_arguments(args) -> None:
@@ -162,6 +173,7 @@ def options_from_args(args):
 
     check_arguments(args)
     history = read_history(args.history)
+    modes = measured_modes(args)
     drills = measured_recovery(args)
     return Options(
         target_date=parse_date(args.target_date),
@@ -178,7 +190,8 @@ def options_from_args(args):
         topic_shares=topic_shares(args),
         quota_headroom=getattr(args, "quota_headroom", 0.2),
         quota_warmup_s=getattr(args, "quota_warmup", 0.0),
-        **({"mttr_s": drills.mttr_s, "drills": drills.to_dict()} if drills else {}),
+        **({"mttr_s": drills.mttr_s, "drills": drills.to_dict(), "modes": modes}
+           if drills else {}),
         sources={
             "input": str(args.input),
             "history": str(args.history or seed_history_path()),

@@ -136,3 +136,31 @@ def test_an_operator_moves_the_leader_while_sends_go_on_and_none_is_lost(raft_cl
     finally:
         stop.set()
         routes.close()
+
+
+def test_the_failover_drill_runs_on_raft_groups_and_its_mttr_feeds_the_capacity_model(
+        raft_cluster, tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cluster = raft_cluster()
+    floodgate = Path(sys.executable).with_name("floodgate")
+    out = subprocess.run([str(floodgate), "drill", "failover", "--cluster", str(cluster.path),
+                          "--rate", "300", "--duration", "5", "--kill-after", "2", "--json"],
+                         capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    drill = json.loads(out.stdout)
+    assert drill["consensus"] == "raft" and drill["lost"] == 0 and drill["send_errors"] == 0
+    assert drill["new_master"] != drill["old_master"] and drill["epoch_after"] > drill["epoch_before"]
+    assert drill["failover_s"] is not None and drill["failover_s"] < 2.0
+    (tmp_path / "raft.json").write_text(out.stdout)
+    (tmp_path / "controller.json").write_text(json.dumps({"failover_s": 0.11, "lost": 0}))
+    out = subprocess.run([str(floodgate), "capacity", "availability", "--mtbf-s", "86400",
+                          "--json", "--from-drill", str(tmp_path / "raft.json"),
+                          "--from-drill", str(tmp_path / "controller.json")],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    modes = {m["mode"]: m for m in json.loads(out.stdout)["modes"]}
+    assert modes["raft"]["mttr_s"] == drill["failover_s"] and set(modes) == {"raft", "controller"}

@@ -159,3 +159,22 @@ def test_figures_are_printed_to_the_precision_they_have(capsys):
                        "--json")
     doc = json.loads(out)
     assert doc["downtime_s_per_period"] == 1.0 and doc["budget_s_per_period"] == 0.864
+
+
+def test_availability_of_two_modes_side_by_side(capsys, tmp_path):
+    ctl, raft = tmp_path / "controller.json", tmp_path / "raft.json"
+    ctl.write_text(json.dumps([{"failover_s": s, "lost": 0, "consensus": "controller"}
+                               for s in (0.1, 0.12, 0.11)]))
+    raft.write_text(json.dumps([{"failover_s": s, "lost": 0, "consensus": "raft"}
+                                for s in (0.8, 0.7, 1.1)]))
+    code, out, _ = run(capsys, "capacity", "availability", "--mtbf-s", "28800",
+                       "--from-drill", str(ctl), "--from-drill", str(raft))
+    lines = out.splitlines()
+    assert code == 0 and lines[1].split()[:2] == ["controller", "0.110"]
+    assert lines[2].split()[:2] == ["raft", "0.800"] and lines[2].endswith("MISSES")
+    assert lines[-1] == "controller meets 99.999 %; raft does not (0.80 s to recover, 0.29 s allowed)"
+    code, out, _ = run(capsys, "capacity", "availability", "--mtbf-s", "86400", "--json",
+                       "--from-drill", str(ctl), "--from-drill", str(raft))
+    doc = json.loads(out)
+    assert [m["target_met"] for m in doc["modes"]] == [True, True]
+    assert doc["needs"].startswith("every mode measured meets")

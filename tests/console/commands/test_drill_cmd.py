@@ -57,3 +57,15 @@ def test_the_report_reads_as_sentences_and_calls_out_one_copy_acks():
     assert "slave e2 once back" in supervised
     clean = DrillResult("group-1", "group-1-a", acked=10, acked_by_status={"SEND_OK": 10})
     assert "warning" not in "\n".join(report_lines(clean))
+
+
+def test_a_raft_groups_drill_speaks_of_leaders_and_terms():
+    from broker_core.cluster.drill import DrillResult
+    from console.commands.drill_cmd import report_lines
+
+    result = DrillResult("group-1", "group-1-a", "group-1-c", 3, 4, acked=10,
+                         acked_by_status={"SEND_OK": 10}, failover_s=0.8, consensus="raft")
+    text = "\n".join(report_lines(result, restarts=True))
+    assert "leader group-1-a killed, group-1-c leader now (term 3 -> 4)" in text
+    assert "rejoins group-1 as a follower (`floodgate status`: follower t4 once back)" in text
+    assert "slave" not in text and "epoch" not in text

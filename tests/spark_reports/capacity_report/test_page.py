@@ -155,3 +155,32 @@ def test_figures_on_the_page_carry_the_precision_they_have():
     assert "rate: the cluster&#x27;s forecast peak, mid; latency: the Double-11 talk" in page
     text = json.dumps(plan)
     assert not re.search(r"\d\.\d*(0000000\d|9999999\d)\b", text)  # no binary noise in the JSON
+
+
+def test_drills_of_two_modes_are_compared_on_the_page(tmp_path):
+    import argparse
+    import json
+
+    from spark_reports.jobs.capacity import add_arguments, measured_modes, measured_recovery
+
+    files = []
+    for mode, times in (("controller", (0.1, 0.12)), ("raft", (0.8, 0.9))):
+        f = tmp_path / f"{mode}.json"
+        f.write_text(json.dumps([{"failover_s": s, "lost": 0, "consensus": mode}
+                                 for s in times]))
+        files += ["--from-drill", str(f)]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--input", "x", "--out", "y", "--target-date", "2027-11-11",
+                              *files])
+    modes, measured = measured_modes(args), measured_recovery(args)
+    assert measured.mttr_s == pytest.approx(0.11)  # the plan counts on the fastest
+    plan, minutes, points = _plan_and_minutes(mttr_s=measured.mttr_s, drills=measured.to_dict(),
+                                              modes=modes)
+    a = plan["availability"]
+    assert [m["mode"] for m in a["modes"]] == ["controller", "raft"]
+    assert a["needs"].startswith("every mode measured meets 99.999 %; controller")
+    page = render(plan, minutes, load_test=points, static=True)
+    assert "MTTR s (median)" in page and "every mode measured meets 99.999 %" in page
+    single, *_ = _plan_and_minutes(mttr_s=0.9, drills=measured.to_dict())
+    assert "modes" not in single["availability"]
