@@ -287,6 +287,12 @@ class Fuse:
         with self._k.lock:
             self._k.remove_locked(broker)
 
+    def on_isolate(self, hook: Callable[[str, str], None]) -> None:
+        """`hook(broker, reason)` ("slow" or "error") when a broker is isolated (not in a
+        dry run). Called under the fuse's lock: it must only hand the news on."""
+        with self._k.lock:
+            self._k.on_isolate.append(hook)
+
     def release_if(self, broker: str, why: str, reason: str) -> bool:
         """End `broker`'s isolation before its minute is out, if every call held against it
         this time failed with `why` and the caller knows that cause is gone (a producer

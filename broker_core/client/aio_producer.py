@@ -85,7 +85,7 @@ class AsyncProducer:
         self.credentials = credentials  # acl.credentials (None: FLOODGATE_CREDENTIALS)
         self.tracer = tracer
         self._routes_changes = routes.changes if routes is not None else 0
-        self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
+        self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock, credentials)
         self.timeout = timeout
         self.options = SendOptions(retries, flow_retries, tuple(backoff), group, deadline_s)
         self._clock = clock

@@ -106,7 +106,7 @@ class Producer:
         self.idempotence = Idempotence() if idempotent else None
         self.client_id = client or client_id()
         self._routes_changes = routes.changes if routes is not None else 0
-        self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock)
+        self.brokers, self.fuse = producer_brokers(brokers, routes, fuse, clock, credentials)
         self.timeout = timeout
         self.options = SendOptions(retries, flow_retries, tuple(backoff), group, deadline_s)
         self.counters = SendCounters()

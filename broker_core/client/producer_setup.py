@@ -33,15 +33,21 @@ def default_fuse(brokers: Mapping[str, str], clock: Callable[[], float] = time.m
                 colocated=[b for b, addr in brokers.items() if addr and is_local(addr)])
 
 
-def producer_brokers(brokers, routes, fuse, clock) -> tuple[dict[str, str], object | None]:
+def producer_brokers(brokers, routes, fuse, clock, credentials=None
+                     ) -> tuple[dict[str, str], object | None]:
     """Both producers' start: (name -> address, the fuse or None). With `routes` the
     brokers are its groups at their masters; `fuse=None` gets the default fuse,
-    `fuse=False` none (plain round robin)."""
+    `fuse=False` none (plain round robin). On raft groups the fuse tells a leader it
+    isolates for slowness (client.slow_leaders)."""
     if routes is not None:
         brokers = routes.masters()
     brokers = normalize_brokers(brokers)
     if fuse is None:
         fuse = default_fuse(brokers, clock)
+    if fuse and getattr(routes, "what", "") == "leader":
+        from broker_core.client.slow_leaders import SlowLeaders
+
+        fuse.on_isolate(SlowLeaders(routes, credentials))
     return brokers, fuse or None
 
 

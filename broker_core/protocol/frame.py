@@ -79,6 +79,7 @@ class Op(IntEnum):
     AUTH_FINISH = 19  # ... and its end
     ACL = 20  # list or change users and rules (a super user's)
     SEND_MULTI = 21  # independent messages of one topic and queue in one frame (protocol.multi)
+    STEP_ASIDE = 22  # a client's fuse found this raft leader slow (raft.step_aside)
 
 
 class Code(IntEnum):

@@ -38,6 +38,7 @@ from broker_core.raft.entry_bytes import records_by_queue
 from broker_core.raft.messages import Message
 from broker_core.raft.node import NotLeader, RaftNode
 from broker_core.raft.node import Role as RaftRole
+from broker_core.raft.step_aside import EVERY_S, StepAside
 from broker_core.raft.transport import RaftTransport
 
 log = logging.getLogger("floodgate.raft")
@@ -57,7 +58,7 @@ class RaftGroup:
     def __init__(self, broker, group: str, peers: dict[str, tuple[str, int]], port: int, *,
                  client_addrs: dict[str, str] | None = None, election_s: float = ELECTION_S,
                  heartbeat_s: float = HEARTBEAT_S, timeout_s: float = 3.0,
-                 wall: Callable[[], float] = time.time) -> None:
+                 fuse_moves: float = 0.0, wall: Callable[[], float] = time.time) -> None:
         """`peers`: the other members' Raft addresses; `client_addrs`: each member's
         address for clients (named in NOT_MASTER)."""
         self.broker, self.group, self.port = broker, group, port
@@ -86,6 +87,8 @@ class RaftGroup:
         self._timer: asyncio.TimerHandle | None = None
         self._sweep: asyncio.TimerHandle | None = None
         self.counters = Counter()
+        # a slow leader moved on a fuse's word, once it has led `fuse_moves` s (0: never)
+        self.aside = StepAside(allowed=fuse_moves > 0, every_s=fuse_moves or EVERY_S)
         self._meta_sent, self._meta_at = -1, -1e18  # the tables' version last proposed
         self._barrier_waiters: list[Callable[[Code], None]] = []  # proposed at the turn's end
         self._barriers: list[tuple[int, list]] = []  # (entry index, waiters), oldest first
@@ -297,6 +300,18 @@ class RaftGroup:
     def transfer(self, to: str) -> None:
         """Hand leadership to `to` (an operator's word); NotLeader when this is no leader."""
         self._after(self.node.transfer(to, self._loop.time()))
+
+    def step_aside(self, reason: str) -> dict:
+        """A client's fuse found this leader slow: hand the group to a follower, if the
+        operator allows it (raft.step_aside); NotLeader when this is no leader."""
+        if self.role is not Role.MASTER:
+            raise NotLeader(self.name, self.node.leader)
+        to, why = self.aside.choose(self.node, self._loop.time(), self.wall() - self.since)
+        if to is None:
+            return {"moved": False, "why": why}
+        self._event("step-aside", f"to {to}: {reason or why}")
+        self.transfer(to)
+        return {"moved": True, "from": self.name, "to": to, "term": self.node.term}
 
     # -- figures -----------------------------------------------------------------------------
     def _event(self, kind: str, detail: str) -> None:

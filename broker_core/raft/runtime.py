@@ -14,7 +14,7 @@ async def start_raft(broker) -> RaftGroup:
     peers = {m.name: (m.host, m.raft_port) for m in cfg.raft_members if m.name != cfg.name}
     addrs = {m.name: m.addr for m in cfg.raft_members}
     group = RaftGroup(broker, cfg.group, peers, cfg.raft_port, client_addrs=addrs,
-                      timeout_s=cfg.sync_timeout_s).attach()
+                      timeout_s=cfg.sync_timeout_s, fuse_moves=cfg.fuse_moves_leader).attach()
     await group.start(cfg.bind)
     log.info("group=%s consensus=raft raft_port=%d members=%s", cfg.group, cfg.raft_port,
              ",".join(sorted(addrs)))

@@ -277,6 +277,7 @@ class Broker:
         Op.HEARTBEAT: control_ops.heartbeat,
         Op.STATS: control_ops.stats,
         Op.HA_STATE: control_ops.ha_state,
+        Op.STEP_ASIDE: control_ops.step_aside,
         Op.QUERY_BY_KEY: lookup_ops.query_by_key,
         Op.VIEW_BY_ID: lookup_ops.view_by_id,
         Op.QUERY_BY_TIME: lookup_ops.query_by_time,

@@ -42,6 +42,9 @@ class BrokerConfig:
     consensus: str = "controller"  # or "raft"
     raft_port: int | None = None
     raft_members: tuple = ()  # raft.members.RaftMember, this broker's among them
+    # a client's fuse may move leadership away from a leader of this many seconds (0: no;
+    # raft.step_aside)
+    fuse_moves_leader: float = 0.0
     # a half message unresolved this long is checked back, then again as often
     tx_check_s: float = CHECK_AFTER_S
     # the data port takes authenticated users only, each request checked against the ACL;

@@ -12,6 +12,7 @@ import os
 from broker_core import protocol as p
 from broker_core.protocol import Code
 from broker_core.protocol.system_topics import check_group
+from broker_core.raft.node import NotLeader
 from broker_core.server.group_state import instance_name
 
 MAX_WATCH_S = 30.0  # a held HA_STATE answers by then (under the client's call timeout)
@@ -137,3 +138,18 @@ async def ha_state(broker, body: bytes) -> tuple[int, bytes]:
     if broker.ha is not None:
         doc.update(broker.ha.figures())
     return Code.OK, p.encode_json(doc)
+
+
+async def step_aside(broker, body: bytes) -> tuple[int, bytes]:
+    """A client's fuse found this raft leader slow: it hands its group to a follower if
+    the operator allows it (raft.step_aside). The answer says whether it moved, and why
+    not."""
+    ha = broker.ha
+    if ha is None or not hasattr(ha, "step_aside"):
+        return Code.BAD_REQUEST, (f"{broker.config.name} is not in a raft group: only a "
+                                  "raft leader steps aside").encode()
+    reason = str(p.decode_json(body).get("reason", ""))[:200]
+    try:
+        return Code.OK, p.encode_json(ha.step_aside(reason))
+    except NotLeader as exc:
+        return Code.NOT_MASTER, str(exc).encode()

@@ -118,6 +118,11 @@ def add_serve_arguments(serve) -> None:
     ha.add_argument("--raft-member", action="append", default=[],
                     metavar="NAME=HOST:PORT:RAFT_PORT",
                     help="raft: a member of the group (repeat for each, this broker too)")
+    ha.add_argument("--fuse-moves-leader", nargs="?", const=60.0, default=0.0,
+                    type=float_range(0.5, 3600), metavar="SECONDS",
+                    help="raft: a leader a client's fuse finds slow hands the group to a "
+                    "follower, once it has led SECONDS (60: a group moves at most once a "
+                    "minute)")
     serve.add_argument("--tx-check-s", type=float_range(0, 3600, low_open=True), default=6.0,
                        metavar="SECONDS",
                        help="a half message unresolved this long (up to 3600) is checked back "
@@ -190,6 +195,7 @@ def run_serve(args) -> int:
         replication=args.replication, zk_session_s=args.zk_session_timeout,
         sync_timeout_s=args.sync_timeout, tx_check_s=args.tx_check_s,
         consensus=args.consensus, raft_port=args.raft_port, raft_members=raft_members,
+        fuse_moves_leader=args.fuse_moves_leader,
         acl=args.acl, acl_admin=args.acl_admin, tls_cert=args.tls_cert,
         tls_key=args.tls_key, tls_ca=args.tls_ca, tls_verify_clients=args.tls_verify_clients,
         store_extra={} if args.max_mapped_queues is None else

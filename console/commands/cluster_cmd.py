@@ -32,6 +32,9 @@ def register(sub) -> None:
     up.add_argument("--consensus", choices=("controller", "raft"), default="controller",
                     help="groups: a controller and ZooKeeper choose each master (default), "
                     "or each group of 3+ elects its leader with Raft (no ZooKeeper)")
+    up.add_argument("--fuse-moves-leaders", action="store_true",
+                    help="raft: a leader the clients' fuse finds slow hands its group to a "
+                    "follower (at most once a minute a group)")
     up.add_argument("--zk", metavar="HOST:PORT[,...]",
                     help="groups: this ZooKeeper (default: an embedded one, data in DIR)")
     up.add_argument("--base-port", type=int_range(1024, 65535), default=10911,
@@ -79,6 +82,8 @@ def run_up(args) -> int:
     make_data_dir(args.data)
     configure_logging()
     extra = ["--no-auto-create-topics"] if args.no_auto_create_topics else []
+    if args.fuse_moves_leaders:
+        extra.append("--fuse-moves-leader")
     if args.netns:
         from broker_core.cluster.netns import unavailable
 
@@ -142,6 +147,9 @@ def _check_up(args) -> int | None:
         raise UsageError("--brokers and --groups exclude each other")
     if args.netns and args.zk:
         raise UsageError("--netns runs its own ZooKeeper on a host of its own: drop --zk")
+    if args.fuse_moves_leaders and args.consensus != "raft":
+        raise UsageError("--fuse-moves-leaders is for --consensus raft (a controller's "
+                         "groups move their master only when it fails)")
     if args.groups is None:
         if args.zk:
             raise UsageError("--zk needs --groups")

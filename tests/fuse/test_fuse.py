@@ -379,3 +379,17 @@ def test_bad_input_is_a_fuse_error():
         Fuse([]).choose()
     with pytest.raises(FuseError):
         Fuse("b0,b1")
+
+
+def test_whoever_listens_hears_each_isolation_and_its_cause_but_not_in_a_dry_run():
+    heard = []
+    fuse, _clock = make(10)
+    fuse.on_isolate(lambda broker, reason: heard.append((broker, reason)))
+    slow(fuse, "b2", 0.050)
+    slow(fuse, "b2", 0.050)  # again: the same isolation, no news
+    fuse.report("b3", 0.001, ok=False)
+    assert heard == [("b2", "slow"), ("b3", "error")]
+    dry, _clock = make(10, dry_run=True)
+    dry.on_isolate(lambda broker, reason: heard.append((broker, reason)))
+    slow(dry, "b2", 0.050)
+    assert "b2" in dry.snapshot().would_exclude and len(heard) == 2

@@ -22,6 +22,10 @@ from console.cli import main
     (["controller", "--zk", "h:1", "--session-timeout", "0.01"],
      "--session-timeout must be within [0.2, 60]"),
     (["controller", "--zk", "h:x"], "bad ZooKeeper address"),
+    (["cluster", "up", "--groups", "2", "--fuse-moves-leaders"],
+     "--fuse-moves-leaders is for --consensus raft"),
+    (["broker", "serve", "--name", "b", "--data", "D", "--fuse-moves-leader", "0"],
+     "--fuse-moves-leader must be within [0.5, 3600]"),
 ])
 def test_refused_by_name(capsys, tmp_path, argv, message):
     argv = [str(tmp_path) if a == "D" else a for a in argv]
