@@ -287,9 +287,10 @@ class Fuse:
         with self._k.lock:
             self._k.remove_locked(broker)
 
-    def on_isolate(self, hook: Callable[[str, str], None]) -> None:
-        """`hook(broker, reason)` ("slow" or "error") when a broker is isolated (not in a
-        dry run). Called under the fuse's lock: it must only hand the news on."""
+    def on_isolate(self, hook: Callable[[str, str, str], None]) -> None:
+        """`hook(broker, reason, detail)` when a broker is isolated (not in a dry run):
+        reason "slow" or "error", detail the evidence (the call's wait against the line,
+        or its error). Called under the fuse's lock: it must only hand the news on."""
         with self._k.lock:
             self._k.on_isolate.append(hook)
 

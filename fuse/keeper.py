@@ -44,7 +44,7 @@ class Keeper:
         self.judge = SlowJudge(config)
         self._crowd = CrowdWindow()
         self.list = IsolationList()
-        self.on_isolate: list[Callable[[str, str], None]] = []  # (broker, reason): Fuse.on_isolate
+        self.on_isolate: list[Callable[[str, str, str], None]] = []  # Fuse.on_isolate
         self.order: list[str] = []  # brokers in the order they were added
         # what the hot path reads, replaced whole under the lock
         self.cap = 0
@@ -237,7 +237,7 @@ class Keeper:
         self.rebuild_locked(now)
         if not cfg.dry_run:
             for hook in self.on_isolate:
-                hook(state.name, reason)
+                hook(state.name, reason, detail)
 
     def _slow_enough_locked(self, state: BrokerState, now: float, rt: float, calls: int,
                             serving: tuple[str, ...] | None) -> bool:

@@ -1,5 +1,5 @@
-"""A producer whose fuse isolates a raft group for slowness tells the group's leader
-(STEP_ASIDE): if the operator allowed it (`cluster up ... --fuse-moves-leaders`), the
+"""A producer whose fuse isolates a raft group tells the group's leader (STEP_ASIDE): if
+the operator allowed it (`cluster up ... --fuse-moves-leaders`), the
 leader hands the group to a follower (raft.step_aside), the routes follow the new leader,
 and the producer forgets what it judged of the old one. Without the operator's word the
 leader answers why not, and the fuse's minute of isolation is all that happens.
@@ -25,21 +25,21 @@ class SlowLeaders:
         self.routes, self.credentials, self.timeout = routes, credentials, timeout
         self.told: dict[str, dict] = {}  # group -> the leader's last answer
 
-    def __call__(self, group: str, reason: str) -> None:
+    def __call__(self, group: str, reason: str, detail: str) -> None:
         """Called under the fuse's lock: only hands the news to a thread."""
-        addr = self.routes.master(group) if reason == "slow" else None
+        addr = self.routes.master(group)
         if addr:
-            threading.Thread(target=self.tell, args=(group, addr), daemon=True,
-                             name=f"step-aside-{group}").start()
+            threading.Thread(target=self.tell, args=(group, addr, f"{reason}: {detail}"),
+                             daemon=True, name=f"step-aside-{group}").start()
 
-    def tell(self, group: str, addr: str) -> dict:
+    def tell(self, group: str, addr: str, why: str = "slow") -> dict:
         """Ask the leader at `addr` to step aside; its answer (or why it gave none)."""
         from broker_core.client.connection import Connection
 
         conn = Connection(addr, connect_timeout=self.timeout, credentials=self.credentials)
         try:
             code, body = conn.call(Op.STEP_ASIDE, encode_json(
-                {"reason": "a producer's fuse isolated it for slowness"}), self.timeout)
+                {"reason": f"a producer's fuse isolated it ({why})"}), self.timeout)
             answer = decode_json(body) if code == Code.OK else {
                 "moved": False, "why": body.decode("utf-8", "replace")}
         except (BrokerError, OSError, TimeoutError) as exc:
@@ -48,8 +48,8 @@ class SlowLeaders:
             conn.close()
         self.told[group] = answer
         if answer.get("moved"):
-            log.warning("group %s: leader %s found slow, handed the group to %s", group,
-                        answer.get("from"), answer.get("to"))
+            log.warning("group %s: leader %s isolated (%s), handed the group to %s", group,
+                        answer.get("from"), why, answer.get("to"))
         else:
             log.info("group %s: its leader stays (%s)", group, answer.get("why"))
         return answer

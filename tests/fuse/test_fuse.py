@@ -384,12 +384,13 @@ def test_bad_input_is_a_fuse_error():
 def test_whoever_listens_hears_each_isolation_and_its_cause_but_not_in_a_dry_run():
     heard = []
     fuse, _clock = make(10)
-    fuse.on_isolate(lambda broker, reason: heard.append((broker, reason)))
+    fuse.on_isolate(lambda broker, reason, detail: heard.append((broker, reason, detail)))
     slow(fuse, "b2", 0.050)
     slow(fuse, "b2", 0.050)  # again: the same isolation, no news
-    fuse.report("b3", 0.001, ok=False)
-    assert heard == [("b2", "slow"), ("b3", "error")]
+    fuse.end(fuse.begin("b3"), ok=False, why="SYSTEM_BUSY: write path busy")
+    assert [h[:2] for h in heard] == [("b2", "slow"), ("b3", "error")]
+    assert heard[0][2].startswith("a call of 50.0 ms") and heard[1][2] == "SYSTEM_BUSY: write path busy"
     dry, _clock = make(10, dry_run=True)
-    dry.on_isolate(lambda broker, reason: heard.append((broker, reason)))
+    dry.on_isolate(lambda broker, reason, detail: heard.append((broker, reason)))
     slow(dry, "b2", 0.050)
     assert "b2" in dry.snapshot().would_exclude and len(heard) == 2

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def node(commit=10, match=None, heard=None):
-    return SimpleNamespace(peers=["b", "c"], commit=commit, election_s=1.0,
+    return SimpleNamespace(peers=["b", "c"], commit=commit, election_s=1.0, transfer_to=None,
                            match=match or {"b": 10, "c": 10},
                            heard=heard or {"b": 99.9, "c": 99.5})
 
@@ -35,6 +35,9 @@ def test_the_policy_moves_to_the_freshest_follower_holding_everything_once_a_min
     assert aside.choose(node(heard={"b": 0.0, "c": 0.0}), 100.0, 600) == (
         None, "no follower holds everything committed and answers")
     assert (aside.moves, aside.refused) == (2, 3)
+    busy = node()
+    busy.transfer_to = "c"  # another client's word came first
+    assert aside.choose(busy, 100.0, 600) == (None, "already handing the group to c")
 
 
 def test_a_slow_leader_told_over_the_wire_hands_its_group_over_when_allowed(tmp_path):
