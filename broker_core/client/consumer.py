@@ -21,6 +21,7 @@ import os
 import socket
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 
 from broker_core.client.connection import BrokerUnavailable
@@ -76,6 +77,7 @@ class Consumer(GroupMember):
         orderly: bool = False,
         credentials=None,
         exactly_once: bool = False,
+        read_from: str = "master",
     ) -> None:
         """`retry`: also read the group's retry topic (client.retry), where `nack` sends
         the messages a handler failed; `max_reconsume` tries before the dead-letter queue;
@@ -83,13 +85,21 @@ class Consumer(GroupMember):
         `broadcast`: read every queue, offsets kept in `offsets_file` (required).
         `orderly`: lock each queue, one message at a time, retried in place (above).
         `exactly_once`: orderly's locks, offsets moved only by a transform's transactions
-        (client.transform)."""
+        (client.transform).
+        `read_from="follower"` (with routes): pull from a follower (a raft group's, or a
+        slave), the master only while none answers; commits go to the master
+        (client.leader_commits). A follower serves what it knows committed: a message
+        reaches it with the leader's next entry or beat (100 ms at most)."""
         check_group(group)  # before anything is asked of a broker: its retries need it
         if (problem := topic_problem(topic)) is not None:  # it would wait forever
             raise ValueError(problem)
         if broadcast and (orderly or exactly_once):
             raise ValueError("a consumer is broadcast or orderly, not both: an orderly queue "
                              "has one consumer in its group")
+        if read_from not in ("master", "follower"):
+            raise ValueError(f"read_from is 'master' or 'follower', not {read_from!r}")
+        if read_from == "follower" and routes is None:
+            raise ValueError("read_from='follower' needs routes (a replicated cluster)")
         if offsets_file is not None and not broadcast:
             raise ValueError("offsets_file is a broadcast consumer's (a group's offsets live on "
                              "its brokers): give broadcast=True too")
@@ -111,6 +121,12 @@ class Consumer(GroupMember):
         self.pulls = Pulls(group, topic, self._pool, routes, self._down, timeout, clock,
                            self._pullable)
         self.pulls.on_committed = self._mark_committed
+        if read_from == "follower":
+            from broker_core.client.leader_commits import LeaderCommits
+
+            self.pulls.read_followers = zlib.crc32(self.client_id.encode())
+            self.pulls.leader_commits = LeaderCommits(group, topic, self._pool, routes,
+                                                      self._mark_committed)
         self.call_json = GroupCalls(self._pool, routes, self._down, timeout, clock).json
         self._members: tuple[str, ...] = ()
         self._reset = 0  # the last operator's reset of the group's offsets heard of

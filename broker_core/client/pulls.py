@@ -128,6 +128,10 @@ class Pulls:
         # each message handed out since the last commit, by (store host, queue id,
         # physical offset) -> its queue: a message whose send-back failed is read again
         self._handed_out: dict[tuple[bytes, int, int], Queue] = {}
+        # read from a follower (a slave) when one is up, the n-th of them (consumers of a
+        # group spread over them); None: from the master. Commits then go to the master
+        self.read_followers: int | None = None
+        self.leader_commits = None  # client.leader_commits.LeaderCommits, when they do
 
     @property
     def ready(self) -> bool:
@@ -158,6 +162,9 @@ class Pulls:
                     if queue not in self.offsets:
                         self.offsets[queue] = start_offset(queue)
                 commit = self._ride.pop(broker, None)
+                if commit and self.leader_commits and addr != self._routes.master(broker):
+                    self.leader_commits.send(broker, commit, self.reset)  # (a follower's
+                    commit = None  # offsets are its leader's copy, replaced when adopted)
                 req = PullRequest(self.group, self.topic, [],
                                   min(MAX_PULL_MSGS, PULL_BATCH * len(queues)), PULL_WAIT_MS,
                                   commit=sorted(commit.items()) if commit else [],
@@ -194,11 +201,16 @@ class Pulls:
 
     def _pull_addr(self, broker: str) -> str | None:
         """Where a queue of `broker` is pulled from: the broker, or with routes its
-        group's master, or a slave while the master fails pulls."""
+        group's master, or a slave while the master fails pulls (reading from followers:
+        a follower, or the master while none answers)."""
         if self._routes is None:
             return broker
         now = self._clock()
-        for addr in self._routes.replicas(broker):  # the master first, then its slaves
+        replicas = self._routes.replicas(broker)  # the master first, then its slaves
+        if self.read_followers is not None and len(replicas) > 1:
+            k = self.read_followers % (len(replicas) - 1)
+            replicas = replicas[1 + k:] + replicas[1:1 + k] + replicas[:1]
+        for addr in replicas:
             self._pool.addrs.setdefault(addr, addr)
             if self._down.up(addr, now):
                 return addr
@@ -225,6 +237,8 @@ class Pulls:
 
     def _collect(self, owned: Iterable[Queue]) -> None:
         """Take in the answers that arrived (and drop pulls that never will)."""
+        if self.leader_commits is not None:
+            self.leader_commits.collect()
         now = self._clock()
         for broker, (addr, fut, sent, commit) in list(self._inflight.items()):
             if not fut.done():

@@ -205,3 +205,47 @@ def test_a_leader_the_fuse_finds_slow_hands_its_group_over_when_the_operator_all
         assert acked <= got, f"{len(acked - got)} acknowledged and lost"
     finally:
         routes.close()
+
+
+def test_a_consumer_told_to_reads_from_followers_and_commits_at_the_leader(raft_cluster):
+    """`Consumer(..., read_from="follower")`: every message delivered by followers (the
+    leader delivers none), the group's offsets stored at the leader, so a new member of
+    the group starts past them."""
+    import json
+    import urllib.request
+
+    from broker_core.client.consumer import Consumer
+    from broker_core.client.producer import Producer
+    from broker_core.ha.routes import routes_for
+
+    def delivered(entry) -> int:
+        with urllib.request.urlopen(f"http://{entry.http}/stats", timeout=5) as r:
+            return int(json.load(r)["totals"]["messages_out"] or 0)
+
+    cluster = raft_cluster()
+    routes = routes_for(cluster.file)
+    try:
+        routes.wait()
+        with Producer(routes=routes, fuse=False) as producer:
+            sent = {f"f{i}".encode() for i in range(300)
+                    if producer.send("reads", f"f{i}".encode()).status == "SEND_OK"}
+        assert len(sent) == 300
+        got: set[bytes] = set()
+        with Consumer("readers", "reads", routes=routes, read_from="follower") as consumer:
+            deadline = time.monotonic() + 20
+            while not sent <= got and time.monotonic() < deadline:
+                got |= {m.body for m in consumer.poll(256, timeout=0.5)}
+                consumer.commit(wait=False)  # rides no pull: sent to the leader
+            wait_for(lambda: consumer.poll(1, timeout=0.1) == [] and
+                     consumer.pulls.leader_commits.sent > 0, 10, "commits at the leader")
+        assert sent <= got
+        leader = cluster.file.broker(routes.records["group-1"].master)
+        followers = [b for b in cluster.file.groups["group-1"] if b.name != leader.name]
+        # (a broker counts what it delivered when it closes a second)
+        wait_for(lambda: sum(delivered(b) for b in followers) >= 300, 10,
+                 "the followers' counts of what they delivered")
+        assert delivered(leader) == 0
+        with Consumer("readers", "reads", routes=routes) as again:  # from the leader
+            assert again.poll(256, timeout=1.0) == []  # the offsets were stored there
+    finally:
+        routes.close()

@@ -151,3 +151,10 @@ def test_a_commit_that_waits_not_rides_the_next_pull_with_no_request_of_its_own(
             assert time.monotonic() - started < RIDE_WAIT_S + 5
     finally:
         consumer.close()
+
+
+def test_reading_from_followers_is_asked_by_name_and_needs_routes(broker_addr):
+    with pytest.raises(ValueError, match="read_from is 'master' or 'follower', not 'slave'"):
+        Consumer("g", TOPIC, {"b1": broker_addr}, read_from="slave")
+    with pytest.raises(ValueError, match="needs routes"):
+        Consumer("g", TOPIC, {"b1": broker_addr}, read_from="follower")
