@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
+from broker_core.acl.client_keys import client_keys
 from broker_core.cluster.cluster_file import ClusterFile
 from broker_core.errors import BrokerError
 from broker_core.ha.records import GroupRecord, Paths, Registration, read_events, read_record
@@ -74,16 +75,7 @@ def log_ends(regs: dict[str, Registration], timeout: float = 0.5) -> dict[str, i
 def asker(spec: ClusterFile) -> dict:
     """`broker_role`'s keywords for a cluster's brokers: its admin's credentials when they
     take users only, its CA when they serve TLS."""
-    ask: dict = {"credentials": None, "tls_context": None}
-    if spec.credentials:
-        from broker_core.acl.credentials import load
-
-        ask["credentials"] = load(spec.credentials)
-    if spec.tls_ca:
-        from broker_core.acl.tls import context_for
-
-        ask["tls_context"] = context_for(spec.tls_ca)
-    return ask
+    return client_keys(spec.credentials, spec.tls_ca)
 
 
 def wait_masters(spec: ClusterFile, timeout: float = 30.0, in_sync: bool = True,

@@ -39,6 +39,7 @@ class RaftRoutes(GroupRoutes):
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.what = "leader"
+        self._said: set[str] = set()  # members whose refusal was logged
 
     def start(self, timeout: float = 10.0) -> RaftRoutes:
         for group in self.groups:
@@ -73,6 +74,9 @@ class RaftRoutes(GroupRoutes):
                                       credentials=self.credentials, tls_context=self.tls_context)
                 code, body = conn.call(Op.HA_STATE, json.dumps(known).encode(), WATCH_S + 5)
                 doc = decode_json(body) if code == Code.OK else {}
+                if code != Code.OK:
+                    self._refused(group, addrs[i], f"{Code(code).name}: "
+                                  f"{body.decode('utf-8', 'replace')[:200]}")
             except (BrokerError, OSError, TimeoutError):
                 doc = {}
             if doc.get("leader") and doc.get("master_addr"):
@@ -86,6 +90,14 @@ class RaftRoutes(GroupRoutes):
             self._stop.wait(RETRY_S)
         if conn is not None:
             conn.close()
+
+    def _refused(self, group: str, addr: str, why: str) -> None:
+        """A member that answers but refuses (no user, no permission): said once a
+        member, not taken silently for a group without a leader."""
+        if addr not in self._said:
+            self._said.add(addr)
+            log.warning("routes: raft group %s member %s refuses to say who leads: %s",
+                        group, addr, why)
 
     def _learn(self, group: str, doc: dict) -> None:
         with self._lock:

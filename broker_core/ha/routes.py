@@ -111,9 +111,12 @@ def routes_for(spec, session_s: float = ROUTES_SESSION_S) -> ZkRoutes:
     if not spec.replicated:
         raise BrokerError(f"cluster {spec.name} has no ZooKeeper: not a replicated cluster")
     if spec.raft:
+        from broker_core.acl.client_keys import client_keys
         from broker_core.ha.raft_routes import RaftRoutes
 
-        return RaftRoutes({g: [b.addr for b in bs] for g, bs in spec.groups.items()}).start()
+        # the members are asked as the cluster's admin, over its TLS, as the file says
+        return RaftRoutes({g: [b.addr for b in bs] for g, bs in spec.groups.items()},
+                          **client_keys(spec.credentials, spec.tls_ca)).start()
     return ZkRoutes(spec.zk, spec.name,
                     {g: [b.addr for b in bs] for g, bs in spec.groups.items()},
                     session_s).start()
