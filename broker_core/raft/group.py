@@ -72,7 +72,8 @@ class RaftGroup:
         self.node = RaftNode(self.name, [self.name, *peers], self.storage,
                              random.Random(), election_s, heartbeat_s, now=self._loop.time())
         self.transport = RaftTransport(self.name, group, peers, self._on_message,
-                                       ssl_server=broker.tls, ssl_client=broker.tls_peer)
+                                       ssl_server=broker.tls, ssl_client=broker.tls_peer,
+                                       on_refused=self._refused)
         self.appender = RaftAppender(store, self.storage.end_offset, self._propose,
                                      self._loop.call_soon, broker.sends.host)
         store.appender = self.appender  # nothing is written to this store but through Raft
@@ -125,6 +126,10 @@ class RaftGroup:
                 self._event("refused", str(exc)[:200])
             out = []
         self._after(out)
+
+    def _refused(self, peer: str) -> None:
+        """A link to `peer` refused: if it led, this member stands now (node.leader_gone)."""
+        self._after(self.node.leader_gone(peer, self._loop.time()))
 
     def _tick(self) -> None:
         self._timer = None

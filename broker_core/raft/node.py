@@ -138,6 +138,21 @@ class RaftNode:
         self.transfer_to, self.transfer_due = to, now + self.election_s
         return self._maybe_timeout_now(to, now)
 
+    def leader_gone(self, peer: str, now: float) -> Out:
+        """A follower's link to its leader was refused: nothing listens there, the leader
+        process is gone. It stops holding the leader's lease and stands within beats,
+        not an election timeout: the members who saw it in the order of their names, a
+        beat apart (all at once, they would split the vote and wait a timeout). Safe
+        whatever the report's truth: a member that still hears the leader refuses its
+        pre-vote, and the next Append makes it a follower again."""
+        if self.role is not Role.FOLLOWER or peer != self.leader:
+            return []
+        self.leader, self.leader_seen = None, -1e18
+        rank = sorted(p for p in (self.name, *self.peers) if p != peer).index(self.name)
+        stand = now + self.heartbeat_s * (rank + 0.2 * self.rng.random())
+        self.election_due = min(self.election_due, stand)
+        return []
+
     # -- messages ------------------------------------------------------------------------
     def step(self, msg: Message, now: float) -> Out:
         if isinstance(msg, PreVote):

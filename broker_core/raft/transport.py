@@ -28,9 +28,9 @@ REDIAL_S, MAX_REDIAL_S = 0.05, 1.0
 class RaftTransport:
     def __init__(self, name: str, group: str, peers: dict[str, tuple[str, int]],
                  on_message: Callable[[Message], None], *, ssl_server=None,
-                 ssl_client=None) -> None:
+                 ssl_client=None, on_refused: Callable[[str], None] | None = None) -> None:
         self.name, self.group, self.peers = name, group, dict(peers)
-        self.on_message = on_message
+        self.on_message, self.on_refused = on_message, on_refused
         self._ssl_server, self._ssl_client = ssl_server, ssl_client
         self._out: dict[str, asyncio.Transport] = {}
         self._dialers: dict[str, asyncio.Task] = {}
@@ -77,7 +77,9 @@ class RaftTransport:
             try:
                 t, _p = await loop.create_connection(lambda lost=lost: _Outbound(lost), host, port,
                                                      ssl=self._ssl_client)
-            except OSError:
+            except OSError as exc:
+                if isinstance(exc, ConnectionRefusedError) and self.on_refused is not None:
+                    self.on_refused(peer)  # nothing listens there: the peer process is gone
                 await asyncio.sleep(wait)
                 wait = min(MAX_REDIAL_S, wait * 2)
                 continue

@@ -32,6 +32,7 @@ class Faults:
     down_s: tuple[float, float] = (0.5, 3.0)
     cut_every_s: float = 0.0  # mean time between link cuts (a partition of one node)
     cut_s: tuple[float, float] = (0.5, 4.0)
+    wrong_gone: float = 0.0  # the chance a step tells a node its live leader is gone
 
 
 @dataclass
@@ -142,6 +143,15 @@ class Sim:
                 self.nodes[victim] = None  # its memory gone, its storage kept
                 self._restart[victim] = self.now + self.rng.uniform(*f.down_s)
                 self.crashes += 1
+                for name in up:  # some see its port refuse (a link of theirs was up)
+                    node = self.nodes[name]
+                    if node is not None and self.rng.random() < 0.7:
+                        self.send(name, node.leader_gone(victim, self.now))
+        if f.wrong_gone and self.rng.random() < f.wrong_gone:  # a report that is not true
+            name = self.rng.choice(self.names)
+            node = self.nodes[name]
+            if node is not None and node.leader:
+                self.send(name, node.leader_gone(node.leader, self.now))
         if self.now >= self._next_cut:
             self._next_cut = self._draw(f.cut_every_s)
             self.isolated[self.rng.choice(self.names)] = self.now + self.rng.uniform(*f.cut_s)

@@ -6,6 +6,7 @@ divergent tail cut, a leader cut off stepping down, leadership handed over."""
 
 from __future__ import annotations
 
+import heapq
 import os
 import random
 
@@ -19,7 +20,7 @@ from tests.broker_core.raft.sim import Faults, Sim
 # thousands in a long run (RAFT_SCHEDULES=5000); the suite runs a few hundred
 SCHEDULES = int(os.environ.get("RAFT_SCHEDULES", "300"))
 ROUGH = Faults(loss=0.1, duplicate=0.1, delay=(0.001, 0.08), crash_every_s=2.0,
-               cut_every_s=3.0)
+               cut_every_s=3.0, wrong_gone=0.002)
 
 
 def settle(sim: Sim, seconds: float = 5.0) -> RaftNode:
@@ -152,3 +153,33 @@ def test_a_transfer_to_a_member_that_never_takes_over_is_given_up():
     sim.run(sim.now + sim.election_s + 0.05, propose_every=1e9, healthy=True)
     assert sim.leader() is old and old.transfer_to is None
     old.propose([b"after"], sim.now)  # it takes proposals again
+
+
+def test_followers_whose_leaders_port_refuses_elect_another_within_a_beat():
+    sim = Sim(["a", "b", "c"], seed=5)  # election timeout 0.3-0.6 s, beat 0.05 s
+    sim.run(3.0, healthy=True)
+    leader = sim.leader()
+    term = leader.term
+    sim.nodes[leader.name] = None  # SIGKILLed: its port refuses the others' links, and
+    sim.queue = [m for m in sim.queue if m[2] != leader.name]  # what it sent has arrived
+    heapq.heapify(sim.queue)
+    for name in sim.names:
+        if sim.nodes[name] is not None:
+            sim.send(name, sim.nodes[name].leader_gone(leader.name, sim.now), healthy=True)
+    sim.run(sim.now + 0.15, propose_every=1e9, healthy=True)  # three beats, half a timeout
+    new = sim.leader()
+    assert new is not None and new.name != leader.name and new.term == term + 1
+
+
+def test_a_report_that_a_live_leader_is_gone_costs_no_term_and_no_leader():
+    sim = Sim(["a", "b", "c"], seed=6)
+    sim.run(3.0, healthy=True)
+    leader = sim.leader()
+    term = leader.term
+    told = next(n for n in sim.names if n != leader.name)
+    assert sim.nodes[told].leader_gone("nobody", sim.now) == []  # not its leader: nothing
+    assert sim.nodes[told].leader == leader.name
+    sim.send(told, sim.nodes[told].leader_gone(leader.name, sim.now), healthy=True)
+    sim.run(sim.now + 2.0, healthy=True)  # it stands; the others still hear the leader
+    assert sim.leader().name == leader.name and sim.leader().term == term
+    assert sim.nodes[told].leader == leader.name and sim.storage[told].term == term
