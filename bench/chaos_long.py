@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import statistics
 import subprocess
@@ -54,7 +55,7 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rate", type=float, default=200.0)
-    ap.add_argument("--keep", type=Path, help="copy the history and report here")
+    ap.add_argument("--keep", type=Path, help="copy the history, report and broker logs here")
     ap.add_argument("--consensus", choices=("controller", "raft"), default="controller",
                     help="raft: groups of 3 that elect their leaders (no ZooKeeper)")
     ap.add_argument("--json", action="store_true")
@@ -102,6 +103,8 @@ def main() -> None:
             for f in (history, history.with_suffix(".report.json")):
                 if f.exists():
                     (args.keep / f.name).write_bytes(f.read_bytes())
+            if (data / "logs").is_dir():  # the brokers' own words, for what the history shows
+                shutil.copytree(data / "logs", args.keep / "logs", dirs_exist_ok=True)
     kinds: dict[str, int] = {}
     for f in r["faults"]:
         kinds[f["fault"]["kind"]] = kinds.get(f["fault"]["kind"], 0) + 1

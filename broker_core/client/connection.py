@@ -164,14 +164,17 @@ class Connection:
         the connect timeout). AuthFailed when refused; BrokerUnavailable when cut."""
         decoder = FrameDecoder()
         sock.settimeout(self._connect_timeout)
+        answered = []
 
         def call(op: int, payload: dict):
             sock.sendall(encode_frame(op, 0, encode_json(payload)))
             while True:
                 data = sock.recv(65536)
                 if not data:
-                    raise OSError("closed by the broker")
+                    plain = not answered and not isinstance(sock, ssl.SSLSocket)
+                    raise OSError("closed by the broker" + (TLS_HINT if plain else ""))
                 for header, body in decoder.feed(data):
+                    answered.append(op)
                     if header.code == Code.OK:
                         return header.code, decode_json(body)
                     return header.code, body.decode("utf-8", "replace")

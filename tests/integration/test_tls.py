@@ -110,5 +110,9 @@ def test_a_replicated_group_over_tls_with_the_acl_on(tmp_path, zookeeper, no_tls
         code, _body = conn.call(Op.SEND, encode_send("orders", -1, OutMessage(b"x")), 5)
         assert code == Code.OK  # the slave acknowledged it over the TLS HA link
         conn.close()
+        no_tls_env.setenv(ENV_CA, "")  # a user's credentials, the CA forgotten: the hint
+        with pytest.raises(BrokerUnavailable, match="a broker serving TLS"):
+            Connection(cluster.file.broker(rec.master).addr,
+                       credentials=load(cluster.credentials)).call(Op.STATS, b"{}")
     finally:
         cluster.down(grace=5.0)
