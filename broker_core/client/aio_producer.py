@@ -145,26 +145,36 @@ class AsyncProducer:
         if not self.brokers[name]:
             raise BrokerUnavailable(f"group {name} has no master")
         async with self._connecting.setdefault(name, asyncio.Lock()):  # one connect at a time
-            conn = self._conns.get(name)
-            if conn is not None and conn.transport is not None:
-                return conn
-            host, port = parse_addr(self.brokers[name])
-            ctx = tls.client_context()
-            try:
-                _t, conn = await asyncio.wait_for(
-                    asyncio.get_running_loop().create_connection(
-                        lambda: AioConnection(self.brokers[name], self.timeout, ctx is not None),
-                        host, port,
-                        ssl=ctx, server_hostname=host if ctx is not None else None),
-                    self.timeout)
-            except (OSError, TimeoutError) as exc:  # wait_for's TimeoutError says nothing
-                raise BrokerUnavailable(f"{self.brokers[name]}: "
-                                        f"{exc or f'no connection in {self.timeout:g} s'}"
-                                        ) from None
-            creds = self.credentials or credentials.default()
-            if creds is not None:
-                await authenticate(conn, creds)
-            self._conns[name] = conn
+            while True:
+                conn = self._conns.get(name)
+                if conn is not None and conn.transport is not None:
+                    return conn
+                addr = self.brokers[name]
+                if not addr:
+                    raise BrokerUnavailable(f"group {name} has no master")
+                conn = await self._connect(addr)
+                if self.brokers.get(name) == addr:
+                    self._conns[name] = conn
+                    return conn
+                # the routes moved while it connected: a link kept to the old master took
+                # every send of its group there (NOT_MASTER, 50 s in a chaos run)
+                conn.transport.close()
+
+    async def _connect(self, addr: str) -> AioConnection:
+        host, port = parse_addr(addr)
+        ctx = tls.client_context()
+        try:
+            _t, conn = await asyncio.wait_for(
+                asyncio.get_running_loop().create_connection(
+                    lambda: AioConnection(addr, self.timeout, ctx is not None), host, port,
+                    ssl=ctx, server_hostname=host if ctx is not None else None),
+                self.timeout)
+        except (OSError, TimeoutError) as exc:  # wait_for's TimeoutError says nothing
+            raise BrokerUnavailable(f"{addr}: {exc or f'no connection in {self.timeout:g} s'}"
+                                    ) from None
+        creds = self.credentials or credentials.default()
+        if creds is not None:
+            await authenticate(conn, creds)
         return conn
 
     async def connect(self) -> dict[str, BrokerUnavailable | AuthFailed]:

@@ -281,3 +281,23 @@ def test_close_fails_a_send_waiting_out_a_flow_control_backoff(brokers, topic):
         brokers.call(b1.flow.clear, "topic", topic)
     assert failed.code == Code.FLOW_CONTROL
     assert bodies(addr, topic) == [b"first"]  # never sent after close
+
+
+def test_a_link_opened_while_the_routes_moved_is_not_kept_to_the_old_master(brokers, topic):
+    """A producer connecting to group g's master when the routes named another (a
+    failover) kept that link: every later send of g went to the old master (a chaos run:
+    NOT_MASTER for 50 s). The link it keeps goes where g's master is now."""
+    b1, b2 = brokers.addr("b1"), brokers.addr("b2")
+
+    async def main():
+        async with AsyncProducer({"g": b1}, fuse=False) as p:
+            opening = asyncio.ensure_future(p._conn("g"))
+            await asyncio.sleep(0)  # it has read b1 and waits for the connection
+            p.brokers["g"] = b2  # what _reroute does when the routes move
+            conn = await opening
+            assert conn.transport.get_extra_info("peername")[1] == int(b2.rsplit(":", 1)[1])
+            result = await p.send(topic, b"after the move")
+            assert result.status == "SEND_OK"
+        assert b"after the move" in bodies(b2, topic)
+
+    asyncio.run(main())
