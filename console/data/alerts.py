@@ -283,6 +283,7 @@ def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
                 since = time.strftime('%H:%M:%S', time.localtime(m.role_since))
                 add(f"failover:{group}", "warning",
                     f"{group}'s leader moved: {m.name} leads at term {m.epoch} since {since}"
+                    + _stepped_aside(members, m.epoch)
                     if size else f"{group} failed over: {m.name} master at epoch {m.epoch} "
                     f"since {since}")
         for b in members:
@@ -290,6 +291,18 @@ def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
                 add(f"repl-lag:{b.name}", "warning",
                     f"{b.name}: a slave is {b.repl_lag_s:.1f} s behind", b.repl_lag_s * 1000,
                     "ms")
+
+
+def _stepped_aside(members: Sequence[Any], term: int) -> str:
+    """Why the leadership moved, when its last leader handed it over (a fuse's word)."""
+    for b in members:
+        ha = b.stats.ha if getattr(b, "stats", None) is not None else None
+        for event in reversed((ha.doc.get("events") or []) if ha is not None else []):
+            if isinstance(event, dict) and event.get("kind") == "step-aside" \
+                    and event.get("epoch") == term - 1:
+                why = str(event.get("detail", "")).partition(": ")[2]
+                return f"; {b.name} stepped aside" + (f": {why}" if why else "")
+    return ""
 
 
 def _raft_members(b: Any) -> int:

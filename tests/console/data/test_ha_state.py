@@ -160,3 +160,20 @@ def test_a_raft_group_is_judged_by_its_majority_not_by_one_slave():
     assert "1 of 3 raft members up, a leader needs 2" in text
     row = [c.cell(ok.brokers[0], ok.sla).plain for c in columns_for(ok.brokers)]
     assert row[3] == "leader t5"
+
+
+def test_a_leader_that_stepped_aside_for_the_fuse_is_named_with_why_in_the_alert():
+    new = raft("r1", "MASTER")
+    new["ha"].update(epoch=6, since=3.0)
+    old = raft("r0", "SLAVE")
+    old["ha"]["epoch"] = 6
+    old["ha"]["events"] = [{"kind": "step-aside", "time": 2.5, "epoch": 5, "detail":
+                            "to r1: a producer's fuse isolated it (slow: a call of 130 ms)"}]
+    s = build_state([sample(old, "a"), sample(new, "b")], now=5)
+    text = next(al.text for al in s.active_alerts if al.key == "failover:g1")
+    assert text.startswith("g1's leader moved: r1 leads at term 6 since ")
+    assert text.endswith("; r0 stepped aside: a producer's fuse isolated it (slow: a call "
+                         "of 130 ms)")
+    plain = build_state([sample(raft("r0", "SLAVE"), "a"), sample(new, "b")], now=5)
+    assert "stepped aside" not in next(al.text for al in plain.active_alerts
+                                       if al.key == "failover:g1")
