@@ -142,8 +142,6 @@ class AsyncProducer:
         conn = self._conns.get(name)
         if conn is not None and conn.transport is not None:
             return conn
-        if not self.brokers[name]:
-            raise BrokerUnavailable(f"group {name} has no master")
         async with self._connecting.setdefault(name, asyncio.Lock()):  # one connect at a time
             while True:
                 conn = self._conns.get(name)

@@ -164,17 +164,18 @@ class Connection:
         the connect timeout). AuthFailed when refused; BrokerUnavailable when cut."""
         decoder = FrameDecoder()
         sock.settimeout(self._connect_timeout)
-        answered = []
+        # closed before any answer on a plain socket: likely a broker serving TLS
+        plain = not isinstance(sock, ssl.SSLSocket)
 
         def call(op: int, payload: dict):
+            nonlocal plain
             sock.sendall(encode_frame(op, 0, encode_json(payload)))
             while True:
                 data = sock.recv(65536)
                 if not data:
-                    plain = not answered and not isinstance(sock, ssl.SSLSocket)
                     raise OSError("closed by the broker" + (TLS_HINT if plain else ""))
                 for header, body in decoder.feed(data):
-                    answered.append(op)
+                    plain = False
                     if header.code == Code.OK:
                         return header.code, decode_json(body)
                     return header.code, body.decode("utf-8", "replace")

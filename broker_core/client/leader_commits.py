@@ -54,9 +54,10 @@ class LeaderCommits:
                 continue
             try:
                 code, body = fut.result()
-            except (BrokerUnavailable, BrokerError):
-                code, body = Code.SERVICE_NOT_AVAILABLE, b""
-            if code == Code.OK and not decode_json(body).get("stale"):
+                stale = code == Code.OK and bool(decode_json(body).get("stale"))
+            except BrokerError:  # (unavailable, or an answer that is not JSON)
+                code, stale = Code.SERVICE_NOT_AVAILABLE, True
+            if code == Code.OK and not stale:
                 self.on_committed(broker, offsets)
             else:
                 self.failed += 1

@@ -35,7 +35,7 @@ class StepAside:
             self.refused += 1
             return None, ("the operator has not allowed the fuse to move leaders "
                           "(broker serve --fuse-moves-leader)")
-        if getattr(node, "transfer_to", None):  # several clients' fuses say it at once
+        if node.transfer_to:  # several clients' fuses say it at once
             return None, f"already handing the group to {node.transfer_to}"
         if led_s < self.every_s:
             self.refused += 1

@@ -53,3 +53,29 @@ def test_an_answer_with_bytes_past_its_records_is_refused():
     assert (state.queue_id, state.next_offset, msgs, corrupt) == (0, 5, [], 0)
     with pytest.raises(ProtocolError, match="3 unexpected bytes"):
         read_pull_answer(head + b"xyz")
+
+
+def test_a_follower_reader_pulls_from_its_follower_and_from_the_leader_only_when_none_answers():
+    from broker_core.client.pool import ConnectionPool
+    from broker_core.client.pulls import Pulls
+    from broker_core.ha.raft_routes import RaftRoutes
+    from tests.clock import ManualClock
+
+    a, b, c = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"
+    routes = RaftRoutes({"g": [a, b, c]})  # (not started: told who leads below)
+    routes._learn("g", {"leader": "r0", "term": 1, "master_addr": a})
+    clock = ManualClock()
+
+    def pulls(read_followers):
+        p = Pulls("grp", "t", ConnectionPool({}), routes, DownList(clock), 1.0, clock,
+                  lambda q: True)
+        p.read_followers = read_followers
+        return p
+
+    assert pulls(None)._pull_addr("g") == a  # from the leader
+    first, second = pulls(0), pulls(1)  # consumers of a group spread over the followers
+    assert (first._pull_addr("g"), second._pull_addr("g")) == (b, c)
+    first._down.failed(b)
+    assert first._pull_addr("g") == c  # its follower down: the other
+    first._down.failed(c)
+    assert first._pull_addr("g") == a  # no follower answers: the leader
