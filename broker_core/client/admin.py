@@ -2,7 +2,8 @@
 the load (ROUTE with create), inject, show and clear drill faults
 (`/admin/fault`), set, show and clear flow-control quotas (`/admin/quota`), list,
 create, change and delete topics (`/admin/topic`), wipe and restore a broker's
-writes (`/admin/write`). Failures raise `AdminError` with one line naming the broker.
+writes (`/admin/write`), move a raft group's leader or change its members
+(`/admin/leader`, `/admin/members`). Failures raise `AdminError` with one line naming the broker.
 """
 
 from __future__ import annotations
@@ -70,6 +71,15 @@ def transfer_leader(http_addr: str, to: str, token: str | None = None,
                     timeout: float = 5.0) -> dict[str, Any]:
     """Ask a raft group's leader (at `http_addr`) to hand the group to member `to`."""
     return admin_call(http_addr, "/admin/leader", "POST", {"to": to}, token, timeout)
+
+
+def members(http_addr: str, body: dict, token: str | None = None,
+            timeout: float = 90.0) -> dict[str, Any]:
+    """Change a raft group's membership at its leader (`http_addr`), one member at a time:
+    `body` {"add": "NAME=HOST:PORT:RAFT_PORT"} or {"remove": NAME}. Answered once the
+    change is committed (an added member is first caught up from a snapshot of the store:
+    up to a minute), hence the long timeout."""
+    return admin_call(http_addr, "/admin/members", "POST", body, token, timeout)
 
 
 def offsets(http_addr: str, method: str = "GET", body: dict | None = None,

@@ -27,6 +27,8 @@ Groups that run Raft (`cluster up --groups G --replicas 3 --consensus raft`) say
     group = "group-1"
     ha = "127.0.0.1:10913"
     ...
+
+A member added to a running raft group (`cluster add-replica`) says `joined = true`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class BrokerEntry:
     data: str = ""
     group: str = ""  # replicated clusters: the broker's group ...
     ha: str = ""  # ... and its replication (HA) address
+    # raft: added to its group after the group started (`cluster add-replica`): it starts
+    # with --raft-join, and votes once the configuration naming it reaches it
+    joined: bool = False
 
 
 @dataclass
@@ -125,7 +130,8 @@ class ClusterFile:
             data["admin_token"] = self.admin_token
         data["broker"] = [
             {"name": b.name, "addr": b.addr, "http": b.http, "data": b.data,
-             **({"group": b.group, "ha": b.ha} if b.group else {})} for b in self.brokers
+             **({"group": b.group, "ha": b.ha} if b.group else {}),
+             **({"joined": True} if b.joined else {})} for b in self.brokers
         ]
         return data
 
@@ -154,6 +160,7 @@ def load_cluster(path: str | Path) -> ClusterFile:
                     str(entry.get("data", "")),
                     str(entry.get("group", "")),
                     str(entry.get("ha", "")),
+                    entry.get("joined") is True,
                 )
             )
         except (KeyError, TypeError) as exc:

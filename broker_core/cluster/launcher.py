@@ -6,7 +6,9 @@ given live in cluster.members; this module starts, watches and stops them.
 Each broker is its own process (`python -m broker_core broker`), so a drill can
 SIGKILL one without touching the others. The supervisor writes cluster.toml,
 logs every exit, restarts a broker that died when asked to (`restart=True`),
-and on SIGTERM/SIGINT stops them all (SIGTERM, then SIGKILL after a grace).
+on SIGHUP reads cluster.toml again, starting the brokers added to it and stopping
+those taken out (`cluster add-replica`, `remove-replica`), and on SIGTERM/SIGINT
+stops them all (SIGTERM, then SIGKILL after a grace).
 
 A replicated cluster (`groups=G, replicas=R`) is G groups of R brokers, a
 controller and, unless `zk` names one, an embedded single-node ZooKeeper
@@ -19,6 +21,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from broker_core.acl import tls
 from broker_core.cluster.child_exits import ExitWatch
-from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile
+from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile, load_cluster
 from broker_core.cluster.members import (
     broker_argv,
     controller_argv,
@@ -148,6 +151,7 @@ class Cluster:
         self.procs: dict[str, subprocess.Popen] = {}
         self.controllers: dict[str, subprocess.Popen] = {}
         self.exits = ExitWatch()  # supervise() sleeps on it; stop_supervising() wakes it
+        self._reload = False  # set by reload() (SIGHUP), acted on by supervise()
         security = secure(self.data, self.file, bind, tls, acl)
         self.extra = [*self.extra, *security.args]
         self.tls_ca, self.credentials = security.tls_ca, security.credentials
@@ -284,14 +288,22 @@ class Cluster:
         restart: bool = False,
         on_exit: Callable[[str, int], None] | None = None,
     ) -> None:
+        """Until `stop()`: report (with `restart`, start again) each broker that exits; read
+        the cluster file again on `reload` (SIGHUP, when run in the main thread as `up`'s)."""
+        if threading.current_thread() is threading.main_thread():
+            # left in place after this returns: a SIGHUP while `down` stops the brokers
+            # must not end this process half way (SIGHUP's default)
+            signal.signal(signal.SIGHUP, lambda *_: self.reload())
         while not stop():
+            if self._reload:
+                self._reload = False
+                self._take_file()
             for entry in self.file.brokers:
                 proc = self.procs.get(entry.name)
                 if proc is None or proc.poll() is None:
                     continue
-                log.warning(
-                    "broker exited name=%s code=%s restart=%s", entry.name, proc.returncode, restart
-                )
+                log.warning("broker exited name=%s code=%s restart=%s", entry.name,
+                            proc.returncode, restart)
                 if on_exit:
                     on_exit(entry.name, proc.returncode)
                 del self.procs[entry.name]
@@ -311,13 +323,42 @@ class Cluster:
         """Wake `supervise` to look at its `stop` (set it first)."""
         self.exits.wake()
 
-    def down(self, grace: float = 10.0) -> None:
-        # brokers and controllers together: stopping controllers first would leave
-        # masters that leave unreplaced, stopping brokers first makes failovers
-        procs = [*self.procs.values(), *self.controllers.values()]
+    def reload(self) -> None:
+        """Have `supervise` read the cluster file again at its next turn (safe from a
+        signal handler: a flag and a wake, the work is the loop's)."""
+        self._reload = True
+        self.exits.wake()
+
+    def _take_file(self, grace: float = 10.0) -> None:
+        """The cluster file as it is now: a broker for each entry added to it, those of the
+        entries taken out stopped. An entry that was there before is left as it is (one
+        whose broker exited is started again by `restart` only)."""
+        try:
+            new = load_cluster(self.path)
+        except BrokerError as exc:
+            log.warning("cluster file not reloaded: %s", exc)
+            return
+        new.supervisor_pid = self.file.supervisor_pid
+        before = {b.name for b in self.file.brokers}
+        gone = [self.procs.pop(name) for name in before - {b.name for b in new.brokers}
+                if name in self.procs]
+        self.file = new  # start_broker gives an added member its group's members from here
+        added = [b for b in new.brokers if b.name not in before and b.name not in self.procs]
+        for entry in added:
+            if self.layout is not None and entry.name not in self.layout.hosts:
+                log.warning("broker not started name=%s: no host for it", entry.name)
+                continue
+            self.start_broker(entry)
+        log.info("cluster file reloaded: started %s; stopping %d broker(s)",
+                 ", ".join(b.name for b in added) or "none", len(gone))
+        self._stop(gone, grace)
+
+    @staticmethod
+    def _stop(procs: list[subprocess.Popen], grace: float) -> None:
+        """SIGTERM (and SIGCONT: a drill may have paused one), SIGKILL after `grace`."""
         for proc in procs:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)  # a drill may have paused it
+                proc.send_signal(signal.SIGCONT)
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace
         for proc in procs:
@@ -326,6 +367,11 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+    def down(self, grace: float = 10.0) -> None:
+        # brokers and controllers together: stopping controllers first would leave
+        # masters that leave unreplaced, stopping brokers first makes failovers
+        self._stop([*self.procs.values(), *self.controllers.values()], grace)
         self.procs.clear()
         self.controllers.clear()
         if self.zookeeper is not None:

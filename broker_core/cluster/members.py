@@ -7,10 +7,13 @@ The launcher (cluster.launcher) starts and supervises what this describes.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile
+from broker_core.cluster.ports import port_free
+from broker_core.errors import BrokerError
 
 
 def broker_ports(base_port: int, i: int) -> tuple[int, int]:
@@ -58,18 +61,52 @@ def group_entries(groups: int, replicas: int, base_port: int, data: Path,
     return entries
 
 
+def ports_used(file: ClusterFile) -> set[int]:
+    """Every port the cluster file names: its brokers' TCP, HTTP and HA ports, ZooKeeper's."""
+    addrs = [a for b in file.brokers for a in (b.addr, b.http, b.ha)]
+    return {int(a.rsplit(":", 1)[1]) for a in [*addrs, *file.zk.split(",")] if ":" in a}
+
+
+def next_member(file: ClusterFile, group: str,
+                is_free: Callable[[int, str], bool] = port_free) -> BrokerEntry:
+    """A new member of `group` (`cluster add-replica`), joined: the letter after its last
+    (group-1-a, b, c -> group-1-d), skipping a name whose data dir is left from a member
+    removed before (its old Raft state is not the new member's); TCP, HTTP and Raft ports
+    consecutive as ha_ports gives, above every port of the file and free on its host."""
+    members = file.groups[group]
+    prefix = f"{group}-"
+    letters = [b.name[len(prefix):] for b in members if b.name.startswith(prefix)]
+    last = max((c for c in letters if len(c) == 1 and "a" <= c <= "z"), default="`")
+    root = Path(members[0].data).parent if members[0].data else Path(".")
+    taken = {b.name for b in file.brokers}
+    name = next((prefix + chr(c) for c in range(ord(last) + 1, ord("z") + 1)
+                 if prefix + chr(c) not in taken and not (root / (prefix + chr(c))).exists()),
+                None)
+    if name is None:
+        raise BrokerError(f"{group}: no member name left after {prefix}{last}")
+    host = members[0].addr.rsplit(":", 1)[0]
+    tcp = next((p for p in range(max(ports_used(file), default=1023) + 1, 65534)
+                if all(is_free(q, host) for q in (p, p + 1, p + 2))), None)
+    if tcp is None:
+        raise BrokerError(f"no three free consecutive ports on {host} above the cluster's")
+    return BrokerEntry(name, f"{host}:{tcp}", f"{host}:{tcp + 1}", str(root / name), group,
+                       f"{host}:{tcp + 2}", joined=True)
+
+
 def broker_argv(
     entry: BrokerEntry, cluster: str, flush: str, segment_size: str, extra: list[str],
     zk: str = "", replication: str = "async", raft_group: list[BrokerEntry] | None = None,
 ) -> list[str]:
-    """`raft_group`: the members of the entry's group when the groups run Raft."""
+    """`raft_group`: the members of the entry's group when the groups run Raft (a member
+    added to a running group joins it: `--raft-join`)."""
     host, port = entry.addr.rsplit(":", 1)
     http_port = entry.http.rsplit(":", 1)[1]
     ha = []
     if entry.group and raft_group:
         ha = ["--group", entry.group, "--consensus", "raft",
               "--raft-port", entry.ha.rsplit(":", 1)[1],
-              *[f for b in raft_group for f in ("--raft-member", raft_member_flag(b))]]
+              *[f for b in raft_group for f in ("--raft-member", raft_member_flag(b))],
+              *(["--raft-join"] if entry.joined else [])]
     elif entry.group:
         ha = ["--group", entry.group, "--zk", zk, "--ha-port", entry.ha.rsplit(":", 1)[1],
               "--replication", replication]

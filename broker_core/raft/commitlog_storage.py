@@ -36,6 +36,7 @@ from pathlib import Path
 from broker_core.errors import StoreCorruptError
 from broker_core.fsutil import atomic_write
 from broker_core.protocol.record import BLANK, BLANK_MAGIC, CorruptRecord, index_record
+from broker_core.raft.config_file import ConfigFile
 from broker_core.raft.entry_index import EntryIndex
 from broker_core.raft.messages import Entry
 from broker_core.raft.vote_file import VoteFile
@@ -65,6 +66,10 @@ class CommitLogStorage:
         self._durable = 0  # bytes below this are on disk (sync mode)
         self._own = False  # appending this node's own proposal: built here, not verified
         self.cut_on_start = self._reconcile()
+        self.configs = ConfigFile(self.dir / "members.json", self.index.last_index(),
+                                  self.index.base_index)
+        self._installing: list | None = None  # [index, end, next offset, fresh start]
+        self._touched: set[tuple[str, int]] = set()  # a snapshot's queues, told on publish
 
     # -- start ----------------------------------------------------------------------------
     def _reconcile(self) -> dict:
@@ -129,9 +134,10 @@ class CommitLogStorage:
         first = max(first, self.index.base_index + 1)
         last = min(last, self.index.last_index())
         out = []
+        configs = self.configs.entries
         for i in range(first, last + 1):
             start, end = self.index.end_of(i - 1), self.index.end_of(i)
-            out.append(Entry(self.index.term_at(i), i, self._read(start, end)))
+            out.append(Entry(self.index.term_at(i), i, self._read(start, end), configs.get(i)))
         return out
 
     def append(self, entries: list[Entry]) -> None:
@@ -140,6 +146,8 @@ class CommitLogStorage:
                 raise StoreCorruptError(f"entry {e.index} appended after "
                                         f"{self.index.last_index()}")
             start = self.index.last_end()
+            if e.members is not None:  # saved before the slot that names it
+                self.configs.add(e.index, e.members)
             if e.data:
                 if not self._own:  # a leader's bytes, from the network
                     verify_entry(e.data, start, self.segment_bytes)
@@ -165,19 +173,83 @@ class CommitLogStorage:
                                     f"{start}, below what is committed "
                                     f"({self.commitlog.write_offset})")
         self.index.truncate(index)
+        self.configs.cut(index)
         self.replica.truncate(start)
         self._durable = min(self._durable, start)
         if self.sync:
             self.index.sync()
+
+    # -- membership and snapshots (raft.membership, raft.snapshots) -------------------------
+    def first_index(self) -> int:
+        return self.index.base_index + 1
+
+    def config(self, upto: int | None = None) -> tuple[int, tuple[str, ...] | None]:
+        upto = self.index.last_index() if upto is None else upto
+        return self.configs.config(upto, self.index.base_index)
+
+    def set_bootstrap(self, members: tuple[str, ...]) -> None:
+        if self.config()[1] is None:
+            self.configs.bootstrap = tuple(members)
+            self.configs.save()
+
+    def snapshot_size(self, index: int) -> tuple[int, int]:
+        """The store's bytes up to entry `index`: from the CommitLog's first segment,
+        records from before Raft ran too (a group once master/slave)."""
+        return self.commitlog.min_offset, self.index.end_of(index)
+
+    def snapshot_read(self, index: int, offset: int, size: int) -> bytes:
+        try:
+            return self._read(offset, offset + size)
+        except StoreCorruptError as exc:
+            raise LookupError(str(exc)) from None
+
+    def install(self, index: int, start: int, offset: int, data: bytes, end: int) -> int:
+        """Bytes of a leader's store at the offsets they hold there. A member that holds
+        records keeps what it published (committed: the leader's bytes too) and takes
+        the rest; an empty one starts its CommitLog where the leader's starts."""
+        st = self._installing
+        if st is None or st[:2] != [index, end]:
+            held, empty = self.commitlog.write_offset, not self.commitlog.segments
+            if not empty and held < start:
+                return -1  # a hole between its store and the leader's first byte
+            if not empty:  # its tail past what it published goes, slots and bytes
+                keep = self.index.index_at(held)
+                if keep < self.index.last_index():
+                    self.index.truncate(keep + 1)
+                    self.configs.cut(keep + 1)
+                self.replica.truncate(held)
+            st = self._installing = [index, end, start if empty else held,
+                                     start if empty else None]
+        if offset != st[2]:
+            return st[2]
+        if st[3] is not None and not self.commitlog.segments:
+            self.commitlog.add_segment(st[3])
+        st[2] = self.replica.hold(offset, data)
+        return st[2]
+
+    def install_done(self, index: int, term: int, members: tuple[str, ...], end: int) -> None:
+        """Every record verified (CRCs: the chunks came over a network) and indexed; the
+        entry index restarts at the snapshot's last entry."""
+        fresh = self._installing[3] if self._installing else None
+        self._installing = None
+        self._touched |= self.replica.publish(end, crc=True)
+        self.commitlog.flush()
+        self.index.reset(index, term, end)
+        self.configs.rebase(members)
+        if fresh:  # queues start at the leader's first record: their units below go
+            for cq in self.store.queue_table.all():
+                cq.delete_below(fresh)
+        self._durable = end
+        self.save_published()
 
     # -- committed entries to readers -------------------------------------------------------
     def publish(self, commit: int) -> set[tuple[str, int]]:
         """Entries up to `commit` are committed: readers see their records. Returns the
         (topic, queue id) pairs that got messages (to wake long polls)."""
         commit = min(commit, self.index.last_index())
-        if commit <= self.index.base_index:
-            return set()
-        touched = self.replica.publish(self.index.end_of(commit))
+        touched, self._touched = self._touched, set()
+        if commit > self.index.base_index:
+            touched |= self.replica.publish(self.index.end_of(commit))
         if touched and self._clock() - self._saved_at >= self._save_every_s:
             self.save_published()
         return touched

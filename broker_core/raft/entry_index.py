@@ -130,6 +130,16 @@ class EntryIndex:
         del self.ends[keep:]
         os.ftruncate(self._fd, HEADER.size + keep * SLOT.size)
 
+    def reset(self, base_index: int, base_term: int, base_offset: int) -> None:
+        """Hold no entries, starting after `base_index` (a snapshot installed)."""
+        atomic_write(self.path, HEADER.pack(MAGIC, VERSION, 0, base_index, base_term,
+                                            base_offset))
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_RDWR)
+        self.base_index, self.base_term, self.base_offset = base_index, base_term, base_offset
+        del self.terms[:]
+        del self.ends[:]
+
     def sync(self) -> None:
         os.fdatasync(self._fd)
 

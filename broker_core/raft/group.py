@@ -32,6 +32,7 @@ from broker_core.errors import StoreCorruptError
 from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.node import Role
 from broker_core.protocol import Code
+from broker_core.raft import member_changes
 from broker_core.raft.appender import RaftAppender
 from broker_core.raft.commitlog_storage import CommitLogStorage
 from broker_core.raft.entry_bytes import records_by_queue
@@ -58,9 +59,11 @@ class RaftGroup:
     def __init__(self, broker, group: str, peers: dict[str, tuple[str, int]], port: int, *,
                  client_addrs: dict[str, str] | None = None, election_s: float = ELECTION_S,
                  heartbeat_s: float = HEARTBEAT_S, timeout_s: float = 3.0,
-                 fuse_moves: float = 0.0, wall: Callable[[], float] = time.time) -> None:
+                 fuse_moves: float = 0.0, wall: Callable[[], float] = time.time,
+                 members: tuple[str, ...] = (), join: bool = False) -> None:
         """`peers`: the other members' Raft addresses; `client_addrs`: each member's
-        address for clients (named in NOT_MASTER)."""
+        address for clients (named in NOT_MASTER); `members`: every member as
+        NAME=HOST:PORT:RAFT_PORT, the first configuration (or none: `join`)."""
         self.broker, self.group, self.port = broker, group, port
         self.name = broker.config.name
         self.addrs = dict(client_addrs or {})
@@ -69,8 +72,11 @@ class RaftGroup:
         store = broker.store
         self.storage = CommitLogStorage(store, Path(broker.config.data_dir) / "raft",
                                         sync=store.config.flush == "sync")
+        if members:  # (a store that knows its configuration keeps it: raft.log)
+            self.storage.set_bootstrap(() if join else tuple(members))
         self.node = RaftNode(self.name, [self.name, *peers], self.storage,
-                             random.Random(), election_s, heartbeat_s, now=self._loop.time())
+                             random.Random(), election_s, heartbeat_s, now=self._loop.time(),
+                             join=join)
         self.transport = RaftTransport(self.name, group, peers, self._on_message,
                                        ssl_server=broker.tls, ssl_client=broker.tls_peer,
                                        on_refused=self._refused)
@@ -95,6 +101,9 @@ class RaftGroup:
         self._barriers: list[tuple[int, list]] = []  # (entry index, waiters), oldest first
         self.changed = asyncio.Event()  # set (and replaced) when the term or leader moves
         self._seen: tuple[int, str | None] = (self.node.term, None)
+        self.members_seen: tuple[str, ...] | None = None
+        self.changing = False  # a membership change in flight (one at a time)
+        self._sync_members()
 
     def attach(self) -> RaftGroup:
         self.broker.ha = self
@@ -103,7 +112,7 @@ class RaftGroup:
 
     async def start(self, bind: str) -> None:
         await self.transport.start(bind, self.port)
-        self._after([])
+        self.drive([])
 
     async def close(self) -> None:
         for handle in (self._timer, self._sweep):
@@ -123,17 +132,17 @@ class RaftGroup:
             # operator reads why this member stays behind
             self.counters["entries_refused"] += 1
             if self.counters["entries_refused"] % 100 == 1:  # (said once, not per retry)
-                self._event("refused", str(exc)[:200])
+                self.event("refused", str(exc)[:200])
             out = []
-        self._after(out)
+        self.drive(out)
 
     def _refused(self, peer: str) -> None:
         """A link to `peer` refused: if it led, this member stands now (node.leader_gone)."""
-        self._after(self.node.leader_gone(peer, self._loop.time()))
+        self.drive(self.node.leader_gone(peer, self._loop.time()))
 
     def _tick(self) -> None:
         self._timer = None
-        self._after(self.node.tick(self._loop.time()))
+        self.drive(self.node.tick(self._loop.time()))
 
     def _propose(self, data: bytes, counts: Counter) -> None:
         try:
@@ -144,9 +153,9 @@ class RaftGroup:
             return
         self._counts[first] = counts
         self.counters["entries_proposed"] += 1
-        self._after(out)
+        self.drive(out)
 
-    def _after(self, out) -> None:
+    def drive(self, out) -> None:
         for to, msg in out:
             self.transport.send(to, msg)
         role = ROLES.get(self.node.role, Role.NONE)
@@ -157,6 +166,8 @@ class RaftGroup:
             self._seen = seen
             self.changed.set()
             self.changed = asyncio.Event()
+        if self.node.members != self.members_seen:
+            self._sync_members()
         if self.node.commit > self._published:
             self._publish(self.node.commit)
         if role is Role.MASTER:
@@ -186,7 +197,7 @@ class RaftGroup:
             self._counts = {e.index: records_by_queue(e.data) for e in tail if e.data}
             self.appender.reset(sum(self._counts.values(), Counter()))
         self.since = self.wall()
-        self._event(role.value.lower(), f"term {self.node.term}"
+        self.event(role.value.lower(), f"term {self.node.term}"
                     + (f", leader {self.node.leader}" if self.node.leader else ""))
         self.broker.role_changed()
 
@@ -274,7 +285,7 @@ class RaftGroup:
                 done(Code.NOT_MASTER)
             return
         self._barriers.append((index, waiters))
-        self._after(out)
+        self.drive(out)
 
     async def wait_replicated(self, end: int) -> Code:
         fut = self._loop.create_future()
@@ -304,7 +315,7 @@ class RaftGroup:
 
     def transfer(self, to: str) -> None:
         """Hand leadership to `to` (an operator's word); NotLeader when this is no leader."""
-        self._after(self.node.transfer(to, self._loop.time()))
+        self.drive(self.node.transfer(to, self._loop.time()))
 
     def step_aside(self, reason: str) -> dict:
         """A client's fuse found this leader slow: hand the group to a follower, if the
@@ -314,12 +325,19 @@ class RaftGroup:
         to, why = self.aside.choose(self.node, self._loop.time(), self.wall() - self.since)
         if to is None:
             return {"moved": False, "why": why}
-        self._event("step-aside", f"to {to}: {reason or why}")
+        self.event("step-aside", f"to {to}: {reason or why}")
         self.transfer(to)
         return {"moved": True, "from": self.name, "to": to, "term": self.node.term}
 
+    def _sync_members(self) -> None:
+        member_changes.sync_members(self)
+
+    async def change_members(self, add: str | None = None, remove: str | None = None,
+                             timeout_s: float = 60.0) -> dict:
+        return await member_changes.change_members(self, add, remove, timeout_s)
+
     # -- figures -----------------------------------------------------------------------------
-    def _event(self, kind: str, detail: str) -> None:
+    def event(self, kind: str, detail: str) -> None:
         self.events.append({"time": self.wall(), "kind": kind, "detail": detail,
                             "epoch": self.node.term})
         log.warning("raft role group=%s broker=%s %s %s", self.group, self.name, kind, detail)
@@ -333,7 +351,10 @@ class RaftGroup:
                "last_index": self.storage.last_index(), "replication": "raft",
                "events": list(self.events)[-10:], "links": self.transport.connected(),
                **self.counters, **{f"link_{k}": v for k, v in self.transport.counters.items()}}
-        doc["members"] = len(node.peers) + 1
+        doc["members"] = len(node.voters)
+        doc["voters"], doc["learners"] = sorted(node.voters), sorted(node.learners)
+        doc["config_index"] = node.config_index
+        doc.update({k: v for k, v in node.counters.items() if k.startswith("snapshot")})
         if self.role is Role.MASTER:  # what each member holds of the log (match, lag)
             last, end = self.storage.last_index(), self.storage.end_offset()
             index = self.storage.index

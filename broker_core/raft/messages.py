@@ -15,6 +15,9 @@ class Entry:
     term: int
     index: int
     data: bytes = b""  # b"": the no-op a new leader appends to commit its forebears' entries
+    # a configuration (no data): the group's voting members from here on, each as its
+    # name or NAME=HOST:PORT:RAFT_PORT (thesis 4.1: in force once appended, not committed)
+    members: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,4 +82,30 @@ class TimeoutNow:
     leader: str
 
 
-Message = PreVote | PreVoteReply | RequestVote | VoteReply | Append | AppendReply | TimeoutNow
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """InstallSnapshot, one chunk: the leader's store up to entry `last_index`, bytes
+    [offset, offset + len(data)) of [start, end) (thesis 5.3); `members`: the
+    configuration in force at `last_index`."""
+
+    term: int
+    leader: str
+    last_index: int
+    last_term: int
+    members: tuple[str, ...]
+    start: int  # where the snapshot's bytes begin
+    offset: int
+    end: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotReply:
+    term: int
+    follower: str
+    last_index: int  # the snapshot it answers
+    want: int  # the offset it takes next (== end: installed); -1: it cannot take it
+
+
+Message = PreVote | PreVoteReply | RequestVote | VoteReply | Append | AppendReply | TimeoutNow \
+    | Snapshot | SnapshotReply

@@ -23,8 +23,10 @@ leadership transfer by TimeoutNow; a new leader's no-op entry commits its forebe
 from __future__ import annotations
 
 import random
+from collections import Counter
 from enum import Enum
 
+from broker_core.raft import membership, snapshots
 from broker_core.raft.log import RaftStorage
 from broker_core.raft.messages import (
     Append,
@@ -34,6 +36,8 @@ from broker_core.raft.messages import (
     PreVote,
     PreVoteReply,
     RequestVote,
+    Snapshot,
+    SnapshotReply,
     TimeoutNow,
     VoteReply,
 )
@@ -64,18 +68,30 @@ class RaftNode:
     """`election_s`: a follower that hears no leader for a random time in
     [election_s, 2 x election_s) starts an election; a leader beats every
     `heartbeat_s`. `pre_vote`: ask before taking a term (off only to test the votes
-    alone)."""
+    alone). `peers`: the members the first time the node starts (the bootstrap
+    configuration; after that its storage's, raft.membership); `join`: none, it
+    joins a running group and votes once a configuration naming it reaches it."""
 
     def __init__(self, name: str, peers: list[str], storage: RaftStorage,
                  rng: random.Random | None = None, election_s: float = 1.0,
-                 heartbeat_s: float = 0.1, now: float = 0.0, pre_vote: bool = True) -> None:
+                 heartbeat_s: float = 0.1, now: float = 0.0, pre_vote: bool = True,
+                 join: bool = False) -> None:
         self.pre_vote = pre_vote
-        self.name, self.peers, self.storage = name, sorted(set(peers) - {name}), storage
+        self.name, self.storage = name, storage
+        storage.set_bootstrap(() if join else tuple(sorted(set(peers) | {name})))
+        self.peers: list[str] = []  # voters and learners but this node: whom a leader feeds
+        self.voters: frozenset[str] = frozenset()
+        self.learners: set[str] = set()  # (a leader's: catching up to be added)
+        self.members: tuple[str, ...] = ()
+        self.config_index = 0
+        self.snap: dict[str, list] = {}  # peer -> the snapshot being sent to it
+        self.want_snapshot: set[str] = set()
+        self.counters: Counter[str] = Counter()
         self.rng = rng or random.Random()
         self.election_s, self.heartbeat_s = election_s, heartbeat_s
         self.role = Role.FOLLOWER
         self.leader: str | None = None
-        self.commit = 0
+        self.commit = storage.first_index() - 1  # what a snapshot or compaction covers
         self.votes: set[str] = set()
         self.next: dict[str, int] = {}
         self.match: dict[str, int] = {}
@@ -85,6 +101,7 @@ class RaftNode:
         self.transfer_due = 0.0  # a transfer not done by then is given up (thesis 3.10)
         self.leader_seen = -1e18  # when this node last heard a live leader
         self._reset_election(now)
+        membership.configure(self, now)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -93,7 +110,14 @@ class RaftNode:
 
     @property
     def quorum(self) -> int:
-        return (len(self.peers) + 1) // 2 + 1
+        return len(self.voters) // 2 + 1
+
+    def refuse_unless_leading(self) -> None:
+        if self.role is not Role.LEADER or self.transfer_to is not None:
+            raise NotLeader(self.name, self.transfer_to or self.leader)
+
+    def configure(self, now: float) -> None:
+        membership.configure(self, now)
 
     def next_due(self) -> float:
         """When `tick` has something to do next."""
@@ -107,8 +131,9 @@ class RaftNode:
         if self.role is Role.LEADER:
             if self.transfer_to is not None and now >= self.transfer_due:
                 self.transfer_to = None  # its target never took over: take proposals again
-            alive = 1 + sum(1 for p in self.peers if now - self.heard.get(p, -1e18)
-                            < self.election_s)
+            alive = (self.name in self.voters) + sum(
+                1 for p in self.peers if p in self.voters
+                and now - self.heard.get(p, -1e18) < self.election_s)
             if alive < self.quorum and now >= self.election_due:
                 self._become_follower(self.term, None, now)  # cut off: stop acknowledging
                 return []
@@ -118,14 +143,16 @@ class RaftNode:
                     for m in self._replicate(p, now)]
         if now < self.election_due:
             return []
+        if self.name not in self.voters:  # a learner, joining or removed: never stands
+            self._reset_election(now)
+            return []
         return self._pre_vote(now) if self.pre_vote else self._campaign(now, transfer=False)
 
     # -- proposing -----------------------------------------------------------------------
     def propose(self, datas: list[bytes], now: float) -> tuple[int, Out]:
         """Append `datas` as entries of this leader's term: (the first's index, the
         Appends that carry them)."""
-        if self.role is not Role.LEADER or self.transfer_to is not None:
-            raise NotLeader(self.name, self.transfer_to or self.leader)
+        self.refuse_unless_leading()
         first = self.storage.last_index() + 1
         self.storage.append([Entry(self.term, first + i, d) for i, d in enumerate(datas)])
         self._advance_commit()
@@ -133,7 +160,7 @@ class RaftNode:
 
     def transfer(self, to: str, now: float) -> Out:
         """Hand leadership to `to` once it holds the whole log (proposals refused meanwhile)."""
-        if self.role is not Role.LEADER or to not in self.peers:
+        if self.role is not Role.LEADER or to not in self.voters or to == self.name:
             raise NotLeader(self.name, self.leader)
         self.transfer_to, self.transfer_due = to, now + self.election_s
         return self._maybe_timeout_now(to, now)
@@ -148,7 +175,9 @@ class RaftNode:
         if self.role is not Role.FOLLOWER or peer != self.leader:
             return []
         self.leader, self.leader_seen = None, -1e18
-        rank = sorted(p for p in (self.name, *self.peers) if p != peer).index(self.name)
+        if self.name not in self.voters:
+            return []
+        rank = sorted(p for p in self.voters if p != peer).index(self.name)
         stand = now + self.heartbeat_s * (rank + 0.2 * self.rng.random())
         self.election_due = min(self.election_due, stand)
         return []
@@ -164,7 +193,8 @@ class RaftNode:
         if isinstance(msg, PreVoteReply):
             if not msg.granted and msg.term > self.term:
                 self._become_follower(msg.term, None, now)
-            elif self.role is Role.PRE_CANDIDATE and msg.granted and msg.term == self.term + 1:
+            elif (self.role is Role.PRE_CANDIDATE and msg.granted and msg.term == self.term + 1
+                  and msg.voter in self.voters):
                 self.votes.add(msg.voter)
                 if len(self.votes) >= self.quorum:
                     return self._campaign(now, transfer=False)
@@ -173,7 +203,8 @@ class RaftNode:
             self._become_follower(msg.term, msg.leader if isinstance(msg, Append) else None,
                                   now)
         if isinstance(msg, VoteReply):
-            if self.role is Role.CANDIDATE and msg.term == self.term and msg.granted:
+            if (self.role is Role.CANDIDATE and msg.term == self.term and msg.granted
+                    and msg.voter in self.voters):
                 self.votes.add(msg.voter)
                 if len(self.votes) >= self.quorum:
                     return self._become_leader(now)
@@ -182,7 +213,14 @@ class RaftNode:
             return self._on_append(msg, now)
         if isinstance(msg, AppendReply):
             return self._on_append_reply(msg, now)
-        if isinstance(msg, TimeoutNow) and msg.term == self.term and self.role is Role.FOLLOWER:
+        if isinstance(msg, Snapshot):
+            return snapshots.on_snapshot(self, msg, now)
+        if isinstance(msg, SnapshotReply):
+            if self.role is not Role.LEADER or msg.term != self.term:
+                return []
+            return snapshots.on_snapshot_reply(self, msg, now)
+        if (isinstance(msg, TimeoutNow) and msg.term == self.term and self.role is Role.FOLLOWER
+                and self.name in self.voters):
             return self._campaign(now, transfer=True)
         return []
 
@@ -205,7 +243,7 @@ class RaftNode:
             return self._campaign(now, transfer=False)
         last = self.storage.last_index()
         ask = PreVote(self.term + 1, self.name, last, self.storage.term_at(last))
-        return [(p, ask) for p in self.peers]
+        return [(p, ask) for p in self.peers if p in self.voters]
 
     def _on_pre_vote(self, msg: PreVote, now: float) -> Out:
         granted = (msg.term > self.term and not self._in_lease(now)
@@ -221,7 +259,7 @@ class RaftNode:
             return self._become_leader(now)
         last = self.storage.last_index()
         ask = RequestVote(self.term, self.name, last, self.storage.term_at(last), transfer)
-        return [(p, ask) for p in self.peers]
+        return [(p, ask) for p in self.peers if p in self.voters]
 
     def _on_vote(self, msg: RequestVote, now: float) -> Out:
         """A newer term and the vote in it are saved in one write, before the answer."""
@@ -261,6 +299,8 @@ class RaftNode:
     def _replicate(self, peer: str, now: float) -> Out:
         s = self.storage
         nxt = self.next[peer]
+        if peer in self.snap or peer in self.want_snapshot or nxt < s.first_index():
+            return snapshots.snapshot_out(self, peer, now)  # entries cannot catch it up
         entries = tuple(s.entries(nxt, min(s.last_index(), nxt + MAX_BATCH - 1)))
         self.beat_due[peer] = now + self.heartbeat_s
         if entries:  # pipelined: the next Append starts past these (a refusal rewinds)
@@ -272,19 +312,18 @@ class RaftNode:
         s = self.storage
         if msg.term < self.term:
             return [(msg.leader, AppendReply(self.term, self.name, False, 0))]
-        if self.role is not Role.FOLLOWER:
-            self._become_follower(msg.term, msg.leader, now)
-        self.leader, self.leader_seen = msg.leader, now
-        self._reset_election(now)
+        self.follow(msg.term, msg.leader, now)
         last = s.last_index()
         if msg.prev_index > last:
             return [(msg.leader, AppendReply(self.term, self.name, False, last + 1))]
+        if msg.prev_index < s.first_index() - 1:  # before its snapshot: committed here
+            return [(msg.leader, AppendReply(self.term, self.name, False, s.first_index()))]
         if s.term_at(msg.prev_index) != msg.prev_term:
             conflict, hint = s.term_at(msg.prev_index), msg.prev_index
             while hint > self.commit + 1 and s.term_at(hint - 1) == conflict:
                 hint -= 1
             return [(msg.leader, AppendReply(self.term, self.name, False, hint))]
-        new = []
+        new, reconfigure = [], False
         for e in msg.entries:
             if e.index <= s.last_index():
                 if s.term_at(e.index) == e.term:
@@ -293,9 +332,13 @@ class RaftNode:
                     raise AssertionError(f"{self.name}: leader {msg.leader} would cut "
                                          f"committed entry {e.index}")
                 s.truncate(e.index)  # a divergent tail the leader never had
+                reconfigure = True  # (it may have held a configuration)
             new.append(e)
+            reconfigure = reconfigure or e.members is not None
         if new:
             s.append(new)
+        if reconfigure:
+            self.configure(now)
         match = msg.prev_index + len(msg.entries)
         self.commit = max(self.commit, min(msg.commit, match))
         return [(msg.leader, AppendReply(self.term, self.name, True, match))]
@@ -304,11 +347,17 @@ class RaftNode:
         if self.role is not Role.LEADER or msg.term != self.term:
             return []
         peer = msg.follower
+        if peer not in self.next:  # no longer a member
+            return []
         self.heard[peer] = now
         if msg.success:
             self.match[peer] = max(self.match[peer], msg.match)
             self.next[peer] = max(self.next[peer], self.match[peer] + 1)
             self._advance_commit()
+            if self.name not in self.voters:  # its own removal: committed?
+                out = membership.removed_leader_steps_down(self, now)
+                if self.role is not Role.LEADER:
+                    return out
             if self.transfer_to == peer:
                 return self._maybe_timeout_now(peer, now)
             if self.next[peer] <= self.storage.last_index():
@@ -317,8 +366,21 @@ class RaftNode:
         self.next[peer] = max(self.match[peer] + 1, min(msg.match, self.storage.last_index() + 1))
         return self._replicate(peer, now)
 
+    def follow(self, term: int, leader: str, now: float) -> None:
+        """A leader of the current term was heard."""
+        if self.role is not Role.FOLLOWER:
+            self._become_follower(term, leader, now)
+        self.leader, self.leader_seen = leader, now
+        self._reset_election(now)
+
     def _advance_commit(self) -> None:
-        marks = sorted([self.storage.last_index(), *self.match.values()], reverse=True)
+        """The highest entry a majority of the voters holds (this leader among them
+        unless a change removed it)."""
+        last = self.storage.last_index()
+        marks = sorted((last if p == self.name else self.match.get(p, 0)
+                        for p in self.voters), reverse=True)
+        if len(marks) < self.quorum:
+            return
         n = marks[self.quorum - 1]
         if n > self.commit and self.storage.term_at(n) == self.term:
             self.commit = n  # only its own term's entries by counting (Raft, 5.4.2)

@@ -14,8 +14,10 @@ async def start_raft(broker) -> RaftGroup:
     peers = {m.name: (m.host, m.raft_port) for m in cfg.raft_members if m.name != cfg.name}
     addrs = {m.name: m.addr for m in cfg.raft_members}
     group = RaftGroup(broker, cfg.group, peers, cfg.raft_port, client_addrs=addrs,
-                      timeout_s=cfg.sync_timeout_s, fuse_moves=cfg.fuse_moves_leader).attach()
+                      timeout_s=cfg.sync_timeout_s, fuse_moves=cfg.fuse_moves_leader,
+                      members=tuple(m.flag() for m in cfg.raft_members),
+                      join=cfg.raft_join).attach()
     await group.start(cfg.bind)
-    log.info("group=%s consensus=raft raft_port=%d members=%s", cfg.group, cfg.raft_port,
-             ",".join(sorted(addrs)))
+    log.info("group=%s consensus=raft raft_port=%d voters=%s%s", cfg.group, cfg.raft_port,
+             ",".join(sorted(group.node.voters)), " (joining)" if cfg.raft_join else "")
     return group

@@ -56,6 +56,23 @@ class RaftTransport:
             self._server.close()
             await self._server.wait_closed()
 
+    def set_peers(self, peers: dict[str, tuple[str, int]]) -> None:
+        """The group's members changed (raft.membership): dial a new one, hang up on one
+        gone (its links' hellos are refused from now on)."""
+        for name in [n for n, addr in self.peers.items() if peers.get(n) != addr]:
+            del self.peers[name]
+            task = self._dialers.pop(name, None)
+            if task is not None:
+                task.cancel()
+            link = self._out.pop(name, None)
+            if link is not None:
+                link.close()
+        for name, addr in peers.items():
+            if name not in self.peers and name != self.name:
+                self.peers[name] = addr
+                if self._server is not None and not self._closed:
+                    self._dialers[name] = asyncio.ensure_future(self._dial(name))
+
     def connected(self) -> list[str]:
         return sorted(self._out)
 

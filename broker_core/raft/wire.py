@@ -5,7 +5,9 @@
 Fixed fields are packed big-endian (terms and indexes as u64); each name (a member's)
 follows as a length byte and its UTF-8 bytes. An Append lists its entries' [term,
 index, size] after its fields and their data (CommitLog bytes, never re-encoded)
-after its names, back to back. A link opens with a hello naming the group and the
+after its names, back to back; a configuration entry (`members`) sets the size's top
+bit and carries its members as JSON in place of data. A Snapshot chunk carries its
+members (JSON, length first) and then its bytes after its name. A link opens with a hello naming the group and the
 sender, so a member of another group, or a stranger, is refused before it is heard.
 (Binary, not JSON: a raft leader encodes an Append per follower per entry, and the
 JSON headers were a tenth of its CPU.)
@@ -13,6 +15,7 @@ JSON headers were a tenth of its CPU.)
 
 from __future__ import annotations
 
+import json
 import struct
 
 from broker_core.raft.messages import (
@@ -23,6 +26,8 @@ from broker_core.raft.messages import (
     PreVote,
     PreVoteReply,
     RequestVote,
+    Snapshot,
+    SnapshotReply,
     TimeoutNow,
     VoteReply,
 )
@@ -42,10 +47,15 @@ _LAYOUT: dict[int, tuple[type, struct.Struct, tuple[str, ...], tuple[str, ...]]]
         ("leader",)),
     6: (AppendReply, struct.Struct(">QQB"), ("term", "match", "success"), ("follower",)),
     7: (TimeoutNow, struct.Struct(">Q"), ("term",), ("leader",)),
+    8: (Snapshot, struct.Struct(">QQQQQQ"), ("term", "last_index", "last_term", "start",
+                                             "offset", "end"), ("leader",)),
+    9: (SnapshotReply, struct.Struct(">QQq"), ("term", "last_index", "want"), ("follower",)),
 }
 _KIND = {cls: kind for kind, (cls, *_rest) in _LAYOUT.items()}
 _ENTRY = struct.Struct(">QQI")
 _BOOLS = frozenset({"granted", "transfer", "success"})
+CONFIG_BIT = 1 << 31  # an entry's size with it: a configuration, its members as JSON
+_MEMBERS = struct.Struct(">I")
 
 
 class WireError(ValueError):
@@ -68,10 +78,16 @@ def encode(msg: Message) -> bytes:
     _cls, fixed, fields, names = _LAYOUT[kind]
     if kind == 5:
         values = (msg.term, msg.prev_index, msg.prev_term, msg.commit, len(msg.entries))
-        head = fixed.pack(*values) + b"".join(_ENTRY.pack(e.term, e.index, len(e.data))
-                                              for e in msg.entries)
-        body = b"".join([bytes((kind,)), head, _names(msg.leader),
-                         *(e.data for e in msg.entries)])
+        datas = [e.data if e.members is None else json.dumps(e.members).encode()
+                 for e in msg.entries]
+        head = fixed.pack(*values) + b"".join(
+            _ENTRY.pack(e.term, e.index, len(d) | (CONFIG_BIT if e.members is not None else 0))
+            for e, d in zip(msg.entries, datas, strict=True))
+        body = b"".join([bytes((kind,)), head, _names(msg.leader), *datas])
+    elif kind == 8:
+        members = json.dumps(list(msg.members)).encode()
+        body = b"".join([bytes((kind,)), fixed.pack(*(getattr(msg, f) for f in fields)),
+                         _names(msg.leader), _MEMBERS.pack(len(members)), members, msg.data])
     else:
         body = bytes((kind,)) + fixed.pack(*(int(getattr(msg, f)) for f in fields)) + \
             _names(*(getattr(msg, n) for n in names))
@@ -105,12 +121,20 @@ def decode(body: bytes | memoryview) -> tuple[str, dict, Message | None]:
         values.update(zip(names, read, strict=True))
         if kind == 5:
             for term, index, size in heads:
+                config, size = size & CONFIG_BIT, size & ~CONFIG_BIT
                 if at + size > len(body):
                     raise WireError("an append's entries run past its frame")
-                entries.append(Entry(term, index, body[at:at + size]))
+                data = body[at:at + size]
+                entries.append(Entry(term, index, b"", _members(data)) if config
+                               else Entry(term, index, data))
                 at += size
             del values["n"]
             values["entries"] = tuple(entries)
+        elif kind == 8:
+            (size,) = _MEMBERS.unpack_from(body, at)
+            values["members"] = _members(body[at + 4:at + 4 + size])
+            values["data"] = body[at + 4 + size:]
+            at = len(body)
         if at != len(body):
             raise WireError(f"{len(body) - at} bytes after a {cls.__name__}")
         for f in _BOOLS & values.keys():
@@ -129,3 +153,13 @@ def _read_names(body: bytes, at: int, n: int) -> tuple[list[str], int]:
         out.append(body[at + 1:at + 1 + size].decode())
         at += 1 + size
     return out, at
+
+
+def _members(raw: bytes) -> tuple[str, ...]:
+    try:
+        members = json.loads(raw)
+    except ValueError as exc:
+        raise WireError(f"a configuration that is not JSON: {exc}") from None
+    if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+        raise WireError(f"a configuration that is not a list of members: {members!r}")
+    return tuple(members)

@@ -42,6 +42,7 @@ class BrokerConfig:
     consensus: str = "controller"  # or "raft"
     raft_port: int | None = None
     raft_members: tuple = ()  # raft.members.RaftMember, this broker's among them
+    raft_join: bool = False  # joining a running group: no vote until a configuration names it
     # a client's fuse may move leadership away from a leader of this many seconds (0: no;
     # raft.step_aside)
     fuse_moves_leader: float = 0.0

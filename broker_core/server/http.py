@@ -19,6 +19,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from broker_core.observe.prometheus import broker_registry
+from broker_core.errors import BrokerError
+from broker_core.raft.membership import ConfigError
 from broker_core.raft.node import NotLeader
 from broker_core.server import offset_admin, topic_admin
 from broker_core.server.faults import FaultSpec
@@ -159,15 +161,37 @@ def build_app(broker) -> web.Application:
         ha, to = broker.ha, str(body.get("to"))
         if ha is None or not hasattr(ha, "transfer"):
             return _error(409, f"{broker.config.name} is not in a raft group")
-        if to not in ha.node.peers:
+        if to not in ha.node.voters or to == ha.name:
             return _error(400, f"{to} is not another member of raft group {ha.group} "
-                          f"(its members: {', '.join([ha.name, *ha.node.peers])})")
+                          f"(its voters: {', '.join(sorted(ha.node.voters))})")
         try:
             ha.transfer(to)
         except NotLeader as exc:
             return _error(409, f"{broker.config.name}: {exc}")
         return web.json_response({"from": broker.config.name, "to": body["to"],
                                   "term": ha.node.term})
+
+    async def members_change(request: web.Request) -> web.Response:
+        """Body: {add: NAME=HOST:PORT:RAFT_PORT} or {remove: NAME}: a raft group's
+        leader changes its members one at a time; answered once the change commits."""
+        body, refused = await admin_body(request, "membership change", {"add", "remove"})
+        if refused is not None:
+            return refused
+        ha = broker.ha
+        if ha is None or not hasattr(ha, "change_members"):
+            return _error(409, f"{broker.config.name} is not in a raft group")
+        add, remove = body.get("add"), body.get("remove")
+        if (add is None) == (remove is None) or not isinstance(add or remove, str):
+            return _error(400, 'say one change: {"add": "NAME=HOST:PORT:RAFT_PORT"} or '
+                          '{"remove": "NAME"}')
+        try:
+            return web.json_response(await ha.change_members(add=add, remove=remove))
+        except NotLeader as exc:
+            return _error(409, f"{broker.config.name}: {exc}")
+        except (ConfigError, BrokerError) as exc:
+            return _error(409 if isinstance(exc, ConfigError) else 400, str(exc))
+        except TimeoutError as exc:
+            return _error(504, str(exc))
 
     async def offsets_get(request: web.Request) -> web.Response:
         group = request.query.get("group")
@@ -232,6 +256,7 @@ def build_app(broker) -> web.Application:
             web.post("/admin/write", write_set),
             web.get("/admin/offsets", offsets_get),
             web.post("/admin/leader", leader_move),
+            web.post("/admin/members", members_change),
             web.post("/admin/offsets", offsets_reset),
         ]
     )

@@ -118,6 +118,9 @@ def add_serve_arguments(serve) -> None:
     ha.add_argument("--raft-member", action="append", default=[],
                     metavar="NAME=HOST:PORT:RAFT_PORT",
                     help="raft: a member of the group (repeat for each, this broker too)")
+    ha.add_argument("--raft-join", action="store_true",
+                    help="raft: this broker joins a running group (floodgate cluster "
+                    "add-replica): it votes once a configuration naming it reaches it")
     ha.add_argument("--fuse-moves-leader", nargs="?", const=60.0, default=0.0,
                     type=float_range(0.5, 3600), metavar="SECONDS",
                     help="raft: a leader a client's fuse finds slow hands the group to a "
@@ -195,7 +198,7 @@ def run_serve(args) -> int:
         replication=args.replication, zk_session_s=args.zk_session_timeout,
         sync_timeout_s=args.sync_timeout, tx_check_s=args.tx_check_s,
         consensus=args.consensus, raft_port=args.raft_port, raft_members=raft_members,
-        fuse_moves_leader=args.fuse_moves_leader,
+        fuse_moves_leader=args.fuse_moves_leader, raft_join=args.raft_join,
         acl=args.acl, acl_admin=args.acl_admin, tls_cert=args.tls_cert,
         tls_key=args.tls_key, tls_ca=args.tls_ca, tls_verify_clients=args.tls_verify_clients,
         store_extra={} if args.max_mapped_queues is None else

@@ -83,10 +83,10 @@ class ReplicaLog:
             self.received = self.commitlog.write_at(offset, data)
             return self.received
 
-    def publish(self, end: int) -> set[tuple[str, int]]:
+    def publish(self, end: int, crc: bool = False) -> set[tuple[str, int]]:
         """Raft: the bytes below `end` are committed; index the records they hold (a
         Raft log holds bytes past write_offset that readers must not see yet). Their
-        CRCs are not computed again: made here, or verified when received."""
+        CRCs are not computed again (`crc` False): made here, or verified when received."""
         with self._lock:
             self.received = max(self.received, self.commitlog.write_offset)
             if end <= self.commitlog.write_offset:
@@ -96,7 +96,7 @@ class ReplicaLog:
                                       f"to {self.received}")
             if self.queues.over:
                 self.queues.evict()
-            return self._index(end, crc=False)
+            return self._index(end, crc=crc)
 
     def withdraw(self, offset: int) -> int:
         """Raft, on start: the records at and after `offset` are not known committed;

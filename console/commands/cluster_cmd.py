@@ -66,9 +66,10 @@ def register(sub) -> None:
     down.add_argument("--cluster", type=Path, required=True, metavar="FILE",
                       help="the cluster.toml that `cluster up` wrote")
     down.set_defaults(func=run_down)
-    from console.commands import leader_cmd
+    from console.commands import leader_cmd, member_cmd
 
     leader_cmd.register(csub, add_subparser)
+    member_cmd.register(csub, add_subparser)
 
 
 def run_up(args) -> int:

@@ -47,6 +47,9 @@ class Sim:
     storage_factory: Callable[[str, object], object] = lambda _name, old: old or MemoryStorage()
     # what a leader proposes: (its storage, the proposal's number) -> the entry's data
     payload: Callable[[object, int], bytes] = lambda _storage, n: f"v{n}".encode()
+    joiners: tuple[str, ...] = ()  # nodes outside the first configuration (they join)
+    # called at every proposal round (a test's membership changes, compactions)
+    on_round: Callable[[Sim], None] | None = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -70,9 +73,11 @@ class Sim:
         return self.now + self.rng.expovariate(1 / mean) if mean else float("inf")
 
     def _boot(self, name: str) -> RaftNode:
-        return RaftNode(name, self.names, self.storage[name],
+        first = [n for n in self.names if n not in self.joiners]
+        return RaftNode(name, first, self.storage[name],
                         random.Random(self.rng.random()), self.election_s, self.heartbeat_s,
-                        now=getattr(self, "now", 0.0), pre_vote=self.pre_vote)
+                        now=getattr(self, "now", 0.0), pre_vote=self.pre_vote,
+                        join=name in self.joiners)
 
     # -- the network ----------------------------------------------------------------------
     def send(self, src: str, out, healthy: bool = False) -> None:
@@ -120,6 +125,8 @@ class Sim:
             if self.now >= next_propose:
                 next_propose = self.now + propose_every
                 self.propose(healthy)
+                if self.on_round is not None:
+                    self.on_round(self)
 
     def propose(self, healthy: bool = False) -> None:
         for name, node in self.nodes.items():
@@ -182,7 +189,7 @@ class Sim:
             storage = self.storage[node.name]
             if hasattr(storage, "publish"):  # a broker's: committed records to its readers
                 storage.publish(node.commit)
-            for e in storage.entries(start, node.commit):
+            for e in _entries(storage, start, node.commit):
                 known = self.committed.setdefault(e.index, (e.term, e.data))
                 assert known == (e.term, e.data), (
                     f"{node.name} committed {e.index} as {(e.term, e.data)}, once {known}")
@@ -214,8 +221,15 @@ class Sim:
 
     def log(self, name: str) -> list:
         storage = self.storage[name]
-        return storage.entries(1, storage.last_index())
+        return _entries(storage, 1, storage.last_index())
 
     def leader(self) -> RaftNode | None:
         leaders = [n for n in self.nodes.values() if n is not None and n.role is Role.LEADER]
         return max(leaders, key=lambda n: n.term) if leaders else None
+
+
+def _entries(storage, first: int, last: int) -> list:
+    """Entries first..last: a memory log's compacted ones too (the checker sees them all)."""
+    if isinstance(storage, MemoryStorage):
+        return storage.log[max(first, 1) - 1:last]
+    return storage.entries(first, last)

@@ -1,0 +1,119 @@
+"""A raft group's members changed one at a time on real processes, through the commands
+an operator types: `cluster up --consensus raft`, `cluster add-replica` (the new member
+started by the supervisor with --raft-join, caught up from a snapshot of the leader's
+store, then voted in), `cluster remove-replica`, then the leader killed: the group of
+the two old members and the new one elects a leader, acknowledges, and a consumer
+reads every message acknowledged before and after."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from broker_core.cluster.cluster_file import load_cluster
+from broker_core.cluster.ports import free_port_range
+from broker_core.cluster.roles import broker_role
+from tests.integration.test_raft_cluster import read_all
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+def floodgate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "console.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def cluster_up(tmp_path):
+    data = tmp_path / "c"
+    up = subprocess.Popen([sys.executable, "-m", "console.cli", "cluster", "up", "--groups",
+                           "1", "--replicas", "3", "--consensus", "raft", "--data", str(data),
+                           "--base-port", str(free_port_range(40)), "--segment-size", "8M",
+                           "--name", "members"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    path = data / "cluster.toml"
+    try:
+        wait_for(lambda: up.poll() is not None or (
+            path.exists() and load_cluster(path).supervisor_pid == up.pid), 90, "cluster up")
+        assert up.poll() is None, up.stdout.read()
+        yield path
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.wait(30)
+
+
+def pids(path) -> dict[str, int]:
+    return {b.name: int(broker_role(b.addr).get("pid") or 0) for b in load_cluster(path).brokers}
+
+
+def test_a_replica_added_from_a_snapshot_and_an_old_one_removed_keep_every_message(
+        cluster_up):
+    from broker_core.client.producer import Producer
+    from broker_core.ha.routes import routes_for
+
+    path = cluster_up
+    routes = routes_for(load_cluster(path))
+    try:
+        routes.wait()
+        with Producer(routes=routes, fuse=False) as producer:
+            acked = {f"m{i}".encode() for i in range(2000)
+                     if producer.send("orders", f"m{i}".encode()).status == "SEND_OK"}
+        assert len(acked) == 2000
+
+        added = floodgate("cluster", "add-replica", "--cluster", str(path), "--group",
+                          "group-1", "--json")
+        assert added.returncode == 0, added.stderr
+        answer = json.loads(added.stdout)
+        assert [m.split("=")[0] for m in answer["members"]] == [
+            "group-1-a", "group-1-b", "group-1-c", "group-1-d"]
+        assert answer["snapshot_bytes"] > 2000 * 100, "caught up from a copy of the store"
+        assert load_cluster(path).broker("group-1-d").joined
+
+        leader = routes.records["group-1"].master
+        victim = next(n for n in ("group-1-a", "group-1-b", "group-1-c") if n != leader)
+        removed = floodgate("cluster", "remove-replica", "--cluster", str(path), "--group",
+                            "group-1", "--member", victim)
+        assert removed.returncode == 0, removed.stderr
+        assert f"{victim} removed" in removed.stdout
+        spec = load_cluster(path)
+        assert victim not in {b.name for b in spec.brokers}
+        doc = broker_role(spec.broker(leader).addr)
+        assert doc.get("role") == "MASTER"
+
+        # the old leader killed: the two left of the first three and the new member agree
+        routes.close()
+        routes = routes_for(load_cluster(path))
+        routes.wait()
+        pid = pids(path)[leader]
+        assert pid > 0
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: routes.records["group-1"].master not in (leader, None), 15,
+                 "a new leader")
+        with Producer(routes=routes, fuse=False) as producer:
+            deadline = time.monotonic() + 20
+            for i in range(2000, 2500):
+                while time.monotonic() < deadline:
+                    if producer.send("orders", f"m{i}".encode()).status == "SEND_OK":
+                        acked.add(f"m{i}".encode())
+                        break
+        assert len(acked) == 2500, "the group of three (one of them new) kept acknowledging"
+        assert read_all(routes, "readers", "orders", acked) >= acked
+    finally:
+        routes.close()
+
+
+def test_a_change_the_group_cannot_take_is_refused_in_one_line(cluster_up):
+    path = cluster_up
+    out = floodgate("cluster", "remove-replica", "--cluster", str(path), "--group", "group-1",
+                    "--member", "group-1-a")
+    assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1
+    assert "a group of 2 cannot lose one" in out.stderr
+    bad = floodgate("cluster", "add-replica", "--cluster", str(path), "--group", "group-9")
+    assert bad.returncode != 0 and "group-9" in bad.stderr
