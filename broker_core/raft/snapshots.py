@@ -13,11 +13,17 @@ from broker_core.raft.messages import AppendReply, Snapshot, SnapshotReply
 CHUNK = 1 << 20  # a chunk a frame: a link's buffer holds eight
 
 
-def snapshot_out(node, peer: str, now: float):
-    """The next chunk of `peer`'s snapshot (begun at the commit point if none is on)."""
+def snapshot_out(node, peer: str, now: float, answered: bool = False):
+    """The next chunk of `peer`'s snapshot (begun at the commit point if none is on):
+    once the last is `answered`, or sent again when it was not within a beat (not
+    with every proposal: a chunk is a megabyte)."""
     s = node.storage
-    node.beat_due[peer] = now + node.heartbeat_s  # unanswered by then: sent again
     state = node.snap.get(peer)
+    if state is not None and not answered and now < node.beat_due[peer]:
+        return []
+    if state is not None and not answered:
+        node.counters["snapshot_chunks_resent"] += 1
+    node.beat_due[peer] = now + node.heartbeat_s
     if state is None:
         index = node.commit
         start, end = s.snapshot_size(index)
@@ -30,7 +36,6 @@ def snapshot_out(node, peer: str, now: float):
         del node.snap[peer]
         return []
     node.counters["snapshot_chunks"] += 1
-    node.counters["snapshot_bytes"] += len(data)
     return [(peer, Snapshot(node.term, node.name, index, term, tuple(members), state[5],
                             offset, end, data))]
 
@@ -64,10 +69,11 @@ def on_snapshot_reply(node, msg: SnapshotReply, now: float):
         return []
     if msg.want < state[4]:
         state[3] = msg.want
-        return snapshot_out(node, peer, now)
+        return snapshot_out(node, peer, now, answered=True)
     del node.snap[peer]
     node.want_snapshot.discard(peer)
     node.counters["snapshots_sent"] += 1
+    node.counters["snapshot_bytes"] += state[4] - state[5]
     node.match[peer] = max(node.match[peer], state[0])
     node.next[peer] = state[0] + 1  # its log ends there now
     node._advance_commit()
