@@ -119,3 +119,47 @@ def test_a_change_the_group_cannot_take_is_refused_in_one_line(cluster_up):
     assert "a group of 2 cannot lose one" in out.stderr
     bad = floodgate("cluster", "add-replica", "--cluster", str(path), "--group", "group-9")
     assert bad.returncode != 0 and "group-9" in bad.stderr
+
+
+
+def test_a_joined_member_killed_comes_back_a_voter_and_can_lead_with_every_message(tmp_path):
+    """The member added from a snapshot (started with --raft-join) is SIGKILLed and
+    started again with the same flags: its store says it votes (its flags do not), it
+    follows, and once it leads a new reader gets every message sent before it joined."""
+    from broker_core.client import admin
+    from broker_core.client.producer import Producer
+    from broker_core.cluster.launcher import Cluster
+    from broker_core.cluster.members import next_member, raft_member_flag
+    from broker_core.ha.routes import routes_for
+
+    cluster = Cluster(0, free_port_range(40), tmp_path / "k", segment_size="8M",
+                      name="killjoin", groups=1, replicas=3, consensus="raft")
+    cluster.up(timeout=60)
+    routes = routes_for(cluster.file)
+    try:
+        routes.wait()
+        with Producer(routes=routes, fuse=False) as producer:
+            acked = {f"j{i}".encode() for i in range(3000)
+                     if producer.send("bulk", f"j{i}".encode()).status == "SEND_OK"}
+        assert len(acked) == 3000
+        entry = next_member(cluster.file, "group-1")
+        cluster.file.brokers.append(entry)
+        cluster.start_broker(entry)
+        leader = cluster.file.broker(routes.records["group-1"].master)
+        doc = admin.members(leader.http, {"add": raft_member_flag(entry)})
+        assert doc["members"][-1] == raft_member_flag(entry) and doc["snapshot_bytes"] > 0
+        cluster.procs[entry.name].kill()
+        cluster.procs[entry.name].wait()
+        cluster.start_broker(entry)  # --raft-join again: its store knows better
+        wait_for(lambda: broker_role(entry.addr).get("role") == "SLAVE", 30,
+                 "the new member following again")
+        admin.transfer_leader(leader.http, entry.name)
+        wait_for(lambda: broker_role(entry.addr).get("role") == "MASTER", 10,
+                 "the new member leading")
+        routes.close()
+        routes = routes_for(cluster.file)
+        routes.wait()
+        assert read_all(routes, "readers", "bulk", acked) >= acked
+    finally:
+        routes.close()
+        cluster.down(grace=5.0)

@@ -108,3 +108,32 @@ def test_a_flipped_bit_in_a_chunk_is_refused_not_indexed(tmp_path):
     assert bodies(follower) == []
     close(follower)
     close(leader)
+
+
+@pytest.mark.parametrize("cut_first", [False, True])
+def test_a_copy_torn_by_a_crash_is_cut_on_start_and_taken_again(tmp_path, cut_first):
+    """The member stops half way (no install_done): on start it holds no record of the
+    torn copy (nor, when the leader's store began past 0, anything but an empty segment
+    where it starts), and the next copy installs whole."""
+    leader = open_storage(tmp_path / "l")
+    sent = fill(leader, 30)
+    leader.publish(30)
+    if cut_first:
+        while leader.commitlog.min_offset < leader.segment_bytes:
+            assert leader.commitlog.delete_oldest() is not None
+    follower = open_storage(tmp_path / "f")
+    start, end = leader.snapshot_size(30)
+    offset = start
+    while offset < (start + end) // 2:
+        offset = follower.install(30, start, offset,
+                                  leader.snapshot_read(30, offset, 10_000), end)
+    follower = reopen(follower)  # (close without install_done: as after a SIGKILL)
+    assert follower.last_index() == 0 and bodies(follower) == []
+    assert follower.commitlog.write_offset in (0, start)
+    assert send(leader, follower, 30) == end
+    follower.install_done(30, 1, MEMBERS, end)
+    follower.publish(30)
+    low = follower.store.queue_offsets(TOPIC, 0)[0]
+    assert from_min(follower) == sent[low:] and (low > 0) == cut_first
+    close(follower)
+    close(leader)
