@@ -359,7 +359,9 @@ class RaftGroup:
             last, end = self.storage.last_index(), self.storage.end_offset()
             index = self.storage.index
             doc["replicas"] = [{"name": p, "match": node.match.get(p, 0),
-                                "lag": last - node.match.get(p, 0)} for p in node.peers]
+                                "lag": last - node.match.get(p, 0),
+                                **({"learner": True} if p not in node.voters else {})}
+                               for p in node.peers]
             # as a master's slaves: those holding everything committed are "in sync"
             doc["in_sync"] = sorted(p for p in node.peers
                                     if node.match.get(p, 0) >= node.commit)

@@ -41,7 +41,7 @@ class StepAside:
             self.refused += 1
             return None, (f"it has led for {led_s:.0f} s: a group moves at most once in "
                           f"{self.every_s:g} s")
-        fresh = [p for p in node.peers if node.match.get(p, 0) >= node.commit
+        fresh = [p for p in node.peers if p in node.voters and node.match.get(p, 0) >= node.commit
                  and now - node.heard.get(p, -1e18) < node.election_s]
         if not fresh:
             self.refused += 1

@@ -70,7 +70,8 @@ def run_transfer(args) -> int:
 
 
 def _furthest(doc: dict, leader: str) -> str:
-    replicas = sorted(doc.get("replicas", []), key=lambda r: -r.get("match", 0))
+    replicas = sorted((r for r in doc.get("replicas", []) if not r.get("learner")),
+                      key=lambda r: -r.get("match", 0))  # (a learner has no vote to lead)
     return replicas[0]["name"] if replicas else leader
 
 
