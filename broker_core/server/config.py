@@ -15,6 +15,7 @@ class BrokerConfig:
     data_dir: Path
     port: int = 10911
     http_port: int = 10912
+    grpc_port: int | None = None  # RocketMQ 5's gRPC protocol (broker_core.grpc_front)
     bind: str = "127.0.0.1"
     cluster: str = "floodgate"
     flush: str = "async"

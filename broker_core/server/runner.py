@@ -71,6 +71,8 @@ def ports_in_use(config: BrokerConfig) -> list[str]:
         named.append(("HA port", config.ha_port))
     if config.raft_port:
         named.append(("Raft port", config.raft_port))
+    if config.grpc_port:
+        named.append(("gRPC port", config.grpc_port))
     taken = []
     for what, port in named:
         with socket.socket() as s:
@@ -119,6 +121,12 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             await http.cleanup()
             broker.close()
             raise
+    grpc_front = None
+    if config.grpc_port:
+        from broker_core.grpc_front.service import GrpcFront
+
+        grpc_front = GrpcFront(broker, config.bind, config.grpc_port)
+        await grpc_front.start()
     writer.warm()  # before the freeze: what the first roll loads is start-up's too
     layout.warm()  # the latency histograms' bucket tables, 6 MiB
     broker.serving = True
@@ -142,6 +150,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     finally:
         log.info("stopping broker=%s", config.name)
         broker.serving = False
+        if grpc_front is not None:
+            await grpc_front.stop()
         if ha is not None:
             await ha.close()
         tcp.close()

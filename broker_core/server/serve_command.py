@@ -63,6 +63,9 @@ def add_serve_arguments(serve) -> None:
     serve.add_argument("--data", required=True, type=Path, metavar="DIR", help="data directory")
     serve.add_argument("--port", type=port, default=10911, help="TCP port (default 10911)")
     serve.add_argument("--http-port", type=port, default=10912, help="HTTP port (default 10912)")
+    serve.add_argument("--grpc-port", type=port, metavar="PORT",
+                       help="serve RocketMQ 5's gRPC protocol here too: RocketMQ's own "
+                       "clients send to this broker (broker_core.grpc_front)")
     serve.add_argument("--bind", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--flush", choices=("async", "sync"), default="async")
     serve.add_argument("--segment-size", default="1G", metavar="SIZE",
@@ -152,6 +155,9 @@ def run_serve(args) -> int:
     from broker_core.server.broker import BrokerConfig
     from broker_core.server.runner import ports_in_use, run
 
+    if args.grpc_port is not None and args.grpc_port in (args.port, args.http_port):
+        raise ArgsError(f"--grpc-port {args.grpc_port} must be a port other than --port and "
+                        "--http-port")
     if args.port == args.http_port:
         raise ArgsError("--port and --http-port must differ")
     if args.admin_token_file is not None:
@@ -190,6 +196,7 @@ def run_serve(args) -> int:
     segment_bytes = segment_size(args.segment_size)
     config = BrokerConfig(
         name=args.name, data_dir=args.data, port=args.port, http_port=args.http_port,
+        grpc_port=args.grpc_port,
         bind=args.bind, cluster=args.cluster, flush=args.flush,
         segment_bytes=segment_bytes, default_queues=args.queues,
         auto_create_topics=not args.no_auto_create_topics, metrics_dir=args.metrics_dir,
