@@ -6,9 +6,10 @@ floodgate unchanged.
 
 Served: QueryRoute (this broker's queues of the topic, its gRPC endpoint as their
 broker's), Heartbeat, Telemetry (the client's settings answered, as it waits for them
-before it sends), SendMessage and NotifyClientTermination. Every other RPC of the
-service answers UNIMPLEMENTED naming it, never a hang (the simple and push consumers'
-ReceiveMessage and AckMessage are next: issue 63).
+before it sends), SendMessage, ReceiveMessage, AckMessage and ChangeInvisibleDuration
+(a SimpleConsumer's pop: grpc_front.pop) and NotifyClientTermination. Every other RPC
+of the service answers UNIMPLEMENTED naming it, never a hang; bytes that are not the
+RPC's message, INVALID_ARGUMENT.
 
 A send goes through the broker's own SEND path (`SendOps.send`, the frame a native
 producer sends, built here): the same checks, flow control, idempotence table,
@@ -20,15 +21,19 @@ Refusals map to RocketMQ's codes so its client retries as it does against Rocket
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
 import zlib
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from broker_core import protocol as p
 from broker_core.grpc_front import rocketmq_v2_pb2 as pb
+from broker_core.grpc_front.pop import Pops
+from broker_core.grpc_front.pop_messages import as_pb, tag_filter
 from broker_core.protocol import Code
 from broker_core.protocol.codecs import OutMessage, decode_send_answer, encode_send
 from broker_core.protocol.delay import LEVELS_S
@@ -65,6 +70,7 @@ class GrpcFront:
         self.server: grpc.aio.Server | None = None
         self._rid = 0
         self._turns: dict[str, int] = {}
+        self.pops = Pops(broker)
         self.counters = {"sends": 0, "refused": 0, "unimplemented": 0}
 
     async def start(self) -> None:
@@ -107,7 +113,7 @@ class GrpcFront:
         """Each settings the client reports is answered with what this broker holds it
         to (its body limit); the client starts once the first answer arrives."""
         async for cmd in requests:
-            if cmd.WhichOneof("command") != "settings":
+            if isinstance(cmd, Malformed) or cmd.WhichOneof("command") != "settings":
                 continue
             settings = pb.Settings()
             settings.CopyFrom(cmd.settings)
@@ -120,6 +126,81 @@ class GrpcFront:
         entries = [await self._send_one(m) for m in req.messages]
         worst = next((e.status for e in entries if e.status.code != pb.OK), ok())
         return pb.SendMessageResponse(status=worst, entries=entries)
+
+    async def receive_message(self, req: pb.ReceiveMessageRequest, _ctx):
+        """Pop: the queue's messages not handed out (or whose invisibility ran out),
+        invisible to the group for `invisible_duration`; waiting up to the long-polling
+        timeout for one to arrive. The answer: a status, then the messages."""
+        group, topic, qid = req.group.name, req.message_queue.topic.name, req.message_queue.id
+        if not group:
+            yield pb.ReceiveMessageResponse(status=pb.Status(
+                code=pb.ILLEGAL_CONSUMER_GROUP, message="a consumer group is required"))
+            return
+        invisible = (req.invisible_duration.ToMilliseconds() / 1000
+                     if req.HasField("invisible_duration") else 30.0)
+        wait = (min(req.long_polling_timeout.ToMilliseconds() / 1000, 30.0)
+                if req.HasField("long_polling_timeout") else 0.0)
+        if invisible <= 0:
+            yield pb.ReceiveMessageResponse(status=pb.Status(
+                code=pb.ILLEGAL_INVISIBLE_TIME, message="invisible_duration must be > 0"))
+            return
+        wanted = tag_filter(req.filter_expression)
+        batch = max(1, min(req.batch_size or 16, 64))
+        loop = asyncio.get_running_loop()
+        deadline, event = loop.time() + wait, asyncio.Event()
+        events = self.broker.pulls.waiters.setdefault(topic, set())
+        events.add(event)
+        try:
+            while True:
+                event.clear()
+                taken = []
+                for m, receipt, attempt in self.pops.take(group, topic, qid, batch, invisible):
+                    if wanted(m.tags):
+                        taken.append((m, receipt, attempt))
+                    else:  # not this group's tag: passed over, as RocketMQ filters
+                        self.pops.ack(group, topic, receipt)
+                left = deadline - loop.time()
+                if taken or left <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), left)
+        finally:
+            events.discard(event)
+            if not events:
+                self.broker.pulls.waiters.pop(topic, None)
+        if not taken:
+            yield pb.ReceiveMessageResponse(status=pb.Status(code=pb.MESSAGE_NOT_FOUND,
+                                                             message="no new message"))
+            return
+        yield pb.ReceiveMessageResponse(status=ok())
+        for m, receipt, attempt in taken:
+            yield pb.ReceiveMessageResponse(message=as_pb(m, receipt, attempt, invisible,
+                                                          self.broker.config.name))
+
+    async def ack_message(self, req: pb.AckMessageRequest, _ctx) -> pb.AckMessageResponse:
+        entries = []
+        for e in req.entries:
+            done = self.pops.ack(req.group.name, req.topic.name, e.receipt_handle)
+            entries.append(pb.AckMessageResultEntry(
+                message_id=e.message_id, receipt_handle=e.receipt_handle,
+                status=ok() if done else pb.Status(
+                    code=pb.INVALID_RECEIPT_HANDLE,
+                    message="acknowledged already, or handed out again since")))
+        worst = next((e.status for e in entries if e.status.code != pb.OK), ok())
+        return pb.AckMessageResponse(status=worst, entries=entries)
+
+    async def change_invisible(self, req: pb.ChangeInvisibleDurationRequest, _ctx
+                               ) -> pb.ChangeInvisibleDurationResponse:
+        seconds = req.invisible_duration.ToMilliseconds() / 1000
+        if seconds <= 0:
+            return pb.ChangeInvisibleDurationResponse(status=pb.Status(
+                code=pb.ILLEGAL_INVISIBLE_TIME, message="invisible_duration must be > 0"))
+        new = self.pops.change(req.group.name, req.topic.name, req.receipt_handle, seconds)
+        if new is None:
+            return pb.ChangeInvisibleDurationResponse(status=pb.Status(
+                code=pb.INVALID_RECEIPT_HANDLE,
+                message="acknowledged already, or handed out again since"))
+        return pb.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=new)
 
     # -- a send ----------------------------------------------------------------------------
     async def _send_one(self, m: pb.Message) -> pb.SendResultEntry:
@@ -201,25 +282,59 @@ class GrpcFront:
         return int(getattr(store, "max_message_bytes", MAX_BODY))
 
 
+class Malformed:
+    """A request whose bytes are not the message the RPC takes."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+def _lenient(cls):
+    def parse(raw: bytes):
+        try:
+            return cls.FromString(raw)
+        except DecodeError as exc:
+            return Malformed(f"not a {cls.__name__}: {exc}")
+    return parse
+
+
 class _Handlers(grpc.GenericRpcHandler):
+    """Each served RPC, its request parsed leniently: bytes that are not its message are
+    answered INVALID_ARGUMENT (and nothing done), not a gRPC internal error."""
+
     def __init__(self, front: GrpcFront) -> None:
         f = front
         self.front = front
-        unary = grpc.unary_unary_rpc_method_handler
-        self.methods = {
-            "QueryRoute": unary(f.query_route, pb.QueryRouteRequest.FromString,
-                                pb.QueryRouteResponse.SerializeToString),
-            "Heartbeat": unary(f.heartbeat, pb.HeartbeatRequest.FromString,
-                               pb.HeartbeatResponse.SerializeToString),
-            "SendMessage": unary(f.send_message, pb.SendMessageRequest.FromString,
-                                 pb.SendMessageResponse.SerializeToString),
-            "NotifyClientTermination": unary(
-                f.notify_termination, pb.NotifyClientTerminationRequest.FromString,
-                pb.NotifyClientTerminationResponse.SerializeToString),
-            "Telemetry": grpc.stream_stream_rpc_method_handler(
-                f.telemetry, pb.TelemetryCommand.FromString,
-                pb.TelemetryCommand.SerializeToString),
+        table = {
+            "QueryRoute": ("unary", f.query_route, pb.QueryRouteRequest),
+            "Heartbeat": ("unary", f.heartbeat, pb.HeartbeatRequest),
+            "SendMessage": ("unary", f.send_message, pb.SendMessageRequest),
+            "ReceiveMessage": ("stream", f.receive_message, pb.ReceiveMessageRequest),
+            "AckMessage": ("unary", f.ack_message, pb.AckMessageRequest),
+            "ChangeInvisibleDuration": ("unary", f.change_invisible,
+                                        pb.ChangeInvisibleDurationRequest),
+            "NotifyClientTermination": ("unary", f.notify_termination,
+                                        pb.NotifyClientTerminationRequest),
         }
+        self.methods = {name: self._handler(name, *row) for name, row in table.items()}
+        self.methods["Telemetry"] = grpc.stream_stream_rpc_method_handler(
+            f.telemetry, _lenient(pb.TelemetryCommand), _serialize)
+
+    @staticmethod
+    def _handler(name: str, kind: str, fn, request):
+        if kind == "unary":
+            async def unary(req, ctx):
+                if isinstance(req, Malformed):
+                    await ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {req.why}")
+                return await fn(req, ctx)
+            return grpc.unary_unary_rpc_method_handler(unary, _lenient(request), _serialize)
+
+        async def stream(req, ctx):
+            if isinstance(req, Malformed):
+                await ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {req.why}")
+            async for answer in fn(req, ctx):
+                yield answer
+        return grpc.unary_stream_rpc_method_handler(stream, _lenient(request), _serialize)
 
     def service(self, details):
         service, _, name = details.method.lstrip("/").partition("/")
@@ -234,3 +349,7 @@ class _Handlers(grpc.GenericRpcHandler):
                             "(served: " + ", ".join(sorted(self.methods)) + ")")
 
         return grpc.unary_unary_rpc_method_handler(unimplemented)
+
+
+def _serialize(message) -> bytes:
+    return message.SerializeToString()

@@ -103,6 +103,9 @@ class PullOps:
         self.hold_s = hold_s
         self._clock = clock
         self._held: dict[tuple[str, int], list[HeldPull]] = {}  # queue -> pulls waiting on it
+        # topic -> events set when a message arrives in any of its queues (a RocketMQ
+        # client's long-polling receive: broker_core.grpc_front)
+        self.waiters: dict[str, set] = {}
         # pulls naming more than NARROW queues (a consumer's share of a topic with many),
         # and consumers' sessions: held per topic, so holding and answering one costs
         # what it answers whatever its width
@@ -274,6 +277,10 @@ class PullOps:
             for h in held:
                 if not h.due:
                     self._make_due(h)
+        events = self.waiters.get(topic)
+        if events:
+            for event in events:
+                event.set()
         sessions = self.sessions.by_topic.get(topic)
         if sessions:
             for s in sessions:

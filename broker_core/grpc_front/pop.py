@@ -1,0 +1,116 @@
+"""Pop-style consumption (RocketMQ 5's SimpleConsumer): messages handed out with a
+receipt handle, invisible to the group for a while, visible again unless acknowledged.
+
+    pops = Pops(broker)
+    taken = pops.take("billing", "orders", 0, batch=16, invisible_s=30)  # [(message, handle, attempt)]
+    pops.ack("billing", "orders", handle)          # True; False: stale or unknown
+    pops.change("billing", "orders", handle, 60)   # a new handle, or None
+
+Per (group, topic, queue): a cursor (the next offset never handed out), what is
+handed out and when it becomes visible again, and what was acknowledged above the
+group's committed offset. The committed offset (the broker's offsets table, what
+`floodgate offsets show` reads) moves over every offset acknowledged in a row, so a
+restart hands out again, at least once, only what was not acknowledged.
+
+Not yet (issue 63): the handed-out and acknowledged sets live in this broker's memory,
+not as records replicated and recovered like offsets; a restart or a failover makes
+what was in flight visible at once (delivered again, never lost).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PopQueue:
+    cursor: int
+    inflight: dict[int, list] = field(default_factory=dict)  # offset -> [visible at, attempt, token]
+    acked: set[int] = field(default_factory=set)
+
+
+class Pops:
+    def __init__(self, broker, clock: Callable[[], float] = time.monotonic) -> None:
+        self.broker, self.clock = broker, clock
+        self.queues: dict[tuple[str, str, int], PopQueue] = {}
+
+    def _queue(self, group: str, topic: str, qid: int) -> PopQueue:
+        key = (group, topic, qid)
+        q = self.queues.get(key)
+        if q is None:
+            committed = self.broker.offsets.get(group, topic, qid)
+            low = self.broker.store.queue_offsets(topic, qid)[0]
+            q = self.queues[key] = PopQueue(max(committed, low))
+        return q
+
+    def take(self, group: str, topic: str, qid: int, batch: int, invisible_s: float) -> list:
+        """Up to `batch` messages: those whose invisibility ran out first (again, one
+        attempt more), then new ones."""
+        q, now = self._queue(group, topic, qid), self.clock()
+        offsets = sorted(o for o, (until, _a, _t) in q.inflight.items() if until <= now)[:batch]
+        out = [m for o in offsets for m in self._read(topic, qid, o, 1)]
+        if len(out) < batch:
+            fresh = self._read(topic, qid, q.cursor, batch - len(out))
+            out += fresh
+            if fresh:
+                q.cursor = fresh[-1].queue_offset + 1
+        taken = []
+        for m in out:
+            entry = q.inflight.get(m.queue_offset)
+            attempt = entry[1] + 1 if entry else 1
+            token = secrets.token_hex(4)
+            q.inflight[m.queue_offset] = [now + invisible_s, attempt, token]
+            taken.append((m, handle(qid, m.queue_offset, token), attempt))
+        return taken
+
+    def ack(self, group: str, topic: str, receipt: str) -> bool:
+        found = self._find(group, topic, receipt)
+        if found is None:
+            return False
+        q, qid, offset = found
+        del q.inflight[offset]
+        q.acked.add(offset)
+        committed = max(self.broker.offsets.get(group, topic, qid), 0)
+        start = committed
+        while committed in q.acked:
+            q.acked.discard(committed)
+            committed += 1
+        if committed > start:
+            self.broker.offsets.commit(group, topic, qid, committed)
+        return True
+
+    def change(self, group: str, topic: str, receipt: str, invisible_s: float) -> str | None:
+        found = self._find(group, topic, receipt)
+        if found is None:
+            return None
+        q, qid, offset = found
+        token = secrets.token_hex(4)
+        q.inflight[offset][0] = self.clock() + invisible_s
+        q.inflight[offset][2] = token
+        return handle(qid, offset, token)
+
+    def _find(self, group: str, topic: str, receipt: str):
+        try:
+            qid, offset, token = parse_handle(receipt)
+        except ValueError:
+            return None
+        q = self.queues.get((group, topic, qid))
+        entry = q.inflight.get(offset) if q is not None else None
+        if entry is None or entry[2] != token:
+            return None  # acknowledged already, or handed out again since (a stale handle)
+        return q, qid, offset
+
+    def _read(self, topic: str, qid: int, offset: int, n: int) -> list:
+        return self.broker.store.get(topic, qid, offset, n).messages if n > 0 else []
+
+
+def handle(qid: int, offset: int, token: str) -> str:
+    return f"{qid}.{offset}.{token}"
+
+
+def parse_handle(text: str) -> tuple[int, int, str]:
+    qid, offset, token = text.split(".")
+    return int(qid), int(offset), token

@@ -1,0 +1,175 @@
+"""RocketMQ's own client on a floodgate broker (`broker serve --grpc-port`): the official
+Python client from PyPI (rocketmq-python-client), unchanged, sends normal, tagged, FIFO
+and delayed messages and a SimpleConsumer receives every one, acknowledges it, sees an
+unacknowledged one again once its invisibility runs out, and the broker's offsets move
+as a native consumer's do. An RPC not served answers UNIMPLEMENTED by name; bytes that
+are not the RPC's message, INVALID_ARGUMENT, and nothing is stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from broker_core.cluster.ports import free_port_range
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """One broker with its gRPC port; the client's own logs kept in a temporary home."""
+    home = tmp_path_factory.mktemp("home")
+    os.environ["HOME"] = str(home)  # (read when the client is first imported)
+    data = tmp_path_factory.mktemp("broker")
+    base = free_port_range(3)
+    proc = subprocess.Popen([sys.executable, "-m", "broker_core", "broker", "--name", "rmq",
+                             "--data", str(data), "--port", str(base), "--http-port",
+                             str(base + 1), "--grpc-port", str(base + 2), "--segment-size",
+                             "64M"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    wait_for(lambda: _get(f"http://127.0.0.1:{base + 1}/stats"), 30, "the broker up",
+             ignore=(OSError,))
+    yield {"grpc": f"127.0.0.1:{base + 2}", "http": f"127.0.0.1:{base + 1}"}
+    proc.terminate()
+    proc.wait(30)
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.load(r)
+
+
+def _config(broker):
+    from rocketmq import ClientConfiguration, Credentials
+
+    return ClientConfiguration(broker["grpc"], Credentials(), request_timeout=5)
+
+
+def _send(broker, topic: str, messages: list[dict]) -> list[str]:
+    from rocketmq import Message, Producer
+
+    producer = Producer(_config(broker), (topic,))
+    producer.startup()
+    try:
+        ids = []
+        for spec in messages:
+            m = Message()
+            m.topic = topic
+            for k, v in spec.items():
+                if k == "properties":
+                    for name, value in v.items():
+                        m.add_property(name, value)
+                else:
+                    setattr(m, k, v)
+            ids.append(producer.send(m).message_id)
+        return ids
+    finally:
+        producer.shutdown()
+
+
+def _consumer(broker, group: str, topic: str, wait_s: int = 1):
+    from rocketmq import FilterExpression, SimpleConsumer
+
+    consumer = SimpleConsumer(_config(broker), group, {topic: FilterExpression("*")},
+                              await_duration=wait_s)
+    consumer.startup()
+    return consumer
+
+
+def _receive_all(consumer, want: int, invisible_s: int = 15, ack: bool = True) -> list:
+    got, deadline = [], time.monotonic() + 20
+    while len(got) < want and time.monotonic() < deadline:
+        for m in consumer.receive(16, invisible_s):
+            got.append(m)
+            if ack:
+                consumer.ack(m)
+    return got
+
+
+def test_the_official_producer_and_simple_consumer_move_every_message(broker):
+    ids = _send(broker, "orders", [{"body": f"order {i}".encode(), "tag": "paid",
+                                    "keys": f"k{i}", "properties": {"shop": "s1"}}
+                                   for i in range(40)])
+    consumer = _consumer(broker, "billing", "orders")
+    try:
+        got = _receive_all(consumer, 40)
+    finally:
+        consumer.shutdown()
+    assert sorted(m.message_id for m in got) == sorted(ids)  # each once, with its id
+    first = next(m for m in got if m.body == b"order 0")
+    assert (first.tag, first.keys, first.properties.get("shop")) == ("paid", {"k0"}, "s1")
+    assert not any(m.corrupted for m in got)  # the body's CRC as the client checks it
+    offsets = _get(f"http://{broker['http']}/admin/offsets?group=billing&topic=orders")
+    assert sum(q["lag"] for q in offsets["queues"]) == 0  # acknowledged: committed
+
+
+def test_a_fifo_group_keeps_one_queue_and_its_order(broker):
+    specs = [{"body": f"{g}-{i}".encode(), "message_group": g}
+             for i in range(10) for g in ("a", "b", "c")]
+    _send(broker, "ledger", specs)
+    consumer = _consumer(broker, "auditors", "ledger")
+    try:
+        got = _receive_all(consumer, 30)
+    finally:
+        consumer.shutdown()
+    assert len(got) == 30
+    for g in ("a", "b", "c"):  # received in the order sent: one queue, in order
+        mine = [int(m.body.split(b"-")[1]) for m in got if m.message_group == g]
+        assert mine == list(range(10)), f"group {g}: {mine}"
+
+
+def test_a_delayed_message_arrives_when_due_and_an_unserved_delay_is_refused(broker):
+    from rocketmq.v5.exception import BadRequestException
+
+    between = int(time.time()) + 7  # between the broker's 5 s and 10 s delay levels
+    with pytest.raises(BadRequestException, match="delay levels"):
+        _send(broker, "later", [{"body": b"x", "delivery_timestamp": between}])
+    sent = time.time()
+    _send(broker, "later", [{"body": b"soon", "delivery_timestamp": int(sent) + 1}])
+    consumer = _consumer(broker, "late-readers", "later")
+    try:
+        got = _receive_all(consumer, 1)
+    finally:
+        consumer.shutdown()
+    assert [m.body for m in got] == [b"soon"]
+    assert time.time() - sent >= 0.5  # held until due, not handed out at once
+
+
+def test_an_unacknowledged_message_comes_back_after_its_invisibility(broker):
+    from rocketmq.v5.exception import BadRequestException
+
+    _send(broker, "retries", [{"body": b"flaky"}])
+    consumer = _consumer(broker, "workers", "retries")
+    try:
+        (first,) = _receive_all(consumer, 1, invisible_s=1, ack=False)
+        assert consumer.receive(16, 1) == []  # invisible meanwhile
+        (again,) = _receive_all(consumer, 1, invisible_s=30, ack=False)
+        assert again.message_id == first.message_id and again.delivery_attempt == 2
+        with pytest.raises(BadRequestException):
+            consumer.ack(first)  # its handle went stale when it was handed out again
+        consumer.ack(again)
+    finally:
+        consumer.shutdown()
+
+
+def test_an_unserved_rpc_is_named_and_a_malformed_request_stores_nothing(broker):
+    import grpc
+
+    before = _get(f"http://{broker['http']}/stats")["commitlog"]["max_offset"]
+    with grpc.insecure_channel(broker["grpc"]) as channel:
+        call = channel.unary_unary("/apache.rocketmq.v2.MessagingService/QueryAssignment")
+        with pytest.raises(grpc.RpcError) as unserved:
+            call(b"", timeout=5)
+        assert unserved.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert "QueryAssignment" in unserved.value.details()
+        send = channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
+        with pytest.raises(grpc.RpcError) as bad:
+            send(b"\x0a\xff\xff\xff", timeout=5)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert _get(f"http://{broker['http']}/stats")["commitlog"]["max_offset"] == before
