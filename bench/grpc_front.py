@@ -1,0 +1,129 @@
+"""What RocketMQ's gRPC protocol costs a send (issue 63): RocketMQ's official Python client
+through a broker's gRPC front end against floodgate's own Python client on its native
+protocol, the same broker, the same load, in one run; and the native protocol's rate
+with the front end switched on against a broker without it.
+
+Closed loops of 128-byte sends for `--seconds` each, interleaved rounds, median: one in
+flight (a sync send at a time) and 32 in flight (futures, refilled as each completes).
+Goals: gRPC >= 50 % of native at both; native with the front end on >= 95 % of native
+without it.
+
+    .venv/bin/python bench/grpc_front.py [--seconds 3] [--rounds 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import FIRST_COMPLETED, wait
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._util import peak_rss_mib, print_figures  # noqa: E402
+from broker_core.cluster.ports import free_port_range  # noqa: E402
+
+BODY = b"x" * 128
+
+
+def start_broker(data: Path, grpc: bool) -> tuple[subprocess.Popen, int]:
+    base = free_port_range(3)
+    argv = [sys.executable, "-m", "broker_core", "broker", "--name", data.name, "--data",
+            str(data), "--port", str(base), "--http-port", str(base + 1), "--segment-size",
+            "256M", *(["--grpc-port", str(base + 2)] if grpc else [])]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{base + 1}/stats", timeout=2).read()
+            return proc, base
+        except OSError:
+            if time.monotonic() > deadline:
+                raise SystemExit("the broker did not come up") from None
+            time.sleep(0.1)
+
+
+def closed_loop(send_async, inflight: int, seconds: float) -> float:
+    done, pending, t0 = 0, set(), time.perf_counter()
+    while (elapsed := time.perf_counter() - t0) < seconds:
+        while len(pending) < inflight:
+            pending.add(send_async())
+        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for f in finished:
+            f.result()
+        done += len(finished)
+    wait(pending)
+    return done / elapsed
+
+
+def native_rate(port: int, inflight: int, seconds: float) -> float:
+    from broker_core.client.producer import Producer
+
+    with Producer([f"127.0.0.1:{port}"], fuse=False) as producer:
+        producer.send("bench", BODY)  # (the route, the connection: made before timing)
+        return closed_loop(lambda: producer.send_async("bench", BODY), inflight, seconds)
+
+
+def grpc_rate(port: int, inflight: int, seconds: float) -> float:
+    from rocketmq import ClientConfiguration, Credentials, Message, Producer
+
+    producer = Producer(ClientConfiguration(f"127.0.0.1:{port}", Credentials(),
+                                            request_timeout=10), ("bench",))
+    producer.startup()
+
+    def one():
+        m = Message()
+        m.topic, m.body = "bench", BODY
+        return producer.send_async(m)
+
+    try:
+        one().result()
+        return closed_loop(one, inflight, seconds)
+    finally:
+        producer.shutdown()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="fg-grpc-") as tmp:
+        os.environ["HOME"] = tmp  # (RocketMQ's client writes its logs under ~/logs)
+        with_front, port = start_broker(Path(tmp) / "front", grpc=True)
+        bare, bare_port = start_broker(Path(tmp) / "bare", grpc=False)
+        runs: dict = {k: {1: [], 32: []} for k in ("grpc", "native", "native_no_front")}
+        try:
+            for _ in range(args.rounds):
+                for c in (1, 32):
+                    runs["grpc"][c].append(grpc_rate(port + 2, c, args.seconds))
+                    runs["native"][c].append(native_rate(port, c, args.seconds))
+                    runs["native_no_front"][c].append(native_rate(bare_port, c, args.seconds))
+        finally:
+            for proc in (with_front, bare):
+                proc.terminate()
+                proc.wait(30)
+    med = {k: {c: round(statistics.median(v)) for c, v in by.items()} for k, by in runs.items()}
+    out = {"msgs_s": med,
+           "grpc_vs_native": {c: round(med["grpc"][c] / med["native"][c], 3) for c in (1, 32)},
+           "native_front_on_vs_off": {c: round(med["native"][c] / med["native_no_front"][c], 3)
+                                      for c in (1, 32)},
+           "bench_peak_rss_mib": round(peak_rss_mib(), 1)}
+    out["goals"] = {"grpc >= 50 % of native": all(v >= 0.5 for v in
+                                                  out["grpc_vs_native"].values()),
+                    "native unchanged (>= 95 %) with the front end on": all(
+                        v >= 0.95 for v in out["native_front_on_vs_off"].values())}
+    print_figures(out, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
