@@ -250,10 +250,9 @@ class GrpcFront:
         if sp.HasField("message_group"):
             props["MESSAGE_GROUP"] = sp.message_group
         if sp.HasField("delivery_timestamp"):
-            due = sp.delivery_timestamp.ToMilliseconds() / 1000
-            wait = due - time.time()
-            if wait > 0.5:
-                level = next((i + 1 for i, s in enumerate(LEVELS_S) if s >= wait - 0.5), None)
+            wait = sp.delivery_timestamp.ToMilliseconds() / 1000 - time.time()
+            if wait > 0:  # never delivered before it is due; late by a second (or a tenth)
+                level = next((i + 1 for i, s in enumerate(LEVELS_S) if s >= wait), None)
                 if level is None or LEVELS_S[level - 1] - wait > max(1.0, 0.1 * wait):
                     raise ValueError(
                         f"a delivery {wait:.1f} s ahead is not one of this broker's delay "

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """One broker with its gRPC port; the client's own logs kept in a temporary home."""
-    home = tmp_path_factory.mktemp("home")
+    home, was = tmp_path_factory.mktemp("home"), os.environ.get("HOME")
     os.environ["HOME"] = str(home)  # (read when the client is first imported)
     data = tmp_path_factory.mktemp("broker")
     base = free_port_range(3)
@@ -38,6 +38,8 @@ def broker(tmp_path_factory):
     yield {"grpc": f"127.0.0.1:{base + 2}", "http": f"127.0.0.1:{base + 1}"}
     proc.terminate()
     proc.wait(30)
+    if was is not None:
+        os.environ["HOME"] = was
 
 
 def _get(url: str) -> dict:
@@ -130,30 +132,35 @@ def test_a_delayed_message_arrives_when_due_and_an_unserved_delay_is_refused(bro
     between = int(time.time()) + 7  # between the broker's 5 s and 10 s delay levels
     with pytest.raises(BadRequestException, match="delay levels"):
         _send(broker, "later", [{"body": b"x", "delivery_timestamp": between}])
-    sent = time.time()
-    _send(broker, "later", [{"body": b"soon", "delivery_timestamp": int(sent) + 1}])
+    due = int(time.time()) + 1  # (whole seconds: what the client sends)
+    _send(broker, "later", [{"body": b"soon", "delivery_timestamp": due}])
     consumer = _consumer(broker, "late-readers", "later")
     try:
         got = _receive_all(consumer, 1)
     finally:
         consumer.shutdown()
     assert [m.body for m in got] == [b"soon"]
-    assert time.time() - sent >= 0.5  # held until due, not handed out at once
+    assert time.time() >= due  # held until due, not handed out at once
 
 
 def test_an_unacknowledged_message_comes_back_after_its_invisibility(broker):
+    """Handed out for 30 s, it stays invisible; its invisibility cut to 1 s
+    (ChangeInvisibleDuration), it comes back, one attempt more, and the first
+    delivery's handle no longer acknowledges it."""
     from rocketmq.v5.exception import BadRequestException
 
     _send(broker, "retries", [{"body": b"flaky"}])
     consumer = _consumer(broker, "workers", "retries")
     try:
-        (first,) = _receive_all(consumer, 1, invisible_s=1, ack=False)
-        assert consumer.receive(16, 1) == []  # invisible meanwhile
+        (first,) = _receive_all(consumer, 1, invisible_s=30, ack=False)
+        assert consumer.receive(16, 30) == []  # invisible meanwhile (a 1 s long poll)
+        consumer.change_invisible_duration(first, 1)
         (again,) = _receive_all(consumer, 1, invisible_s=30, ack=False)
         assert again.message_id == first.message_id and again.delivery_attempt == 2
         with pytest.raises(BadRequestException):
             consumer.ack(first)  # its handle went stale when it was handed out again
         consumer.ack(again)
+        assert consumer.receive(16, 30) == []
     finally:
         consumer.shutdown()
 
