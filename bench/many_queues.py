@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import peak_rss_mib, print_figures  # noqa: E402
 
 from broker_core.client.producer import Producer  # noqa: E402
-from broker_core.cluster.launcher import Cluster, wait_healthy  # noqa: E402
+from broker_core.cluster.health import wait_healthy  # noqa: E402
+from broker_core.cluster.launcher import Cluster  # noqa: E402
 from broker_core.cluster.ports import free_port_range  # noqa: E402
 
 

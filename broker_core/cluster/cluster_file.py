@@ -29,6 +29,8 @@ Groups that run Raft (`cluster up --groups G --replicas 3 --consensus raft`) say
     ...
 
 A member added to a running raft group (`cluster add-replica`) says `joined = true`.
+A broker serving RocketMQ 5's gRPC protocol (`cluster up --grpc`) names its port:
+`grpc = "127.0.0.1:10940"`.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class BrokerEntry:
     # raft: added to its group after the group started (`cluster add-replica`): it starts
     # with --raft-join, and votes once the configuration naming it reaches it
     joined: bool = False
+    grpc: str = ""  # RocketMQ 5's gRPC protocol (`cluster up --grpc`): host:port, or none
 
 
 @dataclass
@@ -131,7 +134,8 @@ class ClusterFile:
         data["broker"] = [
             {"name": b.name, "addr": b.addr, "http": b.http, "data": b.data,
              **({"group": b.group, "ha": b.ha} if b.group else {}),
-             **({"joined": True} if b.joined else {})} for b in self.brokers
+             **({"joined": True} if b.joined else {}),
+             **({"grpc": b.grpc} if b.grpc else {})} for b in self.brokers
         ]
         return data
 
@@ -161,6 +165,7 @@ def load_cluster(path: str | Path) -> ClusterFile:
                     str(entry.get("group", "")),
                     str(entry.get("ha", "")),
                     entry.get("joined") is True,
+                    str(entry.get("grpc", "")),
                 )
             )
         except (KeyError, TypeError) as exc:

@@ -23,64 +23,25 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.acl import tls
 from broker_core.cluster.child_exits import ExitWatch
 from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile, load_cluster
+from broker_core.cluster.health import wait_healthy
 from broker_core.cluster.members import (
     broker_argv,
     controller_argv,
     group_entries,
+    ports_taken,
     secure,
     single_entries,
+    with_grpc,
 )
 from broker_core.errors import BrokerError
 
 log = logging.getLogger("floodgate.cluster")
-
-
-def last_line(log: Path | None) -> str:
-    """The last line a process wrote to its log (its one-line error when it exits at once);
-    ": " and the line, or "" when there is none."""
-    try:
-        lines = log.read_bytes()[-4096:].decode(errors="replace").splitlines() if log else []
-    except OSError:
-        return ""
-    lines = [line for line in lines if line.strip()]
-    return f": {lines[-1].strip()}" if lines else ""
-
-
-def wait_healthy(
-    http_addr: str, timeout: float = 30.0, proc: subprocess.Popen | None = None,
-    tls_ca: str | None = None, log: Path | None = None,
-) -> None:
-    """`tls_ca`: the broker serves TLS signed by this CA (None: as this process's TLS
-    settings say); `log`: the broker's, whose last line says why it exited."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise BrokerError(f"broker at {http_addr} exited with {proc.returncode} while "
-                              f"starting{last_line(log)}")
-        try:
-            url, ctx = tls.broker_http(http_addr, "/healthz")
-            if tls_ca:
-                url, ctx = f"https://{http_addr}/healthz", tls.context_for(tls_ca)
-            with urllib.request.urlopen(url, timeout=1, context=ctx) as r:
-                pid = r.headers.get("X-Floodgate-Pid")
-                if proc is not None and pid is not None and int(pid) != proc.pid:
-                    raise BrokerError(
-                        f"{http_addr} is answered by another broker (pid {pid}), not the one "
-                        f"just started: is another cluster on these ports? stop it, or give "
-                        f"another --base-port")
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise BrokerError(f"broker at {http_addr} not healthy after {timeout:g} s")
 
 
 class Cluster:
@@ -105,6 +66,7 @@ class Cluster:
         acl: bool = False,
         tls: bool = False,
         consensus: str = "controller",
+        grpc: bool = False,
     ) -> None:
         """`netns`: every broker, the embedded ZooKeeper and each controller on a host
         of its own (cluster.netns), so that network faults can come between them.
@@ -115,7 +77,8 @@ class Cluster:
         `tls`: a local CA and a broker certificate in `tls/` (acl.tls.make_certs); every
         port speaks TLS; the cluster file names the CA (`tls_ca`).
         `consensus="raft"`: each group elects its leader itself (broker_core.raft): no
-        ZooKeeper, no controller."""
+        ZooKeeper, no controller. `grpc`: each broker also serves RocketMQ 5's gRPC
+        protocol (broker_core.grpc_front), on ports after all the others."""
         if n < 1 and not groups:
             raise BrokerError("a cluster needs at least one broker")
         self.data = Path(data)
@@ -140,6 +103,9 @@ class Cluster:
                 zk = self.zookeeper.addr
         else:
             entries = single_entries(n, base_port, self.data, bind)
+        if grpc:  # (ports past every other: ZooKeeper's is the last of those)
+            entries = with_grpc(entries, base_port + ports_taken(
+                0 if groups else n, groups or 0, replicas) + 1)
         self.layout = None
         self.reaper: subprocess.Popen | None = None
         if netns:

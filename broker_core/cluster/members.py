@@ -61,9 +61,19 @@ def group_entries(groups: int, replicas: int, base_port: int, data: Path,
     return entries
 
 
+def with_grpc(entries: list[BrokerEntry], first_port: int) -> list[BrokerEntry]:
+    """Each broker also serving RocketMQ 5's gRPC protocol (`cluster up --grpc`), on
+    consecutive ports from `first_port` (past the cluster's others)."""
+    from dataclasses import replace
+
+    return [replace(e, grpc=f"{e.addr.rsplit(':', 1)[0]}:{first_port + i}")
+            for i, e in enumerate(entries)]
+
+
 def ports_used(file: ClusterFile) -> set[int]:
-    """Every port the cluster file names: its brokers' TCP, HTTP and HA ports, ZooKeeper's."""
-    addrs = [a for b in file.brokers for a in (b.addr, b.http, b.ha)]
+    """Every port the cluster file names: its brokers' TCP, HTTP, HA and gRPC ports,
+    ZooKeeper's."""
+    addrs = [a for b in file.brokers for a in (b.addr, b.http, b.ha, b.grpc)]
     return {int(a.rsplit(":", 1)[1]) for a in [*addrs, *file.zk.split(",")] if ":" in a}
 
 
@@ -114,7 +124,7 @@ def broker_argv(
     return [sys.executable, "-m", "broker_core", "broker", "--name", entry.name,
             "--data", entry.data, "--port", port, "--http-port", http_port, "--bind", host,
             "--cluster", cluster, "--flush", flush, "--segment-size", segment_size, *ha,
-            *extra]
+            *(["--grpc-port", entry.grpc.rsplit(":", 1)[1]] if entry.grpc else []), *extra]
 
 
 def controller_argv(zk: str, cluster: str, name: str, events: Path | None = None

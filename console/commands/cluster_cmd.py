@@ -58,6 +58,9 @@ def register(sub) -> None:
     up.add_argument("--tls", action="store_true",
                     help="every port speaks TLS: a local CA and broker certificate go to "
                     "tls/ in the data dir, and the cluster file names the CA")
+    up.add_argument("--grpc", action="store_true",
+                    help="each broker also serves RocketMQ 5's gRPC protocol (RocketMQ's own "
+                    "clients: docs/topics/rocketmq-clients.md) on a port of its own")
     up.add_argument("--no-auto-create-topics", action="store_true",
                     help="brokers refuse sends to unknown topics (TOPIC_NOT_EXIST): create "
                          "them with `floodgate topic create`, as in production")
@@ -76,6 +79,9 @@ def run_up(args) -> int:
     from broker_core.cluster.launcher import Cluster
 
     groups = _check_up(args)
+    if args.grpc and (args.acl or args.tls):
+        raise UsageError("--grpc takes no --acl or --tls yet: RocketMQ clients on the gRPC "
+                         "ports would bypass them")
     try:
         segment_size(args.segment_size)
     except ArgsError as exc:
@@ -95,11 +101,12 @@ def run_up(args) -> int:
         cluster = Cluster(0, args.base_port, args.data, args.flush, args.segment_size,
                           args.name, extra_args=extra, groups=groups, replicas=args.replicas,
                           replication=args.replication, zk=args.zk, netns=args.netns,
-                          acl=args.acl, tls=args.tls, consensus=args.consensus)
+                          acl=args.acl, tls=args.tls, consensus=args.consensus,
+                          grpc=args.grpc)
     else:
         cluster = Cluster(_brokers(args), args.base_port, args.data, args.flush,
                           args.segment_size, args.name, extra_args=extra, netns=args.netns,
-                          acl=args.acl, tls=args.tls)
+                          acl=args.acl, tls=args.tls, grpc=args.grpc)
     stop = threading.Event()
 
     def stopping(*_) -> None:
@@ -118,7 +125,9 @@ def run_up(args) -> int:
     scheme = "https" if cluster.tls_ca is not None else "http"  # its HTTP port speaks TLS too
     for b in spec.brokers:
         group = f"  {b.group} {'raft' if spec.raft else 'ha'} {b.ha}" if b.group else ""
-        print(f"  {b.name}  tcp {b.addr}  http {scheme}://{b.http}/stats{group}", flush=True)
+        grpc = f"  grpc {b.grpc}" if b.grpc else ""
+        print(f"  {b.name}  tcp {b.addr}  http {scheme}://{b.http}/stats{grpc}{group}",
+              flush=True)
     if cluster.layout is not None:
         print(f"  hosts: network namespaces on bridge {cluster.layout.bridge} "
               f"(this host is {cluster.layout.gateway}): "

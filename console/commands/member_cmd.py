@@ -100,7 +100,7 @@ def leader_of(members: list, group: str):
 def run_add(args) -> int:
     from broker_core.client import admin
     from broker_core.cluster.cluster_file import load_cluster
-    from broker_core.cluster.launcher import last_line, wait_healthy
+    from broker_core.cluster.health import last_line, wait_healthy
     from broker_core.cluster.members import next_member, raft_member_flag
     from broker_core.errors import BrokerError
 

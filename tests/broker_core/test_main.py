@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from broker_core.cluster.launcher import wait_healthy
+from broker_core.cluster.health import wait_healthy
 from broker_core.cluster.ports import free_port_range
 
 NO_CONSOLE = """

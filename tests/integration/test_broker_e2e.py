@@ -17,7 +17,7 @@ import pytest
 from broker_core import protocol as p
 from broker_core.client.consumer import Consumer
 from broker_core.client.producer import Producer, SendFailed
-from broker_core.cluster.launcher import wait_healthy
+from broker_core.cluster.health import wait_healthy
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration

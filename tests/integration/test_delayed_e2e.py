@@ -11,7 +11,7 @@ import pytest
 
 from broker_core.client.consumer import Consumer
 from broker_core.client.producer import Producer
-from broker_core.cluster.launcher import wait_healthy
+from broker_core.cluster.health import wait_healthy
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -180,3 +180,36 @@ def test_an_unserved_rpc_is_named_and_a_malformed_request_stores_nothing(broker)
             send(b"\x0a\xff\xff\xff", timeout=5)
         assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert _get(f"http://{broker['http']}/stats")["commitlog"]["max_offset"] == before
+
+
+def test_cluster_up_grpc_serves_each_broker_and_a_slave_refuses_in_rocketmqs_words(tmp_path):
+    """`cluster up --groups 1 --grpc`: every broker's gRPC port in the cluster file; the
+    official producer sends through the master's; a send to the slave's is refused
+    HA_NOT_AVAILABLE (RocketMQ's word for it), nothing stored there."""
+    import grpc
+
+    from broker_core.cluster.launcher import Cluster
+    from broker_core.cluster.roles import broker_role
+    from broker_core.grpc_front import rocketmq_v2_pb2 as pb
+
+    cluster = Cluster(0, free_port_range(20), tmp_path / "c", segment_size="64M",
+                      name="grpcup", groups=1, replicas=2, replication="sync", grpc=True)
+    cluster.up(timeout=60)
+    try:
+        roles = {b.name: broker_role(b.addr).get("role") for b in cluster.file.brokers}
+        master = next(b for b in cluster.file.brokers if roles[b.name] == "MASTER")
+        slave = next(b for b in cluster.file.brokers if b is not master)
+        assert master.grpc and slave.grpc and master.grpc != slave.grpc
+        ids = _send({"grpc": master.grpc}, "orders", [{"body": b"through the master"}])
+        assert len(ids) == 1
+        request = pb.SendMessageRequest(messages=[pb.Message(
+            topic=pb.Resource(name="orders"), body=b"to the slave",
+            system_properties=pb.SystemProperties(message_id="01AB"))])
+        with grpc.insecure_channel(slave.grpc) as channel:
+            raw = channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
+            answer = pb.SendMessageResponse.FromString(raw(request.SerializeToString(),
+                                                           timeout=10))
+        assert answer.entries[0].status.code == pb.HA_NOT_AVAILABLE
+        assert "master" in answer.entries[0].status.message.lower()
+    finally:
+        cluster.down(grace=5.0)

@@ -14,7 +14,7 @@ import pytest
 
 from broker_core.client.consumer import Consumer
 from broker_core.client.transaction import TransactionProducer
-from broker_core.cluster.launcher import wait_healthy
+from broker_core.cluster.health import wait_healthy
 from broker_core.protocol import Code, Op, decode_json, encode_json
 from console.cli import main
 

@@ -19,7 +19,8 @@ import pytest
 from broker_core.acl import admin_token
 from broker_core.acl.tls import ENV_CA, ENV_CERT, ENV_KEY
 from broker_core.cluster.cluster_file import load_cluster
-from broker_core.cluster.launcher import Cluster, last_line, wait_healthy
+from broker_core.cluster.health import last_line, wait_healthy
+from broker_core.cluster.launcher import Cluster
 from broker_core.cluster.members import broker_argv, controller_argv, ports_taken
 from broker_core.cluster.ports import free_port_range, port_free
 from broker_core.errors import BrokerError

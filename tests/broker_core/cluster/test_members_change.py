@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from broker_core.client import admin
-from broker_core.cluster import launcher
+from broker_core.cluster import health
 from broker_core.cluster.cluster_file import BrokerEntry, ClusterFile, load_cluster
 from broker_core.cluster.members import (
     broker_argv,
@@ -189,7 +189,7 @@ def faked(tmp_path, monkeypatch):
     raft_file(tmp_path, base=free_port_range(18), supervisor_pid=os.getpid()).save(path)
     spec = load_cluster(path)
     monkeypatch.setattr(member_cmd, "leader_of", lambda members, group: members[0])
-    monkeypatch.setattr(launcher, "wait_healthy", lambda *a, **k: None)
+    monkeypatch.setattr(health, "wait_healthy", lambda *a, **k: None)
     monkeypatch.setattr(member_cmd, "_stopped", lambda addr, timeout: True)
     calls = []
     yield path, spec, hups, calls
@@ -296,7 +296,7 @@ def test_sighup_starts_an_added_broker_and_stops_a_removed_one(tmp_path, monkeyp
                                         f"127.0.0.1:{tcp + 1}", str(data / "broker-3")))
         spec.save(path)
         os.kill(up.pid, signal.SIGHUP)
-        launcher.wait_healthy(spec.brokers[-1].http, 30)
+        health.wait_healthy(spec.brokers[-1].http, 30)
         added = health_pid(spec.brokers[-1].http)
         spec.brokers = [b for b in spec.brokers if b.name != "broker-2"]
         spec.save(path)
