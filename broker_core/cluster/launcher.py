@@ -164,7 +164,8 @@ class Cluster:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         logfile = open(self.log_dir / f"{entry.name}.log", "ab")  # noqa: SIM115 - child owns it
         extra = [*self.extra, "--metrics-dir", str(self.metrics_dir),
-                 *(["--admin-from", self.layout.gateway] if self.layout else [])]
+                 *(["--admin-from", self.layout.gateway] if self.layout else []),
+                 *(["--grpc-routes", str(self.path.resolve())] if entry.grpc else [])]
         proc = subprocess.Popen(
             [*self._prefix(entry.name),
              *broker_argv(entry, self.file.name, self.flush, self.segment_size, extra,

@@ -31,7 +31,9 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from broker_core import protocol as p
+from broker_core.errors import BrokerError
 from broker_core.grpc_front import rocketmq_v2_pb2 as pb
+from broker_core.grpc_front.cluster_routes import ClusterRoutes
 from broker_core.grpc_front.pop import Pops
 from broker_core.grpc_front.pop_messages import as_pb, tag_filter
 from broker_core.protocol import Code
@@ -62,15 +64,18 @@ def ok(message: str = "OK") -> pb.Status:
 
 
 class GrpcFront:
-    def __init__(self, broker, bind: str, port: int, advertise: str | None = None) -> None:
+    def __init__(self, broker, bind: str, port: int, advertise: str | None = None,
+                 routes_file: str | None = None) -> None:
         """`advertise`: the host clients reach this broker at (default: `bind`, or this
-        machine's name when bound to every address)."""
+        machine's name when bound to every address); `routes_file`: a cluster file whose
+        groups' masters a route names (grpc_front.cluster_routes; None: this broker)."""
         self.broker, self.bind, self.port = broker, bind, port
         self.host = advertise or (socket.gethostname() if bind in ("", "0.0.0.0") else bind)
         self.server: grpc.aio.Server | None = None
         self._rid = 0
         self._turns: dict[str, int] = {}
         self.pops = Pops(broker)
+        self.routes = ClusterRoutes(routes_file) if routes_file else None
         self.counters = {"sends": 0, "refused": 0, "unimplemented": 0}
 
     async def start(self) -> None:
@@ -88,6 +93,19 @@ class GrpcFront:
     # -- the RPCs ------------------------------------------------------------------------
     async def query_route(self, req: pb.QueryRouteRequest, _ctx) -> pb.QueryRouteResponse:
         topic = req.topic.name
+        if self.routes is not None:
+            try:
+                masters = await asyncio.get_running_loop().run_in_executor(
+                    None, self.routes.route, topic)
+            except BrokerError as exc:
+                log.warning("gRPC route from the cluster file: %s", exc)
+                masters = []
+            if masters:
+                return pb.QueryRouteResponse(status=ok(), message_queues=[
+                    pb.MessageQueue(topic=req.topic, id=q, permission=pb.READ_WRITE,
+                                    broker=_broker(group, master.grpc),
+                                    accept_message_types=ALL_TYPES)
+                    for group, master, queues in masters for q in range(queues)])
         try:
             queues = self.broker.topics.get(topic, create=True)
         except ValueError as exc:
@@ -97,8 +115,7 @@ class GrpcFront:
             return pb.QueryRouteResponse(status=pb.Status(
                 code=pb.TOPIC_NOT_FOUND, message=f"no topic {topic!r} on "
                 f"{self.broker.config.name} (create it: floodgate topic create)"))
-        me = pb.Broker(name=self.broker.config.name, id=0, endpoints=pb.Endpoints(
-            scheme=pb.IPv4, addresses=[pb.Address(host=self.host, port=self.port)]))
+        me = _broker(self.broker.config.name, f"{self.host}:{self.port}")
         return pb.QueryRouteResponse(status=ok(), message_queues=[
             pb.MessageQueue(topic=req.topic, id=q, permission=pb.READ_WRITE, broker=me,
                             accept_message_types=ALL_TYPES) for q in range(queues)])
@@ -279,6 +296,12 @@ class GrpcFront:
     def _max_body(self) -> int:
         store = getattr(self.broker.store, "config", None)
         return int(getattr(store, "max_message_bytes", MAX_BODY))
+
+
+def _broker(name: str, grpc_addr: str) -> pb.Broker:
+    host, _, port = grpc_addr.rpartition(":")
+    return pb.Broker(name=name, id=0, endpoints=pb.Endpoints(
+        scheme=pb.IPv4, addresses=[pb.Address(host=host, port=int(port))]))
 
 
 class Malformed:

@@ -16,6 +16,7 @@ class BrokerConfig:
     port: int = 10911
     http_port: int = 10912
     grpc_port: int | None = None  # RocketMQ 5's gRPC protocol (broker_core.grpc_front)
+    grpc_routes: str | None = None  # a cluster file: routes name every group's master
     bind: str = "127.0.0.1"
     cluster: str = "floodgate"
     flush: str = "async"

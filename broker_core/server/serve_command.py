@@ -66,6 +66,9 @@ def add_serve_arguments(serve) -> None:
     serve.add_argument("--grpc-port", type=port, metavar="PORT",
                        help="serve RocketMQ 5's gRPC protocol here too: RocketMQ's own "
                        "clients send to this broker (broker_core.grpc_front)")
+    serve.add_argument("--grpc-routes", metavar="CLUSTER_FILE",
+                       help="with --grpc-port: a RocketMQ client's route names every group's "
+                       "master in this cluster file, not this broker only")
     serve.add_argument("--bind", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--flush", choices=("async", "sync"), default="async")
     serve.add_argument("--segment-size", default="1G", metavar="SIZE",
@@ -199,7 +202,7 @@ def run_serve(args) -> int:
     segment_bytes = segment_size(args.segment_size)
     config = BrokerConfig(
         name=args.name, data_dir=args.data, port=args.port, http_port=args.http_port,
-        grpc_port=args.grpc_port,
+        grpc_port=args.grpc_port, grpc_routes=args.grpc_routes,
         bind=args.bind, cluster=args.cluster, flush=args.flush,
         segment_bytes=segment_bytes, default_queues=args.queues,
         auto_create_topics=not args.no_auto_create_topics, metrics_dir=args.metrics_dir,

@@ -182,26 +182,39 @@ def test_an_unserved_rpc_is_named_and_a_malformed_request_stores_nothing(broker)
     assert _get(f"http://{broker['http']}/stats")["commitlog"]["max_offset"] == before
 
 
-def test_cluster_up_grpc_serves_each_broker_and_a_slave_refuses_in_rocketmqs_words(tmp_path):
-    """`cluster up --groups 1 --grpc`: every broker's gRPC port in the cluster file; the
-    official producer sends through the master's; a send to the slave's is refused
-    HA_NOT_AVAILABLE (RocketMQ's word for it), nothing stored there."""
+def test_cluster_up_grpc_routes_every_master_and_a_master_killed_loses_nothing(tmp_path):
+    """`cluster up --groups 2 --replicas 2 --grpc`: a client pointed at one broker is
+    routed to both groups' masters; a send to a slave's port is refused HA_NOT_AVAILABLE
+    (RocketMQ's word for it); group-1's master SIGKILLed, a new client's route names the
+    promoted slave, and a SimpleConsumer reads every message acknowledged before and
+    after."""
+    import signal
+
     import grpc
 
     from broker_core.cluster.launcher import Cluster
     from broker_core.cluster.roles import broker_role
     from broker_core.grpc_front import rocketmq_v2_pb2 as pb
 
-    cluster = Cluster(0, free_port_range(20), tmp_path / "c", segment_size="64M",
-                      name="grpcup", groups=1, replicas=2, replication="sync", grpc=True)
+    cluster = Cluster(0, free_port_range(40), tmp_path / "c", segment_size="64M",
+                      name="grpcup", groups=2, replicas=2, replication="sync", grpc=True)
     cluster.up(timeout=60)
+
+    def masters() -> dict[str, object]:
+        return {b.group: b for b in cluster.file.brokers
+                if broker_role(b.addr).get("role") == "MASTER"}
+
     try:
-        roles = {b.name: broker_role(b.addr).get("role") for b in cluster.file.brokers}
-        master = next(b for b in cluster.file.brokers if roles[b.name] == "MASTER")
-        slave = next(b for b in cluster.file.brokers if b is not master)
-        assert master.grpc and slave.grpc and master.grpc != slave.grpc
-        ids = _send({"grpc": master.grpc}, "orders", [{"body": b"through the master"}])
-        assert len(ids) == 1
+        first = masters()
+        assert set(first) == {"group-1", "group-2"} and all(b.grpc for b in first.values())
+        ids = set(_send({"grpc": first["group-1"].grpc}, "orders",
+                        [{"body": f"before {i}".encode()} for i in range(40)]))
+        held = {g: _get(f"http://{b.http}/admin/topic?topic=orders")["topics"][0]["messages"]
+                for g, b in first.items()}
+        assert all(held.values()) and sum(held.values()) == 40, \
+            f"the route names both masters: {held}"
+        slave = next(b for b in cluster.file.brokers if b.group == "group-1"
+                     and b is not first["group-1"])
         request = pb.SendMessageRequest(messages=[pb.Message(
             topic=pb.Resource(name="orders"), body=b"to the slave",
             system_properties=pb.SystemProperties(message_id="01AB"))])
@@ -210,6 +223,17 @@ def test_cluster_up_grpc_serves_each_broker_and_a_slave_refuses_in_rocketmqs_wor
             answer = pb.SendMessageResponse.FromString(raw(request.SerializeToString(),
                                                            timeout=10))
         assert answer.entries[0].status.code == pb.HA_NOT_AVAILABLE
-        assert "master" in answer.entries[0].status.message.lower()
+        os.kill(cluster.procs[first["group-1"].name].pid, signal.SIGKILL)
+        after = wait_for(lambda: (m := masters()).get("group-1") not in (None, first["group-1"])
+                         and m, 30, "group-1's slave promoted")
+        ids |= set(_send({"grpc": after["group-2"].grpc}, "orders",
+                         [{"body": f"after {i}".encode()} for i in range(40)]))
+        assert len(ids) == 80
+        consumer = _consumer({"grpc": after["group-1"].grpc}, "readers", "orders")
+        try:
+            got = {m.message_id for m in _receive_all(consumer, 80)}
+        finally:
+            consumer.shutdown()
+        assert got == ids, f"{len(ids - got)} acknowledged and not read"
     finally:
         cluster.down(grace=5.0)
