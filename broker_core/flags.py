@@ -14,6 +14,10 @@ from dataclasses import dataclass
 EXIT_USAGE = 2
 
 
+class ArgsError(ValueError):
+    """A flag, or a combination of flags, that cannot be served: usage (exit 2)."""
+
+
 @dataclass(frozen=True)
 class Range:
     """The valid values of a numeric flag. Checked by the command before any model

@@ -9,9 +9,8 @@ import signal
 import threading
 from pathlib import Path
 
-from broker_core.flags import float_range
+from broker_core.flags import ArgsError, float_range
 from broker_core.ha.records import SESSION_S
-from broker_core.server.serve_command import ArgsError
 
 SESSION_RANGE = float_range(0.2, 60)  # seconds, as a broker's --zk-session-timeout
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from broker_core.errors import BrokerError
 from broker_core.flags import (
+    ArgsError,  # noqa: F401 (the commands' import of it too)
     add_realtime_arg,
     float_range,
     int_range,
@@ -23,11 +24,6 @@ from broker_core.flags import (
 from broker_core.ha.records import SESSION_S
 from broker_core.log_format import configure_logging
 from broker_core.server.topic_table import MAX_QUEUES
-
-
-class ArgsError(ValueError):
-    """A flag, or a combination of flags, that cannot be served: usage (exit 2)."""
-
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 

@@ -5,7 +5,7 @@ also `python -m broker_core controller`); this adds it to the `floodgate` comman
 from __future__ import annotations
 
 from broker_core.cluster.controller_command import add_controller_arguments, run_controller
-from broker_core.server.serve_command import ArgsError
+from broker_core.flags import ArgsError
 from console.commands.common import add_subparser
 from console.errors import UsageError
 
