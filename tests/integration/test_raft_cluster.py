@@ -38,6 +38,15 @@ def raft_cluster(tmp_path):
         cluster.down(grace=5.0)
 
 
+def acked(routes, topic: str, prefix: str, n: int) -> set[bytes]:
+    """Send `prefix`0 .. `prefix`n-1 to `topic`, one at a time; the bodies acknowledged."""
+    from broker_core.client.producer import Producer
+
+    with Producer(routes=routes, fuse=False) as producer:
+        return {f"{prefix}{i}".encode() for i in range(n)
+                if producer.send(topic, f"{prefix}{i}".encode()).status == "SEND_OK"}
+
+
 def read_all(routes, group: str, topic: str, want: set[bytes]) -> set[bytes]:
     """What a new consumer group reads of `topic`, until it holds `want` (or 20 s)."""
     from broker_core.client.consumer import Consumer
@@ -215,7 +224,6 @@ def test_a_consumer_told_to_reads_from_followers_and_commits_at_the_leader(raft_
     import urllib.request
 
     from broker_core.client.consumer import Consumer
-    from broker_core.client.producer import Producer
     from broker_core.ha.routes import routes_for
 
     def delivered(entry) -> int:
@@ -226,9 +234,7 @@ def test_a_consumer_told_to_reads_from_followers_and_commits_at_the_leader(raft_
     routes = routes_for(cluster.file)
     try:
         routes.wait()
-        with Producer(routes=routes, fuse=False) as producer:
-            sent = {f"f{i}".encode() for i in range(300)
-                    if producer.send("reads", f"f{i}".encode()).status == "SEND_OK"}
+        sent = acked(routes, "reads", "f", 300)
         assert len(sent) == 300
         got: set[bytes] = set()
         with Consumer("readers", "reads", routes=routes, read_from="follower") as consumer:

@@ -20,6 +20,7 @@ import pytest
 from broker_core.cluster.cluster_file import load_cluster
 from broker_core.cluster.ports import free_port_range
 from broker_core.cluster.roles import broker_role
+from tests.integration.test_raft_cluster import acked as sent_acked
 from tests.integration.test_raft_cluster import read_all
 from tests.waiting import wait_for
 
@@ -63,9 +64,7 @@ def test_a_replica_added_from_a_snapshot_and_an_old_one_removed_keep_every_messa
     routes = routes_for(load_cluster(path))
     try:
         routes.wait()
-        with Producer(routes=routes, fuse=False) as producer:
-            acked = {f"m{i}".encode() for i in range(2000)
-                     if producer.send("orders", f"m{i}".encode()).status == "SEND_OK"}
+        acked = sent_acked(routes, "orders", "m", 2000)
         assert len(acked) == 2000
 
         added = floodgate("cluster", "add-replica", "--cluster", str(path), "--group",
@@ -128,7 +127,6 @@ def test_a_joined_member_killed_comes_back_a_voter_and_can_lead_with_every_messa
     started again with the same flags: its store says it votes (its flags do not), it
     follows, and once it leads a new reader gets every message sent before it joined."""
     from broker_core.client import admin
-    from broker_core.client.producer import Producer
     from broker_core.cluster.launcher import Cluster
     from broker_core.cluster.members import next_member, raft_member_flag
     from broker_core.ha.routes import routes_for
@@ -139,9 +137,7 @@ def test_a_joined_member_killed_comes_back_a_voter_and_can_lead_with_every_messa
     routes = routes_for(cluster.file)
     try:
         routes.wait()
-        with Producer(routes=routes, fuse=False) as producer:
-            acked = {f"j{i}".encode() for i in range(3000)
-                     if producer.send("bulk", f"j{i}".encode()).status == "SEND_OK"}
+        acked = sent_acked(routes, "bulk", "j", 3000)
         assert len(acked) == 3000
         entry = next_member(cluster.file, "group-1")
         cluster.file.brokers.append(entry)
