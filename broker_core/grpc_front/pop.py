@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 @dataclass
 class PopQueue:
     cursor: int
-    inflight: dict[int, list] = field(default_factory=dict)  # offset -> [visible at, attempt, token]
+    # offset -> [visible again at, attempt, its handle's token, its message group or None]
+    inflight: dict[int, list] = field(default_factory=dict)
     acked: set[int] = field(default_factory=set)
 
 
@@ -48,21 +49,25 @@ class Pops:
 
     def take(self, group: str, topic: str, qid: int, batch: int, invisible_s: float) -> list:
         """Up to `batch` messages: those whose invisibility ran out first (again, one
-        attempt more), then new ones."""
+        attempt more), then new ones. A FIFO message (one of a message group) is not
+        handed out while an earlier one of its group is out and not acknowledged: the
+        batch stops before it (a FIFO group's messages sit in one queue, in order)."""
         q, now = self._queue(group, topic, qid), self.clock()
-        offsets = sorted(o for o, (until, _a, _t) in q.inflight.items() if until <= now)[:batch]
+        offsets = sorted(o for o, e in q.inflight.items() if e[0] <= now)[:batch]
         out = [m for o in offsets for m in self._read(topic, qid, o, 1)]
+        busy = {e[3] for e in q.inflight.values() if e[3]}
         if len(out) < batch:
-            fresh = self._read(topic, qid, q.cursor, batch - len(out))
-            out += fresh
-            if fresh:
-                q.cursor = fresh[-1].queue_offset + 1
+            for m in self._read(topic, qid, q.cursor, batch - len(out)):
+                if _group(m) in busy:
+                    break  # (the cursor stays: it is handed out once its group is free)
+                out.append(m)
+                q.cursor = m.queue_offset + 1
         taken = []
         for m in out:
             entry = q.inflight.get(m.queue_offset)
             attempt = entry[1] + 1 if entry else 1
             token = secrets.token_hex(4)
-            q.inflight[m.queue_offset] = [now + invisible_s, attempt, token]
+            q.inflight[m.queue_offset] = [now + invisible_s, attempt, token, _group(m)]
             taken.append((m, handle(qid, m.queue_offset, token), attempt))
         return taken
 
@@ -105,6 +110,10 @@ class Pops:
 
     def _read(self, topic: str, qid: int, offset: int, n: int) -> list:
         return self.broker.store.get(topic, qid, offset, n).messages if n > 0 else []
+
+
+def _group(m) -> str | None:
+    return (m.properties or {}).get("MESSAGE_GROUP")
 
 
 def handle(qid: int, offset: int, token: str) -> str:

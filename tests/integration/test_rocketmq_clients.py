@@ -237,3 +237,39 @@ def test_cluster_up_grpc_routes_every_master_and_a_master_killed_loses_nothing(t
         assert got == ids, f"{len(ids - got)} acknowledged and not read"
     finally:
         cluster.down(grace=5.0)
+
+
+def test_a_message_group_is_handed_out_in_order_one_batch_at_a_time(broker):
+    """FIFO through pop: while a message group's messages are out and not acknowledged,
+    none after them is handed out, not even when they come back after their
+    invisibility; once acknowledged, the rest follow in order."""
+    _send(broker, "fifo-pop", [{"body": f"g-{i}".encode(), "message_group": "g"}
+                               for i in range(6)])
+    consumer = _consumer(broker, "in-order", "fifo-pop")
+
+    def receive(batch: int, want: int) -> list[int]:
+        got, deadline = [], time.monotonic() + 20
+        while len(got) < want and time.monotonic() < deadline:
+            got += consumer.receive(batch, 30)
+        return got
+
+    def bodies(messages) -> list[int]:
+        return [int(m.body.split(b"-")[1]) for m in messages]
+
+    try:
+        first = receive(2, 2)
+        assert bodies(first) == [0, 1]
+        # (a receive asks one queue of the route's 4: ask each)
+        assert [m for _ in range(4) for m in consumer.receive(16, 30)] == []
+        for m in first:
+            consumer.change_invisible_duration(m, 1)
+        again = receive(16, 2)
+        assert bodies(again) == [0, 1] and all(m.delivery_attempt == 2 for m in again)
+        for m in again:
+            consumer.ack(m)
+        rest = receive(16, 4)
+        assert bodies(rest) == [2, 3, 4, 5]
+        for m in rest:
+            consumer.ack(m)
+    finally:
+        consumer.shutdown()
