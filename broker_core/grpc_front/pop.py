@@ -12,9 +12,12 @@ group's committed offset. The committed offset (the broker's offsets table, what
 `floodgate offsets show` reads) moves over every offset acknowledged in a row, so a
 restart hands out again, at least once, only what was not acknowledged.
 
-Not yet (issue 63): the handed-out and acknowledged sets live in this broker's memory,
-not as records replicated and recovered like offsets; a restart or a failover makes
-what was in flight visible at once (delivered again, never lost).
+The state goes to the group's replicas with its other tables (ha.group_meta: a
+master/slave group's META, a raft group's tables record), so a promoted replica goes
+on from it: what was out stays invisible until its time (in wall-clock seconds, the
+same on every host), what was acknowledged is not handed out again. Not kept across a
+restart of the broker itself (issue 63): what was out is then visible at once
+(delivered again, never lost).
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ class PopQueue:
 
 
 class Pops:
-    def __init__(self, broker, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, broker, clock: Callable[[], float] = time.time) -> None:
         self.broker, self.clock = broker, clock
         self.queues: dict[tuple[str, str, int], PopQueue] = {}
+        self.version = 0  # moves with each change: the replicas are sent the state
 
     def _queue(self, group: str, topic: str, qid: int) -> PopQueue:
         key = (group, topic, qid)
@@ -69,6 +73,7 @@ class Pops:
             token = secrets.token_hex(4)
             q.inflight[m.queue_offset] = [now + invisible_s, attempt, token, _group(m)]
             taken.append((m, handle(qid, m.queue_offset, token), attempt))
+        self.version += bool(taken)
         return taken
 
     def ack(self, group: str, topic: str, receipt: str) -> bool:
@@ -78,6 +83,7 @@ class Pops:
         q, qid, offset = found
         del q.inflight[offset]
         q.acked.add(offset)
+        self.version += 1
         committed = max(self.broker.offsets.get(group, topic, qid), 0)
         start = committed
         while committed in q.acked:
@@ -95,7 +101,28 @@ class Pops:
         token = secrets.token_hex(4)
         q.inflight[offset][0] = self.clock() + invisible_s
         q.inflight[offset][2] = token
+        self.version += 1
         return handle(qid, offset, token)
+
+    def in_flight(self, group: str, topic: str, qid: int) -> int:
+        q = self.queues.get((group, topic, qid))
+        return len(q.inflight) if q is not None else 0
+
+    def document(self) -> dict:
+        return {f"{g}\t{t}\t{qid}": {"cursor": q.cursor, "acked": sorted(q.acked),
+                                      "inflight": [[o, *e] for o, e in q.inflight.items()]}
+                for (g, t, qid), q in self.queues.items()}
+
+    def adopt(self, doc: dict) -> None:
+        """The leader's state (a replica's: it serves none of its own)."""
+        queues = {}
+        for key, row in doc.items():
+            group, topic, qid = key.split("\t")
+            queues[(group, topic, int(qid))] = PopQueue(
+                int(row["cursor"]), {int(o): list(e) for o, *e in row["inflight"]},
+                set(row["acked"]))
+        self.queues = queues
+        self.version += 1
 
     def _find(self, group: str, topic: str, receipt: str):
         try:

@@ -74,7 +74,7 @@ class GrpcFront:
         self.server: grpc.aio.Server | None = None
         self._rid = 0
         self._turns: dict[str, int] = {}
-        self.pops = Pops(broker)
+        self.pops = broker.pops = Pops(broker)  # (the broker's tables carry it to replicas)
         self.routes = ClusterRoutes(routes_file) if routes_file else None
         self.counters = {"sends": 0, "refused": 0, "unimplemented": 0}
 

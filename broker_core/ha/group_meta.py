@@ -1,6 +1,6 @@
 """What a group's replica does besides holding the log: the tables its leader hands it
 (topics, consumer offsets and resets, delayed delivery's progress, queue locks, pending
-transactions, the ACL; a master/slave group streams them on its HA link, ha META, a raft
+transactions, the ACL, what a gRPC front end handed out; a master/slave group streams them on its HA link, ha META, a raft
 group commits them as a record of its log, raft.group), so that promoted it goes on from
 there; and what the records it was given mean to it (`records_arrived`)."""
 
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 
 def meta_doc(broker) -> dict:
-    return {"topics": broker.topics.document(),
+    pops = broker.pops  # a gRPC front end's receipts (grpc_front.pop)
+    return {**({"pops": pops.document()} if pops is not None else {}),
+            "topics": broker.topics.document(),
             "offsets": broker.offsets.nested(),
             "offset_resets": dict(broker.offsets.resets),
             "delay": broker.delay_offsets.document(),
@@ -35,6 +37,8 @@ def adopt_meta(broker, doc: dict) -> None:
         broker.tx_table.adopt(tx)
     if isinstance(acl := doc.get("acl"), dict):  # a promoted replica enforces the same rules
         broker.acl.adopt(acl)
+    if isinstance(pops := doc.get("pops"), dict) and broker.pops is not None:
+        broker.pops.adopt(pops)  # what RocketMQ clients hold stays theirs when promoted
 
 
 def records_arrived(broker, touched: set[tuple[str, int]]) -> None:

@@ -59,6 +59,8 @@ OPS = BROKER_OPS
 
 
 class Broker:
+    pops = None  # grpc_front.pop.Pops while a gRPC front end serves (replicated as a table)
+
     def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         """`clock`: wall time (store timestamps, figures); `monotonic`: intervals (group
@@ -144,8 +146,7 @@ class Broker:
 
     # -- what wakes the periodic work (server.housekeeping) ---------------------------
     def woke(self) -> None:
-        """Work arrived (a read from a client, a slave's link, an operator's change):
-        the tick and the loop-lag probe run while there is some. On every read: cheap."""
+        """Work arrived (any read, an operator's change): the tick runs while there is some."""
         self.activity += 1
         self.loop_lag.poke()
         hk = self.housekeeping
@@ -164,12 +165,13 @@ class Broker:
 
     def meta_version(self) -> int:
         """Moves whenever a table a master sends its slaves changed (ha META)."""
-        return (self.topics.version + self.offsets.version + self.delay_offsets.version
-                + self.tx_table.version + self.acl.version + self.locks.version)
+        tables = (self.topics, self.offsets, self.delay_offsets, self.tx_table, self.acl,
+                  self.locks, *((self.pops,) if self.pops is not None else ()))
+        return sum(t.version for t in tables)
 
     def role_changed(self) -> None:
-        """This broker became master (or stopped being one): the passes look again, and
-        the idempotent sends it holds are read from its CommitLog again."""
+        """Became master (or stopped being one): the passes look again, and the
+        idempotent sends it holds are read from its CommitLog again."""
         self.sends.idempotent.seqs.mark_stale()
         if self.housekeeping is not None:
             self.housekeeping.role_changed()

@@ -28,13 +28,19 @@ def describe(broker, group: str, topic: str | None = None) -> dict[str, Any]:
     was stored (None: nothing there yet)."""
     store = broker.store
     rows = []
-    for (g, t, qid), committed in sorted(broker.offsets.offsets.items()):
+    known = dict(broker.offsets.offsets)
+    for key in (broker.pops.queues if broker.pops is not None else ()):  # popped, none
+        known.setdefault(key, 0)  # committed yet: from the queue's start
+    for (g, t, qid), committed in sorted(known.items()):
         if g != group or (topic is not None and t != topic):
             continue
         lo, hi = store.queue_offsets(t, qid)
         rows.append({"topic": t, "queue": qid, "committed": committed, "min": lo, "max": hi,
                      "lag": max(0, hi - committed),
-                     "committed_time_ms": store.store_time_at(t, qid, committed)})
+                     "committed_time_ms": store.store_time_at(t, qid, committed),
+                     # handed to a RocketMQ client, not acknowledged yet (grpc_front.pop)
+                     **({"in_flight": broker.pops.in_flight(group, t, qid)}
+                        if broker.pops is not None else {})})
     instances = []  # a broadcast group's: each instance's own offsets, as it last said
     for cid, known in sorted(broker.broadcast.of_group(group).items()):
         for (t, qid), committed in sorted(known.items()):

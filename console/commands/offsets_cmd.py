@@ -87,7 +87,9 @@ def run_show(args) -> int:
     for name, q in rows:
         print(f"{name:14} {q['topic']:20} {q['queue']:>5} {q['committed']:>11,} "
               f"{q['max']:>11,} {q['lag']:>9,}  {_when(q['committed_time_ms'])}")
-    print(f"total lag {sum(q['lag'] for _, q in rows):,} over {len(rows)} queue(s)")
+    out = sum(q.get("in_flight", 0) for _, q in rows)
+    print(f"total lag {sum(q['lag'] for _, q in rows):,} over {len(rows)} queue(s)"
+          + (f"; {out:,} handed to RocketMQ clients, not acknowledged yet" if out else ""))
     for name in sorted(n for n, doc in held.items() if doc.get("role") == "SLAVE"):
         print(f"{name}: a slave's copy (no other broker of its group answered), "
               "up to a second behind its master's")

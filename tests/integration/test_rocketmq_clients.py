@@ -75,7 +75,9 @@ def _send(broker, topic: str, messages: list[dict]) -> list[str]:
         producer.shutdown()
 
 
-def _consumer(broker, group: str, topic: str, wait_s: int = 1):
+def _consumer(broker, group: str, topic: str, wait_s: int = 0):
+    """(`wait_s` 0: a receive on an empty queue answers at once; RocketMQ's client picks
+    a queue at random for each receive, so reading every queue takes many receives)"""
     from rocketmq import FilterExpression, SimpleConsumer
 
     consumer = SimpleConsumer(_config(broker), group, {topic: FilterExpression("*")},
@@ -153,14 +155,15 @@ def test_an_unacknowledged_message_comes_back_after_its_invisibility(broker):
     consumer = _consumer(broker, "workers", "retries")
     try:
         (first,) = _receive_all(consumer, 1, invisible_s=30, ack=False)
-        assert consumer.receive(16, 30) == []  # invisible meanwhile (a 1 s long poll)
+        # invisible meanwhile (16 receives: each asks one queue of 4, at random)
+        assert [m for _ in range(16) for m in consumer.receive(16, 30)] == []
         consumer.change_invisible_duration(first, 1)
         (again,) = _receive_all(consumer, 1, invisible_s=30, ack=False)
         assert again.message_id == first.message_id and again.delivery_attempt == 2
         with pytest.raises(BadRequestException):
             consumer.ack(first)  # its handle went stale when it was handed out again
         consumer.ack(again)
-        assert consumer.receive(16, 30) == []
+        assert [m for _ in range(16) for m in consumer.receive(16, 30)] == []
     finally:
         consumer.shutdown()
 
@@ -231,10 +234,15 @@ def test_cluster_up_grpc_routes_every_master_and_a_master_killed_loses_nothing(t
         assert len(ids) == 80
         consumer = _consumer({"grpc": after["group-1"].grpc}, "readers", "orders")
         try:
-            got = {m.message_id for m in _receive_all(consumer, 80)}
+            read = _receive_all(consumer, 80)
         finally:
             consumer.shutdown()
-        assert got == ids, f"{len(ids - got)} acknowledged and not read"
+        got = {m.message_id for m in read}
+        debug = {b.name: (_get(f"http://{b.http}/admin/offsets?group=readers&topic=orders"),
+                          _get(f"http://{b.http}/admin/topic?topic=orders")["topics"])
+                 for b in after.values()}
+        assert got == ids, (f"{len(ids - got)} acknowledged and not read; read "
+                            f"{sorted(m.body for m in read)}; {debug}")
     finally:
         cluster.down(grace=5.0)
 
@@ -259,8 +267,8 @@ def test_a_message_group_is_handed_out_in_order_one_batch_at_a_time(broker):
     try:
         first = receive(2, 2)
         assert bodies(first) == [0, 1]
-        # (a receive asks one queue of the route's 4: ask each)
-        assert [m for _ in range(4) for m in consumer.receive(16, 30)] == []
+        # (a receive asks one queue of the route's 4, at random: ask many times)
+        assert [m for _ in range(16) for m in consumer.receive(16, 30)] == []
         for m in first:
             consumer.change_invisible_duration(m, 1)
         again = receive(16, 2)
@@ -273,3 +281,88 @@ def test_a_message_group_is_handed_out_in_order_one_batch_at_a_time(broker):
             consumer.ack(m)
     finally:
         consumer.shutdown()
+
+
+def test_what_a_client_holds_survives_its_masters_death(tmp_path):
+    """Pop state goes to the slave with the group's tables: after a failover, messages a
+    RocketMQ consumer acknowledged are not handed out again, and those it holds stay
+    invisible until their time, then come back one attempt later."""
+    import signal
+
+    from broker_core.cluster.launcher import Cluster
+    from broker_core.cluster.roles import broker_role
+
+    cluster = Cluster(0, free_port_range(20), tmp_path / "c", segment_size="64M",
+                      name="popfail", groups=1, replicas=2, replication="sync", grpc=True)
+    cluster.up(timeout=60)
+    try:
+        roles = {b.name: broker_role(b.addr).get("role") for b in cluster.file.brokers}
+        master = next(b for b in cluster.file.brokers if roles[b.name] == "MASTER")
+        slave = next(b for b in cluster.file.brokers if b is not master)
+        ids = _send({"grpc": master.grpc}, "jobs", [{"body": f"job {i}".encode()}
+                                                    for i in range(4)])
+        consumer = _consumer({"grpc": master.grpc}, "workers", "jobs")
+        try:
+            held = _receive_all(consumer, 4, invisible_s=8, ack=False)
+            taken_at = time.time()
+            for m in held[:2]:
+                consumer.ack(m)
+        finally:
+            consumer.shutdown()
+        done = {m.message_id for m in held[:2]}
+
+        def slave_holds() -> bool:  # the replica's copy of the state: 2 out, 2 acknowledged
+            doc = _get(f"http://{slave.http}/admin/offsets?group=workers&topic=jobs")
+            return (sum(q.get("in_flight", 0) for q in doc["queues"]) == 2
+                    and sum(q["committed"] for q in doc["queues"]) == 2)
+
+        wait_for(slave_holds, 10, "the slave holding the pop state")
+        os.kill(cluster.procs[master.name].pid, signal.SIGKILL)
+        wait_for(lambda: broker_role(slave.addr).get("role") == "MASTER", 30,
+                 "the slave promoted")
+        consumer = _consumer({"grpc": slave.grpc}, "workers", "jobs")
+        try:
+            again = _receive_all(consumer, 2, invisible_s=30)
+        finally:
+            consumer.shutdown()
+        assert {m.message_id for m in again} == set(ids) - done  # the acknowledged stay so
+        assert all(m.delivery_attempt == 2 for m in again)
+        assert time.time() - taken_at >= 8 - 0.5  # not before their invisibility ran out
+    finally:
+        cluster.down(grace=5.0)
+
+
+def test_a_long_poll_returns_when_a_message_arrives_not_at_its_deadline(broker):
+    """A receive waiting on an empty queue (10 s long poll) is answered by the send that
+    fills it: the arrival wakes it."""
+    import threading
+
+    import grpc
+
+    from broker_core.grpc_front import rocketmq_v2_pb2 as pb
+
+    topic = "wakeups"
+    _send(broker, topic, [{"body": b"warm"}])  # queue 0 (a new topic's first turn) ...
+    request = pb.ReceiveMessageRequest(
+        group=pb.Resource(name="sleepers"), batch_size=16,
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=1))
+    request.long_polling_timeout.seconds = 10
+    request.invisible_duration.seconds = 30
+    answers: list = []
+
+    def receive() -> None:
+        with grpc.insecure_channel(broker["grpc"]) as channel:
+            call = channel.unary_stream("/apache.rocketmq.v2.MessagingService/ReceiveMessage")
+            started = time.monotonic()
+            got = [pb.ReceiveMessageResponse.FromString(r)
+                   for r in call(request.SerializeToString(), timeout=20)]
+            answers.append((time.monotonic() - started, got))
+
+    waiting = threading.Thread(target=receive)
+    waiting.start()
+    time.sleep(0.5)  # (the receive is waiting: an earlier send would be no test)
+    _send(broker, topic, [{"body": b"wake up"}])  # ... and queue 1, the next turn
+    waiting.join(30)
+    took, got = answers[0]
+    assert [a.message.body for a in got if a.HasField("message")] == [b"wake up"]
+    assert took < 8, f"answered after {took:.1f} s: at its deadline, not on the arrival"
