@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -41,6 +42,7 @@ class Pops:
         self.broker, self.clock = broker, clock
         self.queues: dict[tuple[str, str, int], PopQueue] = {}
         self.version = 0  # moves with each change: the replicas are sent the state
+        self.waiting: Counter[str] = Counter()  # group -> its receives long-polling now
 
     def _queue(self, group: str, topic: str, qid: int) -> PopQueue:
         key = (group, topic, qid)

@@ -179,8 +179,12 @@ class GrpcFront:
                 left = deadline - loop.time()
                 if taken or left <= 0:
                     break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), left)
+                self.pops.waiting[group] += 1  # (offsets show says how many wait)
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(event.wait(), left)
+                finally:
+                    self.pops.waiting[group] -= 1
         finally:
             events.discard(event)
             if not events:

@@ -49,9 +49,12 @@ def describe(broker, group: str, topic: str | None = None) -> dict[str, Any]:
                 instances.append({"instance": cid, "topic": t, "queue": qid,
                                   "committed": committed, "max": hi,
                                   "lag": max(0, hi - committed)})
-    return {"broker": broker.config.name, "role": broker.role_name(), "group": group,
-            "reset_ms": broker.offsets.resets.get(group, 0), "queues": rows,
-            "instances": instances}
+    doc = {"broker": broker.config.name, "role": broker.role_name(), "group": group,
+           "reset_ms": broker.offsets.resets.get(group, 0), "queues": rows,
+           "instances": instances}
+    if broker.pops is not None:  # a RocketMQ client's receives waiting for a message
+        doc["receives_waiting"] = broker.pops.waiting.get(group, 0)
+    return doc
 
 
 def reset(broker, body: dict[str, Any]) -> dict[str, Any]:

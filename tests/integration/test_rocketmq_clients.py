@@ -360,7 +360,8 @@ def test_a_long_poll_returns_when_a_message_arrives_not_at_its_deadline(broker):
 
     waiting = threading.Thread(target=receive)
     waiting.start()
-    time.sleep(0.5)  # (the receive is waiting: an earlier send would be no test)
+    wait_for(lambda: _get(f"http://{broker['http']}/admin/offsets?group=sleepers")
+             ["receives_waiting"] == 1, 10, "the receive waiting")  # (else no test)
     _send(broker, topic, [{"body": b"wake up"}])  # ... and queue 1, the next turn
     waiting.join(30)
     took, got = answers[0]
