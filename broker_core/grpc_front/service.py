@@ -43,7 +43,6 @@ from broker_core.protocol.delay import LEVELS_S
 log = logging.getLogger("floodgate.grpc")
 
 SERVICE = "apache.rocketmq.v2.MessagingService"
-MAX_BODY = 4 << 20
 # a refusal the fuse understands is one a RocketMQ client retries the same way
 CODES = {
     Code.OK: pb.OK, Code.SLAVE_NOT_AVAILABLE: pb.OK,
@@ -64,19 +63,17 @@ def ok(message: str = "OK") -> pb.Status:
 
 
 class GrpcFront:
-    def __init__(self, broker, bind: str, port: int, advertise: str | None = None,
-                 routes_file: str | None = None) -> None:
-        """`advertise`: the host clients reach this broker at (default: `bind`, or this
-        machine's name when bound to every address); `routes_file`: a cluster file whose
-        groups' masters a route names (grpc_front.cluster_routes; None: this broker)."""
+    def __init__(self, broker, bind: str, port: int, routes_file: str | None = None) -> None:
+        """`routes_file`: a cluster file whose groups' masters a route names
+        (grpc_front.cluster_routes; None: this broker, at `bind`, or at this machine's
+        name when bound to every address)."""
         self.broker, self.bind, self.port = broker, bind, port
-        self.host = advertise or (socket.gethostname() if bind in ("", "0.0.0.0") else bind)
+        self.host = socket.gethostname() if bind in ("", "0.0.0.0") else bind
         self.server: grpc.aio.Server | None = None
         self._rid = 0
         self._turns: dict[str, int] = {}
         self.pops = broker.pops = Pops(broker)  # (the broker's tables carry it to replicas)
         self.routes = ClusterRoutes(routes_file) if routes_file else None
-        self.counters = {"sends": 0, "refused": 0, "unimplemented": 0}
 
     async def start(self) -> None:
         self.server = grpc.aio.server()
@@ -101,11 +98,7 @@ class GrpcFront:
                 log.warning("gRPC route from the cluster file: %s", exc)
                 masters = []
             if masters:
-                return pb.QueryRouteResponse(status=ok(), message_queues=[
-                    pb.MessageQueue(topic=req.topic, id=q, permission=pb.READ_WRITE,
-                                    broker=_broker(group, master.grpc),
-                                    accept_message_types=ALL_TYPES)
-                    for group, master, queues in masters for q in range(queues)])
+                return _route(req.topic, [(g, m.grpc, n) for g, m, n in masters])
         try:
             queues = self.broker.topics.get(topic, create=True)
         except ValueError as exc:
@@ -115,10 +108,8 @@ class GrpcFront:
             return pb.QueryRouteResponse(status=pb.Status(
                 code=pb.TOPIC_NOT_FOUND, message=f"no topic {topic!r} on "
                 f"{self.broker.config.name} (create it: floodgate topic create)"))
-        me = _broker(self.broker.config.name, f"{self.host}:{self.port}")
-        return pb.QueryRouteResponse(status=ok(), message_queues=[
-            pb.MessageQueue(topic=req.topic, id=q, permission=pb.READ_WRITE, broker=me,
-                            accept_message_types=ALL_TYPES) for q in range(queues)])
+        return _route(req.topic, [(self.broker.config.name, f"{self.host}:{self.port}",
+                                   queues)])
 
     async def heartbeat(self, _req, _ctx) -> pb.HeartbeatResponse:
         return pb.HeartbeatResponse(status=ok())
@@ -135,7 +126,7 @@ class GrpcFront:
             settings = pb.Settings()
             settings.CopyFrom(cmd.settings)
             if settings.WhichOneof("pub_sub") == "publishing":
-                settings.publishing.max_body_size = self._max_body()
+                settings.publishing.max_body_size = self.broker.store.config.max_message_bytes
                 settings.publishing.validate_message_type = True
             yield pb.TelemetryCommand(status=ok(), settings=settings)
 
@@ -230,7 +221,6 @@ class GrpcFront:
         try:
             props = self._properties(m)
         except ValueError as exc:
-            self.counters["refused"] += 1
             return pb.SendResultEntry(status=pb.Status(code=pb.ILLEGAL_DELIVERY_TIME,
                                                        message=str(exc)), message_id=mid)
         queue = self._queue(m.topic.name, sp.message_group if sp.HasField("message_group")
@@ -238,13 +228,11 @@ class GrpcFront:
         body = encode_send(m.topic.name, queue, OutMessage(m.body, sp.tag if sp.HasField(
             "tag") else "", " ".join(sp.keys), props))
         code, answer = await self._native_send(body)
-        if code not in (Code.OK, Code.SLAVE_NOT_AVAILABLE):
-            self.counters["refused"] += 1
-            why = answer.decode("utf-8", "replace") if isinstance(answer, bytes) else ""
+        mapped = CODES.get(code, pb.INTERNAL_SERVER_ERROR)
+        if mapped != pb.OK:
             return pb.SendResultEntry(status=pb.Status(
-                code=CODES.get(code, pb.INTERNAL_SERVER_ERROR),
-                message=why or Code(code).name), message_id=mid)
-        self.counters["sends"] += 1
+                code=mapped, message=answer.decode("utf-8", "replace") or Code(code).name),
+                message_id=mid)
         _qid, queue_offset, *_rest = decode_send_answer(answer)
         return pb.SendResultEntry(status=ok(), message_id=mid, offset=queue_offset)
 
@@ -297,15 +285,18 @@ class GrpcFront:
         h = p.decode_header(frame)
         return h.code, bytes(frame[p.HEADER_SIZE:])
 
-    def _max_body(self) -> int:
-        store = getattr(self.broker.store, "config", None)
-        return int(getattr(store, "max_message_bytes", MAX_BODY))
 
-
-def _broker(name: str, grpc_addr: str) -> pb.Broker:
-    host, _, port = grpc_addr.rpartition(":")
-    return pb.Broker(name=name, id=0, endpoints=pb.Endpoints(
-        scheme=pb.IPv4, addresses=[pb.Address(host=host, port=int(port))]))
+def _route(topic: pb.Resource, brokers: list[tuple[str, str, int]]) -> pb.QueryRouteResponse:
+    """Each (broker name, its gRPC host:port, the topic's queues there) as RocketMQ lists
+    queues: read-write, every message type floodgate takes."""
+    queues = []
+    for name, addr, n in brokers:
+        host, _, port = addr.rpartition(":")
+        broker = pb.Broker(name=name, id=0, endpoints=pb.Endpoints(
+            scheme=pb.IPv4, addresses=[pb.Address(host=host, port=int(port))]))
+        queues += [pb.MessageQueue(topic=topic, id=q, permission=pb.READ_WRITE, broker=broker,
+                                   accept_message_types=ALL_TYPES) for q in range(n)]
+    return pb.QueryRouteResponse(status=ok(), message_queues=queues)
 
 
 class Malformed:
@@ -367,8 +358,6 @@ class _Handlers(grpc.GenericRpcHandler):
         handler = self.methods.get(name) if service == SERVICE else None
         if handler is not None:
             return handler
-        self.front.counters["unimplemented"] += 1
-
         async def unimplemented(_request, ctx):
             await ctx.abort(grpc.StatusCode.UNIMPLEMENTED,
                             f"{details.method}: not served by floodgate's RocketMQ front end "

@@ -53,8 +53,7 @@ def add_learner(node, name: str, now: float):
         raise ConfigError(f"{name} is already a member of the group")
     node.learners.add(name)
     node.want_snapshot.add(name)
-    configure(node, now)
-    node.peers = sorted(set(node.peers) | {name})  # (configure keeps it: a learner)
+    configure(node, now)  # (a learner is a peer: replicated to, counted in no majority)
     return node._replicate(name, now)
 
 
