@@ -7,7 +7,8 @@ floodgate unchanged.
 Served: QueryRoute (this broker's queues of the topic, its gRPC endpoint as their
 broker's), Heartbeat, Telemetry (the client's settings answered, as it waits for them
 before it sends), SendMessage, ReceiveMessage, AckMessage and ChangeInvisibleDuration
-(a SimpleConsumer's pop: grpc_front.pop) and NotifyClientTermination. Every other RPC
+(a SimpleConsumer's pop: grpc_front.pop), EndTransaction (grpc_front.transactions)
+and NotifyClientTermination. Every other RPC
 of the service answers UNIMPLEMENTED naming it, never a hang; bytes that are not the
 RPC's message, INVALID_ARGUMENT.
 
@@ -34,28 +35,19 @@ from broker_core import protocol as p
 from broker_core.errors import BrokerError
 from broker_core.grpc_front import rocketmq_v2_pb2 as pb
 from broker_core.grpc_front.cluster_routes import ClusterRoutes
+from broker_core.grpc_front.codes import CODES
 from broker_core.grpc_front.pop import Pops
 from broker_core.grpc_front.pop_messages import as_pb, tag_filter
+from broker_core.grpc_front.transactions import GrpcTransactions, half_properties
 from broker_core.protocol import Code
 from broker_core.protocol.codecs import OutMessage, decode_send_answer, encode_send
 from broker_core.protocol.delay import LEVELS_S
+from broker_core.protocol.transactions import tx_id
 
 log = logging.getLogger("floodgate.grpc")
 
 SERVICE = "apache.rocketmq.v2.MessagingService"
-# a refusal the fuse understands is one a RocketMQ client retries the same way
-CODES = {
-    Code.OK: pb.OK, Code.SLAVE_NOT_AVAILABLE: pb.OK,
-    Code.BAD_REQUEST: pb.BAD_REQUEST, Code.MESSAGE_ILLEGAL: pb.BAD_REQUEST,
-    Code.MESSAGE_TOO_LARGE: pb.MESSAGE_BODY_TOO_LARGE, Code.TOPIC_NOT_EXIST: pb.TOPIC_NOT_FOUND,
-    Code.FLOW_CONTROL: pb.TOO_MANY_REQUESTS, Code.SYSTEM_BUSY: pb.TOO_MANY_REQUESTS,
-    Code.NO_PERMISSION: pb.FORBIDDEN, Code.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
-    Code.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT, Code.NOT_MASTER: pb.HA_NOT_AVAILABLE,
-    Code.UNACKNOWLEDGED: pb.HA_NOT_AVAILABLE, Code.DISK_FULL: pb.INTERNAL_SERVER_ERROR,
-    Code.SYSTEM_ERROR: pb.INTERNAL_SERVER_ERROR,
-    Code.SERVICE_NOT_AVAILABLE: pb.INTERNAL_SERVER_ERROR,
-}
-ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY)
+ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 
 
 def ok(message: str = "OK") -> pb.Status:
@@ -74,6 +66,7 @@ class GrpcFront:
         self._turns: dict[str, int] = {}
         self.pops = broker.pops = Pops(broker)  # (the broker's tables carry it to replicas)
         self.routes = ClusterRoutes(routes_file) if routes_file else None
+        self.tx = GrpcTransactions(broker)
 
     async def start(self) -> None:
         self.server = grpc.aio.server()
@@ -84,6 +77,7 @@ class GrpcFront:
         log.info("gRPC front end (RocketMQ 5 clients) on %s:%d", self.bind, self.port)
 
     async def stop(self) -> None:
+        self.tx.close()
         if self.server is not None:
             await self.server.stop(grace=1.0)
 
@@ -119,16 +113,21 @@ class GrpcFront:
 
     async def telemetry(self, requests, _ctx):
         """Each settings the client reports is answered with what this broker holds it
-        to (its body limit); the client starts once the first answer arrives."""
-        async for cmd in requests:
-            if isinstance(cmd, Malformed) or cmd.WhichOneof("command") != "settings":
-                continue
-            settings = pb.Settings()
-            settings.CopyFrom(cmd.settings)
-            if settings.WhichOneof("pub_sub") == "publishing":
-                settings.publishing.max_body_size = self.broker.store.config.max_message_bytes
-                settings.publishing.validate_message_type = True
-            yield pb.TelemetryCommand(status=ok(), settings=settings)
+        to (its body limit); the client starts once the first answer arrives. A
+        producer's stream also carries the checks of its topics' halves while it is
+        open (grpc_front.transactions)."""
+        async for answer in self.tx.stream(requests, self._settings):
+            yield answer
+
+    def _settings(self, cmd) -> pb.Settings | None:
+        if isinstance(cmd, Malformed) or cmd.WhichOneof("command") != "settings":
+            return None
+        settings = pb.Settings()
+        settings.CopyFrom(cmd.settings)
+        if settings.WhichOneof("pub_sub") == "publishing":
+            settings.publishing.max_body_size = self.broker.store.config.max_message_bytes
+            settings.publishing.validate_message_type = True
+        return settings
 
     async def send_message(self, req: pb.SendMessageRequest, _ctx) -> pb.SendMessageResponse:
         entries = [await self._send_one(m) for m in req.messages]
@@ -223,6 +222,9 @@ class GrpcFront:
         except ValueError as exc:
             return pb.SendResultEntry(status=pb.Status(code=pb.ILLEGAL_DELIVERY_TIME,
                                                        message=str(exc)), message_id=mid)
+        half = sp.message_type == pb.TRANSACTION
+        if half:
+            half_properties(m.topic.name, props)
         queue = self._queue(m.topic.name, sp.message_group if sp.HasField("message_group")
                             else None)
         body = encode_send(m.topic.name, queue, OutMessage(m.body, sp.tag if sp.HasField(
@@ -234,7 +236,11 @@ class GrpcFront:
                 code=mapped, message=answer.decode("utf-8", "replace") or Code(code).name),
                 message_id=mid)
         _qid, queue_offset, *_rest = decode_send_answer(answer)
-        return pb.SendResultEntry(status=ok(), message_id=mid, offset=queue_offset)
+        if not half:
+            return pb.SendResultEntry(status=ok(), message_id=mid, offset=queue_offset)
+        self.tx.stored_half()  # (its check falls due: grpc_front.transactions)
+        return pb.SendResultEntry(status=ok(), message_id=mid, offset=queue_offset,
+                                  transaction_id=tx_id(self.broker.config.name, queue_offset))
 
     def _queue(self, topic: str, group: str | None) -> int:
         """As RocketMQ's proxy picks: a FIFO message group's queue by its hash (the group's
@@ -330,6 +336,7 @@ class _Handlers(grpc.GenericRpcHandler):
             "AckMessage": ("unary", f.ack_message, pb.AckMessageRequest),
             "ChangeInvisibleDuration": ("unary", f.change_invisible,
                                         pb.ChangeInvisibleDurationRequest),
+            "EndTransaction": ("unary", f.tx.end, pb.EndTransactionRequest),
             "NotifyClientTermination": ("unary", f.notify_termination,
                                         pb.NotifyClientTerminationRequest),
         }

@@ -24,7 +24,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    """One broker with its gRPC port; the client's own logs kept in a temporary home."""
+    yield from grpc_broker(tmp_path_factory)
+
+
+def grpc_broker(tmp_path_factory, *flags: str):
+    """One broker with its gRPC port (and `flags`); the client's own logs kept in a
+    temporary home."""
     home, was = tmp_path_factory.mktemp("home"), os.environ.get("HOME")
     os.environ["HOME"] = str(home)  # (read when the client is first imported)
     data = tmp_path_factory.mktemp("broker")
@@ -32,7 +37,8 @@ def broker(tmp_path_factory):
     proc = subprocess.Popen([sys.executable, "-m", "broker_core", "broker", "--name", "rmq",
                              "--data", str(data), "--port", str(base), "--http-port",
                              str(base + 1), "--grpc-port", str(base + 2), "--segment-size",
-                             "64M"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                             "64M", *flags], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
     wait_for(lambda: _get(f"http://127.0.0.1:{base + 1}/stats"), 30, "the broker up",
              ignore=(OSError,))
     yield {"grpc": f"127.0.0.1:{base + 2}", "http": f"127.0.0.1:{base + 1}"}
