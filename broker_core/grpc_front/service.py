@@ -55,10 +55,12 @@ def ok(message: str = "OK") -> pb.Status:
 
 
 class GrpcFront:
-    def __init__(self, broker, bind: str, port: int, routes_file: str | None = None) -> None:
+    def __init__(self, broker, bind: str, port: int, routes_file: str | None = None,
+                 tls=None) -> None:
         """`routes_file`: a cluster file whose groups' masters a route names
         (grpc_front.cluster_routes; None: this broker, at `bind`, or at this machine's
-        name when bound to every address)."""
+        name when bound to every address). `tls`: the broker's config, when its ports
+        speak TLS (its certificate; clients' verified against its CA if it asks)."""
         self.broker, self.bind, self.port = broker, bind, port
         self.host = socket.gethostname() if bind in ("", "0.0.0.0") else bind
         self.server: grpc.aio.Server | None = None
@@ -67,14 +69,19 @@ class GrpcFront:
         self.pops = broker.pops = Pops(broker)  # (the broker's tables carry it to replicas)
         self.routes = ClusterRoutes(routes_file) if routes_file else None
         self.tx = GrpcTransactions(broker)
+        self.credentials = _server_credentials(tls) if tls is not None else None
 
     async def start(self) -> None:
         self.server = grpc.aio.server()
         self.server.add_generic_rpc_handlers((_Handlers(self),))
-        if not self.server.add_insecure_port(f"{self.bind}:{self.port}"):
+        addr = f"{self.bind}:{self.port}"
+        bound = self.server.add_insecure_port(addr) if self.credentials is None else \
+            self.server.add_secure_port(addr, self.credentials)
+        if not bound:
             raise OSError(f"gRPC port {self.port} could not be bound on {self.bind}")
         await self.server.start()
-        log.info("gRPC front end (RocketMQ 5 clients) on %s:%d", self.bind, self.port)
+        log.info("gRPC front end (RocketMQ 5 clients) on %s:%d%s", self.bind, self.port,
+                 "" if self.credentials is None else ", TLS")
 
     async def stop(self) -> None:
         self.tx.close()
@@ -290,6 +297,14 @@ class GrpcFront:
         frame = frame if frame is not None else await fut
         h = p.decode_header(frame)
         return h.code, bytes(frame[p.HEADER_SIZE:])
+
+
+def _server_credentials(config) -> grpc.ServerCredentials:
+    verify = bool(config.tls_verify_clients and config.tls_ca)
+    return grpc.ssl_server_credentials(
+        [(config.tls_key.read_bytes(), config.tls_cert.read_bytes())],
+        root_certificates=config.tls_ca.read_bytes() if verify else None,
+        require_client_auth=verify)
 
 
 def _route(topic: pb.Resource, brokers: list[tuple[str, str, int]]) -> pb.QueryRouteResponse:

@@ -126,7 +126,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         from broker_core.grpc_front.service import GrpcFront
 
         grpc_front = GrpcFront(broker, config.bind, config.grpc_port,
-                               routes_file=config.grpc_routes)
+                               routes_file=config.grpc_routes,
+                               tls=config if config.tls_cert is not None else None)
         await grpc_front.start()
     writer.warm()  # before the freeze: what the first roll loads is start-up's too
     layout.warm()  # the latency histograms' bucket tables, 6 MiB

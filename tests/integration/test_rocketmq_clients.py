@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -27,9 +28,9 @@ def broker(tmp_path_factory):
     yield from grpc_broker(tmp_path_factory)
 
 
-def grpc_broker(tmp_path_factory, *flags: str):
-    """One broker with its gRPC port (and `flags`); the client's own logs kept in a
-    temporary home."""
+def grpc_broker(tmp_path_factory, *flags: str, ca=None):
+    """One broker with its gRPC port (and `flags`; `ca`: its ports speak TLS signed by
+    that CA); the client's own logs kept in a temporary home."""
     home, was = tmp_path_factory.mktemp("home"), os.environ.get("HOME")
     os.environ["HOME"] = str(home)  # (read when the client is first imported)
     data = tmp_path_factory.mktemp("broker")
@@ -39,17 +40,20 @@ def grpc_broker(tmp_path_factory, *flags: str):
                              str(base + 1), "--grpc-port", str(base + 2), "--segment-size",
                              "64M", *flags], stdout=subprocess.DEVNULL,
                             stderr=subprocess.STDOUT)
-    wait_for(lambda: _get(f"http://127.0.0.1:{base + 1}/stats"), 30, "the broker up",
-             ignore=(OSError,))
-    yield {"grpc": f"127.0.0.1:{base + 2}", "http": f"127.0.0.1:{base + 1}"}
+    scheme = "https" if ca else "http"
+    ctx = ssl.create_default_context(cafile=str(ca)) if ca else None
+    wait_for(lambda: _get(f"{scheme}://127.0.0.1:{base + 1}/stats", ctx), 30,
+             "the broker up", ignore=(OSError,))
+    yield {"grpc": f"127.0.0.1:{base + 2}", "http": f"127.0.0.1:{base + 1}",
+           "stats": f"{scheme}://127.0.0.1:{base + 1}/stats", "ssl": ctx}
     proc.terminate()
     proc.wait(30)
     if was is not None:
         os.environ["HOME"] = was
 
 
-def _get(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=5) as r:
+def _get(url: str, ctx=None) -> dict:
+    with urllib.request.urlopen(url, timeout=5, context=ctx) as r:
         return json.load(r)
 
 
