@@ -29,13 +29,14 @@ import time
 import zlib
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from broker_core import protocol as p
 from broker_core.errors import BrokerError
 from broker_core.grpc_front import rocketmq_v2_pb2 as pb
+from broker_core.grpc_front.access import GrpcAccess
 from broker_core.grpc_front.cluster_routes import ClusterRoutes
 from broker_core.grpc_front.codes import CODES
+from broker_core.grpc_front.handlers import Handlers, Malformed
 from broker_core.grpc_front.pop import Pops
 from broker_core.grpc_front.pop_messages import as_pb, tag_filter
 from broker_core.grpc_front.transactions import GrpcTransactions, half_properties
@@ -46,7 +47,6 @@ from broker_core.protocol.transactions import tx_id
 
 log = logging.getLogger("floodgate.grpc")
 
-SERVICE = "apache.rocketmq.v2.MessagingService"
 ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 
 
@@ -69,11 +69,12 @@ class GrpcFront:
         self.pops = broker.pops = Pops(broker)  # (the broker's tables carry it to replicas)
         self.routes = ClusterRoutes(routes_file) if routes_file else None
         self.tx = GrpcTransactions(broker)
+        self.guard = GrpcAccess(broker.access)
         self.credentials = _server_credentials(tls) if tls is not None else None
 
     async def start(self) -> None:
         self.server = grpc.aio.server()
-        self.server.add_generic_rpc_handlers((_Handlers(self),))
+        self.server.add_generic_rpc_handlers((Handlers(self),))
         addr = f"{self.bind}:{self.port}"
         bound = self.server.add_insecure_port(addr) if self.credentials is None else \
             self.server.add_secure_port(addr, self.credentials)
@@ -318,75 +319,3 @@ def _route(topic: pb.Resource, brokers: list[tuple[str, str, int]]) -> pb.QueryR
         queues += [pb.MessageQueue(topic=topic, id=q, permission=pb.READ_WRITE, broker=broker,
                                    accept_message_types=ALL_TYPES) for q in range(n)]
     return pb.QueryRouteResponse(status=ok(), message_queues=queues)
-
-
-class Malformed:
-    """A request whose bytes are not the message the RPC takes."""
-
-    def __init__(self, why: str) -> None:
-        self.why = why
-
-
-def _lenient(cls):
-    def parse(raw: bytes):
-        try:
-            return cls.FromString(raw)
-        except DecodeError as exc:
-            return Malformed(f"not a {cls.__name__}: {exc}")
-    return parse
-
-
-class _Handlers(grpc.GenericRpcHandler):
-    """Each served RPC, its request parsed leniently: bytes that are not its message are
-    answered INVALID_ARGUMENT (and nothing done), not a gRPC internal error."""
-
-    def __init__(self, front: GrpcFront) -> None:
-        f = front
-        self.front = front
-        table = {
-            "QueryRoute": ("unary", f.query_route, pb.QueryRouteRequest),
-            "Heartbeat": ("unary", f.heartbeat, pb.HeartbeatRequest),
-            "SendMessage": ("unary", f.send_message, pb.SendMessageRequest),
-            "ReceiveMessage": ("stream", f.receive_message, pb.ReceiveMessageRequest),
-            "AckMessage": ("unary", f.ack_message, pb.AckMessageRequest),
-            "ChangeInvisibleDuration": ("unary", f.change_invisible,
-                                        pb.ChangeInvisibleDurationRequest),
-            "EndTransaction": ("unary", f.tx.end, pb.EndTransactionRequest),
-            "NotifyClientTermination": ("unary", f.notify_termination,
-                                        pb.NotifyClientTerminationRequest),
-        }
-        self.methods = {name: self._handler(name, *row) for name, row in table.items()}
-        self.methods["Telemetry"] = grpc.stream_stream_rpc_method_handler(
-            f.telemetry, _lenient(pb.TelemetryCommand), _serialize)
-
-    @staticmethod
-    def _handler(name: str, kind: str, fn, request):
-        if kind == "unary":
-            async def unary(req, ctx):
-                if isinstance(req, Malformed):
-                    await ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {req.why}")
-                return await fn(req, ctx)
-            return grpc.unary_unary_rpc_method_handler(unary, _lenient(request), _serialize)
-
-        async def stream(req, ctx):
-            if isinstance(req, Malformed):
-                await ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {req.why}")
-            async for answer in fn(req, ctx):
-                yield answer
-        return grpc.unary_stream_rpc_method_handler(stream, _lenient(request), _serialize)
-
-    def service(self, details):
-        service, _, name = details.method.lstrip("/").partition("/")
-        handler = self.methods.get(name) if service == SERVICE else None
-        if handler is not None:
-            return handler
-        async def unimplemented(_request, ctx):
-            await ctx.abort(grpc.StatusCode.UNIMPLEMENTED,
-                            f"{details.method}: not served by floodgate's RocketMQ front end "
-                            "(served: " + ", ".join(sorted(self.methods)) + ")")
-
-        return grpc.unary_unary_rpc_method_handler(unimplemented)
-
-
-def _serialize(message) -> bytes:
-    return message.SerializeToString()

@@ -154,9 +154,6 @@ def run_serve(args) -> int:
     from broker_core.server.broker import BrokerConfig
     from broker_core.server.runner import ports_in_use, run
 
-    if args.grpc_port is not None and args.acl:
-        raise ArgsError("--grpc-port takes no --acl yet: RocketMQ clients on it would "
-                        "bypass it (docs/topics/rocketmq-clients.md, 'Not yet')")
     if args.grpc_port is not None and args.grpc_port in (args.port, args.http_port):
         raise ArgsError(f"--grpc-port {args.grpc_port} must be a port other than --port and "
                         "--http-port")

@@ -35,6 +35,10 @@ def register(sub) -> None:
     add.add_argument("--write-credentials", type=Path, metavar="FILE",
                      help="write the user's credentials file here (mode 0600); with no "
                      "--secret-stdin a random secret is made for it")
+    add.add_argument("--rocketmq", action="store_true",
+                     help="the user may also sign RocketMQ 5 clients' requests on the "
+                     "brokers' gRPC ports (its access secret: `floodgate acl "
+                     "rocketmq-secret`)")
     add.set_defaults(func=run_user_add)
     rm = add_subparser(usub, "remove", "a user and its rules")
     _cluster(rm)
@@ -60,6 +64,11 @@ def register(sub) -> None:
         if name == "remove":
             p.add_argument("--deny", action="store_true", help="the rule removed is a deny")
         p.set_defaults(func=run_rule, verb=name)
+    rmq = add_subparser(asub, "rocketmq-secret", "the access secret a RocketMQ client "
+                        "signs with for the user of --credentials (made with --rocketmq)")
+    rmq.add_argument("--credentials", type=Path, metavar="FILE",
+                     help="the user's credentials file (default: FLOODGATE_CREDENTIALS)")
+    rmq.set_defaults(func=run_rocketmq_secret)
     rules = add_subparser(asub, "list", "users and rules")
     _cluster(rules)
     rules.set_defaults(func=run_list)
@@ -112,6 +121,24 @@ def _change(args, payload: dict) -> int:
     return 0
 
 
+def run_rocketmq_secret(args) -> int:
+    """Print it: a RocketMQ client is configured with it (`Credentials(user, secret)`)."""
+    import os
+
+    from broker_core.acl.credentials import ENV, load
+    from broker_core.acl.users import rocketmq_secret
+
+    path = args.credentials or os.environ.get(ENV)
+    if not path:
+        raise UsageError(f"give --credentials FILE (or set {ENV})")
+    try:
+        creds = load(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"credentials {path}: {exc}") from None
+    print(f"access key {creds.user}\naccess secret {rocketmq_secret(creds.secret)}")
+    return 0
+
+
 def run_user_add(args) -> int:
     from broker_core.acl.credentials import Credentials, write
     from broker_core.acl.users import User
@@ -126,7 +153,7 @@ def run_user_add(args) -> int:
     if out is not None and out.exists():
         raise UsageError(f"--write-credentials {out} exists: give a new file")
     try:
-        user = User.make(args.name, secret, args.super)
+        user = User.make(args.name, secret, args.super, rocketmq=args.rocketmq)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if out is not None:  # written before the user is made: a random secret, never sent,

@@ -79,9 +79,6 @@ def run_up(args) -> int:
     from broker_core.cluster.launcher import Cluster
 
     groups = _check_up(args)
-    if args.grpc and args.acl:
-        raise UsageError("--grpc takes no --acl yet: RocketMQ clients on the gRPC ports "
-                         "would bypass it")
     try:
         segment_size(args.segment_size)
     except ArgsError as exc:
