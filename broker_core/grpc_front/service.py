@@ -40,9 +40,16 @@ from broker_core.grpc_front.handlers import Handlers, Malformed
 from broker_core.grpc_front.pop import Pops
 from broker_core.grpc_front.pop_messages import as_pb, tag_filter
 from broker_core.grpc_front.transactions import GrpcTransactions, half_properties
-from broker_core.protocol import Code
+from broker_core.protocol import STORED_CODES, Code
 from broker_core.protocol.codecs import OutMessage, decode_send_answer, encode_send
 from broker_core.protocol.delay import LEVELS_S
+from broker_core.protocol.record import PROP_KEYS, PROP_TAGS
+from broker_core.protocol.system_topics import (
+    DLQ_PREFIX,
+    PROP_ORIGIN_ID,
+    PROP_ORIGIN_TOPIC,
+    PROP_RETRY_TIMES,
+)
 from broker_core.protocol.transactions import tx_id
 
 log = logging.getLogger("floodgate.grpc")
@@ -170,7 +177,10 @@ class GrpcFront:
                 event.clear()
                 taken = []
                 for m, receipt, attempt in self.pops.take(group, topic, qid, batch, invisible):
-                    if wanted(m.tags):
+                    if attempt > self.broker.config.grpc_max_deliveries:
+                        if await self._dead_letter(group, m):
+                            self.pops.ack(group, topic, receipt)
+                    elif wanted(m.tags):
                         taken.append((m, receipt, attempt))
                     else:  # not this group's tag: passed over, as RocketMQ filters
                         self.pops.ack(group, topic, receipt)
@@ -249,6 +259,21 @@ class GrpcFront:
         self.tx.stored_half()  # (its check falls due: grpc_front.transactions)
         return pb.SendResultEntry(status=ok(), message_id=mid, offset=queue_offset,
                                   transaction_id=tx_id(self.broker.config.name, queue_offset))
+
+    async def _dead_letter(self, group: str, m) -> bool:
+        """A message handed out its last time and never acknowledged: to %DLQ%GROUP, as
+        a native consumer's send-back does past its retries (`floodgate dlq` shows and
+        resends it). False when the DLQ refused it: it comes back after its time."""
+        props = {k: v for k, v in (m.properties or {}).items() if k not in (PROP_TAGS, PROP_KEYS)}
+        props.update({PROP_RETRY_TIMES: str(self.broker.config.grpc_max_deliveries - 1),
+                      PROP_ORIGIN_TOPIC: m.topic, PROP_ORIGIN_ID: m.msg_id})
+        code, answer = await self._native_send(encode_send(
+            DLQ_PREFIX + group, 0, OutMessage(m.body, m.tags or "", m.keys or "", props)))
+        if code not in STORED_CODES:
+            log.warning("gRPC consumer group %s: %s queue %d offset %d not dead-lettered: "
+                        "%s", group, m.topic, m.queue_id, m.queue_offset,
+                        answer.decode("utf-8", "replace") or Code(code).name)
+        return code in STORED_CODES
 
     def _queue(self, topic: str, group: str | None) -> int:
         """As RocketMQ's proxy picks: a FIFO message group's queue by its hash (the group's

@@ -17,6 +17,7 @@ class BrokerConfig:
     http_port: int = 10912
     grpc_port: int | None = None  # RocketMQ 5's gRPC protocol (broker_core.grpc_front)
     grpc_routes: str | None = None  # a cluster file: routes name every group's master
+    grpc_max_deliveries: int = 17  # a popped message handed out this often goes to the DLQ
     bind: str = "127.0.0.1"
     cluster: str = "floodgate"
     flush: str = "async"

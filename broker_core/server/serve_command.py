@@ -65,6 +65,10 @@ def add_serve_arguments(serve) -> None:
     serve.add_argument("--grpc-routes", metavar="CLUSTER_FILE",
                        help="with --grpc-port: a RocketMQ client's route names every group's "
                        "master in this cluster file, not this broker only")
+    serve.add_argument("--grpc-max-deliveries", type=int_range(1, 1000), default=17,
+                       metavar="N", help="with --grpc-port: a message a RocketMQ consumer "
+                       "was handed N times and never acknowledged goes to %%DLQ%%GROUP "
+                       "(default 17: the first and RocketMQ's 16 retries)")
     serve.add_argument("--bind", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--flush", choices=("async", "sync"), default="async")
     serve.add_argument("--segment-size", default="1G", metavar="SIZE",
@@ -196,6 +200,7 @@ def run_serve(args) -> int:
     config = BrokerConfig(
         name=args.name, data_dir=args.data, port=args.port, http_port=args.http_port,
         grpc_port=args.grpc_port, grpc_routes=args.grpc_routes,
+        grpc_max_deliveries=args.grpc_max_deliveries,
         bind=args.bind, cluster=args.cluster, flush=args.flush,
         segment_bytes=segment_bytes, default_queues=args.queues,
         auto_create_topics=not args.no_auto_create_topics, metrics_dir=args.metrics_dir,
