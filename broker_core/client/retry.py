@@ -22,11 +22,12 @@ from broker_core.protocol.system_topics import (
     PROP_ORIGIN_ID,
     PROP_ORIGIN_TOPIC,
     PROP_RETRY_TIMES,
+    RETRY_FIRST_LEVEL,
     RETRY_PREFIX,
 )
 
 MAX_RECONSUME = 16  # RocketMQ's default maxReconsumeTimes
-FIRST_LEVEL = 3  # a first retry waits level 3 (10 s), then one level more each time
+FIRST_LEVEL = RETRY_FIRST_LEVEL  # a first retry waits level 3 (10 s), then one more a time
 
 
 def retry_topic(group: str) -> str:

@@ -11,7 +11,9 @@ What each RPC then needs, as the native ops that do the same:
     SendMessage                          pub on each message's topic
     QueryRoute                           pub or sub on the topic
     ReceiveMessage, AckMessage,          sub on the topic and on the group
-    ChangeInvisibleDuration
+    ChangeInvisibleDuration,
+    QueryAssignment,
+    ForwardMessageToDeadLetterQueue
     EndTransaction                       pub on the topic
     Heartbeat, Telemetry,                a user who signed
     NotifyClientTermination
@@ -45,7 +47,8 @@ def _needs(rpc: str, req) -> list[tuple[str, str, tuple[str, ...]]]:
     if rpc == "ReceiveMessage":
         return [("topic", req.message_queue.topic.name, ("sub",)),
                 ("group", req.group.name, ("sub",))]
-    if rpc in ("AckMessage", "ChangeInvisibleDuration"):
+    if rpc in ("AckMessage", "ChangeInvisibleDuration", "QueryAssignment",
+               "ForwardMessageToDeadLetterQueue"):
         return [("topic", req.topic.name, ("sub",)), ("group", req.group.name, ("sub",))]
     if rpc == "EndTransaction":
         return [("topic", req.topic.name, ("pub",))]

@@ -48,6 +48,11 @@ class Handlers(grpc.GenericRpcHandler):
                                         pb.ChangeInvisibleDurationResponse),
             "EndTransaction": ("unary", f.tx.end, pb.EndTransactionRequest,
                                pb.EndTransactionResponse),
+            "QueryAssignment": ("unary", f.query_assignment, pb.QueryAssignmentRequest,
+                                pb.QueryAssignmentResponse),
+            "ForwardMessageToDeadLetterQueue": (
+                "unary", f.forward_to_dlq, pb.ForwardMessageToDeadLetterQueueRequest,
+                pb.ForwardMessageToDeadLetterQueueResponse),
             "NotifyClientTermination": ("unary", f.notify_termination,
                                         pb.NotifyClientTerminationRequest,
                                         pb.NotifyClientTerminationResponse),

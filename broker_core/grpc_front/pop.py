@@ -106,6 +106,17 @@ class Pops:
         self.version += 1
         return handle(qid, offset, token)
 
+    def attempt(self, group: str, topic: str, receipt: str) -> int | None:
+        """How many times the message a live handle names was handed out."""
+        found = self._find(group, topic, receipt)
+        return None if found is None else found[0].inflight[found[2]][1]
+
+    def next_visible(self, group: str, topic: str, qid: int) -> float | None:
+        """When the first message handed out and not acknowledged is visible again (a
+        waiting receive wakes then, not at its deadline)."""
+        q = self.queues.get((group, topic, qid))
+        return min((e[0] for e in q.inflight.values()), default=None) if q else None
+
     def in_flight(self, group: str, topic: str, qid: int) -> int:
         q = self.queues.get((group, topic, qid))
         return len(q.inflight) if q is not None else 0
@@ -125,6 +136,16 @@ class Pops:
                 set(row["acked"]))
         self.queues = queues
         self.version += 1
+
+    def held(self, group: str, topic: str, receipt: str):
+        """The message a live receipt handle names (None: acknowledged, or handed out
+        again since)."""
+        found = self._find(group, topic, receipt)
+        if found is None:
+            return None
+        _q, qid, offset = found
+        got = self._read(topic, qid, offset, 1)
+        return got[0] if got else None
 
     def _find(self, group: str, topic: str, receipt: str):
         try:

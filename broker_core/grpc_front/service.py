@@ -29,9 +29,11 @@ import time
 import zlib
 
 import grpc
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from broker_core import protocol as p
 from broker_core.errors import BrokerError
+from broker_core.grpc_front import dead_letters
 from broker_core.grpc_front import rocketmq_v2_pb2 as pb
 from broker_core.grpc_front.access import GrpcAccess
 from broker_core.grpc_front.cluster_routes import ClusterRoutes
@@ -40,20 +42,17 @@ from broker_core.grpc_front.handlers import Handlers, Malformed
 from broker_core.grpc_front.pop import Pops
 from broker_core.grpc_front.pop_messages import as_pb, tag_filter
 from broker_core.grpc_front.transactions import GrpcTransactions, half_properties
-from broker_core.protocol import STORED_CODES, Code
+from broker_core.protocol import Code
 from broker_core.protocol.codecs import OutMessage, decode_send_answer, encode_send
 from broker_core.protocol.delay import LEVELS_S
-from broker_core.protocol.record import PROP_KEYS, PROP_TAGS
 from broker_core.protocol.system_topics import (
-    DLQ_PREFIX,
-    PROP_ORIGIN_ID,
-    PROP_ORIGIN_TOPIC,
-    PROP_RETRY_TIMES,
+    RETRY_FIRST_LEVEL,
 )
 from broker_core.protocol.transactions import tx_id
 
 log = logging.getLogger("floodgate.grpc")
 
+LONG_POLL_S = 20  # a PushConsumer's receive waits this long for a message (RocketMQ: 30)
 ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 
 
@@ -120,6 +119,19 @@ class GrpcFront:
         return _route(req.topic, [(self.broker.config.name, f"{self.host}:{self.port}",
                                    queues)])
 
+    async def query_assignment(self, req: pb.QueryAssignmentRequest, ctx
+                               ) -> pb.QueryAssignmentResponse:
+        """A PushConsumer's share: every queue of the topic's route. Pop lets consumers of
+        a group read one queue together, so none is given to one consumer alone (as
+        RocketMQ's proxy assigns in pop mode)."""
+        route = await self.query_route(pb.QueryRouteRequest(topic=req.topic), ctx)
+        return pb.QueryAssignmentResponse(status=route.status, assignments=[
+            pb.Assignment(message_queue=q) for q in route.message_queues])
+
+    async def forward_to_dlq(self, req: pb.ForwardMessageToDeadLetterQueueRequest, _ctx
+                             ) -> pb.ForwardMessageToDeadLetterQueueResponse:
+        return await dead_letters.forward(self, req)
+
     async def heartbeat(self, _req, _ctx) -> pb.HeartbeatResponse:
         return pb.HeartbeatResponse(status=ok())
 
@@ -142,6 +154,17 @@ class GrpcFront:
         if settings.WhichOneof("pub_sub") == "publishing":
             settings.publishing.max_body_size = self.broker.store.config.max_message_bytes
             settings.publishing.validate_message_type = True
+        elif settings.WhichOneof("pub_sub") == "subscription":  # (a PushConsumer's receives
+            sub = settings.subscription                          # long-poll this long)
+            if not sub.HasField("long_polling_timeout"):
+                sub.long_polling_timeout.seconds = LONG_POLL_S
+            if not sub.HasField("receive_batch_size"):
+                sub.receive_batch_size = 32
+            # a failed message comes back as a native retry does (10 s, 30 s, 1 m, ...),
+            # and past the deliveries allowed goes to the dead-letter queue (receive)
+            settings.backoff_policy.max_attempts = self.broker.config.grpc_max_deliveries
+            settings.backoff_policy.customized_backoff.next.extend(
+                duration_pb2.Duration(seconds=int(s)) for s in LEVELS_S[RETRY_FIRST_LEVEL - 1:])
         return settings
 
     async def send_message(self, req: pb.SendMessageRequest, _ctx) -> pb.SendMessageResponse:
@@ -178,7 +201,7 @@ class GrpcFront:
                 taken = []
                 for m, receipt, attempt in self.pops.take(group, topic, qid, batch, invisible):
                     if attempt > self.broker.config.grpc_max_deliveries:
-                        if await self._dead_letter(group, m):
+                        if await dead_letters.dead_letter(self, group, m):
                             self.pops.ack(group, topic, receipt)
                     elif wanted(m.tags):
                         taken.append((m, receipt, attempt))
@@ -187,6 +210,9 @@ class GrpcFront:
                 left = deadline - loop.time()
                 if taken or left <= 0:
                     break
+                back = self.pops.next_visible(group, topic, qid)  # (a message held by
+                if back is not None:  # another: its invisibility may run out first)
+                    left = min(left, max(0.0, back - self.pops.clock()) + 0.001)
                 self.pops.waiting[group] += 1  # (offsets show says how many wait)
                 try:
                     with contextlib.suppress(TimeoutError):
@@ -205,6 +231,9 @@ class GrpcFront:
         for m, receipt, attempt in taken:
             yield pb.ReceiveMessageResponse(message=as_pb(m, receipt, attempt, invisible,
                                                           self.broker.config.name))
+        # (when it was handed over: a PushConsumer's client measures its delivery by it)
+        yield pb.ReceiveMessageResponse(delivery_timestamp=timestamp_pb2.Timestamp(
+            seconds=int(time.time()), nanos=int(time.time() % 1 * 1e9)))
 
     async def ack_message(self, req: pb.AckMessageRequest, _ctx) -> pb.AckMessageResponse:
         entries = []
@@ -224,7 +253,14 @@ class GrpcFront:
         if seconds <= 0:
             return pb.ChangeInvisibleDurationResponse(status=pb.Status(
                 code=pb.ILLEGAL_INVISIBLE_TIME, message="invisible_duration must be > 0"))
-        new = self.pops.change(req.group.name, req.topic.name, req.receipt_handle, seconds)
+        group, topic, receipt = req.group.name, req.topic.name, req.receipt_handle
+        if (self.pops.attempt(group, topic, receipt) or 0) >= \
+                self.broker.config.grpc_max_deliveries:  # failed its last delivery: no wait
+            answer = await self.forward_to_dlq(pb.ForwardMessageToDeadLetterQueueRequest(
+                group=req.group, topic=req.topic, receipt_handle=receipt), None)
+            return pb.ChangeInvisibleDurationResponse(status=answer.status,
+                                                      receipt_handle=receipt)
+        new = self.pops.change(group, topic, receipt, seconds)
         if new is None:
             return pb.ChangeInvisibleDurationResponse(status=pb.Status(
                 code=pb.INVALID_RECEIPT_HANDLE,
@@ -247,7 +283,7 @@ class GrpcFront:
                             else None)
         body = encode_send(m.topic.name, queue, OutMessage(m.body, sp.tag if sp.HasField(
             "tag") else "", " ".join(sp.keys), props))
-        code, answer = await self._native_send(body)
+        code, answer = await self.native_send(body)
         mapped = CODES.get(code, pb.INTERNAL_SERVER_ERROR)
         if mapped != pb.OK:
             return pb.SendResultEntry(status=pb.Status(
@@ -259,21 +295,6 @@ class GrpcFront:
         self.tx.stored_half()  # (its check falls due: grpc_front.transactions)
         return pb.SendResultEntry(status=ok(), message_id=mid, offset=queue_offset,
                                   transaction_id=tx_id(self.broker.config.name, queue_offset))
-
-    async def _dead_letter(self, group: str, m) -> bool:
-        """A message handed out its last time and never acknowledged: to %DLQ%GROUP, as
-        a native consumer's send-back does past its retries (`floodgate dlq` shows and
-        resends it). False when the DLQ refused it: it comes back after its time."""
-        props = {k: v for k, v in (m.properties or {}).items() if k not in (PROP_TAGS, PROP_KEYS)}
-        props.update({PROP_RETRY_TIMES: str(self.broker.config.grpc_max_deliveries - 1),
-                      PROP_ORIGIN_TOPIC: m.topic, PROP_ORIGIN_ID: m.msg_id})
-        code, answer = await self._native_send(encode_send(
-            DLQ_PREFIX + group, 0, OutMessage(m.body, m.tags or "", m.keys or "", props)))
-        if code not in STORED_CODES:
-            log.warning("gRPC consumer group %s: %s queue %d offset %d not dead-lettered: "
-                        "%s", group, m.topic, m.queue_id, m.queue_offset,
-                        answer.decode("utf-8", "replace") or Code(code).name)
-        return code in STORED_CODES
 
     def _queue(self, topic: str, group: str | None) -> int:
         """As RocketMQ's proxy picks: a FIFO message group's queue by its hash (the group's
@@ -308,7 +329,7 @@ class GrpcFront:
                 props["DELAY"] = str(level)
         return props
 
-    async def _native_send(self, body: bytes) -> tuple[int, bytes]:
+    async def native_send(self, body: bytes) -> tuple[int, bytes]:
         """The broker's SEND path, as a native producer's frame takes it: (code, the
         answer's body)."""
         self._rid = (self._rid + 1) & 0xFFFFFFFF

@@ -183,11 +183,11 @@ def test_an_unserved_rpc_is_named_and_a_malformed_request_stores_nothing(broker)
 
     before = _get(f"http://{broker['http']}/stats")["commitlog"]["max_offset"]
     with grpc.insecure_channel(broker["grpc"]) as channel:
-        call = channel.unary_unary("/apache.rocketmq.v2.MessagingService/QueryAssignment")
+        call = channel.unary_unary("/apache.rocketmq.v2.MessagingService/RecallMessage")
         with pytest.raises(grpc.RpcError) as unserved:
             call(b"", timeout=5)
         assert unserved.value.code() == grpc.StatusCode.UNIMPLEMENTED
-        assert "QueryAssignment" in unserved.value.details()
+        assert "RecallMessage" in unserved.value.details()
         send = channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
         with pytest.raises(grpc.RpcError) as bad:
             send(b"\x0a\xff\xff\xff", timeout=5)
