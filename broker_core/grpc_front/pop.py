@@ -15,9 +15,11 @@ restart hands out again, at least once, only what was not acknowledged.
 The state goes to the group's replicas with its other tables (ha.group_meta: a
 master/slave group's META, a raft group's tables record), so a promoted replica goes
 on from it: what was out stays invisible until its time (in wall-clock seconds, the
-same on every host), what was acknowledged is not handed out again. Not kept across a
-restart of the broker itself (issue 63): what was out is then visible at once
-(delivered again, never lost).
+same on every host), what was acknowledged is not handed out again. It is also saved
+to `DATA/pops.json` with the broker's other tables (within a second of a change, and on
+close), and read back at start: a restarted broker keeps what was out invisible until
+its time; a SIGKILL loses at most the last second's changes (handed out again: at least
+once, never lost).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_core.server.group_state import JsonTable, read_json
 
 
 @dataclass
@@ -37,12 +42,29 @@ class PopQueue:
     acked: set[int] = field(default_factory=set)
 
 
+class PopsFile(JsonTable):
+    """Where the state is saved (the broker's table saver writes it when dirty)."""
+
+    def __init__(self, path: Path, pops: Pops) -> None:
+        self.path, self.pops = path, pops
+
+    def document(self) -> dict:
+        return self.pops.document()
+
+
 class Pops:
     def __init__(self, broker, clock: Callable[[], float] = time.time) -> None:
         self.broker, self.clock = broker, clock
         self.queues: dict[tuple[str, str, int], PopQueue] = {}
         self.version = 0  # moves with each change: the replicas are sent the state
         self.waiting: Counter[str] = Counter()  # group -> its receives long-polling now
+        self.file = PopsFile(Path(broker.config.data_dir) / "pops.json", self)
+        self.adopt(read_json(self.file.path))
+        self.file.dirty = False
+
+    def _changed(self) -> None:
+        self.version += 1
+        self.file.dirty = True
 
     def _queue(self, group: str, topic: str, qid: int) -> PopQueue:
         key = (group, topic, qid)
@@ -75,7 +97,8 @@ class Pops:
             token = secrets.token_hex(4)
             q.inflight[m.queue_offset] = [now + invisible_s, attempt, token, _group(m)]
             taken.append((m, handle(qid, m.queue_offset, token), attempt))
-        self.version += bool(taken)
+        if taken:
+            self._changed()
         return taken
 
     def ack(self, group: str, topic: str, receipt: str) -> bool:
@@ -85,7 +108,7 @@ class Pops:
         q, qid, offset = found
         del q.inflight[offset]
         q.acked.add(offset)
-        self.version += 1
+        self._changed()
         committed = max(self.broker.offsets.get(group, topic, qid), 0)
         start = committed
         while committed in q.acked:
@@ -103,7 +126,7 @@ class Pops:
         token = secrets.token_hex(4)
         q.inflight[offset][0] = self.clock() + invisible_s
         q.inflight[offset][2] = token
-        self.version += 1
+        self._changed()
         return handle(qid, offset, token)
 
     def attempt(self, group: str, topic: str, receipt: str) -> int | None:
@@ -135,7 +158,7 @@ class Pops:
                 int(row["cursor"]), {int(o): list(e) for o, *e in row["inflight"]},
                 set(row["acked"]))
         self.queues = queues
-        self.version += 1
+        self._changed()
 
     def held(self, group: str, topic: str, receipt: str):
         """The message a live receipt handle names (None: acknowledged, or handed out

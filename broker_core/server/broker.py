@@ -337,7 +337,7 @@ class Broker:
         """The writes of the topic and offset tables that changed, to run on a worker
         thread (group_state.JsonTable), or None."""
         docs = [(table, doc) for table in (self.topics, self.offsets, self.delay_offsets,
-                                           self.tx_table, self.acl)
+                self.tx_table, self.acl, *((self.pops.file,) if self.pops else ()))
                 if (doc := table.take()) is not None]
         if not docs:
             return None
@@ -393,7 +393,7 @@ class Broker:
         return self._stats_json.document(self.snapshot(), history_s)
 
     def close(self) -> None:
-        self.topics.save()
-        self.offsets.save()
+        for table in (self.topics, self.offsets, *((self.pops.file,) if self.pops else ())):
+            table.save()
         self.trace_store.flush()
         self.store.close()

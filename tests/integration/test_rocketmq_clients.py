@@ -28,12 +28,13 @@ def broker(tmp_path_factory):
     yield from grpc_broker(tmp_path_factory)
 
 
-def grpc_broker(tmp_path_factory, *flags: str, ca=None):
+def grpc_broker(tmp_path_factory, *flags: str, ca=None, data=None):
     """One broker with its gRPC port (and `flags`; `ca`: its ports speak TLS signed by
-    that CA); the client's own logs kept in a temporary home."""
+    that CA; `data`: its data directory, else a new one); the client's own logs kept in
+    a temporary home."""
     home, was = tmp_path_factory.mktemp("home"), os.environ.get("HOME")
     os.environ["HOME"] = str(home)  # (read when the client is first imported)
-    data = tmp_path_factory.mktemp("broker")
+    data = data or tmp_path_factory.mktemp("broker")
     base = free_port_range(3)
     proc = subprocess.Popen([sys.executable, "-m", "broker_core", "broker", "--name", "rmq",
                              "--data", str(data), "--port", str(base), "--http-port",
