@@ -31,31 +31,35 @@ class ClusterRoutes:
         hit = self._cache.get(topic)
         if hit is not None and self.clock() - hit[0] < TTL_S:
             return hit[1]
+        from broker_core.cluster.roles import asker
+
         spec = load_cluster(self.path)
+        ask = asker(spec)  # (the cluster's admin and CA, where it takes users or TLS)
         out = []
         for name, members in sorted(spec.groups.items()):
-            master = members[0] if len(members) == 1 else _master(members)
+            master = members[0] if len(members) == 1 else _master(members, ask)
             if master is None or not master.grpc:
                 continue
-            queues = _queues(master.addr, topic)
+            queues = _queues(master.addr, topic, ask)
             if queues:
                 out.append((name, master, queues))
         self._cache[topic] = (self.clock(), out)
         return out
 
 
-def _master(members: list[BrokerEntry]) -> BrokerEntry | None:
+def _master(members: list[BrokerEntry], ask: dict) -> BrokerEntry | None:
     from broker_core.cluster.roles import broker_role
 
-    return next((b for b in members if broker_role(b.addr, 0.5).get("role") == "MASTER"), None)
+    return next((b for b in members
+                 if broker_role(b.addr, 0.5, **ask).get("role") == "MASTER"), None)
 
 
-def _queues(addr: str, topic: str) -> int:
+def _queues(addr: str, topic: str, ask: dict) -> int:
     """The topic's queues on that broker (created there when it creates topics)."""
     from broker_core.client.connection import Connection
     from broker_core.protocol import Code, Op, decode_json, encode_json
 
-    conn = Connection(addr, connect_timeout=0.5)
+    conn = Connection(addr, connect_timeout=0.5, **ask)
     try:
         code, body = conn.call(Op.ROUTE, encode_json({"topic": topic, "create": True}), 1.0)
         return int(decode_json(body)["queues"]) if code == Code.OK else 0

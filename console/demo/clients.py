@@ -261,10 +261,12 @@ PARTS = {"fast": ("billing",), "rest": ("warehouse", "batch", "payments", "ledge
 
 
 def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
-        users: Path | None = None, rate: float = 0.0, part: str | None = None) -> None:
+        users: Path | None = None, rate: float = 0.0, part: str | None = None,
+        rocketmq: bool = False) -> None:
     """`users`: the ACL's credentials files, one per client (console.demo.users);
     `rate`: the demo producer's, which the warehouse group's script falls behind;
-    `part`: one of PARTS (None: every client)."""
+    `part`: one of PARTS (None: every client); `rocketmq`: with the rest, the RocketMQ
+    application (console.demo.rocketmq_clients)."""
     from broker_core.client.admin import ensure_topic, quota
     from broker_core.client.consumer import Consumer
     from broker_core.client.producer import Producer
@@ -334,6 +336,11 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
         t = threading.Thread(target=fn, args=args, daemon=True, name=f"demo-{fn.__name__}")
         t.start()
         threads.append(t)
+    grpc_ports = [b.grpc for b in spec.brokers if b.grpc]
+    if rocketmq and grpc_ports and (part is None or part == "rest"):  # a RocketMQ application beside
+        from console.demo import rocketmq_clients  # (its own protocol, its own user)
+
+        threads += rocketmq_clients.start(grpc_ports, stop, as_user("rocketmq"), delays)
     stop.wait()
     for t in threads:
         t.join(5)
@@ -360,7 +367,8 @@ def main(argv: list[str]) -> int:
 
     users = option("users")
     run(Path(argv[0]), stop, float(option("trace-rate", 0.0)),
-        Path(users) if users else None, float(option("rate", 0.0)), option("part"))
+        Path(users) if users else None, float(option("rate", 0.0)), option("part"),
+        bool(option("rocketmq")))
     return 0
 
 

@@ -86,6 +86,7 @@ class DemoOptions:
     # False: no nice level for the console and the clients, no session weighting: every
     # part at the host's default priority (what the demo costs without the tricks)
     priorities: bool = True
+    rocketmq: bool = False  # a RocketMQ application on the gRPC ports (rocketmq_clients)
 
 
 @dataclass
@@ -175,12 +176,12 @@ class Demo:
 
                 self.cluster = Cluster(0, o.base_port, data, name="demo", groups=o.groups,
                                        replicas=2, replication="sync", acl=o.acl, tls=o.tls,
-                                       extra_args=self.realtime_args)
+                                       extra_args=self.realtime_args, grpc=o.clients)
                 self.cluster.up()
                 self._as_admin()
                 self.routes = routes_for(self.cluster.file)
-                ensure_topic(self.routes.wait(), DEMO_TOPIC)
-                # a killed broker comes back, and rejoins its group as slave
+                for topic in (DEMO_TOPIC, *(("demo-rmq",) if o.rocketmq else ())):
+                    ensure_topic(self.routes.wait(), topic)  # (demo-rmq: rocketmq_clients) broker comes back, and rejoins its group as slave
                 self._spawn(lambda: self.cluster.supervise(self._stop.is_set, restart=True),
                             "supervisor")
             else:
@@ -290,13 +291,12 @@ class Demo:
         that keeps up none of the others' (`part`: console.demo.clients.PARTS)."""
         log_file = open(self.cluster.data / "clients.log", "ab")  # noqa: SIM115 - the child's
         try:
-            users = [f"--users={self.cluster.data / 'users'}"] if self.users else []
             return subprocess.Popen(
                 [sys.executable, "-m", "console.demo.clients", str(self.cluster.path),
                  f"--trace-rate={self.opts.trace_rate:g}", f"--rate={self.opts.rate:g}",
                  f"--nice={CONSOLE_NICE if self.opts.priorities and part != 'fast' else 0}",
-                 f"--part={part}",
-                 *users],
+                 f"--part={part}", *(["--rocketmq=1"] if self.opts.rocketmq else []),
+                 *([f"--users={self.cluster.data / 'users'}"] if self.users else [])],
                 stdout=log_file, stderr=subprocess.STDOUT, process_group=0,
                 env=self._env_as("batch"))
         finally:

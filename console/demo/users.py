@@ -25,6 +25,8 @@ USERS: dict[str, tuple[tuple[str, str], ...]] = {
     "ledger": (("topic:demo-paid", "sub"), ("topic:demo-ledger", "pub"),
                ("group:ledger", "pub,sub")),
     "console": (("cluster", "get,list"),),
+    # a RocketMQ application on the gRPC ports (console.demo.rocketmq_clients)
+    "rocketmq": (("topic:demo-rmq", "pub,sub"), ("group:rmq-audit", "sub")),
 }
 
 
@@ -41,7 +43,8 @@ def make_users(cluster_path: Path, admin_credentials: Path, out: Path) -> dict[s
 
     out.mkdir(parents=True, exist_ok=True)
     admin = load(admin_credentials)
-    made = {name: (User.make(name, secret := secrets.token_urlsafe(18)), secret)
+    made = {name: (User.make(name, secret := secrets.token_urlsafe(18),
+                             rocketmq=name == "rocketmq"), secret)
             for name in USERS}
     requests = [{"action": "add_user", "name": name, "keys": user.to_dict()}
                 for name, (user, _s) in made.items()]

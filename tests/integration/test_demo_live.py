@@ -46,7 +46,8 @@ def test_make_demo_isolates_the_stalled_master_and_no_healthy_group(tmp_path):
     assert groups >= 4  # the Double-11 talk's 30 % cap lets the fuse take one out
     floodgate = Path(sys.executable).with_name("floodgate")
     ours = session_nice()  # the demo runs in this session: it weighs it, then puts it back
-    base, ports = free_port_range(3 * 2 * groups + 2), 3 * 2 * groups + 2
+    ports = 4 * 2 * groups + 2  # (TCP, HTTP, HA and gRPC a broker, ZooKeeper, controller)
+    base = free_port_range(ports)
     proc = subprocess.run(
         [str(floodgate), "demo", *args, "--headless", "52", "--json", "--with-tui",
          "--base-port", str(base)],
