@@ -86,7 +86,7 @@ class DemoOptions:
     # False: no nice level for the console and the clients, no session weighting: every
     # part at the host's default priority (what the demo costs without the tricks)
     priorities: bool = True
-    rocketmq: bool = False  # a RocketMQ application on the gRPC ports (rocketmq_clients)
+    rocketmq: bool = True  # with the clients: a RocketMQ application (rocketmq_clients)
 
 
 @dataclass
@@ -180,7 +180,7 @@ class Demo:
                 self.cluster.up()
                 self._as_admin()
                 self.routes = routes_for(self.cluster.file)
-                for topic in (DEMO_TOPIC, *(("demo-rmq",) if o.rocketmq else ())):
+                for topic in (DEMO_TOPIC, *(("demo-rmq",) if o.clients and o.rocketmq else ())):
                     ensure_topic(self.routes.wait(), topic)  # (demo-rmq: rocketmq_clients) broker comes back, and rejoins its group as slave
                 self._spawn(lambda: self.cluster.supervise(self._stop.is_set, restart=True),
                             "supervisor")

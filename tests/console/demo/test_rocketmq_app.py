@@ -1,4 +1,4 @@
-"""The demo's RocketMQ application (`floodgate demo --rocketmq`) on a cluster with TLS and
+"""The demo's RocketMQ application (on in `make demo`) on a cluster with TLS and
 the ACL, as the demo runs its own: as the demo's `rocketmq` user it sends through the
 gRPC ports, its consumer gets the messages, counts their delay and acknowledges them
 (the group's offsets move)."""
