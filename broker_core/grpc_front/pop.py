@@ -81,6 +81,7 @@ class Pops:
         handed out while an earlier one of its group is out and not acknowledged: the
         batch stops before it (a FIFO group's messages sit in one queue, in order)."""
         q, now = self._queue(group, topic, qid), self.clock()
+        self.broker.backlog.heard(group)  # (a receive is the group's sign of life)
         offsets = sorted(o for o, e in q.inflight.items() if e[0] <= now)[:batch]
         out = [m for o in offsets for m in self._read(topic, qid, o, 1)]
         busy = {e[3] for e in q.inflight.values() if e[3]}
