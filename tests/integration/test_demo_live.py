@@ -106,8 +106,10 @@ def assert_summary_shape(run: dict, groups: int) -> None:
         assert (t["broker"], t["reason"]) != ("group-3", "error") or not isolation or \
             t["detail"] == "SYSTEM_ERROR: injected error", t  # the errors act's own
         assert t["event"] in ("isolate", "release", "overflow", "reexclude")
-    assert set(run["consumer_groups"]) == {"billing", "warehouse", "ledger"}
+    assert set(run["consumer_groups"]) == {"billing", "warehouse", "ledger", "rmq-audit"}
     assert run["consumer_groups"]["billing"]["status"] in ("OK", "WARNING")
+    # the RocketMQ application (console.demo.rocketmq_clients) got its messages
+    assert run["consumer_delay"]["rmq-audit"]["count"] > 0, run["consumer_delay"]
     # warehouse's script: 20 s in it falls behind the demo's rate (console.demo.clients)
     assert "WARNING" in run["consumer_groups"]["warehouse"]["statuses"], run["consumer_groups"]
     tx = run["transactions"]
