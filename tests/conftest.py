@@ -66,7 +66,8 @@ def cluster_factory(tmp_path):
     clusters = []
 
     def make(n: int = 3, flush: str = "async", segment_size: str = "8M", **kwargs):
-        base = free_port_range(2 * n)
+        # TCP and HTTP a broker, and its gRPC port after all of them (cluster up --grpc)
+        base = free_port_range((3 if kwargs.get("grpc") else 2) * n)
         cluster = Cluster(n, base, tmp_path / f"cluster-{len(clusters)}", flush=flush,
                           segment_size=segment_size, **kwargs)
         clusters.append(cluster)

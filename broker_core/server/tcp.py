@@ -26,6 +26,7 @@ from broker_core.server.broker import Broker
 from broker_core.server.multi_ops import send_multi
 
 log = logging.getLogger("floodgate.broker")
+LINGER_S = 1.0  # a rejected connection's peer has this long to read the answer
 
 
 def _dropped(_answer) -> None:
@@ -42,6 +43,7 @@ class BrokerProtocol(asyncio.Protocol):
         self.guard = None  # server.access.ConnectionGuard when the broker enforces its ACL
         self._replies: list[bytes] = []  # answers that waited, written at the turn's end
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.rejected = False  # answered BAD_REQUEST and closing: what comes is dropped
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -56,6 +58,8 @@ class BrokerProtocol(asyncio.Protocol):
         self.transport = None
 
     def data_received(self, data: bytes) -> None:
+        if self.rejected:
+            return
         try:
             frames = self.decoder.feed(data)
         except p.ProtocolError as exc:
@@ -157,6 +161,8 @@ class BrokerProtocol(asyncio.Protocol):
             self.reply(p.encode_answer(header.op, header.request_id, code, answer))
 
     def _reject(self, reason: str) -> None:
+        if self.rejected:
+            return
         self.broker.counters["bad_requests"] += 1
         self.broker.counters["connections_closed_bad"] += 1
         if self.transport is not None and not self.transport.is_closing():
@@ -165,7 +171,15 @@ class BrokerProtocol(asyncio.Protocol):
                     0, 0, reason.encode(), flags=p.FLAG_RESPONSE, code=p.Code.BAD_REQUEST
                 )
             )
-            self.transport.close()
+            # a close with bytes unread resets the connection, and the peer may lose the
+            # answer with it (an HTTP request sent here: its body still coming): say we
+            # are done, drop what still comes, close a moment later (a lingering close)
+            self.rejected, self.partial_since = True, None
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+                self._loop.call_later(LINGER_S, self.transport.close)
+            else:
+                self.transport.close()
 
 
 def reap_slow_clients(broker: Broker, now: float) -> float | None:
