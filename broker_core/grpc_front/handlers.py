@@ -85,20 +85,21 @@ class Handlers(grpc.GenericRpcHandler):
 
 
 def _handler(name: str, guard, kind: str, fn, request, answer):
+    async def refusal(req, ctx):
+        """Why the request is not served (None: it is): bytes not its message abort
+        INVALID_ARGUMENT; what the ACL refuses is answered with its status."""
+        if isinstance(req, Malformed):
+            await ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {req.why}")
+        return guard.refusal(name, req, ctx)
+
     if kind == "unary":
         async def unary(req, ctx):
-            if isinstance(req, Malformed):
-                await ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {req.why}")
-            refused = guard.refusal(name, req, ctx)
-            if refused is not None:
-                return answer(status=refused)
-            return await fn(req, ctx)
+            refused = await refusal(req, ctx)
+            return answer(status=refused) if refused is not None else await fn(req, ctx)
         return grpc.unary_unary_rpc_method_handler(unary, _lenient(request), _serialize)
 
     async def stream(req, ctx):
-        if isinstance(req, Malformed):
-            await ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {req.why}")
-        refused = guard.refusal(name, req, ctx)
+        refused = await refusal(req, ctx)
         if refused is not None:
             yield answer(status=refused)
             return

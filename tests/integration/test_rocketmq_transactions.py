@@ -74,6 +74,16 @@ def _half(producer, topic: str, body: bytes):
     return tx, producer.send(m, tx)
 
 
+def _read_one(broker, group: str, topic: str):
+    """The one message a SimpleConsumer of `group` receives (and acknowledges)."""
+    consumer = _consumer(broker, group, topic)
+    try:
+        (got,) = _receive_all(consumer, 1)
+    finally:
+        consumer.shutdown()
+    return got
+
+
 def test_a_committed_half_is_delivered_and_a_rolled_back_one_never_stored(broker):
     from rocketmq import TransactionResolution
 
@@ -93,11 +103,7 @@ def test_a_committed_half_is_delivered_and_a_rolled_back_one_never_stored(broker
     wait_for(lambda: _transactions(broker)["committed_total"] - before["committed_total"] == 1
              and _transactions(broker)["pending"] == 0, 10, "one committed, none pending")
     assert _stored(broker, "payments") == 1  # the rolled-back one never reached the topic
-    consumer = _consumer(broker, "pay-readers", "payments")
-    try:
-        (got,) = _receive_all(consumer, 1)
-    finally:
-        consumer.shutdown()
+    got = _read_one(broker, "pay-readers", "payments")
     assert got.body == b"pay 1"
     assert got.message_id == receipt.message_id
     assert "TRAN_MSG" not in got.properties and "PGROUP" not in got.properties
@@ -117,12 +123,7 @@ def test_a_half_never_settled_is_checked_back_and_its_checkers_commit_applied(br
         wait_for(lambda: _stored(broker, "refunds") == 1, 20, "the checked half committed")
     finally:
         producer.shutdown()
-    consumer = _consumer(broker, "refund-readers", "refunds")
-    try:
-        (got,) = _receive_all(consumer, 1)
-    finally:
-        consumer.shutdown()
-    assert got.body == b"refund 7"
+    assert _read_one(broker, "refund-readers", "refunds").body == b"refund 7"
     wait_for(lambda: _transactions(broker)["pending"] == 0, 10, "nothing pending")
 
 
