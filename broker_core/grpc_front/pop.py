@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker_core.server.group_state import JsonTable, read_json
+from broker_core.json_table import JsonTable, read_json
 
 
 @dataclass

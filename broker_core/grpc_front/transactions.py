@@ -19,14 +19,20 @@ import contextlib
 import itertools
 import logging
 
+from broker_core import protocol as p
 from broker_core.grpc_front import rocketmq_v2_pb2 as pb
 from broker_core.grpc_front.codes import CODES
 from broker_core.grpc_front.pop_messages import as_pb
-from broker_core.protocol import Code
+from broker_core.protocol import Code, Op
 from broker_core.protocol.codecs import PRODUCER_GROUP
-from broker_core.protocol.transactions import HALF_TOPIC, PROP_TX_HALF, TxState, parse_tx_id, tx_id
-from broker_core.server import tx_ops
-from broker_core.server.transactions import PRODUCER_ALIVE_S
+from broker_core.protocol.transactions import (
+    HALF_TOPIC,
+    PRODUCER_ALIVE_S,
+    PROP_TX_HALF,
+    TxState,
+    parse_tx_id,
+    tx_id,
+)
 
 log = logging.getLogger("floodgate.grpc")
 
@@ -69,11 +75,10 @@ class GrpcTransactions:
             return _answer(pb.INVALID_TRANSACTION_ID,
                            f"{req.transaction_id!r} is not a transaction of "
                            f"{self.broker.config.name} (BROKER:OFFSET)")
-        if (refused := self.broker.write_refusal()) is not None:
-            code, text = refused
-        else:
-            by = "check" if req.source == pb.SOURCE_SERVER_CHECK else "producer"
-            code, text = await tx_ops.resolve(self.broker, offset, decision, by)
+        # the broker's own END_TRANSACTION, as a native producer's request
+        by = "check" if req.source == pb.SOURCE_SERVER_CHECK else "producer"
+        code, text = await self.broker.handle(p.Header(op=Op.END_TRANSACTION), p.encode_json(
+            {"offset": offset, "decision": decision.value, "by": by}))
         mapped = CODES.get(code, pb.INTERNAL_SERVER_ERROR)
         return _answer(mapped, "OK" if mapped == pb.OK else
                        text.decode("utf-8", "replace") or Code(code).name)

@@ -25,6 +25,7 @@ OP_TOPIC = "%TX_OP%"
 CHECK_AFTER_S = 6.0  # a half unresolved this long is checked back (RocketMQ: 6 s)
 CHECK_INTERVAL_S = 6.0  # ... and again this often
 MAX_CHECKS = 15  # ... at most this many times, then rolled back (RocketMQ: 15)
+PRODUCER_ALIVE_S = 5.0  # a producer group that asked for checks this recently is alive
 
 
 class TxState(StrEnum):

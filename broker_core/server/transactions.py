@@ -38,6 +38,7 @@ from broker_core.protocol.transactions import (
     HALF_TOPIC,
     MAX_CHECKS,
     OP_TOPIC,
+    PRODUCER_ALIVE_S,
     PROP_CONSUMED_FROM,
     Consumed,
     TxOp,
@@ -54,7 +55,6 @@ from broker_core.store import MessageStore, PutResult, PutStatus
 log = logging.getLogger("floodgate.broker")
 
 READ_BATCH = 256
-PRODUCER_ALIVE_S = 5.0  # a producer group that asked for checks this recently is alive
 RECENT = 4096  # resolved halves past the watermark whose outcome is still named
 
 
