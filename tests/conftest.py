@@ -66,8 +66,9 @@ def cluster_factory(tmp_path):
     clusters = []
 
     def make(n: int = 3, flush: str = "async", segment_size: str = "8M", **kwargs):
-        # TCP and HTTP a broker, and its gRPC port after all of them (cluster up --grpc)
-        base = free_port_range((3 if kwargs.get("grpc") else 2) * n)
+        # TCP and HTTP a broker; with gRPC (cluster up --grpc) one more a broker, after
+        # all of those and one spare (cluster.members.ports_taken)
+        base = free_port_range(3 * n + 1 if kwargs.get("grpc") else 2 * n)
         cluster = Cluster(n, base, tmp_path / f"cluster-{len(clusters)}", flush=flush,
                           segment_size=segment_size, **kwargs)
         clusters.append(cluster)

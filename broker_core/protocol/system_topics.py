@@ -32,6 +32,8 @@ def check_group(group: str) -> str:
     if not isinstance(group, str) or not GROUP_RE.match(group):
         raise ValueError(f"illegal consumer group name {group!r}: 1-{MAX_GROUP} of {NAME_RULE}")
     return group
+
+
 # a failed message's first retry waits this delay level (10 s), one level more each time
 # after (client.retry; a RocketMQ consumer's backoff on the gRPC port the same)
 RETRY_FIRST_LEVEL = 3

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from broker_core.errors import BrokerError
 from broker_core.fsutil import write_json_atomic
+from broker_core.json_table import read_json
 from broker_core.names import MAX_TOPIC, NAME_CHARS, NAME_RULE
-from broker_core.server.group_state import read_json
 
 KINDS = ("topic", "group")
 COLD_FACTOR = 3.0  # Sentinel's default: a cold bucket admits rate / 3

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from broker_core.json_table import JsonTable, read_json  # noqa: F401 - (and from here)
+from broker_core.json_table import JsonTable, read_json
 
 log = logging.getLogger("floodgate.broker")
 

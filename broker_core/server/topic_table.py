@@ -19,11 +19,11 @@ import logging
 from pathlib import Path
 
 from broker_core.errors import BrokerError
+from broker_core.json_table import JsonTable, read_json
 from broker_core.names import MAX_TOPIC, NAME_RULE, TOPIC_RE, topic_problem
 from broker_core.protocol.delay import SCHEDULE_TOPIC
 from broker_core.protocol.system_topics import ALWAYS_CREATED
 from broker_core.protocol.transactions import HALF_TOPIC, OP_TOPIC
-from broker_core.server.group_state import JsonTable, read_json
 
 log = logging.getLogger("floodgate.broker")
 PERMS = ("rw", "r", "w", "-")
