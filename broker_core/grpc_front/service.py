@@ -265,6 +265,8 @@ class GrpcFront:
             return pb.ChangeInvisibleDurationResponse(status=pb.Status(
                 code=pb.INVALID_RECEIPT_HANDLE,
                 message="acknowledged already, or handed out again since"))
+        for event in self.broker.pulls.waiters.get(topic, ()):  # a receive waiting there
+            event.set()  # looks again at when a held message is visible (sooner, now)
         return pb.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=new)
 
     # -- a send ----------------------------------------------------------------------------
