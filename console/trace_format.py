@@ -45,7 +45,8 @@ def day(ms: int) -> str:
 def timeline_lines(t) -> list[str]:
     """A Timeline as plain lines (no markup)."""
     out = [f"message {t.id}  topic {t.topic}  keys {t.keys or '-'}"
-           f"{'  tags ' + t.tags if t.tags else ''}  {t.body_bytes:,} B  ({day(t.store_ms)} UTC)"]
+           f"{'  tags ' + t.tags if t.tags else ''}  {t.body_bytes:,} B  ({day(t.store_ms)} UTC)"
+           + (f"  (its client's id {t.client_id})" if t.client_id else "")]
     if t.copy is not None:
         out.append(f"  ({describe(t.copy, clock)})")
     s = t.send
@@ -63,10 +64,15 @@ def timeline_lines(t) -> list[str]:
         broker, addr = s.get("broker", "?"), s.get("addr") or "?"
         to = broker if addr in (broker, "?") else f"{broker} ({addr})"  # not the address twice
         verb = "sent back" if t.copy is not None and t.copy.sent_back else "sent"
-        out.append(f"  {clock(s['born_ms'])}  {verb} by {s.get('client', '?')} to "
-                   f"{to}: {s.get('status')}, "
-                   f"RT {s.get('rt_ms', 0):.2f} ms{broker_ms}, {s.get('attempts', 1)} "
-                   f"attempt(s){retry}{fuse_txt}")
+        if s.get("via"):  # a RocketMQ client's: the broker saw one attempt, not its RT
+            out.append(f"  {clock(s['born_ms'])}  {verb} by {s.get('client', '?')} (a "
+                       f"RocketMQ client, {s['via']}) to {to}: {s.get('status')}, "
+                       f"{s.get('broker_ms') or 0:.2f} ms on the broker")
+        else:
+            out.append(f"  {clock(s['born_ms'])}  {verb} by {s.get('client', '?')} to "
+                       f"{to}: {s.get('status')}, "
+                       f"RT {s.get('rt_ms', 0):.2f} ms{broker_ms}, {s.get('attempts', 1)} "
+                       f"attempt(s){retry}{fuse_txt}")
     elif t.copy is not None and t.copy.kind in MADE_BY_BROKER:
         out.append(f"  {clock(t.born_ms)}  born (sent as {t.copy.made_from or 'an earlier copy'})")
     else:
@@ -82,11 +88,13 @@ def timeline_lines(t) -> list[str]:
     deliveries = [(d.pulled_ms, group, i, d) for group in t.deliveries
                   for i, d in enumerate(t.deliveries[group])]
     for _pulled, group, i, d in sorted(deliveries, key=lambda x: (x[0], x[1])):  # in time
-        commit = (f", committed {clock(d.committed_ms)}" if d.committed_ms
-                  else ", not committed when traced")
+        commit = (f", {'acknowledged' if d.via else 'committed'} {clock(d.committed_ms)}"
+                  if d.committed_ms else ", not committed when traced")
         again = " (redelivery)" if i else ""
-        out.append(f"  {clock(d.pulled_ms)}  delivered to group {group}{again} "
-                   f"({d.client}){commit}: end to end {d.pulled_ms - born:,} ms")
+        how = f"popped by group {group}{again} ({d.client}, {d.via})" if d.via else \
+            f"delivered to group {group}{again} ({d.client})"
+        out.append(f"  {clock(d.pulled_ms)}  {how}{commit}: end to end "
+                   f"{d.pulled_ms - born:,} ms")
     for note in t.notes:
         out.append(f"  note: {note}")
     for gap in t.missing:
@@ -96,6 +104,10 @@ def timeline_lines(t) -> list[str]:
 
 def failed_send_lines(r: dict) -> list[str]:
     retries = "; ".join(r.get("retries") or [])
+    if r.get("via"):  # a RocketMQ client's, recorded by the broker that refused it
+        return [f"send of keys {r.get('keys')} to topic {r.get('topic')} by {r.get('client')} "
+                f"(a RocketMQ client, {r['via']}) at {clock(r.get('born_ms'))} UTC: refused "
+                f"by {r.get('broker')}, {r.get('error', '')} (its client may retry it)"]
     return [f"send of keys {r.get('keys')} to topic {r.get('topic')} by {r.get('client')} "
             f"at {clock(r.get('born_ms'))} UTC: never stored, FAILED after "
             f"{r.get('attempts', 1)} attempt(s): {r.get('error', '')}"

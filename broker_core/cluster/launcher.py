@@ -67,6 +67,7 @@ class Cluster:
         tls: bool = False,
         consensus: str = "controller",
         grpc: bool = False,
+        grpc_trace_rate: float = 0.0,
     ) -> None:
         """`netns`: every broker, the embedded ZooKeeper and each controller on a host
         of its own (cluster.netns), so that network faults can come between them.
@@ -78,11 +79,14 @@ class Cluster:
         port speaks TLS; the cluster file names the CA (`tls_ca`).
         `consensus="raft"`: each group elects its leader itself (broker_core.raft): no
         ZooKeeper, no controller. `grpc`: each broker also serves RocketMQ 5's gRPC
-        protocol (broker_core.grpc_front), on ports after all the others."""
+        protocol (broker_core.grpc_front), on ports after all the others, tracing
+        `grpc_trace_rate` of its clients' sends."""
         if n < 1 and not groups:
             raise BrokerError("a cluster needs at least one broker")
         self.data = Path(data)
         self.flush, self.segment_size, self.extra = flush, segment_size, extra_args or []
+        if grpc and grpc_trace_rate:
+            self.extra = [*self.extra, "--grpc-trace-rate", f"{grpc_trace_rate:g}"]
         self.log_dir = log_dir or self.data / "logs"
         # one metrics log for the whole cluster (each broker's files carry its name), so a
         # report reads the cluster's night with one --input

@@ -11,7 +11,7 @@ from broker_core.grpc_front import rocketmq_v2_pb2 as pb
 # what RocketMQ 5 says in its system properties, kept out of the user's
 # (and a transaction's: its half's flag and group, the committed copy's half)
 SYSTEM = frozenset({"TAGS", "KEYS", "UNIQ_KEY", "MESSAGE_GROUP", "DELAY", "REAL_TOPIC",
-                    "REAL_QID", "TRAN_MSG", "PGROUP", "COPY_OF"})
+                    "REAL_QID", "TRAN_MSG", "PGROUP", "COPY_OF", "TRACE"})
 
 
 def as_pb(m, receipt: str, attempt: int, invisible_s: float, broker: str) -> pb.Message:

@@ -39,16 +39,16 @@ from broker_core.grpc_front.access import GrpcAccess
 from broker_core.grpc_front.cluster_routes import ClusterRoutes
 from broker_core.grpc_front.codes import CODES
 from broker_core.grpc_front.handlers import Handlers, Malformed
-from broker_core.grpc_front.pop import Pops
+from broker_core.grpc_front.pop import Pops, parse_handle
 from broker_core.grpc_front.pop_messages import as_pb, tag_filter
+from broker_core.grpc_front.tracing import GrpcTracer, born, client_of
 from broker_core.grpc_front.transactions import GrpcTransactions, half_properties
 from broker_core.protocol import Code
 from broker_core.protocol.codecs import OutMessage, decode_send_answer, encode_send
 from broker_core.protocol.delay import LEVELS_S
-from broker_core.protocol.system_topics import (
-    RETRY_FIRST_LEVEL,
-)
+from broker_core.protocol.system_topics import RETRY_FIRST_LEVEL
 from broker_core.protocol.transactions import tx_id
+from broker_core.trace.records import PROP_TRACE
 
 log = logging.getLogger("floodgate.grpc")
 
@@ -75,6 +75,7 @@ class GrpcFront:
         self.pops = broker.pops = Pops(broker)  # (the broker's tables carry it to replicas)
         self.routes = ClusterRoutes(routes_file) if routes_file else None
         self.tx = GrpcTransactions(broker)
+        self.trace = GrpcTracer(broker, broker.config.grpc_trace_rate)
         self.guard = GrpcAccess(broker.access)
         self.credentials = _server_credentials(tls) if tls is not None else None
 
@@ -167,12 +168,13 @@ class GrpcFront:
                 duration_pb2.Duration(seconds=int(s)) for s in LEVELS_S[RETRY_FIRST_LEVEL - 1:])
         return settings
 
-    async def send_message(self, req: pb.SendMessageRequest, _ctx) -> pb.SendMessageResponse:
-        entries = [await self._send_one(m) for m in req.messages]
+    async def send_message(self, req: pb.SendMessageRequest, ctx) -> pb.SendMessageResponse:
+        client = client_of(ctx)
+        entries = [await self._send_one(m, client) for m in req.messages]
         worst = next((e.status for e in entries if e.status.code != pb.OK), ok())
         return pb.SendMessageResponse(status=worst, entries=entries)
 
-    async def receive_message(self, req: pb.ReceiveMessageRequest, _ctx):
+    async def receive_message(self, req: pb.ReceiveMessageRequest, ctx):
         """Pop: the queue's messages not handed out (or whose invisibility ran out),
         invisible to the group for `invisible_duration`; waiting up to the long-polling
         timeout for one to arrive. The answer: a status, then the messages."""
@@ -227,6 +229,7 @@ class GrpcFront:
             yield pb.ReceiveMessageResponse(status=pb.Status(code=pb.MESSAGE_NOT_FOUND,
                                                              message="no new message"))
             return
+        self.trace.delivered(group, client_of(ctx), taken)
         yield pb.ReceiveMessageResponse(status=ok())
         for m, receipt, attempt in taken:
             yield pb.ReceiveMessageResponse(message=as_pb(m, receipt, attempt, invisible,
@@ -239,6 +242,9 @@ class GrpcFront:
         entries = []
         for e in req.entries:
             done = self.pops.ack(req.group.name, req.topic.name, e.receipt_handle)
+            if done:
+                self.trace.acked(req.group.name, req.topic.name, *parse_handle(
+                    e.receipt_handle)[:2])
             entries.append(pb.AckMessageResultEntry(
                 message_id=e.message_id, receipt_handle=e.receipt_handle,
                 status=ok() if done else pb.Status(
@@ -270,7 +276,7 @@ class GrpcFront:
         return pb.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=new)
 
     # -- a send ----------------------------------------------------------------------------
-    async def _send_one(self, m: pb.Message) -> pb.SendResultEntry:
+    async def _send_one(self, m: pb.Message, client: str) -> pb.SendResultEntry:
         sp = m.system_properties
         mid = sp.message_id
         try:
@@ -278,20 +284,30 @@ class GrpcFront:
         except ValueError as exc:
             return pb.SendResultEntry(status=pb.Status(code=pb.ILLEGAL_DELIVERY_TIME,
                                                        message=str(exc)), message_id=mid)
+        traced = self.trace.traces(sp.trace_context)
+        if traced:
+            props[PROP_TRACE] = "1"
         half = sp.message_type == pb.TRANSACTION
         if half:
             half_properties(m.topic.name, props)
         queue = self._queue(m.topic.name, sp.message_group if sp.HasField("message_group")
                             else None)
-        body = encode_send(m.topic.name, queue, OutMessage(m.body, sp.tag if sp.HasField(
-            "tag") else "", " ".join(sp.keys), props))
+        tag, keys = sp.tag if sp.HasField("tag") else "", " ".join(sp.keys)
+        body = encode_send(m.topic.name, queue, OutMessage(m.body, tag, keys, props))
+        born_ms, began = born(sp.born_timestamp), time.perf_counter()
         code, answer = await self.native_send(body)
         mapped = CODES.get(code, pb.INTERNAL_SERVER_ERROR)
         if mapped != pb.OK:
-            return pb.SendResultEntry(status=pb.Status(
-                code=mapped, message=answer.decode("utf-8", "replace") or Code(code).name),
-                message_id=mid)
-        _qid, queue_offset, *_rest = decode_send_answer(answer)
+            why = answer.decode("utf-8", "replace") or Code(code).name
+            if traced:
+                self.trace.refused(m.topic.name, tag, keys, client, born_ms, len(m.body),
+                                   pb.Code.Name(mapped), why)
+            return pb.SendResultEntry(status=pb.Status(code=mapped, message=why),
+                                      message_id=mid)
+        stored = decode_send_answer(answer)
+        if traced:
+            self.trace.sent(stored, keys, client, born_ms, time.perf_counter() - began)
+        queue_offset = stored[1]
         if not half:
             return pb.SendResultEntry(status=ok(), message_id=mid, offset=queue_offset)
         self.tx.stored_half()  # (its check falls due: grpc_front.transactions)

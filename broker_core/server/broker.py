@@ -395,5 +395,5 @@ class Broker:
     def close(self) -> None:
         for table in (self.topics, self.offsets, *((self.pops.file,) if self.pops else ())):
             table.save()
-        self.trace_store.flush()
+        self.trace_store.flush(final=True)
         self.store.close()

@@ -18,6 +18,7 @@ class BrokerConfig:
     grpc_port: int | None = None  # RocketMQ 5's gRPC protocol (broker_core.grpc_front)
     grpc_routes: str | None = None  # a cluster file: routes name every group's master
     grpc_max_deliveries: int = 17  # a popped message handed out this often goes to the DLQ
+    grpc_trace_rate: float = 0.0  # the share of RocketMQ clients' sends traced (0..1)
     bind: str = "127.0.0.1"
     cluster: str = "floodgate"
     flush: str = "async"

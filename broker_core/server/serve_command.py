@@ -69,6 +69,10 @@ def add_serve_arguments(serve) -> None:
                        metavar="N", help="with --grpc-port: a message a RocketMQ consumer "
                        "was handed N times and never acknowledged goes to %%DLQ%%GROUP "
                        "(default 17: the first and RocketMQ's 16 retries)")
+    serve.add_argument("--grpc-trace-rate", type=float_range(0.0, 1.0), default=0.0,
+                       metavar="R", help="with --grpc-port: the share of RocketMQ clients' "
+                       "sends traced, 0..1 (default 0: only those the client traces); "
+                       "`floodgate trace` then shows their sends and pops")
     serve.add_argument("--bind", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--flush", choices=("async", "sync"), default="async")
     serve.add_argument("--segment-size", default="1G", metavar="SIZE",
@@ -201,6 +205,7 @@ def run_serve(args) -> int:
         name=args.name, data_dir=args.data, port=args.port, http_port=args.http_port,
         grpc_port=args.grpc_port, grpc_routes=args.grpc_routes,
         grpc_max_deliveries=args.grpc_max_deliveries,
+        grpc_trace_rate=args.grpc_trace_rate,
         bind=args.bind, cluster=args.cluster, flush=args.flush,
         segment_bytes=segment_bytes, default_queues=args.queues,
         auto_create_topics=not args.no_auto_create_topics, metrics_dir=args.metrics_dir,

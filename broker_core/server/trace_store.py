@@ -42,6 +42,9 @@ class StoreTracer:
         self._window: list[int] | None = None  # OK answers: [count, lo, hi phys, lo, hi ms]
         self._pending: list[dict] = []  # other answers: `store` records, id = phys for now
         self.counters = {"records": 0, "messages": 0, "dropped": 0}
+        # records made on a client's behalf (grpc_front.tracing), written with these:
+        # each source gives what is ready (`final`: all it holds)
+        self.sources: list[Callable[[bool], list[dict]]] = []
 
     def add(self, result, topic: str, queue_id: int, code: int) -> None:
         """One traced message stored (a PutResult), answered with ``code``."""
@@ -71,12 +74,14 @@ class StoreTracer:
         if len(self._pending) >= MAX_RECORDS:
             self.flush()
 
-    def flush(self) -> int:
+    def flush(self, final: bool = False) -> int:
         """Write the window's summary and what is pending (the broker's tick calls it
-        every second); returns the traced messages they cover."""
+        every second; `final` when it stops); returns the traced messages they cover."""
         window, self._window = self._window, None
         pending, self._pending = self._pending, []
-        covered = len(pending) + (window[0] if window else 0)
+        made = [r for source in self.sources for r in source(final)]
+        self.counters["records"] += len(made)
+        covered = len(pending) + (window[0] if window else 0) + len(made)
         if not covered:
             return 0
         if not self.writable():
@@ -92,7 +97,7 @@ class StoreTracer:
             body, _ids = encode_batch([summary])
             self._write(body, " ".join(stored_keys(self.addr, first_ms, last_ms)), count)
         addr = self.addr
-        pending = [{**r, "id": encode_id(addr, r["id"])} for r in pending]
+        pending = [{**r, "id": encode_id(addr, r["id"])} for r in pending] + made
         for i in range(0, len(pending), MAX_RECORDS):
             records = pending[i : i + MAX_RECORDS]
             self._write(*encode_batch(records), len(records))

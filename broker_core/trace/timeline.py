@@ -21,6 +21,7 @@ class Delivery:
     committed_ms: int | None
     delay_ms: int  # pulled - born (end to end)
     broker: str = ""
+    via: str = ""  # "gRPC": a RocketMQ client's pop, recorded by the broker
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Timeline:
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     copy: Copy | None = None  # what it is a copy of (trace.copies), None: as sent
+    client_id: str = ""  # the id its client gave it, when not ours (a RocketMQ client's)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,7 +73,8 @@ def build_timeline(doc: dict, records: list[dict],
         queue_offset=doc["queue_offset"], born_ms=doc["born_ms"], store_ms=doc["store_ms"],
         durable=bool(doc.get("durable")), body_bytes=doc.get("body_bytes", 0),
         send=sends[0] if sends else None, store=stores[0] if stores else None,
-        groups=dict(doc.get("groups") or {}), copy=copy_of(doc))
+        groups=dict(doc.get("groups") or {}), copy=copy_of(doc),
+        client_id=(doc.get("properties") or {}).get("UNIQ_KEY", ""))
     c = t.copy
     sent = c is None or c.kind not in MADE_BY_BROKER  # else the broker made it: no send
     born = t.send["born_ms"] if t.send else t.born_ms
@@ -79,7 +82,7 @@ def build_timeline(doc: dict, records: list[dict],
                     key=lambda r: r.get("pulled_ms", 0)):
         t.deliveries.setdefault(r["group"], []).append(Delivery(
             r["group"], r.get("client", ""), r["pulled_ms"], r.get("committed_ms"),
-            r["pulled_ms"] - born, r.get("broker", "")))
+            r["pulled_ms"] - born, r.get("broker", ""), r.get("via", "")))
     traced = "TRACE" in (doc.get("properties") or {})
     sender = f"group {c.group}'s consumer" if c and c.sent_back else "the producer"
     if t.send is None and sent and not traced:  # nothing lost: a note, as for a consumer

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from broker_core.server.serve_command import ArgsError, make_data_dir, segment_size
-from console.commands.common import add_subparser, int_range
+from console.commands.common import add_subparser, float_range, int_range
 from console.errors import CommandFailed, UsageError
 from console.logs import configure_logging
 
@@ -61,6 +61,9 @@ def register(sub) -> None:
     up.add_argument("--grpc", action="store_true",
                     help="each broker also serves RocketMQ 5's gRPC protocol (RocketMQ's own "
                     "clients: docs/topics/rocketmq-clients.md) on a port of its own")
+    up.add_argument("--grpc-trace-rate", type=float_range(0.0, 1.0), default=0.0, metavar="R",
+                    help="with --grpc: the share of RocketMQ clients' sends the brokers "
+                    "trace, 0..1 (default 0): `floodgate trace` shows their sends and pops")
     up.add_argument("--no-auto-create-topics", action="store_true",
                     help="brokers refuse sends to unknown topics (TOPIC_NOT_EXIST): create "
                          "them with `floodgate topic create`, as in production")
@@ -99,11 +102,12 @@ def run_up(args) -> int:
                           args.name, extra_args=extra, groups=groups, replicas=args.replicas,
                           replication=args.replication, zk=args.zk, netns=args.netns,
                           acl=args.acl, tls=args.tls, consensus=args.consensus,
-                          grpc=args.grpc)
+                          grpc=args.grpc, grpc_trace_rate=args.grpc_trace_rate)
     else:
         cluster = Cluster(_brokers(args), args.base_port, args.data, args.flush,
                           args.segment_size, args.name, extra_args=extra, netns=args.netns,
-                          acl=args.acl, tls=args.tls, grpc=args.grpc)
+                          acl=args.acl, tls=args.tls, grpc=args.grpc,
+                          grpc_trace_rate=args.grpc_trace_rate)
     stop = threading.Event()
 
     def stopping(*_) -> None:

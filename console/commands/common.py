@@ -10,7 +10,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any
 
-from broker_core.flags import (  # noqa: F401 - the commands' numeric types, from here  # noqa: F401 - as above
+from broker_core.flags import (  # noqa: F401 - the commands' numeric types, from here
     AT_LEAST_1,
     FRACTION,
     NON_NEGATIVE,

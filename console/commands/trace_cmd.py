@@ -60,6 +60,10 @@ def run(args) -> int:
         try:
             decode_id(args.id)
         except MessageIdError as exc:
+            if len(args.id) == 34 and args.id[:2] == "01":  # RocketMQ 5's (MessageIdCodec)
+                raise UsageError(f"--id {args.id}: a RocketMQ client's message id, which "
+                                 "names no broker: find the message by its keys (--key)"
+                                 ) from None
             raise UsageError(str(exc)) from None
     begin = parse_when(args.since, "--since") if args.since else 0
     end = parse_when(args.until, "--until") if args.until else None

@@ -7,7 +7,8 @@ RocketMQ's clients do (its official client, `rocketmq-python-client`, serves the
 interoperability tests; the demo keeps to the project's own dependencies). What it
 does: a route from any broker (every group's master), sends in turn over the route's
 queues, and per queue a receive long-polling, each message acknowledged and its
-send -> in hand delay counted (console.demo.delays) as `rmq-audit`. All of it on one
+send -> in hand delay counted (console.demo.delays) as `rmq-audit`. The brokers trace
+what it sends and receives (`floodgate trace --key rmq-order-N`). All of it on one
 asyncio loop in one thread (grpc.aio): the blocking client's thread a receive, 16 of
 them, cost the demo's host a sixth of a core.
 """
@@ -19,6 +20,7 @@ import hashlib
 import hmac
 import itertools
 import logging
+import os
 import threading
 import time
 import uuid
@@ -33,6 +35,8 @@ log = logging.getLogger("floodgate.demo")
 TOPIC, GROUP = "demo-rmq", "rmq-audit"  # (the demo's runner makes the topic, as admin)
 RATE = 10.0  # msgs/s: a RocketMQ application beside the flood, not part of it
 WAIT_S = 10  # each receive long-polls this long
+_NUMBERS = itertools.count()
+KEY_PREFIX = "rmq-order-"  # the n-th message sent is keyed rmq-order-n (floodgate trace)
 ROUTE_EVERY_S = 30.0  # as RocketMQ's clients refresh (and at once after a failed send)
 
 
@@ -42,6 +46,9 @@ class RocketMQClient:
     def __init__(self, endpoint: str, user: str = "", secret: str = "",
                  ca: bytes | None = None) -> None:
         self.user, self.secret = user, secret
+        # who the brokers' trace says sent and received (grpc_front.tracing), as
+        # RocketMQ's clients name themselves (host@pid@n)
+        self.client_id = f"rmq-demo@{os.getpid()}@{next(_NUMBERS)}"
         self.channel = grpc.aio.secure_channel(endpoint, grpc.ssl_channel_credentials(ca)) \
             if ca is not None else grpc.aio.insecure_channel(endpoint)
         call = f"/{SERVICE}/"
@@ -59,9 +66,9 @@ class RocketMQClient:
         """RocketMQ 5's signature: an HMAC-SHA1 of the request's date (grpc_front.access)."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         if not self.user:
-            return [("x-mq-date-time", stamp)]
+            return [("x-mq-date-time", stamp), ("x-mq-client-id", self.client_id)]
         sig = hmac.new(self.secret.encode(), stamp.encode(), hashlib.sha1).hexdigest()
-        return [("x-mq-date-time", stamp), ("authorization",
+        return [("x-mq-date-time", stamp), ("x-mq-client-id", self.client_id), ("authorization",
                 f"MQv2-HMAC-SHA1 Credential={self.user}, SignedHeaders=x-mq-date-time, "
                 f"Signature={sig}")]
 
@@ -122,7 +129,9 @@ async def produce(make, stamp, rate: float = RATE) -> None:
             c = clients.get(endpoint(q)) or clients.setdefault(endpoint(q), make(endpoint(q)))
             m = pb.Message(topic=q.topic, body=stamp(b"rmq order"), system_properties=
                            pb.SystemProperties(message_id=uuid.uuid4().hex.upper(),
-                                               message_type=pb.NORMAL))
+                                               message_type=pb.NORMAL,
+                                               keys=[f"{KEY_PREFIX}{sent}"]))
+            m.system_properties.born_timestamp.GetCurrentTime()
             try:
                 await c.call("SendMessage", pb.SendMessageRequest(messages=[m]))
             except (grpc.RpcError, RuntimeError) as exc:  # a failover: a new route next

@@ -79,7 +79,7 @@ class DemoOptions:
     clients: bool = True  # consumer groups and a throttled producer (console.demo.clients)
     # share of the demo's sends traced (and of deliveries the consumer groups report):
     # every message, so any key order-N can be looked up in the console's trace screen
-    trace_rate: float = 1.0
+    trace_rate: float = 1.0  # (the RocketMQ app's sends: the brokers sample them)
     acl: bool = True  # brokers take users only; each client its own (console.demo.users)
     tls: bool = True  # every broker port speaks TLS (a local CA in the data dir)
     realtime: bool = False  # brokers and the load under SCHED_RR if allowed (BROKER_RT_PRIORITY)
@@ -99,7 +99,7 @@ class Demo:
         self._made_data: Path | None = None
         if self.opts.data is None:  # made now, so its log can be named before the start
             self._made_data = Path(tempfile.mkdtemp(prefix="floodgate-demo-"))
-        self.cluster = self.producer = None
+        self.cluster = self.producer = self.routes = None  # routes: replicated, who is master
         self.clients: list[subprocess.Popen] = []  # console.demo.clients: fast, the rest
         self.users: dict[str, Path] = {}  # the ACL's users: name -> credentials file
         self._env_before: dict | None = None  # the ACL and TLS settings before the demo's
@@ -107,7 +107,6 @@ class Demo:
         self.session_nice: int | None = None  # its autogroup nice while the demo runs
         self._threads: list[threading.Thread] = []
         self._transitions: dict[tuple, dict] = {}
-        self.routes = None  # replicated demo: who is master of each group
         self._script_start: float | None = None  # monotonic: the fault script's cycle began
         self.events = None  # observe.events.EventLog in the data dir, once started
         self.fault_player = FaultPlayer(self)  # the script's acts (console.demo.faults)
@@ -176,14 +175,15 @@ class Demo:
 
                 self.cluster = Cluster(0, o.base_port, data, name="demo", groups=o.groups,
                                        replicas=2, replication="sync", acl=o.acl, tls=o.tls,
-                                       extra_args=self.realtime_args, grpc=o.clients)
+                                       extra_args=self.realtime_args, grpc=o.clients,
+                                       grpc_trace_rate=o.trace_rate)
                 self.cluster.up()
                 self._as_admin()
                 self.routes = routes_for(self.cluster.file)
                 for topic in (DEMO_TOPIC, *(("demo-rmq",) if o.clients and o.rocketmq else ())):
-                    ensure_topic(self.routes.wait(), topic)  # (demo-rmq: rocketmq_clients) broker comes back, and rejoins its group as slave
+                    ensure_topic(self.routes.wait(), topic)  # (demo-rmq: rocketmq_clients)
                 self._spawn(lambda: self.cluster.supervise(self._stop.is_set, restart=True),
-                            "supervisor")
+                            "supervisor")  # (a killed broker comes back, as a slave)
             else:
                 self.cluster = Cluster(o.brokers, o.base_port, data, name="demo", acl=o.acl,
                                        tls=o.tls, extra_args=self.realtime_args)
