@@ -6,7 +6,9 @@ with the front end switched on against a broker without it.
 Closed loops of 128-byte sends for `--seconds` each, interleaved rounds, median: one in
 flight (a sync send at a time) and 32 in flight (futures, refilled as each completes).
 Goals: gRPC >= 50 % of native at both; native with the front end on >= 95 % of native
-without it.
+without it. The peer that says what is reachable (bench/grpc_echo.py): a gRPC server that
+answers each SendMessage at once, no broker behind it, driven by a lean grpc.aio client,
+served by grpc.aio (as the front end is) and by a thread pool.
 
     .venv/bin/python bench/grpc_front.py [--seconds 3] [--rounds 3] [--json]
 """
@@ -28,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._util import peak_rss_mib, print_figures  # noqa: E402
+from bench.grpc_echo import echo_rate  # noqa: E402
 from broker_core.cluster.ports import free_port_range  # noqa: E402
 
 BODY = b"x" * 128
@@ -48,6 +51,21 @@ def start_broker(data: Path, grpc: bool) -> tuple[subprocess.Popen, int]:
             if time.monotonic() > deadline:
                 raise SystemExit("the broker did not come up") from None
             time.sleep(0.1)
+
+
+def start_echo(threads: bool) -> tuple[subprocess.Popen, int]:
+    port = free_port_range(1)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "grpc_echo.py"), "serve",
+                             str(port), *(["--threads"] if threads else [])])
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            echo_rate(port, 1, 0.0)
+            return proc, port
+        except Exception:  # noqa: BLE001 (grpc's errors: not up yet)
+            if time.monotonic() > deadline:
+                raise SystemExit("the echo server did not come up") from None
+            time.sleep(0.2)
 
 
 def closed_loop(send_async, inflight: int, seconds: float) -> float:
@@ -100,20 +118,32 @@ def main() -> int:
         os.environ["HOME"] = tmp  # (RocketMQ's client writes its logs under ~/logs)
         with_front, port = start_broker(Path(tmp) / "front", grpc=True)
         bare, bare_port = start_broker(Path(tmp) / "bare", grpc=False)
-        runs: dict = {k: {1: [], 32: []} for k in ("grpc", "native", "native_no_front")}
+        echo_aio, aio_port = start_echo(threads=False)
+        echo_pool, pool_port = start_echo(threads=True)
+        runs: dict = {k: {1: [], 32: []} for k in ("grpc", "native", "native_no_front",
+                                                   "echo_aio", "echo_threads")}
         try:
             for _ in range(args.rounds):
                 for c in (1, 32):
                     runs["grpc"][c].append(grpc_rate(port + 2, c, args.seconds))
                     runs["native"][c].append(native_rate(port, c, args.seconds))
                     runs["native_no_front"][c].append(native_rate(bare_port, c, args.seconds))
+                    runs["echo_aio"][c].append(echo_rate(aio_port, c, args.seconds))
+                    runs["echo_threads"][c].append(echo_rate(pool_port, c, args.seconds))
         finally:
-            for proc in (with_front, bare):
+            for proc in (with_front, bare, echo_aio, echo_pool):
                 proc.terminate()
                 proc.wait(30)
     med = {k: {c: round(statistics.median(v)) for c, v in by.items()} for k, by in runs.items()}
     out = {"msgs_s": med,
            "grpc_vs_native": {c: round(med["grpc"][c] / med["native"][c], 3) for c in (1, 32)},
+           # what gRPC alone allows in Python: a server doing nothing, over native
+           "echo_floor_vs_native": {c: {"aio": round(med["echo_aio"][c] / med["native"][c], 3),
+                                        "threads": round(med["echo_threads"][c]
+                                                         / med["native"][c], 3)}
+                                    for c in (1, 32)},
+           "grpc_vs_echo_aio": {c: round(med["grpc"][c] / med["echo_aio"][c], 3)
+                                for c in (1, 32)},
            "native_front_on_vs_off": {c: round(med["native"][c] / med["native_no_front"][c], 3)
                                       for c in (1, 32)},
            "bench_peak_rss_mib": round(peak_rss_mib(), 1)}
