@@ -179,6 +179,7 @@ class GrpcFront:
         invisible to the group for `invisible_duration`; waiting up to the long-polling
         timeout for one to arrive. The answer: a status, then the messages."""
         group, topic, qid = req.group.name, req.message_queue.topic.name, req.message_queue.id
+        received = time.perf_counter()
         if not group:
             yield pb.ReceiveMessageResponse(status=pb.Status(
                 code=pb.ILLEGAL_CONSUMER_GROUP, message="a consumer group is required"))
@@ -230,6 +231,9 @@ class GrpcFront:
                                                              message="no new message"))
             return
         self.trace.delivered(group, client_of(ctx), taken)
+        # counted as the native pull is (its messages out, the wait included)
+        self.broker.recorder.record("pull", time.perf_counter() - received, len(taken),
+                                    sum(len(m.body) for m, _r, _a in taken))
         yield pb.ReceiveMessageResponse(status=ok())
         for m, receipt, attempt in taken:
             yield pb.ReceiveMessageResponse(message=as_pb(m, receipt, attempt, invisible,
