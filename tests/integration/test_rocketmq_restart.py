@@ -23,15 +23,17 @@ def test_a_restarted_broker_keeps_what_its_consumers_hold(tmp_path_factory):
     data = tmp_path_factory.mktemp("kept")
     first = grpc_broker(tmp_path_factory, "--queues", "1", data=data)
     broker = next(first)
-    _send(broker, "tasks", [{"body": b"held"}, {"body": b"done"}])
-    consumer = _consumer(broker, "doers", "tasks")
     try:
-        got = _receive_all(consumer, 2, invisible_s=300, ack=False)
-        assert sorted(m.body for m in got) == [b"done", b"held"]
-        consumer.ack(next(m for m in got if m.body == b"done"))
+        _send(broker, "tasks", [{"body": b"held"}, {"body": b"done"}])
+        consumer = _consumer(broker, "doers", "tasks")
+        try:
+            got = _receive_all(consumer, 2, invisible_s=300, ack=False)
+            assert sorted(m.body for m in got) == [b"done", b"held"]
+            consumer.ack(next(m for m in got if m.body == b"done"))
+        finally:
+            consumer.shutdown()
     finally:
-        consumer.shutdown()
-    next(first, None)  # SIGTERM: the broker saves its tables as it stops
+        next(first, None)  # SIGTERM: the broker saves its tables as it stops
 
     again = grpc_broker(tmp_path_factory, "--queues", "1", data=data)
     broker = next(again)
