@@ -10,6 +10,7 @@ where the message is.
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 from functools import lru_cache
@@ -58,3 +59,13 @@ def decode_id(text: str) -> tuple[str, int]:
         raise MessageIdError(f"bad message id {text!r}: port {port} or offset {phys} "
                              "out of range")
     return f"{socket.inet_ntoa(ip)}:{port}", phys
+
+
+ROCKETMQ_ID = re.compile(r"^01[0-9A-Fa-f]{32}$")  # RocketMQ 5's client-made id (v1, 34 digits)
+NOT_OURS = ("a RocketMQ client's message id, which names no broker: find the message by "
+            "its keys")
+
+
+def rocketmq_id(text: str) -> bool:
+    """Whether `text` is a message id a RocketMQ client made (its UNIQ_KEY), not ours."""
+    return bool(ROCKETMQ_ID.match(text.strip()))

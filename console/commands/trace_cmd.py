@@ -52,7 +52,7 @@ def _check(args) -> None:
 def run(args) -> int:
     from broker_core.cluster.cluster_file import load_cluster
     from broker_core.cluster.trace_finder import TraceFinder
-    from broker_core.message_id import MessageIdError, decode_id
+    from broker_core.message_id import NOT_OURS, MessageIdError, decode_id, rocketmq_id
     from console.trace_format import failed_send_lines, parse_when, timeline_lines
 
     _check(args)
@@ -60,10 +60,8 @@ def run(args) -> int:
         try:
             decode_id(args.id)
         except MessageIdError as exc:
-            if len(args.id) == 34 and args.id[:2] == "01":  # RocketMQ 5's (MessageIdCodec)
-                raise UsageError(f"--id {args.id}: a RocketMQ client's message id, which "
-                                 "names no broker: find the message by its keys (--key)"
-                                 ) from None
+            if rocketmq_id(args.id):
+                raise UsageError(f"--id {args.id}: {NOT_OURS} (--key)") from None
             raise UsageError(str(exc)) from None
     begin = parse_when(args.since, "--since") if args.since else 0
     end = parse_when(args.until, "--until") if args.until else None

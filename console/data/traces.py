@@ -28,6 +28,10 @@ def search(cluster: Path | None, text: str, limit: int = 10) -> list[str]:
         return ["no cluster file: start the console with --cluster FILE to search traces"]
     if not text or len(text.split()) != 1:
         return ["type one key (e.g. order-42) or a message id (32 hex digits), then Enter"]
+    from broker_core.message_id import NOT_OURS, rocketmq_id
+
+    if rocketmq_id(text):
+        return [f"{text}: {NOT_OURS} (type a key)"]
     try:
         finder = _finder(cluster)
         try:
