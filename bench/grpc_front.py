@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._util import peak_rss_mib, print_figures  # noqa: E402
 from bench.grpc_echo import echo_rate  # noqa: E402
+from bench.proc_figures import cpu_seconds  # noqa: E402
 from broker_core.cluster.ports import free_port_range  # noqa: E402
 
 BODY = b"x" * 128
@@ -66,6 +67,15 @@ def start_echo(threads: bool) -> tuple[subprocess.Popen, int]:
             if time.monotonic() > deadline:
                 raise SystemExit("the echo server did not come up") from None
             time.sleep(0.2)
+
+
+def costed(pid: int, cpu: list, rate_fn, *args) -> float:
+    """`rate_fn(*args)`, adding to `cpu` the CPU process `pid` spent a send meanwhile
+    (its client's start included)."""
+    before, t0 = cpu_seconds(pid), time.perf_counter()
+    rate = rate_fn(*args)
+    cpu.append((cpu_seconds(pid) - before) / (rate * (time.perf_counter() - t0)))
+    return rate
 
 
 def closed_loop(send_async, inflight: int, seconds: float) -> float:
@@ -122,14 +132,24 @@ def main() -> int:
         echo_pool, pool_port = start_echo(threads=True)
         runs: dict = {k: {1: [], 32: []} for k in ("grpc", "native", "native_no_front",
                                                    "echo_aio", "echo_threads")}
+        # the server's CPU a send: the broker through gRPC and native, servers doing nothing
+        cpu: dict = {k: {1: [], 32: []} for k in ("broker_grpc", "broker_native", "echo_aio",
+                                                   "echo_threads")}
         try:
             for _ in range(args.rounds):
                 for c in (1, 32):
-                    runs["grpc"][c].append(grpc_rate(port + 2, c, args.seconds))
-                    runs["native"][c].append(native_rate(port, c, args.seconds))
-                    runs["native_no_front"][c].append(native_rate(bare_port, c, args.seconds))
-                    runs["echo_aio"][c].append(echo_rate(aio_port, c, args.seconds))
-                    runs["echo_threads"][c].append(echo_rate(pool_port, c, args.seconds))
+                    for run, pid, rate_fn, at in (
+                            ("grpc", with_front.pid, grpc_rate, port + 2),
+                            ("native", with_front.pid, native_rate, port),
+                            ("native_no_front", None, native_rate, bare_port),
+                            ("echo_aio", echo_aio.pid, echo_rate, aio_port),
+                            ("echo_threads", echo_pool.pid, echo_rate, pool_port)):
+                        if pid is None:
+                            runs[run][c].append(rate_fn(at, c, args.seconds))
+                            continue
+                        key = {"grpc": "broker_grpc", "native": "broker_native"}.get(run, run)
+                        runs[run][c].append(costed(pid, cpu[key][c], rate_fn, at, c,
+                                                   args.seconds))
         finally:
             for proc in (with_front, bare, echo_aio, echo_pool):
                 proc.terminate()
@@ -144,6 +164,10 @@ def main() -> int:
                                     for c in (1, 32)},
            "grpc_vs_echo_aio": {c: round(med["grpc"][c] / med["echo_aio"][c], 3)
                                 for c in (1, 32)},
+           # the server's CPU a send at 32 in flight: the broker through gRPC, and a server
+           # that does nothing but gRPC
+           "server_cpu_us_a_send": {k: {c: round(statistics.median(v) * 1e6) for c, v in by.items()}
+                                    for k, by in cpu.items()},
            "native_front_on_vs_off": {c: round(med["native"][c] / med["native_no_front"][c], 3)
                                       for c in (1, 32)},
            "bench_peak_rss_mib": round(peak_rss_mib(), 1)}
