@@ -169,8 +169,7 @@ class GrpcFront:
         return settings
 
     async def send_message(self, req: pb.SendMessageRequest, ctx) -> pb.SendMessageResponse:
-        client = client_of(ctx)
-        entries = [await self._send_one(m, client) for m in req.messages]
+        entries = [await self._send_one(m, ctx) for m in req.messages]
         worst = next((e.status for e in entries if e.status.code != pb.OK), ok())
         return pb.SendMessageResponse(status=worst, entries=entries)
 
@@ -280,7 +279,7 @@ class GrpcFront:
         return pb.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=new)
 
     # -- a send ----------------------------------------------------------------------------
-    async def _send_one(self, m: pb.Message, client: str) -> pb.SendResultEntry:
+    async def _send_one(self, m: pb.Message, ctx) -> pb.SendResultEntry:
         sp = m.system_properties
         mid = sp.message_id
         try:
@@ -304,13 +303,13 @@ class GrpcFront:
         if mapped != pb.OK:
             why = answer.decode("utf-8", "replace") or Code(code).name
             if traced:
-                self.trace.refused(m.topic.name, tag, keys, client, born_ms, len(m.body),
+                self.trace.refused(m.topic.name, tag, keys, client_of(ctx), born_ms, len(m.body),
                                    pb.Code.Name(mapped), why)
             return pb.SendResultEntry(status=pb.Status(code=mapped, message=why),
                                       message_id=mid)
         stored = decode_send_answer(answer)
         if traced:
-            self.trace.sent(stored, keys, client, born_ms, time.perf_counter() - began)
+            self.trace.sent(stored, keys, client_of(ctx), born_ms, time.perf_counter() - began)
         queue_offset = stored[1]
         if not half:
             return pb.SendResultEntry(status=ok(), message_id=mid, offset=queue_offset)
