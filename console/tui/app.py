@@ -82,8 +82,11 @@ class FloodgateApp(App):
             f" · {self.narration()}" if self.narration is not None else "")
         if not self.screen_stack:  # shutting down: a late poll has nowhere to go
             return
-        update = getattr(self.screen, "update_state", None)
-        if update is not None:
+        screen = self.screen
+        update = getattr(screen, "update_state", None)
+        # a screen still being put together has no widgets to fill: it takes the state
+        # when it is shown (StateScreen.on_screen_resume, after its mount)
+        if update is not None and screen.is_mounted:
             update(message.state)
 
     async def action_cluster(self) -> None:
