@@ -58,6 +58,9 @@ class Pops:
         self.queues: dict[tuple[str, str, int], PopQueue] = {}
         self.version = 0  # moves with each change: the replicas are sent the state
         self.waiting: Counter[str] = Counter()  # group -> its receives long-polling now
+        # told of each acknowledgement (group, topic, queue, offset): the trace's
+        # deliveries are stamped by it, whoever acknowledged (a consumer, the DLQ)
+        self.on_ack: Callable[[str, str, int, int], None] | None = None
         self.file = PopsFile(Path(broker.config.data_dir) / "pops.json", self)
         self.adopt(read_json(self.file.path))
         self.file.dirty = False
@@ -110,6 +113,8 @@ class Pops:
         del q.inflight[offset]
         q.acked.add(offset)
         self._changed()
+        if self.on_ack is not None:
+            self.on_ack(group, topic, qid, offset)
         committed = max(self.broker.offsets.get(group, topic, qid), 0)
         start = committed
         while committed in q.acked:

@@ -39,7 +39,7 @@ from broker_core.grpc_front.access import GrpcAccess
 from broker_core.grpc_front.cluster_routes import ClusterRoutes
 from broker_core.grpc_front.codes import CODES
 from broker_core.grpc_front.handlers import Handlers, Malformed
-from broker_core.grpc_front.pop import Pops, parse_handle
+from broker_core.grpc_front.pop import Pops
 from broker_core.grpc_front.pop_messages import as_pb, tag_filter
 from broker_core.grpc_front.tracing import GrpcTracer, born, client_of
 from broker_core.grpc_front.transactions import GrpcTransactions, half_properties
@@ -76,6 +76,7 @@ class GrpcFront:
         self.routes = ClusterRoutes(routes_file) if routes_file else None
         self.tx = GrpcTransactions(broker)
         self.trace = GrpcTracer(broker, broker.config.grpc_trace_rate)
+        self.pops.on_ack = self.trace.acked
         self.guard = GrpcAccess(broker.access)
         self.credentials = _server_credentials(tls) if tls is not None else None
 
@@ -245,9 +246,6 @@ class GrpcFront:
         entries = []
         for e in req.entries:
             done = self.pops.ack(req.group.name, req.topic.name, e.receipt_handle)
-            if done:
-                self.trace.acked(req.group.name, req.topic.name, *parse_handle(
-                    e.receipt_handle)[:2])
             entries.append(pb.AckMessageResultEntry(
                 message_id=e.message_id, receipt_handle=e.receipt_handle,
                 status=ok() if done else pb.Status(
