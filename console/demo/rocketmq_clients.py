@@ -65,12 +65,12 @@ class RocketMQClient:
     def metadata(self) -> list[tuple[str, str]]:
         """RocketMQ 5's signature: an HMAC-SHA1 of the request's date (grpc_front.access)."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        head = [("x-mq-date-time", stamp), ("x-mq-client-id", self.client_id)]
         if not self.user:
-            return [("x-mq-date-time", stamp), ("x-mq-client-id", self.client_id)]
+            return head
         sig = hmac.new(self.secret.encode(), stamp.encode(), hashlib.sha1).hexdigest()
-        return [("x-mq-date-time", stamp), ("x-mq-client-id", self.client_id), ("authorization",
-                f"MQv2-HMAC-SHA1 Credential={self.user}, SignedHeaders=x-mq-date-time, "
-                f"Signature={sig}")]
+        return [*head, ("authorization", f"MQv2-HMAC-SHA1 Credential={self.user}, "
+                        f"SignedHeaders=x-mq-date-time, Signature={sig}")]
 
     async def call(self, name: str, request, timeout: float = 5.0):
         answer = await self._unary[name](request, metadata=self.metadata(), timeout=timeout)
@@ -183,8 +183,6 @@ def start(endpoints: list[str], stop: threading.Event, credentials, delays
     """The producer and the consumer, on one loop in a thread, until `stop`: as
     `credentials`' user (its RocketMQ access secret) when the cluster takes users, over
     TLS when its CA is set (FLOODGATE_TLS_CA, as the demo's other clients)."""
-    import os
-
     from broker_core.acl.tls import ENV_CA
     from broker_core.acl.users import rocketmq_secret
     from broker_core.client.loadgen import STAMP
