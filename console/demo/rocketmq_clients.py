@@ -35,9 +35,9 @@ log = logging.getLogger("floodgate.demo")
 TOPIC, GROUP = "demo-rmq", "rmq-audit"  # (the demo's runner makes the topic, as admin)
 RATE = 10.0  # msgs/s: a RocketMQ application beside the flood, not part of it
 WAIT_S = 10  # each receive long-polls this long
-_NUMBERS = itertools.count()
 KEY_PREFIX = "rmq-order-"  # the n-th message sent is keyed rmq-order-n (floodgate trace)
 ROUTE_EVERY_S = 30.0  # as RocketMQ's clients refresh (and at once after a failed send)
+_NUMBERS = itertools.count()  # each client's number in its id
 
 
 class RocketMQClient:
