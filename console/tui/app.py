@@ -80,8 +80,8 @@ class FloodgateApp(App):
         n = message.state.summary.brokers
         self.sub_title = f"{self.cfg.title} · {n} brokers · refresh {self.cfg.refresh:g} s" + (
             f" · {self.narration()}" if self.narration is not None else "")
-        if not self.screen_stack:  # shutting down: a late poll has nowhere to go
-            return
+        if not self.is_running or not self.screen_stack:  # stopping: its screens are being
+            return  # taken apart (a poll that lands then has nowhere to go)
         screen = self.screen
         update = getattr(screen, "update_state", None)
         # a screen still being put together has no widgets to fill: it takes the state

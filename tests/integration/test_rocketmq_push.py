@@ -33,10 +33,21 @@ def _push(broker, group: str, topic: str, answer):
                 got.append((message.body, message.delivery_attempt, time.monotonic()))
             return answer
 
-    consumer = PushConsumer(_config(broker), group, Listener(),
-                            {topic: FilterExpression("*")})
-    consumer.startup()
-    return consumer, got
+    for attempt in (1, 2):
+        consumer = PushConsumer(_config(broker), group, Listener(),
+                                {topic: FilterExpression("*")})
+        try:
+            consumer.startup()
+            return consumer, got
+        except Exception as exc:
+            # RocketMQ's Python client 5.1.2 builds its Telemetry stream on the caller's
+            # thread, not its event loop's; once (one CI run of six) a start waited out
+            # its 10 s for settings it was never answered, though the broker answers
+            # every settings command it receives: started again, as an application would
+            why = f"{exc!r} {exc.__context__!r}"
+            if attempt == 2 or "initial settings" not in why:
+                raise
+    raise AssertionError("not reached: the second failed start raised")
 
 
 def test_a_push_consumer_gets_every_message_and_its_offsets_move(broker):

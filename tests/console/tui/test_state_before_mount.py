@@ -25,3 +25,5 @@ def test_a_state_before_the_screen_is_mounted_waits_for_it(tmp_path):
             await pilot.pause()
             assert len(screen.query_one(BrokerTable).visible_keys) == 2  # filled once up
     asyncio.run(go())
+
+
