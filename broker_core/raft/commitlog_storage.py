@@ -45,6 +45,7 @@ from broker_core.store import MessageStore
 log = logging.getLogger("floodgate.raft")
 
 SAVE_EVERY_S = 1.0
+RECENT_ENTRIES, RECENT_BYTES = 64, 8 << 20  # own entries kept to send (followers trail by few)
 
 
 class CommitLogStorage:
@@ -65,6 +66,8 @@ class CommitLogStorage:
         self._saved_at = clock()
         self._durable = 0  # bytes below this are on disk (sync mode)
         self._own = False  # appending this node's own proposal: built here, not verified
+        self._recent: dict[int, Entry] = {}  # the newest own entries, oldest first
+        self._recent_bytes = 0
         self.cut_on_start = self._reconcile()
         self.configs = ConfigFile(self.dir / "members.json", self.index.last_index(),
                                   self.index.base_index)
@@ -134,11 +137,27 @@ class CommitLogStorage:
         first = max(first, self.index.base_index + 1)
         last = min(last, self.index.last_index())
         out = []
-        configs = self.configs.entries
+        configs, recent = self.configs.entries, self._recent
         for i in range(first, last + 1):
-            start, end = self.index.end_of(i - 1), self.index.end_of(i)
-            out.append(Entry(self.index.term_at(i), i, self._read(start, end), configs.get(i)))
+            e = recent.get(i)
+            if e is None:
+                start, end = self.index.end_of(i - 1), self.index.end_of(i)
+                e = Entry(self.index.term_at(i), i, self._read(start, end), configs.get(i))
+            out.append(e)
         return out
+
+    def _remember(self, e: Entry) -> None:
+        """A leader's own entry, kept to send as it is: every follower gets the same
+        object (one encoding, raft.transport), none read back from the CommitLog."""
+        recent = self._recent
+        recent[e.index] = e
+        self._recent_bytes += len(e.data)
+        while len(recent) > RECENT_ENTRIES or self._recent_bytes > RECENT_BYTES:
+            self._recent_bytes -= len(recent.pop(next(iter(recent))).data)
+
+    def _forget(self) -> None:
+        self._recent.clear()
+        self._recent_bytes = 0
 
     def append(self, entries: list[Entry]) -> None:
         for e in entries:
@@ -153,6 +172,8 @@ class CommitLogStorage:
                     verify_entry(e.data, start, self.segment_bytes)
                 self.replica.hold(start, e.data)
             self.index.append(e.term, start + len(e.data))
+            if self._own:
+                self._remember(e)
         if self.sync and entries:
             self._sync()
 
@@ -167,6 +188,7 @@ class CommitLogStorage:
             self._own = False
 
     def truncate(self, index: int) -> None:
+        self._forget()
         start = self.index.end_of(index - 1)
         if start < self.commitlog.write_offset:
             raise StoreCorruptError(f"Raft asked to cut entries from {index}, at offset "
@@ -207,6 +229,7 @@ class CommitLogStorage:
         """Bytes of a leader's store at the offsets they hold there. A member that holds
         records keeps what it published (committed: the leader's bytes too) and takes
         the rest; an empty one starts its CommitLog where the leader's starts."""
+        self._forget()
         st = self._installing
         if st is None or st[:2] != [index, end]:
             held, empty = self.commitlog.write_offset, not self.commitlog.segments

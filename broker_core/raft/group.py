@@ -28,6 +28,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_core import reply_batch
 from broker_core.errors import StoreCorruptError
 from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.node import Role
@@ -202,19 +203,23 @@ class RaftGroup:
         self.broker.role_changed()
 
     def _publish(self, commit: int) -> None:
+        # the sends are answered first, their replies written before the entries are
+        # indexed for readers (no read comes in between: one callback); marked published
+        # first, as an answer may propose (a duplicate's open entry) and so drive again
+        published, self._published = self._published, commit
+        with reply_batch.at_once():
+            self._answer_parked(Code.OK, upto=self.storage.index.end_of(commit))
         touched = self.storage.publish(commit)
-        for index in range(self._published + 1, commit + 1):
+        for index in range(published + 1, commit + 1):
             counts = self._counts.pop(index, None)
             if counts:
                 self.appender.published(counts)
-        self._published = commit
         if (META_TOPIC, 0) in touched:
             touched.discard((META_TOPIC, 0))
             if self.role is not Role.MASTER:
                 self._adopt_meta()
         if touched:
             records_arrived(self.broker, touched)
-        self._answer_parked(Code.OK, upto=self.storage.index.end_of(commit))
         while self._barriers and self._barriers[0][0] <= commit:
             for done in self._barriers.pop(0)[1]:
                 done(Code.OK)

@@ -38,6 +38,7 @@ class RaftTransport:
         self._inbound: set[asyncio.Transport] = set()
         self.counters: Counter[str] = Counter()
         self._closed = False
+        self._last: tuple[Message | None, bytes] = (None, b"")  # the latest message sent
 
     async def start(self, bind: str, port: int) -> None:
         loop = asyncio.get_running_loop()
@@ -82,7 +83,9 @@ class RaftTransport:
         if t is None or t.get_write_buffer_size() > MAX_BUFFERED:
             self.counters["dropped"] += 1
             return
-        t.write(wire.encode(msg))
+        if msg != self._last[0]:  # (followers in step get equal Appends: encoded once)
+            self._last = (msg, wire.encode(msg))
+        t.write(self._last[1])
         self.counters["sent"] += 1
 
     async def _dial(self, peer: str) -> None:

@@ -52,6 +52,7 @@ _LAYOUT: dict[int, tuple[type, struct.Struct, tuple[str, ...], tuple[str, ...]]]
     9: (SnapshotReply, struct.Struct(">QQq"), ("term", "last_index", "want"), ("follower",)),
 }
 _KIND = {cls: kind for kind, (cls, *_rest) in _LAYOUT.items()}
+_APPEND, _REPLY, _REPLY_HEAD = _LAYOUT[5][1], _LAYOUT[6][1], bytes((6,))
 _ENTRY = struct.Struct(">QQI")
 _BOOLS = frozenset({"granted", "transfer", "success"})
 CONFIG_BIT = 1 << 31  # an entry's size with it: a configuration, its members as JSON
@@ -74,6 +75,10 @@ def _names(*names: str) -> bytes:
 
 
 def encode(msg: Message) -> bytes:
+    if type(msg) is AppendReply:  # (one per entry per follower: no generic path)
+        body = _REPLY_HEAD + _REPLY.pack(msg.term, msg.match, msg.success) + \
+            _names(msg.follower)
+        return LENGTH.pack(len(body)) + body
     kind = _KIND[type(msg)]
     _cls, fixed, fields, names = _LAYOUT[kind]
     if kind == 5:
@@ -104,6 +109,14 @@ def decode(body: bytes | memoryview) -> tuple[str, dict, Message | None]:
     body = bytes(body)
     try:
         kind = body[0]
+        if kind == 6:  # the commonest frames: built without the generic path's dicts
+            term, match, success = _REPLY.unpack_from(body, 1)
+            (follower,), at = _read_names(body, 1 + _REPLY.size, 1)
+            if at != len(body):
+                raise WireError(f"{len(body) - at} bytes after an AppendReply")
+            return "AppendReply", {}, AppendReply(term, follower, bool(success), match)
+        if kind == 5:
+            return "Append", {}, _decode_append(body)
         if kind == HELLO:
             (group, name), _at = _read_names(body, 1, 2)
             return "hello", {"group": group, "name": name}, None
@@ -112,25 +125,9 @@ def decode(body: bytes | memoryview) -> tuple[str, dict, Message | None]:
             raise WireError(f"unknown Raft message kind {kind}")
         cls, fixed, fields, names = layout
         values = dict(zip(fields, fixed.unpack_from(body, 1), strict=True))
-        at = 1 + fixed.size
-        entries = []
-        if kind == 5:
-            heads = [_ENTRY.unpack_from(body, at + i * _ENTRY.size) for i in range(values["n"])]
-            at += len(heads) * _ENTRY.size
-        read, at = _read_names(body, at, len(names))
+        read, at = _read_names(body, 1 + fixed.size, len(names))
         values.update(zip(names, read, strict=True))
-        if kind == 5:
-            for term, index, size in heads:
-                config, size = size & CONFIG_BIT, size & ~CONFIG_BIT
-                if at + size > len(body):
-                    raise WireError("an append's entries run past its frame")
-                data = body[at:at + size]
-                entries.append(Entry(term, index, b"", _members(data)) if config
-                               else Entry(term, index, data))
-                at += size
-            del values["n"]
-            values["entries"] = tuple(entries)
-        elif kind == 8:
+        if kind == 8:
             (size,) = _MEMBERS.unpack_from(body, at)
             values["members"] = _members(body[at + 4:at + 4 + size])
             values["data"] = body[at + 4 + size:]
@@ -142,6 +139,25 @@ def decode(body: bytes | memoryview) -> tuple[str, dict, Message | None]:
         return cls.__name__, values, cls(**values)
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise WireError(f"not a Raft frame: {exc}") from None
+
+
+def _decode_append(body: bytes) -> Append:
+    term, prev_index, prev_term, commit, n = _APPEND.unpack_from(body, 1)
+    at = 1 + _APPEND.size
+    heads = [_ENTRY.unpack_from(body, at + i * _ENTRY.size) for i in range(n)]
+    (leader,), at = _read_names(body, at + n * _ENTRY.size, 1)
+    entries = []
+    for e_term, index, size in heads:
+        config, size = size & CONFIG_BIT, size & ~CONFIG_BIT
+        if at + size > len(body):
+            raise WireError("an append's entries run past its frame")
+        data = body[at:at + size]
+        entries.append(Entry(e_term, index, b"", _members(data)) if config
+                       else Entry(e_term, index, data))
+        at += size
+    if at != len(body):
+        raise WireError(f"{len(body) - at} bytes after an Append")
+    return Append(term, leader, prev_index, prev_term, tuple(entries), commit)
 
 
 def _read_names(body: bytes, at: int, n: int) -> tuple[list[str], int]:

@@ -80,11 +80,12 @@ class IdempotentPuts:
     def answered_queue(self, result: PutResult) -> tuple[int, list[int]]:
         """A duplicate's queue (a delayed or half message's real one) and its records'
         sizes, for its answer."""
-        first = self.store.message_at(result.physical_offset)
+        # (held: a raft leader answers a committed send before its readers see it)
+        first = self.store.message_at(result.physical_offset, held=True)
         qid = int(first.properties.get(PROP_REAL_QID, first.queue_id))
         sizes, at = [], result.physical_offset
         while at < result.end_offset:
-            size = self.store.message_at(at).size
+            size = self.store.message_at(at, held=True).size
             sizes.append(size)
             at += size
         return qid, sizes

@@ -19,6 +19,7 @@ import time
 from time import perf_counter
 
 from broker_core import protocol as p
+from broker_core import reply_batch
 from broker_core.protocol.idempotence import split_id
 from broker_core.server import tx_ops
 from broker_core.server.access import no_permission
@@ -138,7 +139,7 @@ class BrokerProtocol(asyncio.Protocol):
         if t is None or t.is_closing():
             return
         replies = self._replies
-        if not replies:
+        if not replies and not reply_batch.defer(self, self._write_replies):
             self._loop.call_soon(self._write_replies)
         if type(answer) is list:
             replies.extend(answer)

@@ -166,3 +166,21 @@ def test_a_store_with_records_from_before_raft_keeps_them_as_its_base(tmp_path):
     s.publish(1)
     assert bodies(s)[0] == b"before raft" and len(bodies(s)) == 3
     close(s)
+
+
+def test_a_leaders_own_entries_go_out_as_appended_and_a_cut_tail_is_read_from_the_log(
+        tmp_path):
+    """Its proposals are handed to every follower as the same objects (encoded once), not
+    read back from the CommitLog; once a tail is cut, what replaced it is what is read."""
+    s = open_storage(tmp_path)
+    with s.own_entries():
+        fill(s, 3)
+    first, again = s.entries(1, 3), s.entries(1, 3)
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    s.truncate(3)
+    fill(s, 1, term=2, size=2000)  # a new leader's bytes, from the network
+    third = s.entries(3, 3)[0]
+    assert third.term == 2 and third is not first[2] and third.data != first[2].data
+    assert s.entries(1, 2)[0] is not first[0]  # (the cut forgot them all: read back)
+    assert [e.data for e in s.entries(1, 2)] == [e.data for e in first[:2]]
+    close(s)
