@@ -14,6 +14,9 @@ a controller and ZooKeeper (master/slave, sync replication) or Raft (3 members).
    median <= 2 s (DLedger ~10 s); 0 acknowledged and lost in either.
 3. Idle: each cluster's brokers with no client, CPU a second each (/proc).
 
+Beside each rate, the CPU a message of the leader (master) and of the other members
+(`cpu_us_per_msg`, /proc over the measured seconds): where each mode's time goes.
+
     .venv/bin/python bench/raft_modes.py [--kills 10] [--rounds 3] [--only ...] [--json]
 """
 
@@ -58,20 +61,39 @@ def group(data: Path, **kw) -> Cluster:
     return c
 
 
+def cpu_s(pid: int) -> float:
+    """A process's CPU time so far (utime + stime from /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def throughput(data: Path, rounds: int, seconds: float) -> dict:
     clusters = {k: group(data / k, **kw) for k, kw in KINDS.items()}
     out: dict[str, dict[int, list[float]]] = {k: {1: [], 64: []} for k in clusters}
+    # CPU a message of the leader (master) and of each other member, from /proc: where
+    # a mode's time goes, beside its rate
+    cpu: dict[str, dict[int, dict[str, list[float]]]] = {
+        k: {n: {"leader": [], "others": []} for n in (1, 64)} for k in clusters}
     try:
         routes = {k: routes_for(c.file) for k, c in clusters.items()}
         for r in routes.values():
             r.wait()
         for _ in range(rounds):
             for inflight in (1, 64):
-                for kind in clusters:
-                    async def run(kind=kind, inflight=inflight) -> float:
+                for kind, c in clusters.items():
+                    async def run(kind=kind, inflight=inflight, c=c) -> float:
                         async with AsyncProducer(routes=routes[kind], fuse=False) as p:
                             await closed_loop(p, 0.5, inflight)  # warm-up
-                            return await closed_loop(p, seconds, inflight)
+                            leader = routes[kind].records["group-1"].master
+                            pids = {n: proc.pid for n, proc in c.procs.items()}
+                            before = {n: cpu_s(pid) for n, pid in pids.items()}
+                            rate = await closed_loop(p, seconds, inflight)
+                            sent = rate * seconds
+                            for n, pid in pids.items():
+                                us = (cpu_s(pid) - before[n]) / sent * 1e6
+                                cpu[kind][inflight]["leader" if n == leader
+                                                    else "others"].append(us)
+                            return rate
                     out[kind][inflight].append(asyncio.run(run()))
         for r in routes.values():
             r.close()
@@ -80,7 +102,10 @@ def throughput(data: Path, rounds: int, seconds: float) -> dict:
         for c in clusters.values():
             c.down(grace=5)
     med = {k: {n: statistics.median(v) for n, v in by.items()} for k, by in out.items()}
+    us = {k: {n: {who: round(statistics.median(v)) for who, v in parts.items() if v}
+              for n, parts in by.items()} for k, by in cpu.items()}
     return {"msgs_s": med, "rounds": out, "broker_peak_rss_mib": rss,
+            "cpu_us_per_msg": us,
             "raft_vs_sync2": {n: med["raft-3"][n] / med["sync-2"][n] for n in (1, 64)},
             "raft_vs_sync3": {n: med["raft-3"][n] / med["sync-3"][n] for n in (1, 64)}}
 
@@ -172,18 +197,14 @@ def controller_failovers(data: Path, kills: int, rate: float) -> dict:
 
 def idle(data: Path, seconds: float) -> dict:
     """CPU a second of each idle broker, per kind (utime + stime from /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for kind in ("raft-3", "sync-2"):
         c = group(data / kind, **KINDS[kind])
         try:
             time.sleep(2.0)  # past the start's work
-            def cpu(pid: int) -> float:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                return (int(fields[11]) + int(fields[12])) / tick
-            before = {n: cpu(p.pid) for n, p in c.procs.items()}
+            before = {n: cpu_s(p.pid) for n, p in c.procs.items()}
             time.sleep(seconds)
-            after = {n: cpu(p.pid) for n, p in c.procs.items()}
+            after = {n: cpu_s(p.pid) for n, p in c.procs.items()}
             each = {n: (after[n] - before[n]) / seconds * 1000 for n in before}
             out[kind] = {"broker_ms_s": each, "max_ms_s": max(each.values())}
         finally:
