@@ -209,7 +209,11 @@ class RaftGroup:
         published, self._published = self._published, commit
         with reply_batch.at_once():
             self._answer_parked(Code.OK, upto=self.storage.index.end_of(commit))
-        touched = self.storage.publish(commit)
+        try:
+            touched = self.storage.publish(commit)
+        except Exception:
+            self._published = published  # (tried again at the next drive)
+            raise
         for index in range(published + 1, commit + 1):
             counts = self._counts.pop(index, None)
             if counts:
