@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import cluster_peak_rss_mib, peak_rss_mib  # noqa: E402
+from proc_figures import cpu_seconds  # noqa: E402
 
 from broker_core.acl import tls  # noqa: E402
 from broker_core.cluster.launcher import Cluster  # noqa: E402
@@ -34,16 +35,11 @@ from console.data.kept_http import KeptConnections  # noqa: E402
 PATH = "/stats?history=3"
 
 
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def per_poll(addr: str, pid: int, polls: int, kept: bool) -> tuple[float, float]:
     """(client ms a poll, broker CPU ms a poll)."""
     http = KeptConnections(timeout=5, broker=True)
     url, ctx = tls.broker_http(addr, PATH)
-    cpu0, t0 = cpu_s(pid), time.perf_counter()
+    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
     for _ in range(polls):
         if kept:
             doc, error = http.get(addr, PATH)
@@ -51,7 +47,7 @@ def per_poll(addr: str, pid: int, polls: int, kept: bool) -> tuple[float, float]
         else:
             with urllib.request.urlopen(url, timeout=5, context=ctx) as r:
                 r.read()
-    wall, cpu = time.perf_counter() - t0, cpu_s(pid) - cpu0
+    wall, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
     http.close()
     return wall / polls * 1e3, cpu / polls * 1e3
 

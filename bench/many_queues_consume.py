@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import peak_rss_mib  # noqa: E402
+from proc_figures import cpu_seconds  # noqa: E402
 
 from broker_core.client import admin  # noqa: E402
 from broker_core.client.consumer import Consumer  # noqa: E402
@@ -40,11 +41,6 @@ from heatmap import LatencyHistogram  # noqa: E402
 
 STAMP = struct.Struct(">dQ")  # send time (epoch s), sequence number
 GROUP = "bench-consume"
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # -- the consumer processes -----------------------------------------------------------------
@@ -125,9 +121,9 @@ def run_layout(args, topics: int, queues: int, label: str) -> dict:
             pid = cluster.procs[entry.name].pid
             while time.time() < begin:
                 time.sleep(0.1)
-            broker_cpu0 = cpu_s(pid)
+            broker_cpu0 = cpu_seconds(pid)
             sent, errors = produce(entry.addr, names, args.rate, start_at, stop_at)
-            broker_cpu = cpu_s(pid) - broker_cpu0
+            broker_cpu = cpu_seconds(pid) - broker_cpu0
             outs = [json.loads(proc.communicate(timeout=120)[0]) for proc in procs]
             fds = len(os.listdir(f"/proc/{pid}/fd"))
         finally:

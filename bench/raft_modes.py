@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 from bench._util import cluster_peak_rss_mib, peak_rss_mib, print_figures  # noqa: E402
 from bench.ha_failover import closed_loop  # noqa: E402
 from bench.ha_failover import drills as ha_drills  # noqa: E402
+from bench.proc_figures import cpu_seconds  # noqa: E402
 from broker_core.client.aio_producer import AsyncProducer  # noqa: E402
 from broker_core.cluster.launcher import Cluster  # noqa: E402
 from broker_core.cluster.ports import free_port_range  # noqa: E402
@@ -61,12 +62,6 @@ def group(data: Path, **kw) -> Cluster:
     return c
 
 
-def cpu_s(pid: int) -> float:
-    """A process's CPU time so far (utime + stime from /proc), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def throughput(data: Path, rounds: int, seconds: float) -> dict:
     clusters = {k: group(data / k, **kw) for k, kw in KINDS.items()}
     out: dict[str, dict[int, list[float]]] = {k: {1: [], 64: []} for k in clusters}
@@ -86,11 +81,11 @@ def throughput(data: Path, rounds: int, seconds: float) -> dict:
                             await closed_loop(p, 0.5, inflight)  # warm-up
                             leader = routes[kind].records["group-1"].master
                             pids = {n: proc.pid for n, proc in c.procs.items()}
-                            before = {n: cpu_s(pid) for n, pid in pids.items()}
+                            before = {n: cpu_seconds(pid) for n, pid in pids.items()}
                             rate = await closed_loop(p, seconds, inflight)
                             sent = rate * seconds
                             for n, pid in pids.items():
-                                us = (cpu_s(pid) - before[n]) / sent * 1e6
+                                us = (cpu_seconds(pid) - before[n]) / sent * 1e6
                                 cpu[kind][inflight]["leader" if n == leader
                                                     else "others"].append(us)
                             return rate
@@ -202,9 +197,9 @@ def idle(data: Path, seconds: float) -> dict:
         c = group(data / kind, **KINDS[kind])
         try:
             time.sleep(2.0)  # past the start's work
-            before = {n: cpu_s(p.pid) for n, p in c.procs.items()}
+            before = {n: cpu_seconds(p.pid) for n, p in c.procs.items()}
             time.sleep(seconds)
-            after = {n: cpu_s(p.pid) for n, p in c.procs.items()}
+            after = {n: cpu_seconds(p.pid) for n, p in c.procs.items()}
             each = {n: (after[n] - before[n]) / seconds * 1000 for n in before}
             out[kind] = {"broker_ms_s": each, "max_ms_s": max(each.values())}
         finally:

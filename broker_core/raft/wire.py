@@ -105,7 +105,9 @@ def hello(group: str, name: str) -> bytes:
 
 
 def decode(body: bytes | memoryview) -> tuple[str, dict, Message | None]:
-    """A frame's body (after its length): (kind, fields, the message or None: a hello)."""
+    """A frame's body (after its length): (kind, fields, the message or None: a hello).
+    `fields` is what the generic path read (a hello's group and name); Append and
+    AppendReply, the frames of every entry, are built directly and give none."""
     body = bytes(body)
     try:
         kind = body[0]
