@@ -284,7 +284,7 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
     else:
         ensure_topic(spec.addrs, BATCH_TOPIC)
     flood_rate, pay_rate = story_rates(rate)
-    delays = Delays(cluster_path.parent, part)
+    delays = Delays(cluster_path.parent, part).start()
     if part is None or "batch" in PARTS[part]:
         for b in spec.brokers:  # every broker: a slave promoted later enforces it too
             quota(b.http, "POST", batch_quota(spec, flood_rate))
@@ -344,7 +344,7 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
     stop.wait()
     for t in threads:
         t.join(5)
-    delays.save()
+    delays.close()
     if routes is not None:
         routes.close()
 

@@ -24,7 +24,8 @@ FILE = "consumer_delay.json"
 
 
 class Delays:
-    """`part`: which clients process writes (each its own file)."""
+    """`part`: which clients process writes (each its own file). `start()` saves every
+    `save_every_s` from a thread of its own; `close()` stops it and saves once more."""
 
     def __init__(self, data_dir: Path, part: str | None = None,
                  save_every_s: float = 5.0) -> None:
@@ -33,7 +34,26 @@ class Delays:
         self.save_every_s = save_every_s
         self._windows: dict[str, dict[int, LatencyHistogram]] = {}  # group -> start -> hist
         self._lock = threading.Lock()
-        self._saved = time.monotonic()
+        self._stop = threading.Event()
+        self._saver: threading.Thread | None = None
+
+    def start(self) -> Delays:
+        # not from `record`: the consumer that measures would wait on the write (its
+        # fsyncs took 3-12 ms under the demo's load, every few seconds)
+        self._saver = threading.Thread(target=self._save_every, daemon=True,
+                                       name="demo-delays")
+        self._saver.start()
+        return self
+
+    def _save_every(self) -> None:
+        while not self._stop.wait(self.save_every_s):
+            self.save()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._saver is not None:
+            self._saver.join()
+        self.save()
 
     def record(self, group: str, msgs) -> None:
         """`msgs` just handed to `group`'s consumer: each stamped one's delay counted."""
@@ -45,11 +65,8 @@ class Delays:
                 t = sent_at(m.body)
                 if t is not None:
                     hist.record(max(0.0, now - t))
-        if time.monotonic() - self._saved >= self.save_every_s:
-            self.save()
 
     def save(self) -> None:
-        self._saved = time.monotonic()
         with self._lock:
             doc = {g: {str(w): h.to_dict() for w, h in sorted(ws.items()) if h.count}
                    for g, ws in self._windows.items()}
