@@ -5,8 +5,9 @@ acked, errors, brokers [{name, state, p99_s, max_s, faulted, faults, isolations}
 false_isolations, stall_detection [{broker, stall_at, isolated_at, delay_s,
 within_goal}], client_lateness, excused, fuse_transitions [{time, broker, event,
 reason}], faults [{time, broker, action}]). `--with-tui` also runs the console
-in that process, headless at 200x50, stepping through its screens: the real
-work `make demo` adds to the producer's process.
+in this process, headless at 200x50, stepping through its screens: the real
+work `make demo` adds to the host beside the load (the producer runs in a process of
+its own).
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def register(sub) -> None:
     parser.add_argument("--json", action="store_true", help="with --headless: JSON summary")
     parser.add_argument("--with-tui", action="store_true",
                         help="with --headless: run the console too (no terminal, 200x50), as "
-                             "make demo does, so the producer shares its process with the TUI")
+                             "make demo does: its polling and drawing share the host with the "
+                             "load")
     parser.add_argument("--data", type=Path, metavar="DIR",
                         help="keep the cluster's data here (default: a temporary dir, removed)")
     parser.add_argument("--base-port", type=int, default=20900, metavar="P",
