@@ -57,8 +57,8 @@ class Handlers(grpc.GenericRpcHandler):
                                         pb.NotifyClientTerminationRequest,
                                         pb.NotifyClientTerminationResponse),
         }
-        guard = f.guard
-        self.methods = {name: _handler(name, guard, *row) for name, row in table.items()}
+        guard, woke = f.guard, f.broker.woke
+        self.methods = {name: _handler(name, guard, woke, *row) for name, row in table.items()}
 
         async def telemetry(requests, ctx):
             refused = guard.refusal("Telemetry", None, ctx)
@@ -84,10 +84,13 @@ class Handlers(grpc.GenericRpcHandler):
         return grpc.unary_unary_rpc_method_handler(unimplemented)
 
 
-def _handler(name: str, guard, kind: str, fn, request, answer):
+def _handler(name: str, guard, woke, kind: str, fn, request, answer):
     async def refusal(req, ctx):
         """Why the request is not served (None: it is): bytes not its message abort
-        INVALID_ARGUMENT; what the ACL refuses is answered with its status."""
+        INVALID_ARGUMENT; what the ACL refuses is answered with its status. Each request
+        is work, as a native client's read is (`Broker.woke`): the broker's tick runs
+        while they come, closing their seconds and taking the snapshot."""
+        woke()
         if isinstance(req, Malformed):
             await ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {req.why}")
         return guard.refusal(name, req, ctx)

@@ -13,7 +13,9 @@ on their behalf:
   held until its acknowledgement (stamped with that time) or `HOLD_S`, as the native
   consumer holds its records until the commit that covers them.
 
-The records go out with the broker's own (StoreTracer.flush, once a second).
+The records go out with the broker's own (StoreTracer.flush, once a second while the
+broker works); a delivery still held asks for a flush when its hold ends, else one
+handed out just before the broker went idle would wait for its next work.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ VIA = "gRPC"  # what a record made for a RocketMQ client says it came through
 
 
 class GrpcTracer:
-    def __init__(self, broker, rate: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, broker, rate: float, clock: Callable[[], float] = time.time,
+                 hold_s: float = HOLD_S) -> None:
         self.broker, self.sampler, self.clock = broker, Sampler(rate), clock
+        self.hold_s = hold_s
         self._records: list[dict] = []  # sends, and deliveries no longer held
         # (group, topic, queue, offset) -> a delivery record held for its acknowledgement
         self._held: dict[tuple[str, str, int, int], dict] = {}
@@ -74,6 +78,8 @@ class GrpcTracer:
                                "client": client, "broker": self.broker.config.name,
                                "pulled_ms": int(now * 1000), "committed_ms": None,
                                "via": VIA, "at": now}
+        if self._held:
+            self.broker.trace_store.flush_within(self.hold_s)
 
     def acked(self, group: str, topic: str, qid: int, offset: int) -> None:
         record = self._held.pop((group, topic, qid, offset), None)
@@ -83,10 +89,13 @@ class GrpcTracer:
 
     def drain(self, final: bool = False) -> list[dict]:
         """The records ready to be written; deliveries still held stay (`final`: all)."""
-        cutoff = self.clock() - HOLD_S
+        now = self.clock()
         for key, record in list(self._held.items()):
-            if final or record["at"] <= cutoff:
+            if final or record["at"] <= now - self.hold_s:
                 self._records.append(self._held.pop(key))
+        if self._held:
+            oldest = min(r["at"] for r in self._held.values())
+            self.broker.trace_store.flush_within(oldest + self.hold_s - now)
         out, self._records = self._records, []
         for r in out:
             r.pop("at", None)

@@ -10,6 +10,8 @@ due, and an idle broker wakes for none of it.
   aside arms it (`aside`), and so does becoming master.
 - Transactions' check-backs run when the next pending half is due a check.
 - A client holding half a frame is disconnected when its time is up.
+- Trace records held back (a RocketMQ client's delivery, kept for its acknowledgement)
+  are written when their hold ends, ticking or not.
 - The metrics log rolls when its rows are due (every `roll_s`), from the tick or,
   once the broker goes idle, from a deadline.
 
@@ -66,7 +68,8 @@ class Housekeeping:
         self.checks = Deadline(self._check_transactions, "transaction checks", late)
         self.reaper = Deadline(self._reap, "slow clients", late)
         self.roller = Deadline(self._roll_idle, "metrics log roll", late)
-        self._deadlines = (self.delayed, self.checks, self.reaper, self.roller)
+        self.traces = Deadline(self._flush_traces, "held trace records", late)
+        self._deadlines = (self.delayed, self.checks, self.reaper, self.roller, self.traces)
 
     @property
     def idle(self) -> bool:
@@ -74,6 +77,7 @@ class Housekeeping:
 
     def start(self) -> None:
         self.broker.housekeeping = self
+        self.broker.trace_store.flush_after = self.traces.after
         self.broker.loop_lag.start()
         self.wake()
         self.role_changed()
@@ -253,3 +257,6 @@ class Housekeeping:
 
     def _reap(self) -> float | None:
         return reap_slow_clients(self.broker, time.monotonic())
+
+    def _flush_traces(self) -> None:
+        self.broker.trace_store.flush()  # (a source still holding some asks again)

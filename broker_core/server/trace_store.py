@@ -45,6 +45,14 @@ class StoreTracer:
         # records made on a client's behalf (grpc_front.tracing), written with these:
         # each source gives what is ready (`final`: all it holds)
         self.sources: list[Callable[[bool], list[dict]]] = []
+        # set by the broker's housekeeping: a flush in this many seconds
+        self.flush_after: Callable[[float], None] | None = None
+
+    def flush_within(self, delay_s: float) -> None:
+        """A source holds records due to go out in `delay_s`: they are written then,
+        though the broker has gone idle (its tick flushes only while it works)."""
+        if self.flush_after is not None:
+            self.flush_after(delay_s)
 
     def add(self, result, topic: str, queue_id: int, code: int) -> None:
         """One traced message stored (a PutResult), answered with ``code``."""

@@ -133,3 +133,21 @@ def test_only_sampled_or_client_traced_sends_are_traced(broker):
     assert {r["keys"] for r in got if r["type"] == "send"} == {"theirs"}
     assert [r["client"] for r in got if r["type"] == "send"] == ["ipv4:127.0.0.1:50000"]
     assert len([r for r in got if r["type"] == "deliver"]) == 1  # the traced one only
+
+
+def test_a_held_delivery_asks_for_a_flush_when_its_hold_ends(broker):
+    """What is held back asks the broker's housekeeping for a flush at the end of its
+    hold (an idle broker's tick flushes nothing): at the receive, then again with what
+    is left of it at each flush that finds it still held."""
+    front, clock = front_on(broker, 1.0)
+    asked: list[float] = []
+    broker.trace_store.flush_after = asked.append
+    send(front, "k4")
+    receive(front)
+    assert asked == [HOLD_S]
+    clock.t += 0.5
+    broker.trace_store.flush()
+    assert asked[-1] == HOLD_S - 0.5 and [r["type"] for r in records(broker)] == ["send"]
+    clock.t += HOLD_S - 0.5
+    broker.trace_store.flush()
+    assert len(asked) == 2 and [r["type"] for r in records(broker)] == ["send", "deliver"]

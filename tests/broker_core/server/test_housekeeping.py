@@ -1,7 +1,8 @@
 """The broker's periodic work on a real socket and store: an idle broker arms no
 timer at all, work wakes the tick and the loop-lag probe, a delayed message is
-delivered when due by one deadline (not a pass 20 times a second), and /stats
-of a broker that went idle is brought up to date."""
+delivered when due by one deadline (not a pass 20 times a second), trace records
+held back are written when due, a RocketMQ client's request is work as a native
+read is, and /stats of a broker that went idle is brought up to date."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from broker_core.protocol.delay import with_delay
 from broker_core.server.broker import Broker, BrokerConfig
 from broker_core.server.housekeeping import Housekeeping
 from broker_core.server.tcp import start_tcp
+from broker_core.trace.records import TRACE_TOPIC, decode_batch
 from tests.clock import ManualClock
 
 pytestmark = pytest.mark.timeout(60)
@@ -178,6 +180,59 @@ def test_a_heartbeat_wakes_the_tick_for_one_look_and_no_snapshot(tmp_path):
             await until(lambda: hk.idle)
             assert hk.ticks == ticks + 1 and broker.latest is snap
         finally:
+            await closing(broker, server, hk, client)
+
+    run(main)
+
+
+def test_held_trace_records_are_written_when_due_though_the_broker_is_idle(tmp_path):
+    """A source of trace records holding one back (a RocketMQ client's delivery awaiting
+    its acknowledgement) asks for a flush when it is due: written then, by a deadline,
+    with the tick asleep (the tick flushes only while the broker works)."""
+    async def main():
+        broker, server, hk, client = await serving(tmp_path)
+        try:
+            await until(lambda: hk.idle)
+            held = [{"type": "deliver", "id": "m1", "group": "audit"}]
+            broker.trace_store.sources.append(lambda final: [held.pop()] if held else [])
+            broker.trace_store.flush_within(0.05)
+            written = await until(lambda: broker.store.get(TRACE_TOPIC, 0, 0, 10).messages,
+                                  timeout=5, what="the held record written")
+            assert [r["id"] for r in decode_batch(written[0].body)] == ["m1"]
+            assert hk.idle and hk.traces.runs == 1 and hk.traces.when is None
+        finally:
+            await closing(broker, server, hk, client)
+
+    run(main)
+
+
+def test_a_rocketmq_clients_request_wakes_the_tick_as_a_native_read_does(tmp_path):
+    """The gRPC front end's requests are the broker's work too: their seconds are closed
+    and the snapshot taken while they come."""
+    import grpc
+
+    from broker_core.grpc_front import rocketmq_v2_pb2 as pb
+    from broker_core.grpc_front.service import GrpcFront
+
+    async def main():
+        broker, server, hk, client = await serving(tmp_path)
+        front = GrpcFront(broker, "127.0.0.1", free_port_range(1))
+        await front.start()
+        try:
+            await until(lambda: hk.idle)
+            ticks = hk.ticks
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{front.port}") as channel:
+                route = channel.unary_unary(
+                    "/apache.rocketmq.v2.MessagingService/QueryRoute",
+                    request_serializer=pb.QueryRouteRequest.SerializeToString,
+                    response_deserializer=pb.QueryRouteResponse.FromString)
+                answer = await route(pb.QueryRouteRequest(topic=pb.Resource(name="orders")),
+                                     timeout=5)
+            assert answer.status.code == pb.OK and not hk.idle
+            await until(lambda: hk.idle)
+            assert hk.ticks > ticks
+        finally:
+            await front.stop()
             await closing(broker, server, hk, client)
 
     run(main)
