@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 
 import pytest
 
@@ -98,9 +99,21 @@ def _consumer(broker, group: str, topic: str, wait_s: int = 0):
 
 
 def _receive_all(consumer, want: int, invisible_s: int = 15, ack: bool = True) -> list:
-    got, deadline = [], time.monotonic() + 20
+    got, deadline, route_missed = [], time.monotonic() + 20, False
     while len(got) < want and time.monotonic() < deadline:
-        for m in consumer.receive(16, invisible_s):
+        try:
+            batch = consumer.receive(16, invisible_s)
+        except Exception as exc:  # noqa: BLE001 - the client raises a bare Exception
+            # A CI run saw a new consumer's route query fail at its start and its first
+            # receive, after the test's producer shut down (not seen here in 20 runs
+            # under load). An application's next receive asks again: so does this, once,
+            # and says so; a second miss fails the test.
+            if route_missed or "route" not in str(exc):
+                raise
+            route_missed = True
+            warnings.warn(f"a receive asked again: {exc}", stacklevel=2)
+            continue
+        for m in batch:
             got.append(m)
             if ack:
                 consumer.ack(m)
