@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 
-from broker_core.protocol import FLAG_IDEMPOTENT, Op
+from broker_core.protocol import FLAG_FIRST_TRY, FLAG_IDEMPOTENT, Op
 from broker_core.protocol.idempotence import MAX_SEQ, with_id
 
 IDEMPOTENT_OPS = frozenset({Op.SEND, Op.SEND_MULTI})
@@ -46,10 +46,13 @@ class Idempotence:
     def frame(self, group: str, op: Op, payload: bytes, seq: int | None
               ) -> tuple[int, bytes, int | None]:
         """(frame flags, body, the sequence) of `payload` sent to `group` (`seq`: the one
-        this send took there before, None if it has not been there)."""
+        this send took there before, None if it has not been there: a first try, which
+        a new master still reading back what it holds stores at once)."""
+        flags = FLAG_IDEMPOTENT
         if seq is None:
             seq = self.take(group, multi_count(payload) if op == Op.SEND_MULTI else 1)
-        return FLAG_IDEMPOTENT, with_id(self.pid, seq, payload), seq
+            flags |= FLAG_FIRST_TRY
+        return flags, with_id(self.pid, seq, payload), seq
 
 
 def multi_count(payload: bytes) -> int:

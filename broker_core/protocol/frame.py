@@ -32,6 +32,7 @@ __all__ = [
     "FLAG_RESPONSE",
     "FLAG_ONEWAY",
     "FLAG_IDEMPOTENT",
+    "FLAG_FIRST_TRY",
     "Op",
     "Code",
     "STORED_CODES",
@@ -55,6 +56,7 @@ MAX_FRAME = 8 * 1024 * 1024  # a 4 MiB message plus a batch's worth of headroom
 FLAG_RESPONSE = 0x01
 FLAG_ONEWAY = 0x02
 FLAG_IDEMPOTENT = 0x04
+FLAG_FIRST_TRY = 0x08  # an idempotent send's first try: no broker can hold its sequence
 
 
 class Op(IntEnum):

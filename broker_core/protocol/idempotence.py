@@ -6,7 +6,9 @@ frame flagged FLAG_IDEMPOTENT carries them in front of its SEND or SEND_MULTI bo
 
     producer id (u64) | sequence (u32: a SEND_MULTI's messages take seq, seq+1, ...)
 
-and each stored record keeps its pair as the property PSEQ ("<id hex>.<seq>"), so
+and FLAG_FIRST_TRY when the sequence was never sent before (no broker can hold it: a
+new master still reading back what it holds stores it at once, and refuses only
+retries), and each stored record keeps its pair as the property PSEQ ("<id hex>.<seq>"), so
 that a broker that restarts, or a slave promoted in its master's place, knows what
 it already holds from the CommitLog (server.producer_seqs). Kafka's idempotent
 producer (KIP-98) does the same per partition, with contiguous sequences; here
@@ -17,8 +19,9 @@ next number), so the broker remembers which numbers it holds, not the last one.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
-from broker_core.protocol.frame import Op
+from broker_core.protocol.frame import FLAG_FIRST_TRY, Op
 
 ID_HEAD = struct.Struct(">QI")  # producer id, (first) sequence
 PROP_PRODUCER_SEQ = "PSEQ"
@@ -30,14 +33,24 @@ def with_id(pid: int, seq: int, body: bytes) -> bytes:
     return ID_HEAD.pack(pid, seq) + body
 
 
-def split_id(op: int, body: bytes) -> tuple[tuple[int, int], bytes]:
-    """((producer id, sequence), the SEND or SEND_MULTI body behind them) of a frame
-    flagged FLAG_IDEMPOTENT; ValueError for another op or a body too short."""
+class SendId(NamedTuple):
+    """An idempotent send: its producer, its (first) sequence, and whether this is the
+    sequence's first try (FLAG_FIRST_TRY)."""
+    pid: int
+    seq: int
+    first: bool = False
+
+
+def split_id(op: int, body: bytes, flags: int = 0) -> tuple[SendId, bytes]:
+    """(its SendId, the SEND or SEND_MULTI body behind it) of a frame flagged
+    FLAG_IDEMPOTENT (`flags`: the frame's); ValueError for another op or a body too
+    short."""
     if op != Op.SEND and op != Op.SEND_MULTI:
         raise ValueError(f"op {op} cannot be idempotent (only SEND and SEND_MULTI)")
     if len(body) < ID_HEAD.size:
         raise ValueError(f"an idempotent frame of {len(body)} bytes has no producer id")
-    return ID_HEAD.unpack_from(body), body[ID_HEAD.size:]
+    pid, seq = ID_HEAD.unpack_from(body)
+    return SendId(pid, seq, bool(flags & FLAG_FIRST_TRY)), body[ID_HEAD.size:]
 
 
 def seq_field(pid: int, seq: int) -> str:

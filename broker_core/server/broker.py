@@ -184,7 +184,7 @@ class Broker:
             return self.bad(f"unknown op {header.op}")
         try:
             if header.flags & p.FLAG_IDEMPOTENT:  # a SEND or SEND_MULTI with its producer id
-                ident, body = split_id(header.op, body)
+                ident, body = split_id(header.op, body, header.flags)
                 return await handler(self, body, ident)
             return await handler(self, body)
         except p.ProtocolError as exc:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from broker_core.errors import BrokerError
 from broker_core.protocol import Code
 from broker_core.protocol.delay import PROP_REAL_QID
+from broker_core.protocol.idempotence import SendId
 from broker_core.server.producer_seqs import DUPLICATE, EXPIRED, ProducerSeqs
 from broker_core.store import MessageStore, PutResult, PutStatus
 
@@ -19,34 +20,42 @@ class IdempotentPuts:
                  wall_ms: Callable[[], int]) -> None:
         self.store, self.seqs, self.wall_ms = store, seqs, wall_ms
 
-    def refusal(self, pid: int, seq: int) -> tuple[int, bytes] | None:
-        """Why the send is answered before any work, or None: the table still being read
-        back (NOT_MASTER: a new master, send again in a moment), or a send older than it
-        remembers (SEQUENCE_EXPIRED; a floor only rises, so the put need not look
-        again)."""
+    def refusal(self, ident: SendId) -> tuple[int, bytes] | None:
+        """Why the send is answered before any work, or None: a retry while the table is
+        still being read back (NOT_MASTER: a new master, send again in a moment; a first
+        try is stored, as no broker can hold it), or a send older than it remembers
+        (SEQUENCE_EXPIRED; a floor only rises, so the put need not look again)."""
         seqs = self.seqs
         if not seqs.ready(self.store, self.wall_ms()):
+            if ident.first:
+                return None
             return Code.NOT_MASTER, (b"this broker is reading back the idempotent sends it "
                                      b"holds (it just became master): send again in a moment")
-        if seqs.find(pid, seq) == EXPIRED:
+        if seqs.find(ident.pid, ident.seq) == EXPIRED:
             seqs.expired += 1
             return Code.SEQUENCE_EXPIRED, (
-                f"producer {pid:x}: sequence {seq} is older than this broker remembers; "
+                f"producer {ident.pid:x}: sequence {ident.seq} is older than this broker remembers; "
                 "nothing stored now, the first try may have been").encode()
         return None
 
-    def put(self, pid: int, seq: int, sizes: list[int],
+    def put(self, ident: SendId, sizes: list[int],
             put: Callable[[], PutResult]) -> Callable[[], PutResult]:
         """`put` of the messages of `sizes` (record sizes, in order) unless the first is
         held already: then a PUT_OK result of the first try's records, reason DUPLICATE
-        (a SEND_MULTI is stored all or none, so its first message says for all)."""
+        (a SEND_MULTI is stored all or none, so its first message says for all). A
+        first try stored while the table is read back is found by that reading (its
+        record carries its pair), not added to a table about to be replaced."""
         seqs = self.seqs
+        pid, seq = ident.pid, ident.seq
 
         def run() -> PutResult:
-            phys = seqs.find(pid, seq)
+            if seqs.stale and not ident.first:  # (the role changed since `refusal`)
+                return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=(
+                    "this broker is reading back the idempotent sends it holds"))
+            phys = None if seqs.stale else seqs.find(pid, seq)
             if phys is None:
                 result = put()
-                if result.status is PutStatus.PUT_OK:
+                if result.status is PutStatus.PUT_OK and not seqs.stale:
                     at = result.physical_offset
                     for i, size in enumerate(sizes):
                         seqs.add(pid, seq + i, at)

@@ -15,7 +15,7 @@ from time import perf_counter
 from broker_core import protocol as p
 from broker_core.errors import MessageIllegalError
 from broker_core.protocol import Code, Op
-from broker_core.protocol.idempotence import MAX_SEQ, seq_field
+from broker_core.protocol.idempotence import MAX_SEQ, SendId, seq_field
 from broker_core.protocol.multi import decode_multi, encode_multi_answer
 from broker_core.server.producer_seqs import DUPLICATE
 from broker_core.server.send_ops import ANSWERED_OK, Reply, SendOps, prepare
@@ -24,7 +24,7 @@ from broker_core.store import PutStatus
 
 
 def send_multi(ops: SendOps, rid: int, body: bytes, received: float,
-               reply: Reply, ident: tuple[int, int] | None = None) -> bytes | None:
+               reply: Reply, ident: SendId | None = None) -> bytes | None:
     """The answer frame, or None when it goes out later through `reply`. `ident`: an
     idempotent frame's (producer id, first sequence): message i takes sequence + i."""
     b = ops.broker
@@ -36,7 +36,7 @@ def send_multi(ops: SendOps, rid: int, body: bytes, received: float,
     if ident is not None:
         if ident[1] + n - 1 > MAX_SEQ:
             return ops._refused(Op.SEND_MULTI, rid, *b.bad("sequence past 2^32 - 1"))
-        if (refused := ops.idempotent.refusal(*ident)) is not None:
+        if (refused := ops.idempotent.refusal(ident)) is not None:
             return ops._failed(Op.SEND_MULTI, rid, *refused, received, n)
     sets = [ops._set(text) for _tags, _keys, text, _data in msgs]
     group = sets[0].group
@@ -61,7 +61,7 @@ def send_multi(ops: SendOps, rid: int, body: bytes, received: float,
             prepared = [prepare(topic, tags, keys, ps, data)
                         for (tags, keys, _text, data), ps in zip(msgs, sets, strict=True)]
         else:
-            pid, seq = ident
+            pid, seq = ident.pid, ident.seq
             prepared = [prepare(topic, tags, keys, ps, data, seq_field(pid, seq + i))
                         for i, ((tags, keys, _text, data), ps)
                         in enumerate(zip(msgs, sets, strict=True))]
@@ -110,6 +110,6 @@ def send_multi(ops: SendOps, rid: int, body: bytes, received: float,
         return store.put_prepared(topic, qid, prepared, (), each_keys=each_keys)
 
     if ident is not None:
-        put = ops.idempotent.put(*ident, [rec[0] for rec in prepared], put)
+        put = ops.idempotent.put(ident, [rec[0] for rec in prepared], put)
     out = b.write_path.write(put, lambda code, result: reply(answer(code, result)))
     return None if out is None else answer(*out)

@@ -16,8 +16,11 @@ send long before `window_s` (client.idempotence.RETRY_HORIZON_S).
 
 A broker rebuilds the table from the CommitLog (each record's PSEQ property) when it
 starts and when it becomes master: the records of the last `window_s`, found through the
-ConsumeQueues' timestamps, read in a worker thread; until it is done, idempotent sends
-are answered NOT_MASTER (send again in a moment) and the rest served as ever.
+ConsumeQueues' timestamps, read in a worker thread; until it is done, retries are
+answered NOT_MASTER (send again in a moment) and the rest served as ever: a first try
+(protocol.idempotence, FLAG_FIRST_TRY) cannot be held, and is stored at once. What was
+stored while the worker read (those first tries among it) is read on the loop when
+its table is adopted: the log past where the worker stopped.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class ProducerSeqs:
         self.duplicates = 0  # retries answered from their first try
         self.expired = 0  # retries answered SEQUENCE_EXPIRED
         self.rebuilt: dict[str, float] = {}  # the last rebuild: records, found, seconds
+        self.read_to = 0  # where the last reading of the CommitLog ended (a rebuild's)
 
     def find(self, pid: int, seq: int) -> int | None:
         """The physical offset of the stored send, EXPIRED, or None (not held)."""
@@ -104,7 +108,9 @@ class ProducerSeqs:
             return True
         built = self._built
         if built is not None and built[0] == self._generation:
-            self._adopt(built[1])
+            fresh = built[1]
+            fresh._fill(store, fresh.read_to)  # stored while it read: the first tries
+            self._adopt(fresh)
             return True
         worker = self._worker
         if worker is None or not worker.is_alive():
@@ -147,14 +153,18 @@ class ProducerSeqs:
 
     def _adopt(self, fresh: ProducerSeqs) -> None:
         self._blocks, self._floor, self.rebuilt = fresh._blocks, fresh._floor, fresh.rebuilt
+        self.read_to = fresh.read_to
         self._built = None
         self.stale = False
 
     def _fill(self, store: MessageStore, start: int | None) -> None:
+        """Add the pairs of the records from `start` to the log's end (None: none);
+        `rebuilt` counts this reading and the ones before it into this table."""
         t0 = time.perf_counter()
         seen = found = 0
-        if start is not None:
-            for phys, value in property_values(store.commitlog, start, store.log_end(),
+        end = store.log_end()
+        if start is not None and start < end:
+            for phys, value in property_values(store.commitlog, start, end,
                                                PROP_PRODUCER_SEQ):
                 seen += 1
                 pair = parse_seq(value) if value else None
@@ -163,8 +173,11 @@ class ProducerSeqs:
                 if pair is not None and self.find(*pair) is None:
                     found += 1
                     self.add(pair[0], pair[1], phys)
-        self.rebuilt = {"records": seen, "sends": found,
-                        "seconds": round(time.perf_counter() - t0, 3)}
+        self.read_to = max(self.read_to, end)
+        was = self.rebuilt
+        self.rebuilt = {"records": was.get("records", 0) + seen,
+                        "sends": was.get("sends", 0) + found,
+                        "seconds": round(was.get("seconds", 0) + time.perf_counter() - t0, 3)}
         if found:
             log.info("idempotent sends read back from the CommitLog: %d of %d records in "
                      "%.3f s", found, seen, self.rebuilt["seconds"])

@@ -30,7 +30,7 @@ from broker_core.protocol.delay import (
     SCHEDULE_TOPIC,
     parse_level,
 )
-from broker_core.protocol.idempotence import seq_field
+from broker_core.protocol.idempotence import SendId, seq_field
 from broker_core.protocol.record import (
     HEADER_SIZE,
     MAX_PROPERTIES_BYTES,
@@ -179,7 +179,7 @@ class SendOps:
 
     # -- SEND --------------------------------------------------------------------------
     def send(self, rid: int, body: bytes, received: float, reply: Reply,
-             ident: tuple[int, int] | None = None) -> bytes | None:
+             ident: SendId | None = None) -> bytes | None:
         """The answer frame, or None when it goes out later through `reply`. `ident`:
         an idempotent send's (producer id, sequence) (protocol.idempotence)."""
         b = self.broker
@@ -187,7 +187,7 @@ class SendOps:
             topic, qid, tags, keys, text, data = p.decode_send_fields(body)
         except p.ProtocolError as exc:
             return self._refused(Op.SEND, rid, *b.bad(str(exc)))
-        if ident is not None and (refused := self.idempotent.refusal(*ident)) is not None:
+        if ident is not None and (refused := self.idempotent.refusal(ident)) is not None:
             return self._failed(Op.SEND, rid, *refused, received)
         ps = self._set(text)
         try:
@@ -207,7 +207,7 @@ class SendOps:
                                             else (HALF_TOPIC, 0))
                 b.aside(ps.delay)  # its pass looks when it is due (stored or not)
             if ident is not None:
-                extra += seq_field(*ident)
+                extra += seq_field(ident.pid, ident.seq)
             prepared = [prepare(stored_topic, tags, keys, ps, data, extra)]
         except MessageIllegalError as exc:
             return self._failed(Op.SEND, rid, Code.MESSAGE_ILLEGAL, str(exc).encode(), received)
@@ -237,7 +237,7 @@ class SendOps:
                 return put()
 
         if ident is not None:  # (outside: a retry of a stored one is answered, not refused)
-            put = self.idempotent.put(*ident, [prepared[0][0]], put)
+            put = self.idempotent.put(ident, [prepared[0][0]], put)
         out = b.write_path.write(put, done)
         if out is None:
             return None

@@ -84,7 +84,7 @@ class BrokerProtocol(asyncio.Protocol):
             ident = None
             if header.flags & p.FLAG_IDEMPOTENT:
                 try:
-                    ident, body = split_id(op, body)
+                    ident, body = split_id(op, body, header.flags)
                 except ValueError as exc:
                     if not oneway:
                         out.append(p.encode_answer(op, header.request_id,

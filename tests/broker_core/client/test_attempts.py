@@ -9,7 +9,14 @@ import itertools
 import pytest
 
 from broker_core.client.attempts import SendCounters, SendFailed, SendOptions, SendPlan
-from broker_core.protocol import Code, Op, encode_flow_control, encode_send_response
+from broker_core.protocol import (
+    FLAG_FIRST_TRY,
+    FLAG_IDEMPOTENT,
+    Code,
+    Op,
+    encode_flow_control,
+    encode_send_response,
+)
 from fuse import Fuse
 from tests.clock import ManualClock
 
@@ -142,11 +149,12 @@ def test_an_idempotent_send_without_an_answer_stays_with_its_broker_and_keeps_it
     p, clock = deadline_plan(10.0)
     first = p.next()
     flags, body = p.frame(b"payload")
-    assert body.endswith(b"payload") and flags
+    assert body.endswith(b"payload") and flags == FLAG_IDEMPOTENT | FLAG_FIRST_TRY
     kind, wait = p.answer(None, None, "no answer in 1 s")  # written: it may be stored there
     assert (kind, wait) == ("backoff", 0.05)
     clock.advance(wait)
-    assert p.next() == first and p.frame(b"payload") == (flags, body)  # the same sequence
+    # the same sequence, no longer a first try (a new master reading back refuses it)
+    assert p.next() == first and p.frame(b"payload") == (FLAG_IDEMPOTENT, body)
     assert p.answer(Code.SYSTEM_BUSY, b"busy")[0] == "backoff"  # still there, spaced
     assert p.next() == first
     kind, result = p.answer(Code.OK, OK_BODY)
