@@ -19,6 +19,7 @@ import warnings
 import pytest
 
 from broker_core.cluster.ports import free_port_range
+from tests.integration.rocketmq_client_log import client_errors
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -111,7 +112,8 @@ def _receive_all(consumer, want: int, invisible_s: int = 15, ack: bool = True) -
             if route_missed or "route" not in str(exc):
                 raise
             route_missed = True
-            warnings.warn(f"a receive asked again: {exc}", stacklevel=2)
+            warnings.warn(f"a receive asked again: {exc}; the client's log: "
+                          f"{client_errors()}", stacklevel=2)
             continue
         for m in batch:
             got.append(m)
