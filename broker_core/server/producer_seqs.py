@@ -173,14 +173,15 @@ class ProducerSeqs:
                 if pair is not None and self.find(*pair) is None:
                     found += 1
                     self.add(pair[0], pair[1], phys)
+        took = time.perf_counter() - t0
         self.read_to = max(self.read_to, end)
         was = self.rebuilt
         self.rebuilt = {"records": was.get("records", 0) + seen,
                         "sends": was.get("sends", 0) + found,
-                        "seconds": round(was.get("seconds", 0) + time.perf_counter() - t0, 3)}
-        if found:
+                        "seconds": round(was.get("seconds", 0) + took, 3)}
+        if found:  # (this reading's own figures: a tail read after a worker's is its own line)
             log.info("idempotent sends read back from the CommitLog: %d of %d records in "
-                     "%.3f s", found, seen, self.rebuilt["seconds"])
+                     "%.3f s", found, seen, took)
 
     def figures(self) -> dict:
         """/stats `idempotence`."""
