@@ -13,11 +13,12 @@ import pytest
 
 from broker_core import protocol as p
 from broker_core.protocol import Code, Op
-from broker_core.protocol.idempotence import with_id
+from broker_core.protocol.idempotence import SendId, with_id
 from broker_core.protocol.multi import decode_multi_answer, encode_message, encode_multi
 from broker_core.protocol.record import HEADER_SIZE
 from broker_core.server.broker import Broker, BrokerConfig
 from broker_core.server.producer_seqs import WINDOW_S
+from broker_core.store import PutStatus
 from tests.clock import ManualClock
 
 pytestmark = pytest.mark.timeout(30)
@@ -233,5 +234,22 @@ def test_a_new_master_reading_back_stores_first_tries_and_knows_them_once_adopte
         assert send(b, b"held", seq=5, qid=0) == (Code.OK, held)  # read by the worker
         assert send(b, b"new", seq=6, qid=0) == (Code.OK, meanwhile)  # read at adoption
         assert stored(b, 0) == 2
+    finally:
+        b.close()
+
+
+def test_a_retry_whose_put_runs_after_the_role_changed_stores_nothing(tmp_path, clock):
+    """A put can run after its check (a drill fault or sync flush queues it); a role
+    change meanwhile leaves the table to be read back: a retry then stores nothing (its
+    first try may be held), where a look at the stale table could store it twice."""
+    b = make(tmp_path / "b1", clock)
+    try:
+        send(b, b"held", seq=5, qid=0, first=True)
+        put = b.sends.idempotent.put(SendId(PID, 5), [100],
+                                     lambda: pytest.fail("a retry stored on a stale table"))
+        b.role_changed()
+        result = put()
+        assert result.status is PutStatus.SERVICE_NOT_AVAILABLE and "reading back" in result.reason
+        assert stored(b, 0) == 1
     finally:
         b.close()
