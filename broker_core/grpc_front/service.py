@@ -41,6 +41,7 @@ from broker_core.grpc_front.codes import CODES
 from broker_core.grpc_front.handlers import Handlers, Malformed
 from broker_core.grpc_front.pop import Pops
 from broker_core.grpc_front.pop_messages import as_pb, tag_filter
+from broker_core.grpc_front.server_options import server_options
 from broker_core.grpc_front.tracing import GrpcTracer, born, client_of
 from broker_core.grpc_front.transactions import GrpcTransactions, half_properties
 from broker_core.protocol import Code
@@ -81,7 +82,8 @@ class GrpcFront:
         self.credentials = _server_credentials(tls) if tls is not None else None
 
     async def start(self) -> None:
-        self.server = grpc.aio.server()
+        self.server = grpc.aio.server(options=server_options(
+            self.broker.store.config.max_message_bytes))
         self.server.add_generic_rpc_handlers((Handlers(self),))
         addr = f"{self.bind}:{self.port}"
         bound = self.server.add_insecure_port(addr) if self.credentials is None else \

@@ -29,6 +29,7 @@ import grpc
 
 from broker_core.grpc_front import rocketmq_v2_pb2 as pb
 from broker_core.grpc_front.handlers import SERVICE
+from broker_core.grpc_front.server_options import NO_BDP_PROBE
 
 log = logging.getLogger("floodgate.demo")
 
@@ -38,6 +39,7 @@ WAIT_S = 10  # each receive long-polls this long
 KEY_PREFIX = "rmq-order-"  # the n-th message sent is keyed rmq-order-n (floodgate trace)
 ROUTE_EVERY_S = 30.0  # as RocketMQ's clients refresh (and at once after a failed send)
 _NUMBERS = itertools.count()  # each client's number in its id
+CHANNEL_OPTIONS = (NO_BDP_PROBE,)  # no pings on the data of small calls (grpc_front.server_options)
 
 
 class RocketMQClient:
@@ -49,8 +51,9 @@ class RocketMQClient:
         # who the brokers' trace says sent and received (grpc_front.tracing), as
         # RocketMQ's clients name themselves (host@pid@n)
         self.client_id = f"rmq-demo@{os.getpid()}@{next(_NUMBERS)}"
-        self.channel = grpc.aio.secure_channel(endpoint, grpc.ssl_channel_credentials(ca)) \
-            if ca is not None else grpc.aio.insecure_channel(endpoint)
+        self.channel = grpc.aio.secure_channel(endpoint, grpc.ssl_channel_credentials(ca),
+                                               options=CHANNEL_OPTIONS) \
+            if ca is not None else grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
         call = f"/{SERVICE}/"
         self._unary = {name: self.channel.unary_unary(
             call + name, request_serializer=req.SerializeToString,

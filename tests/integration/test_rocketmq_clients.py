@@ -393,3 +393,20 @@ def test_a_long_poll_returns_when_a_message_arrives_not_at_its_deadline(broker):
     took, got = answers[0]
     assert [a.message.body for a in got if a.HasField("message")] == [b"wake up"]
     assert took < 8, f"answered after {took:.1f} s: at its deadline, not on the arrival"
+
+
+def test_a_body_at_the_brokers_limit_goes_through_and_one_over_is_refused_by_name(broker):
+    """gRPC's own 4 MiB request limit answered such a send RESOURCE_EXHAUSTED, below the
+    limit the broker's Settings give the client."""
+    limit = 4 * 1024 * 1024  # the broker's default max_message_bytes
+    body = bytes(range(256)) * (limit // 256)
+    ids = _send(broker, "big", [{"body": body, "keys": "at-limit"}])
+    consumer = _consumer(broker, "big-readers", "big")
+    try:
+        got = _receive_all(consumer, 1)
+    finally:
+        consumer.shutdown()
+    assert [m.message_id for m in got] == ids
+    assert got[0].body == body and not got[0].corrupted
+    with pytest.raises(Exception, match=f"max size={limit} bytes"):  # (the client's check,
+        _send(broker, "big", [{"body": body + b"x"}])  # of the limit the broker told it)
