@@ -73,18 +73,22 @@ WAREHOUSE_SCRIPT: tuple[tuple[float, float], ...] = (
 )
 
 
-# The side stories (the flood, the payments) at the rates above for a demo at
-# STORY_AT msgs/s or more, and in proportion below (not under their floors): a demo at
-# 10 msgs/s told them at 100 and 20 a second, ten times its own load.
+# The side stories (the flood, the payments, the RocketMQ application) at the rates above
+# for a demo at STORY_AT msgs/s or more, and in proportion below (not under their
+# floors): a demo at 10 msgs/s told them at 100, 20 and 10 a second, thirteen times its
+# own load (the RocketMQ application's gRPC calls alone a third of its fixed cost).
 STORY_AT = 1000.0
-BATCH_FLOOR, PAY_FLOOR = 4.0, 1.0
+RMQ_RATE = 10.0  # the RocketMQ application (console.demo.rocketmq_clients): beside the
+# flood, not part of it
+BATCH_FLOOR, PAY_FLOOR, RMQ_FLOOR = 4.0, 1.0, 1.0
 
 
-def story_rates(rate: float) -> tuple[float, float]:
-    """(the flood's offered msgs/s, payments a second) for a demo at `rate` msgs/s
-    (0: the full story)."""
+def story_rates(rate: float) -> tuple[float, float, float]:
+    """(the flood's offered msgs/s, payments a second, the RocketMQ application's msgs/s)
+    for a demo at `rate` msgs/s (0: the full story)."""
     scale = 1.0 if rate <= 0 else min(1.0, rate / STORY_AT)
-    return max(BATCH_FLOOR, BATCH_RATE * scale), max(PAY_FLOOR, PAY_RATE * scale)
+    return (max(BATCH_FLOOR, BATCH_RATE * scale), max(PAY_FLOOR, PAY_RATE * scale),
+            max(RMQ_FLOOR, RMQ_RATE * scale))
 
 
 PAY_TOPIC = "demo-paid"
@@ -283,7 +287,7 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
         ensure_topic(routes.wait(), BATCH_TOPIC)
     else:
         ensure_topic(spec.addrs, BATCH_TOPIC)
-    flood_rate, pay_rate = story_rates(rate)
+    flood_rate, pay_rate, rmq_rate = story_rates(rate)
     delays = Delays(cluster_path.parent, part).start()
     if part is None or "batch" in PARTS[part]:
         for b in spec.brokers:  # every broker: a slave promoted later enforces it too
@@ -340,7 +344,8 @@ def run(cluster_path: Path, stop: threading.Event, trace_rate: float = 0.0,
     if rocketmq and grpc_ports and (part is None or part == "rest"):  # a RocketMQ application beside
         from console.demo import rocketmq_clients  # (its own protocol, its own user)
 
-        threads += rocketmq_clients.start(grpc_ports, stop, as_user("rocketmq"), delays)
+        threads += rocketmq_clients.start(grpc_ports, stop, as_user("rocketmq"), delays,
+                                          rmq_rate)
     stop.wait()
     for t in threads:
         t.join(5)

@@ -30,11 +30,11 @@ import grpc
 from broker_core.grpc_front import rocketmq_v2_pb2 as pb
 from broker_core.grpc_front.handlers import SERVICE
 from broker_core.grpc_front.server_options import NO_BDP_PROBE
+from console.demo.clients import RMQ_RATE as RATE  # (at the demo's full rate)
 
 log = logging.getLogger("floodgate.demo")
 
 TOPIC, GROUP = "demo-rmq", "rmq-audit"  # (the demo's runner makes the topic, as admin)
-RATE = 10.0  # msgs/s: a RocketMQ application beside the flood, not part of it
 WAIT_S = 10  # each receive long-polls this long
 KEY_PREFIX = "rmq-order-"  # the n-th message sent is keyed rmq-order-n (floodgate trace)
 ROUTE_EVERY_S = 30.0  # as RocketMQ's clients refresh (and at once after a failed send)
@@ -181,8 +181,8 @@ async def _consume_queue(make, queue: pb.MessageQueue, record) -> None:
         await client.close()
 
 
-def start(endpoints: list[str], stop: threading.Event, credentials, delays
-          ) -> list[threading.Thread]:
+def start(endpoints: list[str], stop: threading.Event, credentials, delays,
+          rate: float = RATE) -> list[threading.Thread]:
     """The producer and the consumer, on one loop in a thread, until `stop`: as
     `credentials`' user (its RocketMQ access secret) when the cluster takes users, over
     TLS when its CA is set (FLOODGATE_TLS_CA, as the demo's other clients)."""
@@ -203,7 +203,7 @@ def start(endpoints: list[str], stop: threading.Event, credentials, delays
         return STAMP.pack(time.time()) + body
 
     async def app() -> None:
-        tasks = [asyncio.ensure_future(produce(make, stamp)), asyncio.ensure_future(
+        tasks = [asyncio.ensure_future(produce(make, stamp, rate)), asyncio.ensure_future(
             consume(make, lambda msgs: delays.record(GROUP, msgs)))]
         await asyncio.get_running_loop().run_in_executor(None, stop.wait)
         for t in tasks:

@@ -60,8 +60,17 @@ def test_the_header_says_what_the_scripts_do_now():
 
 
 def test_the_side_stories_scale_with_the_demo_below_its_full_rate():
-    from console.demo.clients import BATCH_FLOOR, BATCH_RATE, PAY_FLOOR, PAY_RATE, story_rates
+    from console.demo.clients import (
+        BATCH_FLOOR,
+        BATCH_RATE,
+        PAY_FLOOR,
+        PAY_RATE,
+        RMQ_FLOOR,
+        RMQ_RATE,
+        story_rates,
+    )
 
-    assert story_rates(1000) == story_rates(5000) == story_rates(0) == (BATCH_RATE, PAY_RATE)
-    assert story_rates(500) == (BATCH_RATE / 2, PAY_RATE / 2)
-    assert story_rates(10) == (BATCH_FLOOR, PAY_FLOOR)  # never silent: the floors
+    full = (BATCH_RATE, PAY_RATE, RMQ_RATE)
+    assert story_rates(1000) == story_rates(5000) == story_rates(0) == full
+    assert story_rates(500) == (BATCH_RATE / 2, PAY_RATE / 2, RMQ_RATE / 2)
+    assert story_rates(10) == (BATCH_FLOOR, PAY_FLOOR, RMQ_FLOOR)  # never silent: the floors
