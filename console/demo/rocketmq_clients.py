@@ -30,7 +30,6 @@ import grpc
 from broker_core.grpc_front import rocketmq_v2_pb2 as pb
 from broker_core.grpc_front.handlers import SERVICE
 from broker_core.grpc_front.server_options import NO_BDP_PROBE
-from console.demo.clients import RMQ_RATE as RATE  # (at the demo's full rate)
 
 log = logging.getLogger("floodgate.demo")
 
@@ -114,7 +113,7 @@ def endpoint(queue: pb.MessageQueue) -> str:
     return f"{a.host}:{a.port}"
 
 
-async def produce(make, stamp, rate: float = RATE) -> None:
+async def produce(make, stamp, rate: float) -> None:
     """Send `rate` msgs/s in turn over the route's queues, each body stamped (`stamp`)."""
     clients: dict[str, RocketMQClient] = {}
     queues, routed, turn = None, 0.0, itertools.count()
@@ -182,10 +181,11 @@ async def _consume_queue(make, queue: pb.MessageQueue, record) -> None:
 
 
 def start(endpoints: list[str], stop: threading.Event, credentials, delays,
-          rate: float = RATE) -> list[threading.Thread]:
-    """The producer and the consumer, on one loop in a thread, until `stop`: as
-    `credentials`' user (its RocketMQ access secret) when the cluster takes users, over
-    TLS when its CA is set (FLOODGATE_TLS_CA, as the demo's other clients)."""
+          rate: float) -> list[threading.Thread]:
+    """The producer (`rate` msgs/s: console.demo.clients.story_rates) and the consumer,
+    on one loop in a thread, until `stop`: as `credentials`' user (its RocketMQ access
+    secret) when the cluster takes users, over TLS when its CA is set
+    (FLOODGATE_TLS_CA, as the demo's other clients)."""
     from broker_core.acl.tls import ENV_CA
     from broker_core.acl.users import rocketmq_secret
     from broker_core.client.loadgen import STAMP

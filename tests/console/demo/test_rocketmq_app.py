@@ -20,6 +20,7 @@ def test_the_demo_rocketmq_app_sends_receives_and_acknowledges(cluster_factory, 
     from broker_core.acl.credentials import load
     from broker_core.client import admin
     from console.demo import rocketmq_clients
+    from console.demo.clients import RMQ_RATE
     from console.demo.users import make_users
 
     c = cluster_factory(1, acl=True, tls=True, grpc=True)
@@ -37,7 +38,8 @@ def test_the_demo_rocketmq_app_sends_receives_and_acknowledges(cluster_factory, 
             self.counted += [(group, m.body) for m in msgs]
 
     delays, stop = Delays(), threading.Event()
-    threads = rocketmq_clients.start([broker.grpc], stop, load(users["rocketmq"]), delays)
+    threads = rocketmq_clients.start([broker.grpc], stop, load(users["rocketmq"]), delays,
+                                     RMQ_RATE)
     try:
         wait_for(lambda: len(delays.counted) >= 10, 30, "ten messages received")
         doc = wait_for(lambda: (d := admin.offsets(
