@@ -25,7 +25,10 @@ OP_TOPIC = "%TX_OP%"
 CHECK_AFTER_S = 6.0  # a half unresolved this long is checked back (RocketMQ: 6 s)
 CHECK_INTERVAL_S = 6.0  # ... and again this often
 MAX_CHECKS = 15  # ... at most this many times, then rolled back (RocketMQ: 15)
-PRODUCER_ALIVE_S = 5.0  # a producer group that asked for checks this recently is alive
+PRODUCER_ALIVE_S = 5.0  # a producer group that asked for checks this recently is alive,
+MISSED_ASKS = 2  # ... or, asking every POLL seconds (its CHECK_TRANSACTION says), until
+MAX_POLL_S = 60.0  # it missed this many asks: one asking every 5 s was taken for gone
+# between its asks, each check spent unseen and the half rolled back 90 s later
 
 
 class TxState(StrEnum):

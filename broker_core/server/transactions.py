@@ -37,6 +37,7 @@ from broker_core.protocol.transactions import (
     CHECK_INTERVAL_S,
     HALF_TOPIC,
     MAX_CHECKS,
+    MISSED_ASKS,
     OP_TOPIC,
     PRODUCER_ALIVE_S,
     PROP_CONSUMED_FROM,
@@ -81,7 +82,8 @@ class TxService:
         self.recent: OrderedDict[int, TxState] = OrderedDict()
         self.resolving: set[int] = set()  # an END_TRANSACTION of it is being written
         self._half_read = self._op_read = 0
-        self.producers: dict[str, int] = {}  # producer group -> when it last asked (ms)
+        self.producers: dict[str, int] = {}  # producer group -> alive until (ms): its ask's
+        # time and PRODUCER_ALIVE_S, or MISSED_ASKS of its polls
         self.counters = {"halves_total": 0, "committed_total": 0, "checks_total": 0,
                          "duplicate_ends_total": 0, "fenced_total": 0,
                          "offsets_committed_total": 0, "finished_on_recovery_total": 0}
@@ -304,23 +306,24 @@ class TxService:
         a half falls due a check, or one that is due (its producer group asks for its
         checks itself) outlives its group's last sign of life."""
         now = self.wall_ms()
-        alive_ms = PRODUCER_ALIVE_S * 1000
         soonest = None
         for h in self.pending.values():
             if h.offset in self.resolving:
                 continue
             due = max(h.stored_ms + self.check_after_ms, h.next_check_ms)
             if due <= now:  # due: counted once its producers are gone
-                due = max(now, self.producers.get(h.group, -10**12) + alive_ms + 1)
+                due = max(now, self.producers.get(h.group, -10**12) + 1)
             if soonest is None or due < soonest:
                 soonest = due
         return soonest
 
-    def checks_for(self, group: str) -> list[Half]:
-        """A producer of `group` asks: the halves it should check now (counted)."""
+    def checks_for(self, group: str, poll_s: float | None = None) -> list[Half]:
+        """A producer of `group` asks (every `poll_s`, if it says): the halves it should
+        check now (counted)."""
         self.catch_up()
         now = self.wall_ms()
-        self.producers[group] = now
+        alive_s = max(PRODUCER_ALIVE_S, MISSED_ASKS * (poll_s or 0.0))
+        self.producers[group] = max(self.producers.get(group, 0), now + int(alive_s * 1000))
         out = [h for h in self.due(now) if h.group == group and h.checks < self.max_checks]
         for h in out:
             self._checked(h, now)
@@ -342,7 +345,7 @@ class TxService:
         for h in self.due(now):
             if h.checks >= self.max_checks:
                 give_up.append(h.offset)
-            elif now - self.producers.get(h.group, -10**12) > PRODUCER_ALIVE_S * 1000:
+            elif now > self.producers.get(h.group, -10**12):
                 self._checked(h, now)  # nobody of its group to ask: the check is spent
         self.advance()
         return give_up
@@ -354,8 +357,8 @@ class TxService:
                  "age_s": round((now - h.stored_ms) / 1000, 1), "checks": h.checks,
                  "next_check_s": round(max(0, max(h.next_check_ms, h.stored_ms +
                                                   self.check_after_ms) - now) / 1000, 1),
-                 "producer_alive": now - self.producers.get(h.group, -10**12)
-                 <= PRODUCER_ALIVE_S * 1000, "made_from": h.made_from}
+                 "producer_alive": now <= self.producers.get(h.group, -10**12),
+                 "made_from": h.made_from}
                 for h in sorted(self.pending.values(), key=lambda h: h.offset)
                 if group is None or h.group == group]
 

@@ -14,7 +14,13 @@ import logging
 from broker_core import protocol as p
 from broker_core.protocol import Code, Op
 from broker_core.protocol.delay import PROP_REAL_QID
-from broker_core.protocol.transactions import HALF_TOPIC, RESOLVERS, Consumed, TxState
+from broker_core.protocol.transactions import (
+    HALF_TOPIC,
+    MAX_POLL_S,
+    RESOLVERS,
+    Consumed,
+    TxState,
+)
 from broker_core.server.tx_table import committed_copy_props
 
 log = logging.getLogger("floodgate.broker")
@@ -144,10 +150,15 @@ async def check_transaction(broker, body: bytes) -> tuple[int, bytes]:
     group = str(req.get("group") or "")
     if not group:
         raise p.ProtocolError("a check-back request names its producer group")
+    poll_s = req.get("poll_s")  # how often it asks (absent: a producer of before)
+    if poll_s is not None and (isinstance(poll_s, bool) or not isinstance(poll_s, int | float)
+                               or not 0 < poll_s <= MAX_POLL_S):
+        raise p.ProtocolError(f"a check-back request's poll_s is seconds in (0, {MAX_POLL_S:g}],"
+                              f" not {poll_s!r}")
     if (refused := broker.write_refusal()) is not None:
         return refused
     docs = []
-    for half in broker.tx.checks_for(group)[:MAX_CHECKS_PER_ANSWER]:
+    for half in broker.tx.checks_for(group, poll_s)[:MAX_CHECKS_PER_ANSWER]:
         got = broker.store.get(HALF_TOPIC, 0, half.offset, 1)
         if not got.messages:
             continue

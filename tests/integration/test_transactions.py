@@ -153,3 +153,17 @@ def test_a_message_sent_after_a_one_way_commit_is_stored_after_it(cluster_factor
     assert r.ended and len(bodies) == 100
     for n in range(50):
         assert bodies.index(b"paid %d" % n) < bodies.index(b"receipt %d" % n), n
+
+
+def test_a_check_back_ask_with_a_bad_poll_interval_is_refused_in_one_line(cluster_factory):
+    cluster = cluster_factory(1)
+    with pytest.raises(ValueError, match="poll_s"):
+        TransactionProducer("payments", cluster.file.addrs, check=lambda m: "COMMIT", poll_s=0)
+    with TransactionProducer("payments", cluster.file.addrs) as tx:
+        for bad in (0, -1, 3600, "5", True):
+            code, body = tx.producer.request("broker-1", Op.CHECK_TRANSACTION, encode_json(
+                {"group": "payments", "poll_s": bad}))
+            assert code != Code.OK and b"poll_s" in body and b"\n" not in body, (bad, body)
+        code, body = tx.producer.request("broker-1", Op.CHECK_TRANSACTION, encode_json(
+            {"group": "payments", "poll_s": 5}))  # the broker kept serving
+        assert code == Code.OK and decode_json(body)["checks"] == []

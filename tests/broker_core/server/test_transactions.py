@@ -43,3 +43,56 @@ def test_the_pass_is_due_when_a_half_falls_due_or_its_producers_go_quiet(tmp_pat
         assert tx.next_due_ms() == int(clock() * 1000) + 6_000
     finally:
         store.close()
+
+
+def _ask_every(tx, clock, poll_s: float, seconds: float, poll_said: float | None) -> list[int]:
+    """A producer asking every `poll_s` (saying `poll_said`) for `seconds`, the broker's
+    pass run at each time it is armed for in between: the checks handed to the producer."""
+    handed, ask_at, end = [], clock() + poll_s, clock() + seconds
+    while ask_at <= end:
+        while (due := tx.next_due_ms()) is not None and due <= ask_at * 1000:
+            clock.t = max(clock.t, (due + 0.5) / 1000)  # (the wall clock reads whole ms)
+            tx.run_once()
+        clock.t = ask_at
+        handed += [h.checks for h in tx.checks_for("pay", poll_said)]
+        ask_at += poll_s
+    return handed
+
+
+def test_a_producer_asking_every_5_s_is_handed_every_check_none_spent_between_its_asks(
+        tmp_path, small_config):
+    clock = ManualClock(1_000.0)
+    store = MessageStore(tmp_path / "s", small_config(clock=clock))
+    try:
+        tx = TxService(store, TxTable(tmp_path / "tx.json"), lambda *a: None,
+                       lambda: int(clock() * 1000), check_after_s=6.0, interval_s=6.0)
+        half(store)
+        tx.catch_up()
+        # it waits 5 s between asks, and asking takes a while (four brokers in turn): it
+        # was taken for gone between its asks, each check spent unseen, the half rolled
+        # back after its 15th. It says how often it asks now.
+        assert _ask_every(tx, clock, 5.05, 61.0, poll_said=5.0) == [1, 2, 3, 4, 5, 6]
+        assert tx.listing()[0]["producer_alive"]
+        clock.advance(2 * 5.0 + 0.01)  # it missed two asks: gone, its checks counted made
+        tx.run_once()
+        assert not tx.listing()[0]["producer_alive"]
+        assert tx.listing()[0]["checks"] == 7
+    finally:
+        store.close()
+
+
+def test_a_producer_that_does_not_say_how_often_it_asks_is_gone_after_5_s(tmp_path,
+                                                                         small_config):
+    clock = ManualClock(1_000.0)
+    store = MessageStore(tmp_path / "s", small_config(clock=clock))
+    try:
+        tx = TxService(store, TxTable(tmp_path / "tx.json"), lambda *a: None,
+                       lambda: int(clock() * 1000), check_after_s=6.0, interval_s=6.0)
+        half(store)
+        tx.catch_up()
+        assert _ask_every(tx, clock, 1.0, 20.0, poll_said=None) == [1, 2, 3]  # at 6, 12, 18 s
+        clock.advance(PRODUCER_ALIVE_S + 0.01)
+        tx.run_once()
+        assert not tx.listing()[0]["producer_alive"]
+    finally:
+        store.close()
