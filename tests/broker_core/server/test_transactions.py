@@ -45,6 +45,17 @@ def test_the_pass_is_due_when_a_half_falls_due_or_its_producers_go_quiet(tmp_pat
         store.close()
 
 
+def _one_half(tmp_path, small_config):
+    """A check service on a manual clock with one half of group "pay" pending."""
+    clock = ManualClock(1_000.0)
+    store = MessageStore(tmp_path / "s", small_config(clock=clock))
+    tx = TxService(store, TxTable(tmp_path / "tx.json"), lambda *a: None,
+                   lambda: int(clock() * 1000), check_after_s=6.0, interval_s=6.0)
+    half(store)
+    tx.catch_up()
+    return clock, store, tx
+
+
 def _ask_every(tx, clock, poll_s: float, seconds: float, poll_said: float | None) -> list[int]:
     """A producer asking every `poll_s` (saying `poll_said`) for `seconds`, the broker's
     pass run at each time it is armed for in between: the checks handed to the producer."""
@@ -61,13 +72,8 @@ def _ask_every(tx, clock, poll_s: float, seconds: float, poll_said: float | None
 
 def test_a_producer_asking_every_5_s_is_handed_every_check_none_spent_between_its_asks(
         tmp_path, small_config):
-    clock = ManualClock(1_000.0)
-    store = MessageStore(tmp_path / "s", small_config(clock=clock))
+    clock, store, tx = _one_half(tmp_path, small_config)
     try:
-        tx = TxService(store, TxTable(tmp_path / "tx.json"), lambda *a: None,
-                       lambda: int(clock() * 1000), check_after_s=6.0, interval_s=6.0)
-        half(store)
-        tx.catch_up()
         # it waits 5 s between asks, and asking takes a while (four brokers in turn): it
         # was taken for gone between its asks, each check spent unseen, the half rolled
         # back after its 15th. It says how often it asks now.
@@ -83,13 +89,8 @@ def test_a_producer_asking_every_5_s_is_handed_every_check_none_spent_between_it
 
 def test_a_producer_that_does_not_say_how_often_it_asks_is_gone_after_5_s(tmp_path,
                                                                          small_config):
-    clock = ManualClock(1_000.0)
-    store = MessageStore(tmp_path / "s", small_config(clock=clock))
+    clock, store, tx = _one_half(tmp_path, small_config)
     try:
-        tx = TxService(store, TxTable(tmp_path / "tx.json"), lambda *a: None,
-                       lambda: int(clock() * 1000), check_after_s=6.0, interval_s=6.0)
-        half(store)
-        tx.catch_up()
         assert _ask_every(tx, clock, 1.0, 20.0, poll_said=None) == [1, 2, 3]  # at 6, 12, 18 s
         clock.advance(PRODUCER_ALIVE_S + 0.01)
         tx.run_once()
