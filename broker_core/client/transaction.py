@@ -31,7 +31,7 @@ from broker_core.client.connection import BrokerUnavailable
 from broker_core.client.producer import Producer
 from broker_core.errors import BrokerError
 from broker_core.protocol import STORED_CODES, Code, Op, decode_json, encode_json
-from broker_core.protocol.transactions import MAX_POLL_S, PROP_TX_HALF, TxState, tx_id
+from broker_core.protocol.transactions import PROP_TX_HALF, TxState, poll_s_error, tx_id
 
 log = logging.getLogger("floodgate.producer")
 
@@ -95,10 +95,8 @@ class TransactionProducer:
                  **producer_kw) -> None:
         if not group:
             raise ValueError("a transactional producer needs a group: the brokers ask it back")
-        if isinstance(poll_s, bool) or not isinstance(poll_s, int | float) \
-                or not 0 < poll_s <= MAX_POLL_S:
-            raise ValueError(f"poll_s is how often the brokers are asked for check-backs, in "
-                             f"(0, {MAX_POLL_S:g}] seconds, not {poll_s!r}")
+        if (why := poll_s_error(poll_s)) is not None:  # (how often brokers are asked)
+            raise ValueError(f"check-backs: {why}")
         self.group, self.check, self.poll_s = group, check, poll_s
         self.end_oneway = end_oneway
         self.producer = Producer(brokers, routes=routes, timeout=timeout, group=group,

@@ -31,6 +31,15 @@ MAX_POLL_S = 60.0  # it missed this many asks: one asking every 5 s was taken fo
 # between its asks, each check spent unseen and the half rolled back 90 s later
 
 
+def poll_s_error(value) -> str | None:
+    """Why `value` is no check-back poll interval (None: it is one): the producer's
+    setting and its CHECK_TRANSACTION's field alike."""
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 < value <= MAX_POLL_S:
+        return f"poll_s is seconds in (0, {MAX_POLL_S:g}], not {value!r}"
+    return None
+
+
 class TxState(StrEnum):
     COMMIT = "COMMIT"
     ROLLBACK = "ROLLBACK"

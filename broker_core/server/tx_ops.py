@@ -16,10 +16,10 @@ from broker_core.protocol import Code, Op
 from broker_core.protocol.delay import PROP_REAL_QID
 from broker_core.protocol.transactions import (
     HALF_TOPIC,
-    MAX_POLL_S,
     RESOLVERS,
     Consumed,
     TxState,
+    poll_s_error,
 )
 from broker_core.server.tx_table import committed_copy_props
 
@@ -151,10 +151,8 @@ async def check_transaction(broker, body: bytes) -> tuple[int, bytes]:
     if not group:
         raise p.ProtocolError("a check-back request names its producer group")
     poll_s = req.get("poll_s")  # how often it asks (absent: a producer of before)
-    if poll_s is not None and (isinstance(poll_s, bool) or not isinstance(poll_s, int | float)
-                               or not 0 < poll_s <= MAX_POLL_S):
-        raise p.ProtocolError(f"a check-back request's poll_s is seconds in (0, {MAX_POLL_S:g}],"
-                              f" not {poll_s!r}")
+    if poll_s is not None and (why := poll_s_error(poll_s)) is not None:
+        raise p.ProtocolError(f"a check-back request's {why}")
     if (refused := broker.write_refusal()) is not None:
         return refused
     docs = []
