@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from broker_core.raft.entry_bytes import EntryBuilder
+from broker_core.store.replica import MAX_KNOWN, Indexed
 from broker_core.store.results import PutResult, PutStatus
 
 MAX_ENTRY_BYTES = 1 << 20  # an entry this big is proposed at once, not at the turn's end
@@ -24,9 +25,13 @@ MAX_ENTRY_BYTES = 1 << 20  # an entry this big is proposed at once, not at the t
 class RaftAppender:
     def __init__(self, store, end_offset: Callable[[], int],
                  propose: Callable[[bytes, Counter], None],
-                 schedule: Callable[[Callable[[], None]], None], host: bytes) -> None:
+                 schedule: Callable[[Callable[[], None]], None], host: bytes,
+                 known: dict[int, Indexed] | None = None) -> None:
         """`propose(data, counts)`: the entry's bytes and its records per queue;
-        `schedule(fn)`: run fn once the loop turn ends (loop.call_soon)."""
+        `schedule(fn)`: run fn once the loop turn ends (loop.call_soon); `known`: where
+        each record's queue unit and keys go, to be published without parsing it back
+        (raft.commitlog_storage)."""
+        self.known = {} if known is None else known
         self.store, self._end_offset = store, end_offset
         self._propose, self._schedule = propose, schedule
         self.host = host
@@ -36,7 +41,9 @@ class RaftAppender:
         self._lock = threading.Lock()  # a put from another thread (rare) and the turn's end
         self.stopped = False  # the group closed: nothing more is taken
 
-    def append(self, topic: str, queue_id: int, prepared, born_ts, now_ms: int) -> PutResult:
+    def append(self, topic: str, queue_id: int, prepared, born_ts, now_ms: int,
+               keys=(), each_keys: list[list[str]] | None = None) -> PutResult:
+        """`keys`: every record's index keys; `each_keys`: instead, each record's own."""
         n = len(prepared)
         if self.stopped:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="the raft group stopped")
@@ -52,6 +59,13 @@ class RaftAppender:
                 self._schedule(self.flush)
             phys = entry.add(prepared, queue_id, first_qo,
                              now_ms if born_ts is None else born_ts, now_ms, self.host)
+            known, at = self.known, phys
+            if len(known) < MAX_KNOWN:
+                for i, p in enumerate(prepared):
+                    k = keys or (each_keys[i] if each_keys is not None else None)
+                    known[at] = (p[0], topic, queue_id, first_qo + i, p[4], now_ms,
+                                 list(k) if k else None)
+                    at += p[0]
             self.pending[key] += n
             self._counts[key] += n
             big = entry.end - entry.start >= MAX_ENTRY_BYTES
@@ -81,5 +95,6 @@ class RaftAppender:
     def reset(self, pending: Counter) -> None:
         """Leadership began (with this uncommitted tail) or ended (nothing)."""
         with self._lock:
+            self.known.clear()  # (what the last role read ahead is parsed when published)
             self.pending = Counter(pending)
             self._entry, self._counts = None, Counter()

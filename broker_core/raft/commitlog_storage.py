@@ -41,6 +41,8 @@ from broker_core.raft.entry_index import EntryIndex
 from broker_core.raft.messages import Entry
 from broker_core.raft.vote_file import VoteFile
 from broker_core.store import MessageStore
+from broker_core.store.index_service import split_keys
+from broker_core.store.replica import MAX_KNOWN, Indexed
 
 log = logging.getLogger("floodgate.raft")
 
@@ -65,6 +67,9 @@ class CommitLogStorage:
         self._published_path = self.dir / "published.json"
         self._saved_at = clock()
         self._durable = 0  # bytes below this are on disk (sync mode)
+        # records of entries not yet published, read already (store.replica.Indexed): a
+        # follower's as it verified them, a leader's as it built them (raft.appender)
+        self.known: dict[int, Indexed] = {}
         self._own = False  # appending this node's own proposal: built here, not verified
         self._recent: dict[int, Entry] = {}  # the newest own entries, oldest first
         self._recent_bytes = 0
@@ -156,6 +161,7 @@ class CommitLogStorage:
             self._recent_bytes -= len(recent.pop(next(iter(recent))).data)
 
     def _forget(self) -> None:
+        self.known.clear()  # (bytes at those offsets may be replaced: parsed again)
         self._recent.clear()
         self._recent_bytes = 0
 
@@ -169,7 +175,7 @@ class CommitLogStorage:
                 self.configs.add(e.index, e.members)
             if e.data:
                 if not self._own:  # a leader's bytes, from the network
-                    verify_entry(e.data, start, self.segment_bytes)
+                    verify_entry(e.data, start, self.segment_bytes, self.known)
                 self.replica.hold(start, e.data)
             self.index.append(e.term, start + len(e.data))
             if self._own:
@@ -272,7 +278,7 @@ class CommitLogStorage:
         commit = min(commit, self.index.last_index())
         touched, self._touched = self._touched, set()
         if commit > self.index.base_index:
-            touched |= self.replica.publish(self.index.end_of(commit))
+            touched |= self.replica.publish(self.index.end_of(commit), known=self.known)
         if touched and self._clock() - self._saved_at >= self._save_every_s:
             self.save_published()
         return touched
@@ -303,10 +309,12 @@ class CommitLogStorage:
         self._durable = end
 
 
-def verify_entry(data: bytes, start: int, segment_bytes: int) -> None:
+def verify_entry(data: bytes, start: int, segment_bytes: int,
+                 into: dict[int, Indexed] | None = None) -> None:
     """Every record of an entry whole and in place (magic, lengths, its physical offset
     field, body CRC), and a blank only where it closes a segment, with the segment's
-    rest: what a follower checks before it writes a leader's bytes."""
+    rest: what a follower checks before it writes a leader's bytes. What it read of each
+    record goes `into` (by physical offset), for its publishing."""
     pos, view = 0, memoryview(data)
     while pos < len(data):
         phys = start + pos
@@ -320,8 +328,11 @@ def verify_entry(data: bytes, start: int, segment_bytes: int) -> None:
                                         "close its segment")
         else:
             try:
-                index_record(view, pos, phys, pos + left)
+                topic, qid, qoff, th, stored, keys = index_record(view, pos, phys, pos + left)
             except CorruptRecord as exc:
                 raise StoreCorruptError(f"entry record at {phys} does not verify: {exc}") \
                     from None
+            if into is not None and len(into) < MAX_KNOWN:
+                into[phys] = (size, topic, qid, qoff, th, stored,
+                              split_keys(keys) if keys else None)
         pos += size

@@ -82,7 +82,8 @@ class RaftGroup:
                                        ssl_server=broker.tls, ssl_client=broker.tls_peer,
                                        on_refused=self._refused)
         self.appender = RaftAppender(store, self.storage.end_offset, self._propose,
-                                     self._loop.call_soon, broker.sends.host)
+                                     self._loop.call_soon, broker.sends.host,
+                                     self.storage.known)
         store.appender = self.appender  # nothing is written to this store but through Raft
         self.role = Role.NONE
         self.since = wall()

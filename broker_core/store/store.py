@@ -156,7 +156,7 @@ class MessageStore(StoreLookups):
             )
         if self.appender is not None:  # a Raft group's: numbered now, written on commit
             return self.appender.append(topic, queue_id, prepared, born_ts,
-                                        int(self._clock() * 1000))
+                                        int(self._clock() * 1000), keys, each_keys)
         cl = self.commitlog
         c = self.counters
         n = len(prepared)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import pytest
 
 from broker_core.errors import StoreCorruptError
+from broker_core.raft.appender import RaftAppender
 from broker_core.raft.entry_index import HEADER, SLOT
 from broker_core.raft.messages import Entry
 from broker_core.store import MessageStore
 from tests.broker_core.raft.disk import (
+    HOST,
     SEGMENT,
+    TOPIC,
     bodies,
     close,
     config,
@@ -184,3 +187,42 @@ def test_a_leaders_own_entries_go_out_as_appended_and_a_cut_tail_is_read_from_th
     assert s.entries(1, 2)[0] is not first[0]  # (the cut forgot them all: read back)
     assert [e.data for e in s.entries(1, 2)] == [e.data for e in first[:2]]
     close(s)
+
+
+def _published_view(s) -> tuple[list, dict]:
+    """What readers are given of `s`: each queue's units (offset, size, tag hash) and
+    where each key's records are."""
+    units = {key: list(cq.units(0, 100)) for key, cq in s.store.queue_table.queues.items()}
+    keys = {k: sorted(s.store.index.lookup(k, 0, 1 << 62, 100)) for k in ("k1", "k2", "k3")}
+    return units, keys
+
+
+def test_records_read_once_are_published_as_a_parse_would_publish_them(tmp_path):
+    """A leader's records as it built them, a follower's as it verified them: each is
+    published without being parsed again, into the same queue units and key index a
+    parse of the bytes gives; a read-ahead that does not match the bytes is not used."""
+    leader = open_storage(tmp_path / "l")
+    entries: list[bytes] = []
+    app = RaftAppender(leader.store, leader.end_offset, lambda data, _n: entries.append(data),
+                       lambda _fn: None, HOST, leader.known)
+    leader.store.appender = app
+    for i, (tags, keys) in enumerate([("red", "k1 k2"), (None, "k3"), ("blue", None)]):
+        leader.store.put(TOPIC, i % 2, b"body %d" % i, tags=tags, keys=keys)
+    app.flush()
+    with leader.own_entries():
+        leader.append([Entry(1, 1, entries[0])])
+    follower, parsed = open_storage(tmp_path / "f"), open_storage(tmp_path / "p")
+    for s in (follower, parsed):
+        s.append(leader.entries(1, 1))
+    assert len(leader.known) == len(follower.known) == 3  # one read-ahead a record
+    parsed.known.clear()  # (publishes by parsing the bytes)
+    stale = next(iter(follower.known))  # what a cut tail left at that offset
+    follower.known[stale] = (1, "elsewhere", 9, 9, 9, 9, ["k9"])
+    for s in (leader, follower, parsed):
+        assert s.publish(1) == {(TOPIC, 0), (TOPIC, 1)}
+        assert s.known == {}
+    want = _published_view(parsed)
+    assert want[1]["k1"] and want[1]["k3"] and len(want[0][(TOPIC, 0)]) == 2
+    assert _published_view(leader) == want and _published_view(follower) == want
+    for s in (leader, follower, parsed):
+        close(s)
