@@ -89,8 +89,12 @@ class RaftAppender:
     def published(self, counts: Counter) -> None:
         """Records of these queues became readable: no longer pending."""
         with self._lock:
-            self.pending.subtract(counts)
-            self.pending += Counter()  # (drops the zeros)
+            pending = self.pending
+            for key, n in counts.items():  # (by hand: `+= Counter()` built a new one a commit)
+                if (left := pending[key] - n) > 0:
+                    pending[key] = left
+                else:
+                    pending.pop(key, None)
 
     def reset(self, pending: Counter) -> None:
         """Leadership began (with this uncommitted tail) or ended (nothing)."""
