@@ -18,6 +18,7 @@ Beside each rate, the CPU a message of the leader (master) and of the other memb
 (`cpu_us_per_msg`, /proc over the measured seconds): where each mode's time goes.
 
     .venv/bin/python bench/raft_modes.py [--kills 10] [--rounds 3] [--only ...] [--json]
+        [--before TREE]   (throughput: the code of TREE, a worktree, beside this code)
 """
 
 from __future__ import annotations
@@ -54,16 +55,29 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def group(data: Path, **kw) -> Cluster:
+def group(data: Path, tree: Path | None = None, **kw) -> Cluster:
+    """One group of `kw`'s kind; `tree`: a checkout whose code its brokers run (they
+    start as `python -m broker_core` in the working directory), else this one's."""
     n = kw["replicas"]
     c = Cluster(0, free_port_range(3 * n + 1), data, segment_size="64M",
                 name=f"bench-{os.getpid()}-{data.name}", groups=1, **kw)
-    c.up(timeout=60)
+    here = os.getcwd()
+    os.chdir(tree or ROOT)
+    try:
+        c.up(timeout=60)
+    finally:
+        os.chdir(here)
     return c
 
 
-def throughput(data: Path, rounds: int, seconds: float) -> dict:
-    clusters = {k: group(data / k, **kw) for k, kw in KINDS.items()}
+def throughput(data: Path, rounds: int, seconds: float, before: Path | None = None) -> dict:
+    """`before`: another checkout (the code before a change, a git worktree): a raft
+    group of its code runs beside the others, each round, so that a change is read
+    against the code before it in the same minutes (this host's speed moves within
+    seconds: runs an hour apart differ by more than most changes)."""
+    kinds = {**KINDS, **({"raft-3-before": KINDS["raft-3"]} if before else {})}
+    clusters = {k: group(data / k, before if k.endswith("-before") else None, **kw)
+                for k, kw in kinds.items()}
     out: dict[str, dict[int, list[float]]] = {k: {1: [], 64: []} for k in clusters}
     # CPU a message of the leader (master) and of each other member, from /proc: where
     # a mode's time goes, beside its rate
@@ -99,10 +113,17 @@ def throughput(data: Path, rounds: int, seconds: float) -> dict:
     med = {k: {n: statistics.median(v) for n, v in by.items()} for k, by in out.items()}
     us = {k: {n: {who: round(statistics.median(v)) for who, v in parts.items() if v}
               for n, parts in by.items()} for k, by in cpu.items()}
-    return {"msgs_s": med, "rounds": out, "broker_peak_rss_mib": rss,
-            "cpu_us_per_msg": us,
-            "raft_vs_sync2": {n: med["raft-3"][n] / med["sync-2"][n] for n in (1, 64)},
-            "raft_vs_sync3": {n: med["raft-3"][n] / med["sync-3"][n] for n in (1, 64)}}
+    got = {"msgs_s": med, "rounds": out, "broker_peak_rss_mib": rss,
+           "cpu_us_per_msg": us,
+           "raft_vs_sync2": {n: med["raft-3"][n] / med["sync-2"][n] for n in (1, 64)},
+           "raft_vs_sync3": {n: med["raft-3"][n] / med["sync-3"][n] for n in (1, 64)}}
+    if before:
+        got["raft_vs_before"] = {n: med["raft-3"][n] / med["raft-3-before"][n]
+                                 for n in (1, 64)}
+        got["raft_vs_before_rounds"] = {
+            n: [round(a / b, 3) for a, b in zip(out["raft-3"][n], out["raft-3-before"][n],
+                                                strict=True)] for n in (1, 64)}
+    return got
 
 
 def raft_failovers(data: Path, kills: int, rate: float) -> dict:
@@ -230,8 +251,13 @@ def main() -> int:
                     help="write each mode's failovers as drill results (raft-drills.json, "
                     "controller-drills.json) for `floodgate capacity availability "
                     "--from-drill`")
+    ap.add_argument("--before", type=Path, metavar="TREE",
+                    help="throughput: also a raft group running this checkout's code (the "
+                    "code before a change: `git worktree add TREE REV`), read against it")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.before is not None and not (args.before / "broker_core" / "__main__.py").is_file():
+        ap.error(f"--before: {args.before} is not a checkout of this project")
     parts = set(args.only.split(","))
     result: dict = {"load_before": os.getloadavg()[0]}
     goals = {}
@@ -239,7 +265,8 @@ def main() -> int:
         data = Path(tmp)
         if "throughput" in parts:
             say("throughput (closed loop, 128 B, 1 and 64 in flight)")
-            t = result["throughput"] = throughput(data / "tput", args.rounds, args.seconds)
+            t = result["throughput"] = throughput(data / "tput", args.rounds, args.seconds,
+                                                  args.before and args.before.resolve())
             for n in (1, 64):
                 goals[f"raft >= 80 % of master/slave sync at {n} in flight"] = \
                     t["raft_vs_sync2"][n] >= 0.80
