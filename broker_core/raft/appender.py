@@ -26,12 +26,12 @@ class RaftAppender:
     def __init__(self, store, end_offset: Callable[[], int],
                  propose: Callable[[bytes, Counter], None],
                  schedule: Callable[[Callable[[], None]], None], host: bytes,
-                 known: dict[int, Indexed] | None = None) -> None:
+                 known: dict[int, Indexed]) -> None:
         """`propose(data, counts)`: the entry's bytes and its records per queue;
         `schedule(fn)`: run fn once the loop turn ends (loop.call_soon); `known`: where
         each record's queue unit and keys go, to be published without parsing it back
         (raft.commitlog_storage)."""
-        self.known = {} if known is None else known
+        self.known = known  # (the storage's: what no publish reads must not be kept)
         self.store, self._end_offset = store, end_offset
         self._propose, self._schedule = propose, schedule
         self.host = host
