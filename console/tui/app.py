@@ -25,6 +25,7 @@ from console.tui.screens import (
     HostScreen,
     TraceScreen,
 )
+from console.tui.widgets import TitleHeader
 
 
 class StateUpdated(Message):
@@ -78,8 +79,8 @@ class FloodgateApp(App):
             if alert.key.startswith("down:") and not alert.cleared:
                 self.notify(alert.text, severity="error", timeout=10)
         n = message.state.summary.brokers
-        self.sub_title = f"{self.cfg.title} · {n} brokers · refresh {self.cfg.refresh:g} s" + (
-            f" · {self.narration()}" if self.narration is not None else "")
+        self._retitle(f"{self.cfg.title} · {n} brokers · refresh {self.cfg.refresh:g} s" + (
+            f" · {self.narration()}" if self.narration is not None else ""))
         if not self.is_running or not self.screen_stack:  # stopping: its screens are being
             return  # taken apart (a poll that lands then has nowhere to go)
         screen = self.screen
@@ -88,6 +89,17 @@ class FloodgateApp(App):
         # when it is shown (StateScreen.on_screen_resume, after its mount)
         if update is not None and screen.is_mounted:
             update(message.state)
+
+    def _retitle(self, sub_title: str) -> None:
+        """The header's new words without the sub_title reactive's repaint of the whole
+        screen (the demo's act and clock change them each second: that repaint was most
+        of its console's CPU); a screen's header reads the value when it is mounted."""
+        if sub_title == self.sub_title:
+            return
+        self.set_reactive(FloodgateApp.sub_title, sub_title)
+        if self.is_running and self.screen_stack:
+            for header in self.screen.query(TitleHeader):
+                header.retitle()
 
     async def action_cluster(self) -> None:
         """The cluster table itself, not whatever was opened on top of it (a broker)."""

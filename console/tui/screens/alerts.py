@@ -4,15 +4,15 @@ events log: what happened and when, across sessions, as the post-mortem will rea
 from __future__ import annotations
 
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header
+from textual.widgets import Footer
 
 from console.tui.screens.base import StateScreen
-from console.tui.widgets import PanelView
+from console.tui.widgets import PanelView, TitleHeader
 
 
 class AlertsScreen(StateScreen):
     def compose(self):
-        yield Header()
+        yield TitleHeader()
         with VerticalScroll(id="alerts"):
             yield PanelView("alerts", id="alerts-list", title="alerts (this session)")
             yield PanelView("event_log", id="event-log",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.binding import Binding
 from textual.screen import Screen
 
-from console.tui.widgets import PanelView
+from console.tui.widgets import PanelView, TitleHeader
 
 
 class BackOnEscape(Screen):
@@ -28,6 +28,8 @@ class StateScreen(BackOnEscape):
             view.update_state(state)
 
     def on_screen_resume(self) -> None:
+        for header in self.query(TitleHeader):  # the app's title moved on while hidden
+            header.retitle()
         state = getattr(self.app, "state", None)
         if state is not None:
             self.update_state(state)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header
+from textual.widgets import Footer
 
 from console.tui.screens.base import StateScreen
-from console.tui.widgets import PanelView
+from console.tui.widgets import PanelView, TitleHeader
 
 
 class BrokerScreen(StateScreen):
@@ -26,7 +26,7 @@ class BrokerScreen(StateScreen):
         self.key = key
 
     def compose(self):
-        yield Header()
+        yield TitleHeader()
         with Vertical(id="broker"):  # sized to the terminal: the heatmap fits its share
             yield PanelView("heatmap", self.key, id="heatmap", title="send latency heatmap")
             with Horizontal(id="broker-row"):

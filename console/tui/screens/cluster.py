@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from console.tui.panels.brokers import not_up
 from console.tui.screens.base import StateScreen
-from console.tui.widgets import BrokerChosen, BrokerTable, PanelView
+from console.tui.widgets import BrokerChosen, BrokerTable, PanelView, TitleHeader
 
 
 class ClusterScreen(StateScreen):
@@ -20,7 +20,7 @@ class ClusterScreen(StateScreen):
     ]
 
     def compose(self):
-        yield Header()
+        yield TitleHeader()
         with Vertical(id="cluster"):
             yield PanelView("summary", id="summary")
             yield BrokerTable(id="brokers")

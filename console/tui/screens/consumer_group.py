@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header
+from textual.widgets import Footer
 
 from console.tui.screens.base import StateScreen
-from console.tui.widgets import PanelView
+from console.tui.widgets import PanelView, TitleHeader
 
 
 class ConsumerGroupScreen(StateScreen):
@@ -21,7 +21,7 @@ class ConsumerGroupScreen(StateScreen):
         self.group = group
 
     def compose(self):
-        yield Header()
+        yield TitleHeader()
         with VerticalScroll(id="consumer-group"):
             yield PanelView("consumer_queues", self.group, id="consumer-queues",
                             title="queues, worst first")

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Footer, Static
 
 from console.tui.screens.base import StateScreen
-from console.tui.widgets import GroupChosen, GroupTable, PanelView
+from console.tui.widgets import GroupChosen, GroupTable, PanelView, TitleHeader
 
 
 class ConsumersScreen(StateScreen):
     BINDINGS = [Binding("o", "offsets", "Offsets")]
 
     def compose(self):
-        yield Header()
+        yield TitleHeader()
         with Vertical(id="consumers"):
             yield PanelView("consumers_line", id="consumers-line")
             yield GroupTable(id="groups")

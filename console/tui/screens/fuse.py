@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header
+from textual.widgets import Footer
 
 from console.tui.screens.base import StateScreen
-from console.tui.widgets import PanelView
+from console.tui.widgets import PanelView, TitleHeader
 
 
 class FuseScreen(StateScreen):
     def compose(self):
-        yield Header()
+        yield TitleHeader()
         with VerticalScroll(id="fuse"):
             yield PanelView("fuse_status", id="fuse-status", title="fuse")
             yield PanelView("fuse_timeline", id="fuse-timeline", title="transitions")

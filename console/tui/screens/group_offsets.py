@@ -7,11 +7,12 @@ import time
 
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Footer, Static
 
 from console.data import offsets
 from console.tui.panels import group_offsets
 from console.tui.screens.base import BackOnEscape
+from console.tui.widgets import TitleHeader
 
 REFRESH_S = 3.0
 
@@ -25,7 +26,7 @@ class GroupOffsetsScreen(BackOnEscape):
         self.view: offsets.OffsetsView | None = None
 
     def compose(self):
-        yield Header()
+        yield TitleHeader()
         with VerticalScroll(id="group-offsets"):
             yield Static(group_offsets.render(None, time.time()), id="offsets-table")
         yield Footer()

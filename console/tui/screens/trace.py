@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Input, OptionList, Static
+from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from console.data import traces
 from console.tui.screens.base import BackOnEscape
+from console.tui.widgets import TitleHeader
 
 
 class TraceScreen(BackOnEscape):
@@ -24,7 +25,7 @@ class TraceScreen(BackOnEscape):
         self.sample_ids: list[str] = []
 
     def compose(self):
-        yield Header()
+        yield TitleHeader()
         yield Input(placeholder="key (order-42) or message id, then Enter", id="trace-query")
         yield OptionList(id="trace-samples")
         with VerticalScroll(id="trace-scroll"):

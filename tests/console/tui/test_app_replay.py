@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from console.config import ConsoleConfig
-from console.tui.app import FloodgateApp
+from console.tui.app import FloodgateApp, StateUpdated
 from console.tui.panels.brokers import COLUMNS
 from console.tui.screens import (
     AlertsScreen,
@@ -18,7 +18,8 @@ from console.tui.screens import (
     HelpScreen,
     HostScreen,
 )
-from console.tui.widgets import BrokerTable, PanelView
+from console.tui.widgets import BrokerTable, PanelView, TitleHeader
+from console.tui.widgets.title_header import InPlaceTitle
 
 DATA = Path(__file__).parents[1] / "recorded" / "demo"
 
@@ -98,4 +99,39 @@ def test_broker_screen_steps_between_brokers():
             assert heatmap.focus == "replay/broker-2" and "broker-2" in heatmap.content.title
             await pilot.press("left_square_bracket", "left_square_bracket")
             assert app.screen.sub_title == "broker-6"  # wraps around
+    asyncio.run(go())
+
+
+def test_the_demos_words_in_the_header_change_without_redrawing_the_screen():
+    """The demo's header (its act and clock) changes each second: the title line alone
+    is drawn again, not the whole screen laid out and repainted, and a screen shown
+    again reads the words it missed."""
+    words = iter(f"act {i}" for i in range(100))
+
+    async def go():
+        app = FloodgateApp(ConsoleConfig(replay=DATA, refresh=3600).validate(),
+                           narration=lambda: next(words))
+        async with app.run_test(size=(150, 40)) as pilot:
+            await ready(pilot)
+            screen = app.screen
+            header = screen.query_one(TitleHeader)
+            app.post_message(StateUpdated(app.state))
+            await pilot.pause()
+            title = str(header.query_one(InPlaceTitle).render())
+            assert app.sub_title.endswith("act 1") and "act 1" in title
+            compositor, full = screen._compositor, []
+            draw_all = compositor.render_full_update
+            compositor.render_full_update = lambda *a, **k: full.append(1) or draw_all(*a, **k)
+            for _ in range(3):
+                app.post_message(StateUpdated(app.state))
+                await pilot.pause()
+            assert app.sub_title.endswith("act 4") and "act 4" in str(header.query_one(InPlaceTitle).render())
+            assert full == []  # the other widgets redrawn where they changed, none laid out
+            await pilot.press("f")
+            await pilot.pause()
+            app.post_message(StateUpdated(app.state))
+            await pilot.pause()
+            await pilot.press("c")
+            await pilot.pause()
+            assert "act 5" in str(app.screen.query_one(InPlaceTitle).render())
     asyncio.run(go())
