@@ -121,6 +121,16 @@ class AsyncProducer:
         else:
             fuse.rest()
 
+    def _rest(self) -> None:
+        """The last call in flight was answered: this read is the loop's beat, and the
+        beats rest from here (a paced producer's next beat, 5 ms on, was a wake-up a
+        send for nothing to judge)."""
+        self._heartbeat.cancel()
+        self._heartbeat = None
+        self._sent = False
+        self.fuse.heartbeat(HEARTBEAT_S)
+        self.fuse.rest()
+
     def _reroute(self) -> None:
         """The routes moved: follow each group to its master (a failover), and let back
         a group whose master has a slave in sync again."""
@@ -231,6 +241,8 @@ class AsyncProducer:
     def _request(self, conn: AioConnection, plan: SendPlan, payload: bytes, done) -> None:
         def answered(code: int | None, body: bytes | None, why: str) -> None:
             self._settle(plan, payload, done, None if code is None else Code(code), body, why)
+            if self._heartbeat is not None and not self.fuse.calls_in_flight:
+                self._rest()
 
         flags, body = plan.frame(payload)
         try:

@@ -301,3 +301,20 @@ def test_a_link_opened_while_the_routes_moved_is_not_kept_to_the_old_master(brok
         assert b"after the move" in bodies(b2, topic)
 
     asyncio.run(main())
+
+
+def test_a_paced_producers_beats_rest_when_its_last_call_is_answered(brokers, topic):
+    """The answer to the last call in flight is the loop's beat and the beats rest from
+    there: no timer left to wake the loop 5 ms on with nothing to judge."""
+    async def main():
+        fuse = Fuse(list(brokers.addrs))
+        async with AsyncProducer(brokers.addrs, fuse=fuse) as producer:
+            figures = []
+            for i in range(3):
+                result = await producer.send(topic, b"paced %d" % i)
+                figures.append((result.status, producer._heartbeat, fuse.calls_in_flight,
+                                fuse.snapshot().client))
+            return figures
+
+    # answered: no beat armed, and the client at rest (no figures: nothing to judge)
+    assert asyncio.run(main()) == [("SEND_OK", None, 0, None)] * 3
