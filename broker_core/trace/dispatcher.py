@@ -2,6 +2,12 @@
 bounded buffer and one thread sends them in batches to the trace topic, so a
 traced send or poll pays for a dict and an append, never for a network call.
 
+Batches leave when one is full or `interval_s` after the first record waiting, and
+nothing wakes while nothing waits: a thread (or loop timer) that flushed every 100 ms
+woke ten times a second in every traced client, and each of its batches was a send
+through the cluster (the demo at 10 msgs/s carried more trace sends than messages).
+A second is what `floodgate trace` may wait for a record; a flood fills its batches.
+
 When the buffer is full new records are dropped and counted (tracing must never
 slow down or fail the business traffic); a batch that cannot be sent is dropped
 and counted too, its error kept (`last_error`) and logged as a warning at most once
@@ -28,7 +34,7 @@ WARN_EVERY_S = 60.0  # a failing trace topic is logged once a minute, not once a
 
 class TraceDispatcher:
     def __init__(self, send: Callable[[bytes, str], object], *, batch: int = 500,
-                 interval_s: float = 0.1, max_pending: int = 50_000,
+                 interval_s: float = 1.0, max_pending: int = 50_000,
                  close: Callable[[], object] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``send(body, keys)`` delivers one trace message (and raises if it cannot)."""
@@ -39,6 +45,7 @@ class TraceDispatcher:
         self.max_pending = max_pending
         self._pending: deque[dict] = deque()
         self._wake = threading.Event()
+        self._idle = False  # the thread waits for a first record (`add` wakes it)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -61,14 +68,19 @@ class TraceDispatcher:
         self._pending.append(record)
         att = self._attached
         if att is not None:  # the loop flushes: at once when a batch is full, else on a timer
-            if (len(self._pending) >= self.batch and not self._flush_soon
-                    and att[2] == threading.get_ident()):
+            on_loop = att[2] == threading.get_ident()
+            if self._timer is None:
+                if on_loop:
+                    self._arm()
+                else:
+                    att[0].call_soon_threadsafe(self._arm)
+            if len(self._pending) >= self.batch and not self._flush_soon and on_loop:
                 self._flush_soon = True
                 att[0].call_soon(self._flush_on_loop, False)
             return
         if self._thread is None:
             self._start()
-        elif len(self._pending) >= self.batch and not self._wake.is_set():
+        elif (self._idle or len(self._pending) >= self.batch) and not self._wake.is_set():
             self._wake.set()  # once: the thread may take a while to get the GIL
 
     def _start(self) -> None:
@@ -80,7 +92,14 @@ class TraceDispatcher:
 
     def _loop(self) -> None:
         while not self._stopped.is_set():
-            self._wake.wait(self.interval_s)
+            self._idle = True  # before looking: a record from here on wakes it
+            if not self._pending or self._attached is not None:
+                self._wake.wait()
+            self._idle = False
+            self._wake.clear()
+            if self._stopped.is_set():  # (close sends what is left itself)
+                return
+            self._wake.wait(self.interval_s)  # the batch gathers (a full one wakes it)
             self._wake.clear()
             if self._attached is None:
                 self.flush()
@@ -95,12 +114,19 @@ class TraceDispatcher:
         Records added from other threads meanwhile go out on the loop's timer."""
         loop = asyncio.get_running_loop()
         self._attached = (loop, send_async, threading.get_ident())
-        self._timer = loop.call_later(self.interval_s, self._on_timer)
+        if self._pending:
+            self._arm()
+
+    def _arm(self) -> None:
+        """A partial batch waits: it leaves `interval_s` from now (on the loop)."""
+        if self._timer is None and self._attached is not None:
+            self._timer = self._attached[0].call_later(self.interval_s, self._on_timer)
 
     def _on_timer(self) -> None:
+        self._timer = None
         self._flush_on_loop(True)
-        if self._attached is not None:
-            self._timer = self._attached[0].call_later(self.interval_s, self._on_timer)
+        if self._pending:  # (more in flight than MAX_INFLIGHT: the rest on the next)
+            self._arm()
 
     def _flush_on_loop(self, everything: bool) -> None:
         self._flush_soon = False
@@ -131,6 +157,7 @@ class TraceDispatcher:
             return
         if self._timer is not None:
             self._timer.cancel()
+            self._timer = None
         deadline = time.monotonic() + timeout
         while self._pending or self._inflight:
             self._flush_on_loop(True)

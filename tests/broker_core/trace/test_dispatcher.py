@@ -1,17 +1,19 @@
 """The trace dispatcher batches records into messages keyed by message id, and never
 blocks or raises: a full buffer or a failed send drops and counts. On an event loop it
-sends from the loop; the send record's hand-made JSON reads back field for field."""
+sends from the loop; nothing wakes while nothing waits; the send record's hand-made JSON reads back field for field."""
 
 import asyncio
 import base64
 import json
 import threading
+import time
 
 from broker_core.client.attempts import SendResult
 from broker_core.client.tracing import SendTracer
 from broker_core.cluster.trace_finder import body_of
 from broker_core.trace.dispatcher import TraceDispatcher
 from broker_core.trace.records import Sampler, decode_batch, encode_batch, trace_key
+from tests.waiting import wait_for
 
 
 def test_batches_keyed_by_ids_and_failed_sends_by_their_keys():
@@ -163,3 +165,47 @@ def test_a_send_record_carries_the_fuse_view_as_it_changes():
         {"broker": "usable", "excluded": ["b3"]}]
     fuse.report("b5", 0.001, ok=False)
     assert view("b5") == {"broker": "overflow", "excluded": ["b3", "b5"]}
+
+
+def times_scheduled(thread: threading.Thread) -> int:
+    with open(f"/proc/self/task/{thread.native_id}/schedstat") as f:
+        return int(f.read().split()[2])
+
+
+def test_the_thread_sleeps_while_nothing_waits_and_a_record_wakes_it():
+    """No timer fires with nothing to send: the thread that flushed every interval woke
+    ten times a second in every traced client, traffic or not."""
+    sent = []
+    d = TraceDispatcher(lambda body, keys: sent.append(keys), interval_s=0.02)
+    try:
+        d.add({"type": "send", "id": "first"})
+        wait_for(lambda: sent == ["first"], 5, "the first batch")
+        wait_for(lambda: d._idle, 5, "the thread idle")
+        before = times_scheduled(d._thread)
+        time.sleep(0.2)  # ten intervals with nothing to send
+        assert times_scheduled(d._thread) == before
+        d.add({"type": "send", "id": "second"})  # wakes it; out an interval later
+        wait_for(lambda: sent == ["first", "second"], 5, "the second batch")
+    finally:
+        d.close()
+
+
+def test_on_an_event_loop_no_timer_is_armed_while_nothing_waits():
+    sent = []
+
+    async def send(body, keys):
+        sent.append(keys)
+
+    async def run():
+        d = TraceDispatcher(lambda body, keys: None, batch=10, interval_s=0.02)
+        d.attach(send)
+        armed = [d._timer is not None]
+        d.add({"type": "send", "id": "only"})
+        armed.append(d._timer is not None)
+        while not sent:
+            await asyncio.sleep(0.01)
+        armed.append(d._timer is not None)
+        await d.detach()
+        return armed
+
+    assert asyncio.run(run()) == [False, True, False] and sent == ["only"]
