@@ -352,7 +352,7 @@ class Fuse:
                 isolations_by_broker={st.name: st.isolations for st in self._states.values()
                                       if st.isolations},
                 excused_total=dict(k.excused),
-                client=self._late.figures(now) if self._late.active else None,
+                client=self._late.figures(now) if self._late.beats else None,
                 colocated=self.colocated,
             )
 

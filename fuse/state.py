@@ -124,7 +124,7 @@ class FuseSnapshot:
     # slow-looking calls not held against their broker: the client was late
     # ("client-late"), or calls to most brokers aged together ("aged-together")
     excused_total: Mapping[str, int] = field(default_factory=dict)
-    client: LatenessFigures | None = None  # None: the client sends no heartbeat
+    client: LatenessFigures | None = None  # None: the client never beat (resting: kept)
     colocated: frozenset[str] = frozenset()  # brokers on the client's own host
 
     @property

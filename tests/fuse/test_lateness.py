@@ -98,6 +98,10 @@ def test_client_pause_isolates_nobody():
     assert snap.isolated == () and sum(snap.transitions_total.values()) == 0
     assert snap.excused_total["client-late"] == 24
     assert snap.client.late_beats == 1 and snap.client.worst_s == pytest.approx(0.040)
+    fuse.rest()  # nothing in flight: the beats stop, the figures stay (a paced producer
+    clock.t += 5.0  # rests between its sends: its report read then showed none)
+    rested = fuse.snapshot().client
+    assert (rested.beats, rested.late_beats, rested.late_now_s) == (snap.client.beats, 1, 0.0)
 
 
 def test_one_stalled_broker_is_isolated_in_flight():

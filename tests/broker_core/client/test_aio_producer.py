@@ -312,9 +312,12 @@ def test_a_paced_producers_beats_rest_when_its_last_call_is_answered(brokers, to
             figures = []
             for i in range(3):
                 result = await producer.send(topic, b"paced %d" % i)
+                client = fuse.snapshot().client
                 figures.append((result.status, producer._heartbeat, fuse.calls_in_flight,
-                                fuse.snapshot().client))
-            return figures
+                                fuse._late.active, client.late_beats, client.late_now_s))
+            return figures, client.beats
 
-    # answered: no beat armed, and the client at rest (no figures: nothing to judge)
-    assert asyncio.run(main()) == [("SEND_OK", None, 0, None)] * 3
+    # answered: no beat armed, the client at rest, its figures kept (never late here)
+    figures, beats = asyncio.run(main())
+    assert figures == [("SEND_OK", None, 0, False, 0, 0.0)] * 3
+    assert beats >= 6  # each send: a beat as it starts, its last as it is answered
