@@ -138,6 +138,12 @@ class LatencyHistogram:
         self._fold()
         return self._sum / self._count if self._count else None
 
+    def extent(self) -> tuple[int, float, float, float]:
+        """(count, sum, min, max) in one fold (min inf, max -inf when empty): what a
+        window over closed seconds adds up, four properties' calls in one."""
+        self._fold()
+        return self._count, self._sum, self._min, self._max
+
     @property
     def buckets(self) -> dict[int, int]:
         """A copy of the sparse counts, index -> count, in index order."""

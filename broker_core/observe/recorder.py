@@ -131,18 +131,23 @@ class OpRecorder:
         running = self._running[op].get(seconds)
         if running is None:
             return self.merged_window(op, seconds)
+        out = OpSecond()
+        if not running:  # nothing timed in the window: no message or error either (a
+            return out  # slave's sends and pulls: two of its three ops, every tick)
         n = len(self.history)
         recent = [self.history[i] for i in range(max(0, n - seconds), n)]
-        out = OpSecond()
         # the counts are kept; the rest is a pass over scalars, in the order a merge adds
         count, total, lo, hi = 0, 0.0, _inf, -_inf
         for second in recent:
             fig = second.ops[op]
-            h = fig.hist
-            if c := h.count:
+            c, t, mn, mx = fig.hist.extent()
+            if c:
                 count += c
-                total += h.sum
-                lo, hi = min(lo, h.min), max(hi, h.max)
+                total += t
+                if mn < lo:
+                    lo = mn
+                if mx > hi:
+                    hi = mx
             out.over_sla += fig.over_sla
             out.msgs += fig.msgs
             out.bytes += fig.bytes
