@@ -34,9 +34,9 @@ def test_a_retry_due_later_is_sent_then_and_the_thread_sleeps_until_it():
     finally:
         sweeper.close()
     assert took >= 1.2
-    # woken by the retry, then at most every MAX_SLEEP_S until it was due (the old
-    # 20 ms sweep: 60 times)
-    assert woke <= 2 + 1.2 / MAX_SLEEP_S + 2, woke
+    # woken by the retry, then at most every MAX_SLEEP_S until it was due: about 4
+    # (with room for a busy host's preemptions; the old 20 ms sweep: 60 and more)
+    assert woke <= 3 * (1 + 1.2 / MAX_SLEEP_S), woke
 
 
 def test_a_retry_due_sooner_than_the_thread_would_wake_wakes_it():

@@ -183,7 +183,8 @@ def test_the_thread_sleeps_while_nothing_waits_and_a_record_wakes_it():
         wait_for(lambda: d._idle, 5, "the thread idle")
         before = times_scheduled(d._thread)
         time.sleep(0.2)  # ten intervals with nothing to send
-        assert times_scheduled(d._thread) == before
+        # (at most once: it may have been preempted on its way into the wait)
+        assert times_scheduled(d._thread) - before <= 1
         d.add({"type": "send", "id": "second"})  # wakes it; out an interval later
         wait_for(lambda: sent == ["first", "second"], 5, "the second batch")
     finally:
