@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.integration.test_rocketmq_clients import _consumer, _send, grpc_broker
+from tests.integration.rocketmq_client_calls import _consumer, _send, grpc_broker
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.test_rocketmq_clients import (
+from tests.integration.rocketmq_client_calls import (
     _consumer,
     _receive_all,
     _send,

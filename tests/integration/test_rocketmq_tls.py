@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from broker_core.acl.tls import make_certs
-from tests.integration.test_rocketmq_clients import _get, grpc_broker
+from tests.integration.rocketmq_client_calls import _get, grpc_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

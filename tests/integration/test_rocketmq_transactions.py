@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from tests.integration.test_rocketmq_clients import (
+from tests.integration.rocketmq_client_calls import (
     _config,
     _consumer,
     _get,
