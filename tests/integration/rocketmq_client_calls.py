@@ -5,6 +5,7 @@ fails on its own race)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import ssl
@@ -50,8 +51,16 @@ def _get(url: str, ctx=None) -> dict:
 
 
 def _config(broker):
+    """The client's configuration, and this thread made ready for it as a fresh
+    process's main thread is. The client builds its telemetry stream on whichever thread
+    handles a route answer, and when the answer came back before its callback was
+    attached that is the calling thread, where grpc.aio asks for the thread's event
+    loop: a fresh process makes one, but a test's earlier asyncio.run() leaves none
+    ("There is no current event loop in thread 'MainThread'"), and the route fails
+    (seen in CI runs). A new default policy gives the fresh process's behaviour back."""
     from rocketmq import ClientConfiguration, Credentials
 
+    asyncio.set_event_loop_policy(None)
     return ClientConfiguration(broker["grpc"], Credentials(), request_timeout=5)
 
 
@@ -109,14 +118,9 @@ def _receive_all(consumer, want: int, invisible_s: int = 15, ack: bool = True) -
             batch = consumer.receive(16, invisible_s)
         except Exception as exc:  # noqa: BLE001 - the client raises a bare Exception
             # A CI run saw a new consumer's route query fail at its start and its first
-            # receive, after the test's producer shut down (not seen here in 20 runs
-            # under load). The client's log says why: the query's answer came back
-            # before its callback was attached, so the callback ran on the calling
-            # thread, which has no event loop ("There is no current event loop in
-            # thread 'MainThread'", then "'NoneType' object has no attribute
-            # 'stream_write'"): the client's race, not the broker's answer. An
-            # application's next receive asks again: so does this, once, and says so; a
-            # second miss fails the test.
+            # receive (the cause, a thread without an event loop: see _config). An
+            # application's next receive asks again: so does this, once, and says so;
+            # a second miss fails the test.
             if route_missed or "route" not in str(exc):
                 raise
             route_missed = True
