@@ -16,6 +16,7 @@ from collections.abc import Callable
 from broker_core.acl.handshake import AuthFailed, client_handshake_async
 from broker_core.client.connection import TLS_HINT, BrokerUnavailable
 from broker_core.deadline import Deadline
+from broker_core.gather_write import write_parts
 from broker_core.protocol import (
     FLAG_RESPONSE,
     Code,
@@ -105,7 +106,7 @@ class AioConnection(asyncio.Protocol):
     def _write(self) -> None:
         out, self._out = self._out, []
         if out and self.transport is not None:
-            self.transport.writelines(out)
+            write_parts(self.transport, out, self.tls)
 
 
 async def authenticate(conn: AioConnection, creds) -> None:

@@ -19,6 +19,7 @@ import logging
 from typing import Protocol
 
 from broker_core.deadline import Deadline
+from broker_core.gather_write import is_tls, write_parts
 from broker_core.ha import wire
 from broker_core.store import MessageStore
 
@@ -66,10 +67,12 @@ class SlaveLink(asyncio.Protocol):
         self._meta_sent = -1  # the owner's meta_version when META last went out
         self._timer: asyncio.TimerHandle | None = None  # the HELLO's deadline
         self._beat = Deadline(self._tick, "replication heartbeat")
+        self.tls = False  # a TLS link: a frame's head and data are joined, one record
 
     # -- the connection --------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self.tls = is_tls(transport)
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.addr = f"{peer[0]}:{peer[1]}"
         self._timer = asyncio.get_running_loop().call_later(HELLO_TIMEOUT_S, self._no_hello)
@@ -143,7 +146,7 @@ class SlaveLink(asyncio.Protocol):
         self.acked = self._pos = offset
         self.connected_at = self._last_sent = self.master.now()
         self.open = True
-        self.transport.writelines(welcome)  # with META
+        write_parts(self.transport, welcome, self.tls)  # with META
         self._meta_sent = self.master.meta_version()
         self._timer.cancel()
         self._timer = None
@@ -180,7 +183,8 @@ class SlaveLink(asyncio.Protocol):
             if data is None:
                 self.close(f"offset {pos} is no longer in the log")
                 return
-            self.transport.writelines(wire.data_frame_parts(pos, end, ms, epoch, data))
+            write_parts(self.transport, wire.data_frame_parts(pos, end, ms, epoch, data),
+                        self.tls)
             pos += len(data)
         self._pos = pos
         self._last_sent = m.now()

@@ -20,6 +20,7 @@ from time import perf_counter
 
 from broker_core import protocol as p
 from broker_core import reply_batch
+from broker_core.gather_write import is_tls, write_parts
 from broker_core.protocol.idempotence import split_id
 from broker_core.server import tx_ops
 from broker_core.server.access import no_permission
@@ -45,9 +46,11 @@ class BrokerProtocol(asyncio.Protocol):
         self._replies: list[bytes] = []  # answers that waited, written at the turn's end
         self._loop: asyncio.AbstractEventLoop | None = None
         self.rejected = False  # answered BAD_REQUEST and closing: what comes is dropped
+        self.tls = False  # the connection is TLS: answers are joined before they are written
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self.tls = is_tls(transport)
         self._loop = asyncio.get_running_loop()
         self.guard = self.broker.access.guard(transport.get_extra_info("peername"))
         self.broker.counters["connections"] += 1
@@ -129,7 +132,7 @@ class BrokerProtocol(asyncio.Protocol):
 
     def _flush(self, out: list[bytes]) -> None:
         if out and self.transport is not None:
-            self.transport.writelines(out) if len(out) > 1 else self.transport.write(out[0])
+            write_parts(self.transport, out, self.tls)
 
     def reply(self, answer: bytes | list[bytes]) -> None:
         """An answer that had to wait (the slaves' acks, a held pull, a fault's delay).
@@ -150,7 +153,7 @@ class BrokerProtocol(asyncio.Protocol):
         replies, self._replies = self._replies, []
         t = self.transport
         if replies and t is not None and not t.is_closing():
-            t.writelines(replies)
+            write_parts(t, replies, self.tls)
 
     async def _serve(self, header: p.Header, body: bytes) -> None:
         try:
