@@ -76,9 +76,10 @@ def windows(rows: dict[int, dict]) -> list[tuple[int, LatencyHistogram]]:
     return sorted(out.items())
 
 
-def one_run(args, k: int, during=None) -> dict:
+def one_run(args, k: int, during=None, cwd: Path | None = None) -> dict:
     """One headless demo judged; `args.rate` and `args.flags` (more demo flags) if set;
-    `during(pid, data_dir)`: called once the demo runs (e.g. to measure its CPU)."""
+    `during(pid, data_dir)`: called once the demo runs (e.g. to measure its CPU); `cwd`:
+    another checkout whose code runs (`python -m` imports from the working directory)."""
     data = Path(tempfile.mkdtemp(prefix="floodgate-demo-windows-"))
     shutil.rmtree(data)  # the demo makes it
     seconds: dict[str, dict[int, dict]] = {}
@@ -90,7 +91,7 @@ def one_run(args, k: int, during=None) -> dict:
         FLOODGATE + ["demo", "--groups", str(args.groups), "--headless", str(args.seconds),
                      "--json", "--data", str(data), *(["--with-tui"] if args.with_tui else []),
                      *(["--rate", f"{rate:g}"] if rate else []), *getattr(args, "flags", ())],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
     try:
         extra = during(demo.pid, data) if during is not None else None
         stdout, stderr = demo.communicate(timeout=args.seconds + 180)

@@ -21,6 +21,12 @@ CPU is each process's threads' run time from /proc (schedstat, ns), over `--seco
 after a settling time; peak RSS (VmHWM) beside it.
 
     .venv/bin/python bench/system_cost.py [--only idle,consumer,...] [--seconds 30] [--json]
+        [--before TREE]
+
+`--before TREE`: fixed and demo run the code of TREE too (`git worktree add TREE REV`),
+each just before this code's run, and the report sets the two side by side: this
+host's speed moves by the minute, so a change is read against its code before it in the
+same minutes.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import demo_windows  # noqa: E402
 import proc_figures  # noqa: E402
 import wake_chain  # noqa: E402
 from _util import peak_rss_mib  # noqa: E402
+from system_cost_report import report  # noqa: E402
 
 from broker_core.cluster.ports import free_port_range  # noqa: E402
 
@@ -224,14 +231,17 @@ def consume_idle(cluster: str) -> None:
         c.consume(lambda m: None, stop=stop)
 
 
-def fixed_cost(tmp: Path, settle: float, seconds: float) -> dict:
+def fixed_cost(tmp: Path, settle: float, seconds: float, cwd: Path | None = None) -> dict:
     """`floodgate demo --groups 4 --rate 10` as `make demo` runs it: the console in a
-    terminal (a 200x50 tmux; tmux itself not counted), everything it starts measured."""
+    terminal (a 200x50 tmux; tmux itself not counted), everything it starts measured;
+    `cwd`: another checkout whose code runs."""
     base = free_port_range(26)
     session = f"fg-fixed-{os.getpid()}"
+    data = tmp / ("fixed-before" if cwd else "fixed")
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50",
+                    *(["-c", str(cwd)] if cwd else []),
                     " ".join([*FLOODGATE, "demo", "--groups", "4", "--rate", "10",
-                              "--base-port", str(base), "--data", str(tmp / "fixed")])],
+                              "--base-port", str(base), "--data", str(data)])],
                    check=True)
     try:
         time.sleep(settle + 20)  # the cluster, the clients and the load up, then settled
@@ -281,7 +291,7 @@ def pair_us(w) -> float:
     return (w.cpu["master"] + w.cpu["slave"]) / w.msgs * 1e6
 
 
-def demo_5000(seconds: float, settle: float, plain: bool) -> dict:
+def demo_5000(seconds: float, settle: float, plain: bool, cwd: Path | None = None) -> dict:
     args = argparse.Namespace(groups=4, seconds=70.0, with_tui=True, rate=5000.0,
                               flags=("--plain-priority",) if plain else ())
 
@@ -296,7 +306,7 @@ def demo_5000(seconds: float, settle: float, plain: bool) -> dict:
         return measure(family(pid), min(seconds, 70.0 - settle - 20))
 
     try:
-        run = demo_windows.one_run(args, 1, during)
+        run = demo_windows.one_run(args, 1, during, cwd=cwd)
     finally:
         run_chain = chain.stop()
     cpu = run.pop("during")
@@ -312,6 +322,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30.0, help="each measured window")
     ap.add_argument("--settle", type=float, default=10.0, help="before each window")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--before", type=Path, metavar="TREE",
+                    help="fixed and demo also run the code of TREE (a checkout of the code "
+                    "before a change: `git worktree add TREE REV`), interleaved with this code")
     ap.add_argument("--consume-idle", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.consume_idle:
@@ -320,18 +333,27 @@ def main() -> int:
     only = set(args.only.split(","))
     if unknown := only - set(PARTS):
         ap.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}")
+    before = args.before and args.before.resolve()
+    if before and not (before / "broker_core" / "__main__.py").is_file():
+        ap.error(f"--before: {args.before} is not a checkout of this project")
     tmp = Path(tempfile.mkdtemp(prefix="fg-cost-"))
     out: dict = {"host": host_check()}
     try:
         if only & {"idle", "consumer", "console"}:
             idle_cluster(tmp, args.settle, args.seconds, out, only)
-        if "fixed" in only:
+        if before and only & {"fixed", "demo"}:
+            out["before"] = {"tree": str(before)}
+        if "fixed" in only:  # the code before first, then this code: the same minutes
+            if before:
+                out["before"]["fixed"] = fixed_cost(tmp, args.settle, args.seconds, before)
             out["fixed"] = fixed_cost(tmp, args.settle, args.seconds)
         if "pair" in only:
             out["pair"] = pair_ratio(tmp, min(args.seconds, 10.0))
         if "demo" in only:
-            out["demo"] = demo_5000(args.seconds, args.settle, plain=False)
-            out["demo_plain_priority"] = demo_5000(args.seconds, args.settle, plain=True)
+            for key, plain in (("demo", False), ("demo_plain_priority", True)):
+                if before:
+                    out["before"][key] = demo_5000(args.seconds, args.settle, plain, before)
+                out[key] = demo_5000(args.seconds, args.settle, plain)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out["bench_peak_rss_mib"] = round(peak_rss_mib())
@@ -340,65 +362,7 @@ def main() -> int:
     else:
         report(out)
     return 0 if all(v.get("met", True) for k, v in out.items()
-                    if isinstance(v, dict) and k != "host") else 1
-
-
-def report(out: dict) -> None:
-    def procs(part: dict) -> str:
-        return ", ".join(f"{n} {v['ms_per_s']:g}" for n, v in part["procs"].items())
-
-    def wakes(part: dict) -> str:
-        return ", ".join(f"{n} {v['wakes_per_s']:g}" for n, v in part["procs"].items())
-
-    def verdict(part: dict) -> str:
-        return "met" if part["met"] else "MISSED"
-
-    if "idle" in out:
-        p = out["idle"]
-        print(f"idle cluster (4 groups): {p['cores']:.4f} cores (goal <= 0.03), busiest broker "
-              f"{p['max_broker_ms_per_s']} ms/s (goal <= 1): {verdict(p)}\n  ms/s: {procs(p)}"
-              f"\n  wake-ups a second: {wakes(p)}\n  the peer, an event loop waking once a "
-              f"second: {p['peer_wake_ms']} ms/s (what one wake-up costs on this host now)")
-    if "consumer" in out:
-        p = out["consumer"]
-        print(f"a consumer group long-polling it: {p['consumer_ms_per_s']} ms/s (goal <= 1): "
-              f"{verdict(p)}")
-    if "console" in out:
-        p = out["console"]
-        print(f"the console watching 8 brokers: {p['console_ms_per_s']} ms/s "
-              f"({p['console_ms_per_s'] / 10:.1f} % of a core, goal <= 3 %): {verdict(p)}")
-    if "fixed" in out:
-        p = out["fixed"]
-        print(f"make demo at 10 msgs/s: {p['cores']:.3f} cores (goal <= 0.15): {verdict(p)}\n"
-              f"  ms/s: {procs(p)}")
-    if "pair" in out:
-        for label in ("default", "linger 25 ms", "linger 25 ms, frames of 8"):
-            p = out["pair"][label]
-            r = p["rates"]
-            print(f"sync pair ({label}), CPU a message: {r['333']['pair_us']} us at 333/s, "
-                  f"{r['2000']['pair_us']} us at 2,000/s: x{p['ratio']} (goal <= 1.5); its "
-                  f"floor {p['floor']['333']['pair_us']} vs {p['floor']['2000']['pair_us']} us:"
-                  f" x{p['floor_ratio']}")
-    for key in ("demo", "demo_plain_priority"):
-        if key in out:
-            p = out[key]
-            print(f"{key.replace('_', ' ')} at 5,000 msgs/s: {p['cores']:.3f} cores "
-                  f"(goal <= 1.6); producer {100 * p['achieved_of_target']:.1f} %, fault-free "
-                  f"masters worst p99 {p['fault_free_worst_p99_ms']} ms / max "
-                  f"{p['fault_free_worst_max_ms']} ms ({p['windows_over_goal']} windows over), "
-                  f"beats late {p['late_beats_pct']} %, stall out after "
-                  f"{p['stall_excluded_after_s']} s, false isolations "
-                  f"{p['false_isolations']}: {verdict(p)}\n  ms/s: {procs(p)}")
-            c, w = p["consumer_ms"].get("billing", {}), p["wake_chain_ms"]
-            print(f"  consumer send -> hand (billing): p50 {c.get('p50')} ms, p99 {c.get('p99')}"
-                  f" ms (goal <= 5); its floor, four bare hops: p50 {w['p50_ms']}, p99 "
-                  f"{w['p99_ms']} ms")
-    h = out["host"]
-    lo, hi = h["loop_2m_range_ms"]
-    print(f"host speed at the start: a 2M-step Python loop {h['loop_2m_ms']} ms of CPU "
-          f"(median of 5, {lo}-{hi}), 2,000 thread wake-ups {h['wakeups_2000_ms']} ms (this "
-          f"VM has read 74-94 and 105-112)")
-    print(f"bench process peak RSS {out['bench_peak_rss_mib']} MiB")
+                    if isinstance(v, dict) and k not in ("host", "before")) else 1
 
 
 if __name__ == "__main__":
