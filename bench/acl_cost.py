@@ -10,6 +10,9 @@ connection's set-up, and throughput with the ACL on against off, in the same run
    one thread and batched sends (32 a batch, ten times the messages), each run alternating five
    times (medians). Goal: ACL on >= 95 % of off.
 4. TLS: the same against a third broker serving TLS (`--tls`). Goal: >= 70 % of plain.
+   And a consumer group draining ten times `--sends` messages (stored before, in batches
+   of 32) over TLS against plain: messages handed out a second, and the consumer's and
+   the broker's CPU a message (no goal of the issue: it shows what a pull over TLS costs).
 
     .venv/bin/python bench/acl_cost.py [--sends 5000] [--json]
 """
@@ -34,6 +37,7 @@ from broker_core.acl.credentials import Credentials, load, write  # noqa: E402
 from broker_core.acl.rules import Rule  # noqa: E402
 from broker_core.acl.users import User  # noqa: E402
 from broker_core.client.connection import Connection  # noqa: E402
+from broker_core.client.consumer import Consumer  # noqa: E402
 from broker_core.client.producer import Producer  # noqa: E402
 from broker_core.cluster.launcher import Cluster  # noqa: E402
 from broker_core.cluster.ports import free_port_range  # noqa: E402
@@ -127,6 +131,45 @@ def throughput(acl: Cluster, plain: Cluster, creds_file: Path, sends: int,
     return out
 
 
+def drain(tls: Cluster, plain: Cluster, msgs: int, env: dict) -> dict:
+    """A new consumer group reading `msgs` stored messages, TLS against plain, five
+    alternating runs (medians): msgs/s, and CPU a message of the consumer (this
+    process's thread) and of the broker."""
+    import psutil
+
+    def run(cluster: Cluster, n: int) -> tuple[float, float, float]:
+        topic = f"drain-{n}"
+        with Producer(cluster.file.addrs, fuse=False) as prod:
+            for _ in range(msgs // 32):
+                prod.send_batch(topic, [b"x" * 128] * 32)
+        broker = psutil.Process(next(iter(cluster.procs.values())).pid)
+        got, cpu0, b0 = 0, time.thread_time(), sum(broker.cpu_times()[:2])
+        t0 = time.perf_counter()
+        with Consumer(f"drain-{n}", topic, cluster.file.addrs) as consumer:
+            while got < msgs // 32 * 32:
+                got += len(consumer.poll(256, timeout=1.0))
+            took = time.perf_counter() - t0
+            cpu = time.thread_time() - cpu0
+        return got / took, cpu / got * 1e6, (sum(broker.cpu_times()[:2]) - b0) / got * 1e6
+
+    runs: dict[str, list[tuple[float, float, float]]] = {"tls": [], "plain": []}
+    for i in range(5):
+        for which in (("tls", "plain") if i % 2 == 0 else ("plain", "tls")):
+            os.environ.update(env if which == "tls" else {k: "" for k in env})
+            runs[which].append(run(tls if which == "tls" else plain, i))
+    for k in env:
+        os.environ[k] = ""
+    med = {w: [statistics.median(r[j] for r in got) for j in range(3)]
+           for w, got in runs.items()}
+    out = {f"{w}_{name}": round(med[w][j], 1) for w in med
+           for j, name in enumerate(("msgs_s", "consumer_us", "broker_us"))}
+    out["ratio"] = round(med["tls"][0] / med["plain"][0], 3)
+    say(f"  drain: tls {out['tls_msgs_s']:,.0f}/s ({out['tls_consumer_us']} + "
+        f"{out['tls_broker_us']} us a message), plain {out['plain_msgs_s']:,.0f}/s "
+        f"({out['plain_consumer_us']} + {out['plain_broker_us']} us)")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sends", type=int, default=5000)
@@ -162,6 +205,9 @@ def main() -> int:
             say(f"TLS: {args.sends:,} sends, sync and batched, TLS against plain")
             tls_tput = throughput(tls, plain, creds_file, args.sends, "tls",
                                   {"FLOODGATE_TLS_CA": str(tls.tls_ca)})
+            say(f"TLS: a consumer group draining {args.sends * 10:,} messages, against plain")
+            tls_tput["drain"] = drain(tls, plain, args.sends * 10,
+                                      {"FLOODGATE_TLS_CA": str(tls.tls_ca)})
             rss = max(cluster_peak_rss_mib(acl), cluster_peak_rss_mib(plain),
                       cluster_peak_rss_mib(tls))
         finally:
