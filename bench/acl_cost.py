@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import cluster_peak_rss_mib, peak_rss_mib  # noqa: E402
@@ -135,8 +137,6 @@ def drain(tls: Cluster, plain: Cluster, msgs: int, env: dict) -> dict:
     """A new consumer group reading `msgs` stored messages, TLS against plain, five
     alternating runs (medians): msgs/s, and CPU a message of the consumer (this
     process's thread) and of the broker."""
-    import psutil
-
     def run(cluster: Cluster, n: int) -> tuple[float, float, float]:
         topic = f"drain-{n}"
         with Producer(cluster.file.addrs, fuse=False) as prod:
