@@ -12,8 +12,7 @@ can read in between: the loop polls no socket while a callback runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 _pending: dict[int, Callable[[], None]] | None = None  # inside at_once: flushes by writer
 
@@ -27,16 +26,26 @@ def defer(writer: object, flush: Callable[[], None]) -> bool:
     return True
 
 
-@contextmanager
-def at_once() -> Iterator[None]:
-    global _pending
-    if _pending is not None:  # nested: the outer block writes
-        yield
-        return
-    _pending = pending = {}
-    try:
-        yield
-    finally:
-        _pending = None
-        for flush in pending.values():
-            flush()
+class _AtOnce:
+    """`at_once`'s block (a class, not @contextmanager: a Raft leader enters one per
+    commit, and the generator's machinery cost several µs of it)."""
+
+    __slots__ = ("outer",)
+
+    def __enter__(self) -> None:
+        global _pending
+        self.outer = _pending is None  # nested: the outer block writes
+        if self.outer:
+            _pending = {}
+
+    def __exit__(self, *exc) -> None:
+        global _pending
+        if self.outer:
+            pending, _pending = _pending, None
+            for flush in pending.values():
+                flush()
+
+
+def at_once() -> _AtOnce:
+    """A `with` block whose deferred answers are written when it ends."""
+    return _AtOnce()

@@ -51,7 +51,7 @@ class RaftAppender:
             cq = self.store.queue_table.queues.get((topic, queue_id)) or \
                 self.store.queue_table.get_or_create(topic, queue_id)
             key = (topic, queue_id)
-            first_qo = cq.max_offset + self.pending[key]
+            first_qo = cq.max_offset + self.pending.get(key, 0)  # (not a Counter's __missing__)
             entry = self._entry
             if entry is None:
                 entry = self._entry = EntryBuilder(self._end_offset(), self.store.commitlog
@@ -66,8 +66,9 @@ class RaftAppender:
                     known[at] = (p[0], topic, queue_id, first_qo + i, p[4], now_ms,
                                  list(k) if k else None)
                     at += p[0]
-            self.pending[key] += n
-            self._counts[key] += n
+            pending, counts = self.pending, self._counts
+            pending[key] = pending.get(key, 0) + n
+            counts[key] = counts.get(key, 0) + n
             big = entry.end - entry.start >= MAX_ENTRY_BYTES
         result = PutResult(PutStatus.PUT_OK, phys, first_qo, now_ms, entry.end, n)
         if big:
@@ -91,7 +92,7 @@ class RaftAppender:
         with self._lock:
             pending = self.pending
             for key, n in counts.items():  # (by hand: `+= Counter()` built a new one a commit)
-                if (left := pending[key] - n) > 0:
+                if (left := pending.get(key, 0) - n) > 0:
                     pending[key] = left
                 else:
                     pending.pop(key, None)

@@ -29,8 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.errors import StoreCorruptError
@@ -183,15 +182,10 @@ class CommitLogStorage:
         if self.sync and entries:
             self._sync()
 
-    @contextmanager
-    def own_entries(self) -> Iterator[None]:
-        """Appends meanwhile are this node's proposals (records it encoded itself): their
-        CRCs are not computed again (a fifth of a leader's CPU)."""
-        self._own = True
-        try:
-            yield
-        finally:
-            self._own = False
+    def own_entries(self) -> _OwnEntries:
+        """Appends meanwhile (a `with` block) are this node's proposals (records it
+        encoded itself): their CRCs are not computed again (a fifth of a leader's CPU)."""
+        return _OwnEntries(self)
 
     def truncate(self, index: int) -> None:
         self._forget()
@@ -307,6 +301,22 @@ class CommitLogStorage:
                 seg.flush()
         self.index.sync()
         self._durable = end
+
+
+class _OwnEntries:
+    """`own_entries`' block (a class, not @contextmanager: once per proposal, and the
+    generator's machinery cost a leader several µs a send)."""
+
+    __slots__ = ("storage",)
+
+    def __init__(self, storage: CommitLogStorage) -> None:
+        self.storage = storage
+
+    def __enter__(self) -> None:
+        self.storage._own = True
+
+    def __exit__(self, *exc) -> None:
+        self.storage._own = False
 
 
 def verify_entry(data: bytes, start: int, segment_bytes: int,

@@ -51,7 +51,7 @@ HEARTBEAT_S = 0.1
 # recovered like messages; proposed when they changed, at most this often
 META_TOPIC = "%RAFT_META%"
 META_EVERY_S = 0.2
-ROLES = {RaftRole.LEADER: Role.MASTER, RaftRole.FOLLOWER: Role.SLAVE}
+META_LOOK_S = 0.01  # unchanged tables: looked at again this soon
 
 
 class RaftGroup:
@@ -98,7 +98,8 @@ class RaftGroup:
         self.counters = Counter()
         # a slow leader moved on a fuse's word, once it has led `fuse_moves` s (0: never)
         self.aside = StepAside(allowed=fuse_moves > 0, every_s=fuse_moves or EVERY_S)
-        self._meta_sent, self._meta_at = -1, -1e18  # the tables' version last proposed
+        self._meta_sent = -1  # the tables' version last proposed
+        self._meta_due = -1e18  # not looked at again before then
         self._barrier_waiters: list[Callable[[Code], None]] = []  # proposed at the turn's end
         self._barriers: list[tuple[int, list]] = []  # (entry index, waiters), oldest first
         self.changed = asyncio.Event()  # set (and replaced) when the term or leader moves
@@ -160,7 +161,9 @@ class RaftGroup:
     def drive(self, out) -> None:
         for to, msg in out:
             self.transport.send(to, msg)
-        role = ROLES.get(self.node.role, Role.NONE)
+        raft_role = self.node.role  # (compared, not looked up: an Enum's hash is Python code)
+        role = Role.MASTER if raft_role is RaftRole.LEADER else \
+            Role.SLAVE if raft_role is RaftRole.FOLLOWER else Role.NONE
         if role is not self.role:
             self._role_changed(role)
         seen = (self.node.term, self.node.leader)
@@ -193,7 +196,7 @@ class RaftGroup:
             self._barriers.clear()
             self.appender.reset(Counter())
             self._counts.clear()
-        self._meta_sent = -1  # a new leader's tables go out at once
+        self._meta_sent, self._meta_due = -1, -1e18  # a new leader's tables go out at once
         if role is Role.MASTER:  # go on numbering each queue after the uncommitted tail
             tail = self.storage.entries(self._published + 1, self.storage.last_index())
             self._counts = {e.index: records_by_queue(e.data) for e in tail if e.data}
@@ -230,10 +233,14 @@ class RaftGroup:
                 done(Code.OK)
 
     def _propose_meta(self) -> None:
-        version, now = self.broker.meta_version(), self._loop.time()
-        if version == self._meta_sent or now - self._meta_at < META_EVERY_S:
+        now = self._loop.time()
+        if now < self._meta_due:
             return
-        self._meta_sent, self._meta_at = version, now
+        version = self.broker.meta_version()
+        if version == self._meta_sent:  # (summed over the tables: not at every drive, three
+            self._meta_due = now + META_LOOK_S  # a send at one in flight)
+            return
+        self._meta_sent, self._meta_due = version, now + META_EVERY_S
         body = json.dumps(meta_doc(self.broker), separators=(",", ":")).encode()
         result = self.broker.store.put(META_TOPIC, 0, body, wait=False)
         if not result.ok:

@@ -184,6 +184,12 @@ class RaftNode:
 
     # -- messages ------------------------------------------------------------------------
     def step(self, msg: Message, now: float) -> Out:
+        kind = type(msg)
+        if kind is Append or kind is AppendReply:  # nearly every message: no chain of tests
+            if msg.term > self.term:
+                self._become_follower(msg.term, msg.leader if kind is Append else None, now)
+            return self._on_append(msg, now) if kind is Append else \
+                self._on_append_reply(msg, now)
         if isinstance(msg, PreVote):
             return self._on_pre_vote(msg, now)
         if isinstance(msg, RequestVote):
@@ -200,8 +206,7 @@ class RaftNode:
                     return self._campaign(now, transfer=False)
             return []
         if msg.term > self.term:
-            self._become_follower(msg.term, msg.leader if isinstance(msg, Append) else None,
-                                  now)
+            self._become_follower(msg.term, None, now)
         if isinstance(msg, VoteReply):
             if (self.role is Role.CANDIDATE and msg.term == self.term and msg.granted
                     and msg.voter in self.voters):
@@ -209,10 +214,6 @@ class RaftNode:
                 if len(self.votes) >= self.quorum:
                     return self._become_leader(now)
             return []
-        if isinstance(msg, Append):
-            return self._on_append(msg, now)
-        if isinstance(msg, AppendReply):
-            return self._on_append_reply(msg, now)
         if isinstance(msg, Snapshot):
             return snapshots.on_snapshot(self, msg, now)
         if isinstance(msg, SnapshotReply):
@@ -351,9 +352,12 @@ class RaftNode:
             return []
         self.heard[peer] = now
         if msg.success:
-            self.match[peer] = max(self.match[peer], msg.match)
-            self.next[peer] = max(self.next[peer], self.match[peer] + 1)
-            self._advance_commit()
+            match = self.match
+            if msg.match > match[peer]:
+                match[peer] = msg.match
+                if msg.match > self.commit:  # (else no majority moved: a second answer)
+                    self._advance_commit()
+            self.next[peer] = max(self.next[peer], match[peer] + 1)
             if self.name not in self.voters:  # its own removal: committed?
                 out = membership.removed_leader_steps_down(self, now)
                 if self.role is not Role.LEADER:
@@ -376,12 +380,12 @@ class RaftNode:
     def _advance_commit(self) -> None:
         """The highest entry a majority of the voters holds (this leader among them
         unless a change removed it)."""
-        last = self.storage.last_index()
-        marks = sorted((last if p == self.name else self.match.get(p, 0)
-                        for p in self.voters), reverse=True)
-        if len(marks) < self.quorum:
+        last, name, match, voters = self.storage.last_index(), self.name, self.match, self.voters
+        quorum = len(voters) // 2 + 1
+        marks = sorted([last if p == name else match.get(p, 0) for p in voters], reverse=True)
+        if len(marks) < quorum:
             return
-        n = marks[self.quorum - 1]
+        n = marks[quorum - 1]
         if n > self.commit and self.storage.term_at(n) == self.term:
             self.commit = n  # only its own term's entries by counting (Raft, 5.4.2)
 

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from broker_core.raft import wire
-from broker_core.raft.messages import Message
+from broker_core.raft.messages import Append, Message
 
 log = logging.getLogger("floodgate.raft")
 
@@ -83,9 +83,12 @@ class RaftTransport:
         if t is None or t.get_write_buffer_size() > MAX_BUFFERED:
             self.counters["dropped"] += 1
             return
-        if msg != self._last[0]:  # (followers in step get equal Appends: encoded once)
-            self._last = (msg, wire.encode(msg))
-        t.write(self._last[1])
+        if type(msg) is Append:  # followers in step get equal Appends: encoded once
+            if msg != self._last[0]:
+                self._last = (msg, wire.encode(msg))
+            t.write(self._last[1])
+        else:  # (an answer: never equal to the last message, not compared)
+            t.write(wire.encode(msg))
         self.counters["sent"] += 1
 
     async def _dial(self, peer: str) -> None:
