@@ -202,3 +202,32 @@ def test_conditional_sends_on_a_leader_count_what_it_has_not_committed(tmp_path)
             await g.close()
 
     asyncio.run(main())
+
+
+def test_the_leader_looks_at_its_tables_between_sends_not_at_every_one(tmp_path):
+    """The tables' version is a sum over every table: summed at each step of the core it
+    was three times a send at one in flight. It is looked at every META_LOOK_S, and a
+    table that changed still reaches every member."""
+    from broker_core.raft.group import META_LOOK_S
+
+    async def main():
+        g = Group(tmp_path)
+        await g.start_all()
+        try:
+            leader = await g.leader()
+            broker, looks = leader.broker, []
+            version = broker.meta_version
+            broker.meta_version = lambda: looks.append(1) or version()  # counted, unchanged
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            for _ in range(1000):  # what each Append, answer and beat drives
+                leader.group.drive([])
+            took = loop.time() - start
+            assert len(looks) <= 2 + took / META_LOOK_S, (len(looks), took)
+            broker.offsets.commit("billing", "orders", 2, 11)
+            await until(lambda: all(m.broker.offsets.get("billing", "orders", 2) == 11
+                                    for m in g.members.values()))
+        finally:
+            await g.close()
+
+    asyncio.run(main())
