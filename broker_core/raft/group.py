@@ -236,9 +236,10 @@ class RaftGroup:
         now = self._loop.time()
         if now < self._meta_due:
             return
+        # (a sum over every table: at every drive it was three a send at one in flight)
         version = self.broker.meta_version()
-        if version == self._meta_sent:  # (summed over the tables: not at every drive, three
-            self._meta_due = now + META_LOOK_S  # a send at one in flight)
+        if version == self._meta_sent:
+            self._meta_due = now + META_LOOK_S
             return
         self._meta_sent, self._meta_due = version, now + META_EVERY_S
         body = json.dumps(meta_doc(self.broker), separators=(",", ":")).encode()

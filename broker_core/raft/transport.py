@@ -87,7 +87,7 @@ class RaftTransport:
             if msg != self._last[0]:
                 self._last = (msg, wire.encode(msg))
             t.write(self._last[1])
-        else:  # (an answer: never equal to the last message, not compared)
+        else:  # (answers, votes, snapshot chunks: encoded each time, not compared)
             t.write(wire.encode(msg))
         self.counters["sent"] += 1
 
