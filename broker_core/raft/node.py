@@ -367,7 +367,10 @@ class RaftNode:
             if self.next[peer] <= self.storage.last_index():
                 return self._replicate(peer, now)
             return []
-        self.next[peer] = max(self.match[peer] + 1, min(msg.match, self.storage.last_index() + 1))
+        hint = min(msg.match, self.storage.last_index() + 1)
+        if hint <= self.match[peer]:  # it lacks what it acknowledged (its host lost the
+            self.match[peer] = hint - 1  # page cache): send from where it ends now
+        self.next[peer] = max(self.match[peer] + 1, hint)
         return self._replicate(peer, now)
 
     def follow(self, term: int, leader: str, now: float) -> None:

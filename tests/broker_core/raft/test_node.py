@@ -183,3 +183,23 @@ def test_a_report_that_a_live_leader_is_gone_costs_no_term_and_no_leader():
     sim.run(sim.now + 2.0, healthy=True)  # it stands; the others still hear the leader
     assert sim.leader().name == leader.name and sim.leader().term == term
     assert sim.nodes[told].leader == leader.name and sim.storage[told].term == term
+
+
+def test_a_follower_that_lost_entries_it_acknowledged_is_caught_up_by_the_same_leader():
+    """Flushed asynchronously, a follower's host crash can take entries it acknowledged
+    (page cache gone). It comes back shorter than the leader last heard; the leader
+    must send from where the follower now ends, not from where it ended before."""
+    sim = Sim(["a", "b", "c"], seed=7)
+    sim.run(3.0, healthy=True)
+    leader = sim.leader()
+    follower = next(n for n in sim.names if n != leader.name)
+    acked = leader.match[follower]
+    assert acked > 20
+    sim.nodes[follower] = None  # the host crashed: its memory gone, and its log's tail
+    sim.storage[follower].truncate(acked // 2)
+    sim._reboot(follower)
+    sim.run(sim.now + 3.0, healthy=True)
+    assert sim.leader() is leader  # the same leader all along: it must mend the gap
+    sim.run(sim.now + 1.0, propose_every=1e9, healthy=True)
+    assert sim.storage[follower].log == leader.storage.log
+    assert leader.match[follower] == leader.storage.last_index()
