@@ -33,7 +33,7 @@ from broker_core.errors import StoreCorruptError
 from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.node import Role
 from broker_core.protocol import Code
-from broker_core.raft import member_changes
+from broker_core.raft import group_figures, member_changes
 from broker_core.raft.appender import RaftAppender
 from broker_core.raft.commitlog_storage import CommitLogStorage
 from broker_core.raft.entry_bytes import records_by_queue
@@ -361,35 +361,7 @@ class RaftGroup:
         log.warning("raft role group=%s broker=%s %s %s", self.group, self.name, kind, detail)
 
     def figures(self) -> dict:
-        node = self.node
-        doc = {"group": self.group, "consensus": "raft", "role": self.role.value,
-               "epoch": node.term, "term": node.term, "leader": node.leader or "",
-               "master": node.leader or "", "master_addr": self.addrs.get(node.leader, ""),
-               "since": self.since, "commit": node.commit,
-               "last_index": self.storage.last_index(), "replication": "raft",
-               "events": list(self.events)[-10:], "links": self.transport.connected(),
-               **self.counters, **{f"link_{k}": v for k, v in self.transport.counters.items()}}
-        doc["members"] = len(node.voters)
-        doc["voters"], doc["learners"] = sorted(node.voters), sorted(node.learners)
-        doc["config_index"] = node.config_index
-        doc.update({k: v for k, v in node.counters.items() if k.startswith("snapshot")})
-        if self.role is Role.MASTER:  # what each member holds of the log (match, lag)
-            last, end = self.storage.last_index(), self.storage.end_offset()
-            index = self.storage.index
-            doc["replicas"] = [{"name": p, "match": node.match.get(p, 0),
-                                "lag": last - node.match.get(p, 0),
-                                **({"learner": True} if p not in node.voters else {})}
-                               for p in node.peers]
-            # as a master's slaves: those holding everything committed are "in sync"
-            doc["in_sync"] = sorted(p for p in node.peers
-                                    if node.match.get(p, 0) >= node.commit)
-            now = self._loop.time()  # (lag_s: how long since it last answered, when behind)
-            doc["slaves"] = [{"name": p, "in_sync": p in doc["in_sync"],
-                              "lag_bytes": end - index.end_of(min(node.match.get(p, 0), last)),
-                              "lag_s": 0.0 if p in doc["in_sync"]
-                              else max(0.0, now - node.heard.get(p, now))}
-                             for p in node.peers]
-        return doc
+        return group_figures.figures(self)
 
     @property
     def epoch(self) -> int:

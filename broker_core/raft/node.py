@@ -18,15 +18,15 @@ cut off cannot raise the cluster's term when it comes back); a leader steps down
 it has not heard from a majority for an election timeout (check quorum: an isolated
 leader stops acknowledging); a vote is refused within the lease of a live leader;
 leadership transfer by TimeoutNow; a new leader's no-op entry commits its forebears'.
+The elections themselves are in raft.votes.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from enum import Enum
 
-from broker_core.raft import membership, snapshots
+from broker_core.raft import membership, snapshots, votes
 from broker_core.raft.log import RaftStorage
 from broker_core.raft.messages import (
     Append,
@@ -41,15 +41,9 @@ from broker_core.raft.messages import (
     TimeoutNow,
     VoteReply,
 )
+from broker_core.raft.roles import Role
 
 MAX_BATCH = 256  # entries in one Append: the talk's many messages in one round
-
-
-class Role(Enum):
-    FOLLOWER = "follower"
-    PRE_CANDIDATE = "pre-candidate"
-    CANDIDATE = "candidate"
-    LEADER = "leader"
 
 
 class NotLeader(Exception):
@@ -146,7 +140,7 @@ class RaftNode:
         if self.name not in self.voters:  # a learner, joining or removed: never stands
             self._reset_election(now)
             return []
-        return self._pre_vote(now) if self.pre_vote else self._campaign(now, transfer=False)
+        return votes.pre_vote(self, now) if self.pre_vote else votes.campaign(self, now, False)
 
     # -- proposing -----------------------------------------------------------------------
     def propose(self, datas: list[bytes], now: float) -> tuple[int, Out]:
@@ -190,39 +184,25 @@ class RaftNode:
                 self._become_follower(msg.term, msg.leader if kind is Append else None, now)
             return self._on_append(msg, now) if kind is Append else \
                 self._on_append_reply(msg, now)
-        if isinstance(msg, PreVote):
-            return self._on_pre_vote(msg, now)
-        if isinstance(msg, RequestVote):
-            if msg.term > self.term and self._in_lease(now) and not msg.transfer:
-                return [(msg.candidate, VoteReply(self.term, self.name, False))]
-            return self._on_vote(msg, now)
-        if isinstance(msg, PreVoteReply):
-            if not msg.granted and msg.term > self.term:
-                self._become_follower(msg.term, None, now)
-            elif (self.role is Role.PRE_CANDIDATE and msg.granted and msg.term == self.term + 1
-                  and msg.voter in self.voters):
-                self.votes.add(msg.voter)
-                if len(self.votes) >= self.quorum:
-                    return self._campaign(now, transfer=False)
-            return []
+        if kind is PreVote:
+            return votes.on_pre_vote(self, msg, now)
+        if kind is RequestVote:
+            return votes.on_vote(self, msg, now)
+        if kind is PreVoteReply:
+            return votes.on_pre_vote_reply(self, msg, now)
         if msg.term > self.term:
             self._become_follower(msg.term, None, now)
-        if isinstance(msg, VoteReply):
-            if (self.role is Role.CANDIDATE and msg.term == self.term and msg.granted
-                    and msg.voter in self.voters):
-                self.votes.add(msg.voter)
-                if len(self.votes) >= self.quorum:
-                    return self._become_leader(now)
-            return []
-        if isinstance(msg, Snapshot):
+        if kind is VoteReply:
+            return votes.on_vote_reply(self, msg, now)
+        if kind is Snapshot:
             return snapshots.on_snapshot(self, msg, now)
-        if isinstance(msg, SnapshotReply):
+        if kind is SnapshotReply:
             if self.role is not Role.LEADER or msg.term != self.term:
                 return []
             return snapshots.on_snapshot_reply(self, msg, now)
-        if (isinstance(msg, TimeoutNow) and msg.term == self.term and self.role is Role.FOLLOWER
+        if (kind is TimeoutNow and msg.term == self.term and self.role is Role.FOLLOWER
                 and self.name in self.voters):
-            return self._campaign(now, transfer=True)
+            return votes.campaign(self, now, transfer=True)
         return []
 
     # -- elections -----------------------------------------------------------------------
@@ -232,50 +212,6 @@ class RaftNode:
     def _in_lease(self, now: float) -> bool:
         """A leader was heard within the shortest election timeout: do not help unseat it."""
         return self.role is Role.LEADER or now - self.leader_seen < self.election_s
-
-    def _log_ok(self, last_index: int, last_term: int) -> bool:
-        mine = self.storage.term_at(self.storage.last_index())
-        return (last_term, last_index) >= (mine, self.storage.last_index())
-
-    def _pre_vote(self, now: float) -> Out:
-        self.role, self.leader, self.votes = Role.PRE_CANDIDATE, None, {self.name}
-        self._reset_election(now)
-        if len(self.votes) >= self.quorum:
-            return self._campaign(now, transfer=False)
-        last = self.storage.last_index()
-        ask = PreVote(self.term + 1, self.name, last, self.storage.term_at(last))
-        return [(p, ask) for p in self.peers if p in self.voters]
-
-    def _on_pre_vote(self, msg: PreVote, now: float) -> Out:
-        granted = (msg.term > self.term and not self._in_lease(now)
-                   and self._log_ok(msg.last_index, msg.last_term))
-        return [(msg.candidate, PreVoteReply(msg.term if granted else max(self.term, msg.term - 1),
-                                             self.name, granted))]
-
-    def _campaign(self, now: float, transfer: bool) -> Out:
-        self.storage.save_vote(self.term + 1, self.name)  # durable before it is asked for
-        self.role, self.leader, self.votes = Role.CANDIDATE, None, {self.name}
-        self._reset_election(now)
-        if len(self.votes) >= self.quorum:
-            return self._become_leader(now)
-        last = self.storage.last_index()
-        ask = RequestVote(self.term, self.name, last, self.storage.term_at(last), transfer)
-        return [(p, ask) for p in self.peers if p in self.voters]
-
-    def _on_vote(self, msg: RequestVote, now: float) -> Out:
-        """A newer term and the vote in it are saved in one write, before the answer."""
-        s = self.storage
-        newer = msg.term > self.term
-        granted = (msg.term >= self.term and (newer or s.voted_for in (None, msg.candidate))
-                   and self._log_ok(msg.last_index, msg.last_term))
-        if newer:
-            s.save_vote(msg.term, msg.candidate if granted else None)
-            self._become_follower(msg.term, None, now)
-        elif granted and s.voted_for is None:
-            s.save_vote(self.term, msg.candidate)
-        if granted:
-            self._reset_election(now)
-        return [(msg.candidate, VoteReply(self.term, self.name, granted))]
 
     def _become_follower(self, term: int, leader: str | None, now: float) -> None:
         if term != self.term:
