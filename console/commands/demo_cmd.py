@@ -53,8 +53,9 @@ def register(sub) -> None:
                         "consumer groups fall behind")
     parser.add_argument("--plain-priority", action="store_true",
                         help="every part at the host's default priority: no nice level for "
-                        "the console and the clients, the demo's session not weighted "
-                        "against the terminal's others (what those buy, measured)")
+                        "the console, no idle class for the clients that may fall behind, "
+                        "the demo's session not weighted against the terminal's others "
+                        "(what those buy, measured)")
     parser.add_argument("--no-tls", action="store_true",
                         help="plain TCP and HTTP (by default every broker port speaks TLS, "
                         "signed by a CA made in the data dir)")

@@ -37,19 +37,19 @@ from console.demo.script import DEMO_TOPIC, FaultAction
 log = logging.getLogger("floodgate.demo")
 
 DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
-# The load starts this long after the cluster is up: the console, the clients process and
-# the producer's start (imports, TLS handshakes, sign-ins) happen meanwhile. Their imports
-# and first screens took both cores for a second or two, and sync sends waiting on a
-# starved slave were answered SYSTEM_BUSY: every group isolated for errors before any
-# fault. A producer started at this instant did its own start (0.4 s of CPU) in the
-# load's first second; it now starts with the rest and sends from then (`--start-at`).
+# The load starts this long after the cluster is up, the console's, clients' and producer's
+# starts (imports, TLS, sign-ins: both cores for a second or two) done meanwhile: sends on a
+# starved slave were answered SYSTEM_BUSY, every group isolated before any fault.
 LOAD_AFTER_S = 3.0
 # On two cores the brokers and the load must win a core when they wake: a sync send is
-# two wake-ups (master, slave), and each waited behind whatever ran. The console's
-# thread and the clients process run at this nice level (Linux: per thread; the
-# supervisor and the load, started from threads made before, keep 0): the fault-free
-# masters' send p99 went from 8-11 ms to 5-6 ms at 1,500 msgs/s.
+# two wake-ups (master, slave), each waiting behind whatever ran. The console's thread
+# runs at this nice level (per thread; the supervisor and the load keep 0): fault-free
+# masters' send p99 8-11 ms -> 5-6 ms at 1,500 msgs/s. The groups that may fall behind
+# (clients.PARTS "rest": warehouse's drain took half a core) run under SCHED_IDLE: at nice
+# 10 the fair scheduler let them finish a slice before a woken broker ran; an idle-class
+# task is preempted at once (bench/README.md, System cost, 2026-11-30 fourth stop).
 CONSOLE_NICE = 10
+REST_SCHED = "idle"
 # Nice levels order who runs next, not how soon a woken broker runs. `--realtime` runs
 # the brokers and the load under SCHED_RR at this priority (kernel_tuning.realtime),
 # for a host busier than the project's VM (where, since the CommitLog's written segment
@@ -83,8 +83,8 @@ class DemoOptions:
     acl: bool = True  # brokers take users only; each client its own (console.demo.users)
     tls: bool = True  # every broker port speaks TLS (a local CA in the data dir)
     realtime: bool = False  # brokers and the load under SCHED_RR if allowed (BROKER_RT_PRIORITY)
-    # False: no nice level for the console and the clients, no session weighting: every
-    # part at the host's default priority (what the demo costs without the tricks)
+    # False: no nice level for the console, no idle class for the clients (REST_SCHED), no
+    # session weighting: every part at the host's priority (the demo without the tricks)
     priorities: bool = True
     rocketmq: bool = True  # with the clients: a RocketMQ application (rocketmq_clients)
 
@@ -294,7 +294,7 @@ class Demo:
             return subprocess.Popen(
                 [sys.executable, "-m", "console.demo.clients", str(self.cluster.path),
                  f"--trace-rate={self.opts.trace_rate:g}", f"--rate={self.opts.rate:g}",
-                 f"--nice={CONSOLE_NICE if self.opts.priorities and part != 'fast' else 0}",
+                 f"--nice={REST_SCHED if self.opts.priorities and part != 'fast' else 0}",
                  f"--part={part}", *(["--rocketmq=1"] if self.opts.rocketmq else []),
                  *([f"--users={self.cluster.data / 'users'}"] if self.users else [])],
                 stdout=log_file, stderr=subprocess.STDOUT, process_group=0,

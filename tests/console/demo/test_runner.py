@@ -20,9 +20,9 @@ from broker_core.client.admin import offsets, quota
 from broker_core.cluster.ports import free_port_range, port_free
 from console.demo.runner import (
     BROKER_RT_PRIORITY,
-    CONSOLE_NICE,
     DEMO_GROUP,
     KEY_PREFIX,
+    REST_SCHED,
     Demo,
     DemoOptions,
 )
@@ -168,13 +168,17 @@ def test_a_small_demo_runs_as_its_users_and_stops_everything(tmp_path, env_kept)
         # the clients: the group that keeps up alone and at the host's priority
         fast, rest = demo.clients
         assert "--part=fast" in fast.args and "--nice=0" in fast.args
-        assert "--part=rest" in rest.args and f"--nice={CONSOLE_NICE}" in rest.args
+        assert "--part=rest" in rest.args and f"--nice={REST_SCHED}" in rest.args
         assert f"--users={data / 'users'}" in rest.args and "--rate=40" in rest.args
         try:
             env = environ_of(rest.pid)
         except AssertionError as exc:
             raise AssertionError(f"{exc}: exit {rest.poll()}\n{logs(data)}") from None
         assert env["FLOODGATE_CREDENTIALS"] == str(demo.users["batch"])
+        # the groups that may fall behind yield a core at once to anything woken
+        wait_for(lambda: os.sched_getscheduler(rest.pid) == os.SCHED_IDLE, 20,
+                 "the rest of the clients in SCHED_IDLE")
+        assert os.sched_getscheduler(fast.pid) == os.SCHED_OTHER
         # the load: sends acknowledged once it starts (LOAD_AFTER_S after the cluster)
         acked = wait_for(lambda: demo.load_totals()["acked"], 30, "the load's first acks")
         producer = demo.producer
