@@ -255,3 +255,58 @@ def test_a_consumer_told_to_reads_from_followers_and_commits_at_the_leader(raft_
             assert again.poll(256, timeout=1.0) == []  # the offsets were stored there
     finally:
         routes.close()
+
+
+def _lose_the_tail(commitlog_dir, keep_share: float = 0.5) -> int:
+    """What a host crash does to a member flushing asynchronously: the pages its log
+    last wrote never reached the disk (zeros from a page boundary on). Returns the
+    bytes kept."""
+    seg = sorted(p for p in commitlog_dir.iterdir() if p.is_file())[-1]
+    data = seg.read_bytes()
+    written = len(data.rstrip(b"\0"))
+    keep = int(written * keep_share) // 4096 * 4096
+    with open(seg, "r+b") as f:
+        f.seek(keep)
+        f.write(b"\0" * (written - keep))
+        f.flush()
+        os.fsync(f.fileno())
+    return keep
+
+
+def test_a_follower_whose_host_lost_acknowledged_entries_is_caught_up_by_the_same_leader(
+        raft_cluster):
+    from pathlib import Path
+
+    from broker_core.ha.routes import routes_for
+
+    cluster = raft_cluster()  # async flush: an acknowledgement is a page-cache write
+    routes = routes_for(cluster.file)
+    try:
+        routes.wait()
+        leader = routes.records["group-1"].master
+        first = acked(routes, "orders", "a", 300)
+        assert len(first) == 300
+        entry = next(b for b in cluster.file.brokers if b.name != leader)
+
+        def lag() -> int | None:
+            mine = {r["name"]: r for r in broker_role(cluster.file.broker(leader).addr)
+                    .get("replicas", [])}.get(entry.name)
+            return None if mine is None else mine["lag"]
+
+        wait_for(lambda: lag() == 0, 10, "the follower holding the whole log")
+        held = broker_role(entry.addr)["last_index"]
+        cluster.procs[entry.name].send_signal(signal.SIGKILL)
+        cluster.procs[entry.name].wait(10)
+        _lose_the_tail(Path(entry.data) / "store" / "commitlog")
+        cluster.start_broker(entry)
+        wait_for(lambda: broker_role(entry.addr).get("leader") == leader, 20,
+                 "it follows the same leader again")
+        second = acked(routes, "orders", "b", 50)
+        assert len(second) == 50 and routes.records["group-1"].master == leader
+        # the leader sends from where the follower's log now ends, not from its old match
+        wait_for(lambda: lag() == 0, 20, "the follower caught up again")
+        now = broker_role(entry.addr)
+        assert now["last_index"] == broker_role(cluster.file.broker(leader).addr)["last_index"]
+        assert now["last_index"] > held
+    finally:
+        routes.close()
