@@ -363,11 +363,11 @@ def main(argv: list[str]) -> int:
 
     # the demo's producer and brokers come first on a small host: these clients show
     # backlog and throttling, and a late producer would blur the fuse's story
+    from kernel_tuning.realtime import set_idle_class
+
     nice = option("nice", str(NICE))
-    if nice == "idle":  # run only on a core nothing else wants: see runner.REST_SCHED
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # (threads inherit it)
-    else:
-        os.nice(int(nice))
+    if nice != "idle" or set_idle_class() is not None:  # idle: see runner.REST_SCHED
+        os.nice(NICE if nice == "idle" else int(nice))
     gc.collect()
     gc.freeze()  # start-up's objects are not walked by every full collection
     stop = threading.Event()

@@ -41,13 +41,13 @@ DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
 # starts (imports, TLS, sign-ins: both cores for a second or two) done meanwhile: sends on a
 # starved slave were answered SYSTEM_BUSY, every group isolated before any fault.
 LOAD_AFTER_S = 3.0
-# On two cores the brokers and the load must win a core when they wake: a sync send is
-# two wake-ups (master, slave), each waiting behind whatever ran. The console's thread
-# runs at this nice level (per thread; the supervisor and the load keep 0): fault-free
-# masters' send p99 8-11 ms -> 5-6 ms at 1,500 msgs/s. The groups that may fall behind
-# (clients.PARTS "rest": warehouse's drain took half a core) run under SCHED_IDLE: at nice
-# 10 the fair scheduler let them finish a slice before a woken broker ran; an idle-class
-# task is preempted at once (bench/README.md, System cost, 2026-11-30 fourth stop).
+# On two cores the brokers and the load must win a core when they wake (a sync send is
+# two wake-ups). The console's thread runs at this nice level (the supervisor and the load
+# keep 0): fault-free masters' send p99 8-11 ms -> 5-6 ms at 1,500 msgs/s. The groups that
+# may fall behind (clients.PARTS "rest": warehouse's drain took half a core) run under
+# SCHED_IDLE: at nice 10 the fair scheduler let them finish a slice before a woken broker
+# ran; an idle-class task is preempted at once (bench/README.md, System cost, 2026-11-30
+# fourth stop). Not the console: idle-class, it would freeze on a saturated host.
 CONSOLE_NICE = 10
 REST_SCHED = "idle"
 # Nice levels order who runs next, not how soon a woken broker runs. `--realtime` runs

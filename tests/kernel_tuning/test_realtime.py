@@ -1,7 +1,8 @@
 """SCHED_RR for the demo's brokers and load (kernel_tuning.realtime), on the real kernel:
 taken by the calling thread and inherited by the threads it starts later; refused without
 the privilege, said in a phrase, the process left as it was; bad priorities refused by
-name before anything starts."""
+name before anything starts; and SCHED_IDLE, the other way round, for what must not delay
+them."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from console.cli import main
-from kernel_tuning.realtime import allowed, set_realtime
+from kernel_tuning.realtime import allowed, set_idle_class, set_realtime
 
 PROBE = """
 import os, sys, threading
@@ -97,3 +99,24 @@ def test_a_broker_started_with_the_flag_serves_under_sched_rr(cluster_factory):
         except ProcessLookupError:  # a worker thread that ended meanwhile
             pass
     assert len(policies) > 1 and set(policies) == {os.SCHED_RR}
+
+
+def test_the_idle_class_holds_for_the_thread_and_the_threads_it_starts_not_its_caller():
+    seen = {}
+
+    def started_after() -> None:
+        seen["started after"] = os.sched_getscheduler(0)
+
+    def console() -> None:
+        seen["why not"] = set_idle_class()
+        seen["itself"] = os.sched_getscheduler(0)
+        t = threading.Thread(target=started_after)
+        t.start()
+        t.join()
+
+    t = threading.Thread(target=console)
+    t.start()
+    t.join()
+    assert seen == {"why not": None, "itself": os.SCHED_IDLE,
+                    "started after": os.SCHED_IDLE}
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the thread that started it: untouched
