@@ -52,6 +52,9 @@ HEARTBEAT_S = 0.1
 META_TOPIC = "%RAFT_META%"
 META_EVERY_S = 0.2
 META_LOOK_S = 0.01  # unchanged tables: looked at again this soon
+# (an entry's index, when proposed) kept this often, a minute of them: how long the oldest
+# entry a member lacks has waited (its lag in seconds, as a master's slave's) is read off
+MARK_EVERY_S, MARKS = 0.01, 6000
 
 
 class RaftGroup:
@@ -89,6 +92,7 @@ class RaftGroup:
         self.since = wall()
         self.events: deque[dict] = deque(maxlen=50)
         self._counts: dict[int, Counter] = {}  # entry index -> its records per queue (leader)
+        self.marks: deque[tuple[int, float]] = deque(maxlen=MARKS)  # (index, loop time)
         self._published = self.storage.index.index_at(store.commitlog.write_offset)
         self._parked: list[tuple[int, int, list]] = []  # (end offset, seq, [done])
         self._deadlines: deque[tuple[float, list]] = deque()
@@ -148,12 +152,16 @@ class RaftGroup:
         self.drive(self.node.tick(self._loop.time()))
 
     def _propose(self, data: bytes, counts: Counter) -> None:
+        now = self._loop.time()
         try:
             with self.storage.own_entries():
-                first, out = self.node.propose([data], self._loop.time())
+                first, out = self.node.propose([data], now)
         except NotLeader:
             self._answer_parked(Code.NOT_MASTER, everything=True)  # never proposed
             return
+        marks = self.marks
+        if not marks or now - marks[-1][1] >= MARK_EVERY_S:
+            marks.append((first, now))
         self._counts[first] = counts
         self.counters["entries_proposed"] += 1
         self.drive(out)
@@ -196,6 +204,7 @@ class RaftGroup:
             self._barriers.clear()
             self.appender.reset(Counter())
             self._counts.clear()
+        self.marks.clear()
         self._meta_sent, self._meta_due = -1, -1e18  # a new leader's tables go out at once
         if role is Role.MASTER:  # go on numbering each queue after the uncommitted tail
             tail = self.storage.entries(self._published + 1, self.storage.last_index())

@@ -4,6 +4,9 @@ shape a master/slave group reports its slaves (so one console reads both modes).
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from operator import itemgetter
+
 from broker_core.ha.node import Role
 
 
@@ -30,10 +33,24 @@ def figures(group) -> dict:
         # as a master's slaves: those holding everything committed are "in sync"
         doc["in_sync"] = sorted(p for p in node.peers
                                 if node.match.get(p, 0) >= node.commit)
-        now = group._loop.time()  # (lag_s: how long since it last answered, when behind)
+        now = group._loop.time()
         doc["slaves"] = [{"name": p, "in_sync": p in doc["in_sync"],
                           "lag_bytes": end - index.end_of(min(node.match.get(p, 0), last)),
                           "lag_s": 0.0 if p in doc["in_sync"]
-                          else max(0.0, now - node.heard.get(p, now))}
+                          else behind_s(group, p, now)}
                          for p in node.peers]
     return doc
+
+
+def behind_s(group, peer: str, now: float) -> float:
+    """How long the oldest entry `peer` lacks (the one after its match) has waited: a
+    member that answers every beat but takes no entry (its store refuses them) falls
+    behind by the second, where the time since its last answer stays under a beat.
+    Over by up to MARK_EVERY_S; past the marks' minute, at least that; with no entry
+    proposed this term, the time since it last answered."""
+    node, marks = group.node, group.marks
+    if not marks:
+        return max(0.0, now - node.heard.get(peer, now))
+    wanted = node.match.get(peer, 0) + 1
+    at = bisect_right(marks, wanted, key=itemgetter(0)) - 1  # the last mark at or before it
+    return max(0.0, now - marks[max(at, 0)][1])

@@ -13,6 +13,7 @@ import pytest
 
 from broker_core.client.aio_producer import AsyncProducer
 from broker_core.client.attempts import SendFailed
+from broker_core.errors import StoreCorruptError
 from broker_core.observe.prometheus import ha_families
 from broker_core.protocol import Code
 from tests.broker_core.ha.conftest import log_bytes
@@ -229,6 +230,42 @@ def test_the_leader_looks_at_its_tables_between_sends_not_at_every_one(tmp_path)
             broker.offsets.commit("billing", "orders", 2, 11)
             await until(lambda: all(m.broker.offsets.get("billing", "orders", 2) == 11
                                     for m in g.members.values()))
+        finally:
+            await g.close()
+
+    asyncio.run(main())
+
+
+def test_a_member_that_answers_beats_but_takes_no_entry_reads_seconds_behind(tmp_path,
+                                                                             monkeypatch):
+    """Its store refuses the entries (records that do not verify): it still answers the
+    leader's beats, so the time since its last answer stays under a beat; its lag in
+    seconds is how long the oldest entry it lacks has waited, and grows."""
+    async def main():
+        g = Group(tmp_path)
+        await g.start_all()
+        try:
+            leader = await g.leader()
+            assert {r.status for r in await produce(leader.addr, 20)} == {"SEND_OK"}
+            await until(lambda: len(leader.group.figures()["in_sync"]) == 2)
+            stuck = next(m for m in g.members.values() if m is not leader)
+
+            def refuse(entries) -> None:
+                raise StoreCorruptError("injected: a record that does not verify")
+
+            monkeypatch.setattr(stuck.group.storage, "append", refuse)
+            assert {r.status for r in await produce(leader.addr, 20, first=20)} == {"SEND_OK"}
+            loop = asyncio.get_running_loop()
+
+            def behind_yet_heard() -> bool:
+                mine = next(s for s in leader.group.figures()["slaves"]
+                            if s["name"] == stuck.name)
+                heard_s = loop.time() - leader.group.node.heard[stuck.name]
+                return mine["lag_s"] > 1.0 and heard_s < mine["lag_s"] - 0.5
+
+            await until(behind_yet_heard)
+            assert stuck.group.counters["entries_refused"] > 0
+            assert stuck.name not in leader.group.figures()["in_sync"]
         finally:
             await g.close()
 
