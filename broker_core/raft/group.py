@@ -30,6 +30,7 @@ from pathlib import Path
 
 from broker_core import reply_batch
 from broker_core.errors import StoreCorruptError
+from broker_core.ha.append_marks import AppendMarks
 from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.node import Role
 from broker_core.protocol import Code
@@ -52,9 +53,6 @@ HEARTBEAT_S = 0.1
 META_TOPIC = "%RAFT_META%"
 META_EVERY_S = 0.2
 META_LOOK_S = 0.01  # unchanged tables: looked at again this soon
-# (an entry's index, when proposed) kept this often, a minute of them: how long the oldest
-# entry a member lacks has waited (its lag in seconds, as a master's slave's) is read off
-MARK_EVERY_S, MARKS = 0.01, 6000
 
 
 class RaftGroup:
@@ -92,7 +90,8 @@ class RaftGroup:
         self.since = wall()
         self.events: deque[dict] = deque(maxlen=50)
         self._counts: dict[int, Counter] = {}  # entry index -> its records per queue (leader)
-        self.marks: deque[tuple[int, float]] = deque(maxlen=MARKS)  # (index, loop time)
+        # when each entry was proposed: a member's lag in seconds, as a master's slave's
+        self.marks = AppendMarks(self.storage.last_index())
         self._published = self.storage.index.index_at(store.commitlog.write_offset)
         self._parked: list[tuple[int, int, list]] = []  # (end offset, seq, [done])
         self._deadlines: deque[tuple[float, list]] = deque()
@@ -159,9 +158,7 @@ class RaftGroup:
         except NotLeader:
             self._answer_parked(Code.NOT_MASTER, everything=True)  # never proposed
             return
-        marks = self.marks
-        if not marks or now - marks[-1][1] >= MARK_EVERY_S:
-            marks.append((first, now))
+        self.marks.mark(first, now)
         self._counts[first] = counts
         self.counters["entries_proposed"] += 1
         self.drive(out)
@@ -204,7 +201,7 @@ class RaftGroup:
             self._barriers.clear()
             self.appender.reset(Counter())
             self._counts.clear()
-        self.marks.clear()
+        self.marks.reset(self.storage.last_index())
         self._meta_sent, self._meta_due = -1, -1e18  # a new leader's tables go out at once
         if role is Role.MASTER:  # go on numbering each queue after the uncommitted tail
             tail = self.storage.entries(self._published + 1, self.storage.last_index())

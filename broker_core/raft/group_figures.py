@@ -4,9 +4,6 @@ shape a master/slave group reports its slaves (so one console reads both modes).
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from operator import itemgetter
-
 from broker_core.ha.node import Role
 
 
@@ -43,14 +40,16 @@ def figures(group) -> dict:
 
 
 def behind_s(group, peer: str, now: float) -> float:
-    """How long the oldest entry `peer` lacks (the one after its match) has waited: a
-    member that answers every beat but takes no entry (its store refuses them) falls
-    behind by the second, where the time since its last answer stays under a beat.
-    Over by up to MARK_EVERY_S; past the marks' minute, at least that; with no entry
-    proposed this term, the time since it last answered."""
+    """How long the oldest entry `peer` lacks (the one after its match) has waited
+    (ha.append_marks, as a master tells its slave's): a member that answers every beat
+    but takes no entry (its store refuses them) falls behind by the second, where the
+    time since its last answer stays under a beat. Behind every mark: at least as long
+    as the oldest; none proposed this term: the time since it last answered."""
     node, marks = group.node, group.marks
-    if not marks:
+    marks.prune(min(node.match.values(), default=None), group.storage.last_index())
+    match = node.match.get(peer, 0)
+    since = marks.oldest_unacked(match) if match >= marks.floor else \
+        (marks.times[0] if marks.times else None)
+    if since is None:
         return max(0.0, now - node.heard.get(peer, now))
-    wanted = node.match.get(peer, 0) + 1
-    at = bisect_right(marks, wanted, key=itemgetter(0)) - 1  # the last mark at or before it
-    return max(0.0, now - marks[max(at, 0)][1])
+    return max(0.0, now - since)
