@@ -96,7 +96,8 @@ class RaftGroup:
         self._parked: list[tuple[int, int, list]] = []  # (end offset, seq, [done])
         self._deadlines: deque[tuple[float, list]] = deque()
         self._seq = itertools.count()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        self._timer_due = 0.0  # when `_timer` runs
         self._sweep: asyncio.TimerHandle | None = None
         self.counters = Counter()
         # a slow leader moved on a fuse's word, once it has led `fuse_moves` s (0: never)
@@ -185,11 +186,15 @@ class RaftGroup:
         # one timer, moved only earlier: one that fires before it is due ticks for nothing
         # and is set again (a leader's next beat moves on with every Append it sends: a
         # timer cancelled and set per message cost more than that tick)
+        # (its due time kept here: uvloop answers a call_at due within the millisecond
+        # with a plain Handle, which has no when(); asking it raised AttributeError in
+        # the drive after a fresh leader's first beat, and in a link's data_received
+        # that closed the link)
         due, timer = self.node.next_due(), self._timer
-        if timer is None or due < timer.when() - 1e-4:
+        if timer is None or due < self._timer_due - 1e-4:
             if timer is not None:
                 timer.cancel()
-            self._timer = self._loop.call_at(due, self._tick)
+            self._timer, self._timer_due = self._loop.call_at(due, self._tick), due
 
     def _role_changed(self, role: Role) -> None:
         was, self.role = self.role, role

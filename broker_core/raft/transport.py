@@ -1,9 +1,9 @@
 """Links between a group's members: each dials every peer and sends on its own link;
 what it receives comes in on the links the peers dialled (raft.wire frames).
 
-Raft tolerates loss, so sending never waits: a message to a peer whose link is down,
-or whose link has more than `MAX_BUFFERED` bytes unsent (a peer that stopped
-reading), is dropped and counted, and the node's next beat or retry sends again. A
+Raft tolerates loss, so sending never waits: a message to a peer whose link is down
+or closing, or whose link has more than `MAX_BUFFERED` bytes unsent (a peer that
+stopped reading), is dropped and counted, and the node's next beat or retry sends again. A
 link that drops is dialled again after `REDIAL_S`, doubling to `MAX_REDIAL_S`.
 Frames are cut from what a link reads by a protocol (no coroutine a frame: asyncio's
 streams were a tenth of a member's CPU at one send in flight).
@@ -80,7 +80,10 @@ class RaftTransport:
     # -- sending ---------------------------------------------------------------------------
     def send(self, to: str, msg: Message) -> None:
         t = self._out.get(to)
-        if t is None or t.get_write_buffer_size() > MAX_BUFFERED:
+        # (a link closed but not yet forgotten: its connection_lost comes a loop turn
+        # later, and uvloop raises on a write to it, which unwound the caller: a peer's
+        # data_received, whose own link was then closed as broken)
+        if t is None or t.is_closing() or t.get_write_buffer_size() > MAX_BUFFERED:
             self.counters["dropped"] += 1
             return
         if type(msg) is Append:  # followers in step get equal Appends: encoded once
