@@ -27,3 +27,16 @@ def wait_for(cond: Callable[[], T], timeout: float = 10.0, what: str = "conditio
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what}: not within {timeout:g} s (last: {value!r})")
         time.sleep(every)
+
+
+async def until(cond: Callable[[], object], timeout: float = 10.0,
+                what: str = "condition met") -> None:
+    """`wait_for` on an event loop: the loop runs meanwhile (the servers under test are
+    on it), the timeout on its clock."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        assert loop.time() < deadline, f"{what}: not within {timeout:g} s"
+        await asyncio.sleep(0.01)

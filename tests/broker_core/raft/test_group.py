@@ -19,6 +19,7 @@ from broker_core.observe.prometheus import ha_families
 from broker_core.protocol import Code
 from tests.broker_core.ha.conftest import log_bytes
 from tests.broker_core.raft.members import Group
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -27,14 +28,6 @@ async def produce(addr: str, n: int, first: int = 0, topic: str = "orders"):
     async with AsyncProducer([addr], fuse=False, timeout=5.0, retries=0) as p:
         return await asyncio.gather(*(p.send(topic, f"m{i}".encode() * 20, keys=f"k{i}")
                                       for i in range(first, first + n)))
-
-
-async def until(cond, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 def readable(member, topic: str = "orders") -> list[bytes]:

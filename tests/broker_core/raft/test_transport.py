@@ -4,24 +4,15 @@ on the sender's own link; one to a peer whose link is closing is dropped and cou
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 import uvloop
 
 from broker_core.cluster.ports import free_port_range
 from broker_core.raft.messages import AppendReply
 from broker_core.raft.transport import RaftTransport, _Outbound
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(30)
-
-
-async def until(cond, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 def test_a_message_to_a_link_just_closed_is_dropped_and_counted_then_sent_once_redialled(
