@@ -60,10 +60,11 @@ def set_realtime(priority: int) -> str | None:
 def set_idle_class() -> str | None:
     """The other way round, for work that must not delay the brokers on their host (the
     demo's clients that may fall behind; not a console, which would freeze on a saturated
-    host): SCHED_IDLE for this thread and the threads it starts later. It runs on a core nothing else wants, and an ordinary task woken
-    preempts it at once, where a nice level only orders who runs next (the fair
-    scheduler lets a running nice-10 task finish its slice first). Any user may lower
-    its own class; None once done, else why not, in a phrase."""
+    host): SCHED_IDLE for this thread and the threads it starts later. It runs on a core
+    nothing else wants, and an ordinary task woken preempts it at once, where a nice
+    level only orders who runs next (the fair scheduler lets a running nice-10 task
+    finish its slice first). Any user may lower its own class; None once done, else why
+    not, in a phrase."""
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError) as exc:  # (AttributeError: not Linux)

@@ -3,8 +3,8 @@ what it receives comes in on the links the peers dialled (raft.wire frames).
 
 Raft tolerates loss, so sending never waits: a message to a peer whose link is down
 or closing, or whose link has more than `MAX_BUFFERED` bytes unsent (a peer that
-stopped reading), is dropped and counted, and the node's next beat or retry sends again. A
-link that drops is dialled again after `REDIAL_S`, doubling to `MAX_REDIAL_S`.
+stopped reading), is dropped and counted, and the node's next beat or retry sends
+again. A link that drops is dialled again after `REDIAL_S`, doubling to `MAX_REDIAL_S`.
 Frames are cut from what a link reads by a protocol (no coroutine a frame: asyncio's
 streams were a tenth of a member's CPU at one send in flight).
 """
