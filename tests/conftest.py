@@ -14,7 +14,15 @@ import sys
 
 import pytest
 
-from broker_core.cluster.ports import free_port_range
+from broker_core.cluster.ports import HIGH, LOW, free_port_range
+
+# Each of `make test`'s parallel workers (and the processes it starts) draws ports from
+# a share of its own (broker_core.cluster.ports): drawn from the whole range at once,
+# one worker's broker found its port taken by another's, once in a few runs.
+if (_worker := os.environ.get("PYTEST_XDIST_WORKER", "")).startswith("gw"):
+    _share = (HIGH - LOW) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    _low = LOW + int(_worker[2:]) * _share
+    os.environ["FLOODGATE_PORTS"] = f"{_low}-{_low + _share}"
 
 # Spark's Python workers (the heatmap's merge) need this interpreter's pyarrow.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

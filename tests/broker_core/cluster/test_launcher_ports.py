@@ -67,3 +67,31 @@ def test_a_second_cluster_on_the_same_ports_or_data_is_refused_saying_why(tmp_pa
             same_data.up()  # the broker's own line, not only its exit code
     finally:
         first.down(grace=3)
+
+
+def test_ranges_drawn_in_a_row_never_overlap_and_stay_in_the_process_share(monkeypatch):
+    """Found free is not yet bound: a range handed out is not handed out again while its
+    processes start (here every port stays free, as before anything binds), and
+    FLOODGATE_PORTS keeps a process (a test worker) to its own share."""
+    from broker_core.cluster import ports
+
+    monkeypatch.setattr(ports, "_handed", type(ports._handed)(maxlen=ports.RECENT))
+    monkeypatch.setattr(ports, "port_free", lambda port, host="127.0.0.1": True)
+    monkeypatch.setenv("FLOODGATE_PORTS", "25000-25100")
+    # (4 x 10 of 100: 60 ports left in at most 4 gaps, one of 10 at least, whatever falls)
+    got = sorted(ports.free_port_range(10) for _ in range(4))
+    assert all(25000 <= b and b + 10 <= 25100 for b in got)
+    assert all(a + 10 <= b for a, b in zip(got, got[1:], strict=False)), got  # no port twice
+    monkeypatch.setenv("FLOODGATE_PORTS", "26000-26010")
+    assert ports.free_port_range(10) == 26000
+    with pytest.raises(RuntimeError, match="no 10 consecutive free ports in 26000-26010"):
+        ports.free_port_range(10)
+
+
+@pytest.mark.parametrize("value", ["25000", "x-y", "30000-20000", "80-90"])
+def test_a_port_share_that_is_not_low_high_is_refused_by_name(monkeypatch, value):
+    from broker_core.cluster import ports
+
+    monkeypatch.setenv("FLOODGATE_PORTS", value)
+    with pytest.raises(ValueError, match="FLOODGATE_PORTS"):
+        ports.free_port_range(3)
