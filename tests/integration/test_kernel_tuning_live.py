@@ -24,7 +24,10 @@ from kernel_tuning.plugins.servicefiles import DROPIN, LIMITS_FILE
 from kernel_tuning.plugins.sysctl import sysctl_path
 from kernel_tuning.profile import load_profile
 
-pytestmark = pytest.mark.integration
+# one worker at a time: these tests write the host's own sysctls (vm.swappiness and the
+# rest), and two of them at once under `make test` read each other's values back (one
+# test read 7, another's, where it had restored 1)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("live-kernel")]
 
 THP = ["sys/kernel/mm/transparent_hugepage/enabled", "sys/kernel/mm/transparent_hugepage/defrag"]
 EXTRA_KEYS = ["vm.swappiness", "vm.dirty_expire_centisecs", "vm.overcommit_memory",
