@@ -91,6 +91,9 @@ class RaftNode:
         self.match: dict[str, int] = {}
         self.heard: dict[str, float] = {}  # peer -> when the leader last heard from it
         self.beat_due: dict[str, float] = {}
+        # peers whose last answer refused an Append (a gap, a divergent tail, a store that
+        # refuses): sent one entry at a time, at most once a beat, until one is taken
+        self.probing: set[str] = set()
         self.transfer_to: str | None = None
         self.transfer_due = 0.0  # a transfer not done by then is given up (thesis 3.10)
         self.leader_seen = -1e18  # when this node last heard a live leader
@@ -150,7 +153,9 @@ class RaftNode:
         first = self.storage.last_index() + 1
         self.storage.append([Entry(self.term, first + i, d) for i, d in enumerate(datas)])
         self._advance_commit()
-        return first, [m for p in self.peers for m in self._replicate(p, now)]
+        probing = self.probing  # (fed at its beats, not at every proposal)
+        return first, [m for p in self.peers if p not in probing
+                       for m in self._replicate(p, now)]
 
     def transfer(self, to: str, now: float) -> Out:
         """Hand leadership to `to` once it holds the whole log (proposals refused meanwhile)."""
@@ -227,6 +232,7 @@ class RaftNode:
         self.match = {p: 0 for p in self.peers}
         self.heard = {p: now for p in self.peers}  # a fresh leader gets a full timeout
         self.beat_due = {p: now for p in self.peers}
+        self.probing = set()
         self.election_due = now + self.election_s
         self.storage.append([Entry(self.term, last + 1)])  # the no-op of its term
         self._advance_commit()
@@ -238,10 +244,14 @@ class RaftNode:
         nxt = self.next[peer]
         if peer in self.snap or peer in self.want_snapshot or nxt < s.first_index():
             return snapshots.snapshot_out(self, peer, now)  # entries cannot catch it up
-        entries = tuple(s.entries(nxt, min(s.last_index(), nxt + MAX_BATCH - 1)))
+        # probing: one entry, sent again at each beat until it is taken (a member whose
+        # store refused every entry was sent a whole batch every other beat)
+        probing = peer in self.probing
+        entries = tuple(s.entries(nxt, min(s.last_index(), nxt if probing
+                                           else nxt + MAX_BATCH - 1)))
         self.beat_due[peer] = now + self.heartbeat_s
-        if entries:  # pipelined: the next Append starts past these (a refusal rewinds)
-            self.next[peer] = entries[-1].index + 1
+        if entries and not probing:  # pipelined: the next Append starts past these
+            self.next[peer] = entries[-1].index + 1  # (a refusal rewinds)
         return [(peer, Append(self.term, self.name, nxt - 1, s.term_at(nxt - 1), entries,
                               self.commit))]
 
@@ -288,6 +298,8 @@ class RaftNode:
             return []
         self.heard[peer] = now
         if msg.success:
+            if peer in self.probing:
+                self.probing.discard(peer)
             match = self.match
             if msg.match > match[peer]:
                 match[peer] = msg.match
@@ -306,8 +318,20 @@ class RaftNode:
         hint = min(msg.match, self.storage.last_index() + 1)
         if hint <= self.match[peer]:  # it lacks what it acknowledged (its host lost the
             self.match[peer] = hint - 1  # page cache): send from where it ends now
-        self.next[peer] = max(self.match[peer] + 1, hint)
+        was, self.next[peer] = self.next[peer], max(self.match[peer] + 1, hint)
+        if peer in self.probing and self.next[peer] == was:
+            return []  # it refused the very entry it was sent: again at its next beat
+        self.probing.add(peer)
         return self._replicate(peer, now)
+
+    def refused(self, msg: Message) -> Out:
+        """This node's store refused what `msg` carried (records that do not verify):
+        an Append is answered with where this log ends, so that the leader hears this
+        member alive, and behind, and sends the entry again at its next beat."""
+        if type(msg) is not Append or msg.term < self.term:
+            return []
+        return [(msg.leader, AppendReply(self.term, self.name, False,
+                                         self.storage.last_index() + 1))]
 
     def follow(self, term: int, leader: str, now: float) -> None:
         """A leader of the current term was heard."""

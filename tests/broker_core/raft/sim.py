@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker_core.errors import StoreCorruptError
 from broker_core.raft.log import MemoryStorage
+from broker_core.raft.messages import Append
 from broker_core.raft.node import NotLeader, RaftNode, Role
 
 
@@ -64,6 +67,7 @@ class Sim:
         self.leaders: dict[int, str] = {}  # term -> its leader
         self.isolated: dict[str, float] = {}  # node -> until when its links are cut
         self.proposed: list[bytes] = []
+        self.entries_sent: Counter[str] = Counter()  # entries carried to each node
         self.crashes = self.cuts = 0
         self._next_crash = self._draw(self.faults.crash_every_s)
         self._next_cut = self._draw(self.faults.cut_every_s)
@@ -83,6 +87,8 @@ class Sim:
     def send(self, src: str, out, healthy: bool = False) -> None:
         f = self.faults
         for dst, msg in out:
+            if type(msg) is Append:
+                self.entries_sent[dst] += len(msg.entries)
             copies = 1
             if not healthy:
                 if self.rng.random() < f.loss:
@@ -116,7 +122,11 @@ class Sim:
                 node = self.nodes.get(dst)
                 if node is None or self.cut(src, dst):
                     continue
-                self.send(dst, node.step(msg, self.now), healthy)
+                try:
+                    out = node.step(msg, self.now)
+                except StoreCorruptError:  # its store refused the entries (as the
+                    out = node.refused(msg)  # broker's group answers: raft.group)
+                self.send(dst, out, healthy)
                 self.check()
             for name, node in self.nodes.items():
                 if node is not None and node.next_due() <= self.now:

@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from broker_core.errors import StoreCorruptError
 from broker_core.raft.log import MemoryStorage
 from broker_core.raft.messages import Append, AppendReply, Entry, RequestVote
 from broker_core.raft.node import NotLeader, RaftNode, Role
@@ -203,3 +204,38 @@ def test_a_follower_that_lost_entries_it_acknowledged_is_caught_up_by_the_same_l
     sim.run(sim.now + 1.0, propose_every=1e9, healthy=True)
     assert sim.storage[follower].log == leader.storage.log
     assert leader.match[follower] == leader.storage.last_index()
+
+
+class RefusingStorage(MemoryStorage):
+    """A store that refuses every entry while `refusing` (records that do not verify)."""
+
+    refusing = False
+
+    def append(self, entries: list[Entry]) -> None:
+        if self.refusing and entries:
+            raise StoreCorruptError("injected: a record that does not verify")
+        super().append(entries)
+
+
+def test_a_member_whose_store_refuses_every_entry_is_sent_one_entry_a_beat():
+    """It refuses each entry it is sent: the leader sends it one entry a beat until it
+    takes one (it was sent every entry it lacked, up to a batch of 256, every other
+    beat: 4,920 entries in 80 beats here), hears it alive meanwhile, and sends the whole
+    backlog once its store takes them again."""
+    sim = Sim(["a", "b", "c"], seed=2,
+              storage_factory=lambda _name, old: old or RefusingStorage())
+    sim.run(3.0, healthy=True)
+    leader = sim.leader()
+    stuck = next(n for n in sim.names if n != leader.name)
+    sim.storage[stuck].refusing = True
+    sim.run(sim.now + 1.0, healthy=True)  # its gap grows past a beat's worth
+    sent, start, commit = sim.entries_sent[stuck], sim.now, leader.commit
+    sim.run(sim.now + 4.0, healthy=True)  # (a proposal every 0.05 s)
+    beats = (sim.now - start) / sim.heartbeat_s
+    assert sim.leader() is leader and leader.commit >= commit + 75  # the other two commit
+    assert leader.storage.last_index() - sim.storage[stuck].last_index() > 80
+    assert sim.entries_sent[stuck] - sent <= beats + 2  # (one a beat, and a refusal's retry)
+    assert sim.now - leader.heard[stuck] < 2 * sim.heartbeat_s  # alive, and behind
+    sim.storage[stuck].refusing = False
+    sim.run(sim.now + 1.0, propose_every=1e9, healthy=True)
+    assert sim.storage[stuck].log == leader.storage.log
