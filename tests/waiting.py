@@ -29,14 +29,15 @@ def wait_for(cond: Callable[[], T], timeout: float = 10.0, what: str = "conditio
         time.sleep(every)
 
 
-async def until(cond: Callable[[], object], timeout: float = 10.0,
-                what: str = "condition met") -> None:
+async def until(cond: Callable[[], T], timeout: float = 10.0,
+                what: str = "condition met") -> T:
     """`wait_for` on an event loop: the loop runs meanwhile (the servers under test are
-    on it), the timeout on its clock."""
+    on it), the timeout on its clock; returns what `cond` returned."""
     import asyncio
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not cond():
+    while not (value := cond()):
         assert loop.time() < deadline, f"{what}: not within {timeout:g} s"
         await asyncio.sleep(0.01)
+    return value

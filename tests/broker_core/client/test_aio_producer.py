@@ -9,7 +9,6 @@ close letting go of the connections and of what waits out a FLOW_CONTROL backoff
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -26,16 +25,10 @@ from fuse import Fuse
 from tests.broker_core.client.live_brokers import MAX_BYTES, bodies, stored
 from tests.broker_core.client.test_producer import ISOLATION_OVER_S
 from tests.clock import ManualClock
-from tests.waiting import wait_for
+from tests.waiting import until, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
-
-async def until(cond, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
-        await asyncio.sleep(0.01)
 
 
 def test_a_send_is_stored_as_sent_and_a_batch_in_one_queue_in_order(brokers, topic):

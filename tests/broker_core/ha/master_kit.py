@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 from broker_core.ha import wire
 from broker_core.ha.epochs import EpochHistory
@@ -118,12 +117,6 @@ def put(master: ReplicationMaster, body: bytes) -> int:
     master.appended(end)
     return end
 
-
-async def until(cond, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
-        await asyncio.sleep(0.01)
 
 
 async def settle() -> None:

@@ -4,13 +4,13 @@ a second, META only when the tables may have changed) and the slave's watchdog."
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from broker_core import protocol as p
 from broker_core.ha import wire
 from tests.broker_core.ha.conftest import member
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,12 +25,6 @@ def what(handle: asyncio.TimerHandle) -> str:
     owner = getattr(cb, "__self__", None)
     return getattr(owner, "name", "") or getattr(cb, "__qualname__", repr(cb))
 
-
-async def until(cond, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.02)
 
 
 def test_an_idle_pair_arms_a_heartbeat_and_a_watchdog_only(tmp_path):

@@ -26,9 +26,9 @@ from tests.broker_core.ha.master_kit import (
     replicating,
     settle,
     stores_fixture,
-    until,
 )
 from tests.clock import ManualClock
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(60)
 

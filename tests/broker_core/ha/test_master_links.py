@@ -10,8 +10,9 @@ import pytest
 
 from broker_core.ha import wire
 from broker_core.protocol import Code
-from tests.broker_core.ha.master_kit import HandSlave, put, replicating, stores_fixture, until
+from tests.broker_core.ha.master_kit import HandSlave, put, replicating, stores_fixture
 from tests.clock import ManualClock
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(60)
 

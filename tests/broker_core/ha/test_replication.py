@@ -10,16 +10,10 @@ from broker_core.client.aio_producer import AsyncProducer
 from broker_core.client.attempts import SendFailed
 from broker_core.protocol import Code
 from tests.broker_core.ha.conftest import log_bytes, member
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(60)  # a hang fails in a minute, not five
 
-
-async def until(cond, timeout=10.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 async def produce(addr, n, size=300, topic="orders"):

@@ -20,6 +20,7 @@ from broker_core.server.housekeeping import Housekeeping
 from broker_core.server.tcp import start_tcp
 from broker_core.trace.records import TRACE_TOPIC, decode_batch
 from tests.clock import ManualClock
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,13 +37,6 @@ def run(main) -> None:
     with asyncio.Runner(loop_factory=WatchedLoop) as runner:
         runner.run(main())
 
-
-async def until(cond, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (value := cond()):
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
-        await asyncio.sleep(0.02)
-    return value
 
 
 class Client:
