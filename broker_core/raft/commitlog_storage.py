@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -137,17 +138,21 @@ class CommitLogStorage:
         """Where the next entry's bytes go."""
         return self.index.last_end()
 
-    def entries(self, first: int, last: int) -> list[Entry]:
+    def entries(self, first: int, last: int, max_bytes: float = math.inf) -> list[Entry]:
         first = max(first, self.index.base_index + 1)
         last = min(last, self.index.last_index())
-        out = []
-        configs, recent = self.configs.entries, self._recent
+        out, size = [], 0
+        configs, recent, index = self.configs.entries, self._recent, self.index
         for i in range(first, last + 1):
             e = recent.get(i)
-            if e is None:
-                start, end = self.index.end_of(i - 1), self.index.end_of(i)
-                e = Entry(self.index.term_at(i), i, self._read(start, end), configs.get(i))
-            out.append(e)
+            if e is None:  # (sized before it is read)
+                start, end = index.end_of(i - 1), index.end_of(i)
+                size += end - start
+            else:
+                size += len(e.data)
+            if size > max_bytes and out:
+                break
+            out.append(e or Entry(index.term_at(i), i, self._read(start, end), configs.get(i)))
         return out
 
     def _remember(self, e: Entry) -> None:

@@ -18,6 +18,7 @@ empty, installs one.
 from __future__ import annotations
 
 import json
+import math
 from typing import Protocol
 
 from broker_core.raft.messages import Entry
@@ -35,8 +36,9 @@ class RaftStorage(Protocol):
         """The term of the entry at `index` (0 for index 0, before the first)."""
         ...
 
-    def entries(self, first: int, last: int) -> list[Entry]:
-        """Entries first..last, inclusive (those that exist)."""
+    def entries(self, first: int, last: int, max_bytes: float = math.inf) -> list[Entry]:
+        """Entries first..last, inclusive (those that exist), stopping before one that
+        would take their data past `max_bytes` (the first always comes)."""
         ...
 
     def append(self, entries: list[Entry]) -> None:
@@ -100,8 +102,14 @@ class MemoryStorage:
     def term_at(self, index: int) -> int:
         return self.log[index - 1].term if 0 < index <= len(self.log) else 0
 
-    def entries(self, first: int, last: int) -> list[Entry]:
-        return self.log[max(first, self.first) - 1:last]
+    def entries(self, first: int, last: int, max_bytes: float = math.inf) -> list[Entry]:
+        out = self.log[max(first, self.first) - 1:last]
+        size = 0
+        for k, e in enumerate(out):
+            size += len(e.data)
+            if size > max_bytes and k:
+                return out[:k]
+        return out
 
     def append(self, entries: list[Entry]) -> None:
         for e in entries:

@@ -44,6 +44,10 @@ from broker_core.raft.messages import (
 from broker_core.raft.roles import Role
 
 MAX_BATCH = 256  # entries in one Append: the talk's many messages in one round
+# and their data at most this (one entry always goes): 256 entries of a loop turn's puts
+# each made a frame past what a link takes (raft.wire.MAX_FRAME), and the link closed
+# at each try, so a member that far behind never caught up
+MAX_APPEND_BYTES = 4 << 20
 
 
 class NotLeader(Exception):
@@ -65,6 +69,8 @@ class RaftNode:
     alone). `peers`: the members the first time the node starts (the bootstrap
     configuration; after that its storage's, raft.membership); `join`: none, it
     joins a running group and votes once a configuration naming it reaches it."""
+
+    max_append_bytes = MAX_APPEND_BYTES
 
     def __init__(self, name: str, peers: list[str], storage: RaftStorage,
                  rng: random.Random | None = None, election_s: float = 1.0,
@@ -248,7 +254,7 @@ class RaftNode:
         # store refused every entry was sent a whole batch every other beat)
         probing = peer in self.probing
         entries = tuple(s.entries(nxt, min(s.last_index(), nxt if probing
-                                           else nxt + MAX_BATCH - 1)))
+                                           else nxt + MAX_BATCH - 1), self.max_append_bytes))
         self.beat_due[peer] = now + self.heartbeat_s
         if entries and not probing:  # pipelined: the next Append starts past these
             self.next[peer] = entries[-1].index + 1  # (a refusal rewinds)

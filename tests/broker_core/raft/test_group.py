@@ -17,6 +17,8 @@ from broker_core.client.attempts import SendFailed
 from broker_core.errors import StoreCorruptError
 from broker_core.observe.prometheus import ha_families
 from broker_core.protocol import Code
+from broker_core.raft import wire
+from broker_core.raft.node import RaftNode
 from tests.broker_core.ha.conftest import log_bytes
 from tests.broker_core.raft.members import Group
 from tests.waiting import until
@@ -288,3 +290,35 @@ def test_a_beat_due_at_once_leaves_the_next_drive_whole_on_uvloop(tmp_path):
             await g.close()
 
     uvloop.run(main())
+
+
+def test_a_member_further_behind_than_a_link_frame_catches_up(tmp_path, monkeypatch):
+    """A member stopped while the others took 600 KB comes back: what it lacks is sent
+    in Appends of MAX_APPEND_BYTES, each a frame its link takes. An Append held up to
+    256 entries whatever they weighed: past the link's frame limit, the member closed
+    the link at each try and never caught up. (Both limits scaled down 256x: the
+    production ones, 4 and 64 MiB, keep the same ratio.)"""
+    monkeypatch.setattr(wire, "MAX_FRAME", 256 << 10)
+    monkeypatch.setattr(RaftNode, "max_append_bytes", 16 << 10)
+
+    async def main():
+        g = Group(tmp_path)
+        await g.start_all()
+        try:
+            leader = await g.leader()
+            behind = next(m for m in g.members.values() if m is not leader).name
+            await g.stop(behind)
+            want = []
+            async with AsyncProducer([leader.addr], fuse=False, timeout=5.0) as p:
+                for r in range(30):  # ten sends (one entry, 20 KB) at a time
+                    bodies = [f"m{r}-{i}".encode().ljust(2000, b".") for i in range(10)]
+                    sent = await asyncio.gather(*(p.send("orders", b) for b in bodies))
+                    assert {s.status for s in sent} == {"SEND_OK"}
+                    want += bodies
+            back = await g.start(behind)
+            await until(lambda: readable(back) == sorted(want), timeout=20)
+            assert back.group.transport.counters["refused"] == 0
+        finally:
+            await g.close()
+
+    asyncio.run(main())

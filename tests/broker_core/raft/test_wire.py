@@ -44,3 +44,15 @@ def test_a_hello_names_the_group_and_the_member():
 def test_what_is_not_a_frame_is_refused(body):
     with pytest.raises(wire.WireError):
         wire.decode(body)
+
+
+def test_the_largest_append_a_leader_sends_fits_a_link_frame():
+    """An Append carries entries up to MAX_APPEND_BYTES, or one entry past it; the largest
+    entry is a loop turn's puts past MAX_ENTRY_BYTES by one put, at most a client's frame.
+    A frame past the link's limit closes the link (and is sent again the same way)."""
+    from broker_core.protocol.frame import MAX_FRAME as CLIENT_FRAME
+    from broker_core.raft.appender import MAX_ENTRY_BYTES
+    from broker_core.raft.node import MAX_APPEND_BYTES
+
+    largest_entry = MAX_ENTRY_BYTES + CLIENT_FRAME
+    assert max(MAX_APPEND_BYTES, largest_entry) + 4096 <= wire.MAX_FRAME  # (+ headers)
