@@ -145,14 +145,16 @@ class CommitLogStorage:
         configs, recent, index = self.configs.entries, self._recent, self.index
         for i in range(first, last + 1):
             e = recent.get(i)
-            if e is None:  # (sized before it is read)
+            if e is not None:
+                size += len(e.data)
+            else:  # (sized before it is read)
                 start, end = index.end_of(i - 1), index.end_of(i)
                 size += end - start
-            else:
-                size += len(e.data)
             if size > max_bytes and out:
                 break
-            out.append(e or Entry(index.term_at(i), i, self._read(start, end), configs.get(i)))
+            if e is None:
+                e = Entry(index.term_at(i), i, self._read(start, end), configs.get(i))
+            out.append(e)
         return out
 
     def _remember(self, e: Entry) -> None:
