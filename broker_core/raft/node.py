@@ -45,8 +45,8 @@ from broker_core.raft.roles import Role
 
 MAX_BATCH = 256  # entries in one Append: the talk's many messages in one round
 # and their data at most this (one entry always goes): 256 entries of a loop turn's puts
-# each made a frame past what a link takes (raft.wire.MAX_FRAME), and the link closed
-# at each try, so a member that far behind never caught up
+# each made a frame past what a link takes (raft.wire.MAX_FRAME); the link closed at
+# each try, and a member that far behind caught up one entry a redial
 MAX_APPEND_BYTES = 4 << 20
 
 
