@@ -17,6 +17,7 @@ import os
 import random
 import socket
 from collections import deque
+from itertools import chain
 
 LOW, HIGH = 20000, 32000  # under net.ipv4.ip_local_port_range's default start
 RECENT = 64  # ranges this process handed out, not handed out again meanwhile
@@ -58,7 +59,7 @@ def free_port_range(count: int, host: str = "127.0.0.1") -> int:
             and all(port_free(p, host) for p in range(base, base + count))
 
     tries = [random.choice(bases) for _ in range(200)] if bases else []
-    for base in (*tries, *bases):
+    for base in chain(tries, bases):
         if fits(base):
             _handed.append((base, base + count))
             return base

@@ -140,7 +140,7 @@ class RaftGroup:
             self.counters["entries_refused"] += 1
             if self.counters["entries_refused"] % 100 == 1:  # (said once, not per retry)
                 self.event("refused", str(exc)[:200])
-            out = self.node.refused(msg)
+            out = self.node.entries_refused(msg)
         self.drive(out)
 
     def _refused(self, peer: str) -> None:

@@ -330,7 +330,7 @@ class RaftNode:
         self.probing.add(peer)
         return self._replicate(peer, now)
 
-    def refused(self, msg: Message) -> Out:
+    def entries_refused(self, msg: Message) -> Out:
         """This node's store refused what `msg` carried (records that do not verify):
         an Append is answered with where this log ends, so that the leader hears this
         member alive, and behind, and sends the entry again at its next beat."""

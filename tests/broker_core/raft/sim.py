@@ -124,8 +124,8 @@ class Sim:
                     continue
                 try:
                     out = node.step(msg, self.now)
-                except StoreCorruptError:  # its store refused the entries (as the
-                    out = node.refused(msg)  # broker's group answers: raft.group)
+                except StoreCorruptError:  # its store refused them: answered as the
+                    out = node.entries_refused(msg)  # broker's group does (raft.group)
                 self.send(dst, out, healthy)
                 self.check()
             for name, node in self.nodes.items():
