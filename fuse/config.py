@@ -46,7 +46,8 @@ max per send):
   a healthy broker's p999 on loopback and ~p97 in the simulator; for stuck
   evidence, a quarter of its wait) says the slowness is shared: the
   client's host or the brokers' shared host was short of CPU for a few tens
-  of ms. A stalled broker is slow alone, so nobody is isolated then and its
+  of ms (judged over at least two other brokers, or the one other in a cluster
+  of two). A stalled broker is slow alone, so nobody is isolated then and its
   next slow call is judged afresh. The cluster-wide rule above needs a second
   of history and releases after the fact; this one decides before isolating.
 - ``crowd_share = 0.15`` and ``crowd_factor = 3``: when, while the evidence

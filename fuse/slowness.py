@@ -73,7 +73,9 @@ def slow_alone(broker: str, evidence_s: float, serving: Iterable[str],
     a quarter as long (and at least half the line), in flight
     (`aged_before(wait)` counts them) or answered meanwhile: the crowd counts
     calls, this counts brokers, which holds when a few brokers carry most of
-    them.
+    them. "Most" needs two others seen, or the one other where only one serves
+    (a cluster of two): needing two there, a host short of CPU for 250 ms had
+    both brokers of a two-group cluster isolated, one after the other.
     """
     others = {b for b in serving if b != broker}
     stuck = evidence_s > config.stuck_line(line)
@@ -92,6 +94,6 @@ def slow_alone(broker: str, evidence_s: float, serving: Iterable[str],
     aged = waiting_brokers | {b for b in others if states[b].sluggish_at >= recent
                               and states[b].sluggish_s >= aged_s}
     seen = waiting_brokers | {b for b in others if states[b].seen_at >= recent}
-    if len(seen) >= 2 and len(aged) >= config.aged_ratio * len(seen):
+    if len(seen) >= min(2, len(others)) > 0 and len(aged) >= config.aged_ratio * len(seen):
         return SHARED
     return UNSURE if mood == "stirring" and evidence_s < 2.0 * line else ALONE
