@@ -157,6 +157,14 @@ def test_in_a_cluster_of_two_a_broker_slow_alone_is_still_isolated(stall_s):
     assert [b.broker for b in snap.isolated] == ["b0"]  # (serving: the cap of two is 0)
 
 
+def test_a_lone_broker_slow_is_isolated_with_no_other_to_excuse_it():
+    fuse, clock = cluster(1)  # (no other broker aged: none to call its slowness shared)
+    pending = steady(fuse, clock, 2.0, rt=0.002)
+    pending = steady(fuse, clock, 0.010, pending=pending, slow={"b0": 0.25})
+    steady(fuse, clock, 1.0, rt=0.002, pending=pending)
+    assert fuse.snapshot().transitions_total["isolate"] == 1
+
+
 def test_a_broker_on_the_clients_host_is_isolated_only_once_a_call_hangs():
     clock = ManualClock()
     fuse = Fuse([f"b{i}" for i in range(6)], clock=clock, seed=1, warmup_calls=0, warmup_s=0,
