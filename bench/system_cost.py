@@ -13,9 +13,10 @@ Parts, in this order (`--only` picks some):
   <= 0.15 cores.
 - pair: a sync master + slave paced at 333 and at 2,000 msgs/s (bench/cpu_per_message's
   pair). Goal: CPU a message at 333 <= 1.5 x at 2,000.
-- demo: `floodgate demo --groups 4 --rate 5000 --headless --with-tui`, and again with
-  `--plain-priority`: its cores (goal <= 1.6) and every health goal of
-  bench/demo_windows.py.
+- demo: `floodgate demo --groups 4 --rate 5000 --headless --with-tui` (the load, the
+  brokers and billing under SCHED_RR where allowed, as `make demo` runs them), and again
+  with `--plain-priority`: its cores (goal <= 1.6), every health goal of
+  bench/demo_windows.py, and billing's send -> in hand p99 (goal <= 5 ms).
 
 CPU is each process's threads' run time from /proc (schedstat, ns), over `--seconds`
 after a settling time; peak RSS (VmHWM) beside it.

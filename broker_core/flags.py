@@ -125,7 +125,7 @@ RT_PRIORITY_MAX = 99
 def add_realtime_arg(parser, who: str) -> None:
     parser.add_argument("--realtime", type=int_range(1, RT_PRIORITY_MAX), metavar="PRIO",
                         help=f"run under SCHED_RR at PRIO (1-99): {who} sharing a small host, "
-                        "as `floodgate demo --realtime` runs them (needs root or CAP_SYS_NICE; "
+                        "as `floodgate demo` runs them (needs root or CAP_SYS_NICE; "
                         "refused, it says so and runs at normal priority)")
 
 

@@ -3,9 +3,10 @@
 On a host where brokers, load generators and a console share two cores, a broker
 woken by a frame waited behind whatever ran: 1-15 ms at the host's 90 % load, and a
 sync send waits for three such wake-ups (master, slave, master). Under SCHED_RR a
-woken broker preempts every ordinary process at once (`floodgate demo --realtime` at
-1,000 msgs/s: fault-free masters' send p99 9-12 ms -> 1.8-2.5 ms, max 21-26 ms -> 5-13 ms,
-while the ordinary consumer processes fell behind: bench/README.md). The
+woken broker preempts every ordinary process at once (the brokers and the load at 1,000
+msgs/s: fault-free masters' send p99 9-12 ms -> 1.8-2.5 ms, max 21-26 ms -> 5-13 ms, while
+the ordinary consumer processes fell behind; `floodgate demo` now runs the consumer that
+keeps up beside them: bench/README.md). The
 kernel keeps 5 % of each second for ordinary processes
 (/proc/sys/kernel/sched_rt_runtime_us), so a broker that spun would slow the host,
 not stop it; brokers wait on their sockets and timers, they do not spin.

@@ -46,15 +46,14 @@ def register(sub) -> None:
     parser.add_argument("--trace-rate", type=float, default=1.0, metavar="R",
                         help="share of messages traced, 0..1 (1: every message, keyed "
                              "order-N: `floodgate trace --key order-N` or the console's t)")
-    parser.add_argument("--realtime", action="store_true",
-                        help="brokers and the load under SCHED_RR, where this user may: a "
-                        "woken broker no longer waits behind the console and the clients "
-                        "(fault-free masters' max 5-13 ms instead of 20-60), while the "
-                        "consumer groups fall behind")
+    parser.add_argument("--no-realtime", action="store_true",
+                        help="the load, the brokers and billing at normal priority (by default "
+                        "under SCHED_RR where this user may: root or CAP_SYS_NICE; each woken "
+                        "one then preempts the console and the clients that may fall behind)")
     parser.add_argument("--plain-priority", action="store_true",
-                        help="every part at the host's default priority: no nice level for "
-                        "the console, no idle class for the clients that may fall behind, "
-                        "the demo's session not weighted against the terminal's others "
+                        help="every part at the host's default priority: no SCHED_RR, no nice "
+                        "level for the console, no idle class for the clients that may fall "
+                        "behind, the demo's session not weighted against the terminal's others "
                         "(what those buy, measured)")
     parser.add_argument("--no-tls", action="store_true",
                         help="plain TCP and HTTP (by default every broker port speaks TLS, "
@@ -119,7 +118,7 @@ def run(args) -> int:
     opts = DemoOptions(args.brokers, args.rate, not args.no_faults, args.data, args.base_port,
                        groups=args.groups, clients=not args.no_clients,
                        trace_rate=args.trace_rate, acl=not args.no_acl, tls=not args.no_tls,
-                       realtime=args.realtime, priorities=not args.plain_priority,
+                       realtime=not args.no_realtime, priorities=not args.plain_priority,
                        rocketmq=not args.no_rocketmq)
     demo = Demo(opts)
     stop = threading.Event()
@@ -135,10 +134,9 @@ def run(args) -> int:
     what = (f"{args.groups} groups of master + slave (sync replication), a controller and "
             f"ZooKeeper" if args.groups else f"{args.brokers} brokers")
     if demo.realtime:
-        what += " (brokers and the load under SCHED_RR)"
-    elif args.realtime:  # asked for and refused: the latencies will say why
-        what += (" (brokers at normal priority: SCHED_RR needs root or CAP_SYS_NICE; "
-                 "fault-free ones may read SLOW)")
+        what += " (the load, the brokers and billing under SCHED_RR)"
+    elif opts.realtime and opts.priorities:  # refused: the latencies will say why
+        what += " (at normal priority: SCHED_RR needs root or CAP_SYS_NICE)"
     print(f"starting {what} on ports {args.base_port}.. and a producer at "
           f"{args.rate:g} msgs/s; {where} …", file=sys.stderr)
     demo_data = demo.data_dir
@@ -365,10 +363,16 @@ def _print_summary(summary: dict) -> None:
         scripted = f"; scripted: {script_story()}" if name == WAREHOUSE_GROUP else ""
         print(f"  consumer group {name}: {g['status']}, lag {g['lag']:,} "
               f"(went {' -> '.join(g['statuses'])}{scripted})")
+    from console.demo.clients import PARTS
+    from console.demo.delays import KEEPING_UP_P99_S
+
     for name, d in summary.get("consumer_delay", {}).items():
+        goal = (f"; goal p99 <= {KEEPING_UP_P99_S * 1000:g} ms: "
+                f"{'met' if d['p99_s'] <= KEEPING_UP_P99_S else 'missed'}"
+                if name in PARTS["fast"] else "")
         print(f"  consumer group {name}: send -> in hand p50 {ms(d['p50_s'])}, p99 "
               f"{ms(d['p99_s'])}, max {ms(d['max_s'])} ({d['count']:,} messages, the first "
-              f"10 s not counted)")
+              f"10 s not counted{goal})")
     ide = summary["idempotence"]
     print(f"idempotent sends: {ide['duplicates']:,} retries answered from their first try "
           f"(stored once), {ide['expired']:,} too old to tell")

@@ -363,11 +363,17 @@ def main(argv: list[str]) -> int:
 
     # the demo's producer and brokers come first on a small host: these clients show
     # backlog and throttling, and a late producer would blur the fuse's story
-    from kernel_tuning.realtime import set_idle_class
+    from kernel_tuning.realtime import set_idle_class, set_realtime
 
-    nice = option("nice", str(NICE))
-    if nice != "idle" or set_idle_class() is not None:  # idle: see runner.REST_SCHED
-        os.nice(NICE if nice == "idle" else int(nice))
+    realtime = option("realtime")  # the group that keeps up, beside the brokers: see
+    if realtime is not None:       # runner.BROKER_RT_PRIORITY
+        refused = set_realtime(int(realtime))
+        if refused:
+            log.warning("SCHED_RR %s refused: %s", realtime, refused)
+    else:
+        nice = option("nice", str(NICE))
+        if nice != "idle" or set_idle_class() is not None:  # idle: see runner.REST_SCHED
+            os.nice(NICE if nice == "idle" else int(nice))
     gc.collect()
     gc.freeze()  # start-up's objects are not walked by every full collection
     stop = threading.Event()

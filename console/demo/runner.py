@@ -41,22 +41,18 @@ DEMO_GROUP = "demo-app"  # the demo producer's group (brokers' quotas see it)
 # starts (imports, TLS, sign-ins: both cores for a second or two) done meanwhile: sends on a
 # starved slave were answered SYSTEM_BUSY, every group isolated before any fault.
 LOAD_AFTER_S = 3.0
-# On two cores the brokers and the load must win a core when they wake (a sync send is
-# two wake-ups). The console's thread runs at this nice level (the supervisor and the load
-# keep 0): fault-free masters' send p99 8-11 ms -> 5-6 ms at 1,500 msgs/s. The groups that
-# may fall behind (clients.PARTS "rest": warehouse's drain took half a core) run under
-# SCHED_IDLE: at nice 10 the fair scheduler let them finish a slice before a woken broker
-# ran; an idle-class task is preempted at once (bench/README.md, System cost, 2026-11-30
-# fourth stop). Not the console: idle-class, it would freeze on a saturated host.
+# The console's thread runs at this nice level (masters' send p99 8-11 -> 5-6 ms). The
+# groups that may fall behind (clients.PARTS "rest") run under SCHED_IDLE: at nice 10 the
+# fair scheduler let them finish a slice before a woken broker ran; an idle-class task is
+# preempted at once (bench/README.md, System cost, 2026-11-30 fourth stop). Not the
+# console: idle-class, it would freeze on a saturated host.
 CONSOLE_NICE = 10
 REST_SCHED = "idle"
-# Nice levels order who runs next, not how soon a woken broker runs. `--realtime` runs
-# the brokers and the load under SCHED_RR at this priority (kernel_tuning.realtime),
-# for a host busier than the project's VM (where, since the CommitLog's written segment
-# reads no ahead, the fault-free masters stay UP at normal priority). Not the default:
-# the consumer groups' process, left what real-time work leaves, fell 8,000-29,000
-# messages behind (`billing` read STALLED), and one step below the brokers in SCHED_RR
-# it made them SLOW again (the kernel gives ordinary work its reserved 50 ms at once).
+# Nice orders who runs next, not how soon. Where the user may, a message's path (the load,
+# the brokers, billing: clients.PARTS "fast") runs under SCHED_RR at this one priority and
+# preempts the rest at once: billing's send -> in hand p99 5.1-10.1 -> 3.3-5.1 ms, ~1 of 2
+# cores real-time at 5,000 msgs/s (docs/topics/console.md; bench/README.md, System cost,
+# 2026-12-01). Billing left in the fair class fell 8,000-29,000 messages behind.
 BROKER_RT_PRIORITY = 1
 # Where the kernel shares the CPU between sessions first (autogroups), an operator's
 # `floodgate status` and `trace` from another terminal weighed as much as the whole demo:
@@ -82,9 +78,10 @@ class DemoOptions:
     trace_rate: float = 1.0  # (the RocketMQ app's sends: the brokers sample them)
     acl: bool = True  # brokers take users only; each client its own (console.demo.users)
     tls: bool = True  # every broker port speaks TLS (a local CA in the data dir)
-    realtime: bool = False  # brokers and the load under SCHED_RR if allowed (BROKER_RT_PRIORITY)
-    # False: no nice level for the console, no idle class for the clients (REST_SCHED), no
-    # session weighting: every part at the host's priority (the demo without the tricks)
+    # the load, the brokers and billing under SCHED_RR if allowed (`floodgate demo` asks)
+    realtime: bool = False
+    # False: no SCHED_RR, no nice level for the console, no idle class for the clients
+    # (REST_SCHED), no session weighting: every part at the host's priority
     priorities: bool = True
     rocketmq: bool = True  # with the clients: a RocketMQ application (rocketmq_clients)
 
@@ -120,10 +117,11 @@ class Demo:
 
     @property
     def realtime(self) -> bool:
-        """Whether the brokers and the load run under SCHED_RR (asked for, and allowed)."""
+        """Whether the load, the brokers and billing run under SCHED_RR (asked for, with
+        priorities, and allowed)."""
         from kernel_tuning.realtime import allowed
 
-        return self.opts.realtime and allowed(BROKER_RT_PRIORITY)
+        return self.opts.realtime and self.opts.priorities and allowed(BROKER_RT_PRIORITY)
 
     @property
     def realtime_args(self) -> list[str]:
@@ -295,6 +293,8 @@ class Demo:
                 [sys.executable, "-m", "console.demo.clients", str(self.cluster.path),
                  f"--trace-rate={self.opts.trace_rate:g}", f"--rate={self.opts.rate:g}",
                  f"--nice={REST_SCHED if self.opts.priorities and part != 'fast' else 0}",
+                 *([f"--realtime={BROKER_RT_PRIORITY}"] if self.realtime and part == "fast"
+                   else []),
                  f"--part={part}", *(["--rocketmq=1"] if self.opts.rocketmq else []),
                  *([f"--users={self.cluster.data / 'users'}"] if self.users else [])],
                 stdout=log_file, stderr=subprocess.STDOUT, process_group=0,

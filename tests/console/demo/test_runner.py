@@ -28,6 +28,7 @@ from console.demo.runner import (
 )
 from console.demo.script import DEMO_TOPIC
 from console.errors import CommandFailed
+from kernel_tuning.realtime import allowed
 from tests.ports import a_port_taken
 from tests.waiting import wait_for
 
@@ -98,14 +99,15 @@ def test_a_port_in_use_leaves_a_given_data_dir_unwritten(tmp_path):
 
 
 def test_realtime_only_when_asked_and_allowed(tmp_path):
-    from kernel_tuning.realtime import allowed
-
     plain = Demo(DemoOptions(data=tmp_path))
     assert plain.realtime is False and plain.realtime_args == []
     asked = Demo(DemoOptions(data=tmp_path, realtime=True))
     assert asked.realtime is allowed(BROKER_RT_PRIORITY)
     assert asked.realtime_args == (["--realtime", str(BROKER_RT_PRIORITY)] if asked.realtime
                                    else [])
+    # --plain-priority: every part at the host's priority, whatever else was asked
+    plain = Demo(DemoOptions(data=tmp_path, realtime=True, priorities=False))
+    assert plain.realtime is False and plain.realtime_args == []
 
 
 def test_plain_priorities_leave_the_sessions_weight_alone(tmp_path):
@@ -155,7 +157,8 @@ def test_a_small_demo_runs_as_its_users_and_stops_everything(tmp_path, env_kept)
 
     base = free_port_range(3)
     data = tmp_path / "demo"
-    demo = Demo(DemoOptions(brokers=1, rate=40, faults=False, data=data, base_port=base))
+    demo = Demo(DemoOptions(brokers=1, rate=40, faults=False, data=data, base_port=base,
+                            realtime=True))  # as `floodgate demo` asks
     try:
         assert demo.start() is demo
         cluster = demo.cluster
@@ -165,9 +168,13 @@ def test_a_small_demo_runs_as_its_users_and_stops_everything(tmp_path, env_kept)
         assert os.environ[admin_token.ENV] == str(cluster.admin_token)
         assert set(demo.users) == set(USERS)
         assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in demo.users.values())
-        # the clients: the group that keeps up alone and at the host's priority
+        # the clients: the group that keeps up alone, beside the brokers (SCHED_RR where
+        # this user may, else the host's priority)
         fast, rest = demo.clients
+        rt = allowed(BROKER_RT_PRIORITY)
         assert "--part=fast" in fast.args and "--nice=0" in fast.args
+        assert (f"--realtime={BROKER_RT_PRIORITY}" in fast.args) is rt
+        assert not any(a.startswith("--realtime") for a in rest.args)
         assert "--part=rest" in rest.args and f"--nice={REST_SCHED}" in rest.args
         assert f"--users={data / 'users'}" in rest.args and "--rate=40" in rest.args
         try:
@@ -178,7 +185,8 @@ def test_a_small_demo_runs_as_its_users_and_stops_everything(tmp_path, env_kept)
         # the groups that may fall behind yield a core at once to anything woken
         wait_for(lambda: os.sched_getscheduler(rest.pid) == os.SCHED_IDLE, 20,
                  "the rest of the clients in SCHED_IDLE")
-        assert os.sched_getscheduler(fast.pid) == os.SCHED_OTHER
+        wait_for(lambda: os.sched_getscheduler(fast.pid) == (
+            os.SCHED_RR if rt else os.SCHED_OTHER), 20, "billing's process beside the brokers")
         # the load: sends acknowledged once it starts (LOAD_AFTER_S after the cluster)
         acked = wait_for(lambda: demo.load_totals()["acked"], 30, "the load's first acks")
         producer = demo.producer
@@ -194,7 +202,8 @@ def test_a_small_demo_runs_as_its_users_and_stops_everything(tmp_path, env_kept)
         wait_for(lambda: quota(http)["throttled_total"], 30, "the flood throttled")
         totals = demo.load_totals()
         assert totals["acked"] >= acked and totals["target_rate"] == 40.0
-        assert totals["achieved_rate"] > 0 and totals["brokers_realtime"] is False
+        assert totals["achieved_rate"] > 0 and totals["brokers_realtime"] is rt
+        assert os.sched_getscheduler(producer.pid) == (os.SCHED_RR if rt else os.SCHED_OTHER)
         assert totals["priorities"] is True and totals["session_nice"] is None
         assert isinstance(demo.fuse_snapshot(), dict) and demo.fuse_snapshot()
         transitions = demo.collect_transitions()  # the fuse's, kept in time order
