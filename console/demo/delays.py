@@ -20,9 +20,6 @@ from broker_core.fsutil import write_json_atomic
 from heatmap import LatencyHistogram
 
 WINDOW_S = 10
-# the group that keeps up (clients.PARTS "fast"): send -> in hand p99 in `make demo`
-# (issue 58's goal, the Mogujie talk's echo consumer at 10-15 ms)
-KEEPING_UP_P99_S = 0.005
 FILE = "consumer_delay.json"
 
 

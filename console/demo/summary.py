@@ -103,3 +103,47 @@ def summarize_run(brokers: Iterable[Any], actions: Sequence[Any],
             "stall_detection": stall_detection(actions, transitions, now),
             "client_lateness": fuse.get("client"),
             "excused": fuse.get("excused_total") or {}}
+
+
+# The health goals of `make demo` (issue 58), judged on what its summary holds: each
+# broker's figures are over the whole run (bench/demo_windows.py judges every 10 s window)
+RATE_SHARE_GOAL = 0.95
+MASTER_P99_GOAL_S, MASTER_MAX_GOAL_S = 0.005, 0.020
+LATE_BEATS_GOAL = 0.10
+KEEPING_UP_P99_GOAL_S = 0.005  # the consumer group that keeps up (clients.PARTS "fast")
+
+
+def health_goals(run: Mapping[str, Any], keeping_up: str = "billing"
+                 ) -> list[tuple[str, bool | None]]:
+    """Each goal in words with whether `run` (the headless summary) met it; None where
+    the run holds nothing to judge it by (no stall injected, no consumer delays)."""
+    target, achieved = run.get("target_rate"), run.get("achieved_rate")
+    share = achieved / target if target and achieved is not None else None
+    healthy = [b for b in run["brokers"] if not b["faulted"] and b["p99_s"] is not None]
+    p99 = max((b["p99_s"] for b in healthy), default=None)
+    worst = max((b["max_s"] or 0.0 for b in healthy), default=None)
+    late = run.get("client_lateness") or {}
+    late_share = late["late_beats"] / late["beats"] if late.get("beats") else None
+    stalls = run.get("stall_detection") or []
+    delay = (run.get("consumer_delay") or {}).get(keeping_up)
+
+    def ms(s: float | None) -> str:
+        return "-" if s is None else f"{s * 1000:.2f} ms"
+
+    return [
+        (f"producer at {share or 0:.1%} of its rate (>= {RATE_SHARE_GOAL:.0%})",
+         None if share is None else share >= RATE_SHARE_GOAL),
+        (f"fault-free masters UP, send p99 {ms(p99)} (<= {ms(MASTER_P99_GOAL_S)}) and max "
+         f"{ms(worst)} (<= {ms(MASTER_MAX_GOAL_S)}) over the run",
+         None if p99 is None else all(b["state"] == "UP" for b in healthy)
+         and p99 <= MASTER_P99_GOAL_S and worst <= MASTER_MAX_GOAL_S),
+        (f"every stall out of routing within {DETECT_WITHIN_S:g} s",
+         all(s["within_goal"] for s in stalls) if stalls else None),
+        (f"{run['false_isolations']} isolations of brokers without a fault (0)",
+         run["false_isolations"] == 0),
+        (f"the producer late on {late_share or 0:.1%} of its beats (<= {LATE_BEATS_GOAL:.0%})",
+         None if late_share is None else late_share <= LATE_BEATS_GOAL),
+        (f"{keeping_up}'s send -> in hand p99 {ms(delay and delay['p99_s'])} "
+         f"(<= {ms(KEEPING_UP_P99_GOAL_S)})",
+         None if not delay else delay["p99_s"] <= KEEPING_UP_P99_GOAL_S),
+    ]

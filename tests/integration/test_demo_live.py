@@ -82,6 +82,9 @@ def test_make_demo_isolates_the_stalled_master_and_no_healthy_group(tmp_path):
     # act 2: the cap (1 of 4) is full, so group-2, isolated earliest, serves again
     assert ("group-2", "overflow") in events, events
     assert run["client_lateness"]["beats"] > 1000  # the producer's loop beat all along
+    # the goals judged in words, each met, missed or not judged (the timings: the bench's)
+    assert len(run["health_goals"]) == 6 and all(
+        set(g) == {"goal", "met"} and g["met"] in (True, False, None) for g in run["health_goals"])
     assert_summary_shape(run, groups)
     assert not list(tmp_path.glob("floodgate-demo-*"))  # its temporary data: gone
     assert all(port_free(p) for p in range(base, base + ports))  # every process stopped

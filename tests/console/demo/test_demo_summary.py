@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.demo.script import FaultAction
-from console.demo.summary import stall_detection, summarize_run
+from console.demo.summary import health_goals, stall_detection, summarize_run
 
 
 @dataclass
@@ -88,3 +88,50 @@ def test_a_groups_fault_is_its_masters_and_the_groups_isolations_show_on_the_mas
     assert rows["group-2-a"]["isolations"] == 1
     assert not rows["group-2-b"]["faulted"] and rows["group-2-b"]["isolations"] == 0
     assert not rows["group-1-a"]["faulted"] and out["false_isolations"] == 0
+
+
+def a_run(**changes) -> dict:
+    """A headless summary that meets every health goal, with `changes` applied."""
+    run = {"target_rate": 5000.0, "achieved_rate": 4999.0, "false_isolations": 0,
+           "brokers": [
+               {"name": "group-1-a", "state": "UP", "p99_s": 0.002, "max_s": 0.009,
+                "faulted": False},
+               {"name": "group-1-b", "state": "UP", "p99_s": None, "max_s": None,
+                "faulted": False},  # a slave: no sends of its own
+               {"name": "group-2-a", "state": "ISOLATED", "p99_s": 0.3, "max_s": 0.8,
+                "faulted": True}],  # the stalled one: not judged by the masters' goal
+           "client_lateness": {"beats": 10_000, "late_beats": 12},
+           "stall_detection": [{"broker": "group-2", "within_goal": True}],
+           "consumer_delay": {"billing": {"p99_s": 0.0042},
+                              "warehouse": {"p99_s": 29.0}}}  # (falls behind by script)
+    run.update(changes)
+    return run
+
+
+def verdicts(run: dict) -> list[bool | None]:
+    return [met for _words, met in health_goals(run)]
+
+
+def test_a_run_that_keeps_every_health_goal_meets_them_all():
+    goals = health_goals(a_run())
+    assert [met for _w, met in goals] == [True] * 6
+    assert "billing's send -> in hand p99 4.20 ms (<= 5.00 ms)" in [w for w, _m in goals]
+
+
+def test_each_goal_missed_is_named_and_only_that_one():
+    slow = a_run()
+    slow["brokers"][0]["max_s"] = 0.021  # one send over the Double-11 SLA's 20 ms
+    assert verdicts(slow) == [True, False, True, True, True, True]
+    assert verdicts(a_run(consumer_delay={"billing": {"p99_s": 0.0051}})) == [True] * 5 + [False]
+    assert verdicts(a_run(achieved_rate=4700.0)) == [False] + [True] * 5
+    assert verdicts(a_run(false_isolations=1)) == [True] * 3 + [False] + [True] * 2
+    assert verdicts(a_run(client_lateness={"beats": 100, "late_beats": 11}))[4] is False
+    assert verdicts(a_run(stall_detection=[{"within_goal": False}]))[2] is False
+    down = a_run()
+    down["brokers"][0]["state"] = "SLOW"
+    assert verdicts(down)[1] is False
+
+
+def test_a_goal_the_run_holds_nothing_for_is_not_judged():
+    run = a_run(stall_detection=[], consumer_delay={}, client_lateness=None)
+    assert verdicts(run) == [True, True, None, True, None, None]
