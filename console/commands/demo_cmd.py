@@ -136,7 +136,7 @@ def run(args) -> int:
     if demo.realtime:
         what += " (the load, the brokers and billing under SCHED_RR)"
     elif opts.realtime and opts.priorities:  # refused: the latencies will say why
-        what += " (at normal priority: SCHED_RR needs root or CAP_SYS_NICE)"
+        what += " (at normal priority: SCHED_RR needs root or CAP_SYS_NICE, and 2 CPUs)"
     print(f"starting {what} on ports {args.base_port}.. and a producer at "
           f"{args.rate:g} msgs/s; {where} …", file=sys.stderr)
     demo_data = demo.data_dir

@@ -5,13 +5,11 @@ Pieces, all stopped by `Demo.stop()` in reverse order:
   `groups` (`make demo`: 4) replicated, each group a master and a slave with sync
   replication, a controller and an embedded ZooKeeper (the producer sends to masters
   through the routes, and the fuse judges groups);
-- a fuse-enabled producer (`floodgate bench produce` in a process of its own:
-  on two cores its event loop must not share a GIL with the console), serving
-  its own /stats and /metrics so the console's Fuse screen has data and this
-  runner reads its fuse transitions and totals;
-- two consumer groups (one healthy, one that slows, hangs and recovers) and a
-  producer group flooding past its quota, in a process of their own
-  (`console.demo.clients`), so the console shows backlog and throttling;
+- a fuse-enabled producer (`floodgate bench produce` in a process of its own: its
+  loop must not share a GIL with the console), serving its own /stats and /metrics
+  for the console's Fuse screen and this runner's fuse transitions and totals;
+- consumer groups (one healthy, one that slows, hangs and recovers) and a producer
+  group flooding past its quota (`console.demo.clients`, two processes);
 - the fault script (`console.demo.script`, repeated every `CYCLE_S`), played by
   `console.demo.faults` through the brokers' admin endpoints.
 Only a data directory the demo created itself is removed at the end.
@@ -20,6 +18,7 @@ Only a data directory the demo created itself is removed at the end.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -117,11 +116,13 @@ class Demo:
 
     @property
     def realtime(self) -> bool:
-        """Whether the load, the brokers and billing run under SCHED_RR (asked for, with
-        priorities, and allowed)."""
+        """Whether the load, the brokers and billing run under SCHED_RR: asked for, with
+        priorities, allowed, on 2 CPUs or more (it takes ~1 core at 5,000 msgs/s: on one,
+        the console would get the kernel's reserved 5 %)."""
         from kernel_tuning.realtime import allowed
 
-        return self.opts.realtime and self.opts.priorities and allowed(BROKER_RT_PRIORITY)
+        return (self.opts.realtime and self.opts.priorities and allowed(BROKER_RT_PRIORITY)
+                and len(os.sched_getaffinity(0)) >= 2)
 
     @property
     def realtime_args(self) -> list[str]:
@@ -204,8 +205,6 @@ class Demo:
         gets a user of its own (console.demo.users), and every process the admin
         endpoints' token. With TLS: this process and its children trust the cluster's
         CA."""
-        import os
-
         from broker_core.acl import admin_token
         from broker_core.acl.tls import ENV_CA
 
@@ -226,8 +225,6 @@ class Demo:
         """A child's environment acting as `user` (None: as this process)."""
         if not self.users:
             return None
-        import os
-
         return {**os.environ, "FLOODGATE_CREDENTIALS": str(self.users[user])}
 
     @property
@@ -390,8 +387,6 @@ class Demo:
             set_session_nice(self._session_nice_before)
             self._session_nice_before = self.session_nice = None
         if self._env_before is not None:  # the process no longer acts as the demo's admin
-            import os
-
             os.environ.update(self._env_before)
             self._env_before = None
         if self._made_data is not None:

@@ -102,12 +102,22 @@ def test_realtime_only_when_asked_and_allowed(tmp_path):
     plain = Demo(DemoOptions(data=tmp_path))
     assert plain.realtime is False and plain.realtime_args == []
     asked = Demo(DemoOptions(data=tmp_path, realtime=True))
-    assert asked.realtime is allowed(BROKER_RT_PRIORITY)
+    two_cpus = len(os.sched_getaffinity(0)) >= 2
+    assert asked.realtime is (allowed(BROKER_RT_PRIORITY) and two_cpus)
     assert asked.realtime_args == (["--realtime", str(BROKER_RT_PRIORITY)] if asked.realtime
                                    else [])
     # --plain-priority: every part at the host's priority, whatever else was asked
     plain = Demo(DemoOptions(data=tmp_path, realtime=True, priorities=False))
     assert plain.realtime is False and plain.realtime_args == []
+
+
+def test_no_realtime_on_one_cpu_where_the_console_would_get_5_percent(tmp_path):
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})  # this thread, as a one-CPU host
+    try:
+        assert Demo(DemoOptions(data=tmp_path, realtime=True)).realtime is False
+    finally:
+        os.sched_setaffinity(0, cpus)
 
 
 def test_plain_priorities_leave_the_sessions_weight_alone(tmp_path):
@@ -171,7 +181,8 @@ def test_a_small_demo_runs_as_its_users_and_stops_everything(tmp_path, env_kept)
         # the clients: the group that keeps up alone, beside the brokers (SCHED_RR where
         # this user may, else the host's priority)
         fast, rest = demo.clients
-        rt = allowed(BROKER_RT_PRIORITY)
+        rt = demo.realtime  # allowed, on 2 CPUs or more
+        assert rt is (allowed(BROKER_RT_PRIORITY) and len(os.sched_getaffinity(0)) >= 2)
         assert "--part=fast" in fast.args and "--nice=0" in fast.args
         assert (f"--realtime={BROKER_RT_PRIORITY}" in fast.args) is rt
         assert not any(a.startswith("--realtime") for a in rest.args)
