@@ -4,10 +4,10 @@
 acked, errors, brokers [{name, state, p99_s, max_s, faulted, faults, isolations}],
 false_isolations, stall_detection [{broker, stall_at, isolated_at, delay_s,
 within_goal}], client_lateness, excused, fuse_transitions [{time, broker, event,
-reason}], faults [{time, broker, action}], health_goals [{goal, met}]). `--with-tui` also runs the console
-in this process, headless at 200x50, stepping through its screens: the real
-work `make demo` adds to the host beside the load (the producer runs in a process of
-its own).
+reason}], faults [{time, broker, action}], health_goals [{goal, met}]). `--with-tui`
+also runs the console in this process, headless at 200x50, stepping through its
+screens: the real work `make demo` adds to the host beside the load (the producer
+runs in a process of its own).
 """
 
 from __future__ import annotations
