@@ -31,6 +31,7 @@ from broker_core.ha.epochs import EpochHistory, consistent_end
 from broker_core.ha.master_link import SlaveLink
 from broker_core.protocol import Code
 from broker_core.store import MessageStore
+from broker_core.store.confirm_gate import ConfirmGate
 
 log = logging.getLogger("floodgate.ha")
 
@@ -68,6 +69,10 @@ class ReplicationMaster:
         self._sweeper = Deadline(self._tick, "replication sweep")
         self._started = False
         self._isr_gen = 0
+        # sync: readers see what every in-sync slave holds (store.confirm_gate); `readable`
+        # is told the queues that grew (their held pulls wake)
+        self.gate = store.gate = ConfirmGate() if sync else None
+        self.readable: Callable[[set[tuple[str, int]]], None] | None = None
         self.counters = {"slave_timeouts": 0, "slave_not_available": 0, "isr_changes": 0,
                          "truncations_ordered": 0, "links_refused": 0}
 
@@ -124,6 +129,8 @@ class ReplicationMaster:
             heapq.heapify(self._waiters)
 
     def _release(self) -> None:
+        if self.gate is not None and self.gate.holding:  # readable first, then answered
+            self._dispatch(self._target() if self.in_sync else None)
         if not self.in_sync:
             self._fail_waiters(Code.SLAVE_NOT_AVAILABLE)
             return
@@ -135,6 +142,20 @@ class ReplicationMaster:
             if done is not None:
                 waiter[0] = None
                 done(Code.OK)
+
+    def _dispatch(self, upto: int | None) -> None:
+        touched = self.store.confirm(upto)
+        if touched and self.readable is not None:
+            self.readable(touched)
+
+    def _gate_follows(self) -> None:
+        """The gate holds while this master runs with a slave in sync; opened, what it
+        held goes to the queues (the master alone confirms, as RocketMQ's)."""
+        gate = self.gate
+        if gate is not None:
+            gate.active = self._started and bool(self.in_sync)
+            if not gate.active and gate.holding:
+                self._dispatch(None)
 
     def _fail_waiters(self, code: Code) -> None:
         waiters, self._waiters = self._waiters, []
@@ -158,20 +179,6 @@ class ReplicationMaster:
             return lag_bytes, now - link.connected_at
         since = self._marks.oldest_unacked(link.acked)
         return lag_bytes, 0.0 if since is None else max(0.0, now - since)
-
-    def in_sync_silence(self, now: float | None = None) -> float | None:
-        """How long the in-sync slaves have left an append unacknowledged (the longest;
-        inf for one with no open link), or None when the set is empty."""
-        if not self.in_sync:
-            return None
-        now = self._clock() if now is None else now
-        worst = 0.0
-        for name in self.in_sync:
-            link = self.links.get(name)
-            if link is None or not link.open:
-                return float("inf")
-            worst = max(worst, self.lag(link, now)[1])
-        return worst
 
     # -- links ------------------------------------------------------------------------
     def link_factory(self) -> SlaveLink:
@@ -276,6 +283,7 @@ class ReplicationMaster:
         self._isr_task = asyncio.ensure_future(self._isr_loop(self._isr_gen))
         self._isr_wake.set()
         self._started = True
+        self._gate_follows()
         self._sweeper.cancel()
         self._sweeper.soon()
 
@@ -287,6 +295,7 @@ class ReplicationMaster:
             self._isr_task.cancel()
             self._isr_task = None
         self._started = False
+        self._gate_follows()  # a demoted master's queues hold its whole log (a cut follows)
         self._sweeper.cancel()
         self.close_links()
 
@@ -343,17 +352,20 @@ class ReplicationMaster:
             want = self._desired()
             for name in sorted(want - self.in_sync):
                 self.in_sync.add(name)  # stricter first, then recorded
+                self._gate_follows()
                 saved = await self._save(frozenset(self.in_sync))
                 if self._isr_gen != gen:
                     return  # demoted meanwhile: a new term has its own set
                 if not saved:
                     self.in_sync.discard(name)
+                    self._gate_follows()
             for name in sorted(self.in_sync - want):
                 saved = await self._save(frozenset(self.in_sync - {name}))
                 if self._isr_gen != gen:
                     return
                 if saved:  # recorded first, then looser
                     self.in_sync.discard(name)
+                    self._gate_follows()
                     log.warning("slave left the in-sync set group=%s slave=%s", self.group,
                                 name)
             self._release()
@@ -372,15 +384,3 @@ class ReplicationMaster:
         elif self._started:  # looked at again: the set still differs from what is wanted
             self._sweeper.after(ISR_RETRY_S)
         return ok
-
-    # -- figures --------------------------------------------------------------------------
-    def figures(self) -> list[dict]:
-        now = self._clock()
-        out = []
-        for name, link in sorted(self.links.items()):
-            lag_bytes, lag_s = self.lag(link, now)
-            out.append({"name": name, "addr": link.addr, "acked": link.acked,
-                        "lag_bytes": lag_bytes, "lag_s": round(lag_s, 6),
-                        "in_sync": name in self.in_sync,
-                        "linked_s": round(now - link.connected_at, 3)})
-        return out

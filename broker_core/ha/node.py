@@ -27,6 +27,7 @@ from pathlib import Path
 from broker_core.ha.epochs import EpochFile
 from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.master import ReplicationMaster
+from broker_core.ha.master_figures import in_sync_silence, slave_figures
 from broker_core.ha.slave import MasterInfo, ReplicaClient
 from broker_core.protocol import Code
 
@@ -76,9 +77,15 @@ class HaNode:
             epoch=lambda: self.epoch, history=lambda: self.epochs.history,
             is_master=lambda: self.role is Role.MASTER, meta=self._meta,
             meta_version=broker.meta_version, persist=persist_isr)
+        self.master.readable = self._readable
         self.slave: ReplicaClient | None = None
         self.membership = None  # ha.membership.Membership, when ZooKeeper drives the role
         self._server: asyncio.base_events.Server | None = None
+
+    def _readable(self, touched: set[tuple[str, int]]) -> None:
+        """The in-sync slaves acked records of these queues: readers may take them."""
+        for topic, qid in touched:
+            self.broker.pulls.readable(topic, qid)
 
     def attach(self) -> HaNode:
         """Hook into the broker: sends ask this node for the role and, in sync mode,
@@ -122,7 +129,7 @@ class HaNode:
         ZooKeeper alone away (its slaves keep up) changes nothing: nobody can promote."""
         if not self.sync:
             return None
-        silent = self.master.in_sync_silence()
+        silent = in_sync_silence(self.master)
         if silent is None or silent < CUT_OFF_S:
             return None
         return Code.NOT_MASTER, (f"{self.name} hears neither ZooKeeper nor its in-sync "
@@ -246,7 +253,7 @@ class HaNode:
             doc.update(self.membership.figures())
         if self.role is Role.MASTER:
             doc["in_sync"] = sorted(self.master.in_sync)
-            doc["slaves"] = self.master.figures()
+            doc["slaves"] = slave_figures(self.master)
         elif self.slave is not None:
             doc["following"] = self.slave.figures()
         return doc

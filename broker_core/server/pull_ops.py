@@ -271,7 +271,14 @@ class PullOps:
 
     def arrived(self, topic: str, queue_id: int) -> None:
         """A message was stored in the queue: its held pulls are answered with the next
-        batch (armed now if none is)."""
+        batch (armed now if none is). A sync master's gate holds it from readers until
+        the in-sync slaves ack it (store.confirm_gate): then `readable` is called."""
+        gate = self.broker.store.gate
+        if gate is None or not gate.active:
+            self.readable(topic, queue_id)
+
+    def readable(self, topic: str, queue_id: int) -> None:
+        """Readers may take more of the queue: its held pulls wake."""
         held = self._held.get((topic, queue_id))
         if held:
             for h in held:

@@ -343,6 +343,10 @@ class ConsumeQueueFlushService(ServiceThread):
         self.wall_clock = wall_clock
         self.last_saved: int | None = None
         self._lock = threading.Lock()
+        # where the oldest record whose queue units wait for the slaves starts (None:
+        # none waits; store.confirm_gate): the checkpoint stays there, so recovery
+        # rebuilds those units
+        self.bound: Callable[[], int | None] = lambda: None
 
     def quiet_for(self) -> float | None:
         """The checkpoint is at the flushed offset and no mapping waits to be let go:
@@ -356,6 +360,9 @@ class ConsumeQueueFlushService(ServiceThread):
         reap_retired()  # queue mappings the LRU let go of, past their grace period
         with self._lock:
             safe = self.commitlog.flushed_offset
+            bound = self.bound()
+            if bound is not None and bound < safe:
+                safe = bound
             if safe == self.last_saved and not force:
                 return safe
             derived = self.queues()

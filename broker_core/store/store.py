@@ -28,6 +28,7 @@ from broker_core.errors import MessageIllegalError, StoreClosedError
 from broker_core.fsutil import PendingDirs
 from broker_core.protocol.record import pack_host, prepare, prepare_batch
 from broker_core.store.config import StoreConfig
+from broker_core.store.confirm_gate import ConfirmGate
 from broker_core.store.index_service import split_keys
 from broker_core.store.latency import LatencyRecorder
 from broker_core.store.lockfile import take_lock
@@ -62,6 +63,8 @@ class MessageStore(StoreLookups):
         self._put_lock = threading.Lock()
         self._replica: ReplicaLog | None = None
         self.appender = None  # raft.appender.RaftAppender while the group runs Raft
+        # a sync master's (ha.master): queue units wait for the in-sync slaves' acks
+        self.gate: ConfirmGate | None = None
         self._stats_lock = threading.Lock()
         self.latency_recorder = LatencyRecorder()
         timed = set(self.config.timed_ops)
@@ -85,6 +88,7 @@ class MessageStore(StoreLookups):
                                                   self._record_flush, self._set_disk_ratio)
         self.cq_flush, self.flush_service, self.retention = (services.cq_flush, services.flush,
                                                              services.retention)
+        self.cq_flush.bound = lambda: self.gate.first_held() if self.gate is not None else None
         services.start()
         # the segment the next roll takes, ready in the background: also the first one of
         # a new store (made on the first put, it held the put, and a slave's first copy)
@@ -180,18 +184,27 @@ class MessageStore(StoreLookups):
                 # out of descriptors, say (EMFILE): not a full disk, and not the caller's
                 return self._failed(PutStatus.SERVICE_NOT_AVAILABLE,
                                     f"cannot open the queue's files: {exc}")
-            first_qo = cq.max_offset
+            gate = self.gate  # (held while active, and until what it held is out)
+            held = gate is not None and (gate.active or gate.waiting)
+            first_qo = cq.max_offset + gate.waiting.get((topic, queue_id), 0) if held \
+                else cq.max_offset
             phys = first_phys = cl.write_records(prepared, queue_id, first_qo,
                                                  now_ms if born_ts is None else born_ts,
                                                  now_ms, self._store_host)
+            units = []
             for i, p in enumerate(prepared):
-                cq.append_unit(phys, p[0], p[4])
+                if held:
+                    units.append((phys, p[0], p[4]))
+                else:
+                    cq.append_unit(phys, p[0], p[4])
                 if keys:
                     self.index.add(keys, phys, now_ms)
                 elif each_keys is not None and each_keys[i]:
                     self.index.add(each_keys[i], phys, now_ms)
                 phys += p[0]
             cl.commit(phys)
+            if held:
+                gate.hold(topic, queue_id, units, phys)
             table = self.queue_table
             table.touch(cq)
             if table.over:
@@ -216,6 +229,18 @@ class MessageStore(StoreLookups):
         """Block until durable up to ``offset``; False on timeout (default sync_flush_timeout_s)."""
         timeout = self.config.sync_flush_timeout_s if timeout is None else timeout
         return self.flush_service.wait(offset, timeout)
+
+    def confirm(self, upto: int | None) -> set[tuple[str, int]]:
+        """The queue units the gate held for records ending at or before `upto` (None:
+        all) put in their queues: the queues readers may now read further."""
+        gate = self.gate
+        if gate is None or not gate.holding:
+            return set()
+        with self._put_lock:
+            if self._closed:  # (the next start rebuilds them from the checkpoint's bound)
+                return set()
+            return gate.release(upto, lambda t, q: self._queues.get((t, q))
+                                or self.queue_table.get_or_create(t, q))
 
     # -- replication ----------------------------------------------------------
     def replica_log(self) -> ReplicaLog:
@@ -266,6 +291,8 @@ class MessageStore(StoreLookups):
         the leader's records not committed yet)."""
         cq = self._queues.get((topic, queue_id))
         end = cq.max_offset if cq is not None else 0
+        if self.gate is not None and self.gate.waiting:
+            end += self.gate.waiting.get((topic, queue_id), 0)
         return end if self.appender is None else end + self.appender.pending[(topic, queue_id)]
 
     def log_end(self) -> int:

@@ -17,6 +17,7 @@ import pytest
 from broker_core.ha import wire
 from broker_core.ha.epochs import EpochFile
 from broker_core.ha.master import JOIN_LAG_S
+from broker_core.ha.master_figures import in_sync_silence, slave_figures
 from broker_core.ha.slave import MasterInfo, ReplicaClient
 from broker_core.protocol import Code
 from tests.broker_core.ha.master_kit import (
@@ -52,7 +53,7 @@ def test_a_slave_that_keeps_up_gets_the_log_and_is_in_sync_before_the_record_say
                 ends = [put(rm, b"m%d" % i * 50) for i in range(40)]
                 await until(lambda: rm.acked.get("s") == ends[-1], what="acked to the end")
                 assert rm.park(ends[-1], lambda code: None) == Code.OK  # held: answered now
-                return rm.figures(), dict(rm.counters), ends[-1]
+                return slave_figures(rm), dict(rm.counters), ends[-1]
             finally:
                 await client.stop()
 
@@ -107,7 +108,7 @@ def test_a_slave_that_stops_acking_times_the_send_out_on_the_masters_clock_and_l
             answered: list[Code] = []
             assert rm.park(end, answered.append) is None
             clock.advance(0.15)
-            assert rm.in_sync_silence() == pytest.approx(0.15)
+            assert in_sync_silence(rm) == pytest.approx(0.15)
             assert rm.lag(rm.links["s"]) == (end, pytest.approx(0.15))
             assert not answered
             clock.advance(0.1)  # past timeout_s on the master's clock
@@ -169,11 +170,11 @@ def test_while_the_record_cannot_change_a_gone_slave_is_still_waited_for(stores,
             await settle()
             # it may still be promoted: the stricter set stays, the send keeps waiting
             assert rm.in_sync == {"s"} and "s" not in rm.links and not answered
-            assert rm.in_sync_silence() == math.inf
+            assert in_sync_silence(rm) == math.inf
             record.away = None  # back: tried again, recorded, then applied
             await until(lambda: answered, what="the parked send answered")
             assert answered == [Code.SLAVE_NOT_AVAILABLE] and rm.in_sync == set()
-            assert rm.in_sync_silence() is None
+            assert in_sync_silence(rm) is None
 
     with caplog.at_level(logging.ERROR, logger="floodgate.ha"):
         asyncio.run(main())
@@ -191,7 +192,7 @@ def test_a_slave_joins_once_it_holds_what_was_appended_since_the_start_and_keeps
             slave, _kind, _doc = await HandSlave.link(addr, master_store)  # from offset 0
             await settle()
             assert rm.in_sync == set() and record.writes == []
-            [row] = rm.figures()
+            [row] = slave_figures(rm)
             assert (row["lag_bytes"], row["in_sync"]) == (before, False)
             later = put(rm, b"new")
             clock.advance(JOIN_LAG_S * 2)
