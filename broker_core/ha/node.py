@@ -254,6 +254,8 @@ class HaNode:
         if self.role is Role.MASTER:
             doc["in_sync"] = sorted(self.master.in_sync)
             doc["slaves"] = slave_figures(self.master)
+            if (gate := self.master.gate) is not None:  # stored, not readable yet
+                doc["unconfirmed_msgs"] = sum(gate.waiting.values())
         elif self.slave is not None:
             doc["following"] = self.slave.figures()
         return doc

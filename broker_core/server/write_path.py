@@ -95,6 +95,18 @@ class WritePath:
 
             ha.barrier(confirmed)
             return None
+        if result.status is PutStatus.CONFLICT and ha is not None and ha.sync:
+            # the end it saw, answered once the in-sync slaves hold it (a failover cuts
+            # what they do not: a CONFLICT must not report an end the group then loses)
+            def seen(code: int) -> None:
+                self._waiting -= 1
+                done(*_seen(code, result))
+
+            code = ha.park(self.store.commitlog.write_offset, seen)
+            if code is None:
+                self._waiting += 1
+                return None
+            return _seen(code, result)
         if ha is None or result.status is not PutStatus.PUT_OK:
             return PUT_CODES[result.status], result
         if result.reason is None:  # (a duplicate answered from its first try: not new)
@@ -140,6 +152,8 @@ class WritePath:
             fut = asyncio.get_running_loop().create_future()
             ha.barrier(lambda code: fut.done() or fut.set_result(code))
             return _confirmed(await fut, result)
+        if result.status is PutStatus.CONFLICT and ha is not None and ha.sync:
+            return _seen(await ha.wait_replicated(self.store.commitlog.write_offset), result)
         if ha is not None and result.status is PutStatus.PUT_OK and result.reason is None:
             ha.appended(result.end_offset)  # slaves may copy it while we flush
         if result.status is PutStatus.PUT_OK and self.sync_flush:
@@ -158,6 +172,15 @@ def _replicated(code: int, result) -> tuple[int, object]:
         return Code.UNACKNOWLEDGED, ("no longer master: stored here, not acknowledged by the "
                                      "slaves; the group's new master may hold it or not")
     return code, result
+
+
+def _seen(code: int, result) -> tuple[int, object]:
+    """A CONFLICT a sync master answers once its in-sync slaves hold the queue's end it
+    saw (or none is in sync: the master alone confirms, as for readers)."""
+    if code in (Code.OK, Code.SLAVE_NOT_AVAILABLE):
+        return Code.CONFLICT, result
+    return Code.UNACKNOWLEDGED, ("the queue's end this master saw is not confirmed by its "
+                                "slaves (nothing was stored): send again")
 
 
 def _confirmed(code: int, result) -> tuple[int, object]:

@@ -8,10 +8,13 @@ import asyncio
 
 import pytest
 
+from broker_core.client.connection import Connection
 from broker_core.ha.master import ReplicationMaster
-from broker_core.protocol import Code
+from broker_core.protocol import Code, Op, OutMessage, encode_send
+from broker_core.protocol.conditional import PROP_EXPECT_OFFSET, conflict_at
 from broker_core.store import GetStatus, MessageStore
 from broker_core.store.confirm_gate import ConfirmGate
+from tests.broker_core.ha.conftest import member
 from tests.broker_core.ha.master_kit import HandSlave, put, replicating, stores_fixture
 from tests.clock import ManualClock
 from tests.waiting import until
@@ -134,3 +137,44 @@ def test_the_gate_is_a_sync_masters_only(tmp_path, small_config):
         assert store.gate is None  # async: readers see what the master holds
     finally:
         store.close()
+
+
+def test_a_conflict_reports_only_an_end_the_in_sync_slaves_hold(tmp_path):
+    """A conditional send refused CONFLICT says where the queue ends (the chaos drill's
+    register reads it so): an end that counts a record the slave does not hold would be a
+    read a failover takes back. It waits for the slave like a send, and is answered
+    UNACKNOWLEDGED (send again) when the slave does not confirm it in time."""
+
+    async def frozen(in_sync):  # ZooKeeper away: the slave stays in the set
+        return False
+
+    def send(addr: str, expect: int | None) -> tuple[int, bytes]:
+        props = {PROP_EXPECT_OFFSET: str(expect)} if expect is not None else {}
+        conn = Connection(addr)
+        try:
+            return conn.call(Op.SEND, encode_send("orders", 0, OutMessage(b"v", "", "", props)),
+                             timeout=5.0)
+        finally:
+            conn.close()
+
+    async def main():
+        m = await member(tmp_path, "m", sync_timeout_s=0.5, persist_isr=frozen)
+        s = await member(tmp_path, "s")
+        await m.node.become_master(1, frozenset({"m", "s"}))
+        await s.node.become_slave(m.info(1), m.addr)
+        try:
+            await until(lambda: "s" in m.node.master.in_sync, what="the slave in sync")
+            assert (await asyncio.to_thread(send, m.addr, 0))[0] == Code.OK
+            code, body = await asyncio.to_thread(send, m.addr, 0)
+            assert code == Code.CONFLICT and conflict_at(body.decode()) == 1
+            await s.node.step_down("paused for the test")  # no acks from now on
+            assert (await asyncio.to_thread(send, m.addr, None))[0] == \
+                Code.FLUSH_SLAVE_TIMEOUT  # stored on the master alone: the end is 2 there
+            code, body = await asyncio.to_thread(send, m.addr, 0)
+            assert code == Code.UNACKNOWLEDGED, body  # not "at 2": the slave never held it
+            assert len(m.broker.store.get("orders", 0, 0, 32).messages) == 1
+        finally:
+            await s.close()
+            await m.close()
+
+    asyncio.run(main())

@@ -145,6 +145,7 @@ def test_lag_and_roles_on_stats_and_metrics(tmp_path):
             await produce(m.addr, 50)
             doc = m.broker.stats(0)["ha"]
             assert doc["role"] == "MASTER" and doc["epoch"] == 1 and doc["in_sync"] == ["s"]
+            assert doc["unconfirmed_msgs"] == 0  # every send acked: every message readable
             assert doc["slaves"][0]["name"] == "s" and doc["slaves"][0]["lag_bytes"] == 0
             assert s.broker.stats(0)["ha"]["following"]["master"] == "m"
             typed = BrokerStats.from_dict(m.broker.stats(0)).ha
@@ -159,6 +160,7 @@ def test_lag_and_roles_on_stats_and_metrics(tmp_path):
             m.broker.store.put("orders", 0, b"unseen")  # appended, not streamed yet
             lag = m.node.master.lag(m.node.master.links["s"])
             assert lag[0] > 0
+            assert m.node.figures()["unconfirmed_msgs"] == 1  # not readable yet
         finally:
             await s.close()
             await m.close()
