@@ -54,3 +54,16 @@ def log_bytes(broker: Broker) -> bytes:
     for seg in cl.segments:
         out += seg.mm[: max(0, min(seg.size, end - seg.start_offset))]
     return bytes(out)
+
+
+async def frozen_pair(data_dir, sync_timeout_s: float) -> tuple[Member, Member]:
+    """Master m and slave s of group g, both in the in-sync set, with ZooKeeper away for
+    m's changes to it: a slave that stops acking stays in the set (is waited for)."""
+    async def frozen(_in_sync):
+        return False
+
+    m = await member(data_dir, "m", sync_timeout_s=sync_timeout_s, persist_isr=frozen)
+    s = await member(data_dir, "s")
+    await m.node.become_master(1, frozenset({"m", "s"}))
+    await s.node.become_slave(m.info(1), m.addr)
+    return m, s

@@ -14,7 +14,7 @@ from broker_core.protocol import Code, Op, OutMessage, encode_send
 from broker_core.protocol.conditional import PROP_EXPECT_OFFSET, conflict_at
 from broker_core.store import GetStatus, MessageStore
 from broker_core.store.confirm_gate import ConfirmGate
-from tests.broker_core.ha.conftest import member
+from tests.broker_core.ha.conftest import frozen_pair
 from tests.broker_core.ha.master_kit import HandSlave, put, replicating, stores_fixture
 from tests.clock import ManualClock
 from tests.waiting import until
@@ -145,9 +145,6 @@ def test_a_conflict_reports_only_an_end_the_in_sync_slaves_hold(tmp_path):
     read a failover takes back. It waits for the slave like a send, and is answered
     UNACKNOWLEDGED (send again) when the slave does not confirm it in time."""
 
-    async def frozen(in_sync):  # ZooKeeper away: the slave stays in the set
-        return False
-
     def send(addr: str, expect: int | None) -> tuple[int, bytes]:
         props = {PROP_EXPECT_OFFSET: str(expect)} if expect is not None else {}
         conn = Connection(addr)
@@ -158,10 +155,7 @@ def test_a_conflict_reports_only_an_end_the_in_sync_slaves_hold(tmp_path):
             conn.close()
 
     async def main():
-        m = await member(tmp_path, "m", sync_timeout_s=0.5, persist_isr=frozen)
-        s = await member(tmp_path, "s")
-        await m.node.become_master(1, frozenset({"m", "s"}))
-        await s.node.become_slave(m.info(1), m.addr)
+        m, s = await frozen_pair(tmp_path, sync_timeout_s=0.5)  # the slave stays waited for
         try:
             await until(lambda: "s" in m.node.master.in_sync, what="the slave in sync")
             assert (await asyncio.to_thread(send, m.addr, 0))[0] == Code.OK

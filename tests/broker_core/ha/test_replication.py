@@ -9,7 +9,7 @@ import pytest
 from broker_core.client.aio_producer import AsyncProducer
 from broker_core.client.attempts import SendFailed
 from broker_core.protocol import Code
-from tests.broker_core.ha.conftest import log_bytes, member
+from tests.broker_core.ha.conftest import frozen_pair, log_bytes, member
 from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(60)  # a hang fails in a minute, not five
@@ -204,14 +204,8 @@ def test_unrecorded_shrink_keeps_waiting_for_the_slave(tmp_path):
 
 
 def test_demoted_master_answers_parked_sends_unacknowledged(tmp_path):
-    async def frozen(in_sync):  # ZooKeeper away: the set stays as it is
-        return False
-
     async def main():
-        m = await member(tmp_path, "m", sync_timeout_s=5.0, persist_isr=frozen)
-        s = await member(tmp_path, "s")
-        await m.node.become_master(1, frozenset({"m", "s"}))
-        await s.node.become_slave(m.info(1), m.addr)
+        m, s = await frozen_pair(tmp_path, sync_timeout_s=5.0)
         try:
             await s.node.step_down("paused for the test")  # no acks from now on
             sends = asyncio.ensure_future(produce(m.addr, 3))
