@@ -98,6 +98,7 @@ def test_a_demoted_master_puts_what_it_held_in_its_queues(stores):
             end = put(rm, b"unacked")
             answered: list[Code] = []
             rm.park(end, answered.append)
+            assert readable(master_store) == []  # held while it led
             role["master"] = False
             rm.stop()
             assert answered == [Code.NOT_MASTER]
