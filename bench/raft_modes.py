@@ -19,6 +19,7 @@ Beside each rate, the CPU a message of the leader (master) and of the other memb
 
     .venv/bin/python bench/raft_modes.py [--kills 10] [--rounds 3] [--only ...] [--json]
         [--before TREE]   (throughput: the code of TREE, a worktree, beside this code)
+        [--shape]   (throughput: master/slave with 2 slaves answered on one, beside)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -70,14 +72,38 @@ def group(data: Path, tree: Path | None = None, **kw) -> Cluster:
     return c
 
 
-def throughput(data: Path, rounds: int, seconds: float, before: Path | None = None) -> dict:
+# what answers a master's sync send, in ha/master.py: every in-sync slave holds it
+_ALL_SLAVES = "return min((self.acked.get(n, -1) for n in self.in_sync), default=-1)"
+
+
+def one_ack_tree(tmp: Path) -> Path:
+    """A copy of this code whose master answers a sync send once ONE of its in-sync
+    slaves holds it: with two slaves, the data path a Raft leader would have if it
+    wrote the master's way (its log as the CommitLog's byte stream, a majority's acked
+    offset its commit). Not a mode floodgate offers: its controller could promote the
+    slave that lacks an acknowledged send."""
+    tree = tmp / "one-ack"
+    shutil.copytree(ROOT / "broker_core", tree / "broker_core",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    master = tree / "broker_core" / "ha" / "master.py"
+    code = master.read_text()
+    if _ALL_SLAVES not in code:  # (the master's rule moved: this bench must follow it)
+        raise SystemExit(f"raft_modes --shape: {master} no longer holds the line it changes")
+    master.write_text(code.replace(_ALL_SLAVES, _ALL_SLAVES.replace("min(", "max(")))
+    return tree
+
+
+def throughput(data: Path, rounds: int, seconds: float, before: Path | None = None,
+               shape: bool = False) -> dict:
     """`before`: another checkout (the code before a change, a git worktree): a raft
     group of its code runs beside the others, each round, so that a change is read
     against the code before it in the same minutes (this host's speed moves within
-    seconds: runs an hour apart differ by more than most changes)."""
-    kinds = {**KINDS, **({"raft-3-before": KINDS["raft-3"]} if before else {})}
-    clusters = {k: group(data / k, before if k.endswith("-before") else None, **kw)
-                for k, kw in kinds.items()}
+    seconds: runs an hour apart differ by more than most changes). `shape`: beside them
+    master/slave with 2 slaves answered on one (`one_ack_tree`)."""
+    kinds = {**KINDS, **({"raft-3-before": KINDS["raft-3"]} if before else {}),
+             **({"one-of-2": KINDS["sync-3"]} if shape else {})}
+    trees = {"raft-3-before": before, "one-of-2": one_ack_tree(data) if shape else None}
+    clusters = {k: group(data / k, trees.get(k), **kw) for k, kw in kinds.items()}
     out: dict[str, dict[int, list[float]]] = {k: {1: [], 64: []} for k in clusters}
     # CPU a message of the leader (master) and of each other member, from /proc: where
     # a mode's time goes, beside its rate
@@ -117,6 +143,8 @@ def throughput(data: Path, rounds: int, seconds: float, before: Path | None = No
            "cpu_us_per_msg": us,
            "raft_vs_sync2": {n: med["raft-3"][n] / med["sync-2"][n] for n in (1, 64)},
            "raft_vs_sync3": {n: med["raft-3"][n] / med["sync-3"][n] for n in (1, 64)}}
+    if shape:
+        got["one_of_2_vs_sync2"] = {n: med["one-of-2"][n] / med["sync-2"][n] for n in (1, 64)}
     if before:
         got["raft_vs_before"] = {n: med["raft-3"][n] / med["raft-3-before"][n]
                                  for n in (1, 64)}
@@ -254,6 +282,10 @@ def main() -> int:
     ap.add_argument("--before", type=Path, metavar="TREE",
                     help="throughput: also a raft group running this checkout's code (the "
                     "code before a change: `git worktree add TREE REV`), read against it")
+    ap.add_argument("--shape", action="store_true",
+                    help="throughput: also master/slave with 2 slaves whose master answers "
+                    "on one (a copy of this code): what a Raft leader writing the "
+                    "master's way would cost")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.before is not None and not (args.before / "broker_core" / "__main__.py").is_file():
@@ -266,7 +298,8 @@ def main() -> int:
         if "throughput" in parts:
             say("throughput (closed loop, 128 B, 1 and 64 in flight)")
             t = result["throughput"] = throughput(data / "tput", args.rounds, args.seconds,
-                                                  args.before and args.before.resolve())
+                                                  args.before and args.before.resolve(),
+                                                  args.shape)
             for n in (1, 64):
                 goals[f"raft >= 80 % of master/slave sync at {n} in flight"] = \
                     t["raft_vs_sync2"][n] >= 0.80
