@@ -45,7 +45,11 @@ def on_snapshot(node, msg: Snapshot, now: float):
     if msg.term < node.term:
         return [(msg.leader, AppendReply(node.term, node.name, False, 0))]
     node.follow(msg.term, msg.leader, now)
-    if msg.last_index <= node.commit:  # holds all it carries already
+    if msg.last_index <= node.commit or _holds(node.storage, msg.last_index, msg.last_term):
+        # holds all it carries already: a chunk sent again, come after the entries that
+        # followed the install (its log past the snapshot is kept, the Raft paper's
+        # figure 13: installed again, it lost an entry it had acknowledged)
+        node.commit = max(node.commit, msg.last_index)
         return [(msg.leader, SnapshotReply(node.term, node.name, msg.last_index, msg.end))]
     want = node.storage.install(msg.last_index, msg.start, msg.offset, msg.data, msg.end)
     if want >= msg.end:
@@ -53,6 +57,11 @@ def on_snapshot(node, msg: Snapshot, now: float):
         node.commit = msg.last_index
         node.configure(now)
     return [(msg.leader, SnapshotReply(node.term, node.name, msg.last_index, want))]
+
+
+def _holds(storage, index: int, term: int) -> bool:
+    return storage.first_index() - 1 <= index <= storage.last_index() and \
+        storage.term_at(index) == term
 
 
 def on_snapshot_reply(node, msg: SnapshotReply, now: float):

@@ -173,3 +173,26 @@ def test_a_memory_snapshot_round_trips_members_and_refuses_a_wrong_last_term():
     third.install(3, 0, 0, blob, end)
     with pytest.raises(ValueError, match="term"):
         third.install_done(3, 9, (), end)
+
+
+def test_a_snapshot_come_late_leaves_the_entries_past_it_in_the_log():
+    """A snapshot chunk delayed (or sent again) reaching a member that has meanwhile
+    taken entries past it by Appends and acknowledged them, its commit behind (it
+    restarted): installed, it cut acknowledged entries, and a leader elected without
+    them lost what a majority had committed (a sim schedule found it). The Raft
+    paper's figure 13: a log holding the snapshot's last entry keeps what follows."""
+    from broker_core.raft.messages import Entry, Snapshot, SnapshotReply
+    from broker_core.raft.node import RaftNode
+
+    entries = [Entry(1, 1, b"", ("a", "b", "c")), *(Entry(1, i, b"v%d" % i) for i in (2, 3))]
+    leader = MemoryStorage()
+    leader.append(entries)
+    start, end = leader.snapshot_size(3)
+    chunk = Snapshot(1, "a", 3, 1, ("a", "b", "c"), start, 0, end,
+                     leader.snapshot_read(3, start, end))
+    held = MemoryStorage()
+    held.append([*entries, Entry(1, 4, b"v4"), Entry(1, 5, b"v5")])
+    follower = RaftNode("b", ["a", "c"], held, election_s=1.0)  # (restarted: commit 0)
+    out = follower.step(chunk, 0.0)
+    assert [e.data for e in held.log[3:]] == [b"v4", b"v5"] and held.last_index() == 5
+    assert out == [("a", SnapshotReply(1, "b", 3, end))] and follower.commit == 3
