@@ -155,7 +155,7 @@ class RaftGroup:
         now = self._loop.time()
         try:
             with self.storage.own_entries():
-                first, out = self.node.propose([data], now)
+                first, out = self.node.propose([data], now, self.transport.send)
         except NotLeader:
             self._answer_parked(Code.NOT_MASTER, everything=True)  # never proposed
             return

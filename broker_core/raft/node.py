@@ -18,15 +18,17 @@ cut off cannot raise the cluster's term when it comes back); a leader steps down
 it has not heard from a majority for an election timeout (check quorum: an isolated
 leader stops acknowledging); a vote is refused within the lease of a live leader;
 leadership transfer by TimeoutNow; a new leader's no-op entry commits its forebears'.
-The elections themselves are in raft.votes.
+The elections themselves are in raft.votes; which followers get entries at once, and
+which in batches, in raft.pacing.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 
-from broker_core.raft import membership, snapshots, votes
+from broker_core.raft import membership, pacing, snapshots, votes
 from broker_core.raft.log import RaftStorage
 from broker_core.raft.messages import (
     Append,
@@ -100,6 +102,8 @@ class RaftNode:
         # peers whose last answer refused an Append (a gap, a divergent tail, a store that
         # refuses): sent one entry at a time, at most once a beat, until one is taken
         self.probing: set[str] = set()
+        self.prompt: list[str] = []  # the followers whose answers last moved the commit
+        self.held: dict[str, int] = {}  # a lazy peer -> the bytes held back from it
         self.transfer_to: str | None = None
         self.transfer_due = 0.0  # a transfer not done by then is given up (thesis 3.10)
         self.leader_seen = -1e18  # when this node last heard a live leader
@@ -152,15 +156,28 @@ class RaftNode:
         return votes.pre_vote(self, now) if self.pre_vote else votes.campaign(self, now, False)
 
     # -- proposing -----------------------------------------------------------------------
-    def propose(self, datas: list[bytes], now: float) -> tuple[int, Out]:
+    def propose(self, datas: list[bytes], now: float,
+                send: Callable[[str, Message], None] | None = None) -> tuple[int, Out]:
         """Append `datas` as entries of this leader's term: (the first's index, the
-        Appends that carry them)."""
+        Appends that carry them). `send`: where the Appends to followers in step go
+        before this leader writes its own log (the thesis, 10.2.1: a leader writes in
+        parallel with its followers; at one send in flight its write left the path a
+        send waits on). It counts itself once its write is done, in this call."""
         self.refuse_unless_leading()
-        first = self.storage.last_index() + 1
-        self.storage.append([Entry(self.term, first + i, d) for i, d in enumerate(datas)])
+        s, first = self.storage, self.storage.last_index() + 1
+        entries = [Entry(self.term, first + i, d) for i, d in enumerate(datas)]
+        sent = pacing.send_in_step(self, entries, now, send) if send is not None else ()
+        try:
+            s.append(entries)
+        except BaseException:
+            if sent:  # followers may hold entries of this term this log lacks: never
+                self._become_follower(self.term, None, now)  # number them again
+            raise
         self._advance_commit()
         probing = self.probing  # (fed at its beats, not at every proposal)
-        return first, [m for p in self.peers if p not in probing
+        size = sum(len(d) for d in datas)
+        return first, [m for p in self.peers if p not in probing and p not in sent
+                       and not pacing.held_back(self, p, now, size)
                        for m in self._replicate(p, now)]
 
     def transfer(self, to: str, now: float) -> Out:
@@ -238,7 +255,7 @@ class RaftNode:
         self.match = {p: 0 for p in self.peers}
         self.heard = {p: now for p in self.peers}  # a fresh leader gets a full timeout
         self.beat_due = {p: now for p in self.peers}
-        self.probing = set()
+        self.probing, self.prompt = set(), []  # (every follower prompt till one answers)
         self.election_due = now + self.election_s
         self.storage.append([Entry(self.term, last + 1)])  # the no-op of its term
         self._advance_commit()
@@ -256,6 +273,7 @@ class RaftNode:
         entries = tuple(s.entries(nxt, min(s.last_index(), nxt if probing
                                            else nxt + MAX_BATCH - 1), self.max_append_bytes))
         self.beat_due[peer] = now + self.heartbeat_s
+        self.held[peer] = 0
         if entries and not probing:  # pipelined: the next Append starts past these
             self.next[peer] = entries[-1].index + 1  # (a refusal rewinds)
         return [(peer, Append(self.term, self.name, nxt - 1, s.term_at(nxt - 1), entries,
@@ -310,7 +328,10 @@ class RaftNode:
             if msg.match > match[peer]:
                 match[peer] = msg.match
                 if msg.match > self.commit:  # (else no majority moved: a second answer)
+                    was = self.commit
                     self._advance_commit()
+                    if self.commit > was and peer in self.voters:
+                        pacing.prompt(self, peer)
             self.next[peer] = max(self.next[peer], match[peer] + 1)
             if self.name not in self.voters:  # its own removal: committed?
                 out = membership.removed_leader_steps_down(self, now)
@@ -318,7 +339,8 @@ class RaftNode:
                     return out
             if self.transfer_to == peer:
                 return self._maybe_timeout_now(peer, now)
-            if self.next[peer] <= self.storage.last_index():
+            if self.next[peer] <= self.storage.last_index() and \
+                    not pacing.held_back(self, peer, now):
                 return self._replicate(peer, now)
             return []
         hint = min(msg.match, self.storage.last_index() + 1)

@@ -142,12 +142,14 @@ class Sim:
         for name, node in self.nodes.items():
             if node is not None and node.role is Role.LEADER:
                 data = self.payload(self.storage[name], len(self.proposed))
+                early: list = []  # (as the broker's group: in-step followers first)
                 try:
-                    _first, out = node.propose([data], self.now)
+                    _first, out = node.propose([data], self.now,
+                                               lambda to, msg, e=early: e.append((to, msg)))
                 except NotLeader:
                     continue
                 self.proposed.append(data)
-                self.send(name, out, healthy)
+                self.send(name, early + out, healthy)
                 self.check()
 
     def _chaos(self) -> None:

@@ -239,3 +239,52 @@ def test_a_member_whose_store_refuses_every_entry_is_sent_one_entry_a_beat():
     sim.storage[stuck].refusing = False
     sim.run(sim.now + 1.0, propose_every=1e9, healthy=True)
     assert sim.storage[stuck].log == leader.storage.log
+
+
+def _deliver(nodes: dict, out: list, now: float) -> None:
+    """Every message and every answer to it, in order, at once (a perfect network)."""
+    queue = list(out)
+    while queue:
+        to, msg = queue.pop(0)
+        queue += nodes[to].step(msg, now)
+
+
+def test_at_light_load_the_follower_a_majority_does_not_need_gets_entries_in_batches():
+    """Of three, the leader sends each entry at once to the follower whose answer last
+    moved its commit and holds it back from the other for LAZY_S (its batch); under
+    load (an entry waiting for a majority) both get every entry at once; the prompt
+    follower silent, the other's batch commits and it becomes the prompt one."""
+    from broker_core.raft.pacing import LAZY_S
+
+    nodes = {n: RaftNode(n, [p for p in "abc" if p != n], MemoryStorage(),
+                         random.Random(1), election_s=1.0) for n in "abc"}
+    a, now = nodes["a"], 5.0
+    _deliver(nodes, a.tick(now), now)  # its timeout passed first: pre-vote, vote, no-op
+    assert a.role is Role.LEADER and a.commit == a.storage.last_index() and a.prompt == ["b"]
+
+    def propose(data: bytes) -> tuple[list, list]:
+        early: list = []
+        _first, out = a.propose([data], now, lambda to, m: early.append((to, m)))
+        return early, out
+
+    for data in (b"x", b"y"):
+        early, out = propose(data)
+        assert [to for to, _m in early] == ["b"] and out == []  # c: held back
+        _deliver(nodes, early, now)
+        assert a.commit == a.storage.last_index()
+    assert nodes["c"].storage.last_index() < a.commit
+    batch = a.tick(now + LAZY_S)
+    assert [(to, [e.data for e in m.entries]) for to, m in batch] == [("c", [b"x", b"y"])]
+    _deliver(nodes, batch, now + LAZY_S)
+    now += LAZY_S
+    early, out = propose(b"z")  # b's answer not yet in: then load
+    early2, out2 = propose(b"w")
+    assert [to for to, _m in early2 + out2] == ["b", "c"]
+    _deliver(nodes, early + out + early2 + out2, now)
+    early, out = propose(b"v")  # b is paused from here: its Appends are lost
+    assert [to for to, _m in early] == ["b"] and out == []
+    now += LAZY_S
+    _deliver(nodes, a.tick(now), now)  # c's batch answered: the commit moves on it
+    assert a.commit == a.storage.last_index() and a.prompt == ["c"]
+    early, _out = propose(b"u")
+    assert [to for to, _m in early] == ["c"]
