@@ -13,7 +13,8 @@ import pytest
 
 from broker_core.raft.log import MemoryStorage
 from broker_core.raft.membership import ConfigError, caught_up
-from broker_core.raft.node import NotLeader, Role
+from broker_core.raft.messages import Entry, Snapshot, SnapshotReply
+from broker_core.raft.node import NotLeader, RaftNode, Role
 from tests.broker_core.raft.sim import Faults, Sim
 
 SCHEDULES = int(os.environ.get("RAFT_SCHEDULES", "300")) // 3
@@ -158,8 +159,6 @@ def test_seeded_schedules_with_membership_changes_keep_every_safety_property(kee
 def test_a_memory_snapshot_round_trips_members_and_refuses_a_wrong_last_term():
     s = MemoryStorage()
     s.set_bootstrap(("a", "b", "c"))
-    from broker_core.raft.messages import Entry
-
     s.append([Entry(1, 1, b"x"), Entry(1, 2, b"", ("a", "b", "c", "d")), Entry(2, 3, b"y")])
     start, end = s.snapshot_size(3)
     blob = s.snapshot_read(3, start, end)
@@ -181,9 +180,6 @@ def test_a_snapshot_come_late_leaves_the_entries_past_it_in_the_log():
     restarted): installed, it cut acknowledged entries, and a leader elected without
     them lost what a majority had committed (a sim schedule found it). The Raft
     paper's figure 13: a log holding the snapshot's last entry keeps what follows."""
-    from broker_core.raft.messages import Entry, Snapshot, SnapshotReply
-    from broker_core.raft.node import RaftNode
-
     entries = [Entry(1, 1, b"", ("a", "b", "c")), *(Entry(1, i, b"v%d" % i) for i in (2, 3))]
     leader = MemoryStorage()
     leader.append(entries)

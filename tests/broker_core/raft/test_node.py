@@ -16,6 +16,7 @@ from broker_core.errors import StoreCorruptError
 from broker_core.raft.log import MemoryStorage
 from broker_core.raft.messages import Append, AppendReply, Entry, RequestVote
 from broker_core.raft.node import NotLeader, RaftNode, Role
+from broker_core.raft.pacing import LAZY_S
 from tests.broker_core.raft.sim import Faults, Sim
 
 # thousands in a long run (RAFT_SCHEDULES=5000); the suite runs a few hundred
@@ -254,8 +255,6 @@ def test_at_light_load_the_follower_a_majority_does_not_need_gets_entries_in_bat
     moved its commit and holds it back from the other for LAZY_S (its batch); under
     load (an entry waiting for a majority) both get every entry at once; the prompt
     follower silent, the other's batch commits and it becomes the prompt one."""
-    from broker_core.raft.pacing import LAZY_S
-
     nodes = {n: RaftNode(n, [p for p in "abc" if p != n], MemoryStorage(),
                          random.Random(1), election_s=1.0) for n in "abc"}
     a, now = nodes["a"], 5.0
