@@ -29,6 +29,8 @@ from broker_core.store.config import DISK_FULL_RATIO, DISK_MAX_USED_RATIO
 FAILURE_NAMES = frozenset(c.name for c in BROKER_FAILURE_CODES)
 
 MAX_ALERTS = 500
+# what a raft group's members are called, for each role a master/slave broker reports
+RAFT_ROLES = {"MASTER": "leader", "SLAVE": "follower", "NONE": "candidate"}
 
 
 @dataclass(frozen=True)
@@ -255,7 +257,8 @@ def _hot_queue_alerts(b: Any, add) -> None:
 
 
 def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
-    """Replicated groups: who is master, whether a slave is in sync, how far behind."""
+    """Replicated groups: who is master (leader), whether a slave (follower) is in sync,
+    how far behind."""
     groups: dict[str, list[Any]] = {}
     for b in brokers:
         if getattr(b, "group", None) and b.state != "DOWN":
@@ -264,10 +267,12 @@ def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
         masters = [b for b in members if b.role == "MASTER"]
         size = max((_raft_members(b) for b in members), default=0)
         if not masters:
+            roles = ", ".join(f"{b.name} {RAFT_ROLES.get(b.role, b.role) if size else b.role}"
+                              for b in members)
             add(f"no-master:{group}", "critical",
-                f"{group} has no master ({', '.join(f'{b.name} {b.role}' for b in members)})"
-                + (f": {len(members)} of {size} raft members up, a leader needs "
-                   f"{size // 2 + 1}" if size else ""))
+                f"{group} has no leader ({roles}): {len(members)} of {size} raft members up, "
+                f"a leader needs {size // 2 + 1}" if size else
+                f"{group} has no master ({roles})")
         for m in masters:
             if size and m.in_sync is not None and m.in_sync + 1 <= size // 2:
                 add(f"no-majority:{group}", "critical",
@@ -288,8 +293,9 @@ def _group_alerts(brokers: Sequence[Any], now: float | None, add) -> None:
                     f"since {since}")
         for b in members:
             if b.repl_lag_s is not None and b.repl_lag_s > REPL_LAG_S:
+                behind = "a follower" if _raft_members(b) else "a slave"
                 add(f"repl-lag:{b.name}", "warning",
-                    f"{b.name}: a slave is {b.repl_lag_s:.1f} s behind", b.repl_lag_s * 1000,
+                    f"{b.name}: {behind} is {b.repl_lag_s:.1f} s behind", b.repl_lag_s * 1000,
                     "ms")
 
 

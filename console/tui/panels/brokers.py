@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from broker_core.store.config import DISK_MAX_USED_RATIO
+from console.data.alerts import RAFT_ROLES
 from console.data.state import STATES, Sla
 from console.tui.format import STATE_STYLE, count, ms, pct, rate, size
 
@@ -63,8 +64,6 @@ COLUMNS: tuple[Column, ...] = (
     _plain("cons lag", "consumer_lag", count, width=9),
 )
 
-
-RAFT_ROLES = {"MASTER": "leader", "SLAVE": "follower", "NONE": "candidate"}
 
 
 def _role(b) -> str:

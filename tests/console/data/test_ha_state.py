@@ -157,7 +157,12 @@ def test_a_raft_group_is_judged_by_its_majority_not_by_one_slave():
                         BrokerSample("a", "r0", None, "refused"),
                         BrokerSample("c", "r2", None, "refused")], now=5)
     text = next(al.text for al in lost.active_alerts if al.key == "no-master:g1")
-    assert "1 of 3 raft members up, a leader needs 2" in text
+    assert text == "g1 has no leader (r1 candidate): 1 of 3 raft members up, a leader needs 2"
+    late = raft("r0", "MASTER")
+    late["ha"]["slaves"][0]["lag_s"] = 3.1
+    behind = build_state([sample(late, "a"), sample(raft("r1", "SLAVE"), "b")], now=5)
+    assert next(al.text for al in behind.active_alerts
+                if al.key == "repl-lag:r0") == "r0: a follower is 3.1 s behind"
     row = [c.cell(ok.brokers[0], ok.sla).plain for c in columns_for(ok.brokers)]
     assert row[3] == "leader t5"
 
