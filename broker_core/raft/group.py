@@ -38,6 +38,7 @@ from broker_core.raft import group_figures, member_changes
 from broker_core.raft.appender import RaftAppender
 from broker_core.raft.commitlog_storage import CommitLogStorage
 from broker_core.raft.entry_bytes import records_by_queue
+from broker_core.raft.loop_timer import call_when_due
 from broker_core.raft.messages import Message
 from broker_core.raft.node import NotLeader, RaftNode
 from broker_core.raft.node import Role as RaftRole
@@ -194,7 +195,8 @@ class RaftGroup:
         if timer is None or due < self._timer_due - 1e-4:
             if timer is not None:
                 timer.cancel()
-            self._timer, self._timer_due = self._loop.call_at(due, self._tick), due
+            self._timer = call_when_due(self._loop, due, self._tick)
+            self._timer_due = due
 
     def _role_changed(self, role: Role) -> None:
         was, self.role = self.role, role
@@ -291,7 +293,7 @@ class RaftGroup:
         heapq.heappush(self._parked, (end, next(self._seq), waiter))
         self._deadlines.append((self._loop.time() + self.timeout_s, waiter))
         if self._sweep is None:
-            self._sweep = self._loop.call_at(self._deadlines[0][0], self._expire)
+            self._sweep = call_when_due(self._loop, self._deadlines[0][0], self._expire)
         return None
 
     def barrier(self, done: Callable[[Code], None]) -> None:
@@ -340,7 +342,7 @@ class RaftGroup:
                 self.counters["timeouts"] += 1
                 done(Code.FLUSH_SLAVE_TIMEOUT)
         if self._deadlines:
-            self._sweep = self._loop.call_at(self._deadlines[0][0], self._expire)
+            self._sweep = call_when_due(self._loop, self._deadlines[0][0], self._expire)
 
     def transfer(self, to: str) -> None:
         """Hand leadership to `to` (an operator's word); NotLeader when this is no leader."""
