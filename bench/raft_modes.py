@@ -13,12 +13,15 @@ a controller and ZooKeeper (master/slave, sync replication) or Raft (3 members).
    (bench/ha_failover.py's drills: `drill failover` on 2 groups x 2). Goals: Raft's
    median <= 2 s (DLedger ~10 s); 0 acknowledged and lost in either.
 3. Idle: each cluster's brokers with no client, CPU a second each (/proc).
+4. Paced (`--only paced`): a steady load (`--paced-rates`, one send in flight at a
+   time), the CPU a second of the leader (master) and of each other member: what each
+   mode costs at the rates most groups carry.
 
 Beside each rate, the CPU a message of the leader (master) and of the other members
 (`cpu_us_per_msg`, /proc over the measured seconds): where each mode's time goes.
 
     .venv/bin/python bench/raft_modes.py [--kills 10] [--rounds 3] [--only ...] [--json]
-        [--before TREE]   (throughput: the code of TREE, a worktree, beside this code)
+        [--before TREE]   (throughput, paced: the code of TREE, a worktree, beside this code)
         [--shape]   (throughput: master/slave with 2 slaves answered on one, beside)
 """
 
@@ -239,6 +242,52 @@ def controller_failovers(data: Path, kills: int, rate: float) -> dict:
             "send_errors": d["send_errors"], "broker_peak_rss_mib": d["broker_peak_rss_mib"]}
 
 
+def paced(data: Path, rates: list[float], seconds: float, rounds: int,
+          before: Path | None = None) -> dict:
+    """CPU a second (ms/s, /proc) of the leader (master) and the other members under a
+    steady load at each rate: interleaved rounds, median."""
+    kinds = {"raft-3": KINDS["raft-3"], "sync-2": KINDS["sync-2"],
+             **({"raft-3-before": KINDS["raft-3"]} if before else {})}
+    clusters = {k: group(data / k, before if k == "raft-3-before" else None, **kw)
+                for k, kw in kinds.items()}
+    got: dict[str, dict[float, dict[str, list[float]]]] = {
+        k: {r: {"leader": [], "others": []} for r in rates} for k in clusters}
+    try:
+        routes = {k: routes_for(c.file) for k, c in clusters.items()}
+        for r in routes.values():
+            r.wait()
+        for _ in range(rounds):
+            for rate in rates:
+                for kind, c in clusters.items():
+                    async def run(kind=kind, rate=rate, c=c) -> None:
+                        async with AsyncProducer(routes=routes[kind], fuse=False) as p:
+                            loop = asyncio.get_running_loop()
+                            await p.send("tput", b"x" * 128)
+                            leader = routes[kind].records["group-1"].master
+                            pids = {n: proc.pid for n, proc in c.procs.items()}
+                            cpu0 = {n: cpu_seconds(pid) for n, pid in pids.items()}
+                            t0, sent = loop.time(), 0
+                            while (now := loop.time()) - t0 < seconds:
+                                if t0 + sent / rate > now:
+                                    await asyncio.sleep(t0 + sent / rate - now)
+                                await p.send("tput", b"x" * 128)
+                                sent += 1
+                            took = loop.time() - t0
+                            for n, pid in pids.items():
+                                got[kind][rate]["leader" if n == leader else "others"].append(
+                                    (cpu_seconds(pid) - cpu0[n]) / took * 1000)
+                    asyncio.run(run())
+        for r in routes.values():
+            r.close()
+        rss = max(cluster_peak_rss_mib(c) for c in clusters.values())
+    finally:
+        for c in clusters.values():
+            c.down(grace=5)
+    return {"broker_peak_rss_mib": rss, **{
+        k: {f"{r:g}/s": {who: round(statistics.median(v), 1) for who, v in parts.items()}
+            for r, parts in by.items()} for k, by in got.items()}}
+
+
 def idle(data: Path, seconds: float) -> dict:
     """CPU a second of each idle broker, per kind (utime + stime from /proc)."""
     out = {}
@@ -274,13 +323,15 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--idle-seconds", type=float, default=20.0)
-    ap.add_argument("--only", default="throughput,failover,idle")
+    ap.add_argument("--only", default="throughput,failover,idle",
+                    help="any of throughput, failover, idle, paced")
+    ap.add_argument("--paced-rates", default="300,1000", help="paced: msgs/s, comma-separated")
     ap.add_argument("--drills-out", type=Path, metavar="DIR",
                     help="write each mode's failovers as drill results (raft-drills.json, "
                     "controller-drills.json) for `floodgate capacity availability "
                     "--from-drill`")
     ap.add_argument("--before", type=Path, metavar="TREE",
-                    help="throughput: also a raft group running this checkout's code (the "
+                    help="throughput, paced: also a raft group running this checkout's code (the "
                     "code before a change: `git worktree add TREE REV`), read against it")
     ap.add_argument("--shape", action="store_true",
                     help="throughput: also master/slave with 2 slaves whose master answers "
@@ -291,6 +342,12 @@ def main() -> int:
     if args.before is not None and not (args.before / "broker_core" / "__main__.py").is_file():
         ap.error(f"--before: {args.before} is not a checkout of this project")
     parts = set(args.only.split(","))
+    try:
+        rates = [float(r) for r in args.paced_rates.split(",")]
+    except ValueError:
+        rates = []
+    if not rates or min(rates) <= 0:
+        ap.error(f"--paced-rates: {args.paced_rates!r} is not a list of rates above 0")
     result: dict = {"load_before": os.getloadavg()[0]}
     goals = {}
     with tempfile.TemporaryDirectory(prefix="fg-raft-bench-") as tmp:
@@ -313,6 +370,10 @@ def main() -> int:
             goals["raft: median failover <= 2 s"] = r["median_s"] is not None and \
                 r["median_s"] <= 2.0
             goals["0 acknowledged and lost (both)"] = r["lost"] == 0 and m["lost"] == 0
+        if "paced" in parts:
+            say(f"paced ({args.paced_rates} msgs/s, {args.rounds} rounds of {args.seconds:g} s)")
+            result["paced_cpu_ms_s"] = paced(data / "paced", rates, args.seconds, args.rounds,
+                                             args.before and args.before.resolve())
         if "idle" in parts:
             say(f"idle ({args.idle_seconds:g} s)")
             result["idle"] = idle(data / "idle", args.idle_seconds)
