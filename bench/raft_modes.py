@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,6 +98,28 @@ def one_ack_tree(tmp: Path) -> Path:
     return tree
 
 
+@contextlib.contextmanager
+def running(data: Path, kinds: dict[str, dict],
+            trees: dict[str, Path | None]) -> Iterator[tuple[dict, dict, dict]]:
+    """One group of each kind (`trees`: the checkout a kind's brokers run, else this
+    one), their routes followed: (clusters, routes, figures); `figures` gets the brokers'
+    peak RSS when the body is done."""
+    clusters = {k: group(data / k, trees.get(k), **kw) for k, kw in kinds.items()}
+    figures: dict = {}
+    try:
+        routes = {k: routes_for(c.file) for k, c in clusters.items()}
+        for r in routes.values():
+            r.wait()
+        yield clusters, routes, figures
+        for r in routes.values():
+            r.close()
+        figures["broker_peak_rss_mib"] = max(cluster_peak_rss_mib(c)
+                                             for c in clusters.values())
+    finally:
+        for c in clusters.values():
+            c.down(grace=5)
+
+
 def throughput(data: Path, rounds: int, seconds: float, before: Path | None = None,
                shape: bool = False) -> dict:
     """`before`: another checkout (the code before a change, a git worktree): a raft
@@ -106,16 +130,12 @@ def throughput(data: Path, rounds: int, seconds: float, before: Path | None = No
     kinds = {**KINDS, **({"raft-3-before": KINDS["raft-3"]} if before else {}),
              **({"one-of-2": KINDS["sync-3"]} if shape else {})}
     trees = {"raft-3-before": before, "one-of-2": one_ack_tree(data) if shape else None}
-    clusters = {k: group(data / k, trees.get(k), **kw) for k, kw in kinds.items()}
-    out: dict[str, dict[int, list[float]]] = {k: {1: [], 64: []} for k in clusters}
+    out: dict[str, dict[int, list[float]]] = {k: {1: [], 64: []} for k in kinds}
     # CPU a message of the leader (master) and of each other member, from /proc: where
     # a mode's time goes, beside its rate
     cpu: dict[str, dict[int, dict[str, list[float]]]] = {
-        k: {n: {"leader": [], "others": []} for n in (1, 64)} for k in clusters}
-    try:
-        routes = {k: routes_for(c.file) for k, c in clusters.items()}
-        for r in routes.values():
-            r.wait()
+        k: {n: {"leader": [], "others": []} for n in (1, 64)} for k in kinds}
+    with running(data, kinds, trees) as (clusters, routes, figures):
         for _ in range(rounds):
             for inflight in (1, 64):
                 for kind, c in clusters.items():
@@ -133,12 +153,7 @@ def throughput(data: Path, rounds: int, seconds: float, before: Path | None = No
                                                     else "others"].append(us)
                             return rate
                     out[kind][inflight].append(asyncio.run(run()))
-        for r in routes.values():
-            r.close()
-        rss = max(cluster_peak_rss_mib(c) for c in clusters.values())
-    finally:
-        for c in clusters.values():
-            c.down(grace=5)
+    rss = figures["broker_peak_rss_mib"]
     med = {k: {n: statistics.median(v) for n, v in by.items()} for k, by in out.items()}
     us = {k: {n: {who: round(statistics.median(v)) for who, v in parts.items() if v}
               for n, parts in by.items()} for k, by in cpu.items()}
@@ -248,14 +263,9 @@ def paced(data: Path, rates: list[float], seconds: float, rounds: int,
     steady load at each rate: interleaved rounds, median."""
     kinds = {"raft-3": KINDS["raft-3"], "sync-2": KINDS["sync-2"],
              **({"raft-3-before": KINDS["raft-3"]} if before else {})}
-    clusters = {k: group(data / k, before if k == "raft-3-before" else None, **kw)
-                for k, kw in kinds.items()}
     got: dict[str, dict[float, dict[str, list[float]]]] = {
-        k: {r: {"leader": [], "others": []} for r in rates} for k in clusters}
-    try:
-        routes = {k: routes_for(c.file) for k, c in clusters.items()}
-        for r in routes.values():
-            r.wait()
+        k: {r: {"leader": [], "others": []} for r in rates} for k in kinds}
+    with running(data, kinds, {"raft-3-before": before}) as (clusters, routes, figures):
         for _ in range(rounds):
             for rate in rates:
                 for kind, c in clusters.items():
@@ -277,13 +287,7 @@ def paced(data: Path, rates: list[float], seconds: float, rounds: int,
                                 got[kind][rate]["leader" if n == leader else "others"].append(
                                     (cpu_seconds(pid) - cpu0[n]) / took * 1000)
                     asyncio.run(run())
-        for r in routes.values():
-            r.close()
-        rss = max(cluster_peak_rss_mib(c) for c in clusters.values())
-    finally:
-        for c in clusters.values():
-            c.down(grace=5)
-    return {"broker_peak_rss_mib": rss, **{
+    return {**figures, **{
         k: {f"{r:g}/s": {who: round(statistics.median(v), 1) for who, v in parts.items()}
             for r, parts in by.items()} for k, by in got.items()}}
 
