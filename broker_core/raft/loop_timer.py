@@ -4,8 +4,8 @@ uvloop's `time()` counts whole milliseconds and its `call_at` rounds a delay to 
 delay under half a millisecond runs at the loop's next turn). A Raft core's due time
 (now + 5 ms, a float sum) read back at that millisecond is below it a third of the
 time: the tick found nothing due, armed again under a millisecond away, ran at once,
-and so spun until the clock moved on. A leader fed its lazy follower that way ~1,500
-times a second at one send in flight, a quarter of its CPU at a few hundred sends a
+and so spun until the clock moved on: a leader at one send in flight ticked 3,130 times
+a second where ~170 had work, a tenth to a third of its CPU at a few hundred sends a
 second. Armed a millisecond late, a timer finds its work due.
 """
 

@@ -65,7 +65,6 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 
-
 def _role(b) -> str:
     """master e3 (its epoch), or in a raft group leader t7 (its term)."""
     if not b.role:
