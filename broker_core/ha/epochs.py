@@ -43,6 +43,14 @@ class EpochHistory:
         kept = [(e, s) for e, s in self.entries if s <= start and e < epoch]
         self.entries = [*kept, (epoch, start)]
 
+    def term_of_last_byte(self, log_end: int) -> int:
+        """The epoch whose master wrote the last byte of a log ending at `log_end` (0:
+        none): a master that began at the end and wrote nothing wrote no byte of it."""
+        for epoch, start in reversed(self.entries):
+            if start < log_end:
+                return epoch
+        return 0
+
     def end_of(self, index: int, log_end: int) -> int:
         """Where entry `index`'s stretch ends in a log that ends at `log_end`."""
         if index + 1 < len(self.entries):
