@@ -194,6 +194,10 @@ class ReplicationMaster:
     def epoch(self) -> int:
         return self._epoch()
 
+    def commit_offset(self) -> int:
+        """What DATA frames say a majority holds: -1, a master's slaves do not ask."""
+        return -1
+
     def is_master(self) -> bool:
         return self._is_master()
 

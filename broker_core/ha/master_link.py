@@ -39,6 +39,7 @@ class LinkOwner(Protocol):
     def now(self) -> float: ...
     def wall_ms(self) -> int: ...
     def epoch(self) -> int: ...
+    def commit_offset(self) -> int: ...
     def is_master(self) -> bool: ...
     def meta(self) -> dict: ...
     def meta_version(self) -> int: ...
@@ -175,7 +176,7 @@ class SlaveLink(asyncio.Protocol):
         pos = self._pos
         if pos >= end:
             return
-        ms, epoch = m.wall_ms(), m.epoch()
+        ms, epoch, commit = m.wall_ms(), m.epoch(), m.commit_offset()
         while pos < end and not self._paused:
             seg = cl.segment_for(pos)
             data = None if seg is None else \
@@ -183,7 +184,7 @@ class SlaveLink(asyncio.Protocol):
             if data is None:
                 self.close(f"offset {pos} is no longer in the log")
                 return
-            write_parts(self.transport, wire.data_frame_parts(pos, end, ms, epoch, data),
+            write_parts(self.transport, wire.data_frame_parts(pos, end, ms, epoch, data, commit),
                         self.tls)
             pos += len(data)
         self._pos = pos
@@ -206,6 +207,7 @@ class SlaveLink(asyncio.Protocol):
             self.transport.write(wire.json_frame(wire.META, m.meta()))
             self._meta_sent = version
         if now - self._last_sent >= wire.HEARTBEAT_S * 0.9:
-            self.transport.write(wire.data_frame(self._pos, self._pos, m.wall_ms(), m.epoch()))
+            self.transport.write(wire.data_frame(self._pos, self._pos, m.wall_ms(), m.epoch(),
+                                                 commit=m.commit_offset()))
             self._last_sent = now
         return wire.HEARTBEAT_S - (now - self._last_sent)

@@ -84,6 +84,10 @@ class ReplicaClient:
             await asyncio.gather(task, return_exceptions=True)
         self.connected = False
 
+    def _log_end(self) -> int:
+        """Where this log ends, said in HELLO: past its last complete record."""
+        return self.replica.offset
+
     @property
     def lag_bytes(self) -> int:
         return max(0, self.master_end - self.replica.offset)
@@ -130,7 +134,7 @@ class ReplicaClient:
         transport.write(wire.json_frame(wire.HELLO, {
             "name": self.name, "group": self.group, "epoch": self._known_epoch(),
             # a partly received record is sent again from its start
-            "offset": self.replica.offset, "segment_bytes": self.store.commitlog.allocator.size,
+            "offset": self._log_end(), "segment_bytes": self.store.commitlog.allocator.size,
             "history": self.epochs.history.to_list()}))
         await link.done
 
@@ -145,7 +149,7 @@ class ReplicaClient:
             cut = replica.truncate(cut_at)
             self._on_truncate(cut_at, cut)
             raise wire.LinkError(f"cut the log at {cut_at} ({cut} bytes) as the master asked")
-        if kind != wire.WELCOME or int(doc.get("offset", -1)) != replica.offset:
+        if kind != wire.WELCOME or int(doc.get("offset", -1)) != self._log_end():
             raise wire.LinkError(f"unexpected answer to HELLO: {wire.KIND_NAMES.get(kind)}")
         if int(doc.get("epoch", 0)) < self._known_epoch():
             raise wire.LinkError(f"master at epoch {doc.get('epoch')} is fenced "
@@ -169,7 +173,7 @@ class ReplicaClient:
                 continue
             if kind != wire.DATA:
                 raise wire.LinkError(f"unexpected {wire.KIND_NAMES[kind]} from the master")
-            at, end, ms, epoch, data = wire.decode_data(body)
+            at, end, ms, epoch, _commit, data = wire.decode_data(body)
             if epoch < self._known_epoch():
                 raise wire.LinkError(f"data of epoch {epoch} after epoch "
                                      f"{self._known_epoch()} began: the master is fenced")

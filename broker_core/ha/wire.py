@@ -7,8 +7,9 @@ stream two fixed binary forms. A link goes:
     master -> WELCOME {epoch, history, offset}     stream starts at `offset`
             | TRUNCATE {offset, epoch}              cut your log there, then reconnect
             | REFUSE {reason}                        not master, wrong group, ...
-    master -> DATA (offset, master end, master time ms, epoch, bytes) ...
-              (no bytes: a heartbeat, after HEARTBEAT_S with nothing sent)
+    master -> DATA (offset, master end, master time ms, epoch, commit, bytes) ...
+              (no bytes: a heartbeat, after HEARTBEAT_S with nothing sent; commit: where
+              a raft group's majority holds the log, -1 from a master)
     master -> META {topics, offsets}                 the master's topic and offset tables
     slave  -> ACK (offset)                           complete records held below offset
 """
@@ -27,7 +28,8 @@ HELLO, WELCOME, TRUNCATE, REFUSE, DATA, META, ACK = range(1, 8)
 KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", TRUNCATE: "TRUNCATE", REFUSE: "REFUSE",
               DATA: "DATA", META: "META", ACK: "ACK"}
 FRAME = struct.Struct(">IB")
-DATA_HEAD = struct.Struct(">qqqI")  # offset, master write offset, master time ms, epoch
+DATA_HEAD = struct.Struct(">qqqIq")  # offset, master write offset, master time ms, epoch,
+# commit (-1: none)
 ACK_BODY = struct.Struct(">q")
 CHUNK = 1 << 20  # at most this many log bytes per DATA frame
 MAX_BODY = CHUNK + DATA_HEAD.size + 4096
@@ -62,18 +64,19 @@ def json_frame(kind: int, doc: dict[str, Any]) -> bytes:
 
 
 def data_frame(offset: int, master_end: int, master_ms: int, epoch: int,
-               data: bytes | memoryview = b"") -> bytes:
-    return b"".join(data_frame_parts(offset, master_end, master_ms, epoch, data))
+               data: bytes | memoryview = b"", commit: int = -1) -> bytes:
+    return b"".join(data_frame_parts(offset, master_end, master_ms, epoch, data, commit))
 
 
 _DATA_FRAME_HEAD = struct.Struct(">IB" + DATA_HEAD.format.lstrip(">"))
 
 
 def data_frame_parts(offset: int, master_end: int, master_ms: int, epoch: int,
-                     data: bytes | memoryview) -> tuple[bytes, bytes | memoryview]:
+                     data: bytes | memoryview, commit: int = -1
+                     ) -> tuple[bytes, bytes | memoryview]:
     """A DATA frame as (head, data), for a gather write without copying the data."""
     return _DATA_FRAME_HEAD.pack(DATA_HEAD.size + len(data), DATA, offset, master_end,
-                                 master_ms, epoch), data
+                                 master_ms, epoch, commit), data
 
 
 def ack_frame(offset: int) -> bytes:
@@ -100,11 +103,12 @@ def decode_json(body: bytes) -> dict[str, Any]:
     return doc
 
 
-def decode_data(body: bytes) -> tuple[int, int, int, int, memoryview]:
+def decode_data(body: bytes) -> tuple[int, int, int, int, int, memoryview]:
+    """(offset, master end, master ms, epoch, commit, bytes)."""
     if len(body) < DATA_HEAD.size:
         raise LinkError("short DATA frame")
-    offset, end, ms, epoch = DATA_HEAD.unpack_from(body)
-    return offset, end, ms, epoch, memoryview(body)[DATA_HEAD.size:]
+    offset, end, ms, epoch, commit = DATA_HEAD.unpack_from(body)
+    return offset, end, ms, epoch, commit, memoryview(body)[DATA_HEAD.size:]
 
 
 def decode_ack(body: bytes) -> int:

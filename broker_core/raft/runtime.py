@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from broker_core.raft.group import RaftGroup
 
@@ -11,6 +12,8 @@ log = logging.getLogger("floodgate.raft")
 
 async def start_raft(broker) -> RaftGroup:
     cfg = broker.config
+    if os.environ.get("FLOODGATE_RAFT_LOG") == "stream":  # (not yet a flag: being built)
+        return await _start_stream(broker)
     peers = {m.name: (m.host, m.raft_port) for m in cfg.raft_members if m.name != cfg.name}
     addrs = {m.name: m.addr for m in cfg.raft_members}
     group = RaftGroup(broker, cfg.group, peers, cfg.raft_port, client_addrs=addrs,
@@ -20,4 +23,18 @@ async def start_raft(broker) -> RaftGroup:
     await group.start(cfg.bind)
     log.info("group=%s consensus=raft raft_port=%d voters=%s%s", cfg.group, cfg.raft_port,
              ",".join(sorted(group.node.voters)), " (joining)" if cfg.raft_join else "")
+    return group
+
+
+async def _start_stream(broker):
+    from broker_core.raft.stream_group import StreamGroup
+
+    cfg = broker.config
+    peers = {m.name: (m.host, m.raft_port) for m in cfg.raft_members if m.name != cfg.name}
+    group = StreamGroup(broker, cfg.group, peers, cfg.raft_port,
+                        client_addrs={m.name: m.addr for m in cfg.raft_members},
+                        timeout_s=cfg.sync_timeout_s).attach()
+    await group.start(cfg.bind)
+    log.info("group=%s consensus=raft log=stream raft_port=%d voters=%s", cfg.group,
+             cfg.raft_port, ",".join(sorted(group.election.voters)))
     return group

@@ -40,9 +40,15 @@ class RaftTransport:
         self._closed = False
         self._last: tuple[Message | None, bytes] = (None, b"")  # the latest message sent
 
-    async def start(self, bind: str, port: int) -> None:
+    async def start(self, bind: str, port: int,
+                    stream_link: Callable[[], asyncio.Protocol] | None = None) -> None:
+        """`stream_link`: a protocol for links whose first frame is a replication
+        stream's HELLO (ha.wire: kind 1, where a Raft link's hello is kind 0), so that a
+        raft group's stream (raft.stream_group) shares this port."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Inbound(self), bind, port,
+        factory = (lambda: _Inbound(self)) if stream_link is None else \
+            (lambda: _FirstFrame(self, stream_link))
+        self._server = await loop.create_server(factory, bind, port,
                                                 ssl=self._ssl_server, reuse_address=True)
         for peer in self.peers:
             self._dialers[peer] = asyncio.ensure_future(self._dial(peer))
@@ -173,3 +179,28 @@ class _Inbound(asyncio.Protocol):
             self.transport.close()
             return
         del buf[:at]
+
+
+class _FirstFrame(asyncio.Protocol):
+    """A link on a port shared with a raft group's stream: its first frame's kind byte
+    says whose it is, and the link is handed to that protocol."""
+
+    KIND_AT = wire.LENGTH.size  # (both wires: a 4-byte length, then the kind)
+
+    def __init__(self, owner: RaftTransport, stream_link: Callable[[], asyncio.Protocol]):
+        self.owner, self.stream_link = owner, stream_link
+        self.buf = bytearray()
+        self.transport = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if len(self.buf) <= self.KIND_AT:
+            return
+        proto = _Inbound(self.owner) if self.buf[self.KIND_AT] == wire.HELLO \
+            else self.stream_link()
+        self.transport.set_protocol(proto)
+        proto.connection_made(self.transport)
+        proto.data_received(bytes(self.buf))

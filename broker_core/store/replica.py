@@ -91,12 +91,14 @@ class ReplicaLog:
             self.received = self.commitlog.write_at(offset, data)
             return self.received
 
-    def publish(self, end: int, crc: bool = False, known: dict | None = None
-                ) -> set[tuple[str, int]]:
+    def publish(self, end: int, crc: bool = False, known: dict | None = None,
+                gate=None) -> set[tuple[str, int]]:
         """Raft: the bytes below `end` are committed; index the records they hold (a
         Raft log holds bytes past write_offset that readers must not see yet). Their
         CRCs are not computed again (`crc` False): made here, or verified when received.
-        `known`: records read already, by physical offset (`Indexed`); taken from it."""
+        `known`: records read already, by physical offset (`Indexed`); taken from it.
+        `gate` (a store.confirm_gate): the units wait there, not in the queues (a raft
+        leader's tail of older terms, shown once a majority holds a record of its own)."""
         with self._lock:
             self.received = max(self.received, self.commitlog.write_offset)
             if end <= self.commitlog.write_offset:
@@ -106,7 +108,7 @@ class ReplicaLog:
                                       f"to {self.received}")
             if self.queues.over:
                 self.queues.evict()
-            return self._index(end, crc=crc, known=known)
+            return self._index(end, crc=crc, known=known, gate=gate)
 
     def withdraw(self, offset: int) -> int:
         """Raft, on start: the records at and after `offset` are not known committed;
@@ -125,8 +127,8 @@ class ReplicaLog:
         self._checkpoint()
         return removed
 
-    def _index(self, end: int | None = None, crc: bool = True, known: dict | None = None
-               ) -> set[tuple[str, int]]:
+    def _index(self, end: int | None = None, crc: bool = True, known: dict | None = None,
+               gate=None) -> set[tuple[str, int]]:
         """Walk complete records from write_offset to `end` (received); write their
         queue units (a record in `known` is not parsed again)."""
         cl = self.commitlog
@@ -164,7 +166,9 @@ class ReplicaLog:
                 key_list = split_keys(keys) if keys else None
             key = (topic, qid)
             cq = queues.get(key) or self.queues.get_or_create(topic, qid)
-            if qoff == cq.max_offset:
+            if gate is not None:
+                gate.hold(topic, qid, [(pos, size, th)], pos + size)
+            elif qoff == cq.max_offset:
                 cq.ensure_capacity(1)
                 cq.append_unit(pos, size, th)
             else:

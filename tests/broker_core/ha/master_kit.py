@@ -93,7 +93,7 @@ class HandSlave:
         while True:
             kind, body = await asyncio.wait_for(wire.read_frame(self.reader), 5)
             if kind == wire.DATA:
-                at, _end, _ms, _epoch, chunk = wire.decode_data(body)
+                at, _end, _ms, _epoch, _commit, chunk = wire.decode_data(body)
                 assert at == len(data)
                 data += chunk
                 if len(data) >= upto:

@@ -1,0 +1,366 @@
+"""StreamGroup: a broker's part in a raft group whose log is the CommitLog's byte stream
+(docs/topics/raft-groups.md, "The way to 80 %").
+
+The leader writes as a master does, and its bytes go to the followers on the master's
+replication stream, fenced by term (raft.stream_replication); Raft decides who leads a
+term (raft.stream_election), its messages on the group's links (raft.transport), whose
+port also takes the stream's links. It stands where raft.group's RaftGroup stands
+(`broker.ha`, the write path's `replication`).
+
+A term's leader: its epoch file says where the term began (ha.epochs, the term as the
+epoch); the records it held of older terms go behind the confirm gate; its first record
+(the group's tables) gives the term bytes of its own at once, so that what it holds is
+committed as soon as a majority holds that record. A follower follows the leader it
+heard, and shows readers only what the leader says is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from pathlib import Path
+
+from broker_core.fsutil import atomic_write
+from broker_core.ha.epochs import EpochFile
+from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
+from broker_core.ha.node import Role
+from broker_core.ha.slave import MasterInfo
+from broker_core.protocol import Code
+from broker_core.raft.group import ELECTION_S, HEARTBEAT_S, META_EVERY_S, META_LOOK_S, META_TOPIC
+from broker_core.raft.loop_timer import call_when_due
+from broker_core.raft.messages import Append, Message
+from broker_core.raft.node import NotLeader
+from broker_core.raft.roles import Role as RaftRole
+from broker_core.raft.stream_election import StreamElection
+from broker_core.raft.stream_replication import QuorumMaster, StreamFollower
+from broker_core.raft.transport import RaftTransport
+from broker_core.raft.vote_file import VoteFile
+
+log = logging.getLogger("floodgate.raft")
+
+SAVE_EVERY_S = 1.0
+
+
+class StreamGroup:
+    sync = True
+
+    def __init__(self, broker, group: str, peers: dict[str, tuple[str, int]], port: int, *,
+                 client_addrs: dict[str, str] | None = None, election_s: float = ELECTION_S,
+                 heartbeat_s: float = HEARTBEAT_S, timeout_s: float = 3.0,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.broker, self.group, self.port = broker, group, port
+        self.name = broker.config.name
+        self.addrs = dict(client_addrs or {})
+        self.stream_addrs = {n: f"{host}:{p}" for n, (host, p) in peers.items()}
+        self.wall = wall
+        self._loop = asyncio.get_running_loop()
+        store = broker.store
+        raft_dir = Path(broker.config.data_dir) / "raft"
+        raft_dir.mkdir(parents=True, exist_ok=True)
+        self.votes = VoteFile(raft_dir / "vote.json")
+        self.epochs = EpochFile(raft_dir / "epochs.json")
+        self._published_path = raft_dir / "published.json"
+        self.replica = store.replica_log()
+        self.replica.withdraw(self._load_published())  # shown again once committed
+        self.tail = [self.replica.received]  # the end of the last whole record held
+        self.election = StreamElection(self.name, [self.name, *peers], self, self.votes,
+                                       random.Random(), election_s, heartbeat_s,
+                                       now=self._loop.time())
+        self.node = self.election  # (what the HTTP and control ops read: term, leader)
+        self.master = QuorumMaster(
+            store, group, self.name, lambda: self.election.voters, timeout_s=timeout_s,
+            epoch=lambda: self.election.term, history=lambda: self.epochs.history,
+            is_master=lambda: self.role is Role.MASTER, meta=lambda: meta_doc(broker),
+            meta_version=broker.meta_version)
+        self.master.readable = lambda touched: records_arrived(broker, touched)
+        self.follower: StreamFollower | None = None
+        self.transport = RaftTransport(self.name, group, peers, self._on_message,
+                                       ssl_server=broker.tls, ssl_client=broker.tls_peer,
+                                       on_refused=self._refused)
+        self.role = Role.NONE
+        self.led = 0  # the term this broker began as master in
+        self.since = wall()
+        self.events: deque[dict] = deque(maxlen=50)
+        self.counters: Counter[str] = Counter()
+        self._timer: asyncio.Handle | None = None
+        self._timer_due = 0.0
+        self._applying: asyncio.Task | None = None
+        self._saved_at = 0.0
+        self._meta_sent, self._meta_due = -1, -1e18
+        self.changed = asyncio.Event()
+        self._seen: tuple[int, str | None] = (self.election.term, None)
+
+    # -- the log, as the election compares it (raft.stream_election.StreamLog) ---------------
+    def end(self) -> int:
+        if self.role is Role.MASTER:
+            return self.broker.store.commitlog.write_offset
+        return self.tail[0]
+
+    def last_term(self) -> int:
+        return self.epochs.history.term_of_last_byte(self.end())
+
+    # -- start and stop ----------------------------------------------------------------------
+    def attach(self) -> StreamGroup:
+        self.broker.ha = self
+        self.broker.write_path.replication = self
+        return self
+
+    async def start(self, bind: str) -> None:
+        await self.transport.start(bind, self.port, stream_link=self.master.link_factory)
+        self.drive([])
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.follower is not None:
+            await self.follower.stop()
+        self.master.stop()
+        self.save_published()
+        await self.transport.close()
+
+    def _load_published(self) -> int:
+        try:
+            return int(json.loads(self._published_path.read_text())["offset"])
+        except FileNotFoundError:
+            return 0
+
+    def save_published(self) -> None:
+        """How far readers see (a lower bound of what is committed): on a restart the
+        records past it leave the queues until the leader says they are committed."""
+        shown = self.broker.store.commitlog.write_offset
+        held = self.master.gate.first_held()  # (a leader's records no majority holds yet)
+        atomic_write(self._published_path, json.dumps(
+            {"offset": shown if held is None else min(shown, held)}).encode())
+        self._saved_at = self._loop.time()
+
+    # -- driving the election ----------------------------------------------------------------
+    def _on_message(self, msg: Message) -> None:
+        now = self._loop.time()
+        out = self.election.step(msg, now)
+        if type(msg) is Append and self.follower is not None and \
+                msg.term == self.election.term and msg.leader == self.follower.master.name:
+            self.follower.publish(msg.commit)  # a beat's commit: readers go on
+        self.drive(out)
+
+    def _refused(self, peer: str) -> None:
+        self.drive(self.election.leader_gone(peer, self._loop.time()))
+
+    def _tick(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        self.election.commit = self.master.committed
+        if now - self._saved_at >= SAVE_EVERY_S:
+            self.save_published()
+        self.drive(self.election.tick(now))
+
+    def drive(self, out) -> None:
+        for to, msg in out:
+            self.transport.send(to, msg)
+        e = self.election
+        seen = (e.term, e.leader)
+        if seen != self._seen:
+            self._seen = seen
+            self.changed.set()
+            self.changed = asyncio.Event()
+        if self._wanted() != self._applied() and self._applying is None:
+            self._applying = asyncio.ensure_future(self._apply())
+        if self.role is Role.MASTER:
+            self._propose_meta(self._loop.time())
+        due = e.next_due()
+        if self._timer is None or due < self._timer_due - 1e-4:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = call_when_due(self._loop, due, self._tick)
+            self._timer_due = due
+
+    # -- the stream following the election ------------------------------------------------
+    def _wanted(self) -> tuple:
+        e = self.election
+        if e.role is RaftRole.LEADER:
+            return ("lead", e.term)
+        return ("follow", e.leader, e.term) if e.leader else ("none",)
+
+    def _applied(self) -> tuple:
+        if self.role is Role.MASTER:
+            return ("lead", self.led)
+        if self.follower is not None:
+            return ("follow", self.follower.master.name, self.follower.master.epoch)
+        return ("none",)
+
+    async def _apply(self) -> None:
+        """Change the stream's side until it is what the election says (one change at a
+        time: each may wait for a link to stop)."""
+        try:
+            while (want := self._wanted()) != self._applied():
+                if self.follower is not None:
+                    follower, self.follower = self.follower, None
+                    await follower.stop()  # no byte of it after this
+                    continue
+                if self.role is Role.MASTER:
+                    self.master.stop()  # (what no majority holds leaves the queues)
+                    self.tail[0] = max(self.replica.received,
+                                       self.broker.store.commitlog.write_offset)
+                    self._role(Role.NONE, f"term {self.election.term}")
+                    continue
+                if want[0] == "lead":
+                    self._lead(want[1])
+                elif want[0] == "follow":
+                    self._follow(want[1], want[2])
+                else:
+                    self._role(Role.NONE, f"term {self.election.term}, no leader known")
+        finally:
+            self._applying = None
+
+    def _lead(self, term: int) -> None:
+        if self.replica.received > self.tail[0]:  # part of a record: not ours
+            self.replica.truncate(self.tail[0])
+        start = self.tail[0]
+        self.epochs.begin(term, start)
+        self.master.term_start, self.led = start, term
+        self.master.start()
+        # the older terms' records it holds wait behind the gate, as its own will
+        self.replica.publish(start, crc=True, gate=self.master.gate)
+        self._role(Role.MASTER, f"term {term}, log at {start}")
+        self._meta_sent, self._meta_due = -1, -1e18
+        self._propose_meta(self._loop.time())  # its term's first record
+
+    def _follow(self, leader: str, term: int) -> None:
+        info = MasterInfo(leader, self.stream_addrs[leader], term)
+        self.follower = StreamFollower(
+            self.broker.store, self.epochs, self.name, self.group, info,
+            known_epoch=lambda: self.election.term, on_records=self._on_records,
+            on_meta=lambda doc: adopt_meta(self.broker, doc), on_truncate=self._truncated,
+            tls=self.broker.tls_peer, log_end=self.tail)
+        self.follower.start()
+        self._role(Role.SLAVE, f"of {leader} (term {term})")
+
+    def _role(self, role: Role, detail: str) -> None:
+        self.role = role
+        self.since = self.wall()
+        self.event(role.value.lower(), detail)
+        self.broker.role_changed()
+
+    def _on_records(self, touched: set[tuple[str, int]]) -> None:
+        if (META_TOPIC, 0) in touched:
+            touched.discard((META_TOPIC, 0))
+            self._adopt_meta()
+        if touched:
+            records_arrived(self.broker, touched)
+
+    def _truncated(self, offset: int, cut: int) -> None:
+        self.tail[0] = min(self.tail[0], offset)
+        self.event("truncated", f"log cut at {offset}: {cut} bytes the leader never had")
+
+    # -- the group's tables as records of the log ----------------------------------------------
+    def _propose_meta(self, now: float) -> None:
+        if now < self._meta_due:
+            return
+        version = self.broker.meta_version()
+        if version == self._meta_sent:
+            self._meta_due = now + META_LOOK_S
+            return
+        self._meta_sent, self._meta_due = version, now + META_EVERY_S
+        body = json.dumps(meta_doc(self.broker), separators=(",", ":")).encode()
+        result = self.broker.store.put(META_TOPIC, 0, body, wait=False)
+        if result.ok:
+            self.master.appended(result.end_offset)
+        else:
+            log.warning("raft group %s: its tables not written: %s", self.group, result.reason)
+
+    def _adopt_meta(self) -> None:
+        store = self.broker.store
+        last = store.queue_offsets(META_TOPIC, 0)[1] - 1
+        got = store.get(META_TOPIC, 0, last, 1).messages
+        if got:
+            try:
+                adopt_meta(self.broker, json.loads(got[0].body))
+            except ValueError as exc:
+                log.warning("raft group %s: tables record unreadable: %s", self.group, exc)
+
+    # -- the broker's hooks ------------------------------------------------------------------
+    def refusal(self) -> tuple[int, bytes] | None:
+        e = self.election
+        if self.role is Role.MASTER and e.role is RaftRole.LEADER and e.transfer_to is None:
+            return None
+        leader = e.leader
+        where = (f"master is {leader} at {self.addrs[leader]}" if leader in self.addrs
+                 else f"master is {leader}" if leader else "no master known")
+        return Code.NOT_MASTER, (f"{self.name} is {e.role.value} of raft group "
+                                 f"{self.group} (term {e.term}); {where}").encode()
+
+    def appended(self, end: int) -> None:
+        self.master.appended(end)
+
+    def park(self, end: int, done: Callable[[Code], None]) -> Code | None:
+        if self.role is not Role.MASTER:
+            return Code.NOT_MASTER
+        return self.master.park(end, done)
+
+    async def wait_replicated(self, end: int) -> Code:
+        if self.role is not Role.MASTER:
+            return Code.NOT_MASTER
+        return await self.master.wait(end)
+
+    def barrier(self, done: Callable[[Code], None]) -> None:
+        """`done(OK)` once a record written after now is committed (this broker led
+        then), or `done(NOT_MASTER)`."""
+        if self.refusal() is not None:
+            done(Code.NOT_MASTER)
+            return
+        result = self.broker.store.put(META_TOPIC, 1, b"", wait=False)
+        if not result.ok:
+            done(Code.SYSTEM_ERROR)
+            return
+        self.master.appended(result.end_offset)
+        code = self.master.park(result.end_offset, done)
+        if code is not None:
+            done(code)
+
+    def transfer(self, to: str) -> None:
+        self.drive(self.election.transfer(to, self._loop.time()))
+
+    def step_aside(self, reason: str) -> dict:
+        if self.role is not Role.MASTER:
+            raise NotLeader(self.name, self.election.leader)
+        return {"moved": False, "why": "a stream group's leader does not step aside yet"}
+
+    # -- figures -----------------------------------------------------------------------------
+    def event(self, kind: str, detail: str) -> None:
+        self.events.append({"time": self.wall(), "kind": kind, "detail": detail,
+                            "epoch": self.election.term})
+        log.warning("raft role group=%s broker=%s %s %s", self.group, self.name, kind, detail)
+
+    @property
+    def epoch(self) -> int:
+        return self.election.term
+
+    def figures(self) -> dict:
+        e, end = self.election, self.end()
+        doc = {"group": self.group, "consensus": "raft", "log": "stream",
+               "role": self.role.value, "epoch": e.term, "term": e.term,
+               "leader": e.leader or "", "master": e.leader or "",
+               "master_addr": self.addrs.get(e.leader, ""), "since": self.since,
+               "commit": self.master.committed if self.role is Role.MASTER else
+               (self.follower.commit if self.follower else -1),
+               "last_index": end, "replication": "raft", "events": list(self.events)[-10:],
+               "links": self.transport.connected(), "members": len(e.voters),
+               "voters": sorted(e.voters), "learners": [], "config_index": 0,
+               **self.counters, **self.master.counters}
+        if self.role is Role.MASTER:
+            acked, commit = self.master.acked, self.master.committed
+            doc["replicas"] = [{"name": p, "match": acked.get(p, 0),
+                                "lag": end - acked.get(p, 0)} for p in e.peers]
+            doc["in_sync"] = sorted(p for p in e.peers if acked.get(p, -1) >= commit)
+            links = self.master.links
+            doc["slaves"] = [{"name": p, "in_sync": p in doc["in_sync"],
+                              "lag_bytes": max(0, end - acked.get(p, 0)),
+                              "lag_s": self.master.lag(links[p])[1] if p in links else 0.0}
+                             for p in e.peers]
+        elif self.follower is not None:
+            doc["following"] = self.follower.figures()
+        return doc

@@ -1,0 +1,170 @@
+"""The two ends of a raft group's stream (raft.stream_group): the master's replication
+(ha.master, ha.slave) with Raft's rules for what is committed.
+
+- `QuorumMaster`, the leader's end: a send is answered once a majority of the voters
+  hold it, the leader among them, and readers see up to there (the confirm gate). Only
+  an offset past where the leader's term began counts (the Raft paper, 5.4.2): bytes
+  of older terms are committed by the first record of its own, never by counting them.
+  A leader that stops leading keeps what no majority acknowledged out of its queues.
+- `StreamFollower`, a follower's end: bytes are held as they come and acknowledged up
+  to the last record they complete; readers see them once the leader says a majority
+  holds them, and never past what this leader sent (until its WELCOME, a tail of an
+  older term may differ from the leader's log).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from broker_core.ha import wire
+from broker_core.ha.master import ReplicationMaster
+from broker_core.ha.slave import ReplicaClient
+from broker_core.protocol import Code
+
+
+class QuorumMaster(ReplicationMaster):
+    def __init__(self, store, group: str, name: str, voters: Callable[[], frozenset[str]],
+                 **kw) -> None:
+        super().__init__(store, group, sync=True, persist=None, **kw)
+        self.name, self._voters = name, voters
+        self.term_start = 0  # where this leader's term began: only past it counts
+        self.committed = -1
+
+    def _target(self) -> int:
+        """The offset a majority holds (-1: none past the term's start yet)."""
+        voters = self._voters()
+        need = len(voters) // 2  # followers a majority needs besides this leader
+        if need == 0:
+            target = self.store.commitlog.write_offset
+        else:
+            acks = sorted((self.acked.get(n, -1) for n in voters if n != self.name),
+                          reverse=True)
+            target = acks[need - 1] if len(acks) >= need else -1
+        return target if target > self.term_start else -1
+
+    def commit_offset(self) -> int:
+        return self.committed
+
+    def park(self, end: int, done: Callable[[Code], None]) -> Code | None:
+        if self._target() >= end:
+            return Code.OK
+        waiter = [done]
+        heapq.heappush(self._waiters, (end, next(self._seq), waiter))
+        self._deadlines.append((self._clock() + self.timeout_s, waiter))
+        if self._started and self._sweeper.when is None:
+            self._sweeper.after(self.timeout_s)
+        return None
+
+    def _release(self) -> None:
+        target = self._target()
+        if target <= self.committed:
+            return
+        self.committed = target
+        if self.gate.holding:  # readable first, then answered
+            self._dispatch(target)
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= target:
+            done = heapq.heappop(waiters)[2]
+            answer, done[0] = done[0], None
+            if answer is not None:
+                answer(Code.OK)
+
+    def _gate_follows(self) -> None:
+        self.gate.active = self._started
+
+    def _desired(self) -> set[str]:
+        return set(self.in_sync)  # (no in-sync set: a majority, whoever it is)
+
+    def welcome(self, link, hello: dict) -> bool:
+        if str(hello.get("name")) not in self._voters():
+            link.refuse(wire.json_frame(wire.REFUSE, {
+                "reason": f"{hello.get('name')} is no member of raft group {self.group}"}))
+            return False
+        return super().welcome(link, hello)
+
+    def start(self, in_sync: frozenset[str] = frozenset()) -> None:
+        """Lead from the log's end: answers count from this term's own acks."""
+        self.acked.clear()
+        self.committed = -1
+        self._marks.reset(self.store.commitlog.write_offset)
+        self._started = True
+        self._gate_follows()
+        self._sweeper.cancel()
+        self._sweeper.soon()
+
+    def stop(self) -> None:
+        """No longer leading: parked sends answer NOT_MASTER; the records the gate holds
+        (no majority acknowledged them) leave the readable log, their bytes kept, to be
+        shown if the next leader commits them."""
+        gate = self.gate
+        first = gate.first_held()
+        gate.take(None)
+        super().stop()
+        if first is not None:
+            self.store.replica_log().withdraw(first)
+
+
+class StreamFollower(ReplicaClient):
+    def __init__(self, *args, log_end: list[int], **kw) -> None:
+        """`log_end`: [the end of the last whole record held], shared with the group."""
+        super().__init__(*args, **kw)
+        self.log_end = log_end
+        self.commit = -1  # what the leader last said a majority holds
+        self.welcomed = False
+        self.segment_bytes = self.store.commitlog.allocator.size
+        self._loop = None
+
+    def _log_end(self) -> int:
+        if self.replica.received > self.log_end[0]:  # part of a record: sent again
+            self.replica.truncate(self.log_end[0])
+        return self.log_end[0]
+
+    def _welcomed(self, kind: int, body: bytes) -> None:
+        super()._welcomed(kind, body)
+        self.welcomed = True
+
+    def publish(self, commit: int) -> set[tuple[str, int]]:
+        """Show readers what the leader says a majority holds, as far as this log holds
+        the leader's bytes; returns the queues that grew."""
+        if not self.welcomed or self._stopped:
+            return set()
+        self.commit = max(self.commit, commit)
+        upto = min(self.commit, self.log_end[0])
+        if upto <= self.replica.offset:
+            return set()
+        touched = self.replica.publish(upto, crc=True)
+        if touched:
+            self._on_records(touched)
+        return touched
+
+    def _frames(self, frames: list[tuple[int, bytes]], transport) -> None:
+        """DATA and META frames of one read: held, acknowledged once, then published."""
+        wrote, commit, known = False, -1, self._known_epoch()
+        for kind, body in frames:
+            if self._stopped:
+                return
+            self.frames += 1
+            if kind == wire.META:
+                self._on_meta(wire.decode_json(body))
+                continue
+            if kind != wire.DATA:
+                raise wire.LinkError(f"unexpected {wire.KIND_NAMES[kind]} from the leader")
+            at, end, ms, epoch, said, data = wire.decode_data(body)
+            if epoch < known:
+                raise wire.LinkError(f"data of term {epoch} after term {known} began: the "
+                                     "leader is deposed")
+            self.master_end, self.master_ms = end, ms
+            commit = max(commit, said)
+            if data:
+                if at != self.replica.received:
+                    raise wire.LinkError(f"data at {at}, this log holds up to "
+                                         f"{self.replica.received}")
+                pos = self.replica.hold(at, data)
+                if pos == end or pos % self.segment_bytes == 0:  # a record's end
+                    self.log_end[0] = pos
+                    wrote = True
+        if wrote:
+            transport.write(wire.ack_frame(self.log_end[0]))
+        if commit >= 0:
+            self.publish(commit)
