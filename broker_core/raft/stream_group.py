@@ -67,7 +67,8 @@ class StreamGroup:
         self._published_path = raft_dir / "published.json"
         self.replica = store.replica_log()
         self.replica.withdraw(self._load_published())  # shown again once committed
-        self.tail = [self.replica.received]  # the end of the last whole record held
+        # the end of the last whole record held (the store's recovery cut a torn one)
+        self.tail = [max(self.replica.received, store.commitlog.write_offset)]
         self.election = StreamElection(self.name, [self.name, *peers], self, self.votes,
                                        random.Random(), election_s, heartbeat_s,
                                        now=self._loop.time())
@@ -217,7 +218,8 @@ class StreamGroup:
             self._applying = None
 
     def _lead(self, term: int) -> None:
-        if self.replica.received > self.tail[0]:  # part of a record: not ours
+        if max(self.replica.received, self.replica.offset) > self.tail[0]:  # part of a
+            # record: not ours
             self.replica.truncate(self.tail[0])
         start = self.tail[0]
         self.epochs.begin(term, start)

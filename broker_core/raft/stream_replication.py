@@ -116,7 +116,8 @@ class StreamFollower(ReplicaClient):
         self._loop = None
 
     def _log_end(self) -> int:
-        if self.replica.received > self.log_end[0]:  # part of a record: sent again
+        if max(self.replica.received, self.replica.offset) > self.log_end[0]:
+            # (part of a record: sent again)
             self.replica.truncate(self.log_end[0])
         return self.log_end[0]
 
@@ -157,9 +158,9 @@ class StreamFollower(ReplicaClient):
             self.master_end, self.master_ms = end, ms
             commit = max(commit, said)
             if data:
-                if at != self.replica.received:
-                    raise wire.LinkError(f"data at {at}, this log holds up to "
-                                         f"{self.replica.received}")
+                held = max(self.replica.received, self.replica.offset)
+                if at != held:
+                    raise wire.LinkError(f"data at {at}, this log holds up to {held}")
                 pos = self.replica.hold(at, data)
                 if pos == end or pos % self.segment_bytes == 0:  # a record's end
                     self.log_end[0] = pos
