@@ -33,7 +33,8 @@ async def _start_stream(broker):
     peers = {m.name: (m.host, m.raft_port) for m in cfg.raft_members if m.name != cfg.name}
     group = StreamGroup(broker, cfg.group, peers, cfg.raft_port,
                         client_addrs={m.name: m.addr for m in cfg.raft_members},
-                        timeout_s=cfg.sync_timeout_s).attach()
+                        timeout_s=cfg.sync_timeout_s,
+                        fuse_moves=cfg.fuse_moves_leader).attach()
     await group.start(cfg.bind)
     log.info("group=%s consensus=raft log=stream raft_port=%d voters=%s", cfg.group,
              cfg.raft_port, ",".join(sorted(group.election.voters)))

@@ -36,6 +36,7 @@ from broker_core.raft.loop_timer import call_when_due
 from broker_core.raft.messages import Append, Message
 from broker_core.raft.node import NotLeader
 from broker_core.raft.roles import Role as RaftRole
+from broker_core.raft.step_aside import EVERY_S, StepAside
 from broker_core.raft.stream_election import StreamElection
 from broker_core.raft.stream_replication import QuorumMaster, StreamFollower
 from broker_core.raft.transport import RaftTransport
@@ -52,7 +53,7 @@ class StreamGroup:
     def __init__(self, broker, group: str, peers: dict[str, tuple[str, int]], port: int, *,
                  client_addrs: dict[str, str] | None = None, election_s: float = ELECTION_S,
                  heartbeat_s: float = HEARTBEAT_S, timeout_s: float = 3.0,
-                 wall: Callable[[], float] = time.time) -> None:
+                 fuse_moves: float = 0.0, wall: Callable[[], float] = time.time) -> None:
         self.broker, self.group, self.port = broker, group, port
         self.name = broker.config.name
         self.addrs = dict(client_addrs or {})
@@ -78,7 +79,7 @@ class StreamGroup:
             epoch=lambda: self.election.term, history=lambda: self.epochs.history,
             is_master=lambda: self.role is Role.MASTER, meta=lambda: meta_doc(broker),
             meta_version=broker.meta_version)
-        self.master.readable = lambda touched: records_arrived(broker, touched)
+        self.master.readable = self._readable
         self.follower: StreamFollower | None = None
         self.transport = RaftTransport(self.name, group, peers, self._on_message,
                                        ssl_server=broker.tls, ssl_client=broker.tls_peer,
@@ -88,6 +89,8 @@ class StreamGroup:
         self.since = wall()
         self.events: deque[dict] = deque(maxlen=50)
         self.counters: Counter[str] = Counter()
+        # a slow leader moved on a fuse's word, once it has led `fuse_moves` s (0: never)
+        self.aside = StepAside(allowed=fuse_moves > 0, every_s=fuse_moves or EVERY_S)
         self._timer: asyncio.Handle | None = None
         self._timer_due = 0.0
         self._applying: asyncio.Task | None = None
@@ -247,6 +250,11 @@ class StreamGroup:
         self.event(role.value.lower(), detail)
         self.broker.role_changed()
 
+    def _readable(self, touched: set[tuple[str, int]]) -> None:
+        """A majority holds the leader's records of these queues: readers may take them."""
+        for topic, qid in touched:
+            self.broker.pulls.readable(topic, qid)
+
     def _on_records(self, touched: set[tuple[str, int]]) -> None:
         if (META_TOPIC, 0) in touched:
             touched.discard((META_TOPIC, 0))
@@ -327,9 +335,17 @@ class StreamGroup:
         self.drive(self.election.transfer(to, self._loop.time()))
 
     def step_aside(self, reason: str) -> dict:
+        """A client's fuse found this leader slow: hand the group to a follower, if the
+        operator allows it (raft.step_aside); NotLeader when this is no leader."""
         if self.role is not Role.MASTER:
             raise NotLeader(self.name, self.election.leader)
-        return {"moved": False, "why": "a stream group's leader does not step aside yet"}
+        self.election.commit = self.master.committed
+        to, why = self.aside.choose(self.election, self._loop.time(), self.wall() - self.since)
+        if to is None:
+            return {"moved": False, "why": why}
+        self.event("step-aside", f"to {to}: {reason or why}")
+        self.transfer(to)
+        return {"moved": True, "from": self.name, "to": to, "term": self.election.term}
 
     # -- figures -----------------------------------------------------------------------------
     def event(self, kind: str, detail: str) -> None:
