@@ -3,7 +3,9 @@ a controller and ZooKeeper (master/slave, sync replication) or Raft (3 members).
 
 1. Throughput: the same closed loop (AsyncProducer, 128 B) with 1 and with 64 sends in
    flight against one group of each kind, interleaved rounds, median: Raft with 3
-   members, master/slave with 2 and with 3 (a send waits for every in-sync slave).
+   members, its log as entries (`--raft-log entries`) and as the CommitLog's stream
+   (`--raft-log stream`), master/slave with 2 and with 3 (a send waits for every
+   in-sync slave).
    Goal: Raft >= 80 % of master/slave sync (2) at both loads (the Mogujie talk's Corgi
    accepted a 30 % drop; DLedger users saw 87 %).
 2. Failover: a group under a paced sync load (one send at a time), its leader (master)
@@ -22,7 +24,6 @@ Beside each rate, the CPU a message of the leader (master) and of the other memb
 
     .venv/bin/python bench/raft_modes.py [--kills 10] [--rounds 3] [--only ...] [--json]
         [--before TREE]   (throughput, paced: the code of TREE, a worktree, beside this code)
-        [--shape]   (throughput: master/slave with 2 slaves answered on one, beside)
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import statistics
 import sys
@@ -54,6 +54,7 @@ from broker_core.cluster.ports import free_port_range  # noqa: E402
 from broker_core.ha.routes import routes_for  # noqa: E402
 
 KINDS = {"raft-3": {"replicas": 3, "consensus": "raft"},
+         "raft-stream": {"replicas": 3, "consensus": "raft", "raft_log": "stream"},
          "sync-2": {"replicas": 2, "replication": "sync"},
          "sync-3": {"replicas": 3, "replication": "sync"}}
 
@@ -75,27 +76,6 @@ def group(data: Path, tree: Path | None = None, **kw) -> Cluster:
     finally:
         os.chdir(here)
     return c
-
-
-# what answers a master's sync send, in ha/master.py: every in-sync slave holds it
-_ALL_SLAVES = "return min((self.acked.get(n, -1) for n in self.in_sync), default=-1)"
-
-
-def one_ack_tree(tmp: Path) -> Path:
-    """A copy of this code whose master answers a sync send once ONE of its in-sync
-    slaves holds it: with two slaves, the data path a Raft leader would have if it
-    wrote the master's way (its log as the CommitLog's byte stream, a majority's acked
-    offset its commit). Not a mode floodgate offers: its controller could promote the
-    slave that lacks an acknowledged send."""
-    tree = tmp / "one-ack"
-    shutil.copytree(ROOT / "broker_core", tree / "broker_core",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    master = tree / "broker_core" / "ha" / "master.py"
-    code = master.read_text()
-    if _ALL_SLAVES not in code:  # (the master's rule moved: this bench must follow it)
-        raise SystemExit(f"raft_modes --shape: {master} no longer holds the line it changes")
-    master.write_text(code.replace(_ALL_SLAVES, _ALL_SLAVES.replace("min(", "max(")))
-    return tree
 
 
 @contextlib.contextmanager
@@ -120,16 +100,13 @@ def running(data: Path, kinds: dict[str, dict],
             c.down(grace=5)
 
 
-def throughput(data: Path, rounds: int, seconds: float, before: Path | None = None,
-               shape: bool = False) -> dict:
+def throughput(data: Path, rounds: int, seconds: float, before: Path | None = None) -> dict:
     """`before`: another checkout (the code before a change, a git worktree): a raft
     group of its code runs beside the others, each round, so that a change is read
     against the code before it in the same minutes (this host's speed moves within
-    seconds: runs an hour apart differ by more than most changes). `shape`: beside them
-    master/slave with 2 slaves answered on one (`one_ack_tree`)."""
-    kinds = {**KINDS, **({"raft-3-before": KINDS["raft-3"]} if before else {}),
-             **({"one-of-2": KINDS["sync-3"]} if shape else {})}
-    trees = {"raft-3-before": before, "one-of-2": one_ack_tree(data) if shape else None}
+    seconds: runs an hour apart differ by more than most changes)."""
+    kinds = {**KINDS, **({"raft-3-before": KINDS["raft-3"]} if before else {})}
+    trees = {"raft-3-before": before}
     out: dict[str, dict[int, list[float]]] = {k: {1: [], 64: []} for k in kinds}
     # CPU a message of the leader (master) and of each other member, from /proc: where
     # a mode's time goes, beside its rate
@@ -160,9 +137,8 @@ def throughput(data: Path, rounds: int, seconds: float, before: Path | None = No
     got = {"msgs_s": med, "rounds": out, "broker_peak_rss_mib": rss,
            "cpu_us_per_msg": us,
            "raft_vs_sync2": {n: med["raft-3"][n] / med["sync-2"][n] for n in (1, 64)},
-           "raft_vs_sync3": {n: med["raft-3"][n] / med["sync-3"][n] for n in (1, 64)}}
-    if shape:
-        got["one_of_2_vs_sync2"] = {n: med["one-of-2"][n] / med["sync-2"][n] for n in (1, 64)}
+           "raft_vs_sync3": {n: med["raft-3"][n] / med["sync-3"][n] for n in (1, 64)},
+           "stream_vs_sync2": {n: med["raft-stream"][n] / med["sync-2"][n] for n in (1, 64)}}
     if before:
         got["raft_vs_before"] = {n: med["raft-3"][n] / med["raft-3-before"][n]
                                  for n in (1, 64)}
@@ -172,12 +148,12 @@ def throughput(data: Path, rounds: int, seconds: float, before: Path | None = No
     return got
 
 
-def raft_failovers(data: Path, kills: int, rate: float) -> dict:
+def raft_failovers(data: Path, kills: int, rate: float, kind: str = "raft-3") -> dict:
     from broker_core.client.consumer import Consumer
     from broker_core.client.producer import Producer
     from broker_core.cluster.roles import broker_role
 
-    c = group(data, **KINDS["raft-3"])
+    c = group(data, **KINDS[kind])
     stop_sup = threading.Event()
     sup = threading.Thread(target=c.supervise, args=(stop_sup.is_set, True), daemon=True)
     sup.start()
@@ -219,9 +195,9 @@ def raft_failovers(data: Path, kills: int, rate: float) -> dict:
             after = [t for t in list(acked.values())[-50:] if t > killed + 0.005]
             took = min(after) - killed if after else None
             times.append(took)
-            say(f"  raft kill {k + 1}: {old} -> "
+            say(f"  {kind} kill {k + 1}: {old} -> "
                 f"{routes.records['group-1'].master}, first ack after {took:.3f} s"
-                if took is not None else f"  raft kill {k + 1}: no ack within 20 s")
+                if took is not None else f"  {kind} kill {k + 1}: no ack within 20 s")
             deadline = time.monotonic() + 30  # back (the supervisor), following
             while broker_role(entry.addr).get("role") != "SLAVE" and \
                     time.monotonic() < deadline:
@@ -261,8 +237,8 @@ def paced(data: Path, rates: list[float], seconds: float, rounds: int,
           before: Path | None = None) -> dict:
     """CPU a second (ms/s, /proc) of the leader (master) and the other members under a
     steady load at each rate: interleaved rounds, median."""
-    kinds = {"raft-3": KINDS["raft-3"], "sync-2": KINDS["sync-2"],
-             **({"raft-3-before": KINDS["raft-3"]} if before else {})}
+    kinds = {k: KINDS[k] for k in ("raft-3", "raft-stream", "sync-2")} | \
+        ({"raft-3-before": KINDS["raft-3"]} if before else {})
     got: dict[str, dict[float, dict[str, list[float]]]] = {
         k: {r: {"leader": [], "others": []} for r in rates} for k in kinds}
     with running(data, kinds, {"raft-3-before": before}) as (clusters, routes, figures):
@@ -295,7 +271,7 @@ def paced(data: Path, rates: list[float], seconds: float, rounds: int,
 def idle(data: Path, seconds: float) -> dict:
     """CPU a second of each idle broker, per kind (utime + stime from /proc)."""
     out = {}
-    for kind in ("raft-3", "sync-2"):
+    for kind in ("raft-3", "raft-stream", "sync-2"):
         c = group(data / kind, **KINDS[kind])
         try:
             time.sleep(2.0)  # past the start's work
@@ -337,10 +313,6 @@ def main() -> int:
     ap.add_argument("--before", type=Path, metavar="TREE",
                     help="throughput, paced: also a raft group running this checkout's code (the "
                     "code before a change: `git worktree add TREE REV`), read against it")
-    ap.add_argument("--shape", action="store_true",
-                    help="throughput: also master/slave with 2 slaves whose master answers "
-                    "on one (a copy of this code): what a Raft leader writing the "
-                    "master's way would cost")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.before is not None and not (args.before / "broker_core" / "__main__.py").is_file():
@@ -359,21 +331,25 @@ def main() -> int:
         if "throughput" in parts:
             say("throughput (closed loop, 128 B, 1 and 64 in flight)")
             t = result["throughput"] = throughput(data / "tput", args.rounds, args.seconds,
-                                                  args.before and args.before.resolve(),
-                                                  args.shape)
+                                                  args.before and args.before.resolve())
             for n in (1, 64):
-                goals[f"raft >= 80 % of master/slave sync at {n} in flight"] = \
+                goals[f"raft (entries) >= 80 % of master/slave sync at {n} in flight"] = \
                     t["raft_vs_sync2"][n] >= 0.80
+                goals[f"raft (stream) >= 80 % of master/slave sync at {n} in flight"] = \
+                    t["stream_vs_sync2"][n] >= 0.80
         if "failover" in parts:
             say(f"failover ({args.kills} kills each, {args.rate:g} msgs/s)")
             r = result["raft_failover"] = raft_failovers(data / "raft", args.kills, args.rate)
+            s = result["stream_failover"] = raft_failovers(data / "stream", args.kills,
+                                                           args.rate, "raft-stream")
             m = result["controller_failover"] = controller_failovers(data / "ctl", args.kills,
                                                                      args.rate)
             if args.drills_out:
                 write_drills(args.drills_out, {"raft": r, "controller": m})
-            goals["raft: median failover <= 2 s"] = r["median_s"] is not None and \
-                r["median_s"] <= 2.0
-            goals["0 acknowledged and lost (both)"] = r["lost"] == 0 and m["lost"] == 0
+            for mode, f in (("entries", r), ("stream", s)):
+                goals[f"raft ({mode}): median failover <= 2 s"] = \
+                    f["median_s"] is not None and f["median_s"] <= 2.0
+            goals["0 acknowledged and lost (all)"] = not (r["lost"] or s["lost"] or m["lost"])
         if "paced" in parts:
             say(f"paced ({args.paced_rates} msgs/s, {args.rounds} rounds of {args.seconds:g} s)")
             result["paced_cpu_ms_s"] = paced(data / "paced", rates, args.seconds, args.rounds,

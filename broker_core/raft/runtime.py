@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 
 from broker_core.raft.group import RaftGroup
 
@@ -12,7 +11,7 @@ log = logging.getLogger("floodgate.raft")
 
 async def start_raft(broker) -> RaftGroup:
     cfg = broker.config
-    if os.environ.get("FLOODGATE_RAFT_LOG") == "stream":  # (not yet a flag: being built)
+    if cfg.raft_log == "stream":
         return await _start_stream(broker)
     peers = {m.name: (m.host, m.raft_port) for m in cfg.raft_members if m.name != cfg.name}
     addrs = {m.name: m.addr for m in cfg.raft_members}

@@ -33,6 +33,7 @@ from broker_core.ha.slave import MasterInfo
 from broker_core.protocol import Code
 from broker_core.raft.group import ELECTION_S, HEARTBEAT_S, META_EVERY_S, META_LOOK_S, META_TOPIC
 from broker_core.raft.loop_timer import call_when_due
+from broker_core.raft.membership import ConfigError
 from broker_core.raft.messages import Append, Message
 from broker_core.raft.node import NotLeader
 from broker_core.raft.roles import Role as RaftRole
@@ -346,6 +347,12 @@ class StreamGroup:
         self.event("step-aside", f"to {to}: {reason or why}")
         self.transfer(to)
         return {"moved": True, "from": self.name, "to": to, "term": self.election.term}
+
+    async def change_members(self, add: str | None = None, remove: str | None = None,
+                             timeout_s: float = 60.0) -> dict:
+        raise ConfigError(f"raft group {self.group} keeps its log as a stream (--raft-log "
+                          "stream), whose members do not change yet: a group started with "
+                          "--raft-log entries adds and removes replicas")
 
     # -- figures -----------------------------------------------------------------------------
     def event(self, kind: str, detail: str) -> None:
