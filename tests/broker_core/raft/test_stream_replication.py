@@ -99,11 +99,12 @@ def test_a_leader_that_stops_keeps_what_no_majority_holds_out_of_its_queues(stor
             ends = [put(master, b"m%d" % i) for i in range(3)]
             assert master.park(ends[-1], answers.append) is None
             master.stop()
-            return ends
+            return ends, master.gate.holding
         finally:
             server.close()
 
-    ends = asyncio.run(main())
+    ends, holding = asyncio.run(main())
+    assert not holding  # (a later term of this leader would show them twice)
     assert answers == [Code.NOT_MASTER]  # not acknowledged
     assert readable(store) == 0  # not shown: the next leader may not hold them
     replica = store.replica_log()
