@@ -113,7 +113,7 @@ class StreamFollower(ReplicaClient):
         self.commit = -1  # what the leader last said a majority holds
         self.welcomed = False
         self.segment_bytes = self.store.commitlog.allocator.size
-        self._loop = None
+        self._durable = log_end[0]  # (sync flush: what it holds below this is on disk)
 
     def _log_end(self) -> int:
         if max(self.replica.received, self.replica.offset) > self.log_end[0]:
@@ -124,6 +124,14 @@ class StreamFollower(ReplicaClient):
     def _welcomed(self, kind: int, body: bytes) -> None:
         super()._welcomed(kind, body)
         self.welcomed = True
+
+    def _sync(self, end: int) -> None:
+        """fdatasync the segments holding what was received below `end` (the store's
+        flush stops at what readers see: these bytes lie past it)."""
+        for seg in self.store.commitlog.segments:
+            if seg.end_offset > self._durable and seg.start_offset < end:
+                seg.flush()
+        self._durable = end
 
     def publish(self, commit: int) -> set[tuple[str, int]]:
         """Show readers what the leader says a majority holds, as far as this log holds
@@ -166,6 +174,8 @@ class StreamFollower(ReplicaClient):
                     self.log_end[0] = pos
                     wrote = True
         if wrote:
+            if self._sync_flush:  # on disk before it counts towards a majority
+                self._sync(self.log_end[0])
             transport.write(wire.ack_frame(self.log_end[0]))
         if commit >= 0:
             self.publish(commit)
