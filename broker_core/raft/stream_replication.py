@@ -7,8 +7,8 @@
   of older terms are committed by the first record of its own, never by counting them.
   A leader that stops leading keeps what no majority acknowledged out of its queues.
 - `StreamFollower`, a follower's end: bytes are held as they come and acknowledged up
-  to the last record they complete; readers see them once the leader says a majority
-  holds them, and never past what this leader sent (until its WELCOME, a tail of an
+  to the last record they complete (in sync flush mode, once on disk); readers see them
+  once the leader says a majority holds them, and never past what this leader sent (until its WELCOME, a tail of an
   older term may differ from the leader's log).
 """
 
