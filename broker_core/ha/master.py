@@ -198,6 +198,10 @@ class ReplicationMaster:
         """What DATA frames say a majority holds: -1, a master's slaves do not ask."""
         return -1
 
+    def configs_between(self, start: int, end: int) -> list:
+        """A raft group's configurations held in [start, end): none here."""
+        return []
+
     def is_master(self) -> bool:
         return self._is_master()
 

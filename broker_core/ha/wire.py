@@ -11,6 +11,8 @@ stream two fixed binary forms. A link goes:
               (no bytes: a heartbeat, after HEARTBEAT_S with nothing sent; commit: where
               a raft group's majority holds the log, -1 from a master)
     master -> META {topics, offsets}                 the master's topic and offset tables
+    master -> CONFIG {offset, members}               a raft group's: the members a record
+                                                     at `offset` names, ahead of its bytes
     slave  -> ACK (offset)                           complete records held below offset
 """
 
@@ -24,9 +26,9 @@ from typing import Any
 
 from broker_core.errors import BrokerError
 
-HELLO, WELCOME, TRUNCATE, REFUSE, DATA, META, ACK = range(1, 8)
+HELLO, WELCOME, TRUNCATE, REFUSE, DATA, META, ACK, CONFIG = range(1, 9)
 KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", TRUNCATE: "TRUNCATE", REFUSE: "REFUSE",
-              DATA: "DATA", META: "META", ACK: "ACK"}
+              DATA: "DATA", META: "META", ACK: "ACK", CONFIG: "CONFIG"}
 FRAME = struct.Struct(">IB")
 DATA_HEAD = struct.Struct(">qqqIq")  # offset, master write offset, master time ms, epoch,
 # commit (-1: none)

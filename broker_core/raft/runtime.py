@@ -33,7 +33,9 @@ async def _start_stream(broker):
     group = StreamGroup(broker, cfg.group, peers, cfg.raft_port,
                         client_addrs={m.name: m.addr for m in cfg.raft_members},
                         timeout_s=cfg.sync_timeout_s,
-                        fuse_moves=cfg.fuse_moves_leader).attach()
+                        fuse_moves=cfg.fuse_moves_leader,
+                        members=tuple(m.flag() for m in cfg.raft_members),
+                        join=cfg.raft_join).attach()
     await group.start(cfg.bind)
     log.info("group=%s consensus=raft log=stream raft_port=%d voters=%s", cfg.group,
              cfg.raft_port, ",".join(sorted(group.election.voters)))

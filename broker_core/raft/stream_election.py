@@ -89,8 +89,9 @@ class StreamElection:
                  heartbeat_s: float = 0.1, now: float = 0.0, pre_vote: bool = True) -> None:
         self.name, self.log, self.pre_vote = name, log, pre_vote
         self.storage = _Ballot(log, votes)
-        self.voters = frozenset(voters) | {name}
-        self.peers = sorted(self.voters - {name})
+        self.voters: frozenset[str] = frozenset()
+        self.learners: frozenset[str] = frozenset()  # a leader's: fed, no vote (joining)
+        self.peers: list[str] = []  # whom a leader beats: voters and learners but itself
         self.rng = rng or random.Random()
         self.election_s, self.heartbeat_s = election_s, heartbeat_s
         self.role = Role.FOLLOWER
@@ -104,6 +105,7 @@ class StreamElection:
         self.transfer_due = 0.0
         self.leader_seen = -1e18
         self._reset_election(now)
+        self.configure(voters, (), now)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -124,13 +126,28 @@ class StreamElection:
             return min(due, self.transfer_due) if self.transfer_to is not None else due
         return self.election_due
 
+    def configure(self, voters, learners, now: float) -> None:
+        """The members in force (raft.stream_members): who votes, and whom a leader feeds
+        besides. A member that is no voter (joining, or removed) never stands."""
+        self.voters, self.learners = frozenset(voters), frozenset(learners) - set(voters)
+        peers = sorted((self.voters | self.learners) - {self.name})
+        if self.role is Role.LEADER:
+            for p in peers:
+                if p not in self.heard:
+                    self.heard[p], self.beat_due[p], self.match[p] = now, now, 0
+            for table in (self.heard, self.beat_due, self.match):
+                for p in [p for p in table if p not in peers]:
+                    del table[p]
+        self.peers = peers
+
     # -- time ----------------------------------------------------------------------------
     def tick(self, now: float) -> Out:
         if self.role is Role.LEADER:
             if self.transfer_to is not None and now >= self.transfer_due:
                 self.transfer_to = None  # its target never took over: lead on
-            alive = 1 + sum(1 for p in self.peers
-                            if now - self.heard.get(p, -1e18) < self.election_s)
+            alive = (self.name in self.voters) + sum(
+                1 for p in self.peers if p in self.voters
+                and now - self.heard.get(p, -1e18) < self.election_s)
             if alive < self.quorum and now >= self.election_due:
                 self._become_follower(self.term, None, now)  # cut off: stop acknowledging
                 return []
@@ -138,6 +155,9 @@ class StreamElection:
                 self.election_due = now + self.election_s
             return [self._beat(p, now) for p in self.peers if now >= self.beat_due[p]]
         if now < self.election_due:
+            return []
+        if self.name not in self.voters:  # joining or removed: never stands
+            self._reset_election(now)
             return []
         if self.pre_vote:
             return elections.pre_vote(self, now)
@@ -157,6 +177,8 @@ class StreamElection:
         if self.role is not Role.FOLLOWER or peer != self.leader:
             return []
         self.leader, self.leader_seen = None, -1e18
+        if self.name not in self.voters:
+            return []
         rank = sorted(p for p in self.voters if p != peer).index(self.name)
         stand = now + self.heartbeat_s * (rank + 0.2 * self.rng.random())
         self.election_due = min(self.election_due, stand)
@@ -182,7 +204,7 @@ class StreamElection:
             return [(msg.leader, AppendReply(self.term, self.name, True, self.log.end()))]
         if kind is AppendReply:
             if self.role is Role.LEADER and msg.term == self.term and msg.follower in \
-                    self.voters and msg.follower != self.name:
+                    self.peers:
                 self.heard[msg.follower] = now
                 self.match[msg.follower] = msg.match
                 if self.transfer_to == msg.follower:

@@ -31,9 +31,9 @@ from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.node import Role
 from broker_core.ha.slave import MasterInfo
 from broker_core.protocol import Code
+from broker_core.raft import stream_figures, stream_members
 from broker_core.raft.group import ELECTION_S, HEARTBEAT_S, META_EVERY_S, META_LOOK_S, META_TOPIC
 from broker_core.raft.loop_timer import call_when_due
-from broker_core.raft.membership import ConfigError
 from broker_core.raft.messages import Append, Message
 from broker_core.raft.node import NotLeader
 from broker_core.raft.roles import Role as RaftRole
@@ -54,7 +54,11 @@ class StreamGroup:
     def __init__(self, broker, group: str, peers: dict[str, tuple[str, int]], port: int, *,
                  client_addrs: dict[str, str] | None = None, election_s: float = ELECTION_S,
                  heartbeat_s: float = HEARTBEAT_S, timeout_s: float = 3.0,
-                 fuse_moves: float = 0.0, wall: Callable[[], float] = time.time) -> None:
+                 fuse_moves: float = 0.0, wall: Callable[[], float] = time.time,
+                 members: tuple[str, ...] = (), join: bool = False) -> None:
+        """`peers`: the other members' Raft addresses (their stream's too); `members`:
+        every member as NAME=HOST:PORT:RAFT_PORT, the first configuration (or none:
+        `join`, a member added to a running group)."""
         self.broker, self.group, self.port = broker, group, port
         self.name = broker.config.name
         self.addrs = dict(client_addrs or {})
@@ -71,12 +75,19 @@ class StreamGroup:
         self.replica.withdraw(self._load_published())  # shown again once committed
         # the end of the last whole record held (the store's recovery cut a torn one)
         self.tail = [max(self.replica.received, store.commitlog.write_offset)]
-        self.election = StreamElection(self.name, [self.name, *peers], self, self.votes,
-                                       random.Random(), election_s, heartbeat_s,
-                                       now=self._loop.time())
+        self.role = Role.NONE
+        self.configs = stream_members.open_configs(raft_dir / "members.json", self.end(),
+                                                   members, join)
+        self.learners: set[str] = set()  # (a leader's: members being added)
+        self.changing = False  # a change of members in flight (one at a time)
+        self.config_offset = -2
+        self.election = StreamElection(self.name, [], self, self.votes, random.Random(),
+                                       election_s, heartbeat_s, now=self._loop.time())
         self.node = self.election  # (what the HTTP and control ops read: term, leader)
         self.master = QuorumMaster(
-            store, group, self.name, lambda: self.election.voters, timeout_s=timeout_s,
+            store, group, self.name, lambda: self.election.voters,
+            lambda: self.election.voters | self.election.learners,
+            lambda start, end: stream_members.between(self, start, end), timeout_s=timeout_s,
             epoch=lambda: self.election.term, history=lambda: self.epochs.history,
             is_master=lambda: self.role is Role.MASTER, meta=lambda: meta_doc(broker),
             meta_version=broker.meta_version)
@@ -85,7 +96,6 @@ class StreamGroup:
         self.transport = RaftTransport(self.name, group, peers, self._on_message,
                                        ssl_server=broker.tls, ssl_client=broker.tls_peer,
                                        on_refused=self._refused)
-        self.role = Role.NONE
         self.led = 0  # the term this broker began as master in
         self.since = wall()
         self.events: deque[dict] = deque(maxlen=50)
@@ -99,6 +109,7 @@ class StreamGroup:
         self._meta_sent, self._meta_due = -1, -1e18
         self.changed = asyncio.Event()
         self._seen: tuple[int, str | None] = (self.election.term, None)
+        stream_members.apply(self)  # who votes, whom it links to
 
     # -- the log, as the election compares it (raft.stream_election.StreamLog) ---------------
     def end(self) -> int:
@@ -226,6 +237,7 @@ class StreamGroup:
             # record: not ours
             self.replica.truncate(self.tail[0])
         start = self.tail[0]
+        self.configs.cut(start)
         self.epochs.begin(term, start)
         self.master.term_start, self.led = start, term
         self.master.start()
@@ -236,12 +248,14 @@ class StreamGroup:
         self._propose_meta(self._loop.time())  # its term's first record
 
     def _follow(self, leader: str, term: int) -> None:
+        stream_members.cut(self, self.tail[0])  # (what the leader has comes ahead of its bytes)
         info = MasterInfo(leader, self.stream_addrs[leader], term)
         self.follower = StreamFollower(
             self.broker.store, self.epochs, self.name, self.group, info,
             known_epoch=lambda: self.election.term, on_records=self._on_records,
             on_meta=lambda doc: adopt_meta(self.broker, doc), on_truncate=self._truncated,
-            tls=self.broker.tls_peer, log_end=self.tail)
+            tls=self.broker.tls_peer, log_end=self.tail,
+            on_config=lambda offset, members: stream_members.received(self, offset, members))
         self.follower.start()
         self._role(Role.SLAVE, f"of {leader} (term {term})")
 
@@ -265,6 +279,7 @@ class StreamGroup:
 
     def _truncated(self, offset: int, cut: int) -> None:
         self.tail[0] = min(self.tail[0], offset)
+        stream_members.cut(self, offset)
         self.event("truncated", f"log cut at {offset}: {cut} bytes the leader never had")
 
     # -- the group's tables as records of the log ----------------------------------------------
@@ -350,9 +365,7 @@ class StreamGroup:
 
     async def change_members(self, add: str | None = None, remove: str | None = None,
                              timeout_s: float = 60.0) -> dict:
-        raise ConfigError(f"raft group {self.group} keeps its log as a stream (--raft-log "
-                          "stream), whose members do not change yet: a group started with "
-                          "--raft-log entries adds and removes replicas")
+        return await stream_members.change_members(self, add, remove, timeout_s)
 
     # -- figures -----------------------------------------------------------------------------
     def event(self, kind: str, detail: str) -> None:
@@ -365,27 +378,4 @@ class StreamGroup:
         return self.election.term
 
     def figures(self) -> dict:
-        e, end = self.election, self.end()
-        doc = {"group": self.group, "consensus": "raft", "log": "stream",
-               "role": self.role.value, "epoch": e.term, "term": e.term,
-               "leader": e.leader or "", "master": e.leader or "",
-               "master_addr": self.addrs.get(e.leader, ""), "since": self.since,
-               "commit": self.master.committed if self.role is Role.MASTER else
-               (self.follower.commit if self.follower else -1),
-               "last_index": end, "replication": "raft", "events": list(self.events)[-10:],
-               "links": self.transport.connected(), "members": len(e.voters),
-               "voters": sorted(e.voters), "learners": [], "config_index": 0,
-               **self.counters, **self.master.counters}
-        if self.role is Role.MASTER:
-            acked, commit = self.master.acked, self.master.committed
-            doc["replicas"] = [{"name": p, "match": acked.get(p, 0),
-                                "lag": end - acked.get(p, 0)} for p in e.peers]
-            doc["in_sync"] = sorted(p for p in e.peers if acked.get(p, -1) >= commit)
-            links = self.master.links
-            doc["slaves"] = [{"name": p, "in_sync": p in doc["in_sync"],
-                              "lag_bytes": max(0, end - acked.get(p, 0)),
-                              "lag_s": self.master.lag(links[p])[1] if p in links else 0.0}
-                             for p in e.peers]
-        elif self.follower is not None:
-            doc["following"] = self.follower.figures()
-        return doc
+        return stream_figures.figures(self)

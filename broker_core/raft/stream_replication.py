@@ -25,16 +25,20 @@ from broker_core.protocol import Code
 
 class QuorumMaster(ReplicationMaster):
     def __init__(self, store, group: str, name: str, voters: Callable[[], frozenset[str]],
+                 fed: Callable[[], frozenset[str]], configs: Callable[[int, int], list],
                  **kw) -> None:
+        """`voters`: whose acks count; `fed`: who may link (voters and learners);
+        `configs(start, end)`: the configurations whose records lie in [start, end),
+        sent ahead of their bytes (raft.stream_members)."""
         super().__init__(store, group, sync=True, persist=None, **kw)
-        self.name, self._voters = name, voters
+        self.name, self._voters, self._fed, self._configs = name, voters, fed, configs
         self.term_start = 0  # where this leader's term began: only past it counts
         self.committed = -1
 
     def _target(self) -> int:
         """The offset a majority holds (-1: none past the term's start yet)."""
         voters = self._voters()
-        need = len(voters) // 2  # followers a majority needs besides this leader
+        need = len(voters) // 2 + 1 - (self.name in voters)  # followers a majority needs
         if need == 0:
             target = self.store.commitlog.write_offset
         else:
@@ -45,6 +49,9 @@ class QuorumMaster(ReplicationMaster):
 
     def commit_offset(self) -> int:
         return self.committed
+
+    def configs_between(self, start: int, end: int) -> list:
+        return self._configs(start, end)
 
     def park(self, end: int, done: Callable[[Code], None]) -> Code | None:
         if self._target() >= end:
@@ -77,7 +84,7 @@ class QuorumMaster(ReplicationMaster):
         return set(self.in_sync)  # (no in-sync set: a majority, whoever it is)
 
     def welcome(self, link, hello: dict) -> bool:
-        if str(hello.get("name")) not in self._voters():
+        if str(hello.get("name")) not in self._fed():
             link.refuse(wire.json_frame(wire.REFUSE, {
                 "reason": f"{hello.get('name')} is no member of raft group {self.group}"}))
             return False
@@ -106,10 +113,12 @@ class QuorumMaster(ReplicationMaster):
 
 
 class StreamFollower(ReplicaClient):
-    def __init__(self, *args, log_end: list[int], **kw) -> None:
-        """`log_end`: [the end of the last whole record held], shared with the group."""
+    def __init__(self, *args, log_end: list[int],
+                 on_config: Callable[[int, tuple[str, ...]], None], **kw) -> None:
+        """`log_end`: [the end of the last whole record held], shared with the group;
+        `on_config(offset, members)`: a configuration, ahead of its record's bytes."""
         super().__init__(*args, **kw)
-        self.log_end = log_end
+        self.log_end, self._on_config = log_end, on_config
         self.commit = -1  # what the leader last said a majority holds
         self.welcomed = False
         self.segment_bytes = self.store.commitlog.allocator.size
@@ -156,6 +165,10 @@ class StreamFollower(ReplicaClient):
             self.frames += 1
             if kind == wire.META:
                 self._on_meta(wire.decode_json(body))
+                continue
+            if kind == wire.CONFIG:
+                doc = wire.decode_json(body)
+                self._on_config(int(doc["offset"]), tuple(doc["members"]))
                 continue
             if kind != wire.DATA:
                 raise wire.LinkError(f"unexpected {wire.KIND_NAMES[kind]} from the leader")

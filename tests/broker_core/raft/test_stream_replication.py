@@ -30,7 +30,8 @@ def readable(store) -> int:
 
 
 async def leading(store, term_start: int, history: list, voters=("m", "a", "b")):
-    master = QuorumMaster(store, "g", "m", lambda: frozenset(voters), timeout_s=30.0,
+    master = QuorumMaster(store, "g", "m", lambda: frozenset(voters), lambda: frozenset(voters),
+                          lambda start, end: [], timeout_s=30.0,
                           epoch=lambda: 2, history=lambda: EpochHistory(history),
                           is_master=lambda: True, meta=lambda: {"topics": {}},
                           clock=ManualClock())
@@ -121,7 +122,8 @@ def test_a_follower_shows_readers_what_the_leader_says_is_committed(tmp_path, st
         follower = StreamFollower(
             follower_store, EpochFile(tmp_path / "epochs.json"), "a", "g",
             MasterInfo("m", addr, 2), known_epoch=lambda: 2, on_records=lambda t: None,
-            on_meta=lambda doc: None, on_truncate=lambda offset, cut: None, log_end=end)
+            on_meta=lambda doc: None, on_truncate=lambda offset, cut: None, log_end=end,
+            on_config=lambda offset, members: None)
         follower.start()
         try:
             await until(lambda: "a" in master.links, what="the follower linked")
