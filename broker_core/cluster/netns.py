@@ -18,10 +18,12 @@ doing it itself.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -125,11 +127,15 @@ def create(nodes: list[str], tag: str | None = None) -> NetLayout:
     if len(nodes) > 254 - FIRST_HOST:
         raise NetnsError(f"{len(nodes)} hosts do not fit one /24")
     tag = tag or new_tag()
-    prefix = _free_subnet()
-    layout = NetLayout(tag, f"fg{tag}br", f"{prefix}1")
+    layout = None
     try:
-        _ip("link", "add", layout.bridge, "type", "bridge")
-        _ip("addr", "add", f"{layout.gateway}/24", "dev", layout.bridge)
+        # one cluster at a time picks its subnet: two made at once took the same one
+        with open(Path(tempfile.gettempdir()) / "floodgate-netns.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            prefix = _free_subnet()
+            layout = NetLayout(tag, f"fg{tag}br", f"{prefix}1")
+            _ip("link", "add", layout.bridge, "type", "bridge")
+            _ip("addr", "add", f"{layout.gateway}/24", "dev", layout.bridge)
         _ip("link", "set", layout.bridge, "up")
         for i, node in enumerate(nodes):
             host = NetHost(node, f"fg-{tag}-{node}", f"{prefix}{FIRST_HOST + i}",
@@ -143,7 +149,8 @@ def create(nodes: list[str], tag: str | None = None) -> NetLayout:
             _ip("link", "set", "eth0", "up", netns=host.netns)
             _ip("link", "set", "lo", "up", netns=host.netns)
     except BaseException:
-        destroy(layout)
+        if layout is not None:
+            destroy(layout)
         raise
     return layout
 
