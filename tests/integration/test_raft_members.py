@@ -32,11 +32,12 @@ def floodgate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-@pytest.fixture
-def cluster_up(tmp_path):
+@pytest.fixture(params=["entries", "stream"])  # the log's two shapes (--raft-log)
+def cluster_up(tmp_path, request):
     data = tmp_path / "c"
     up = subprocess.Popen([sys.executable, "-m", "console.cli", "cluster", "up", "--groups",
                            "1", "--replicas", "3", "--consensus", "raft", "--data", str(data),
+                           "--raft-log", request.param,
                            "--base-port", str(free_port_range(40)), "--segment-size", "8M",
                            "--name", "members"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -122,7 +123,9 @@ def test_a_change_the_group_cannot_take_is_refused_in_one_line(cluster_up):
 
 
 
-def test_a_joined_member_killed_comes_back_a_voter_and_can_lead_with_every_message(tmp_path):
+@pytest.mark.parametrize("raft_log", ["", "stream"])
+def test_a_joined_member_killed_comes_back_a_voter_and_can_lead_with_every_message(tmp_path,
+                                                                                   raft_log):
     """The member added from a snapshot (started with --raft-join) is SIGKILLed and
     started again with the same flags: its store says it votes (its flags do not), it
     follows, and once it leads a new reader gets every message sent before it joined."""
@@ -132,7 +135,8 @@ def test_a_joined_member_killed_comes_back_a_voter_and_can_lead_with_every_messa
     from broker_core.ha.routes import routes_for
 
     cluster = Cluster(0, free_port_range(40), tmp_path / "k", segment_size="8M",
-                      name="killjoin", groups=1, replicas=3, consensus="raft")
+                      name="killjoin", groups=1, replicas=3, consensus="raft",
+                      raft_log=raft_log)
     cluster.up(timeout=60)
     routes = routes_for(cluster.file)
     try:
