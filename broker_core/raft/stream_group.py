@@ -213,24 +213,31 @@ class StreamGroup:
         time: each may wait for a link to stop)."""
         try:
             while (want := self._wanted()) != self._applied():
-                if self.follower is not None:
-                    follower, self.follower = self.follower, None
-                    await follower.stop()  # no byte of it after this
-                    continue
-                if self.role is Role.MASTER:
-                    self.master.stop()  # (what no majority holds leaves the queues)
-                    self.tail[0] = max(self.replica.received,
-                                       self.broker.store.commitlog.write_offset)
-                    self._role(Role.NONE, f"term {self.election.term}")
-                    continue
-                if want[0] == "lead":
-                    self._lead(want[1])
-                elif want[0] == "follow":
-                    self._follow(want[1], want[2])
-                else:
-                    self._role(Role.NONE, f"term {self.election.term}, no leader known")
+                try:
+                    await self._change(want)
+                except Exception as exc:  # noqa: BLE001 - said, and tried again: a store
+                    # that refused (a full disk) must not leave the group without a side
+                    log.exception("raft group %s: could not become %s", self.group, want)
+                    self.event("stuck", f"{want[0]}: {exc}"[:200])
+                    await asyncio.sleep(0.5)
         finally:
             self._applying = None
+
+    async def _change(self, want: tuple) -> None:
+        """One step towards `want`: stop following, stop leading, or take the new side."""
+        if self.follower is not None:
+            follower, self.follower = self.follower, None
+            await follower.stop()  # no byte of it after this
+        elif self.role is Role.MASTER:
+            self.master.stop()  # (what no majority holds leaves the queues)
+            self.tail[0] = max(self.replica.received, self.broker.store.commitlog.write_offset)
+            self._role(Role.NONE, f"term {self.election.term}")
+        elif want[0] == "lead":
+            self._lead(want[1])
+        elif want[0] == "follow":
+            self._follow(want[1], want[2])
+        else:
+            self._role(Role.NONE, f"term {self.election.term}, no leader known")
 
     def _lead(self, term: int) -> None:
         if max(self.replica.received, self.replica.offset) > self.tail[0]:  # part of a
