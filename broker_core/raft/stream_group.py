@@ -158,9 +158,10 @@ class StreamGroup:
     def _on_message(self, msg: Message) -> None:
         now = self._loop.time()
         out = self.election.step(msg, now)
-        if type(msg) is Append and self.follower is not None and \
-                msg.term == self.election.term and msg.leader == self.follower.master.name:
-            self.follower.publish(msg.commit)  # a beat's commit: readers go on
+        following = self.follower
+        if type(msg) is Append and following is not None and msg.term == self.election.term \
+                and (msg.leader, msg.term) == (following.master.name, following.master.epoch):
+            following.publish(msg.commit)  # a beat's commit: readers go on
         self.drive(out)
 
     def _refused(self, peer: str) -> None:
