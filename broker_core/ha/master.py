@@ -94,9 +94,9 @@ class ReplicationMaster:
         no slave is in sync), or None and `done(code)` later: OK once they all hold
         it, FLUSH_SLAVE_TIMEOUT after `timeout_s`, NOT_MASTER if demoted meanwhile.
         Acks release waiters in offset order; the sweep times out the old."""
-        if not self.in_sync:
-            self.counters["slave_not_available"] += 1
-            return Code.SLAVE_NOT_AVAILABLE
+        refused = self._no_slave()
+        if refused is not None:
+            return refused
         if self._target() >= end:
             return Code.OK
         waiter = [done]
@@ -105,6 +105,12 @@ class ReplicationMaster:
         if self._started and self._sweeper.when is None:
             self._sweeper.after(self.timeout_s)
         return None
+
+    def _no_slave(self) -> Code | None:
+        if self.in_sync:
+            return None
+        self.counters["slave_not_available"] += 1
+        return Code.SLAVE_NOT_AVAILABLE
 
     async def wait(self, end: int) -> Code:
         fut = asyncio.get_running_loop().create_future()
@@ -194,12 +200,10 @@ class ReplicationMaster:
     def epoch(self) -> int:
         return self._epoch()
 
-    def commit_offset(self) -> int:
-        """What DATA frames say a majority holds: -1, a master's slaves do not ask."""
+    def commit_offset(self) -> int:  # what DATA frames say a raft majority holds: none
         return -1
 
-    def configs_between(self, start: int, end: int) -> list:
-        """A raft group's configurations held in [start, end): none here."""
+    def configs_between(self, start: int, end: int) -> list:  # a raft group's members
         return []
 
     def is_master(self) -> bool:

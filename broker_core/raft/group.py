@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import json
 import logging
 import random
 import time
@@ -31,10 +30,10 @@ from pathlib import Path
 from broker_core import reply_batch
 from broker_core.errors import StoreCorruptError
 from broker_core.ha.append_marks import AppendMarks
-from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
+from broker_core.ha.group_meta import records_arrived
 from broker_core.ha.node import Role
 from broker_core.protocol import Code
-from broker_core.raft import group_figures, member_changes
+from broker_core.raft import group_figures, member_changes, tables_record
 from broker_core.raft.appender import RaftAppender
 from broker_core.raft.commitlog_storage import CommitLogStorage
 from broker_core.raft.entry_bytes import records_by_queue
@@ -43,17 +42,13 @@ from broker_core.raft.messages import Message
 from broker_core.raft.node import NotLeader, RaftNode
 from broker_core.raft.node import Role as RaftRole
 from broker_core.raft.step_aside import EVERY_S, StepAside
+from broker_core.raft.tables_record import META_TOPIC
 from broker_core.raft.transport import RaftTransport
 
 log = logging.getLogger("floodgate.raft")
 
 ELECTION_S = 0.5  # a leader silent for 0.5-1 s is replaced: the issue asks 2 s at most
 HEARTBEAT_S = 0.1
-# the group's tables (ha.group_meta) as a record of the log: committed, replicated and
-# recovered like messages; proposed when they changed, at most this often
-META_TOPIC = "%RAFT_META%"
-META_EVERY_S = 0.2
-META_LOOK_S = 0.01  # unchanged tables: looked at again this soon
 
 
 class RaftGroup:
@@ -183,7 +178,7 @@ class RaftGroup:
         if self.node.commit > self._published:
             self._publish(self.node.commit)
         if role is Role.MASTER:
-            self._propose_meta()
+            tables_record.write_if_changed(self, self._loop.time())
         # one timer, moved only earlier: one that fires before it is due ticks for nothing
         # and is set again (a leader's next beat moves on with every Append it sends: a
         # timer cancelled and set per message cost more than that tick)
@@ -238,38 +233,12 @@ class RaftGroup:
         if (META_TOPIC, 0) in touched:
             touched.discard((META_TOPIC, 0))
             if self.role is not Role.MASTER:
-                self._adopt_meta()
+                tables_record.adopt_last(self)
         if touched:
             records_arrived(self.broker, touched)
         while self._barriers and self._barriers[0][0] <= commit:
             for done in self._barriers.pop(0)[1]:
                 done(Code.OK)
-
-    def _propose_meta(self) -> None:
-        now = self._loop.time()
-        if now < self._meta_due:
-            return
-        # (a sum over every table: at every drive it was three a send at one in flight)
-        version = self.broker.meta_version()
-        if version == self._meta_sent:
-            self._meta_due = now + META_LOOK_S
-            return
-        self._meta_sent, self._meta_due = version, now + META_EVERY_S
-        body = json.dumps(meta_doc(self.broker), separators=(",", ":")).encode()
-        result = self.broker.store.put(META_TOPIC, 0, body, wait=False)
-        if not result.ok:
-            log.warning("raft group %s: its tables not replicated: %s", self.group,
-                        result.reason)
-
-    def _adopt_meta(self) -> None:
-        store = self.broker.store
-        last = store.queue_offsets(META_TOPIC, 0)[1] - 1
-        got = store.get(META_TOPIC, 0, last, 1).messages
-        if got:
-            try:
-                adopt_meta(self.broker, json.loads(got[0].body))
-            except ValueError as exc:
-                log.warning("raft group %s: tables record unreadable: %s", self.group, exc)
 
     # -- the broker's hooks ------------------------------------------------------------------
     def refusal(self) -> tuple[int, bytes] | None:

@@ -18,7 +18,8 @@ cut off cannot raise the cluster's term when it comes back); a leader steps down
 it has not heard from a majority for an election timeout (check quorum: an isolated
 leader stops acknowledging); a vote is refused within the lease of a live leader;
 leadership transfer by TimeoutNow; a new leader's no-op entry commits its forebears'.
-The elections themselves are in raft.votes; which followers get entries at once, and
+The elections themselves are in raft.votes (the term, timers and following, shared with
+the stream log's core, in raft.elected); which followers get entries at once, and
 which in batches, in raft.pacing.
 """
 
@@ -29,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from broker_core.raft import membership, pacing, snapshots, votes
+from broker_core.raft.elected import Elected, NotLeader  # noqa: F401 - (NotLeader: its home was here)
 from broker_core.raft.log import RaftStorage
 from broker_core.raft.messages import (
     Append,
@@ -52,19 +54,10 @@ MAX_BATCH = 256  # entries in one Append: the talk's many messages in one round
 MAX_APPEND_BYTES = 4 << 20
 
 
-class NotLeader(Exception):
-    """Proposed to a node that does not lead: `leader`, the one it knows of (or None)."""
-
-    def __init__(self, node: str, leader: str | None) -> None:
-        super().__init__(f"{node} is not the leader" + (f"; {leader} is" if leader else
-                                                        "; no leader is known"))
-        self.leader = leader
-
-
 Out = list[tuple[str, Message]]
 
 
-class RaftNode:
+class RaftNode(Elected):
     """`election_s`: a follower that hears no leader for a random time in
     [election_s, 2 x election_s) starts an election; a leader beats every
     `heartbeat_s`. `pre_vote`: ask before taking a term (off only to test the votes
@@ -110,28 +103,9 @@ class RaftNode:
         self._reset_election(now)
         membership.configure(self, now)
 
-    # -- reading -------------------------------------------------------------------------
-    @property
-    def term(self) -> int:
-        return self.storage.term
-
-    @property
-    def quorum(self) -> int:
-        return len(self.voters) // 2 + 1
-
-    def refuse_unless_leading(self) -> None:
-        if self.role is not Role.LEADER or self.transfer_to is not None:
-            raise NotLeader(self.name, self.transfer_to or self.leader)
-
+    # -- members -------------------------------------------------------------------------
     def configure(self, now: float) -> None:
         membership.configure(self, now)
-
-    def next_due(self) -> float:
-        """When `tick` has something to do next."""
-        if self.role is Role.LEADER:
-            due = min(self.beat_due.values(), default=self.election_due)
-            return min(due, self.transfer_due) if self.transfer_to is not None else due
-        return self.election_due
 
     # -- time ----------------------------------------------------------------------------
     def tick(self, now: float) -> Out:
@@ -187,23 +161,6 @@ class RaftNode:
         self.transfer_to, self.transfer_due = to, now + self.election_s
         return self._maybe_timeout_now(to, now)
 
-    def leader_gone(self, peer: str, now: float) -> Out:
-        """A follower's link to its leader was refused: nothing listens there, the leader
-        process is gone. It stops holding the leader's lease and stands within beats,
-        not an election timeout: the members who saw it in the order of their names, a
-        beat apart (all at once, they would split the vote and wait a timeout). Safe
-        whatever the report's truth: a member that still hears the leader refuses its
-        pre-vote, and the next Append makes it a follower again."""
-        if self.role is not Role.FOLLOWER or peer != self.leader:
-            return []
-        self.leader, self.leader_seen = None, -1e18
-        if self.name not in self.voters:
-            return []
-        rank = sorted(p for p in self.voters if p != peer).index(self.name)
-        stand = now + self.heartbeat_s * (rank + 0.2 * self.rng.random())
-        self.election_due = min(self.election_due, stand)
-        return []
-
     # -- messages ------------------------------------------------------------------------
     def step(self, msg: Message, now: float) -> Out:
         kind = type(msg)
@@ -234,20 +191,6 @@ class RaftNode:
         return []
 
     # -- elections -----------------------------------------------------------------------
-    def _reset_election(self, now: float) -> None:
-        self.election_due = now + self.election_s * (1 + self.rng.random())
-
-    def _in_lease(self, now: float) -> bool:
-        """A leader was heard within the shortest election timeout: do not help unseat it."""
-        return self.role is Role.LEADER or now - self.leader_seen < self.election_s
-
-    def _become_follower(self, term: int, leader: str | None, now: float) -> None:
-        if term != self.term:
-            self.storage.save_vote(term, None)
-        if self.role is not Role.FOLLOWER:
-            self._reset_election(now)
-        self.role, self.leader, self.votes, self.transfer_to = Role.FOLLOWER, leader, set(), None
-
     def _become_leader(self, now: float) -> Out:
         self.role, self.leader, self.transfer_to = Role.LEADER, self.name, None
         last = self.storage.last_index()
@@ -360,13 +303,6 @@ class RaftNode:
             return []
         return [(msg.leader, AppendReply(self.term, self.name, False,
                                          self.storage.last_index() + 1))]
-
-    def follow(self, term: int, leader: str, now: float) -> None:
-        """A leader of the current term was heard."""
-        if self.role is not Role.FOLLOWER:
-            self._become_follower(term, leader, now)
-        self.leader, self.leader_seen = leader, now
-        self._reset_election(now)
 
     def _advance_commit(self) -> None:
         """The highest entry a majority of the voters holds (this leader among them

@@ -26,6 +26,7 @@ import random
 from typing import Protocol
 
 from broker_core.raft import votes as elections
+from broker_core.raft.elected import Elected, NotLeader
 from broker_core.raft.messages import (
     Append,
     AppendReply,
@@ -36,7 +37,6 @@ from broker_core.raft.messages import (
     TimeoutNow,
     VoteReply,
 )
-from broker_core.raft.node import NotLeader
 from broker_core.raft.roles import Role
 
 Out = list[tuple[str, Message]]
@@ -83,7 +83,7 @@ class _Ballot:
         return self.log.last_term()
 
 
-class StreamElection:
+class StreamElection(Elected):
     def __init__(self, name: str, voters: list[str], log: StreamLog, votes: VoteStore,
                  rng: random.Random | None = None, election_s: float = 1.0,
                  heartbeat_s: float = 0.1, now: float = 0.0, pre_vote: bool = True) -> None:
@@ -107,25 +107,7 @@ class StreamElection:
         self._reset_election(now)
         self.configure(voters, (), now)
 
-    # -- reading -------------------------------------------------------------------------
-    @property
-    def term(self) -> int:
-        return self.storage.term
-
-    @property
-    def quorum(self) -> int:
-        return len(self.voters) // 2 + 1
-
-    def refuse_unless_leading(self) -> None:
-        if self.role is not Role.LEADER or self.transfer_to is not None:
-            raise NotLeader(self.name, self.transfer_to or self.leader)
-
-    def next_due(self) -> float:
-        if self.role is Role.LEADER:
-            due = min(self.beat_due.values(), default=self.election_due)
-            return min(due, self.transfer_due) if self.transfer_to is not None else due
-        return self.election_due
-
+    # -- members -------------------------------------------------------------------------
     def configure(self, voters, learners, now: float) -> None:
         """The members in force (raft.stream_members): who votes, and whom a leader feeds
         besides. A member that is no voter (joining, or removed) never stands."""
@@ -171,19 +153,6 @@ class StreamElection:
         self.transfer_to, self.transfer_due = to, now + self.election_s
         return self._maybe_timeout_now(to, now)
 
-    def leader_gone(self, peer: str, now: float) -> Out:
-        """Our leader's port refused a connection: stand within beats, in the order of
-        the members' names (raft.node.leader_gone)."""
-        if self.role is not Role.FOLLOWER or peer != self.leader:
-            return []
-        self.leader, self.leader_seen = None, -1e18
-        if self.name not in self.voters:
-            return []
-        rank = sorted(p for p in self.voters if p != peer).index(self.name)
-        stand = now + self.heartbeat_s * (rank + 0.2 * self.rng.random())
-        self.election_due = min(self.election_due, stand)
-        return []
-
     # -- messages ------------------------------------------------------------------------
     def step(self, msg: Message, now: float) -> Out:
         kind = type(msg)
@@ -214,27 +183,6 @@ class StreamElection:
                 and self.name in self.voters):
             return elections.campaign(self, now, transfer=True)
         return []
-
-    def follow(self, term: int, leader: str, now: float) -> None:
-        """A leader of the current term was heard."""
-        if self.role is not Role.FOLLOWER:
-            self._become_follower(term, leader, now)
-        self.leader, self.leader_seen = leader, now
-        self._reset_election(now)
-
-    # -- what raft.votes calls --------------------------------------------------------------
-    def _reset_election(self, now: float) -> None:
-        self.election_due = now + self.election_s * (1 + self.rng.random())
-
-    def _in_lease(self, now: float) -> bool:
-        return self.role is Role.LEADER or now - self.leader_seen < self.election_s
-
-    def _become_follower(self, term: int, leader: str | None, now: float) -> None:
-        if term != self.term:
-            self.storage.save_vote(term, None)
-        if self.role is not Role.FOLLOWER:
-            self._reset_election(now)
-        self.role, self.leader, self.votes, self.transfer_to = Role.FOLLOWER, leader, set(), None
 
     def _become_leader(self, now: float) -> Out:
         self.role, self.leader, self.transfer_to = Role.LEADER, self.name, None

@@ -31,8 +31,8 @@ from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.node import Role
 from broker_core.ha.slave import MasterInfo
 from broker_core.protocol import Code
-from broker_core.raft import stream_figures, stream_members
-from broker_core.raft.group import ELECTION_S, HEARTBEAT_S, META_EVERY_S, META_LOOK_S, META_TOPIC
+from broker_core.raft import stream_figures, stream_members, tables_record
+from broker_core.raft.group import ELECTION_S, HEARTBEAT_S
 from broker_core.raft.loop_timer import call_when_due
 from broker_core.raft.messages import Append, Message
 from broker_core.raft.node import NotLeader
@@ -40,6 +40,7 @@ from broker_core.raft.roles import Role as RaftRole
 from broker_core.raft.step_aside import EVERY_S, StepAside
 from broker_core.raft.stream_election import StreamElection
 from broker_core.raft.stream_replication import QuorumMaster, StreamFollower
+from broker_core.raft.tables_record import META_TOPIC
 from broker_core.raft.transport import RaftTransport
 from broker_core.raft.vote_file import VoteFile
 
@@ -281,7 +282,7 @@ class StreamGroup:
     def _on_records(self, touched: set[tuple[str, int]]) -> None:
         if (META_TOPIC, 0) in touched:
             touched.discard((META_TOPIC, 0))
-            self._adopt_meta()
+            tables_record.adopt_last(self)
         if touched:
             records_arrived(self.broker, touched)
 
@@ -292,29 +293,9 @@ class StreamGroup:
 
     # -- the group's tables as records of the log ----------------------------------------------
     def _propose_meta(self, now: float) -> None:
-        if now < self._meta_due:
-            return
-        version = self.broker.meta_version()
-        if version == self._meta_sent:
-            self._meta_due = now + META_LOOK_S
-            return
-        self._meta_sent, self._meta_due = version, now + META_EVERY_S
-        body = json.dumps(meta_doc(self.broker), separators=(",", ":")).encode()
-        result = self.broker.store.put(META_TOPIC, 0, body, wait=False)
-        if result.ok:
+        result = tables_record.write_if_changed(self, now)
+        if result is not None and result.ok:
             self.master.appended(result.end_offset)
-        else:
-            log.warning("raft group %s: its tables not written: %s", self.group, result.reason)
-
-    def _adopt_meta(self) -> None:
-        store = self.broker.store
-        last = store.queue_offsets(META_TOPIC, 0)[1] - 1
-        got = store.get(META_TOPIC, 0, last, 1).messages
-        if got:
-            try:
-                adopt_meta(self.broker, json.loads(got[0].body))
-            except ValueError as exc:
-                log.warning("raft group %s: tables record unreadable: %s", self.group, exc)
 
     # -- the broker's hooks ------------------------------------------------------------------
     def refusal(self) -> tuple[int, bytes] | None:

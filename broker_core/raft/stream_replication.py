@@ -53,15 +53,8 @@ class QuorumMaster(ReplicationMaster):
     def configs_between(self, start: int, end: int) -> list:
         return self._configs(start, end)
 
-    def park(self, end: int, done: Callable[[Code], None]) -> Code | None:
-        if self._target() >= end:
-            return Code.OK
-        waiter = [done]
-        heapq.heappush(self._waiters, (end, next(self._seq), waiter))
-        self._deadlines.append((self._clock() + self.timeout_s, waiter))
-        if self._started and self._sweeper.when is None:
-            self._sweeper.after(self.timeout_s)
-        return None
+    def _no_slave(self) -> Code | None:
+        return None  # (no in-sync set: a send waits for a majority, whoever it is)
 
     def _release(self) -> None:
         target = self._target()

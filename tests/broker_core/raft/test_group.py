@@ -207,7 +207,7 @@ def test_the_leader_looks_at_its_tables_between_sends_not_at_every_one(tmp_path)
     """The tables' version is a sum over every table: summed at each step of the core it
     was three times a send at one in flight. It is looked at every META_LOOK_S, and a
     table that changed still reaches every member."""
-    from broker_core.raft.group import META_LOOK_S
+    from broker_core.raft.tables_record import META_LOOK_S
 
     async def main():
         g = Group(tmp_path)
