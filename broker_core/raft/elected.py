@@ -19,8 +19,8 @@ class NotLeader(Exception):
 
 class Elected:
     """A subclass sets name, storage (its term and vote), role, leader, votes, voters,
-    transfer_to, transfer_due, beat_due, rng, election_s, heartbeat_s, election_due and
-    leader_seen."""
+    transfer_to, transfer_due, peers, heard, beat_due, rng, election_s, heartbeat_s,
+    election_due and leader_seen."""
 
     @property
     def term(self) -> int:
@@ -40,6 +40,22 @@ class Elected:
             due = min(self.beat_due.values(), default=self.election_due)
             return min(due, self.transfer_due) if self.transfer_to is not None else due
         return self.election_due
+
+    def _still_leading(self, now: float) -> bool:
+        """A leader's tick: a transfer not done in time is given up; False once it has
+        heard no majority for an election timeout (check quorum: it steps down, so that a
+        leader cut off acknowledges nothing more)."""
+        if self.transfer_to is not None and now >= self.transfer_due:
+            self.transfer_to = None  # its target never took over: lead on
+        alive = (self.name in self.voters) + sum(
+            1 for p in self.peers if p in self.voters
+            and now - self.heard.get(p, -1e18) < self.election_s)
+        if alive < self.quorum and now >= self.election_due:
+            self._become_follower(self.term, None, now)
+            return False
+        if alive >= self.quorum:
+            self.election_due = now + self.election_s
+        return True
 
     def leader_gone(self, peer: str, now: float) -> list:
         """A follower's link to its leader was refused: nothing listens there, the leader

@@ -110,16 +110,8 @@ class RaftNode(Elected):
     # -- time ----------------------------------------------------------------------------
     def tick(self, now: float) -> Out:
         if self.role is Role.LEADER:
-            if self.transfer_to is not None and now >= self.transfer_due:
-                self.transfer_to = None  # its target never took over: take proposals again
-            alive = (self.name in self.voters) + sum(
-                1 for p in self.peers if p in self.voters
-                and now - self.heard.get(p, -1e18) < self.election_s)
-            if alive < self.quorum and now >= self.election_due:
-                self._become_follower(self.term, None, now)  # cut off: stop acknowledging
+            if not self._still_leading(now):
                 return []
-            if alive >= self.quorum:
-                self.election_due = now + self.election_s
             return [m for p in self.peers if now >= self.beat_due[p]
                     for m in self._replicate(p, now)]
         if now < self.election_due:
