@@ -118,8 +118,11 @@ async def change_members(group, add: str | None, remove: str | None,
             apply(group)
             group.event("learner", f"{new.name} catching up from the leader's stream")
             try:
-                await _until(group, lambda: master.acked.get(new.name, -1) >= master.committed,
-                             deadline, f"{new.name} did not catch up within {timeout_s:g} s")
+                await _until(group, lambda: master.acked.get(new.name, -1) >= master.committed
+                             or new.name in master.behind, deadline,
+                             f"{new.name} did not catch up within {timeout_s:g} s")
+                if new.name in master.behind:
+                    raise ConfigError(master.behind.pop(new.name))
             except BaseException:
                 group.learners.discard(new.name)
                 apply(group)

@@ -34,6 +34,9 @@ class QuorumMaster(ReplicationMaster):
         self.name, self._voters, self._fed, self._configs = name, voters, fed, configs
         self.term_start = 0  # where this leader's term began: only past it counts
         self.committed = -1
+        # members whose log ends before this leader's first byte: why (the stream cannot
+        # catch them up; raft.stream_members answers an operator's change with it)
+        self.behind: dict[str, str] = {}
 
     def _target(self) -> int:
         """The offset a majority holds (-1: none past the term's start yet)."""
@@ -77,10 +80,20 @@ class QuorumMaster(ReplicationMaster):
         return set(self.in_sync)  # (no in-sync set: a majority, whoever it is)
 
     def welcome(self, link, hello: dict) -> bool:
-        if str(hello.get("name")) not in self._fed():
-            link.refuse(wire.json_frame(wire.REFUSE, {
-                "reason": f"{hello.get('name')} is no member of raft group {self.group}"}))
+        name, first = str(hello.get("name")), self.store.commitlog.min_offset
+        why = None
+        if name not in self._fed():
+            why = f"{name} is no member of raft group {self.group}"
+        elif int(hello.get("offset", 0)) < first:
+            why = self.behind[name] = (
+                f"{name}'s log ends at {hello.get('offset')}, before the leader's first byte "
+                f"{first} (retention removed what lies between): the stream cannot catch "
+                "it up")
+        if why is not None:
+            self.counters["links_refused"] += 1
+            link.refuse(wire.json_frame(wire.REFUSE, {"reason": why}))
             return False
+        self.behind.pop(name, None)
         return super().welcome(link, hello)
 
     def start(self, in_sync: frozenset[str] = frozenset()) -> None:

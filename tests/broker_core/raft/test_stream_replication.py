@@ -145,3 +145,29 @@ def test_a_follower_shows_readers_what_the_leader_says_is_committed(tmp_path, st
     shown_before, last = asyncio.run(main())
     assert shown_before == 0  # held, not shown, until the leader says a majority holds it
     assert end[0] == last  # the follower's log ends where the leader's does
+
+
+def test_a_member_whose_log_ends_before_the_leaders_first_byte_is_refused_saying_why(
+        tmp_path, stores):
+    """Retention removed the leader's first segment: a new (empty) member cannot be caught
+    up from the stream. It is refused at once, and the leader keeps why, so that an
+    operator's add-replica fails saying so rather than after its minute of waiting."""
+    store, _other = stores
+    while len(store.commitlog.segments) < 3:
+        store.put("orders", 0, b"x" * 4000)
+    store.commitlog.delete_oldest()
+    first = store.commitlog.min_offset
+
+    async def main():
+        master, server, addr = await leading(store, 0, [(2, 0)], voters=("m", "a", "b", "d"))
+        try:
+            _d, kind, doc = await HandSlave.link(addr, store, name="d", epoch=2, history=[])
+            return kind, doc, dict(master.behind)
+        finally:
+            master.stop()
+            server.close()
+
+    kind, doc, behind = asyncio.run(main())
+    assert first > 0 and kind == wire.REFUSE
+    assert doc["reason"] == behind["d"]
+    assert f"before the leader's first byte {first}" in behind["d"]
