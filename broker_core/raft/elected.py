@@ -57,6 +57,14 @@ class Elected:
             self.election_due = now + self.election_s
         return True
 
+    def transfer(self, to: str, now: float) -> list:
+        """Hand leadership to `to` once it holds the whole log (sends refused meanwhile, so
+        that the log stops growing); the subclass's `_maybe_timeout_now` says when."""
+        if self.role is not Role.LEADER or to not in self.voters or to == self.name:
+            raise NotLeader(self.name, self.leader)
+        self.transfer_to, self.transfer_due = to, now + self.election_s
+        return self._maybe_timeout_now(to, now)
+
     def leader_gone(self, peer: str, now: float) -> list:
         """A follower's link to its leader was refused: nothing listens there, the leader
         process is gone. It stops holding the leader's lease and stands within beats,

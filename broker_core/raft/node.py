@@ -146,13 +146,6 @@ class RaftNode(Elected):
                        and not pacing.held_back(self, p, now, size)
                        for m in self._replicate(p, now)]
 
-    def transfer(self, to: str, now: float) -> Out:
-        """Hand leadership to `to` once it holds the whole log (proposals refused meanwhile)."""
-        if self.role is not Role.LEADER or to not in self.voters or to == self.name:
-            raise NotLeader(self.name, self.leader)
-        self.transfer_to, self.transfer_due = to, now + self.election_s
-        return self._maybe_timeout_now(to, now)
-
     # -- messages ------------------------------------------------------------------------
     def step(self, msg: Message, now: float) -> Out:
         kind = type(msg)

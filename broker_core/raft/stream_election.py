@@ -26,7 +26,7 @@ import random
 from typing import Protocol
 
 from broker_core.raft import votes as elections
-from broker_core.raft.elected import Elected, NotLeader
+from broker_core.raft.elected import Elected
 from broker_core.raft.messages import (
     Append,
     AppendReply,
@@ -136,14 +136,6 @@ class StreamElection(Elected):
         if self.pre_vote:
             return elections.pre_vote(self, now)
         return elections.campaign(self, now, False)
-
-    def transfer(self, to: str, now: float) -> Out:
-        """Hand the group to `to` once it holds this leader's whole log (sends refused
-        meanwhile, so that the log stops growing)."""
-        if self.role is not Role.LEADER or to not in self.voters or to == self.name:
-            raise NotLeader(self.name, self.leader)
-        self.transfer_to, self.transfer_due = to, now + self.election_s
-        return self._maybe_timeout_now(to, now)
 
     # -- messages ------------------------------------------------------------------------
     def step(self, msg: Message, now: float) -> Out:
