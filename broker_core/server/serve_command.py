@@ -77,6 +77,9 @@ def add_serve_arguments(serve) -> None:
     serve.add_argument("--flush", choices=("async", "sync"), default="async")
     serve.add_argument("--segment-size", default="1G", metavar="SIZE",
                        help="CommitLog segment size, e.g. 64M (default 1G)")
+    serve.add_argument("--retention-hours", type=positive_float, default=72.0,
+                       metavar="HOURS", help="CommitLog segments whose newest message is "
+                       "older go, with their queue units (RocketMQ's fileReservedTime; 72)")
     serve.add_argument("--cluster", default="floodgate", metavar="NAME")
     serve.add_argument("--metrics-dir", type=Path, metavar="DIR",
                        help="per-second metrics log (default DIR/metrics)")
@@ -222,8 +225,9 @@ def run_serve(args) -> int:
         fuse_moves_leader=args.fuse_moves_leader, raft_join=args.raft_join,
         acl=args.acl, acl_admin=args.acl_admin, tls_cert=args.tls_cert,
         tls_key=args.tls_key, tls_ca=args.tls_ca, tls_verify_clients=args.tls_verify_clients,
-        store_extra={} if args.max_mapped_queues is None else
-        {"consumequeue_max_mapped": args.max_mapped_queues},
+        store_extra={"retention_hours": args.retention_hours} | (
+            {} if args.max_mapped_queues is None else
+            {"consumequeue_max_mapped": args.max_mapped_queues}),
     )
     taken = ports_in_use(config)
     if taken:  # before --data is made: a start refused leaves no empty directory behind

@@ -171,6 +171,11 @@ class RetentionService(ServiceThread):
         self.check_disk()
         if self.pass_due():
             self.run_once()
+        elif self.next_expiry is None and len(self.commitlog.segments) >= 2:
+            # a segment filled since the last pass: judged at the next, even if the log
+            # goes quiet before then (it slept until written again, keeping expired data)
+            due_in = self._last_pass + self.retention_interval_s - self._monotonic()
+            self.next_expiry = self.wall_clock() + max(0.0, due_in)
 
     def _run_safely(self) -> None:
         try:

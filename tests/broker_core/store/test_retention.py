@@ -137,3 +137,33 @@ def test_a_retention_pass_is_due_on_its_own_clock(tmp_path, small_config):
         assert not service.pass_due()
         mono.advance(1.0)
         assert service.pass_due()
+
+
+def test_a_segment_filled_between_passes_is_judged_though_the_log_goes_quiet(tmp_path,
+                                                                            small_config):
+    """A pass finds one segment; a burst then fills a second before the next pass is due,
+    and the log goes quiet. The service sleeps only until that pass is due (it slept
+    until the log was written again, keeping expired segments on an idle broker)."""
+    import math
+
+    from broker_core.store.retention import RetentionService
+    from tests.clock import ManualClock
+
+    mono, wall = ManualClock(50.0), [T0]
+    with MessageStore(tmp_path / "s", small_config(clock=lambda: wall[0])) as store:
+        service = RetentionService(store.commitlog, store.queue_table.all,
+                                   retention_hours=1.0, disk_max_used_ratio=0.99,
+                                   wall_clock=lambda: wall[0], on_disk_ratio=lambda _r: None,
+                                   retention_interval_s=10.0, monotonic=mono)
+        service.run_round()  # the first pass: one segment, nothing to judge
+        assert len(store.commitlog.segments) <= 1 and service.quiet_for() == math.inf
+        while len(store.commitlog.segments) < 3:
+            store.put("T", 0, b"o" * 4000)
+        mono.advance(1.0)
+        service.run_round()  # the disk looked at; no pass due yet
+        assert service.quiet_for() == 9.0
+        mono.advance(9.0)
+        wall[0] = T0 + 2 * HOUR
+        assert service.quiet_for() is None  # its pass is owed: a round runs
+        service.run_round()
+        assert len(store.commitlog.segments) == 1
