@@ -15,12 +15,15 @@
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Callable
 
 from broker_core.ha import wire
 from broker_core.ha.master import ReplicationMaster
 from broker_core.ha.slave import ReplicaClient
 from broker_core.protocol import Code
+
+log = logging.getLogger("floodgate.raft")
 
 
 class QuorumMaster(ReplicationMaster):
@@ -81,14 +84,18 @@ class QuorumMaster(ReplicationMaster):
 
     def welcome(self, link, hello: dict) -> bool:
         name, first = str(hello.get("name")), self.store.commitlog.min_offset
-        why = None
+        offset, why = int(hello.get("offset", 0)), None
         if name not in self._fed():
             why = f"{name} is no member of raft group {self.group}"
-        elif int(hello.get("offset", 0)) < first:
+        elif offset == 0 and first > 0:
+            # an empty member begins its log at the leader's first byte (retention removed
+            # what lies before it on the leader: a majority had it, no member needs it)
+            hello = dict(hello, offset=first, history=self._history().to_list())
+        elif offset < first:
             why = self.behind[name] = (
-                f"{name}'s log ends at {hello.get('offset')}, before the leader's first byte "
-                f"{first} (retention removed what lies between): the stream cannot catch "
-                "it up")
+                f"{name}'s log ends at {offset}, before the leader's first byte {first} "
+                "(retention removed what lies between): empty its store (stop it, remove "
+                "its data directory) and it is caught up from the leader's first byte")
         if why is not None:
             self.counters["links_refused"] += 1
             link.refuse(wire.json_frame(wire.REFUSE, {"reason": why}))
@@ -137,6 +144,13 @@ class StreamFollower(ReplicaClient):
         return self.log_end[0]
 
     def _welcomed(self, kind: int, body: bytes) -> None:
+        if kind == wire.WELCOME and self.log_end[0] == 0:
+            at = int(wire.decode_json(body).get("offset", 0))
+            if at > 0:  # empty, fed from the leader's first byte (older ones are gone)
+                log.warning("raft group %s: this empty log begins at the leader's first "
+                            "byte %d", self.group, at)
+                self.replica.begin_at(at)
+                self.log_end[0] = self._durable = at
         super()._welcomed(kind, body)
         self.welcomed = True
 

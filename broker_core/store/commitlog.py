@@ -233,6 +233,19 @@ class CommitLog:
             self._set_segments(self.segments + (new,))
         return new
 
+    def begin_at(self, start: int) -> None:
+        """Replica path: this empty log begins at segment boundary ``start`` (it joins a
+        group whose older bytes retention removed)."""
+        if self.write_offset or any(_last_nonzero(s.mm, 0, s.size) for s in self.segments):
+            raise StoreCorruptError(f"the log holds bytes: it cannot begin at {start}")
+        with self._segments_lock:
+            old = self.segments
+            self._set_segments(())
+        self._writing = None
+        for seg in old:
+            seg.destroy()
+        self.add_segment(start)
+
     def advance(self, offset: int) -> None:
         """Replica path: records below ``offset`` are complete (their queue units written)."""
         self.write_offset = offset

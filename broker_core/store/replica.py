@@ -110,6 +110,13 @@ class ReplicaLog:
                 self.queues.evict()
             return self._index(end, crc=crc, known=known, gate=gate)
 
+    def begin_at(self, offset: int) -> None:
+        """An empty log begins at `offset`, the first byte its source still holds."""
+        with self._lock:
+            self.commitlog.begin_at(offset)
+            self.received = offset
+        self._checkpoint()
+
     def withdraw(self, offset: int) -> int:
         """Raft, on start: the records at and after `offset` are not known committed;
         their queue units and keys go (their bytes stay, published again once the
@@ -172,7 +179,10 @@ class ReplicaLog:
                 cq.ensure_capacity(1)
                 cq.append_unit(pos, size, th)
             else:
+                empty = cq.max_offset == 0
                 cq.put_unit(qoff, pos, size, th)
+                if empty:  # a log begun past 0: the units below went with its source's
+                    cq.min_offset = qoff  # retention
             if key_list and self.index is not None:
                 self.index.add(key_list, pos, stored)
             if stored > seg.max_store_timestamp:

@@ -175,3 +175,67 @@ def test_a_joined_member_killed_comes_back_a_voter_and_can_lead_with_every_messa
     finally:
         routes.close()
         cluster.down(grace=5.0)
+
+
+def queue_floor(addr: str, topic: str, queue_id: int) -> int:
+    """The first offset of a queue a reader finds on the broker at `addr`."""
+    from broker_core.client.connection import Connection
+    from broker_core.protocol import Op, decode_json, encode_json
+
+    conn = Connection(addr)
+    try:
+        _code, body = conn.call(Op.QUERY_OFFSET, encode_json(
+            {"group": "floor", "topic": topic, "queue_id": queue_id}), 5.0)
+        return int(decode_json(body)["min_offset"])
+    finally:
+        conn.close()
+
+
+def test_a_member_added_after_retention_begins_at_the_leaders_first_byte(tmp_path):
+    """Retention removed the leader's first segment: a new, empty member of a stream
+    group is fed from the leader's first byte. Once it leads, a reader finds the queue
+    beginning where the leader's did, and every message acknowledged past it."""
+    from broker_core.client import admin
+    from broker_core.client.producer import Producer
+    from broker_core.cluster.launcher import Cluster
+    from broker_core.cluster.members import next_member, raft_member_flag
+    from broker_core.ha.routes import routes_for
+
+    cluster = Cluster(0, free_port_range(40), tmp_path / "r", segment_size="8M",
+                      name="retained", groups=1, replicas=3, consensus="raft",
+                      raft_log="stream", extra_args=["--retention-hours", "0.0005"])
+    cluster.up(timeout=60)
+    routes = routes_for(cluster.file)
+    pad = b"x" * 4000
+    try:
+        routes.wait()
+        with Producer(routes=routes, fuse=False) as producer:
+            sent = [b"%d-" % i + pad for i in range(3000)]  # 12 MB: two segments
+            results = [producer.send("bulk", body, order_key="one queue") for body in sent]
+        acked = [body for body, r in zip(sent, results, strict=True) if r.status == "SEND_OK"]
+        qid = results[0].queue_id
+        assert len(acked) == 3000 and {r.queue_id for r in results} == {qid}
+        leader = cluster.file.broker(routes.records["group-1"].master)
+        wait_for(lambda: queue_floor(leader.addr, "bulk", qid) > 0, 30,
+                 "retention removed the leader's first segment", every=0.5)
+        floor = queue_floor(leader.addr, "bulk", qid)
+
+        entry = next_member(cluster.file, "group-1")
+        cluster.file.brokers.append(entry)
+        cluster.start_broker(entry)
+        doc = admin.members(leader.http, {"add": raft_member_flag(entry)})
+        assert doc["members"][-1] == raft_member_flag(entry)
+        wait_for(lambda: broker_role(entry.addr).get("role") == "SLAVE", 30,
+                 "the new member following")
+        admin.transfer_leader(leader.http, entry.name)
+        wait_for(lambda: broker_role(entry.addr).get("role") == "MASTER", 30,
+                 "the new member leading")
+        assert queue_floor(entry.addr, "bulk", qid) == floor
+        routes.close()
+        routes = routes_for(cluster.file)
+        routes.wait()
+        kept = set(acked[floor:])
+        assert read_all(routes, "readers", "bulk", kept) >= kept
+    finally:
+        routes.close()
+        cluster.down(grace=5.0)

@@ -147,21 +147,72 @@ def test_a_follower_shows_readers_what_the_leader_says_is_committed(tmp_path, st
     assert end[0] == last  # the follower's log ends where the leader's does
 
 
-def test_a_member_whose_log_ends_before_the_leaders_first_byte_is_refused_saying_why(
-        tmp_path, stores):
-    """Retention removed the leader's first segment: a new (empty) member cannot be caught
-    up from the stream. It is refused at once, and the leader keeps why, so that an
-    operator's add-replica fails saying so rather than after its minute of waiting."""
-    store, _other = stores
+def retention_removed_the_first_segment(store) -> int:
+    """Fill the leader's log past two segments and delete the first; its new first byte."""
     while len(store.commitlog.segments) < 3:
         store.put("orders", 0, b"x" * 4000)
     store.commitlog.delete_oldest()
-    first = store.commitlog.min_offset
+    for cq in store.queue_table.all():
+        cq.delete_below(store.commitlog.min_offset)
+    return store.commitlog.min_offset
+
+
+def following(store, path, addr: str, end: list[int]) -> StreamFollower:
+    return StreamFollower(
+        store, EpochFile(path / "epochs.json"), "a", "g", MasterInfo("m", addr, 2),
+        known_epoch=lambda: 2, on_records=lambda t: None, on_meta=lambda doc: None,
+        on_truncate=lambda offset, cut: None, log_end=end,
+        on_config=lambda offset, members: None)
+
+
+def test_an_empty_member_begins_its_log_at_the_leaders_first_byte(tmp_path, stores):
+    """Retention removed the leader's first segment: an empty member (a new replica, or
+    one whose store an operator emptied) is fed from the leader's first byte. Its log
+    and its queues begin there; readers find on it what they find on the leader."""
+    leader_store, follower_store = stores
+    first = retention_removed_the_first_segment(leader_store)
+    end = [0]
+
+    async def main():
+        master, server, addr = await leading(leader_store, 0, [(2, 0)])
+        follower = following(follower_store, tmp_path, addr, end)
+        follower.start()
+        try:
+            await until(lambda: "a" in master.links, what="the follower linked")
+            last = put(master, b"after")
+            await until(lambda: master.acked.get("a") == last, what="acked to the end")
+            follower.publish(master.commit_offset())
+            return last
+        finally:
+            await follower.stop()
+            master.stop()
+            server.close()
+
+    last = asyncio.run(main())
+    assert first > 0 and end[0] == last
+    assert follower_store.commitlog.min_offset == first
+    ours = follower_store.queue_table.get_or_create("orders", 0)
+    theirs = leader_store.queue_table.get_or_create("orders", 0)
+    assert (ours.min_offset, ours.max_offset) == (theirs.min_offset, theirs.max_offset)
+    got = follower_store.get("orders", 0, ours.min_offset, 1000).messages
+    want = leader_store.get("orders", 0, theirs.min_offset, 1000).messages
+    assert [m.body for m in got] == [m.body for m in want] and got[-1].body == b"after"
+
+
+def test_a_member_whose_log_ends_before_the_leaders_first_byte_is_refused_saying_why(
+        tmp_path, stores):
+    """A member that holds bytes, all of them before the leader's first (retention
+    removed what lies between), cannot be caught up from the stream. It is refused at
+    once, and the leader keeps why (with what to do), so that an operator's add-replica
+    fails saying so rather than after its minute of waiting."""
+    store, _other = stores
+    first = retention_removed_the_first_segment(store)
 
     async def main():
         master, server, addr = await leading(store, 0, [(2, 0)], voters=("m", "a", "b", "d"))
         try:
-            _d, kind, doc = await HandSlave.link(addr, store, name="d", epoch=2, history=[])
+            _d, kind, doc = await HandSlave.link(addr, store, name="d", epoch=2, offset=500,
+                                                 history=[[2, 0]])
             return kind, doc, dict(master.behind)
         finally:
             master.stop()
@@ -171,3 +222,4 @@ def test_a_member_whose_log_ends_before_the_leaders_first_byte_is_refused_saying
     assert first > 0 and kind == wire.REFUSE
     assert doc["reason"] == behind["d"]
     assert f"before the leader's first byte {first}" in behind["d"]
+    assert "remove its data directory" in behind["d"]
