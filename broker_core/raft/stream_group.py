@@ -17,7 +17,6 @@ heard, and shows readers only what the leader says is committed.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -25,7 +24,6 @@ from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 
-from broker_core.fsutil import atomic_write
 from broker_core.ha.epochs import EpochFile
 from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.node import Role
@@ -36,6 +34,7 @@ from broker_core.raft.group import ELECTION_S, HEARTBEAT_S
 from broker_core.raft.loop_timer import call_when_due
 from broker_core.raft.messages import Append, Message
 from broker_core.raft.node import NotLeader
+from broker_core.raft.published_mark import PublishedMark, reopen
 from broker_core.raft.roles import Role as RaftRole
 from broker_core.raft.step_aside import EVERY_S, StepAside
 from broker_core.raft.stream_election import StreamElection
@@ -71,11 +70,10 @@ class StreamGroup:
         raft_dir.mkdir(parents=True, exist_ok=True)
         self.votes = VoteFile(raft_dir / "vote.json")
         self.epochs = EpochFile(raft_dir / "epochs.json")
-        self._published_path = raft_dir / "published.json"
+        self.published = PublishedMark(raft_dir / "published.json")
         self.replica = store.replica_log()
-        self.replica.withdraw(self._load_published())  # shown again once committed
-        # the end of the last whole record held (the store's recovery cut a torn one)
-        self.tail = [max(self.replica.received, store.commitlog.write_offset)]
+        # the end of the last whole record held; what is not known committed is hidden
+        self.tail = [reopen(self.replica, self.published)]
         self.role = Role.NONE
         self.configs = stream_members.open_configs(raft_dir / "members.json", self.end(),
                                                    members, join)
@@ -140,19 +138,12 @@ class StreamGroup:
         self.save_published()
         await self.transport.close()
 
-    def _load_published(self) -> int:
-        try:
-            return int(json.loads(self._published_path.read_text())["offset"])
-        except FileNotFoundError:
-            return 0
-
     def save_published(self) -> None:
         """How far readers see (a lower bound of what is committed): on a restart the
         records past it leave the queues until the leader says they are committed."""
         shown = self.broker.store.commitlog.write_offset
         held = self.master.gate.first_held()  # (a leader's records no majority holds yet)
-        atomic_write(self._published_path, json.dumps(
-            {"offset": shown if held is None else min(shown, held)}).encode())
+        self.published.save(shown if held is None else min(shown, held))
         self._saved_at = self._loop.time()
 
     # -- driving the election ----------------------------------------------------------------
