@@ -21,21 +21,24 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 Unit = tuple[int, int, int]  # (physical offset, size, tag hash): a ConsumeQueue unit
+Keyed = tuple[list[str], int, int]  # (keys, physical offset, store ms): key index entries
+Held = tuple[int, str, int, list[Unit], "list[Keyed] | None"]
 
 
 class ConfirmGate:
     def __init__(self) -> None:
         self.active = False  # set by the master: a slave is in sync
-        # (end offset, topic, queue id, its units), in CommitLog order
-        self._held: deque[tuple[int, str, int, list[Unit]]] = deque()
+        # (end offset, topic, queue id, its units, its keys), in CommitLog order
+        self._held: deque[Held] = deque()
         self.waiting: dict[tuple[str, int], int] = {}  # (topic, queue id) -> units held
 
     @property
     def holding(self) -> bool:
         return bool(self._held)
 
-    def hold(self, topic: str, queue_id: int, units: list[Unit], end: int) -> None:
-        self._held.append((end, topic, queue_id, units))
+    def hold(self, topic: str, queue_id: int, units: list[Unit], end: int,
+             keys: list[Keyed] | None = None) -> None:
+        self._held.append((end, topic, queue_id, units, keys))
         key = (topic, queue_id)
         self.waiting[key] = self.waiting.get(key, 0) + len(units)
 
@@ -47,7 +50,7 @@ class ConfirmGate:
         except IndexError:
             return None
 
-    def take(self, upto: int | None) -> list[tuple[int, str, int, list[Unit]]]:
+    def take(self, upto: int | None) -> list[Held]:
         """The records ending at or before `upto` (None: all), oldest first."""
         held, out = self._held, []
         while held and (upto is None or held[0][0] <= upto):
@@ -61,14 +64,14 @@ class ConfirmGate:
             out.append(entry)
         return out
 
-    def release(self, upto: int | None, queue_for: Callable[[str, int], object]
-                ) -> set[tuple[str, int]]:
+    def release(self, upto: int | None, queue_for: Callable[[str, int], object],
+                index=None) -> set[tuple[str, int]]:
         """Put the units of the records ending at or before `upto` in their queues
-        (`queue_for(topic, queue id)`), in CommitLog order (under the store's put lock);
-        returns the queues they went to."""
+        (`queue_for(topic, queue id)`) and their keys in `index`, in CommitLog order
+        (under the store's put lock); returns the queues they went to."""
         touched: set[tuple[str, int]] = set()
         entries = self.take(upto)
-        for i, (_end, topic, qid, units) in enumerate(entries):
+        for i, (_end, topic, qid, units, keyed) in enumerate(entries):
             cq = queue_for(topic, qid)
             try:
                 cq.ensure_capacity(len(units))
@@ -79,10 +82,13 @@ class ConfirmGate:
                 break
             for phys, size, th in units:
                 cq.append_unit(phys, size, th)
+            if keyed and index is not None:
+                for keys, phys, ms in keyed:
+                    index.add(keys, phys, ms)
             touched.add((topic, qid))
         return touched
 
-    def put_back(self, entries: list[tuple[int, str, int, list[Unit]]]) -> None:
+    def put_back(self, entries: list[Held]) -> None:
         """Entries `take` gave that could not reach their queues: held again, first."""
         for entry in reversed(entries):
             self._held.appendleft(entry)

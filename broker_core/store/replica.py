@@ -173,8 +173,10 @@ class ReplicaLog:
                 key_list = split_keys(keys) if keys else None
             key = (topic, qid)
             cq = queues.get(key) or self.queues.get_or_create(topic, qid)
-            if gate is not None:
-                gate.hold(topic, qid, [(pos, size, th)], pos + size)
+            if gate is not None:  # (its keys wait too)
+                gate.hold(topic, qid, [(pos, size, th)], pos + size,
+                          [(key_list, pos, stored)] if key_list else None)
+                key_list = None
             elif qoff == cq.max_offset:
                 cq.ensure_capacity(1)
                 cq.append_unit(pos, size, th)

@@ -191,20 +191,21 @@ class MessageStore(StoreLookups):
             phys = first_phys = cl.write_records(prepared, queue_id, first_qo,
                                                  now_ms if born_ts is None else born_ts,
                                                  now_ms, self._store_host)
-            units = []
+            units, keyed = [], []  # (held: found by key once readable, as by queue)
             for i, p in enumerate(prepared):
+                its_keys = keys or (each_keys[i] if each_keys is not None else None)
                 if held:
                     units.append((phys, p[0], p[4]))
+                    if its_keys:
+                        keyed.append((its_keys, phys, now_ms))
                 else:
                     cq.append_unit(phys, p[0], p[4])
-                if keys:
-                    self.index.add(keys, phys, now_ms)
-                elif each_keys is not None and each_keys[i]:
-                    self.index.add(each_keys[i], phys, now_ms)
+                    if its_keys:
+                        self.index.add(its_keys, phys, now_ms)
                 phys += p[0]
             cl.commit(phys)
             if held:
-                gate.hold(topic, queue_id, units, phys)
+                gate.hold(topic, queue_id, units, phys, keyed)
             table = self.queue_table
             table.touch(cq)
             if table.over:
@@ -240,7 +241,7 @@ class MessageStore(StoreLookups):
             if self._closed:  # (the next start rebuilds them from the checkpoint's bound)
                 return set()
             return gate.release(upto, lambda t, q: self._queues.get((t, q))
-                                or self.queue_table.get_or_create(t, q))
+                                or self.queue_table.get_or_create(t, q), self.index)
 
     # -- replication ----------------------------------------------------------
     def replica_log(self) -> ReplicaLog:

@@ -58,6 +58,30 @@ def test_readers_see_a_message_once_the_in_sync_slave_acked_it(stores):
     asyncio.run(main())
 
 
+def test_a_message_is_found_by_key_once_readable_and_not_before(stores):
+    """Its keys wait at the gate with its queue unit: a lookup by key finds no message a
+    failover could cut (a raft leader's records no majority holds yet, too)."""
+    master_store, _ = stores
+
+    def found(key: str) -> list[bytes]:
+        return [m.body for m in master_store.query_by_key(key).messages]
+
+    async def main():
+        async with replicating(master_store, ManualClock()) as (rm, addr):
+            slave, _kind, _doc = await HandSlave.link(addr, master_store)
+            await until(lambda: rm.in_sync == {"s"}, what="the slave in sync")
+            end = master_store.put("orders", 0, b"keyed", keys="order-7").end_offset
+            rm.appended(end)
+            before = found("order-7")
+            await slave.ack(end)
+            await until(lambda: readable(master_store) == [b"keyed"], what="confirmed")
+            slave.close()
+            return before, found("order-7")
+
+    before, after = asyncio.run(main())
+    assert before == [] and after == [b"keyed"]
+
+
 def test_the_master_alone_confirms_when_no_slave_is_in_sync(stores):
     master_store, _ = stores
     clock = ManualClock()
