@@ -58,8 +58,6 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="copy the history, report and broker logs here")
     ap.add_argument("--consensus", choices=("controller", "raft"), default="controller",
                     help="raft: groups of 3 that elect their leaders (no ZooKeeper)")
-    ap.add_argument("--raft-log", choices=("entries", "stream"), default="entries",
-                    help="raft: the log's shape (cluster up --raft-log)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     replicas = 3 if args.consensus == "raft" else 2
@@ -68,7 +66,6 @@ def main() -> None:
         cluster = subprocess.Popen(
             [sys.executable, "-m", "console.cli", "cluster", "up", "--groups", str(args.groups),
              "--replicas", str(replicas), "--consensus", args.consensus,
-             *(["--raft-log", args.raft_log] if args.consensus == "raft" else []),
              "--netns", "--restart", "--segment-size", "64M", "--data", str(data),
              "--base-port", str(free_port_range(3 * replicas * args.groups + 1))],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
@@ -117,7 +114,6 @@ def main() -> None:
     seen = [d for d in detect if d is not None]
     out = {
         "duration_s": args.duration, "groups": args.groups, "consensus": args.consensus,
-        "raft_log": args.raft_log if args.consensus == "raft" else None,
         "seed": args.seed,
         "wall_s": round(took, 1), "faults": len(r["faults"]), "faults_by_kind": kinds,
         "sends": r["sends"], "acked": r["acked"], "failed": r["failed"],

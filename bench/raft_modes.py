@@ -3,9 +3,8 @@ a controller and ZooKeeper (master/slave, sync replication) or Raft (3 members).
 
 1. Throughput: the same closed loop (AsyncProducer, 128 B) with 1 and with 64 sends in
    flight against one group of each kind, interleaved rounds, median: Raft with 3
-   members, its log as entries (`--raft-log entries`) and as the CommitLog's stream
-   (`--raft-log stream`), master/slave with 2 and with 3 (a send waits for every
-   in-sync slave).
+   members (its log the CommitLog's stream), master/slave with 2 and with 3 (a send
+   waits for every in-sync slave).
    Goal: Raft >= 80 % of master/slave sync (2) at both loads (the Mogujie talk's Corgi
    accepted a 30 % drop; DLedger users saw 87 %).
 2. Failover: a group under a paced sync load (one send at a time), its leader (master)
@@ -54,7 +53,6 @@ from broker_core.cluster.ports import free_port_range  # noqa: E402
 from broker_core.ha.routes import routes_for  # noqa: E402
 
 KINDS = {"raft-3": {"replicas": 3, "consensus": "raft"},
-         "raft-stream": {"replicas": 3, "consensus": "raft", "raft_log": "stream"},
          "sync-2": {"replicas": 2, "replication": "sync"},
          "sync-3": {"replicas": 3, "replication": "sync"}}
 
@@ -137,8 +135,7 @@ def throughput(data: Path, rounds: int, seconds: float, before: Path | None = No
     got = {"msgs_s": med, "rounds": out, "broker_peak_rss_mib": rss,
            "cpu_us_per_msg": us,
            "raft_vs_sync2": {n: med["raft-3"][n] / med["sync-2"][n] for n in (1, 64)},
-           "raft_vs_sync3": {n: med["raft-3"][n] / med["sync-3"][n] for n in (1, 64)},
-           "stream_vs_sync2": {n: med["raft-stream"][n] / med["sync-2"][n] for n in (1, 64)}}
+           "raft_vs_sync3": {n: med["raft-3"][n] / med["sync-3"][n] for n in (1, 64)}}
     if before:
         got["raft_vs_before"] = {n: med["raft-3"][n] / med["raft-3-before"][n]
                                  for n in (1, 64)}
@@ -237,7 +234,7 @@ def paced(data: Path, rates: list[float], seconds: float, rounds: int,
           before: Path | None = None) -> dict:
     """CPU a second (ms/s, /proc) of the leader (master) and the other members under a
     steady load at each rate: interleaved rounds, median."""
-    kinds = {k: KINDS[k] for k in ("raft-3", "raft-stream", "sync-2")} | \
+    kinds = {k: KINDS[k] for k in ("raft-3", "sync-2")} | \
         ({"raft-3-before": KINDS["raft-3"]} if before else {})
     got: dict[str, dict[float, dict[str, list[float]]]] = {
         k: {r: {"leader": [], "others": []} for r in rates} for k in kinds}
@@ -271,7 +268,7 @@ def paced(data: Path, rates: list[float], seconds: float, rounds: int,
 def idle(data: Path, seconds: float) -> dict:
     """CPU a second of each idle broker, per kind (utime + stime from /proc)."""
     out = {}
-    for kind in ("raft-3", "raft-stream", "sync-2"):
+    for kind in ("raft-3", "sync-2"):
         c = group(data / kind, **KINDS[kind])
         try:
             time.sleep(2.0)  # past the start's work
@@ -333,23 +330,18 @@ def main() -> int:
             t = result["throughput"] = throughput(data / "tput", args.rounds, args.seconds,
                                                   args.before and args.before.resolve())
             for n in (1, 64):
-                goals[f"raft (entries) >= 80 % of master/slave sync at {n} in flight"] = \
+                goals[f"raft >= 80 % of master/slave sync at {n} in flight"] = \
                     t["raft_vs_sync2"][n] >= 0.80
-                goals[f"raft (stream) >= 80 % of master/slave sync at {n} in flight"] = \
-                    t["stream_vs_sync2"][n] >= 0.80
         if "failover" in parts:
             say(f"failover ({args.kills} kills each, {args.rate:g} msgs/s)")
             r = result["raft_failover"] = raft_failovers(data / "raft", args.kills, args.rate)
-            s = result["stream_failover"] = raft_failovers(data / "stream", args.kills,
-                                                           args.rate, "raft-stream")
             m = result["controller_failover"] = controller_failovers(data / "ctl", args.kills,
                                                                      args.rate)
             if args.drills_out:
                 write_drills(args.drills_out, {"raft": r, "controller": m})
-            for mode, f in (("entries", r), ("stream", s)):
-                goals[f"raft ({mode}): median failover <= 2 s"] = \
-                    f["median_s"] is not None and f["median_s"] <= 2.0
-            goals["0 acknowledged and lost (all)"] = not (r["lost"] or s["lost"] or m["lost"])
+            goals["raft: median failover <= 2 s"] = \
+                r["median_s"] is not None and r["median_s"] <= 2.0
+            goals["0 acknowledged and lost (both)"] = not (r["lost"] or m["lost"])
         if "paced" in parts:
             say(f"paced ({args.paced_rates} msgs/s, {args.rounds} rounds of {args.seconds:g} s)")
             result["paced_cpu_ms_s"] = paced(data / "paced", rates, args.seconds, args.rounds,

@@ -75,7 +75,6 @@ class ClusterFile:
     # brokers whose admin endpoints take a token (`up --acl`): the file holding it
     admin_token: str = ""
     consensus: str = ""  # "raft": groups that elect their leaders (no ZooKeeper); "" else
-    raft_log: str = ""  # "stream": their log is the CommitLog's bytes (`up --raft-log`)
 
     @property
     def layout(self):
@@ -122,8 +121,6 @@ class ClusterFile:
             data["replication"] = self.replication
         if self.consensus:
             data["consensus"] = self.consensus
-        if self.raft_log:
-            data["raft_log"] = self.raft_log
         if self.netns:
             data["netns"] = self.netns
         if self.restart:
@@ -181,5 +178,4 @@ def load_cluster(path: str | Path) -> ClusterFile:
                        str(raw.get("zk", "")), str(raw.get("replication", "")),
                        netns if isinstance(netns, dict) else None, bool(raw.get("restart")),
                        str(raw.get("credentials", "")), str(raw.get("tls_ca", "")),
-                       str(raw.get("admin_token", "")), str(raw.get("consensus", "")),
-                       str(raw.get("raft_log", "")))
+                       str(raw.get("admin_token", "")), str(raw.get("consensus", "")))

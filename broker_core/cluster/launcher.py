@@ -66,7 +66,6 @@ class Cluster:
         acl: bool = False,
         tls: bool = False,
         consensus: str = "controller",
-        raft_log: str = "",
         grpc: bool = False,
         grpc_trace_rate: float = 0.0,
     ) -> None:
@@ -79,8 +78,8 @@ class Cluster:
         `tls`: a local CA and a broker certificate in `tls/` (acl.tls.make_certs); every
         port speaks TLS; the cluster file names the CA (`tls_ca`).
         `consensus="raft"`: each group elects its leader itself (broker_core.raft): no
-        ZooKeeper, no controller; `raft_log="stream"`: their log is the CommitLog's
-        bytes, replicated as a master's (raft.stream_group). `grpc`: each broker also serves RocketMQ 5's gRPC
+        ZooKeeper, no controller; their log is the CommitLog's bytes, replicated as a
+        master's (raft.stream_group). `grpc`: each broker also serves RocketMQ 5's gRPC
         protocol (broker_core.grpc_front), on ports after all the others, tracing
         `grpc_trace_rate` of its clients' sends."""
         if n < 1 and not groups:
@@ -120,7 +119,6 @@ class Cluster:
                                 replication if groups else "",
                                 self.layout.to_dict() if self.layout else None)
         self.file.consensus = "raft" if raft else ""
-        self.file.raft_log = raft_log if raft else ""
         self.procs: dict[str, subprocess.Popen] = {}
         self.controllers: dict[str, subprocess.Popen] = {}
         self.exits = ExitWatch()  # supervise() sleeps on it; stop_supervising() wakes it
@@ -177,8 +175,7 @@ class Cluster:
             [*self._prefix(entry.name),
              *broker_argv(entry, self.file.name, self.flush, self.segment_size, extra,
                           self.file.zk, self.replication,
-                          self.file.groups[entry.group] if self.file.raft else None,
-                          self.file.raft_log)],
+                          self.file.groups[entry.group] if self.file.raft else None)],
             stdout=logfile,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -106,7 +106,6 @@ def next_member(file: ClusterFile, group: str,
 def broker_argv(
     entry: BrokerEntry, cluster: str, flush: str, segment_size: str, extra: list[str],
     zk: str = "", replication: str = "async", raft_group: list[BrokerEntry] | None = None,
-    raft_log: str = "",
 ) -> list[str]:
     """`raft_group`: the members of the entry's group when the groups run Raft (a member
     added to a running group joins it: `--raft-join`)."""
@@ -117,8 +116,7 @@ def broker_argv(
         ha = ["--group", entry.group, "--consensus", "raft",
               "--raft-port", entry.ha.rsplit(":", 1)[1],
               *[f for b in raft_group for f in ("--raft-member", raft_member_flag(b))],
-              *(["--raft-join"] if entry.joined else []),
-              *(["--raft-log", raft_log] if raft_log else [])]
+              *(["--raft-join"] if entry.joined else [])]
     elif entry.group:
         ha = ["--group", entry.group, "--zk", zk, "--ha-port", entry.ha.rsplit(":", 1)[1],
               "--replication", replication]

@@ -2,7 +2,7 @@
 (topics, consumer offsets and resets, delayed delivery's progress, queue locks, pending
 transactions, the ACL, what a gRPC front end handed out; a master/slave group streams
 them on its HA link, ha META, a raft group commits them as a record of its log,
-raft.group), so that promoted it goes on from there; and what the records it was given
+raft.tables_record), so that promoted it goes on from there; and what the records it was given
 mean to it (`records_arrived`)."""
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""A member's configurations on disk (raft.membership): the bootstrap members of its
-first start, the one its last snapshot carried, and each configuration entry of its
-log by index. Configuration entries hold no CommitLog bytes (like a new leader's
-no-op): their members live here, one small JSON file replaced atomically, written
-before the entry's slot (so a slot never names a configuration not saved; one
-saved past the last slot, a crash between the two, is dropped on load).
+"""A member's configurations on disk (raft.stream_members): the bootstrap members of its
+first start, and each configuration record of its log by the record's offset, in one
+small JSON file replaced atomically. A configuration is saved before a byte of its
+record is written or sent, so the log never holds a record whose members are unknown;
+one saved past the log's end (a crash between the two) is dropped on load.
 """
 
 from __future__ import annotations
@@ -16,52 +15,45 @@ from broker_core.fsutil import atomic_write
 
 
 class ConfigFile:
-    def __init__(self, path: Path, last_index: int, base_index: int) -> None:
+    def __init__(self, path: Path, log_end: int) -> None:
         self.path = path
         self.bootstrap: tuple[str, ...] | None = None
-        self.base: tuple[str, ...] | None = None  # in force at the log's base (a snapshot's)
-        self.entries: dict[int, tuple[str, ...]] = {}
+        self.entries: dict[int, tuple[str, ...]] = {}  # record offset -> members
         if path.exists():
             try:
                 doc = json.loads(path.read_text(encoding="utf-8"))
-                boot, base = doc.get("bootstrap"), doc.get("base")
+                boot = doc.get("bootstrap")
                 self.bootstrap = tuple(boot) if boot is not None else None
-                self.base = tuple(base) if base is not None else None
                 self.entries = {int(i): tuple(m) for i, m in doc.get("entries", [])}
             except (ValueError, KeyError, TypeError) as exc:
                 raise StoreCorruptError(f"{path}: not a Raft configuration file ({exc}): "
                                         "restore it, or empty this member's store and "
                                         "add it to its group again") from None
-        stale = [i for i in self.entries if i > last_index or i <= base_index]
+        stale = [i for i in self.entries if i >= log_end]
         if stale:
             for i in stale:
                 del self.entries[i]
             self.save()
 
-    def config(self, upto: int, base_index: int) -> tuple[int, tuple[str, ...] | None]:
-        below = [i for i in self.entries if i <= upto]
-        if below:
-            return max(below), self.entries[max(below)]
-        if self.base is not None:
-            return base_index, self.base
-        return 0, self.bootstrap
+    def config(self) -> tuple[int, tuple[str, ...] | None]:
+        """(the offset of the last configuration held, its members): the bootstrap
+        members at -1 when no record holds one (None: none known, a member joining)."""
+        if self.entries:
+            last = max(self.entries)
+            return last, self.entries[last]
+        return -1, self.bootstrap
 
-    def add(self, index: int, members: tuple[str, ...]) -> None:
-        self.entries[index] = tuple(members)
+    def add(self, offset: int, members: tuple[str, ...]) -> None:
+        self.entries[offset] = tuple(members)
         self.save()
 
-    def cut(self, index: int) -> None:
-        """Entries at and after `index` are gone from the log."""
-        if any(i >= index for i in self.entries):
-            self.entries = {i: m for i, m in self.entries.items() if i < index}
+    def cut(self, offset: int) -> None:
+        """Records at and after `offset` are gone from the log."""
+        if any(i >= offset for i in self.entries):
+            self.entries = {i: m for i, m in self.entries.items() if i < offset}
             self.save()
-
-    def rebase(self, members: tuple[str, ...]) -> None:
-        """A snapshot replaced the log: its configuration is the base, nothing after it."""
-        self.base, self.entries = tuple(members), {}
-        self.save()
 
     def save(self) -> None:
         atomic_write(self.path, json.dumps({
-            "bootstrap": self.bootstrap, "base": self.base,
+            "bootstrap": self.bootstrap,
             "entries": sorted([i, list(m)] for i, m in self.entries.items())}).encode())

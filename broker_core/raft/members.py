@@ -16,6 +16,15 @@ from broker_core.errors import BrokerError
 MIN_MEMBERS = 3  # two cannot lose one and keep a majority
 
 
+class ConfigError(ValueError):
+    """A change of members the group cannot take now (said in words)."""
+
+
+def member_name(member: str) -> str:
+    """A configuration lists members as NAME or NAME=HOST:PORT:RAFT_PORT."""
+    return member.partition("=")[0]
+
+
 @dataclass(frozen=True)
 class RaftMember:
     name: str

@@ -1,23 +1,17 @@
-"""What Raft nodes say to each other (the Raft paper's RPCs, with the pre-vote of its
-thesis, section 9.6, and TimeoutNow for a leadership transfer, section 3.10).
+"""What the members of a raft group say to each other: the Raft paper's elections, with
+the pre-vote of its thesis (section 9.6) and TimeoutNow for a leadership transfer
+(section 3.10), and the leader's beat. The log's bytes do not travel here: they go on the
+master's replication stream (raft.stream_replication), so AppendEntries carries no
+entries, only the offset a majority holds.
 
-Plain frozen dataclasses: the core (raft.node) is pure, and a transport (in-process
-for the simulator, TCP between brokers) carries them as it likes.
+Plain frozen dataclasses: the elections (raft.stream_election) are pure, and a transport
+(in-process for the simulator, TCP between brokers) carries them as it likes. A log is
+named by where it ends (`last_index`, an offset) and the term of its last byte.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    term: int
-    index: int
-    data: bytes = b""  # b"": the no-op a new leader appends to commit its forebears' entries
-    # a configuration (no data): the group's voting members from here on, each as its
-    # name or NAME=HOST:PORT:RAFT_PORT (thesis 4.1: in force once appended, not committed)
-    members: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +49,11 @@ class VoteReply:
 
 @dataclass(frozen=True, slots=True)
 class Append:
-    """AppendEntries: `entries` follow (prev_index, prev_term); none is a heartbeat."""
+    """The leader's beat (AppendEntries with no entries): `commit`, the offset a majority
+    of the group holds."""
 
     term: int
     leader: str
-    prev_index: int
-    prev_term: int
-    entries: tuple[Entry, ...]
     commit: int
 
 
@@ -70,8 +62,7 @@ class AppendReply:
     term: int
     follower: str
     success: bool
-    match: int  # success: the last index it now holds from the leader; else a hint:
-    # where the leader should try next (the first index of the conflicting term)
+    match: int  # where the follower's log ends (success)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,30 +73,4 @@ class TimeoutNow:
     leader: str
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """InstallSnapshot, one chunk: the leader's store up to entry `last_index`, bytes
-    [offset, offset + len(data)) of [start, end) (thesis 5.3); `members`: the
-    configuration in force at `last_index`."""
-
-    term: int
-    leader: str
-    last_index: int
-    last_term: int
-    members: tuple[str, ...]
-    start: int  # where the snapshot's bytes begin
-    offset: int
-    end: int
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotReply:
-    term: int
-    follower: str
-    last_index: int  # the snapshot it answers
-    want: int  # the offset it takes next (== end: installed); -1: it cannot take it
-
-
-Message = PreVote | PreVoteReply | RequestVote | VoteReply | Append | AppendReply | TimeoutNow \
-    | Snapshot | SnapshotReply
+Message = PreVote | PreVoteReply | RequestVote | VoteReply | Append | AppendReply | TimeoutNow

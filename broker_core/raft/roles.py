@@ -1,4 +1,4 @@
-"""What a Raft node is at a moment (raft.node steps it; raft.votes moves it)."""
+"""What a Raft node is at a moment (raft.stream_election steps it; raft.votes moves it)."""
 
 from enum import Enum
 

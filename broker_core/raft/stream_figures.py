@@ -1,6 +1,6 @@
-"""What a stream group's member reports (`status`, the console, /metrics): as a raft
-group's (raft.group_figures), so one console reads every mode; on the leader each
-member's match (the offset it acknowledged) and lag, also as a master's slaves."""
+"""What a raft group's member reports (`status`, the console, /metrics): its term,
+leader and members; on the leader each member's match (the offset it acknowledged) and
+lag, also as a master's slaves, so that one console reads every mode."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from broker_core.ha.node import Role
 
 def figures(group) -> dict:
     e, end, master = group.election, group.end(), group.master
-    doc = {"group": group.group, "consensus": "raft", "log": "stream",
+    doc = {"group": group.group, "consensus": "raft",
            "role": group.role.value, "epoch": e.term, "term": e.term,
            "leader": e.leader or "", "master": e.leader or "",
            "master_addr": group.addrs.get(e.leader, ""), "since": group.since,

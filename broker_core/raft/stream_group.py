@@ -4,7 +4,7 @@
 The leader writes as a master does, and its bytes go to the followers on the master's
 replication stream, fenced by term (raft.stream_replication); Raft decides who leads a
 term (raft.stream_election), its messages on the group's links (raft.transport), whose
-port also takes the stream's links. It stands where raft.group's RaftGroup stands
+port also takes the stream's links. It stands where a controller's group member stands
 (`broker.ha`, the write path's `replication`).
 
 A term's leader: its epoch file says where the term began (ha.epochs, the term as the
@@ -24,20 +24,19 @@ from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_core.errors import BrokerError
 from broker_core.ha.epochs import EpochFile
 from broker_core.ha.group_meta import adopt_meta, meta_doc, records_arrived
 from broker_core.ha.node import Role
 from broker_core.ha.slave import MasterInfo
 from broker_core.protocol import Code
 from broker_core.raft import stream_figures, stream_members, tables_record
-from broker_core.raft.group import ELECTION_S, HEARTBEAT_S
 from broker_core.raft.loop_timer import call_when_due
 from broker_core.raft.messages import Append, Message
-from broker_core.raft.node import NotLeader
 from broker_core.raft.published_mark import PublishedMark, reopen
 from broker_core.raft.roles import Role as RaftRole
 from broker_core.raft.step_aside import EVERY_S, StepAside
-from broker_core.raft.stream_election import StreamElection
+from broker_core.raft.stream_election import NotLeader, StreamElection
 from broker_core.raft.stream_replication import QuorumMaster, StreamFollower
 from broker_core.raft.tables_record import META_TOPIC
 from broker_core.raft.transport import RaftTransport
@@ -46,6 +45,8 @@ from broker_core.raft.vote_file import VoteFile
 log = logging.getLogger("floodgate.raft")
 
 SAVE_EVERY_S = 1.0
+ELECTION_S = 0.5  # a leader silent for 0.5-1 s is replaced: the issue asks 2 s at most
+HEARTBEAT_S = 0.1
 
 
 class StreamGroup:
@@ -67,6 +68,9 @@ class StreamGroup:
         self._loop = asyncio.get_running_loop()
         store = broker.store
         raft_dir = Path(broker.config.data_dir) / "raft"
+        if (raft_dir / "entries").is_dir():  # (floodgate's first shape of the Raft log)
+            raise BrokerError(f"{raft_dir} holds a Raft log of entries, a shape this version "
+                              "no longer reads: start the group on empty data directories")
         raft_dir.mkdir(parents=True, exist_ok=True)
         self.votes = VoteFile(raft_dir / "vote.json")
         self.epochs = EpochFile(raft_dir / "epochs.json")
@@ -335,8 +339,12 @@ class StreamGroup:
         operator allows it (raft.step_aside); NotLeader when this is no leader."""
         if self.role is not Role.MASTER:
             raise NotLeader(self.name, self.election.leader)
-        self.election.commit = self.master.committed
-        to, why = self.aside.choose(self.election, self._loop.time(), self.wall() - self.since)
+        e = self.election
+        e.commit = self.master.committed
+        for peer, acked in self.master.acked.items():  # (fresher than the last beat's answer)
+            if peer in e.match:
+                e.match[peer] = max(e.match[peer], acked)
+        to, why = self.aside.choose(e, self._loop.time(), self.wall() - self.since)
         if to is None:
             return {"moved": False, "why": why}
         self.event("step-aside", f"to {to}: {reason or why}")

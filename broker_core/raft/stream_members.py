@@ -1,6 +1,6 @@
 """A stream group's members (raft.stream_group), changed one at a time on an operator's
 word (`POST /admin/members`, `floodgate cluster add-replica` / `remove-replica`), by
-raft.membership's rules on the stream log.
+the Raft thesis's rules (chapter 4) on the stream log.
 
 A configuration is a record of the log (topic %RAFT_MEMBERS%). Its members are kept by
 the record's offset in members.json (raft.config_file, offsets for indexes) before a
@@ -24,9 +24,8 @@ from pathlib import Path
 
 from broker_core.ha.node import Role
 from broker_core.raft.config_file import ConfigFile
-from broker_core.raft.members import parse_member
-from broker_core.raft.membership import ConfigError, member_name
-from broker_core.raft.node import NotLeader
+from broker_core.raft.members import ConfigError, member_name, parse_member
+from broker_core.raft.stream_election import NotLeader
 
 MEMBERS_TOPIC = "%RAFT_MEMBERS%"
 
@@ -34,7 +33,7 @@ MEMBERS_TOPIC = "%RAFT_MEMBERS%"
 def open_configs(path: Path, end: int, bootstrap: tuple[str, ...], join: bool) -> ConfigFile:
     """The configurations of a log ending at `end`; the bootstrap members are saved at
     the first start (a restarted member never takes a list that changed since)."""
-    configs = ConfigFile(path, end - 1, -1)
+    configs = ConfigFile(path, end)
     if configs.bootstrap is None and not configs.entries and not join and bootstrap:
         configs.bootstrap = tuple(bootstrap)
         configs.save()
@@ -43,7 +42,7 @@ def open_configs(path: Path, end: int, bootstrap: tuple[str, ...], join: bool) -
 
 def in_force(group) -> tuple[int, tuple[str, ...]]:
     """(the offset of the configuration in force, its members): the last one held."""
-    offset, members = group.configs.config(1 << 62, -1)
+    offset, members = group.configs.config()
     return offset, tuple(members or ())
 
 
@@ -69,10 +68,19 @@ def apply(group) -> None:
 
 
 def between(group, start: int, end: int) -> list[tuple[int, tuple[str, ...]]]:
+    """The configurations whose records lie in [start, end), sent ahead of those bytes;
+    from the leader's first byte (a member begun there: retention removed the older
+    bytes), the one in force there first."""
     entries = group.configs.entries
-    if not entries or max(entries) < start:  # (every push asks: most find none)
+    if not entries:
         return []
-    return sorted((o, m) for o, m in entries.items() if start <= o < end)
+    out = []
+    if 0 < start == group.broker.store.commitlog.min_offset:
+        before = [o for o in entries if o < start]
+        out = [(max(before), entries[max(before)])] if before else []
+    if max(entries) < start:  # (every push asks: most find none)
+        return out
+    return out + sorted((o, m) for o, m in entries.items() if start <= o < end)
 
 
 def received(group, offset: int, members: tuple[str, ...]) -> None:
@@ -157,7 +165,8 @@ async def change_members(group, add: str | None, remove: str | None,
     return {"group": group.group, "members": list(members), "term": term,
             "index": result.physical_offset, "took_s": round(loop.time() - started, 3),
             # (the CLI's "store copied": a stream group's new member took the log itself)
-            "snapshot_bytes": master.acked.get(new.name, 0) if new is not None else 0}
+            "snapshot_bytes": max(0, master.acked.get(new.name, 0) - master.store.commitlog
+                                  .min_offset) if new is not None else 0}
 
 
 def _hand_over(group) -> None:

@@ -1,7 +1,6 @@
 """A raft group's tables (ha.group_meta) as a record of its log (`%RAFT_META%`):
 committed, replicated and recovered like messages, so a new leader goes on from where
-the old one was. Both shapes of the log write and read them so (raft.group,
-raft.stream_group)."""
+the old one was (raft.stream_group writes them as a leader begins and as they change)."""
 
 from __future__ import annotations
 

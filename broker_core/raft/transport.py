@@ -17,11 +17,11 @@ from collections import Counter
 from collections.abc import Callable
 
 from broker_core.raft import wire
-from broker_core.raft.messages import Append, Message
+from broker_core.raft.messages import Message
 
 log = logging.getLogger("floodgate.raft")
 
-MAX_BUFFERED = 8 << 20
+MAX_BUFFERED = 1 << 20
 REDIAL_S, MAX_REDIAL_S = 0.05, 1.0
 
 
@@ -38,7 +38,6 @@ class RaftTransport:
         self._inbound: set[asyncio.Transport] = set()
         self.counters: Counter[str] = Counter()
         self._closed = False
-        self._last: tuple[Message | None, bytes] = (None, b"")  # the latest message sent
 
     async def start(self, bind: str, port: int,
                     stream_link: Callable[[], asyncio.Protocol] | None = None) -> None:
@@ -64,7 +63,7 @@ class RaftTransport:
             await self._server.wait_closed()
 
     def set_peers(self, peers: dict[str, tuple[str, int]]) -> None:
-        """The group's members changed (raft.membership): dial a new one, hang up on one
+        """The group's members changed (raft.stream_members): dial a new one, hang up on one
         gone (its links' hellos are refused from now on)."""
         for name in [n for n, addr in self.peers.items() if peers.get(n) != addr]:
             del self.peers[name]
@@ -92,12 +91,7 @@ class RaftTransport:
         if t is None or t.is_closing() or t.get_write_buffer_size() > MAX_BUFFERED:
             self.counters["dropped"] += 1
             return
-        if type(msg) is Append:  # followers in step get equal Appends: encoded once
-            if msg != self._last[0]:
-                self._last = (msg, wire.encode(msg))
-            t.write(self._last[1])
-        else:  # (answers, votes, snapshot chunks: encoded each time, not compared)
-            t.write(wire.encode(msg))
+        t.write(wire.encode(msg))
         self.counters["sent"] += 1
 
     async def _dial(self, peer: str) -> None:

@@ -1,4 +1,5 @@
-"""A node's term and vote on disk: saved before they are used (raft.log's contract).
+"""A member's term and vote on disk: saved before they are used (Raft's rule: a vote
+given, or a term taken, survives any crash that follows).
 
 One small JSON file replaced atomically (fsutil.atomic_write: a temporary file,
 fsync, rename, fsync of the directory), so a crash at any moment leaves the last

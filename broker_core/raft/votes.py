@@ -1,4 +1,4 @@
-"""A Raft node's elections (raft.node steps the rest): the pre-vote of the thesis
+"""A Raft member's elections (raft.stream_election steps the rest): the pre-vote of the thesis
 (9.6: a node cut off asks first, and spends no term when nobody would vote for it),
 the campaign, and the voter's side of both. A vote is saved before it is given and
 refused within the lease of a live leader, unless the leader handed over (TimeoutNow).

@@ -45,7 +45,6 @@ class BrokerConfig:
     # or a group that agrees by itself (broker_core.raft): no ZooKeeper, no controller
     consensus: str = "controller"  # or "raft"
     raft_port: int | None = None
-    raft_log: str = "entries"  # or "stream": the CommitLog's bytes (raft.stream_group)
     raft_members: tuple = ()  # raft.members.RaftMember, this broker's among them
     raft_join: bool = False  # joining a running group: no vote until a configuration names it
     # a client's fuse may move leadership away from a leader of this many seconds (0: no;

@@ -12,7 +12,7 @@ import os
 from broker_core import protocol as p
 from broker_core.protocol import Code
 from broker_core.protocol.system_topics import check_group
-from broker_core.raft.node import NotLeader
+from broker_core.raft.stream_election import NotLeader
 from broker_core.server.group_state import instance_name
 
 MAX_WATCH_S = 30.0  # a held HA_STATE answers by then (under the client's call timeout)

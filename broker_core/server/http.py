@@ -20,8 +20,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from broker_core.errors import BrokerError
 from broker_core.observe.prometheus import broker_registry
-from broker_core.raft.membership import ConfigError
-from broker_core.raft.node import NotLeader
+from broker_core.raft.members import ConfigError
+from broker_core.raft.stream_election import NotLeader
 from broker_core.server import offset_admin, topic_admin
 from broker_core.server.faults import FaultSpec
 from broker_core.server.flow_control import KINDS, Quota, QuotaError

@@ -68,7 +68,7 @@ class IdempotentPuts:
     def _first_try(self, pid: int, seq: int, n: int, phys: int) -> PutResult:
         seqs = self.seqs
         try:
-            first = self.store.message_at(phys, held=True)
+            first = self.store.message_at(phys)
             last, end = first, phys + first.size
             for i in range(1, n):
                 at = seqs.find(pid, seq + i)
@@ -76,7 +76,7 @@ class IdempotentPuts:
                     return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=(
                         f"producer {pid:x}: sequence {seq} is held here but {seq + i} "
                         "is not; a SEND_MULTI is retried whole"))
-                last = self.store.message_at(at, held=True)
+                last = self.store.message_at(at)
                 end = at + last.size
         except BrokerError:  # the record is past retention: as good as forgotten
             seqs.expired += 1
@@ -90,11 +90,11 @@ class IdempotentPuts:
         """A duplicate's queue (a delayed or half message's real one) and its records'
         sizes, for its answer."""
         # (held: a raft leader answers a committed send before its readers see it)
-        first = self.store.message_at(result.physical_offset, held=True)
+        first = self.store.message_at(result.physical_offset)
         qid = int(first.properties.get(PROP_REAL_QID, first.queue_id))
         sizes, at = [], result.physical_offset
         while at < result.end_offset:
-            size = self.store.message_at(at, held=True).size
+            size = self.store.message_at(at).size
             sizes.append(size)
             at += size
         return qid, sizes

@@ -200,6 +200,7 @@ def first_record_since(store: MessageStore, ms: int) -> int | None:
         if low <= offset < high:
             phys = store.queue_unit(topic, qid, offset)
             first = phys if first is None else min(first, phys)
-    if first is None and store.log_end() > store.commitlog.write_offset:
-        return store.commitlog.write_offset  # a raft leader's tail, not committed yet
+    held = store.gate.first_held() if store.gate is not None else None
+    if first is None and held is not None:
+        return held  # a leader's records held at the gate (a majority holds none yet)
     return first

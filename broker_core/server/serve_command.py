@@ -126,10 +126,6 @@ def add_serve_arguments(serve) -> None:
                     help="sync replication: FLUSH_SLAVE_TIMEOUT after this (3.0)")
     ha.add_argument("--consensus", choices=("controller", "raft"), default="controller",
                     help="raft: the group elects its leader itself (no --zk, no controller)")
-    ha.add_argument("--raft-log", choices=("entries", "stream"), default="entries",
-                    help="raft: the log's shape: entries (an index a send, the default) or "
-                    "stream (the CommitLog's bytes, replicated as a master's; not yet "
-                    "for membership changes)")
     ha.add_argument("--raft-port", type=port, metavar="PORT",
                     help="raft: this broker's port for its group's Raft links")
     ha.add_argument("--raft-member", action="append", default=[],
@@ -221,7 +217,6 @@ def run_serve(args) -> int:
         replication=args.replication, zk_session_s=args.zk_session_timeout,
         sync_timeout_s=args.sync_timeout, tx_check_s=args.tx_check_s,
         consensus=args.consensus, raft_port=args.raft_port, raft_members=raft_members,
-        raft_log=args.raft_log,
         fuse_moves_leader=args.fuse_moves_leader, raft_join=args.raft_join,
         acl=args.acl, acl_admin=args.acl_admin, tls_cert=args.tls_cert,
         tls_key=args.tls_key, tls_ca=args.tls_ca, tls_verify_clients=args.tls_verify_clients,

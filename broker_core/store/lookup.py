@@ -123,16 +123,13 @@ class StoreLookups:
     index: IndexService
     _queues: dict
     _closed: bool
-    appender: object
 
-    def message_at(self, phys: int, held: bool = False) -> Message:
+    def message_at(self, phys: int) -> Message:
         """The message at a physical offset (a message id's); MessageNotFoundError if none.
-        `held`: also a raft leader's records not committed yet (its own log's)."""
+        A record the gate holds is found too (a send retried before it was committed)."""
         if self._closed:
             raise StoreClosedError("store is closed")
-        if held and self.appender is not None:
-            self.appender.flush()  # (the loop turn's open entry: proposed, so written)
-        return message_at(self.commitlog, phys, self.log_end() if held else None)
+        return message_at(self.commitlog, phys)
 
     def query_by_key(self, key: str, topic: str | None = None, begin_ms: int = 0,
                      end_ms: int = FOREVER_MS, limit: int = 64) -> KeyQueryResult:

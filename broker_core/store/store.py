@@ -62,7 +62,6 @@ class MessageStore(StoreLookups):
         self._store_host = pack_host(config.store_host)
         self._put_lock = threading.Lock()
         self._replica: ReplicaLog | None = None
-        self.appender = None  # raft.appender.RaftAppender while the group runs Raft
         # a sync master's (ha.master): queue units wait for the in-sync slaves' acks
         self.gate: ConfirmGate | None = None
         self._stats_lock = threading.Lock()
@@ -158,9 +157,6 @@ class MessageStore(StoreLookups):
             return self._failed(
                 PutStatus.DISK_FULL, f"disk {self.disk_used_ratio:.0%} used, over the full ratio"
             )
-        if self.appender is not None:  # a Raft group's: numbered now, written on commit
-            return self.appender.append(topic, queue_id, prepared, born_ts,
-                                        int(self._clock() * 1000), keys, each_keys)
         cl = self.commitlog
         c = self.counters
         n = len(prepared)
@@ -288,19 +284,18 @@ class MessageStore(StoreLookups):
         return result
 
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
-        """The queue offset the next message put into this queue takes (under Raft, after
-        the leader's records not committed yet)."""
+        """The queue offset the next message put into this queue takes (after the records
+        a sync master or raft leader holds at its gate)."""
         cq = self._queues.get((topic, queue_id))
         end = cq.max_offset if cq is not None else 0
         if self.gate is not None and self.gate.waiting:
             end += self.gate.waiting.get((topic, queue_id), 0)
-        return end if self.appender is None else end + self.appender.pending[(topic, queue_id)]
+        return end
 
     def log_end(self) -> int:
-        """Where this store's log ends: what readers see, or under Raft everything the
-        log holds (a leader commits all of it: its idempotent sends are read to there)."""
-        return self.commitlog.write_offset if self.appender is None else \
-            self.appender.log_end()
+        """Where this store's log ends: its last whole record, held at the gate or not (a
+        leader commits all of it: its idempotent sends are read to there)."""
+        return self.commitlog.write_offset
 
     def queue_unit(self, topic: str, queue_id: int, offset: int) -> int:
         """The physical offset of the queue's message at `offset` (within its bounds)."""

@@ -32,10 +32,6 @@ def register(sub) -> None:
     up.add_argument("--consensus", choices=("controller", "raft"), default="controller",
                     help="groups: a controller and ZooKeeper choose each master (default), "
                     "or each group of 3+ elects its leader with Raft (no ZooKeeper)")
-    up.add_argument("--raft-log", choices=("entries", "stream"), default="entries",
-                    help="raft: the log's shape: entries (the default) or stream (the "
-                    "CommitLog's bytes, replicated as a master's: faster at one send in "
-                    "flight; not yet for add-replica and remove-replica)")
     up.add_argument("--fuse-moves-leaders", action="store_true",
                     help="raft: a leader the clients' fuse finds slow hands its group to a "
                     "follower (at most once a minute a group)")
@@ -106,7 +102,6 @@ def run_up(args) -> int:
                           args.name, extra_args=extra, groups=groups, replicas=args.replicas,
                           replication=args.replication, zk=args.zk, netns=args.netns,
                           acl=args.acl, tls=args.tls, consensus=args.consensus,
-                          raft_log=args.raft_log if args.raft_log != "entries" else "",
                           grpc=args.grpc, grpc_trace_rate=args.grpc_trace_rate)
     else:
         cluster = Cluster(_brokers(args), args.base_port, args.data, args.flush,
@@ -163,8 +158,6 @@ def _check_up(args) -> int | None:
         raise UsageError("--brokers and --groups exclude each other")
     if args.netns and args.zk:
         raise UsageError("--netns runs its own ZooKeeper on a host of its own: drop --zk")
-    if args.raft_log != "entries" and args.consensus != "raft":
-        raise UsageError("--raft-log is for --consensus raft")
     if args.fuse_moves_leaders and args.consensus != "raft":
         raise UsageError("--fuse-moves-leaders is for --consensus raft (a controller's "
                          "groups move their master only when it fails)")

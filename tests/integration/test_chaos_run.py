@@ -24,12 +24,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.chaos,
                                  reason=str(netns.unavailable()))]
 
 
-@pytest.mark.parametrize("replicas", ["2", "3-raft", "3-raft-stream"])
+@pytest.mark.parametrize("replicas", ["2", "3-raft"])
 def test_a_seeded_chaos_run_loses_nothing_acknowledged(tmp_path, replicas):
     data = tmp_path / "c"
     n = int(replicas[0])
     mode = ["--consensus", "raft"] if "raft" in replicas else []
-    mode += ["--raft-log", "stream"] if replicas.endswith("stream") else []
     cluster = subprocess.Popen(
         [sys.executable, "-m", "console.cli", "cluster", "up", "--groups", "2", "--netns",
          "--replicas", str(n), *mode, "--restart", "--segment-size", "16M",

@@ -20,15 +20,15 @@ from tests.waiting import wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
-@pytest.fixture(params=["", "stream"])  # the log as entries, and as the CommitLog's stream
-def raft_cluster(tmp_path, request):
+@pytest.fixture
+def raft_cluster(tmp_path):
     clusters = []
 
     def make(groups=1, replicas=3, **kw):
         n = groups * replicas
         cluster = Cluster(0, free_port_range(3 * n + 1), tmp_path / f"c{len(clusters)}",
                           segment_size="8M", name=f"t{uuid.uuid4().hex[:8]}", groups=groups,
-                          replicas=replicas, consensus="raft", raft_log=request.param, **kw)
+                          replicas=replicas, consensus="raft", **kw)
         clusters.append(cluster)
         cluster.up(timeout=60)
         return cluster
@@ -311,7 +311,7 @@ def _lose_the_tail(commitlog_dir, keep_share: float = 0.5) -> int:
     return keep
 
 
-def test_a_follower_whose_host_lost_acknowledged_entries_is_caught_up_by_the_same_leader(
+def test_a_follower_whose_host_lost_acknowledged_bytes_is_caught_up_by_the_same_leader(
         raft_cluster):
     from pathlib import Path
 

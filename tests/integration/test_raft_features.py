@@ -32,22 +32,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 GROUPS = ("group-1", "group-2")
 
 
-def raft_cluster(data, groups: int, raft_log: str = "", **kw) -> Cluster:
+def raft_cluster(data, groups: int, **kw) -> Cluster:
     n = groups * 3
     return Cluster(0, free_port_range(3 * n + 1), data, segment_size="8M",
                    name=f"t{uuid.uuid4().hex[:8]}", groups=groups, replicas=3,
-                   consensus="raft", raft_log=raft_log, **kw)
+                   consensus="raft", **kw)
 
 
-# both shapes of the log: entries (`--raft-log entries`) and the CommitLog's stream
-LOGS = pytest.mark.parametrize("raft_log", ["", "stream"])
-
-
-@pytest.fixture(scope="module", params=["", "stream"])
-def raft(tmp_path_factory, request):
+@pytest.fixture(scope="module")
+def raft(tmp_path_factory):
     """Two raft groups of three (their halves checked back every 0.5 s: a transaction's
     check-back within the test's patience); the routes to their leaders."""
-    cluster = raft_cluster(tmp_path_factory.mktemp("raft") / "c", len(GROUPS), request.param,
+    cluster = raft_cluster(tmp_path_factory.mktemp("raft") / "c", len(GROUPS),
                            extra_args=["--tx-check-s", "0.5"])
     cluster.up(timeout=60)
     routes = None
@@ -296,8 +292,7 @@ def test_a_traced_send_is_found_with_its_store_and_its_delivery(raft, capsys):
 
 # -- 4. the ACL and TLS -------------------------------------------------------------------
 
-@LOGS
-def test_acl_and_tls_on_a_raft_group(tmp_path, monkeypatch, capsys, raft_log):
+def test_acl_and_tls_on_a_raft_group(tmp_path, monkeypatch, capsys):
     """`cluster up --groups 1 --replicas 3 --consensus raft --acl --tls`: the leader
     refuses a plain client and a user without permission (NO_PERMISSION, saying why);
     a user allowed a topic sends to it; the admin (the credentials file the cluster
@@ -311,7 +306,7 @@ def test_acl_and_tls_on_a_raft_group(tmp_path, monkeypatch, capsys, raft_log):
 
     for name in ("FLOODGATE_CREDENTIALS", ENV_CA, "FLOODGATE_ADMIN_TOKEN_FILE"):
         monkeypatch.setenv(name, "")  # as a user starts it: nothing set (unset again after)
-    cluster = raft_cluster(tmp_path / "c", 1, raft_log, acl=True, tls=True)
+    cluster = raft_cluster(tmp_path / "c", 1, acl=True, tls=True)
     routes = None
     try:
         cluster.up(timeout=20)

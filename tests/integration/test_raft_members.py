@@ -1,7 +1,7 @@
 """A raft group's members changed one at a time on real processes, through the commands
 an operator types: `cluster up --consensus raft`, `cluster add-replica` (the new member
-started by the supervisor with --raft-join, caught up from a snapshot of the leader's
-store, then voted in), `cluster remove-replica`, then the leader killed: the group of
+started by the supervisor with --raft-join, fed the leader's log from its first byte,
+then voted in), `cluster remove-replica`, then the leader killed: the group of
 the two old members and the new one elects a leader, acknowledges, and a consumer
 reads every message acknowledged before and after."""
 
@@ -32,12 +32,11 @@ def floodgate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-@pytest.fixture(params=["entries", "stream"])  # the log's two shapes (--raft-log)
-def cluster_up(tmp_path, request):
+@pytest.fixture
+def cluster_up(tmp_path):
     data = tmp_path / "c"
     up = subprocess.Popen([sys.executable, "-m", "console.cli", "cluster", "up", "--groups",
                            "1", "--replicas", "3", "--consensus", "raft", "--data", str(data),
-                           "--raft-log", request.param,
                            "--base-port", str(free_port_range(40)), "--segment-size", "8M",
                            "--name", "members"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -56,7 +55,7 @@ def pids(path) -> dict[str, int]:
     return {b.name: int(broker_role(b.addr).get("pid") or 0) for b in load_cluster(path).brokers}
 
 
-def test_a_replica_added_from_a_snapshot_and_an_old_one_removed_keep_every_message(
+def test_a_replica_added_and_an_old_one_removed_keep_every_message(
         cluster_up):
     from broker_core.client.producer import Producer
     from broker_core.ha.routes import routes_for
@@ -76,7 +75,7 @@ def test_a_replica_added_from_a_snapshot_and_an_old_one_removed_keep_every_messa
             "group-1-a", "group-1-b", "group-1-c", "group-1-d"]
         leader = routes.records["group-1"].master
         held = broker_role(load_cluster(path).broker(leader).addr)
-        # caught up from one copy of the store (not a chunk per proposal sent again)
+        # caught up with the leader's log (its bytes, streamed once)
         assert 2000 * 100 < answer["snapshot_bytes"] <= held["offset"]
         assert load_cluster(path).broker("group-1-d").joined
 
@@ -123,10 +122,8 @@ def test_a_change_the_group_cannot_take_is_refused_in_one_line(cluster_up):
 
 
 
-@pytest.mark.parametrize("raft_log", ["", "stream"])
-def test_a_joined_member_killed_comes_back_a_voter_and_can_lead_with_every_message(tmp_path,
-                                                                                   raft_log):
-    """The member added from a snapshot (started with --raft-join) is SIGKILLed and
+def test_a_joined_member_killed_comes_back_a_voter_and_can_lead_with_every_message(tmp_path):
+    """The member added (started with --raft-join) is SIGKILLed and
     started again with the same flags: its store says it votes (its flags do not), it
     follows, and once it leads a new reader gets every message sent before it joined."""
     from broker_core.client import admin
@@ -135,8 +132,7 @@ def test_a_joined_member_killed_comes_back_a_voter_and_can_lead_with_every_messa
     from broker_core.ha.routes import routes_for
 
     cluster = Cluster(0, free_port_range(40), tmp_path / "k", segment_size="8M",
-                      name="killjoin", groups=1, replicas=3, consensus="raft",
-                      raft_log=raft_log)
+                      name="killjoin", groups=1, replicas=3, consensus="raft")
     cluster.up(timeout=60)
     routes = routes_for(cluster.file)
     try:
@@ -192,7 +188,7 @@ def queue_floor(addr: str, topic: str, queue_id: int) -> int:
 
 
 def test_a_member_added_after_retention_begins_at_the_leaders_first_byte(tmp_path):
-    """Retention removed the leader's first segment: a new, empty member of a stream
+    """Retention removed the leader's first segment: a new, empty member of a raft
     group is fed from the leader's first byte. Once it leads, a reader finds the queue
     beginning where the leader's did, and every message acknowledged past it."""
     from broker_core.client import admin
@@ -203,7 +199,7 @@ def test_a_member_added_after_retention_begins_at_the_leaders_first_byte(tmp_pat
 
     cluster = Cluster(0, free_port_range(40), tmp_path / "r", segment_size="8M",
                       name="retained", groups=1, replicas=3, consensus="raft",
-                      raft_log="stream", extra_args=["--retention-hours", "0.0005"])
+                      extra_args=["--retention-hours", "0.0005"])
     cluster.up(timeout=60)
     routes = routes_for(cluster.file)
     pad = b"x" * 4000

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from broker_core.cluster.ports import free_port_range
 from broker_core.ha.node import Role
-from broker_core.raft.group import RaftGroup
+from broker_core.raft.stream_group import StreamGroup
 from broker_core.server.broker import Broker, BrokerConfig
 from broker_core.server.tcp import start_tcp
 
@@ -16,7 +16,7 @@ from broker_core.server.tcp import start_tcp
 @dataclass
 class Member:
     broker: Broker
-    group: RaftGroup
+    group: StreamGroup
     tcp: object
 
     @property
@@ -53,7 +53,9 @@ class Group:
         broker = Broker(config)
         peers = {n: ("127.0.0.1", p[2]) for n, p in self.ports.items() if n != name}
         addrs = {n: f"127.0.0.1:{p[0]}" for n, p in self.ports.items()}
-        group = RaftGroup(broker, "g", peers, raft, client_addrs=addrs).attach()
+        members = tuple(f"{n}=127.0.0.1:{p[0]}:{p[2]}" for n, p in self.ports.items())
+        group = StreamGroup(broker, "g", peers, raft, client_addrs=addrs,
+                            members=members).attach()
         await group.start("127.0.0.1")
         tcp = await start_tcp(broker)
         broker.serving = True

@@ -24,7 +24,18 @@ from dataclasses import dataclass, field
 from broker_core.ha.epochs import EpochHistory, consistent_end
 from broker_core.raft.roles import Role
 from broker_core.raft.stream_election import StreamElection
-from tests.broker_core.raft.sim import Faults
+
+
+@dataclass
+class Faults:
+    loss: float = 0.0
+    duplicate: float = 0.0
+    delay: tuple[float, float] = (0.001, 0.01)  # uniform: reordering comes with it
+    crash_every_s: float = 0.0  # mean time between crashes (0: none)
+    down_s: tuple[float, float] = (0.5, 3.0)
+    cut_every_s: float = 0.0  # mean time between link cuts (a partition of one member)
+    cut_s: tuple[float, float] = (0.5, 4.0)
+    wrong_gone: float = 0.0  # the chance a step tells a member its live leader is gone
 
 
 @dataclass

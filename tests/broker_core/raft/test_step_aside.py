@@ -63,7 +63,7 @@ def test_a_slow_leader_told_over_the_wire_hands_its_group_over_when_allowed(tmp_
             assert answer == {"moved": False, "why": f"{follower.name} is not the leader; "
                                                     f"{leader.name} is"}
             answer = await loop.run_in_executor(None, tell, "g", leader.addr)
-            assert answer["moved"] is True and answer["from"] == leader.name
+            assert answer["moved"] is True and answer["from"] == leader.name, answer
             await until(lambda: g.members[answer["to"]].group.role.value == "MASTER")
             new = g.members[answer["to"]]
             assert {r.status for r in await produce(new.addr, 50, first=50)} == {"SEND_OK"}

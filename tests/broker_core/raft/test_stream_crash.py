@@ -1,5 +1,5 @@
-"""SIGKILL at any step of a stream member's appends and term changes, in a real process
-(`--raft-log stream`). The child follows a leader's stream as a member does (its own
+"""SIGKILL at any step of a stream member's appends and term changes, in a real process.
+The child follows a leader's stream as a member does (its own
 StreamFollower, on a real store in sync flush mode), while terms change every few
 records (the vote saved, then where the term's bytes begin). After the kill, whatever
 step it landed on:

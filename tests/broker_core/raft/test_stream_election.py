@@ -11,11 +11,9 @@ import pytest
 
 from broker_core.raft import votes
 from broker_core.raft.messages import Append, AppendReply, RequestVote, TimeoutNow, VoteReply
-from broker_core.raft.node import NotLeader
 from broker_core.raft.roles import Role
-from broker_core.raft.stream_election import StreamElection
-from tests.broker_core.raft.sim import Faults
-from tests.broker_core.raft.stream_sim import Disk, StreamSim
+from broker_core.raft.stream_election import NotLeader, StreamElection
+from tests.broker_core.raft.stream_sim import Disk, Faults, StreamSim
 
 SCHEDULES = int(os.environ.get("RAFT_SCHEDULES", "300"))
 ROUGH = Faults(loss=0.1, duplicate=0.1, delay=(0.001, 0.08), crash_every_s=1.0,
@@ -105,9 +103,9 @@ def test_a_leader_beats_with_its_commit_and_a_follower_answers_where_it_ends():
     e.commit = 7
     out = e.tick(e.now + 0.1)
     assert sorted(to for to, _m in out) == ["b", "c"]
-    assert all(m == Append(e.term, "a", 0, 0, (), 7) for _to, m in out)
+    assert all(m == Append(e.term, "a", 7) for _to, m in out)
     f, _disk = election("b", units=[(1, 1)] * 4, history=[(1, 0)])
-    assert f.step(Append(1, "a", 0, 0, (), 3), 0.0) == [("a", AppendReply(1, "b", True, 4))]
+    assert f.step(Append(1, "a", 3), 0.0) == [("a", AppendReply(1, "b", True, 4))]
     assert f.leader == "a" and f.term == 1
 
 
@@ -123,4 +121,4 @@ def test_a_transfer_waits_until_its_target_holds_the_whole_log_and_refuses_sends
 
 def test_a_deposed_leaders_beat_is_answered_with_the_newer_term():
     f, _disk = election("b", term=5)
-    assert f.step(Append(4, "a", 0, 0, (), 0), 0.0) == [("a", AppendReply(5, "b", False, 0))]
+    assert f.step(Append(4, "a", 0), 0.0) == [("a", AppendReply(5, "b", False, 0))]
