@@ -187,10 +187,16 @@ def queue_floor(addr: str, topic: str, queue_id: int) -> int:
         conn.close()
 
 
-def test_a_member_added_after_retention_begins_at_the_leaders_first_byte(tmp_path):
-    """Retention removed the leader's first segment: a new, empty member of a raft
-    group is fed from the leader's first byte. Once it leads, a reader finds the queue
-    beginning where the leader's did, and every message acknowledged past it."""
+def test_members_begun_after_retention_start_at_the_leaders_first_byte(tmp_path):
+    """Retention removed the leader's first segment. An empty member is fed from the
+    leader's first byte: one whose store an operator emptied and started again with the
+    members of its first start (its flags predate group-1-d), which takes the
+    configuration in force at that byte (retention removed its record), and one added
+    then (group-1-e). Once the new member leads, a reader finds the queue beginning where the
+    leader's did, and every message acknowledged past it."""
+    import shutil
+    from dataclasses import replace
+
     from broker_core.client import admin
     from broker_core.client.producer import Producer
     from broker_core.cluster.launcher import Cluster
@@ -203,8 +209,19 @@ def test_a_member_added_after_retention_begins_at_the_leaders_first_byte(tmp_pat
     cluster.up(timeout=60)
     routes = routes_for(cluster.file)
     pad = b"x" * 4000
+
+    def add_member():
+        entry = next_member(cluster.file, "group-1")
+        cluster.file.brokers.append(entry)
+        cluster.start_broker(entry)
+        leader = cluster.file.broker(routes.records["group-1"].master)
+        doc = admin.members(leader.http, {"add": raft_member_flag(entry)})
+        assert doc["members"][-1] == raft_member_flag(entry)
+        return entry
+
     try:
         routes.wait()
+        first_four = add_member()  # group-1-d: its configuration's record will go
         with Producer(routes=routes, fuse=False) as producer:
             sent = [b"%d-" % i + pad for i in range(3000)]  # 12 MB: two segments
             results = [producer.send("bulk", body, order_key="one queue") for body in sent]
@@ -216,17 +233,25 @@ def test_a_member_added_after_retention_begins_at_the_leaders_first_byte(tmp_pat
                  "retention removed the leader's first segment", every=0.5)
         floor = queue_floor(leader.addr, "bulk", qid)
 
-        entry = next_member(cluster.file, "group-1")
-        cluster.file.brokers.append(entry)
-        cluster.start_broker(entry)
-        doc = admin.members(leader.http, {"add": raft_member_flag(entry)})
-        assert doc["members"][-1] == raft_member_flag(entry)
-        wait_for(lambda: broker_role(entry.addr).get("role") == "SLAVE", 30,
+        emptied = next(b for b in cluster.file.brokers[:3] if b.name != leader.name)
+        cluster.procs[emptied.name].kill()
+        cluster.procs[emptied.name].wait()
+        shutil.rmtree(emptied.data)
+        four = cluster.file.brokers
+        cluster.file.brokers = [b for b in four if b is not first_four]
+        cluster.start_broker(replace(emptied))  # the members of its first start
+        cluster.file.brokers = four
+        wait_for(lambda: broker_role(emptied.addr).get("voters") == sorted(
+            b.name for b in four), 30, "the emptied member taking the configuration in force")
+
+        new = add_member()  # group-1-e, empty
+        wait_for(lambda: broker_role(new.addr).get("role") == "SLAVE", 30,
                  "the new member following")
-        admin.transfer_leader(leader.http, entry.name)
-        wait_for(lambda: broker_role(entry.addr).get("role") == "MASTER", 30,
+        admin.transfer_leader(leader.http, new.name)
+        wait_for(lambda: broker_role(new.addr).get("role") == "MASTER", 30,
                  "the new member leading")
-        assert queue_floor(entry.addr, "bulk", qid) == floor
+        assert queue_floor(new.addr, "bulk", qid) == floor
+        assert queue_floor(emptied.addr, "bulk", qid) == floor
         routes.close()
         routes = routes_for(cluster.file)
         routes.wait()

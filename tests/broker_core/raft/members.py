@@ -54,8 +54,12 @@ class Group:
         peers = {n: ("127.0.0.1", p[2]) for n, p in self.ports.items() if n != name}
         addrs = {n: f"127.0.0.1:{p[0]}" for n, p in self.ports.items()}
         members = tuple(f"{n}=127.0.0.1:{p[0]}:{p[2]}" for n, p in self.ports.items())
-        group = StreamGroup(broker, "g", peers, raft, client_addrs=addrs,
-                            members=members).attach()
+        try:
+            group = StreamGroup(broker, "g", peers, raft, client_addrs=addrs,
+                                members=members).attach()
+        except BaseException:
+            broker.close()
+            raise
         await group.start("127.0.0.1")
         tcp = await start_tcp(broker)
         broker.serving = True

@@ -14,6 +14,7 @@ import uvloop
 
 from broker_core.client.aio_producer import AsyncProducer
 from broker_core.client.attempts import SendFailed
+from broker_core.errors import BrokerError
 from broker_core.observe.prometheus import ha_families
 from broker_core.protocol import Code
 from tests.broker_core.ha.conftest import log_bytes
@@ -250,3 +251,15 @@ def test_a_beat_due_at_once_leaves_the_next_drive_whole_on_uvloop(tmp_path):
             await g.close()
 
     uvloop.run(main())
+
+
+def test_a_store_holding_a_raft_log_of_entries_refuses_to_start_saying_so(tmp_path):
+    """floodgate's first shape of the Raft log kept an entry index beside the CommitLog;
+    read as a stream, a log without epochs would be cut to nothing by its first leader."""
+    (tmp_path / "r0" / "raft" / "entries").mkdir(parents=True)
+
+    async def main():
+        with pytest.raises(BrokerError, match="holds a Raft log of entries"):
+            await Group(tmp_path).start("r0")
+
+    asyncio.run(main())
