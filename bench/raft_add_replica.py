@@ -1,7 +1,7 @@
 """A replica replaced under load, as an operator does it (issue 62): a raft group of three
 holding `--fill-mb` of messages, a paced load of `--rate` msgs/s running, then
-`floodgate cluster add-replica` (the new member caught up from a snapshot of the
-leader's store) and `cluster remove-replica` of an old follower. Reported: the store
+`floodgate cluster add-replica` (the new member fed the leader's log from its first
+byte) and `cluster remove-replica` of an old follower. Reported: the store
 copied and how long the change took, the load's send latency and failures across it,
 every peak RSS. No ratio goal of the issue's; the load's health is the bar: sends
 p99 <= 5 ms and max <= 20 ms, 0 failed, while the store is copied.

@@ -1,5 +1,5 @@
 """StreamGroup: a broker's part in a raft group whose log is the CommitLog's byte stream
-(docs/topics/raft-groups.md, "The way to 80 %").
+(docs/topics/raft-groups.md, "How it works").
 
 The leader writes as a master does, and its bytes go to the followers on the master's
 replication stream, fenced by term (raft.stream_replication); Raft decides who leads a
