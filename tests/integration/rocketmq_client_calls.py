@@ -121,6 +121,10 @@ def _receive_all(consumer, want: int, invisible_s: int = 15, ack: bool = True) -
             # receive (the cause, a thread without an event loop: see _config). An
             # application's next receive asks again: so does this, once, and says so;
             # a second miss fails the test.
+            # A receive past the client's own deadline (DEADLINE_EXCEEDED: a large body on
+            # a slow host) is asked again too, within this call's 20 s.
+            if "DEADLINE_EXCEEDED" in str(exc) or "Deadline Exceeded" in str(exc):
+                continue
             if route_missed or "route" not in str(exc):
                 raise
             route_missed = True
