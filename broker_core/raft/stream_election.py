@@ -170,7 +170,7 @@ class StreamElection:
 
     def transfer(self, to: str, now: float) -> list:
         """Hand leadership to `to` once it holds the whole log (sends refused meanwhile, so
-        that the log stops growing); the subclass's `_maybe_timeout_now` says when."""
+        that the log stops growing); `_maybe_timeout_now` says when."""
         if self.role is not Role.LEADER or to not in self.voters or to == self.name:
             raise NotLeader(self.name, self.leader)
         self.transfer_to, self.transfer_due = to, now + self.election_s
